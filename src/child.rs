@@ -1,0 +1,153 @@
+//! The command: spawned without a shell in its own process group, handed the terminal's
+//! foreground when redlock has it, signalled as a group, and killed if redlock dies.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command};
+
+use nix::errno::Errno;
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, killpg, pthread_sigmask};
+use nix::unistd::{Pid, getpgrp, getpid, getppid, tcgetpgrp, tcsetpgrp};
+
+use crate::exit;
+
+/// The controlling terminal on stdin, when redlock's process group is its foreground group.
+#[derive(Debug, Clone, Copy)]
+pub struct Terminal {
+    owner: Pid,
+}
+
+fn stdin_fd() -> BorrowedFd<'static> {
+    // SAFETY: fd 0 stays open for the life of the process; we only pass it to tc*pgrp.
+    unsafe { BorrowedFd::borrow_raw(0) }
+}
+
+impl Terminal {
+    /// The terminal redlock may hand to the command: stdin is a tty and we are in the foreground.
+    pub fn foreground() -> Option<Self> {
+        let owner = getpgrp();
+        match tcgetpgrp(stdin_fd()) {
+            Ok(fg) if fg == owner => Some(Self { owner }),
+            _ => None,
+        }
+    }
+
+    /// Give the terminal back to redlock's group. Redlock is in the background by now, so
+    /// SIGTTOU is blocked in this thread for the call (a blocked SIGTTOU lets tcsetpgrp through).
+    pub fn restore(self) {
+        with_sigttou_blocked(|| {
+            let _ = tcsetpgrp(stdin_fd(), self.owner);
+        });
+    }
+}
+
+fn with_sigttou_blocked(f: impl FnOnce()) {
+    let mut ttou = SigSet::empty();
+    ttou.add(Signal::SIGTTOU);
+    let mut old = SigSet::empty();
+    let blocked = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&ttou), Some(&mut old)).is_ok();
+    f();
+    if blocked && !old.contains(Signal::SIGTTOU) {
+        let _ = pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&ttou), None);
+    }
+}
+
+/// Start `argv` in a new process group with `env` added, dying with SIGKILL if redlock dies.
+/// Must be called from a thread that lives as long as the child: the parent-death signal
+/// fires when the *thread* that forked exits.
+pub fn spawn(
+    argv: &[OsString],
+    env: &[(&str, String)],
+    terminal: Option<Terminal>,
+) -> io::Result<Child> {
+    let (program, args) = argv
+        .split_first()
+        .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let mut command = Command::new(program);
+    command.args(args).process_group(0);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let parent = getpid();
+    let take_terminal = terminal.is_some();
+    // SAFETY: the closure runs in the forked child before exec and makes only async-signal-safe
+    // system calls (prctl, getppid, sigprocmask, tcsetpgrp); it allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Some(Signal::SIGKILL)).map_err(io::Error::from)?;
+            // redlock may have died between fork and prctl; then nobody would ever kill us.
+            if getppid() != parent {
+                return Err(io::Error::from_raw_os_error(Errno::ESRCH as i32));
+            }
+            if take_terminal {
+                // Take the foreground before exec so the command never reads as a background job.
+                let mut ttou = SigSet::empty();
+                ttou.add(Signal::SIGTTOU);
+                let _ = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&ttou), None);
+                let _ = tcsetpgrp(stdin_fd(), getpid());
+                let _ = pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&ttou), None);
+            }
+            Ok(())
+        });
+    }
+    let child = command.spawn()?;
+    if take_terminal {
+        // Also from the parent, as shells do, so the order of the two calls does not matter.
+        with_sigttou_blocked(|| {
+            let _ = tcsetpgrp(stdin_fd(), Pid::from_raw(child.id() as i32));
+        });
+    }
+    Ok(child)
+}
+
+/// The exit status for a command that could not be started, as shells report it.
+pub fn spawn_failure_status(err: &io::Error) -> i32 {
+    match err.kind() {
+        io::ErrorKind::NotFound => exit::NOT_FOUND,
+        _ => exit::NOT_EXECUTABLE,
+    }
+}
+
+/// Send `signal` to every process of the group `pgid`; a group already gone is not an error.
+pub fn signal_group(pgid: Pid, signal: Signal) {
+    let _ = killpg(pgid, signal);
+}
+
+/// Whether any process (zombies included) is left in the group `pgid`.
+pub fn group_alive(pgid: Pid) -> bool {
+    !matches!(killpg(pgid, None), Err(Errno::ESRCH))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spawn_failures_map_like_shells() {
+        assert_eq!(
+            spawn_failure_status(&io::Error::from(io::ErrorKind::NotFound)),
+            127
+        );
+        assert_eq!(
+            spawn_failure_status(&io::Error::from(io::ErrorKind::PermissionDenied)),
+            126
+        );
+        assert_eq!(
+            spawn_failure_status(&io::Error::from_raw_os_error(Errno::ENOEXEC as i32)),
+            126
+        );
+    }
+
+    #[test]
+    fn child_gets_its_own_group_and_environment() {
+        let script =
+            r#"read -r _ _ _ _ pgrp _ < /proc/$$/stat; test "$pgrp" = $$ && test "$X" = y"#;
+        let argv = ["sh", "-c", script].map(OsString::from);
+        let mut child = spawn(&argv, &[("X", "y".into())], None).unwrap();
+        assert!(child.wait().unwrap().success());
+        let pgid = Pid::from_raw(child.id() as i32);
+        assert!(!group_alive(pgid));
+    }
+}

@@ -1,0 +1,350 @@
+//! Command-line definitions (clap), value parsers for durations, signals and URLs, and env fallbacks.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use nix::sys::signal::Signal;
+
+use crate::error::{Class, classified};
+use crate::exit;
+use crate::lock::Endpoint;
+
+/// The shortest lease redlock accepts: below it the drift allowance and scheduling noise eat the lease.
+pub const MIN_TTL: Duration = Duration::from_millis(100);
+/// The longest lease or duration redlock accepts (a year); keeps every deadline sum far from overflow.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+/// Default grace between the stop signal and SIGKILL, capped at a quarter of the ttl.
+pub const DEFAULT_KILL_AFTER: Duration = Duration::from_secs(5);
+/// The longest lock name accepted, in bytes.
+pub const MAX_KEY_LEN: usize = 1024;
+
+const ENV_HELP: &str = "\
+ENVIRONMENT:
+  REDLOCK_URL, REDLOCK_TTL, REDLOCK_WAIT, REDLOCK_PREFIX, REDLOCK_KILL_AFTER,
+  REDLOCK_STOP_SIGNAL, REDLOCK_MAX_RUNTIME and REDLOCK_CONFLICT_EXIT_CODE give
+  defaults for the options of the same name; a flag wins over its variable.
+  The command sees REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_FENCING_TOKEN.";
+
+/// Run a command under a Redis lock: one copy at a time across every machine.
+#[derive(Debug, Parser)]
+#[command(name = "redlock", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run COMMAND while holding the lock NAME; release it when COMMAND ends.
+    #[command(after_help = format!("{}\n\n{ENV_HELP}", exit::TABLE))]
+    Run(RunArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock
+    #[arg(
+        long,
+        env = "REDLOCK_URL",
+        default_value = "redis://127.0.0.1:6379",
+        value_parser = parse_url,
+        hide_env_values = true
+    )]
+    pub url: Endpoint,
+
+    /// Name of the lock (not read from the environment: REDLOCK_KEY is what the command sees).
+    #[arg(long, value_name = "NAME", value_parser = parse_key)]
+    pub key: String,
+
+    /// Lease length; renewed every ttl/3 while the command runs.
+    #[arg(long, env = "REDLOCK_TTL", default_value = "30s", value_name = "DURATION", value_parser = parse_ttl)]
+    pub ttl: Duration,
+
+    /// How long to wait for a busy lock: 0 tries once, `forever` waits without limit.
+    #[arg(long, env = "REDLOCK_WAIT", default_value = "0", value_name = "DURATION|forever", value_parser = parse_wait)]
+    pub wait: Wait,
+
+    /// Exit status when the lock was not acquired.
+    #[arg(long, env = "REDLOCK_CONFLICT_EXIT_CODE", default_value_t = exit::CONFLICT as u8, value_name = "N")]
+    pub conflict_exit_code: u8,
+
+    /// Signal that asks the command to stop (lock lost, --max-runtime): a name or number.
+    #[arg(long, env = "REDLOCK_STOP_SIGNAL", default_value = "TERM", value_name = "SIG", value_parser = parse_stop_signal)]
+    pub stop_signal: Signal,
+
+    /// Grace between a stop signal and SIGKILL [default: 5s, at most ttl/4]; at most ttl/2.
+    #[arg(long, env = "REDLOCK_KILL_AFTER", value_name = "DURATION", value_parser = parse_duration)]
+    pub kill_after: Option<Duration>,
+
+    /// Stop the command after this long and exit 124.
+    #[arg(long, env = "REDLOCK_MAX_RUNTIME", value_name = "DURATION", value_parser = parse_positive)]
+    pub max_runtime: Option<Duration>,
+
+    /// Prefix of the Redis keys: the lock is PREFIX{NAME}.
+    #[arg(long, env = "REDLOCK_PREFIX", default_value = "redlock:", value_parser = parse_prefix)]
+    pub prefix: String,
+
+    /// Say more on stderr (repeat for more).
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    /// Say nothing on stderr but errors.
+    #[arg(short, long, conflicts_with = "verbose")]
+    pub quiet: bool,
+
+    /// The command and its arguments, run without a shell.
+    #[arg(required = true, num_args = 1.., trailing_var_arg = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+/// How long to wait for a busy lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    Up(Duration),
+    Forever,
+}
+
+impl RunArgs {
+    /// The grace before SIGKILL: as given (checked against the ttl), or the default.
+    pub fn kill_after(&self) -> anyhow::Result<Duration> {
+        match self.kill_after {
+            None => Ok(DEFAULT_KILL_AFTER.min(self.ttl / 4)),
+            Some(grace) if grace > self.ttl / 2 => Err(classified(
+                Class::Usage,
+                format!(
+                    "--kill-after {} must be at most half the ttl ({}), so the command can be stopped before the lease expires",
+                    humantime::format_duration(grace),
+                    humantime::format_duration(self.ttl / 2)
+                ),
+            )),
+            Some(grace) => Ok(grace),
+        }
+    }
+
+    /// How much output on stderr: -1 quiet, 0 default, 1+ verbose.
+    pub fn verbosity(&self) -> i8 {
+        if self.quiet {
+            -1
+        } else {
+            self.verbose.min(3) as i8
+        }
+    }
+}
+
+/// The clap command, shared by the binary and the doc generators.
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}
+
+/// A humantime duration ("30s", "1500ms", "2m") no longer than a year.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err("empty duration (examples: 30s, 1500ms, 2m)".into());
+    }
+    let duration = if text.bytes().all(|b| b.is_ascii_digit()) {
+        // A bare number is seconds, except that it must not overflow.
+        text.parse::<u64>()
+            .map(Duration::from_secs)
+            .map_err(|_| format!("'{text}' is too large"))?
+    } else {
+        humantime::parse_duration(text)
+            .map_err(|e| format!("'{text}' is not a duration ({e}; examples: 30s, 1500ms, 2m)"))?
+    };
+    if duration > MAX_DURATION {
+        return Err(format!("'{text}' is longer than the maximum of 365 days"));
+    }
+    Ok(duration)
+}
+
+fn parse_positive(text: &str) -> Result<Duration, String> {
+    match parse_duration(text)? {
+        Duration::ZERO => Err("must be greater than zero".into()),
+        d => Ok(d),
+    }
+}
+
+/// The lease length: at least [`MIN_TTL`].
+pub fn parse_ttl(text: &str) -> Result<Duration, String> {
+    let ttl = parse_positive(text)?;
+    if ttl < MIN_TTL {
+        return Err(format!("'{text}' is shorter than the minimum of 100ms"));
+    }
+    Ok(ttl)
+}
+
+/// `forever`, or a duration (0 = try once).
+pub fn parse_wait(text: &str) -> Result<Wait, String> {
+    if text.trim().eq_ignore_ascii_case("forever") {
+        Ok(Wait::Forever)
+    } else {
+        parse_duration(text).map(Wait::Up)
+    }
+}
+
+/// A signal by name (`TERM`, `SIGTERM`, any case) or number, that ends a process by default.
+pub fn parse_stop_signal(text: &str) -> Result<Signal, String> {
+    let signal = parse_signal(text)?;
+    use Signal::*;
+    if matches!(
+        signal,
+        SIGSTOP | SIGTSTP | SIGTTIN | SIGTTOU | SIGCONT | SIGCHLD | SIGWINCH | SIGURG
+    ) {
+        return Err(format!(
+            "{} does not end a process; use TERM, INT, HUP, QUIT or KILL",
+            signal.as_str()
+        ));
+    }
+    Ok(signal)
+}
+
+/// A signal by name (`TERM`, `SIGTERM`, any case) or number.
+pub fn parse_signal(text: &str) -> Result<Signal, String> {
+    let trimmed = text.trim();
+    let parsed = if let Ok(number) = trimmed.parse::<i32>() {
+        Signal::try_from(number).ok()
+    } else {
+        let upper = trimmed.to_ascii_uppercase();
+        let name = if upper.starts_with("SIG") {
+            upper
+        } else {
+            format!("SIG{upper}")
+        };
+        name.parse::<Signal>().ok()
+    };
+    parsed.ok_or_else(|| format!("'{text}' is not a signal (examples: TERM, SIGINT, 15)"))
+}
+
+fn parse_key(text: &str) -> Result<String, String> {
+    if text.is_empty() {
+        return Err("the lock name must not be empty".into());
+    }
+    if text.len() > MAX_KEY_LEN {
+        return Err(format!(
+            "the lock name is {} bytes long; the maximum is {MAX_KEY_LEN}",
+            text.len()
+        ));
+    }
+    if text.starts_with('}') {
+        // PREFIX{}...} would have an empty hash tag, and the lock's keys could land in different slots.
+        return Err("the lock name must not start with '}'".into());
+    }
+    Ok(text.to_owned())
+}
+
+fn parse_prefix(text: &str) -> Result<String, String> {
+    if text.contains(['{', '}']) {
+        // The hash tag is the lock name in braces; a brace in the prefix would change it.
+        return Err("the prefix must not contain '{' or '}'".into());
+    }
+    Ok(text.to_owned())
+}
+
+fn parse_url(text: &str) -> Result<Endpoint, String> {
+    Endpoint::parse(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1m 30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        for bad in [
+            "",
+            " ",
+            "abc",
+            "-5s",
+            "5 parsecs",
+            "99999999999h",
+            "99999999999999999999999",
+            "1.5.2s",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} should be rejected");
+        }
+        assert!(parse_duration("366days").is_err());
+    }
+
+    #[test]
+    fn ttl_bounds() {
+        assert!(parse_ttl("0").is_err());
+        assert!(parse_ttl("0s").is_err());
+        assert!(parse_ttl("99ms").is_err());
+        assert_eq!(parse_ttl("100ms"), Ok(MIN_TTL));
+        assert_eq!(parse_ttl("365d"), Ok(MAX_DURATION));
+    }
+
+    #[test]
+    fn wait_values() {
+        assert_eq!(parse_wait("forever"), Ok(Wait::Forever));
+        assert_eq!(parse_wait("FOREVER"), Ok(Wait::Forever));
+        assert_eq!(parse_wait("0"), Ok(Wait::Up(Duration::ZERO)));
+        assert_eq!(parse_wait("10s"), Ok(Wait::Up(Duration::from_secs(10))));
+        assert!(parse_wait("soon").is_err());
+    }
+
+    #[test]
+    fn signals() {
+        for text in ["TERM", "SIGTERM", "term", "15", " sigterm "] {
+            assert_eq!(parse_stop_signal(text), Ok(Signal::SIGTERM), "{text}");
+        }
+        assert_eq!(parse_stop_signal("KILL"), Ok(Signal::SIGKILL));
+        assert_eq!(parse_stop_signal("2"), Ok(Signal::SIGINT));
+        for bad in ["", "NOPE", "0", "65", "-1", "SIGSTOP", "CONT", "WINCH"] {
+            assert!(
+                parse_stop_signal(bad).is_err(),
+                "{bad:?} should be rejected"
+            );
+        }
+    }
+
+    #[test]
+    fn keys_and_prefixes() {
+        assert!(parse_key("").is_err());
+        assert!(parse_key("}x").is_err());
+        assert!(parse_key(&"k".repeat(MAX_KEY_LEN + 1)).is_err());
+        assert!(parse_key("backup nightly {a}\nß").is_ok());
+        assert!(parse_prefix("a{b").is_err());
+        assert!(parse_prefix("").is_ok());
+    }
+
+    fn run_args(ttl: &str, kill_after: Option<&str>) -> RunArgs {
+        let mut argv = vec!["redlock", "run", "--key", "k", "--ttl", ttl];
+        if let Some(grace) = kill_after {
+            argv.extend(["--kill-after", grace]);
+        }
+        argv.extend(["--", "true"]);
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::Run(args) => args,
+        }
+    }
+
+    #[test]
+    fn kill_after_default_and_limit() {
+        assert_eq!(
+            run_args("30s", None).kill_after().unwrap(),
+            Duration::from_secs(5)
+        );
+        assert_eq!(
+            run_args("2s", None).kill_after().unwrap(),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            run_args("2s", Some("1s")).kill_after().unwrap(),
+            Duration::from_secs(1)
+        );
+        assert!(run_args("2s", Some("1001ms")).kill_after().is_err());
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        command().debug_assert();
+    }
+}

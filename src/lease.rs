@@ -1,0 +1,359 @@
+//! The lease thread: acquires the lock (waiting if asked), renews it every ttl/3, releases it on
+//! request, and reports what happened. It never touches the child; the supervisor decides.
+//!
+//! Lease arithmetic lives here too: a lease counts from when its acquire/renew request was *sent*,
+//! minus a drift allowance, and every sum saturates instead of overflowing.
+
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use crate::cli::Wait;
+use crate::lock::{Acquire, Failure, Held, Locker};
+
+/// What the lease thread tells the supervisor.
+#[derive(Debug)]
+pub enum LeaseEvent {
+    /// The lock is ours; the lease counts from `sent`.
+    Acquired {
+        fence: i64,
+        sent: Instant,
+        waited: Duration,
+    },
+    /// The lock stayed busy for the whole wait.
+    Busy { waited: Duration },
+    /// Redis could not be used to take the lock.
+    Failed(Failure),
+    /// A renewal succeeded; the lease now counts from `sent`.
+    Renewed { sent: Instant },
+    /// A renewal got no answer or an error; the thread keeps trying.
+    RenewFailed(Failure),
+    /// A renewal found the key gone or held by another owner: the lock is lost.
+    Lost(Held),
+    /// The thread is done: the release result, or None if the lock was never ours or already lost.
+    Finished(Option<Result<Held, Failure>>),
+}
+
+/// The allowance for clock drift between us and Redis: 1% of the ttl plus 2 ms (as in the Redlock spec).
+pub fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+/// The last instant at which the lease sent at `sent` is certainly still ours.
+pub fn deadline(sent: Instant, ttl: Duration) -> Instant {
+    sent + ttl.saturating_sub(drift(ttl))
+}
+
+/// How long before the deadline the command's whole process group must be dead: room for
+/// delivering SIGKILL and for the supervisor waking up late on a busy machine.
+pub fn kill_margin(ttl: Duration) -> Duration {
+    ttl / 50 + Duration::from_millis(10)
+}
+
+/// How often the lease is renewed.
+pub fn renew_interval(ttl: Duration) -> Duration {
+    ttl / 3
+}
+
+/// The wait before retrying a renewal that failed.
+pub fn retry_interval(ttl: Duration) -> Duration {
+    (ttl / 20).clamp(Duration::from_millis(5), Duration::from_millis(500))
+}
+
+/// The time limit of one renewal request (it is also cut to the lease that remains).
+pub fn renew_timeout(ttl: Duration) -> Duration {
+    (ttl / 6).clamp(Duration::from_millis(10), Duration::from_secs(2))
+}
+
+/// The time limit of one acquire request: a third of the ttl, so a slow reply still leaves
+/// most of the lease, and at most 5 s, so an unreachable Redis is reported within seconds.
+pub fn acquire_timeout(ttl: Duration) -> Duration {
+    (ttl / 3).clamp(Duration::from_millis(10), Duration::from_secs(5))
+}
+
+/// The most time spent releasing (a lost reply is retried within it).
+pub const RELEASE_BUDGET: Duration = Duration::from_secs(2);
+
+const BACKOFF_BASE: Duration = Duration::from_millis(5);
+const BACKOFF_CAP: Duration = Duration::from_millis(500);
+
+/// Capped exponential backoff with full jitter for attempt `attempt` (0-based), never longer
+/// than the holder's remaining lease, and at least 1 ms. `random` is a uniform value in [0, 1).
+pub fn backoff(attempt: u32, holder_remaining: Option<Duration>, random: f64) -> Duration {
+    let ceiling = BACKOFF_BASE
+        .saturating_mul(1u32 << attempt.min(16))
+        .min(BACKOFF_CAP);
+    let mut sleep = ceiling.mul_f64(random.clamp(0.0, 1.0));
+    if let Some(remaining) = holder_remaining {
+        sleep = sleep.min(remaining);
+    }
+    sleep.max(Duration::from_millis(1))
+}
+
+fn random_unit() -> f64 {
+    // 53 random bits from the OS RNG (via uuid v4) make a uniform double in [0, 1).
+    (uuid::Uuid::new_v4().as_u128() >> 75) as f64 / (1u64 << 53) as f64
+}
+
+/// The handle the supervisor keeps on the lease thread.
+pub struct Lease {
+    stop: Sender<()>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Lease {
+    /// Start the thread: it acquires at once, then renews until [`Lease::stop`].
+    pub fn start(
+        locker: Box<dyn Locker>,
+        token: String,
+        ttl: Duration,
+        wait: Wait,
+        report: impl Fn(LeaseEvent) + Send + 'static,
+    ) -> Self {
+        let (stop, stop_rx) = mpsc::channel();
+        let thread = thread::Builder::new()
+            .name("lease".into())
+            .spawn(move || {
+                let mut worker = Worker {
+                    locker,
+                    token,
+                    ttl,
+                    stop: stop_rx,
+                    report: &report,
+                };
+                let result = worker.run(wait);
+                report(LeaseEvent::Finished(result));
+            })
+            .expect("spawning the lease thread");
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Ask the thread to stop waiting or renewing, and release the lock if it holds it.
+    pub fn stop(&self) {
+        let _ = self.stop.send(());
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.stop();
+        // Joining could block on a hung Redis; the thread ends with the process anyway.
+        drop(self.thread.take());
+    }
+}
+
+struct Worker<'a> {
+    locker: Box<dyn Locker>,
+    token: String,
+    ttl: Duration,
+    stop: Receiver<()>,
+    report: &'a (dyn Fn(LeaseEvent) + Send),
+}
+
+impl Worker<'_> {
+    fn run(&mut self, wait: Wait) -> Option<Result<Held, Failure>> {
+        if !self.acquire(wait) {
+            return None;
+        }
+        if self.renew() {
+            Some(self.release())
+        } else {
+            // Lost: wait for the supervisor's stop; there is nothing of ours to release.
+            let _ = self.stop.recv();
+            None
+        }
+    }
+
+    /// Sleep up to `duration`; true when asked to stop (or the supervisor is gone).
+    fn sleep(&self, duration: Duration) -> bool {
+        !matches!(
+            self.stop.recv_timeout(duration),
+            Err(RecvTimeoutError::Timeout)
+        )
+    }
+
+    /// Take the lock, waiting as asked. True when taken (and reported).
+    fn acquire(&mut self, wait: Wait) -> bool {
+        let start = Instant::now();
+        let give_up = match wait {
+            Wait::Up(d) => start.checked_add(d),
+            Wait::Forever => None,
+        };
+        let timeout = acquire_timeout(self.ttl);
+        let mut attempt = 0u32;
+        loop {
+            let sent = Instant::now();
+            let holder_remaining = match self.locker.acquire(&self.token, self.ttl, timeout) {
+                Ok(Acquire::Taken { fence }) => {
+                    (self.report)(LeaseEvent::Acquired {
+                        fence,
+                        sent,
+                        waited: sent - start,
+                    });
+                    return true;
+                }
+                Ok(Acquire::Busy { remaining }) => {
+                    if give_up.is_some_and(|g| Instant::now() >= g) {
+                        (self.report)(LeaseEvent::Busy {
+                            waited: start.elapsed(),
+                        });
+                        return false;
+                    }
+                    remaining
+                }
+                // A first failure is a misconfiguration more often than a blip: report it at once.
+                Err(failure @ Failure::Refused(_)) => {
+                    (self.report)(LeaseEvent::Failed(failure));
+                    return false;
+                }
+                Err(failure) if attempt == 0 || give_up.is_some_and(|g| Instant::now() >= g) => {
+                    (self.report)(LeaseEvent::Failed(failure));
+                    return false;
+                }
+                Err(_) => None,
+            };
+            let mut sleep = backoff(attempt, holder_remaining, random_unit());
+            if let Some(g) = give_up {
+                sleep = sleep.min(g.saturating_duration_since(Instant::now()));
+            }
+            if self.sleep(sleep) {
+                return false;
+            }
+            attempt = attempt.saturating_add(1);
+        }
+    }
+
+    /// Renew until asked to stop (true) or until the lock is found lost (false).
+    fn renew(&mut self) -> bool {
+        let mut next = Instant::now() + renew_interval(self.ttl);
+        let mut last_sent = Instant::now();
+        loop {
+            if self.sleep(next.saturating_duration_since(Instant::now())) {
+                return true;
+            }
+            let sent = Instant::now();
+            let left = deadline(last_sent, self.ttl).saturating_duration_since(sent);
+            let timeout = renew_timeout(self.ttl).min(left.max(Duration::from_millis(1)));
+            match self.locker.extend(&self.token, self.ttl, timeout) {
+                Ok(Held::Ours) => {
+                    last_sent = sent;
+                    next = sent + renew_interval(self.ttl);
+                    (self.report)(LeaseEvent::Renewed { sent });
+                }
+                Ok(lost) => {
+                    (self.report)(LeaseEvent::Lost(lost));
+                    return false;
+                }
+                Err(failure) => {
+                    next = Instant::now() + retry_interval(self.ttl);
+                    (self.report)(LeaseEvent::RenewFailed(failure));
+                }
+            }
+        }
+    }
+
+    /// Compare-and-delete, retrying an unanswered request within [`RELEASE_BUDGET`].
+    fn release(&mut self) -> Result<Held, Failure> {
+        let give_up = Instant::now() + RELEASE_BUDGET;
+        loop {
+            let left = give_up.saturating_duration_since(Instant::now());
+            match self
+                .locker
+                .release(&self.token, left.min(Duration::from_secs(1)))
+            {
+                Err(Failure::Unreachable(_))
+                    if give_up > Instant::now() + Duration::from_millis(50) =>
+                {
+                    thread::sleep(Duration::from_millis(50));
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drift_is_one_percent_plus_two_ms() {
+        assert_eq!(drift(Duration::from_secs(30)), Duration::from_millis(302));
+        assert_eq!(drift(Duration::from_millis(100)), Duration::from_millis(3));
+    }
+
+    #[test]
+    fn deadline_never_underflows_or_overflows() {
+        let now = Instant::now();
+        // A ttl shorter than its drift allowance gives a lease that is already over, not a huge one.
+        assert_eq!(deadline(now, Duration::from_millis(1)), now);
+        assert_eq!(deadline(now, Duration::ZERO), now);
+        assert_eq!(
+            deadline(now, Duration::from_secs(30)),
+            now + Duration::from_millis(29_698)
+        );
+        let year = crate::cli::MAX_DURATION;
+        assert!(deadline(now, year) > now + year / 2);
+    }
+
+    #[test]
+    fn the_group_can_be_stopped_before_the_lease_ends() {
+        // For every ttl accepted and the largest --kill-after allowed (ttl/2), the stop signal
+        // goes out after the first renewal had a chance, and SIGKILL lands before the deadline.
+        for ms in [
+            100u64,
+            101,
+            250,
+            1000,
+            1999,
+            30_000,
+            3_600_000,
+            crate::cli::MAX_DURATION.as_millis() as u64,
+        ] {
+            let ttl = Duration::from_millis(ms);
+            let kill_after = ttl / 2;
+            let start = Instant::now();
+            let kill_at = deadline(start, ttl) - kill_margin(ttl);
+            let stop_at = kill_at - kill_after;
+            assert!(stop_at > start + renew_interval(ttl), "ttl {ms}ms");
+            assert!(kill_at < start + ttl, "ttl {ms}ms");
+        }
+    }
+
+    #[test]
+    fn backoff_is_jittered_capped_and_bounded_by_the_holder() {
+        assert_eq!(backoff(0, None, 0.0), Duration::from_millis(1));
+        assert_eq!(backoff(0, None, 0.999_999), Duration::from_nanos(4_999_995));
+        assert!(backoff(3, None, 0.5) <= Duration::from_millis(20));
+        assert_eq!(backoff(40, None, 0.999_999), BACKOFF_CAP.mul_f64(0.999_999));
+        assert_eq!(
+            backoff(40, Some(Duration::from_millis(7)), 0.999_999),
+            Duration::from_millis(7)
+        );
+        assert_eq!(
+            backoff(u32::MAX, Some(Duration::ZERO), 1.0),
+            Duration::from_millis(1)
+        );
+    }
+
+    #[test]
+    fn random_unit_is_in_range() {
+        for _ in 0..1000 {
+            let r = random_unit();
+            assert!((0.0..1.0).contains(&r));
+        }
+    }
+
+    #[test]
+    fn timeouts_fit_inside_the_lease() {
+        for ms in [100u64, 1000, 30_000, 3_600_000] {
+            let ttl = Duration::from_millis(ms);
+            assert!(renew_timeout(ttl) < ttl / 3);
+            assert!(acquire_timeout(ttl) <= ttl / 3);
+            assert!(retry_interval(ttl) < ttl / 3);
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! redlock: run a command under a Redis lock so only one copy runs at a time, anywhere.
+
+pub mod child;
+pub mod cli;
+pub mod error;
+pub mod exit;
+pub mod lease;
+pub mod lock;
+pub mod run;
+pub mod say;
+pub mod signals;
+
+use clap::Parser;
+use clap::error::ErrorKind;
+
+/// The whole program: parse, run, map the outcome to an exit status. Never panics on bad input.
+pub fn main() -> i32 {
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return usage_error(&err),
+    };
+    match &cli.command {
+        cli::Command::Run(args) => match run::run(args) {
+            Ok(code) => code,
+            Err(err) => {
+                say::error(format!("{err:#}"));
+                error::exit_code(&err)
+            }
+        },
+    }
+}
+
+/// Print a clap error as one `redlock: ` line (help and version as they are) and pick the status.
+fn usage_error(err: &clap::Error) -> i32 {
+    match err.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = err.print();
+            0
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = err.print();
+            exit::USAGE
+        }
+        _ => {
+            say::error(one_line(&err.render().to_string()));
+            exit::USAGE
+        }
+    }
+}
+
+/// Fold clap's multi-line message into one line, without the usage and tip paragraphs.
+fn one_line(rendered: &str) -> String {
+    let mut parts = Vec::new();
+    for line in rendered.lines() {
+        let line = line.trim();
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        if !line.is_empty() && !line.starts_with("tip:") {
+            parts.push(line.strip_prefix("error: ").unwrap_or(line));
+        }
+    }
+    let mut text = parts.join(" ");
+    text.push_str(" (see 'redlock run --help')");
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clap_errors_become_one_line() {
+        let err = cli::Cli::try_parse_from(["redlock", "run", "--", "true"]).unwrap_err();
+        let line = one_line(&err.render().to_string());
+        assert!(!line.contains('\n'));
+        assert!(line.contains("--key"), "{line}");
+        let err = cli::Cli::try_parse_from([
+            "redlock", "run", "--key", "k", "--ttl", "abc", "--", "true",
+        ])
+        .unwrap_err();
+        let line = one_line(&err.render().to_string());
+        assert!(
+            line.contains("--ttl") && line.contains("'abc' is not a duration"),
+            "{line}"
+        );
+    }
+}

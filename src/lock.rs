@@ -1,0 +1,388 @@
+//! The Redis lock protocol: endpoints, key names, Lua scripts, and acquire / extend / release.
+//!
+//! Every key a script touches is passed in KEYS and carries the `{name}` hash tag, so the same
+//! scripts run unchanged on Redis Cluster.
+
+use std::fmt;
+use std::time::Duration;
+
+use redis::{ConnectionInfo, IntoConnectionInfo, Value};
+
+/// Take the lock if free (SET NX PX) and advance the fencing counter in the same step.
+/// A retry of our own acquire whose reply was lost finds our token and succeeds again.
+/// Returns {1, fencing counter} or {0, holder's PTTL in ms}.
+const ACQUIRE: &str = r"
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return {1, redis.call('INCR', KEYS[2])}
+end
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
+end
+return {0, redis.call('PTTL', KEYS[1])}
+";
+
+/// Extend the lease only while the key still holds our token.
+/// Returns 1 extended, 0 key gone, -1 held by another owner.
+const EXTEND: &str = r"
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+if v then return -1 end
+return 0
+";
+
+/// Delete the key only while it holds our token.
+/// Returns 1 released, 0 key already gone, -1 held by another owner (left untouched).
+const RELEASE: &str = r"
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+if v then return -1 end
+return 0
+";
+
+/// Where the lock lives: parsed connection details plus a printable form without secrets.
+#[derive(Clone)]
+pub struct Endpoint {
+    info: ConnectionInfo,
+    shown: String,
+}
+
+impl Endpoint {
+    /// Parse a `redis://`, `rediss://`, `unix://` or `redis+unix://` URL.
+    pub fn parse(url: &str) -> Result<Self, String> {
+        let url = url.trim();
+        if url.is_empty() {
+            return Err("empty Redis URL".into());
+        }
+        let info = url.into_connection_info().map_err(|e| {
+            format!(
+                "invalid Redis URL '{}': {}",
+                redact(url),
+                e.detail().unwrap_or("cannot parse it")
+            )
+        })?;
+        if !info.addr().is_supported() {
+            return Err(format!(
+                "'{}': this build of redlock has no TLS support",
+                redact(url)
+            ));
+        }
+        // CLIENT SETINFO costs a round trip per connection and tells the lock nothing.
+        let redis = info.redis_settings().clone().set_skip_set_lib_name();
+        let info = info.set_redis_settings(redis);
+        let shown = info.addr().to_string();
+        Ok(Self { info, shown })
+    }
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.shown)
+    }
+}
+
+impl fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Endpoint({})", self.shown)
+    }
+}
+
+/// `url` with any password replaced by `***`, for messages.
+pub fn redact(url: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return url.to_owned();
+    };
+    let mut out = String::with_capacity(url.len());
+    out.push_str(&url[..scheme_end]);
+    let rest = &url[scheme_end..];
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rfind('@') {
+        Some(at) => {
+            let userinfo = &authority[..at];
+            match userinfo.find(':') {
+                Some(colon) => {
+                    out.push_str(&format!("{}:***{}", &userinfo[..colon], &authority[at..]))
+                }
+                None => out.push_str(&format!("***{}", &authority[at..])),
+            }
+        }
+        None => out.push_str(authority),
+    }
+    // Query parameters such as ?pass= (unix sockets) carry secrets too.
+    match tail.split_once('?') {
+        Some((path, query)) => {
+            let params: Vec<String> = query
+                .split('&')
+                .map(|kv| match kv.split_once('=') {
+                    Some((k, _))
+                        if k.eq_ignore_ascii_case("pass") || k.eq_ignore_ascii_case("password") =>
+                    {
+                        format!("{k}=***")
+                    }
+                    _ => kv.to_owned(),
+                })
+                .collect();
+            out.push_str(&format!("{path}?{}", params.join("&")));
+        }
+        None => out.push_str(tail),
+    }
+    out
+}
+
+/// The Redis keys of one lock; all share the `{name}` hash tag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Keys {
+    pub lock: String,
+    pub fence: String,
+}
+
+impl Keys {
+    pub fn new(prefix: &str, name: &str) -> Self {
+        let lock = format!("{prefix}{{{name}}}");
+        let fence = format!("{lock}:fence");
+        Self { lock, fence }
+    }
+}
+
+/// Why a request failed.
+#[derive(Debug)]
+pub enum Failure {
+    /// No answer: connection refused, dropped, or timed out. Worth retrying.
+    Unreachable(String),
+    /// Redis answered with an error (credentials, permissions, read-only replica, ...).
+    Refused(String),
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Unreachable(m) | Failure::Refused(m) => f.write_str(m),
+        }
+    }
+}
+
+/// The result of one acquire attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acquire {
+    /// Taken; the fencing counter after this acquisition.
+    Taken { fence: i64 },
+    /// Held by someone else, who has this much lease left (None: no expiry, or unknown).
+    Busy { remaining: Option<Duration> },
+}
+
+/// What a compare-and-extend or compare-and-delete found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// The key held our token (and was extended or deleted).
+    Ours,
+    /// The key was gone.
+    Gone,
+    /// The key held another owner's token; it was left untouched.
+    Taken,
+}
+
+/// The lock protocol as the lease and run code see it. One implementation per deployment kind
+/// (a single Redis now; Sentinel, Cluster and a quorum of masters later).
+pub trait Locker: Send {
+    /// One attempt to take the lock with `token` for `ttl`, within `timeout`.
+    fn acquire(
+        &mut self,
+        token: &str,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<Acquire, Failure>;
+    /// Extend the lease to `ttl` from now if the lock still holds `token`.
+    fn extend(&mut self, token: &str, ttl: Duration, timeout: Duration) -> Result<Held, Failure>;
+    /// Delete the lock if it still holds `token`.
+    fn release(&mut self, token: &str, timeout: Duration) -> Result<Held, Failure>;
+}
+
+/// A lock on one Redis server, over one connection that is re-opened after any I/O failure.
+pub struct SingleRedis {
+    endpoint: Endpoint,
+    keys: Keys,
+    conn: Option<redis::Connection>,
+}
+
+impl SingleRedis {
+    pub fn new(endpoint: Endpoint, keys: Keys) -> Self {
+        Self {
+            endpoint,
+            keys,
+            conn: None,
+        }
+    }
+
+    /// Run `script` with EVALSHA, falling back to EVAL when the script cache was emptied
+    /// (failover, restart, SCRIPT FLUSH). Any I/O failure drops the connection.
+    fn eval(&mut self, script: &str, args: &[&str], timeout: Duration) -> Result<Value, Failure> {
+        let timeout = timeout.max(Duration::from_millis(1));
+        let result = self.eval_on_connection(script, args, timeout);
+        if let Err(Failure::Unreachable(_)) = result {
+            self.conn = None;
+        }
+        result
+    }
+
+    fn eval_on_connection(
+        &mut self,
+        script: &str,
+        args: &[&str],
+        timeout: Duration,
+    ) -> Result<Value, Failure> {
+        let endpoint = &self.endpoint;
+        let conn = match &mut self.conn {
+            Some(conn) => conn,
+            None => {
+                let client = redis::Client::open(endpoint.info.clone())
+                    .map_err(|e| classify(endpoint, e))?;
+                let conn = client
+                    .get_connection_with_timeout(timeout)
+                    .map_err(|e| classify(endpoint, e))?;
+                self.conn.insert(conn)
+            }
+        };
+        conn.set_read_timeout(Some(timeout))
+            .map_err(|e| classify(endpoint, e))?;
+        conn.set_write_timeout(Some(timeout))
+            .map_err(|e| classify(endpoint, e))?;
+        let sha = redis::Script::new(script).get_hash().to_owned();
+        let keys = [self.keys.lock.as_str(), self.keys.fence.as_str()];
+        let build = |verb: &str, body: &str| {
+            let mut cmd = redis::cmd(verb);
+            cmd.arg(body).arg(keys.len()).arg(&keys[..]).arg(args);
+            cmd
+        };
+        match build("EVALSHA", &sha).query::<Value>(conn) {
+            Err(e) if e.code() == Some("NOSCRIPT") => build("EVAL", script)
+                .query::<Value>(conn)
+                .map_err(|e| classify(endpoint, e)),
+            other => other.map_err(|e| classify(endpoint, e)),
+        }
+    }
+}
+
+fn millis(d: Duration) -> String {
+    d.as_millis().max(1).to_string()
+}
+
+impl Locker for SingleRedis {
+    fn acquire(
+        &mut self,
+        token: &str,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<Acquire, Failure> {
+        let reply = self.eval(ACQUIRE, &[token, &millis(ttl)], timeout)?;
+        match integers(&reply).as_deref() {
+            Some([1, fence]) => Ok(Acquire::Taken { fence: *fence }),
+            Some([0, pttl]) => Ok(Acquire::Busy {
+                remaining: u64::try_from(*pttl).ok().map(Duration::from_millis),
+            }),
+            _ => Err(unexpected(&self.endpoint, &reply)),
+        }
+    }
+
+    fn extend(&mut self, token: &str, ttl: Duration, timeout: Duration) -> Result<Held, Failure> {
+        let reply = self.eval(EXTEND, &[token, &millis(ttl)], timeout)?;
+        held(&self.endpoint, &reply)
+    }
+
+    fn release(&mut self, token: &str, timeout: Duration) -> Result<Held, Failure> {
+        let reply = self.eval(RELEASE, &[token], timeout)?;
+        held(&self.endpoint, &reply)
+    }
+}
+
+fn integers(value: &Value) -> Option<Vec<i64>> {
+    match value {
+        Value::Array(items) => items
+            .iter()
+            .map(|v| match v {
+                Value::Int(i) => Some(*i),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
+    }
+}
+
+fn held(endpoint: &Endpoint, reply: &Value) -> Result<Held, Failure> {
+    match reply {
+        Value::Int(1) => Ok(Held::Ours),
+        Value::Int(0) => Ok(Held::Gone),
+        Value::Int(-1) => Ok(Held::Taken),
+        other => Err(unexpected(endpoint, other)),
+    }
+}
+
+fn unexpected(endpoint: &Endpoint, reply: &Value) -> Failure {
+    Failure::Refused(format!(
+        "unexpected reply from Redis at {endpoint}: {reply:?}"
+    ))
+}
+
+fn classify(endpoint: &Endpoint, err: redis::RedisError) -> Failure {
+    if err.is_io_error()
+        || err.is_timeout()
+        || err.is_connection_dropped()
+        || err.is_connection_refusal()
+    {
+        Failure::Unreachable(format!("Redis at {endpoint} did not answer: {err}"))
+    } else {
+        Failure::Refused(format!("Redis at {endpoint} answered with an error: {err}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_share_the_hash_tag() {
+        let keys = Keys::new("redlock:", "backup");
+        assert_eq!(keys.lock, "redlock:{backup}");
+        assert_eq!(keys.fence, "redlock:{backup}:fence");
+        let odd = Keys::new("p:", "a}b {c}");
+        assert_eq!(odd.lock, "p:{a}b {c}}");
+        assert!(odd.fence.starts_with(&odd.lock));
+    }
+
+    #[test]
+    fn redacts_passwords() {
+        assert_eq!(
+            redact("redis://:hunter2@host:6379/0"),
+            "redis://:***@host:6379/0"
+        );
+        assert_eq!(
+            redact("redis://alice:hunter2@host"),
+            "redis://alice:***@host"
+        );
+        assert_eq!(redact("redis://hunter2@host"), "redis://***@host");
+        assert_eq!(
+            redact("redis+unix:///tmp/r.sock?db=1&pass=hunter2"),
+            "redis+unix:///tmp/r.sock?db=1&pass=***"
+        );
+        assert_eq!(redact("redis://host:6379"), "redis://host:6379");
+        assert_eq!(redact("not a url"), "not a url");
+    }
+
+    #[test]
+    fn endpoints_hide_secrets() {
+        let e = Endpoint::parse("redis://alice:hunter2@127.0.0.1:7000/2").unwrap();
+        assert_eq!(e.to_string(), "127.0.0.1:7000");
+        assert!(!format!("{e:?}").contains("hunter2"));
+        let err = Endpoint::parse("redis://alice:hunter2@127.0.0.1:99999").unwrap_err();
+        assert!(!err.contains("hunter2"), "{err}");
+        assert!(Endpoint::parse("http://127.0.0.1").is_err());
+        assert!(Endpoint::parse("").is_err());
+        assert!(Endpoint::parse("unix:///tmp/redis.sock").is_ok());
+    }
+}

@@ -1,0 +1,408 @@
+//! The `run` orchestration: acquire (waiting if asked) → spawn → supervise → release → exit status.
+//!
+//! One supervisor loop on the main thread owns every decision. The lease thread, the signal
+//! thread and the child-waiter thread only report into its channel, and the supervisor never
+//! blocks on Redis, so a hung server cannot delay stopping the command before its lease ends.
+
+use std::io;
+use std::process::ExitStatus;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+
+use crate::child::{self, Terminal};
+use crate::cli::RunArgs;
+use crate::error::{Class, classified};
+use crate::exit;
+use crate::lease::{self, Lease, LeaseEvent};
+use crate::lock::{Held, Keys, SingleRedis};
+use crate::say;
+use crate::signals;
+
+/// Everything the supervisor hears about.
+#[derive(Debug)]
+enum Event {
+    Signal(i32),
+    Child(io::Result<ExitStatus>),
+    Lease(LeaseEvent),
+}
+
+/// How long to wait for the lease thread to report its release before giving up on it.
+const FINISH_WAIT: Duration = Duration::from_secs(5);
+/// How long to wait for a SIGKILLed group to disappear (zombies no one reaps) before moving on.
+const REAP_WAIT: Duration = Duration::from_secs(1);
+/// How often to look for processes left in the group after the command itself exited.
+const GROUP_POLL: Duration = Duration::from_millis(10);
+
+/// Run the command under the lock and return redlock's exit status.
+pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
+    say::set_level(args.verbosity());
+    let kill_after = args.kill_after()?;
+    let (events, rx) = mpsc::channel::<Event>();
+
+    // Catch signals before anything slow, so a TERM while connecting or waiting is honoured.
+    let tx = events.clone();
+    signals::start(move |signal| {
+        let _ = tx.send(Event::Signal(signal));
+    })
+    .context("cannot install signal handlers")?;
+
+    let keys = Keys::new(&args.prefix, &args.key);
+    let token = uuid::Uuid::new_v4().to_string();
+    let locker = Box::new(SingleRedis::new(args.url.clone(), keys));
+    let tx = events.clone();
+    let lease = Lease::start(locker, token.clone(), args.ttl, args.wait, move |event| {
+        let _ = tx.send(Event::Lease(event));
+    });
+
+    // Acquire.
+    let (fence, sent) = loop {
+        match rx.recv().context("event channel closed")? {
+            Event::Lease(LeaseEvent::Acquired {
+                fence,
+                sent,
+                waited,
+            }) => {
+                say!(
+                    1,
+                    "acquired lock '{}' after {} (fencing token {fence})",
+                    args.key,
+                    millis(waited)
+                );
+                break (fence, sent);
+            }
+            Event::Lease(LeaseEvent::Busy { waited }) => {
+                say!(
+                    1,
+                    "lock '{}' is held elsewhere; gave up after {}",
+                    args.key,
+                    millis(waited)
+                );
+                return Ok(i32::from(args.conflict_exit_code));
+            }
+            Event::Lease(LeaseEvent::Failed(failure)) => {
+                return Err(classified(Class::Unavailable, failure.to_string()))
+                    .with_context(|| format!("cannot take lock '{}'", args.key));
+            }
+            Event::Signal(signal) if signals::is_terminating(signal) => {
+                say!(
+                    1,
+                    "{} while waiting for lock '{}'; not running the command",
+                    name(signal),
+                    args.key
+                );
+                lease.stop();
+                finish(&rx, &args.key);
+                return Ok(128 + signal);
+            }
+            _ => {}
+        }
+    };
+
+    // Spawn.
+    let env = [
+        ("REDLOCK_KEY", args.key.clone()),
+        ("REDLOCK_TOKEN", token),
+        ("REDLOCK_FENCING_TOKEN", fence.to_string()),
+    ];
+    let terminal = Terminal::foreground();
+    let child = match child::spawn(&args.command, &env, terminal) {
+        Ok(child) => child,
+        Err(err) => {
+            say::error(format!(
+                "cannot run '{}': {err}",
+                args.command[0].to_string_lossy()
+            ));
+            lease.stop();
+            finish(&rx, &args.key);
+            return Ok(child::spawn_failure_status(&err));
+        }
+    };
+    let pgid = Pid::from_raw(child.id() as i32);
+    let tx = events.clone();
+    std::thread::Builder::new()
+        .name("wait".into())
+        .spawn(move || {
+            let mut child = child;
+            let _ = tx.send(Event::Child(child.wait()));
+        })
+        .context("cannot start the child-waiter thread")?;
+
+    // Supervise.
+    let mut supervisor = Supervisor::new(args, kill_after, pgid, sent);
+    let status = supervisor.supervise(&rx);
+
+    // Release.
+    if let Some(terminal) = terminal {
+        terminal.restore();
+    }
+    lease.stop();
+    finish(&rx, &args.key);
+    Ok(supervisor.outcome.unwrap_or_else(|| match status {
+        Some(status) => exit::from_status(status),
+        None => exit::INTERNAL,
+    }))
+}
+
+/// Wait for the lease thread's final report and say what became of the lock.
+fn finish(rx: &Receiver<Event>, key: &str) {
+    let give_up = Instant::now() + FINISH_WAIT;
+    loop {
+        match rx.recv_timeout(give_up.saturating_duration_since(Instant::now())) {
+            Ok(Event::Lease(LeaseEvent::Finished(result))) => {
+                match result {
+                    Some(Ok(Held::Ours)) => say!(1, "released lock '{key}'"),
+                    Some(Ok(Held::Gone)) => {
+                        say!(0, "warning: lock '{key}' had already expired when released")
+                    }
+                    Some(Ok(Held::Taken)) => {
+                        say!(
+                            0,
+                            "warning: lock '{key}' was held by another owner when released; left it alone"
+                        )
+                    }
+                    Some(Err(failure)) => say!(
+                        0,
+                        "warning: could not release lock '{key}' ({failure}); it expires by itself"
+                    ),
+                    None => {}
+                }
+                return;
+            }
+            Ok(_) => {}
+            Err(_) => {
+                say!(
+                    0,
+                    "warning: no answer while releasing lock '{key}'; it expires by itself"
+                );
+                return;
+            }
+        }
+    }
+}
+
+/// Why redlock is stopping the command (first reason wins the exit status, lock loss above all).
+struct Supervisor<'a> {
+    args: &'a RunArgs,
+    kill_after: Duration,
+    pgid: Pid,
+    /// The lease deadline: past it the lock may be someone else's.
+    deadline: Instant,
+    max_runtime_at: Option<Instant>,
+    status: Option<ExitStatus>,
+    /// Redlock's own verdict, overriding the command's status (76, 124, 70).
+    outcome: Option<i32>,
+    /// The stop signal (or a forwarded terminating signal) went out.
+    stopping: bool,
+    /// The lease is about to run out, or is gone: the command is being stopped for it.
+    lease_ending: bool,
+    kill_at: Option<Instant>,
+    killed_at: Option<Instant>,
+    terminations: u32,
+    renew_failing: bool,
+}
+
+impl<'a> Supervisor<'a> {
+    fn new(args: &'a RunArgs, kill_after: Duration, pgid: Pid, sent: Instant) -> Self {
+        let started = Instant::now();
+        Self {
+            args,
+            kill_after,
+            pgid,
+            deadline: lease::deadline(sent, args.ttl),
+            max_runtime_at: args.max_runtime.and_then(|d| started.checked_add(d)),
+            status: None,
+            outcome: None,
+            stopping: false,
+            lease_ending: false,
+            kill_at: None,
+            killed_at: None,
+            terminations: 0,
+            renew_failing: false,
+        }
+    }
+
+    /// The instant by which the whole group must be dead.
+    fn kill_line(&self) -> Instant {
+        self.deadline
+            .checked_sub(lease::kill_margin(self.args.ttl))
+            .unwrap_or(self.deadline)
+    }
+
+    /// The instant the stop signal must go out so that SIGKILL after --kill-after still lands in time.
+    fn stop_line(&self) -> Instant {
+        let kill_line = self.kill_line();
+        kill_line.checked_sub(self.kill_after).unwrap_or(kill_line)
+    }
+
+    /// Send the stop signal now and schedule SIGKILL after the grace.
+    fn stop(&mut self, now: Instant) {
+        if self.killed_at.is_some() {
+            return;
+        }
+        if !self.stopping {
+            self.stopping = true;
+            child::signal_group(self.pgid, self.args.stop_signal);
+        }
+        self.schedule_kill(now + self.kill_after);
+    }
+
+    fn schedule_kill(&mut self, at: Instant) {
+        self.kill_at = Some(self.kill_at.map_or(at, |k| k.min(at)));
+    }
+
+    fn kill(&mut self, now: Instant) {
+        if self.killed_at.is_none() {
+            self.killed_at = Some(now);
+            child::signal_group(self.pgid, Signal::SIGKILL);
+        }
+    }
+
+    fn lose_lease(&mut self, now: Instant, why: std::fmt::Arguments) {
+        if !self.lease_ending {
+            self.lease_ending = true;
+            self.outcome = Some(exit::LOCK_LOST);
+            if self.status.is_none() {
+                say::error(format!("{why}; stopping the command"));
+            }
+            self.stop(now);
+            self.schedule_kill(self.kill_line());
+        }
+    }
+
+    /// Run until the command and everything left in its group are gone; return its status.
+    fn supervise(&mut self, rx: &Receiver<Event>) -> Option<ExitStatus> {
+        loop {
+            let now = Instant::now();
+            if now >= self.kill_line() {
+                let key = &self.args.key;
+                self.lose_lease(
+                    now,
+                    format_args!("the lease on lock '{key}' ran out without a renewal"),
+                );
+                self.kill(now);
+            } else if !self.lease_ending && now >= self.stop_line() {
+                let key = &self.args.key;
+                self.lose_lease(
+                    now,
+                    format_args!("could not renew lock '{key}' before its lease ran low"),
+                );
+            }
+            if self.kill_at.is_some_and(|k| now >= k) {
+                self.kill(now);
+            }
+            if self.max_runtime_at.is_some_and(|m| now >= m) && self.outcome.is_none() {
+                self.outcome = Some(exit::TIMEOUT);
+                say!(0, "the command ran past --max-runtime; stopping it");
+                self.stop(now);
+            }
+            if self.status.is_some() {
+                if !child::group_alive(self.pgid) {
+                    return self.status;
+                }
+                // The command exited but left processes in its group: they must not outlive the lock.
+                if !self.stopping {
+                    say!(1, "the command left processes in its group; stopping them");
+                    self.stop(now);
+                }
+                if self
+                    .killed_at
+                    .is_some_and(|k| now.duration_since(k) > REAP_WAIT)
+                {
+                    return self.status;
+                }
+            }
+
+            let mut wake = self.kill_line();
+            if !self.lease_ending {
+                wake = wake.min(self.stop_line());
+            }
+            if let Some(k) = self.kill_at {
+                wake = wake.min(k);
+            }
+            if let (Some(m), None) = (self.max_runtime_at, self.outcome) {
+                wake = wake.min(m);
+            }
+            if self.status.is_some() {
+                wake = wake.min(now + GROUP_POLL);
+            }
+            match rx.recv_timeout(wake.saturating_duration_since(now)) {
+                Ok(event) => self.handle(event),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return self.status,
+            }
+        }
+    }
+
+    fn handle(&mut self, event: Event) {
+        let now = Instant::now();
+        let key = &self.args.key;
+        match event {
+            Event::Signal(signal) => {
+                if let Ok(sig) = Signal::try_from(signal) {
+                    say!(1, "forwarding {} to the command", sig.as_str());
+                    child::signal_group(self.pgid, sig);
+                }
+                if signals::is_terminating(signal) {
+                    self.terminations += 1;
+                    self.stopping = true;
+                    if self.terminations >= 2 {
+                        self.kill(now);
+                    } else {
+                        self.schedule_kill(now + self.kill_after);
+                    }
+                }
+            }
+            Event::Child(Ok(status)) => self.status = Some(status),
+            Event::Child(Err(err)) => {
+                say::error(format!("lost track of the command: {err}"));
+                self.outcome.get_or_insert(exit::INTERNAL);
+                self.kill(now);
+            }
+            Event::Lease(LeaseEvent::Renewed { sent }) => {
+                if self.renew_failing {
+                    say!(0, "renewing lock '{key}' works again");
+                    self.renew_failing = false;
+                }
+                say!(2, "renewed lock '{key}'");
+                self.deadline = lease::deadline(sent, self.args.ttl);
+            }
+            Event::Lease(LeaseEvent::RenewFailed(failure)) => {
+                let level = if self.renew_failing { 2 } else { 0 };
+                say!(
+                    level,
+                    "warning: renewing lock '{key}' failed ({failure}); retrying"
+                );
+                self.renew_failing = true;
+            }
+            Event::Lease(LeaseEvent::Lost(held)) => {
+                let why = match held {
+                    Held::Gone => "its key is gone",
+                    _ => "another owner holds it",
+                };
+                self.lose_lease(now, format_args!("lost lock '{key}': {why}"));
+            }
+            Event::Lease(LeaseEvent::Finished(_)) => {
+                say::error(format!(
+                    "the lease thread for lock '{key}' ended unexpectedly"
+                ));
+                self.outcome.get_or_insert(exit::INTERNAL);
+                self.lose_lease(now, format_args!("cannot renew lock '{key}'"));
+            }
+            Event::Lease(_) => {}
+        }
+    }
+}
+
+fn millis(d: Duration) -> String {
+    format!("{}ms", d.as_millis())
+}
+
+fn name(signal: i32) -> &'static str {
+    Signal::try_from(signal)
+        .map(|s| s.as_str())
+        .unwrap_or("a signal")
+}
