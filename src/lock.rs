@@ -330,14 +330,16 @@ fn unexpected(endpoint: &Endpoint, reply: &Value) -> Failure {
 }
 
 fn classify(endpoint: &Endpoint, err: redis::RedisError) -> Failure {
-    if err.is_io_error()
-        || err.is_timeout()
-        || err.is_connection_dropped()
-        || err.is_connection_refusal()
-    {
-        Failure::Unreachable(format!("Redis at {endpoint} did not answer: {err}"))
+    // A read timeout surfaces as EAGAIN, sometimes wrapped (during a TLS handshake, say).
+    let text = err.to_string();
+    if err.is_timeout() || text.contains("Resource temporarily unavailable") {
+        Failure::Unreachable(format!("no answer from Redis at {endpoint} in time"))
+    } else if err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal() {
+        Failure::Unreachable(format!("cannot reach Redis at {endpoint}: {text}"))
     } else {
-        Failure::Refused(format!("Redis at {endpoint} answered with an error: {err}"))
+        Failure::Refused(format!(
+            "Redis at {endpoint} answered with an error: {text}"
+        ))
     }
 }
 
