@@ -151,3 +151,51 @@ mod tests {
         assert!(!group_alive(pgid));
     }
 }
+
+/// A tiny process forked before any thread starts, that SIGKILLs the command's whole process
+/// group if redlock dies without saying it is done (the parent-death signal reaches only the
+/// command's first process). It lives in its own process group, away from terminal signals.
+pub struct Guard {
+    pipe: std::io::PipeWriter,
+}
+
+impl Guard {
+    /// Fork the guard. Call while the process is still single-threaded.
+    pub fn start() -> io::Result<Self> {
+        let (mut reader, writer) = std::io::pipe()?;
+        // SAFETY: called before redlock starts any thread, so the child is a copy of a
+        // single-threaded process and may run ordinary code; it only reads a pipe and signals.
+        match unsafe { nix::unistd::fork() }.map_err(io::Error::from)? {
+            nix::unistd::ForkResult::Parent { .. } => Ok(Self { pipe: writer }),
+            nix::unistd::ForkResult::Child => {
+                drop(writer);
+                let _ = nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0));
+                for fd in 0..3 {
+                    // SAFETY: the guard uses no stdio; closing it keeps pipes and ttys free.
+                    unsafe { nix::libc::close(fd) };
+                }
+                let mut group = None;
+                let mut word = [0u8; 4];
+                use std::io::Read;
+                while reader.read_exact(&mut word).is_ok() {
+                    group = match i32::from_ne_bytes(word) {
+                        0 => None,
+                        pgid => Some(Pid::from_raw(pgid)),
+                    };
+                }
+                if let Some(pgid) = group {
+                    signal_group(pgid, Signal::SIGKILL);
+                }
+                // SAFETY: _exit ends the forked copy without running the parent's exit handlers.
+                unsafe { nix::libc::_exit(0) }
+            }
+        }
+    }
+
+    /// Watch the group `pgid` (or nothing, with None) from now on.
+    pub fn watch(&mut self, pgid: Option<Pid>) {
+        use std::io::Write;
+        let word = pgid.map_or(0, Pid::as_raw).to_ne_bytes();
+        let _ = self.pipe.write_all(&word);
+    }
+}

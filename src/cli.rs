@@ -37,7 +37,10 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run COMMAND while holding the lock NAME; release it when COMMAND ends.
-    #[command(after_help = format!("{}\n\n{ENV_HELP}", exit::TABLE))]
+    #[command(
+        after_help = format!("{}\n\n{ENV_HELP}", exit::TABLE),
+        override_usage = "redlock run [OPTIONS] --key <NAME> -- <COMMAND> [ARGS]..."
+    )]
     Run(RunArgs),
 }
 
@@ -58,31 +61,31 @@ pub struct RunArgs {
     pub key: String,
 
     /// Lease length; renewed every ttl/3 while the command runs.
-    #[arg(long, env = "REDLOCK_TTL", default_value = "30s", value_name = "DURATION", value_parser = parse_ttl)]
+    #[arg(long, env = "REDLOCK_TTL", hide_env_values = true, default_value = "30s", value_name = "DURATION", value_parser = parse_ttl)]
     pub ttl: Duration,
 
     /// How long to wait for a busy lock: 0 tries once, `forever` waits without limit.
-    #[arg(long, env = "REDLOCK_WAIT", default_value = "0", value_name = "DURATION|forever", value_parser = parse_wait)]
+    #[arg(long, env = "REDLOCK_WAIT", hide_env_values = true, default_value = "0", value_name = "DURATION|forever", value_parser = parse_wait)]
     pub wait: Wait,
 
     /// Exit status when the lock was not acquired.
-    #[arg(long, env = "REDLOCK_CONFLICT_EXIT_CODE", default_value_t = exit::CONFLICT as u8, value_name = "N")]
+    #[arg(long, env = "REDLOCK_CONFLICT_EXIT_CODE", hide_env_values = true, default_value_t = exit::CONFLICT as u8, value_name = "N")]
     pub conflict_exit_code: u8,
 
     /// Signal that asks the command to stop (lock lost, --max-runtime): a name or number.
-    #[arg(long, env = "REDLOCK_STOP_SIGNAL", default_value = "TERM", value_name = "SIG", value_parser = parse_stop_signal)]
+    #[arg(long, env = "REDLOCK_STOP_SIGNAL", hide_env_values = true, default_value = "TERM", value_name = "SIG", value_parser = parse_stop_signal)]
     pub stop_signal: Signal,
 
     /// Grace between a stop signal and SIGKILL [default: 5s, at most ttl/4]; at most ttl/2.
-    #[arg(long, env = "REDLOCK_KILL_AFTER", value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, env = "REDLOCK_KILL_AFTER", hide_env_values = true, value_name = "DURATION", value_parser = parse_duration)]
     pub kill_after: Option<Duration>,
 
     /// Stop the command after this long and exit 124.
-    #[arg(long, env = "REDLOCK_MAX_RUNTIME", value_name = "DURATION", value_parser = parse_positive)]
+    #[arg(long, env = "REDLOCK_MAX_RUNTIME", hide_env_values = true, value_name = "DURATION", value_parser = parse_positive)]
     pub max_runtime: Option<Duration>,
 
     /// Prefix of the Redis keys: the lock is PREFIX{NAME}.
-    #[arg(long, env = "REDLOCK_PREFIX", default_value = "redlock:", value_parser = parse_prefix)]
+    #[arg(long, env = "REDLOCK_PREFIX", hide_env_values = true, default_value = "redlock:", value_parser = parse_prefix)]
     pub prefix: String,
 
     /// Say more on stderr (repeat for more).

@@ -13,7 +13,7 @@ use anyhow::Context;
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
-use crate::child::{self, Terminal};
+use crate::child::{self, Guard, Terminal};
 use crate::cli::RunArgs;
 use crate::error::{Class, classified};
 use crate::exit;
@@ -41,6 +41,8 @@ const GROUP_POLL: Duration = Duration::from_millis(10);
 pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     say::set_level(args.verbosity());
     let kill_after = args.kill_after()?;
+    // Before any thread exists: the guard is forked.
+    let mut guard = Guard::start().context("cannot start the guard process")?;
     let (events, rx) = mpsc::channel::<Event>();
 
     // Catch signals before anything slow, so a TERM while connecting or waiting is honoured.
@@ -122,6 +124,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         }
     };
     let pgid = Pid::from_raw(child.id() as i32);
+    guard.watch(Some(pgid));
     let tx = events.clone();
     std::thread::Builder::new()
         .name("wait".into())
@@ -134,6 +137,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     // Supervise.
     let mut supervisor = Supervisor::new(args, kill_after, pgid, sent);
     let status = supervisor.supervise(&rx);
+    guard.watch(None);
 
     // Release.
     if let Some(terminal) = terminal {
