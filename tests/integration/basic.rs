@@ -1,0 +1,288 @@
+//! Running a command under the lock: the key while it runs, release afterwards, the child's
+//! environment, fencing tokens, URL forms and who owns stdout/stderr.
+
+use std::fs::File;
+use std::process::Stdio;
+use std::time::Duration;
+
+use crate::util::*;
+
+const T: Duration = Duration::from_secs(20);
+
+#[test]
+fn holds_key_while_running_and_releases_it() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let proc = Proc::spawn(run_sh(&redis, "job", &[], &hold_script(&dir, "w")));
+
+    wait_for_file(&dir.join("w.ready"));
+    let token = wait_for_line(&dir.join("w.token"));
+    assert_eq!(
+        redis.get(&lock_key("job")).as_deref(),
+        Some(token.as_str()),
+        "lock key must hold the token the command sees"
+    );
+    let pttl = redis.pttl(&lock_key("job"));
+    assert!(pttl > 0 && pttl <= 30_000, "default ttl 30s, PTTL {pttl}");
+
+    touch(&dir.join("w.go"));
+    let out = proc.finish(T);
+    out.assert_code(0);
+    assert_eq!(redis.get(&lock_key("job")), None, "lock not released");
+    assert_eq!(out.stderr, "", "redlock must be silent on success");
+}
+
+#[test]
+fn child_environment() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let script = format!(
+        "echo \"$REDLOCK_KEY\" > {k}; echo \"$REDLOCK_TOKEN\" > {t}; \
+         echo \"$REDLOCK_FENCING_TOKEN\" > {f}; touch {r}; while [ ! -e {g} ]; do sleep 0.02; done",
+        k = dir.sh("key"),
+        t = dir.sh("token"),
+        f = dir.sh("fence"),
+        r = dir.sh("ready"),
+        g = dir.sh("go"),
+    );
+    let proc = Proc::spawn(run_sh(&redis, "env-check", &[], &script));
+    wait_for_file(&dir.join("ready"));
+
+    assert_eq!(wait_for_line(&dir.join("key")), "env-check");
+    let token = wait_for_line(&dir.join("token"));
+    let uuid = uuid::Uuid::parse_str(&token)
+        .unwrap_or_else(|e| panic!("REDLOCK_TOKEN {token:?} is not a uuid: {e}"));
+    assert_eq!(uuid.get_version_num(), 4, "token {token} is not a v4 uuid");
+    assert_eq!(
+        redis.get(&lock_key("env-check")).as_deref(),
+        Some(token.as_str())
+    );
+    let fence: u64 = wait_for_line(&dir.join("fence"))
+        .parse()
+        .expect("REDLOCK_FENCING_TOKEN is not an integer");
+    assert_eq!(
+        redis.get(&fence_key("env-check")),
+        Some(fence.to_string()),
+        "fencing token must be the counter's value"
+    );
+
+    touch(&dir.join("go"));
+    proc.finish(T).assert_code(0);
+}
+
+#[test]
+fn fencing_tokens_strictly_increase_and_tokens_are_fresh() {
+    let redis = RedisServer::start();
+    let mut fences = Vec::new();
+    let mut tokens = Vec::new();
+    for _ in 0..5 {
+        let mut cmd = redlock();
+        cmd.args(["run", "--url", &redis.url(), "--key", "fenced", "--"])
+            .args(["sh", "-c", "echo $REDLOCK_FENCING_TOKEN $REDLOCK_TOKEN"]);
+        let out = run_timeout(cmd, T);
+        out.assert_code(0);
+        let mut words = out.stdout.split_whitespace();
+        let fence: u64 = words.next().unwrap().parse().unwrap();
+        fences.push(fence);
+        tokens.push(words.next().unwrap().to_string());
+    }
+    assert!(
+        fences.windows(2).all(|w| w[0] < w[1]),
+        "fencing tokens not strictly increasing: {fences:?}"
+    );
+    let mut unique = tokens.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), tokens.len(), "owner token reused: {tokens:?}");
+    assert_eq!(redis.get(&fence_key("fenced")), Some(fences[4].to_string()));
+    assert_eq!(
+        redis.pttl(&fence_key("fenced")),
+        -1,
+        "fence counter must not expire"
+    );
+    assert_eq!(redis.get(&lock_key("fenced")), None);
+}
+
+#[test]
+fn fencing_counter_is_per_name() {
+    let redis = RedisServer::start();
+    let fence = |key: &str| -> u64 {
+        let mut cmd = redlock();
+        cmd.args(["run", "--url", &redis.url(), "--key", key, "--"])
+            .args(["sh", "-c", "echo $REDLOCK_FENCING_TOKEN"]);
+        let out = run_timeout(cmd, T);
+        out.assert_code(0);
+        out.stdout.trim().parse().unwrap()
+    };
+    let a1 = fence("a");
+    let a2 = fence("a");
+    let b1 = fence("b");
+    assert!(a2 > a1);
+    assert_eq!(
+        redis.get(&fence_key("b")),
+        Some(b1.to_string()),
+        "key b has its own counter"
+    );
+    assert_eq!(redis.get(&fence_key("a")), Some(a2.to_string()));
+}
+
+#[test]
+fn stdio_belongs_to_the_command() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    std::fs::write(dir.join("input"), "line one\nline two\n").unwrap();
+
+    let mut cmd = redlock();
+    cmd.args(["run", "--url", &redis.url(), "--key", "io", "--"])
+        .args(["sh", "-c", "cat; echo to-stderr >&2"])
+        .stdin(Stdio::from(File::open(dir.join("input")).unwrap()));
+    let out = run_timeout(cmd, T);
+    out.assert_code(0);
+    assert_eq!(out.stdout, "line one\nline two\n");
+    assert_eq!(out.stderr, "to-stderr\n", "redlock added output of its own");
+}
+
+#[test]
+fn command_arguments_are_passed_verbatim_without_a_shell() {
+    let redis = RedisServer::start();
+    let mut cmd = redlock();
+    cmd.args(["run", "--url", &redis.url(), "--key", "argv", "--"])
+        .args(["printf", "[%s]\n", "a b", "$HOME", "*", "--key", "-v"]);
+    let out = run_timeout(cmd, T);
+    out.assert_code(0);
+    assert_eq!(out.stdout, "[a b]\n[$HOME]\n[*]\n[--key]\n[-v]\n");
+}
+
+#[test]
+fn prefix_option_and_env_change_key_names() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+
+    let proc = Proc::spawn(run_sh(
+        &redis,
+        "job",
+        &["--prefix", "myapp:"],
+        &hold_script(&dir, "a"),
+    ));
+    wait_for_file(&dir.join("a.ready"));
+    let token = wait_for_line(&dir.join("a.token"));
+    assert_eq!(redis.get("myapp:{job}").as_deref(), Some(token.as_str()));
+    assert_eq!(redis.get(&lock_key("job")), None);
+    let fence = wait_for_line(&dir.join("a.fence"));
+    assert_eq!(redis.get("myapp:{job}:fence"), Some(fence));
+    touch(&dir.join("a.go"));
+    proc.finish(T).assert_code(0);
+    assert_eq!(redis.get("myapp:{job}"), None);
+
+    let mut cmd = run_sh(&redis, "job", &[], &hold_script(&dir, "b"));
+    cmd.env("REDLOCK_PREFIX", "other/");
+    let proc = Proc::spawn(cmd);
+    wait_for_file(&dir.join("b.ready"));
+    let token = wait_for_line(&dir.join("b.token"));
+    assert_eq!(redis.get("other/{job}").as_deref(), Some(token.as_str()));
+    touch(&dir.join("b.go"));
+    proc.finish(T).assert_code(0);
+    assert_eq!(redis.get("other/{job}"), None);
+}
+
+#[test]
+fn unix_socket_url() {
+    let redis = RedisServer::start_with(ServerOpts {
+        unix: true,
+        ..Default::default()
+    });
+    assert!(redis.url().starts_with("unix://"));
+    let dir = TempDir::new();
+    let proc = Proc::spawn(run_sh(&redis, "sock", &[], &hold_script(&dir, "w")));
+    wait_for_file(&dir.join("w.ready"));
+    let token = wait_for_line(&dir.join("w.token"));
+    assert_eq!(redis.get(&lock_key("sock")), Some(token));
+    touch(&dir.join("w.go"));
+    proc.finish(T).assert_code(0);
+    assert_eq!(redis.get(&lock_key("sock")), None);
+}
+
+#[test]
+fn url_from_environment() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let mut cmd = redlock();
+    cmd.env("REDLOCK_URL", redis.url())
+        .args(["run", "--key", "envurl", "--", "sh", "-c"])
+        .arg(hold_script(&dir, "w"));
+    let proc = Proc::spawn(cmd);
+    wait_for_file(&dir.join("w.ready"));
+    let token = wait_for_line(&dir.join("w.token"));
+    assert_eq!(redis.get(&lock_key("envurl")), Some(token));
+    touch(&dir.join("w.go"));
+    proc.finish(T).assert_code(0);
+}
+
+#[test]
+fn database_number_in_url_selects_the_database() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let url = format!("{}/3", redis.url());
+    let mut cmd = redlock();
+    cmd.args(["run", "--url", &url, "--key", "db", "--", "sh", "-c"])
+        .arg(hold_script(&dir, "w"));
+    let proc = Proc::spawn(cmd);
+    wait_for_file(&dir.join("w.ready"));
+    let token = wait_for_line(&dir.join("w.token"));
+    let keys = redis.all_keys();
+    assert!(
+        keys.contains(&format!("db3:{}", lock_key("db"))),
+        "lock key not in db 3: {keys:?}"
+    );
+    assert!(
+        !keys.contains(&format!("db0:{}", lock_key("db"))),
+        "lock key in db 0: {keys:?}"
+    );
+    let mut con = redis.conn();
+    redis::cmd("SELECT").arg(3).exec(&mut con).unwrap();
+    let v: Option<String> = redis::cmd("GET")
+        .arg(lock_key("db"))
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(v, Some(token));
+    touch(&dir.join("w.go"));
+    proc.finish(T).assert_code(0);
+    let keys = redis.all_keys();
+    assert!(
+        !keys.contains(&format!("db3:{}", lock_key("db"))),
+        "lock not released in db 3: {keys:?}"
+    );
+}
+
+#[test]
+fn leftover_processes_in_the_group_are_stopped() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    // The leader exits at once and leaves a background sleep in its process group.
+    let script = format!(
+        "sleep 300 >/dev/null 2>&1 & echo $! > {bg}; exit 0",
+        bg = dir.sh("bg")
+    );
+    let out = run_timeout(run_sh(&redis, "leftover", &[], &script), T);
+    out.assert_code(0);
+    let bg = wait_for_pid(&dir.join("bg"));
+    wait_pid_dead(bg, Duration::from_secs(2));
+    assert_eq!(redis.get(&lock_key("leftover")), None);
+}
+
+#[test]
+fn verbose_output_is_prefixed_and_quiet_is_silent() {
+    let redis = RedisServer::start();
+    let mut cmd = run_sh(&redis, "verbose", &["-v", "-v"], "exit 0");
+    cmd.env("REDLOCK_TTL", "5s");
+    let out = run_timeout(cmd, T);
+    out.assert_code(0);
+    assert!(!out.stderr.is_empty(), "-vv printed nothing");
+    out.assert_stderr_prefixed();
+    assert_eq!(out.stdout, "", "diagnostics must not go to stdout");
+
+    let out = run_timeout(run_sh(&redis, "verbose", &["-q"], "echo hi"), T);
+    out.assert_code(0);
+    assert_eq!(out.stdout, "hi\n");
+    assert_eq!(out.stderr, "");
+}

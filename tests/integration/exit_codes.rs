@@ -1,0 +1,155 @@
+//! The exit-status table: the command's own code, 128+N for signal deaths, 126/127 for commands
+//! that cannot run, 124 for --max-runtime; the lock is released in every case.
+
+use std::time::{Duration, Instant};
+
+use crate::util::*;
+
+const T: Duration = Duration::from_secs(20);
+
+#[test]
+fn command_exit_code_is_passed_through() {
+    let redis = RedisServer::start();
+    for code in [0, 1, 2, 3, 42, 64, 69, 75, 76, 124, 200, 255] {
+        let out = run_timeout(run_sh(&redis, "codes", &[], &format!("exit {code}")), T);
+        out.assert_code(code);
+        assert_eq!(
+            redis.get(&lock_key("codes")),
+            None,
+            "lock held after exit {code}"
+        );
+    }
+}
+
+#[test]
+fn signal_death_is_128_plus_n() {
+    let redis = RedisServer::start();
+    for (name, n) in [("HUP", 1), ("KILL", 9), ("USR1", 10), ("TERM", 15)] {
+        let out = run_timeout(
+            run_sh(&redis, "sigdeath", &[], &format!("kill -s {name} $$")),
+            T,
+        );
+        out.assert_code(128 + n);
+        assert_eq!(
+            redis.get(&lock_key("sigdeath")),
+            None,
+            "lock held after SIG{name}"
+        );
+    }
+}
+
+#[test]
+fn command_not_found_is_127_and_lock_released() {
+    let redis = RedisServer::start();
+    for program in [
+        "/nonexistent/redlock-test-cmd",
+        "redlock-no-such-command-xyz",
+    ] {
+        let mut cmd = redlock();
+        cmd.args(["run", "--url", &redis.url(), "--key", "nf", "--", program]);
+        let out = run_timeout(cmd, T);
+        out.assert_code(127);
+        assert!(!out.stderr.is_empty(), "no diagnostic for {program}");
+        out.assert_stderr_prefixed();
+        assert_eq!(
+            redis.get(&lock_key("nf")),
+            None,
+            "lock held after {program}"
+        );
+    }
+}
+
+#[test]
+fn command_not_executable_is_126_and_lock_released() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let script = dir.join("script.sh");
+    write_file(
+        &script,
+        &format!("#!/bin/sh\ntouch {}\n", dir.sh("marker")),
+        0o644,
+    );
+    for program in [script.clone(), dir.path().to_path_buf()] {
+        let mut cmd = redlock();
+        cmd.args(["run", "--url", &redis.url(), "--key", "nx", "--"])
+            .arg(&program);
+        let out = run_timeout(cmd, T);
+        out.assert_code(126);
+        out.assert_stderr_prefixed();
+        assert!(!out.stderr.is_empty(), "no diagnostic for {program:?}");
+        assert_eq!(
+            redis.get(&lock_key("nx")),
+            None,
+            "lock held after {program:?}"
+        );
+    }
+    assert!(!dir.join("marker").exists());
+}
+
+#[test]
+fn max_runtime_stops_the_command_with_124() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let script = format!(
+        "sleep 300 >/dev/null 2>&1 & echo $! > {bg}; {hb}",
+        bg = dir.sh("bg"),
+        hb = heartbeat_script(&dir, "w")
+    );
+    let out = run_timeout(
+        run_sh(&redis, "maxrt", &["--max-runtime", "700ms"], &script),
+        T,
+    );
+    out.assert_code(124);
+    assert!(
+        out.elapsed >= Duration::from_millis(700),
+        "stopped after {:?}, before --max-runtime",
+        out.elapsed
+    );
+    assert!(
+        out.elapsed < Duration::from_secs(5),
+        "took {:?}",
+        out.elapsed
+    );
+    let pid = wait_for_pid(&dir.join("w.pid"));
+    let bg = wait_for_pid(&dir.join("bg"));
+    wait_pid_dead(pid, Duration::from_secs(1));
+    wait_pid_dead(bg, Duration::from_secs(1));
+    assert!(
+        !group_alive(pid),
+        "group still alive: {:?}",
+        group_members(pid)
+    );
+    assert_eq!(redis.get(&lock_key("maxrt")), None);
+}
+
+#[test]
+fn max_runtime_kills_a_command_that_ignores_the_stop_signal() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let script = format!("trap '' TERM; {}", heartbeat_script(&dir, "w"));
+    let started = Instant::now();
+    let mut cmd = run_sh(&redis, "maxrt-kill", &["--kill-after", "300ms"], &script);
+    cmd.env("REDLOCK_MAX_RUNTIME", "500ms");
+    let out = run_timeout(cmd, T);
+    out.assert_code(124);
+    assert!(
+        started.elapsed() >= Duration::from_millis(800),
+        "exited after {:?}: did not wait --kill-after",
+        started.elapsed()
+    );
+    let pid = wait_for_pid(&dir.join("w.pid"));
+    wait_pid_dead(pid, Duration::from_secs(1));
+    assert!(!group_alive(pid));
+    assert_eq!(redis.get(&lock_key("maxrt-kill")), None);
+}
+
+#[test]
+fn max_runtime_not_reached_keeps_the_commands_code() {
+    let redis = RedisServer::start();
+    let out = run_timeout(
+        run_sh(&redis, "maxrt-ok", &["--max-runtime", "30s"], "exit 7"),
+        T,
+    );
+    out.assert_code(7);
+    assert!(out.elapsed < Duration::from_secs(10));
+}

@@ -1,0 +1,326 @@
+//! Redis misbehaving: killed, paused or restarted under a held lock (the command must be dead
+//! before the lease could expire), its script cache flushed, unreachable, or refusing the password.
+
+use std::time::{Duration, Instant};
+
+use crate::util::*;
+
+const T: Duration = Duration::from_secs(20);
+
+/// The earliest wall-clock time (ns since the epoch) at which the server could expire `key`: the
+/// moment before PTTL was sent plus the PTTL it answered (the server read it no earlier).
+fn earliest_expiry(redis: &RedisServer, key: &str) -> i128 {
+    let mut con = redis.conn();
+    let sent = now_ns();
+    let pttl: i64 = redis::cmd("PTTL").arg(key).query(&mut con).unwrap();
+    assert!(pttl > 0, "lock key {key} has PTTL {pttl}");
+    sent + i128::from(pttl) * 1_000_000
+}
+
+/// Polls the worker leader (cheap) and then its group, returning the wall-clock time at which
+/// the whole group was first seen dead.
+fn watch_group_death(pid: i32, timeout: Duration) -> i128 {
+    let deadline = Instant::now() + timeout;
+    while pid_alive(pid) {
+        assert!(
+            Instant::now() < deadline,
+            "command {pid} still alive after {timeout:?}"
+        );
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    wait_group_dead_at(pid, timeout)
+}
+
+/// Starts a heartbeat worker under `--ttl 2s`, applies `fault` right after reading the key's PTTL,
+/// and checks that the last heartbeat and the death of the group both come before the earliest
+/// moment the server could expire the lease, and that redlock exits 76.
+/// `prelude` goes in front of the worker script (e.g. to ignore the stop signal).
+fn fault_under_lock(prelude: &str, fault: impl FnOnce(&mut RedisServer)) {
+    let mut redis = RedisServer::start();
+    let dir = TempDir::new();
+    let proc = Proc::spawn(run_sh(
+        &redis,
+        "fault",
+        &["--ttl", "2s"],
+        &format!("{prelude}{}", heartbeat_script(&dir, "w")),
+    ));
+    wait_for_file(&dir.join("w.ready"));
+    let pid = wait_for_pid(&dir.join("w.pid"));
+    // Let a renewal or two happen first.
+    wait_until(T, "heartbeats", || {
+        read_stamps(&dir.join("w.hb")).len() >= 10
+    });
+
+    let expiry = earliest_expiry(&redis, &lock_key("fault"));
+    fault(&mut redis);
+    let fault_at = now_ns();
+
+    let dead_at = watch_group_death(pid, Duration::from_secs(10));
+    let hb = read_stamps(&dir.join("w.hb"));
+    let last_hb = *hb.last().unwrap();
+    let ms = |ns: i128| ns as f64 / 1e6;
+    eprintln!(
+        "group dead {:.1} ms before expiry, last heartbeat {:.1} ms before expiry, {:.1} ms after the fault",
+        ms(expiry - dead_at),
+        ms(expiry - last_hb),
+        ms(dead_at - fault_at)
+    );
+    assert!(
+        last_hb < expiry,
+        "command still working {:.1} ms after the lease could have expired",
+        ms(last_hb - expiry)
+    );
+    assert!(
+        dead_at < expiry,
+        "command group alive {:.1} ms after the lease could have expired",
+        ms(dead_at - expiry)
+    );
+
+    // Release against a dead or paused server is bounded.
+    let out = proc.finish(Duration::from_secs(8));
+    let exited_at = now_ns();
+    eprintln!(
+        "redlock exited {:.1} ms after the group died",
+        ms(exited_at - dead_at)
+    );
+    out.assert_code(76);
+    out.assert_stderr_prefixed();
+    assert!(
+        exited_at - dead_at < 4_000_000_000,
+        "redlock lingered {:.0} ms after the command died",
+        ms(exited_at - dead_at)
+    );
+}
+
+#[test]
+fn redis_killed_mid_run_stops_the_command_before_the_lease_expires() {
+    fault_under_lock("", |redis| redis.kill());
+}
+
+#[test]
+fn redis_paused_mid_run_stops_the_command_before_the_lease_expires() {
+    fault_under_lock("", |redis| redis.pause());
+}
+
+#[test]
+fn redis_paused_mid_run_sigkills_a_command_ignoring_term_before_the_lease_expires() {
+    fault_under_lock("trap '' TERM; ", |redis| redis.pause());
+}
+
+#[test]
+fn redis_restarted_empty_mid_run_exits_76() {
+    let mut redis = RedisServer::start();
+    let dir = TempDir::new();
+    let proc = Proc::spawn(run_sh(
+        &redis,
+        "restart",
+        &["--ttl", "1s"],
+        &heartbeat_script(&dir, "w"),
+    ));
+    wait_for_file(&dir.join("w.ready"));
+    let pid = wait_for_pid(&dir.join("w.pid"));
+    redis.restart();
+    let out = proc.finish(T);
+    out.assert_code(76);
+    wait_pid_dead(pid, Duration::from_secs(1));
+    assert!(!group_alive(pid));
+    assert_eq!(
+        redis.get(&lock_key("restart")),
+        None,
+        "redlock re-created the lock on the new server"
+    );
+}
+
+#[test]
+fn script_flush_mid_run_does_not_break_renewal_or_release() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let proc = Proc::spawn(run_sh(
+        &redis,
+        "flush",
+        &["--ttl", "1s"],
+        &hold_script(&dir, "w"),
+    ));
+    wait_for_file(&dir.join("w.ready"));
+    let token = wait_for_line(&dir.join("w.token"));
+
+    let start = Instant::now();
+    let mut flushes = 0;
+    while start.elapsed() < Duration::from_millis(3000) {
+        redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .exec(&mut redis.conn())
+            .unwrap();
+        flushes += 1;
+        std::thread::sleep(Duration::from_millis(250));
+        assert_eq!(
+            redis.get(&lock_key("flush")).as_deref(),
+            Some(token.as_str()),
+            "lock lost {:?} after the first SCRIPT FLUSH",
+            start.elapsed()
+        );
+    }
+    assert!(flushes >= 10);
+    redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .exec(&mut redis.conn())
+        .unwrap();
+    touch(&dir.join("w.go"));
+    let out = proc.finish(T);
+    out.assert_code(0);
+    assert_eq!(
+        redis.get(&lock_key("flush")),
+        None,
+        "release failed after SCRIPT FLUSH"
+    );
+}
+
+#[test]
+fn unreachable_redis_exits_69_without_running_the_command() {
+    let dir = TempDir::new();
+    let port = free_port();
+    for url in [
+        format!("redis://127.0.0.1:{port}"),
+        format!("unix://{}", dir.join("nobody.sock").display()),
+    ] {
+        let mut cmd = redlock();
+        cmd.args(["run", "--url", &url, "--key", "k", "--", "sh", "-c"])
+            .arg(marker_script(&dir));
+        let out = run_timeout(cmd, T);
+        out.assert_code(69);
+        assert!(
+            out.elapsed < Duration::from_secs(5),
+            "{url}: took {:?}",
+            out.elapsed
+        );
+        assert!(!out.stderr.is_empty(), "{url}: no diagnostic");
+        out.assert_stderr_prefixed();
+        assert!(!dir.join("marker").exists(), "{url}: command ran");
+    }
+}
+
+#[test]
+fn unreachable_redis_with_wait_ends_promptly_without_running_the_command() {
+    // Waiting is for a busy lock; with no server at all redlock may fail at once (69) or keep
+    // trying until the wait runs out (75), but it must not hang or run the command.
+    let dir = TempDir::new();
+    let url = format!("redis://127.0.0.1:{}", free_port());
+    let mut cmd = redlock();
+    cmd.args([
+        "run", "--url", &url, "--key", "k", "--wait", "1s", "--", "sh", "-c",
+    ])
+    .arg(marker_script(&dir));
+    let out = run_timeout(cmd, T);
+    assert!(
+        [69, 75].contains(&out.code()),
+        "exit {}, stderr: {}",
+        out.code(),
+        out.stderr
+    );
+    assert!(
+        out.elapsed < Duration::from_secs(6),
+        "took {:?}",
+        out.elapsed
+    );
+    assert!(!dir.join("marker").exists());
+}
+
+#[test]
+fn paused_redis_before_start_exits_69() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    redis.pause();
+    let out = run_timeout(run_sh(&redis, "k", &[], &marker_script(&dir)), T);
+    redis.resume();
+    out.assert_code(69);
+    out.assert_stderr_prefixed();
+    assert!(!dir.join("marker").exists(), "command ran");
+    assert_eq!(redis.get(&lock_key("k")), None);
+}
+
+#[test]
+fn wrong_or_missing_password_exits_69_and_is_not_printed() {
+    const PW: &str = "correct-horse-battery";
+    const WRONG: &str = "hunter2-wrong-password";
+    let redis = RedisServer::start_with(ServerOpts {
+        password: Some(PW.into()),
+        ..Default::default()
+    });
+    let dir = TempDir::new();
+    for url in [
+        format!("redis://:{WRONG}@127.0.0.1:{}", redis.port()),
+        format!("redis://default:{WRONG}@127.0.0.1:{}", redis.port()),
+        redis.url_without_password(),
+    ] {
+        for verbosity in [&[][..], &["-vv"][..]] {
+            let mut cmd = redlock();
+            cmd.args(["run", "--url", &url, "--key", "auth"])
+                .args(verbosity)
+                .args(["--", "sh", "-c"])
+                .arg(marker_script(&dir));
+            let out = run_timeout(cmd, T);
+            out.assert_code(69);
+            assert!(!out.stderr.is_empty(), "no diagnostic for a refused login");
+            out.assert_stderr_prefixed();
+            assert!(
+                !out.stderr.contains(WRONG) && !out.stderr.contains(PW),
+                "password printed: {}",
+                out.stderr
+            );
+            assert!(!dir.join("marker").exists(), "command ran");
+        }
+    }
+    assert_eq!(redis.all_keys(), Vec::<String>::new());
+}
+
+#[test]
+fn password_in_url_works_and_is_never_printed() {
+    const PW: &str = "s3cret-pa55word";
+    for unix in [false, true] {
+        let redis = RedisServer::start_with(ServerOpts {
+            unix,
+            password: Some(PW.into()),
+        });
+        let out = run_timeout(
+            run_sh(&redis, "authok", &["-vv"], "echo $REDLOCK_FENCING_TOKEN"),
+            T,
+        );
+        out.assert_code(0);
+        assert_eq!(out.stdout, "1\n", "url {}", redis.url());
+        assert!(!out.stderr.contains(PW), "password printed: {}", out.stderr);
+        assert_eq!(redis.get(&lock_key("authok")), None);
+    }
+}
+
+#[test]
+fn acl_user_and_password_in_url() {
+    const PW: &str = "acl-user-pa55";
+    let redis = RedisServer::start();
+    redis::cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "locker",
+            "on",
+            &format!(">{PW}"),
+            "~*",
+            "&*",
+            "+@all",
+        ])
+        .exec(&mut redis.conn())
+        .unwrap();
+    let url = format!("redis://locker:{PW}@127.0.0.1:{}", redis.port());
+    let mut cmd = redlock();
+    cmd.args(["run", "--url", &url, "--key", "acl", "-vv", "--"])
+        .args(["sh", "-c", "echo $REDLOCK_FENCING_TOKEN"]);
+    let out = run_timeout(cmd, T);
+    out.assert_code(0);
+    assert_eq!(out.stdout, "1\n");
+    assert!(!out.stderr.contains(PW), "password printed: {}", out.stderr);
+
+    let url = format!("redis://locker:wrong-{PW}@127.0.0.1:{}", redis.port());
+    let mut cmd = redlock();
+    cmd.args(["run", "--url", &url, "--key", "acl", "--", "true"]);
+    let out = run_timeout(cmd, T);
+    out.assert_code(69);
+    assert!(!out.stderr.contains(PW), "password printed: {}", out.stderr);
+}

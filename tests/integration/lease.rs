@@ -1,0 +1,197 @@
+//! The lease: --ttl on the key, renewal past the TTL, and losing the lease to another owner or a
+//! deleted key, which stops the whole process group and exits 76.
+
+use std::time::{Duration, Instant};
+
+use crate::util::*;
+
+const T: Duration = Duration::from_secs(20);
+
+#[test]
+fn ttl_option_and_env_set_the_key_expiry() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let cases: [(&[&str], Option<&str>, i64, i64); 3] = [
+        (&["--ttl", "1500ms"], None, 0, 1500),
+        (&[], Some("1200ms"), 0, 1200),
+        (&[], None, 20_000, 30_000),
+    ];
+    for (i, (opts, env, lo, hi)) in cases.into_iter().enumerate() {
+        let tag = format!("w{i}");
+        let mut cmd = run_sh(&redis, "ttl", opts, &hold_script(&dir, &tag));
+        if let Some(v) = env {
+            cmd.env("REDLOCK_TTL", v);
+        }
+        let proc = Proc::spawn(cmd);
+        wait_for_file(&dir.join(&format!("{tag}.ready")));
+        let pttl = redis.pttl(&lock_key("ttl"));
+        assert!(
+            pttl > lo && pttl <= hi,
+            "case {i} ({opts:?}, env {env:?}): PTTL {pttl} not in ({lo}, {hi}]"
+        );
+        touch(&dir.join(&format!("{tag}.go")));
+        proc.finish(T).assert_code(0);
+    }
+}
+
+#[test]
+fn renewal_keeps_the_lock_past_its_ttl() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let proc = Proc::spawn(run_sh(
+        &redis,
+        "renew",
+        &["--ttl", "1s"],
+        &hold_script(&dir, "w"),
+    ));
+    wait_for_file(&dir.join("w.ready"));
+    let token = wait_for_line(&dir.join("w.token"));
+
+    let start = Instant::now();
+    let mut min_pttl = i64::MAX;
+    while start.elapsed() < Duration::from_millis(3200) {
+        let mut con = redis.conn();
+        let (value, pttl): (Option<String>, i64) = redis::pipe()
+            .cmd("GET")
+            .arg(lock_key("renew"))
+            .cmd("PTTL")
+            .arg(lock_key("renew"))
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(
+            value.as_deref(),
+            Some(token.as_str()),
+            "lock lost or token changed after {:?}",
+            start.elapsed()
+        );
+        assert!(
+            pttl > 0 && pttl <= 1000,
+            "PTTL {pttl} after {:?}",
+            start.elapsed()
+        );
+        min_pttl = min_pttl.min(pttl);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!("lowest PTTL seen over 3.2 s with ttl 1s: {min_pttl} ms");
+
+    touch(&dir.join("w.go"));
+    let out = proc.finish(T);
+    out.assert_code(0);
+    assert_eq!(out.stderr, "");
+    assert_eq!(redis.get(&lock_key("renew")), None);
+}
+
+/// Runs a heartbeat worker under a 1 s lease, lets `steal` interfere with the key, and checks the
+/// command group is stopped and redlock exits 76. Returns the worker's pid and redlock's output.
+fn lose_lease(
+    redis: &RedisServer,
+    dir: &TempDir,
+    opts: &[&str],
+    prelude: &str,
+    steal: impl FnOnce(),
+) -> (i32, Output) {
+    let mut all = vec!["--ttl", "1s"];
+    all.extend_from_slice(opts);
+    let script = format!("{prelude}{}", heartbeat_script(dir, "w"));
+    let proc = Proc::spawn(run_sh(redis, "lease", &all, &script));
+    wait_for_file(&dir.join("w.ready"));
+    let pid = wait_for_pid(&dir.join("w.pid"));
+    steal();
+    let stolen_at = Instant::now();
+    let out = proc.finish(T);
+    out.assert_code(76);
+    out.assert_stderr_prefixed();
+    // A renewal runs every ttl/3; the stop follows at once.
+    assert!(
+        stolen_at.elapsed() < Duration::from_secs(3),
+        "took {:?} to notice the lost lease",
+        stolen_at.elapsed()
+    );
+    wait_pid_dead(pid, Duration::from_secs(1));
+    wait_until(
+        Duration::from_secs(1),
+        "the command's group to be gone",
+        || !group_alive(pid),
+    );
+    (pid, out)
+}
+
+#[test]
+fn key_taken_by_another_owner_exits_76_and_leaves_their_key() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    lose_lease(&redis, &dir, &[], "", || {
+        redis::cmd("SET")
+            .arg(lock_key("lease"))
+            .arg("intruder")
+            .arg("PX")
+            .arg(60_000)
+            .exec(&mut redis.conn())
+            .unwrap();
+    });
+    assert_eq!(
+        redis.get(&lock_key("lease")).as_deref(),
+        Some("intruder"),
+        "redlock touched the other owner's key"
+    );
+    let pttl = redis.pttl(&lock_key("lease"));
+    assert!(pttl > 50_000, "other owner's TTL changed: {pttl}");
+}
+
+#[test]
+fn key_deleted_exits_76_and_is_not_taken_back() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    lose_lease(&redis, &dir, &[], "", || redis.del(&lock_key("lease")));
+    assert_eq!(redis.get(&lock_key("lease")), None);
+}
+
+#[test]
+fn lost_lease_stops_grandchildren_too() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let prelude = format!(
+        "sleep 300 >/dev/null 2>&1 & echo $! > {bg}; ",
+        bg = dir.sh("bg")
+    );
+    lose_lease(&redis, &dir, &[], &prelude, || {
+        redis.del(&lock_key("lease"))
+    });
+    let bg = wait_for_pid(&dir.join("bg"));
+    assert!(!pid_alive(bg), "background grandchild {bg} survived");
+}
+
+#[test]
+fn lost_lease_sigkills_a_command_ignoring_the_stop_signal_and_still_exits_76() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let started = Instant::now();
+    lose_lease(
+        &redis,
+        &dir,
+        &["--kill-after", "200ms"],
+        "trap '' TERM; ",
+        || redis.del(&lock_key("lease")),
+    );
+    eprintln!("done after {:?}", started.elapsed());
+}
+
+#[test]
+fn lost_lease_uses_the_stop_signal() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let prelude = format!(
+        "trap 'echo int > {f}; exit 0' INT; trap '' TERM; ",
+        f = dir.sh("got-int")
+    );
+    let (_, out) = lose_lease(
+        &redis,
+        &dir,
+        &["--stop-signal", "INT", "--kill-after", "300ms"],
+        &prelude,
+        || redis.del(&lock_key("lease")),
+    );
+    // The command exited 0 from its INT trap, yet redlock reports the lost lock.
+    assert_eq!(out.code(), 76);
+    assert_eq!(read(&dir.join("got-int")), "int\n", "INT not delivered");
+}

@@ -1,0 +1,312 @@
+//! Bad command lines and environment values: exit 64 with one `redlock: ` line on stderr, the
+//! command not run, nothing locked. --help and --version exit 0; valid spellings are accepted.
+
+use std::time::Duration;
+
+use crate::util::*;
+
+const T: Duration = Duration::from_secs(20);
+
+/// One bad invocation: arguments after `run` (the marker command is appended unless
+/// `no_command`), plus environment variables.
+struct Case<'a> {
+    args: Vec<String>,
+    env: &'a [(&'a str, &'a str)],
+    no_command: bool,
+}
+
+fn args(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| s.to_string()).collect()
+}
+
+/// Runs every case against a live server and collects all deviations from the contract.
+fn assert_usage_errors(cases: Vec<Case>) {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let mut failures = Vec::new();
+    for case in &cases {
+        let mut cmd = redlock();
+        cmd.env("REDLOCK_URL", redis.url()).args(&case.args);
+        if !case.no_command {
+            cmd.args(["--", "sh", "-c", &marker_script(&dir)]);
+        }
+        for (k, v) in case.env {
+            cmd.env(k, v);
+        }
+        let out = run_timeout(cmd, T);
+        let mut problems = Vec::new();
+        let lines: Vec<&str> = out
+            .stderr
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .collect();
+        if out.status.code() != Some(64) {
+            problems.push(format!("exit {:?}, want 64", out.status));
+        }
+        if lines.len() != 1 || !lines[0].starts_with("redlock: ") {
+            problems.push("stderr is not one `redlock: ` line".to_string());
+        }
+        if !out.stdout.is_empty() {
+            problems.push(format!("wrote to stdout {:?}", out.stdout));
+        }
+        if dir.join("marker").exists() {
+            problems.push("ran the command".to_string());
+            let _ = std::fs::remove_file(dir.join("marker"));
+        }
+        let keys = redis.all_keys();
+        if !keys.is_empty() {
+            problems.push(format!("left keys {keys:?}"));
+            redis::cmd("FLUSHALL").exec(&mut redis.conn()).unwrap();
+        }
+        if !problems.is_empty() {
+            failures.push(format!(
+                "args {:?} env {:?}: {}; stderr {:?}",
+                case.args,
+                case.env,
+                problems.join(", "),
+                out.stderr
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} bad invocations mishandled:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+fn run_case(a: &[&str]) -> Case<'static> {
+    let mut v = vec!["run".to_string()];
+    v.extend(args(a));
+    Case {
+        args: v,
+        env: &[],
+        no_command: false,
+    }
+}
+
+#[test]
+fn missing_or_empty_key() {
+    assert_usage_errors(vec![
+        run_case(&[]),
+        run_case(&["--key", ""]),
+        run_case(&["--ttl", "5s"]),
+    ]);
+}
+
+#[test]
+fn missing_command() {
+    assert_usage_errors(vec![
+        Case {
+            args: args(&["run", "--key", "k"]),
+            env: &[],
+            no_command: true,
+        },
+        Case {
+            args: args(&["run", "--key", "k", "--"]),
+            env: &[],
+            no_command: true,
+        },
+    ]);
+}
+
+#[test]
+fn bad_ttl() {
+    assert_usage_errors(
+        ["0", "0s", "abc", "-5s", "99999999999h", "", "5 parsecs"]
+            .iter()
+            .map(|t| run_case(&["--key", "k", "--ttl", t]))
+            .collect(),
+    );
+}
+
+#[test]
+fn bad_wait() {
+    assert_usage_errors(
+        ["garbage", "-1s", "", "for ever"]
+            .iter()
+            .map(|w| run_case(&["--key", "k", "--wait", w]))
+            .collect(),
+    );
+}
+
+#[test]
+fn bad_conflict_exit_code() {
+    assert_usage_errors(
+        ["256", "-1", "abc", "", "1000"]
+            .iter()
+            .map(|c| run_case(&["--key", "k", "--conflict-exit-code", c]))
+            .collect(),
+    );
+}
+
+#[test]
+fn bad_stop_signal() {
+    assert_usage_errors(
+        ["NOPE", "SIGNOPE", "", "0", "99", "-15"]
+            .iter()
+            .map(|s| run_case(&["--key", "k", "--stop-signal", s]))
+            .collect(),
+    );
+}
+
+#[test]
+fn kill_after_must_be_at_most_half_the_ttl() {
+    // Exactly half is the largest grace accepted (valid_spellings_are_accepted runs it).
+    assert_usage_errors(vec![
+        run_case(&["--key", "k", "--ttl", "1s", "--kill-after", "600ms"]),
+        run_case(&["--key", "k", "--ttl", "2s", "--kill-after", "1001ms"]),
+        run_case(&["--key", "k", "--kill-after", "15001ms"]),
+        run_case(&["--key", "k", "--kill-after", "1h"]),
+        run_case(&["--key", "k", "--kill-after", "soon"]),
+    ]);
+}
+
+#[test]
+fn bad_max_runtime() {
+    assert_usage_errors(vec![
+        run_case(&["--key", "k", "--max-runtime", "abc"]),
+        run_case(&["--key", "k", "--max-runtime", "-3s"]),
+    ]);
+}
+
+#[test]
+fn unknown_flags_and_subcommands() {
+    assert_usage_errors(vec![
+        run_case(&["--key", "k", "--bogus"]),
+        run_case(&["--key", "k", "-x"]),
+        Case {
+            args: args(&["frobnicate", "--key", "k"]),
+            env: &[],
+            no_command: false,
+        },
+        Case {
+            args: args(&["--bogus"]),
+            env: &[],
+            no_command: true,
+        },
+    ]);
+}
+
+#[test]
+fn bad_urls() {
+    assert_usage_errors(
+        [
+            "redis://127.0.0.1:99999",
+            "redis://127.0.0.1:notaport",
+            "foo://127.0.0.1:6379",
+            "http://127.0.0.1:6379",
+            "not a url",
+            "",
+        ]
+        .iter()
+        .map(|u| run_case(&["--key", "k", "--url", u]))
+        .collect(),
+    );
+}
+
+#[test]
+fn bad_environment_values() {
+    let k = || args(&["run", "--key", "k"]);
+    assert_usage_errors(vec![
+        Case {
+            args: k(),
+            env: &[("REDLOCK_TTL", "abc")],
+            no_command: false,
+        },
+        Case {
+            args: k(),
+            env: &[("REDLOCK_TTL", "0")],
+            no_command: false,
+        },
+        Case {
+            args: k(),
+            env: &[("REDLOCK_WAIT", "garbage")],
+            no_command: false,
+        },
+        Case {
+            args: k(),
+            env: &[("REDLOCK_CONFLICT_EXIT_CODE", "300")],
+            no_command: false,
+        },
+        Case {
+            args: k(),
+            env: &[("REDLOCK_STOP_SIGNAL", "NOPE")],
+            no_command: false,
+        },
+        Case {
+            args: k(),
+            env: &[("REDLOCK_KILL_AFTER", "20s")],
+            no_command: false,
+        },
+        Case {
+            args: k(),
+            env: &[("REDLOCK_MAX_RUNTIME", "abc")],
+            no_command: false,
+        },
+        Case {
+            args: k(),
+            env: &[("REDLOCK_URL", "foo://127.0.0.1:1")],
+            no_command: false,
+        },
+        Case {
+            args: k(),
+            env: &[("REDLOCK_TTL", "1s"), ("REDLOCK_KILL_AFTER", "800ms")],
+            no_command: false,
+        },
+    ]);
+}
+
+#[test]
+fn help_and_version_exit_0() {
+    for (a, needle) in [
+        (&["--help"][..], "run"),
+        (&["run", "--help"][..], "--key"),
+        (&["run", "--help"][..], "--wait"),
+        (&["--version"][..], env!("CARGO_PKG_VERSION")),
+        (&["-V"][..], env!("CARGO_PKG_VERSION")),
+    ] {
+        let mut cmd = redlock();
+        cmd.args(a);
+        let out = run_timeout(cmd, T);
+        assert_eq!(out.code(), 0, "{a:?}: stderr {}", out.stderr);
+        assert!(
+            out.stdout.contains(needle),
+            "{a:?}: stdout lacks {needle:?}:\n{}",
+            out.stdout
+        );
+    }
+}
+
+#[test]
+fn valid_spellings_are_accepted() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let cases: &[&[&str]] = &[
+        &["--ttl", "1500ms"],
+        &["--ttl", "2s", "--kill-after", "1s"],
+        &["--wait", "forever"],
+        &["--wait", "0"],
+        &["--wait", "2s"],
+        &["--stop-signal", "TERM"],
+        &["--stop-signal", "SIGTERM"],
+        &["--stop-signal", "15"],
+        &["--stop-signal", "INT"],
+        &["--stop-signal", "SIGHUP"],
+        &["--conflict-exit-code", "0"],
+        &["--conflict-exit-code", "255"],
+        &["--max-runtime", "1m"],
+        &["--prefix", "x:"],
+        &["-v"],
+        &["-q"],
+    ];
+    for (i, opts) in cases.iter().enumerate() {
+        let marker = dir.join(&format!("m{i}"));
+        let script = format!("touch {}", shell_quote(&marker));
+        let out = run_timeout(run_sh(&redis, "valid", opts, &script), T);
+        assert_eq!(out.code(), 0, "{opts:?} rejected: {}", out.stderr);
+        assert!(marker.exists(), "{opts:?}: command not run");
+    }
+}
