@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the Debian packages the demo and tests use (redis-server, redis-cli, tmux) when missing.
+# Install the Debian packages the demo and tests use (redis-server, redis-cli, tmux, openssl) when missing.
 # Sourced by demo.sh and test.sh; uses apt-get as root, or through sudo.
 need_packages() {
   local missing=()

@@ -120,38 +120,6 @@ pub fn group_alive(pgid: Pid) -> bool {
     !matches!(killpg(pgid, None), Err(Errno::ESRCH))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn spawn_failures_map_like_shells() {
-        assert_eq!(
-            spawn_failure_status(&io::Error::from(io::ErrorKind::NotFound)),
-            127
-        );
-        assert_eq!(
-            spawn_failure_status(&io::Error::from(io::ErrorKind::PermissionDenied)),
-            126
-        );
-        assert_eq!(
-            spawn_failure_status(&io::Error::from_raw_os_error(Errno::ENOEXEC as i32)),
-            126
-        );
-    }
-
-    #[test]
-    fn child_gets_its_own_group_and_environment() {
-        let script =
-            r#"read -r _ _ _ _ pgrp _ < /proc/$$/stat; test "$pgrp" = $$ && test "$X" = y"#;
-        let argv = ["sh", "-c", script].map(OsString::from);
-        let mut child = spawn(&argv, &[("X", "y".into())], None).unwrap();
-        assert!(child.wait().unwrap().success());
-        let pgid = Pid::from_raw(child.id() as i32);
-        assert!(!group_alive(pgid));
-    }
-}
-
 /// A tiny process forked before any thread starts, that SIGKILLs the command's whole process
 /// group if redlock dies without saying it is done (the parent-death signal reaches only the
 /// command's first process). It lives in its own process group, away from terminal signals.
@@ -197,5 +165,37 @@ impl Guard {
         use std::io::Write;
         let word = pgid.map_or(0, Pid::as_raw).to_ne_bytes();
         let _ = self.pipe.write_all(&word);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spawn_failures_map_like_shells() {
+        assert_eq!(
+            spawn_failure_status(&io::Error::from(io::ErrorKind::NotFound)),
+            127
+        );
+        assert_eq!(
+            spawn_failure_status(&io::Error::from(io::ErrorKind::PermissionDenied)),
+            126
+        );
+        assert_eq!(
+            spawn_failure_status(&io::Error::from_raw_os_error(Errno::ENOEXEC as i32)),
+            126
+        );
+    }
+
+    #[test]
+    fn child_gets_its_own_group_and_environment() {
+        let script =
+            r#"read -r _ _ _ _ pgrp _ < /proc/$$/stat; test "$pgrp" = $$ && test "$X" = y"#;
+        let argv = ["sh", "-c", script].map(OsString::from);
+        let mut child = spawn(&argv, &[("X", "y".into())], None).unwrap();
+        assert!(child.wait().unwrap().success());
+        let pgid = Pid::from_raw(child.id() as i32);
+        assert!(!group_alive(pgid));
     }
 }

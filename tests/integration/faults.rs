@@ -280,6 +280,7 @@ fn password_in_url_works_and_is_never_printed() {
         let redis = RedisServer::start_with(ServerOpts {
             unix,
             password: Some(PW.into()),
+            ..ServerOpts::default()
         });
         let out = run_timeout(
             run_sh(&redis, "authok", &["-vv"], "echo $REDLOCK_FENCING_TOKEN"),

@@ -17,5 +17,7 @@ mod lease;
 mod signals;
 // A real terminal in tmux: reading the tty, Ctrl-C.
 mod terminal;
+// rediss://: verified server certificates, an unknown CA refused, TLS against a plain port.
+mod tls;
 // Bad command lines and environment values: 64, nothing run, nothing locked; --help, --version.
 mod usage;

@@ -95,6 +95,9 @@ pub struct ServerOpts {
     pub unix: bool,
     /// Started with `--requirepass`.
     pub password: Option<String>,
+    /// Also listen with TLS on a second free port, with this certificate and key (PEM files);
+    /// [`RedisServer::url`] stays the plain port, for inspecting keys.
+    pub tls: Option<(PathBuf, PathBuf)>,
 }
 
 /// A real `redis-server` owned by one test: no persistence, loopback TCP port or unix socket in a
@@ -102,6 +105,7 @@ pub struct ServerOpts {
 pub struct RedisServer {
     child: Option<Child>,
     port: u16,
+    tls_port: u16,
     opts: ServerOpts,
     dir: TempDir,
 }
@@ -116,6 +120,7 @@ impl RedisServer {
         let mut server = RedisServer {
             child: None,
             port: 0,
+            tls_port: 0,
             opts,
             dir: TempDir::new(),
         };
@@ -125,6 +130,9 @@ impl RedisServer {
         for _ in 0..20 {
             if !server.opts.unix {
                 server.port = free_port();
+            }
+            if server.opts.tls.is_some() {
+                server.tls_port = free_port();
             }
             match server.spawn() {
                 Ok(()) => return server,
@@ -160,6 +168,15 @@ impl RedisServer {
         }
         if let Some(pw) = &self.opts.password {
             cmd.args(["--requirepass", pw]);
+        }
+        if let Some((cert, key)) = &self.opts.tls {
+            cmd.arg("--tls-port")
+                .arg(self.tls_port.to_string())
+                .arg("--tls-cert-file")
+                .arg(cert)
+                .arg("--tls-key-file")
+                .arg(key)
+                .args(["--tls-auth-clients", "no"]);
         }
         let mut child = cmd
             .spawn()
@@ -207,6 +224,12 @@ impl RedisServer {
         } else {
             format!("redis://127.0.0.1:{}", self.port)
         }
+    }
+
+    /// `rediss://` URL of the TLS port (servers started with [`ServerOpts::tls`]).
+    pub fn tls_url(&self) -> String {
+        assert!(self.opts.tls.is_some(), "server has no TLS port");
+        format!("rediss://127.0.0.1:{}", self.tls_port)
     }
 
     pub fn port(&self) -> u16 {
