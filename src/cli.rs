@@ -51,10 +51,10 @@ pub struct RunArgs {
         long,
         env = "REDLOCK_URL",
         default_value = "redis://127.0.0.1:6379",
-        value_parser = parse_url,
         hide_env_values = true
     )]
-    pub url: Endpoint,
+    // Checked by [`RunArgs::endpoint`], not by clap: clap's errors would echo a password.
+    pub url: String,
 
     /// Name of the lock (not read from the environment: REDLOCK_KEY is what the command sees).
     #[arg(long, value_name = "NAME", value_parser = parse_key)]
@@ -123,6 +123,11 @@ impl RunArgs {
             )),
             Some(grace) => Ok(grace),
         }
+    }
+
+    /// Where the lock lives, from --url / REDLOCK_URL.
+    pub fn endpoint(&self) -> anyhow::Result<Endpoint> {
+        Endpoint::parse(&self.url).map_err(|message| classified(Class::Usage, message))
     }
 
     /// How much output on stderr: -1 quiet, 0 default, 1+ verbose.
@@ -242,10 +247,6 @@ fn parse_prefix(text: &str) -> Result<String, String> {
         return Err("the prefix must not contain '{' or '}'".into());
     }
     Ok(text.to_owned())
-}
-
-fn parse_url(text: &str) -> Result<Endpoint, String> {
-    Endpoint::parse(text)
 }
 
 #[cfg(test)]

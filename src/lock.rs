@@ -54,18 +54,28 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// Parse a `redis://`, `rediss://`, `unix://` or `redis+unix://` URL.
+    /// Parse a `redis://`, `rediss://`, `unix://` or `redis+unix://` URL. Errors never show a password.
     pub fn parse(url: &str) -> Result<Self, String> {
         let url = url.trim();
-        if url.is_empty() {
-            return Err("empty Redis URL".into());
+        let shown = redact(url);
+        let scheme = url
+            .split_once("://")
+            .map(|(scheme, _)| scheme.to_ascii_lowercase());
+        if !matches!(
+            scheme.as_deref(),
+            Some("redis" | "rediss" | "unix" | "redis+unix")
+        ) {
+            return Err(format!(
+                "'{shown}' is not a Redis URL (use redis://, rediss://, unix:// or redis+unix://)"
+            ));
         }
         let info = url.into_connection_info().map_err(|e| {
-            format!(
-                "invalid Redis URL '{}': {}",
-                redact(url),
-                e.detail().unwrap_or("cannot parse it")
-            )
+            let reason = e.to_string().replace(" - InvalidClientConfig", "");
+            let reason = match reason.as_str() {
+                "Redis URL did not parse" => "malformed host, port or path".to_owned(),
+                other => other.to_lowercase(),
+            };
+            format!("invalid Redis URL '{shown}': {reason}")
         })?;
         if !info.addr().is_supported() {
             return Err(format!(

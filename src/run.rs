@@ -41,6 +41,7 @@ const GROUP_POLL: Duration = Duration::from_millis(10);
 pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     say::set_level(args.verbosity());
     let kill_after = args.kill_after()?;
+    let endpoint = args.endpoint()?;
     // Before any thread exists: the guard is forked.
     let mut guard = Guard::start().context("cannot start the guard process")?;
     let (events, rx) = mpsc::channel::<Event>();
@@ -54,7 +55,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
 
     let keys = Keys::new(&args.prefix, &args.key);
     let token = uuid::Uuid::new_v4().to_string();
-    let locker = Box::new(SingleRedis::new(args.url.clone(), keys));
+    let locker = Box::new(SingleRedis::new(endpoint, keys));
     let tx = events.clone();
     let lease = Lease::start(locker, token.clone(), args.ttl, args.wait, move |event| {
         let _ = tx.send(Event::Lease(event));

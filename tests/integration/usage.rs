@@ -20,6 +20,9 @@ fn args(a: &[&str]) -> Vec<String> {
 }
 
 /// Runs every case against a live server and collects all deviations from the contract.
+/// A password that appears in some bad URLs and must never be printed.
+const SECRET: &str = "hunter2-secret";
+
 fn assert_usage_errors(cases: Vec<Case>) {
     let redis = RedisServer::start();
     let dir = TempDir::new();
@@ -48,6 +51,9 @@ fn assert_usage_errors(cases: Vec<Case>) {
         }
         if !out.stdout.is_empty() {
             problems.push(format!("wrote to stdout {:?}", out.stdout));
+        }
+        if out.stderr.contains(SECRET) {
+            problems.push("printed the password".to_string());
         }
         if dir.join("marker").exists() {
             problems.push("ran the command".to_string());
@@ -200,6 +206,10 @@ fn bad_urls() {
             "http://127.0.0.1:6379",
             "not a url",
             "",
+            "redis://:hunter2-secret@127.0.0.1:99999",
+            "redis://alice:hunter2-secret@127.0.0.1:6379/notadb",
+            "ftp://alice:hunter2-secret@127.0.0.1",
+            "redis+unix:///nonexistent.sock?db=x&pass=hunter2-secret",
         ]
         .iter()
         .map(|u| run_case(&["--key", "k", "--url", u]))
