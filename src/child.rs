@@ -5,10 +5,11 @@ use std::ffi::OsString;
 use std::io;
 use std::os::fd::BorrowedFd;
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command};
+use std::process::{Child, Command, ExitStatus};
 
 use nix::errno::Errno;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, killpg, pthread_sigmask};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{Pid, getpgrp, getpid, getppid, tcgetpgrp, tcsetpgrp};
 
 use crate::exit;
@@ -100,6 +101,34 @@ pub fn spawn(
         });
     }
     Ok(child)
+}
+
+/// What waiting on the command found.
+#[derive(Debug)]
+pub enum Waited {
+    /// It ended, with this status.
+    Exited(ExitStatus),
+    /// A terminal stop signal (Ctrl-Z) stopped it.
+    Stopped(Signal),
+}
+
+/// Wait for the command (`pid`) to end or to be stopped.
+pub fn wait(pid: Pid) -> io::Result<Waited> {
+    use std::os::unix::process::ExitStatusExt;
+    loop {
+        match waitpid(pid, Some(WaitPidFlag::WUNTRACED)) {
+            Ok(WaitStatus::Exited(_, code)) => {
+                return Ok(Waited::Exited(ExitStatus::from_raw((code & 0xff) << 8)));
+            }
+            Ok(WaitStatus::Signaled(_, signal, core)) => {
+                let raw = signal as i32 | if core { 0x80 } else { 0 };
+                return Ok(Waited::Exited(ExitStatus::from_raw(raw)));
+            }
+            Ok(WaitStatus::Stopped(_, signal)) => return Ok(Waited::Stopped(signal)),
+            Ok(_) | Err(Errno::EINTR) => continue,
+            Err(errno) => return Err(errno.into()),
+        }
+    }
 }
 
 /// The exit status for a command that could not be started, as shells report it.

@@ -13,7 +13,7 @@ use anyhow::Context;
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
-use crate::child::{self, Guard, Terminal};
+use crate::child::{self, Guard, Terminal, Waited};
 use crate::cli::RunArgs;
 use crate::error::{Class, classified};
 use crate::exit;
@@ -26,7 +26,7 @@ use crate::signals;
 #[derive(Debug)]
 enum Event {
     Signal(i32),
-    Child(io::Result<ExitStatus>),
+    Child(io::Result<Waited>),
     Lease(LeaseEvent),
 }
 
@@ -130,10 +130,17 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     std::thread::Builder::new()
         .name("wait".into())
         .spawn(move || {
-            let mut child = child;
-            let _ = tx.send(Event::Child(child.wait()));
+            loop {
+                let waited = child::wait(pgid);
+                let ended = !matches!(waited, Ok(Waited::Stopped(_)));
+                let _ = tx.send(Event::Child(waited));
+                if ended {
+                    break;
+                }
+            }
         })
         .context("cannot start the child-waiter thread")?;
+    drop(child);
 
     // Supervise.
     let mut supervisor = Supervisor::new(args, kill_after, pgid, sent);
@@ -361,7 +368,19 @@ impl<'a> Supervisor<'a> {
                     }
                 }
             }
-            Event::Child(Ok(status)) => self.status = Some(status),
+            Event::Child(Ok(Waited::Exited(status))) => self.status = Some(status),
+            Event::Child(Ok(Waited::Stopped(signal))) if signal != Signal::SIGSTOP => {
+                // A stopped command would hang the terminal: the shell regains it only when
+                // redlock stops, and a stopped redlock could not renew the lease.
+                say!(
+                    0,
+                    "the command was stopped by {}; job control is not supported under a lock, continuing it",
+                    signal.as_str()
+                );
+                child::signal_group(self.pgid, Signal::SIGCONT);
+            }
+            // Someone paused it on purpose with SIGSTOP: theirs to continue.
+            Event::Child(Ok(Waited::Stopped(_))) => {}
             Event::Child(Err(err)) => {
                 say::error(format!("lost track of the command: {err}"));
                 self.outcome.get_or_insert(exit::INTERNAL);

@@ -167,3 +167,52 @@ fn ctrl_c_ends_cat_with_130_under_a_non_interactive_shell() {
     assert_eq!(status, "130", "screen:\n{}", tmux.capture());
     assert_eq!(redis.get(&lock_key("cat2")), None, "lock not released");
 }
+
+#[test]
+fn ctrl_z_does_not_hang_the_terminal_and_the_command_keeps_reading() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let path = std::env::var("PATH").unwrap_or_default();
+    let tmux = Tmux::start(
+        &dir,
+        &format!(
+            "env -i PATH={} HOME={} TERM=xterm PS1='$ ' bash --norc --noprofile -i",
+            shell_quote(path.as_ref()),
+            shell_quote(dir.path())
+        ),
+    );
+    let line = format!(
+        "{bin} run --url {url} --key tstp -- cat 2> {stderr}; echo $? > {status}",
+        bin = shell_quote(BIN.as_ref()),
+        url = redis.url(),
+        stderr = dir.sh("stderr"),
+        status = dir.sh("status"),
+    );
+    tmux.send_keys(&[&line, "Enter"]);
+    wait_until(PATIENCE, "redlock to take the lock", || {
+        redis.get(&lock_key("tstp")).is_some()
+    });
+    // Ctrl-Z stops cat; redlock says job control is not supported and continues it.
+    tmux.send_keys(&["C-z"]);
+    wait_until(PATIENCE, "redlock to report the stop", || {
+        read(&dir.join("stderr")).contains("job control is not supported")
+    });
+    tmux.send_keys(&["after-ctrl-z", "Enter"]);
+    // The tty echoes "^Z" and the typed line on one screen line; cat's copy stands alone.
+    wait_until(PATIENCE, "cat to echo a line typed after Ctrl-Z", || {
+        let screen = tmux.capture();
+        let echoed = screen
+            .lines()
+            .filter(|l| l.trim().ends_with("after-ctrl-z"))
+            .count();
+        let copied = screen
+            .lines()
+            .filter(|l| l.trim() == "after-ctrl-z")
+            .count();
+        echoed >= 2 && copied >= 1
+    });
+    tmux.send_keys(&["C-c"]);
+    let status = wait_for_line(&dir.join("status"));
+    assert_eq!(status, "130", "screen:\n{}", tmux.capture());
+    assert_eq!(redis.get(&lock_key("tstp")), None, "lock not released");
+}
