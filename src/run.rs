@@ -34,6 +34,8 @@ enum Event {
 const FINISH_WAIT: Duration = Duration::from_secs(5);
 /// How long to wait for a SIGKILLed group to disappear (zombies no one reaps) before moving on.
 const REAP_WAIT: Duration = Duration::from_secs(1);
+/// The longest the supervisor sleeps when no timer is due.
+const IDLE_WAKE: Duration = Duration::from_secs(60);
 /// How often to look for processes left in the group after the command itself exited.
 const GROUP_POLL: Duration = Duration::from_millis(10);
 
@@ -127,7 +129,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     let pgid = Pid::from_raw(child.id() as i32);
     guard.watch(Some(pgid));
     let tx = events.clone();
-    std::thread::Builder::new()
+    let waiter = std::thread::Builder::new()
         .name("wait".into())
         .spawn(move || {
             loop {
@@ -138,9 +140,15 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
                     break;
                 }
             }
-        })
-        .context("cannot start the child-waiter thread")?;
+        });
     drop(child);
+    if let Err(err) = waiter {
+        // Without a waiter nobody would see the command end: take it down, then release.
+        child::signal_group(pgid, Signal::SIGKILL);
+        lease.stop();
+        finish(&rx, &args.key);
+        return Err(err).context("cannot start the child-waiter thread");
+    }
 
     // Supervise.
     let mut supervisor = Supervisor::new(args, kill_after, pgid, sent);
@@ -289,6 +297,11 @@ impl<'a> Supervisor<'a> {
     fn supervise(&mut self, rx: &Receiver<Event>) -> Option<ExitStatus> {
         loop {
             let now = Instant::now();
+            // Done first: a command that ended in time keeps its status, even if the lease
+            // deadline passes in the same instant.
+            if self.status.is_some() && !child::group_alive(self.pgid) {
+                return self.status;
+            }
             if now >= self.kill_line() {
                 let key = &self.args.key;
                 self.lose_lease(
@@ -312,9 +325,6 @@ impl<'a> Supervisor<'a> {
                 self.stop(now);
             }
             if self.status.is_some() {
-                if !child::group_alive(self.pgid) {
-                    return self.status;
-                }
                 // The command exited but left processes in its group: they must not outlive the lock.
                 if !self.stopping {
                     say!(1, "the command left processes in its group; stopping them");
@@ -328,12 +338,16 @@ impl<'a> Supervisor<'a> {
                 }
             }
 
-            let mut wake = self.kill_line();
-            if !self.lease_ending {
-                wake = wake.min(self.stop_line());
-            }
-            if let Some(k) = self.kill_at {
-                wake = wake.min(k);
+            // After SIGKILL only the command's end is awaited; no timer may fire again.
+            let mut wake = now + IDLE_WAKE;
+            if self.killed_at.is_none() {
+                wake = wake.min(self.kill_line());
+                if !self.lease_ending {
+                    wake = wake.min(self.stop_line());
+                }
+                if let Some(k) = self.kill_at {
+                    wake = wake.min(k);
+                }
             }
             if let (Some(m), None) = (self.max_runtime_at, self.outcome) {
                 wake = wake.min(m);
