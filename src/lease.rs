@@ -91,8 +91,10 @@ pub fn backoff(attempt: u32, holder_remaining: Option<Duration>, random: f64) ->
 }
 
 fn random_unit() -> f64 {
-    // 53 random bits from the OS RNG (via uuid v4) make a uniform double in [0, 1).
-    (uuid::Uuid::new_v4().as_u128() >> 75) as f64 / (1u64 << 53) as f64
+    // The low 53 bits of a v4 UUID come from the OS RNG (its fixed version and variant bits
+    // sit higher up) and make a uniform double in [0, 1).
+    let bits = uuid::Uuid::new_v4().as_u128() as u64 & ((1u64 << 53) - 1);
+    bits as f64 / (1u64 << 53) as f64
 }
 
 /// The handle the supervisor keeps on the lease thread.

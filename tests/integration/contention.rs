@@ -288,3 +288,40 @@ fn wait_outlasts_a_crashed_holder() {
     );
     assert_eq!(redis.get(&lock_key("crash")), None);
 }
+
+#[test]
+fn wait_rides_out_a_redis_restart() {
+    let mut redis = RedisServer::start();
+    let dir = TempDir::new();
+    // Someone else holds the lock for a minute.
+    redis::cmd("SET")
+        .arg(lock_key("restart"))
+        .arg("someone-else")
+        .arg("PX")
+        .arg(60_000)
+        .exec(&mut redis.conn())
+        .unwrap();
+    let mut waiter = Proc::spawn(run_sh(
+        &redis,
+        "restart",
+        &["--wait", "20s", "--ttl", "2s"],
+        &format!("touch {}", dir.sh("w.ran")),
+    ));
+    wait_until(T, "the waiter to connect to redis", || {
+        has_tcp_connection(waiter.pid(), redis.port())
+    });
+    // Redis goes away for a while and comes back empty: the waiter keeps trying, then runs.
+    redis.kill();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        waiter.running(),
+        "waiter gave up while Redis was down: {}",
+        waiter.stderr_so_far()
+    );
+    assert!(!dir.join("w.ran").exists(), "ran while Redis was down");
+    redis.restart();
+    let out = waiter.finish(T);
+    out.assert_code(0);
+    assert!(dir.join("w.ran").exists(), "the waiter never ran");
+    assert_eq!(redis.get(&fence_key("restart")).as_deref(), Some("1"));
+}
