@@ -27,6 +27,19 @@ impl Tmux {
         tmux
     }
 
+    /// Starts an interactive bash (job control on) with a clean environment.
+    fn interactive_bash(dir: &TempDir) -> Tmux {
+        let path = std::env::var("PATH").unwrap_or_default();
+        Tmux::start(
+            dir,
+            &format!(
+                "env -i PATH={} HOME={} TERM=xterm PS1='$ ' bash --norc --noprofile -i",
+                shell_quote(path.as_ref()),
+                shell_quote(dir.path())
+            ),
+        )
+    }
+
     fn cmd(&self) -> Command {
         let mut cmd = Command::new("tmux");
         clear_redlock_env(&mut cmd);
@@ -101,15 +114,7 @@ fn command_reads_the_terminal() {
 fn ctrl_c_ends_cat_with_130_in_an_interactive_shell() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let path = std::env::var("PATH").unwrap_or_default();
-    let tmux = Tmux::start(
-        &dir,
-        &format!(
-            "env -i PATH={} HOME={} TERM=xterm PS1='$ ' bash --norc --noprofile -i",
-            shell_quote(path.as_ref()),
-            shell_quote(dir.path())
-        ),
-    );
+    let tmux = Tmux::interactive_bash(&dir);
     let line = format!(
         "{bin} run --url {url} --key cat -- cat; echo $? > {status}",
         bin = shell_quote(BIN.as_ref()),
@@ -172,15 +177,7 @@ fn ctrl_c_ends_cat_with_130_under_a_non_interactive_shell() {
 fn ctrl_z_does_not_hang_the_terminal_and_the_command_keeps_reading() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let path = std::env::var("PATH").unwrap_or_default();
-    let tmux = Tmux::start(
-        &dir,
-        &format!(
-            "env -i PATH={} HOME={} TERM=xterm PS1='$ ' bash --norc --noprofile -i",
-            shell_quote(path.as_ref()),
-            shell_quote(dir.path())
-        ),
-    );
+    let tmux = Tmux::interactive_bash(&dir);
     let line = format!(
         "{bin} run --url {url} --key tstp -- cat 2> {stderr}; echo $? > {status}",
         bin = shell_quote(BIN.as_ref()),
