@@ -165,16 +165,19 @@ fn second_term_kills_at_once() {
 fn sigkill_of_redlock_takes_the_command_down_and_the_key_expires() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let proc = Proc::spawn(run_sh(
-        &redis,
-        "orphan",
-        &["--ttl", "1s"],
-        &heartbeat_script(&dir, "w"),
-    ));
+    // A grandchild that ignores TERM and HUP: only a SIGKILL to the whole group ends it.
+    let script = format!(
+        "(trap '' TERM HUP; exec sleep 300) >/dev/null 2>&1 & echo $! > {bg}; {worker}",
+        bg = dir.sh("bg"),
+        worker = heartbeat_script(&dir, "w")
+    );
+    let proc = Proc::spawn(run_sh(&redis, "orphan", &["--ttl", "1s"], &script));
     wait_for_file(&dir.join("w.ready"));
     let pid = wait_for_pid(&dir.join("w.pid"));
+    let bg = wait_for_pid(&dir.join("bg"));
     proc.signal(Signal::SIGKILL);
     wait_pid_dead(pid, Duration::from_secs(2));
+    wait_pid_dead(bg, Duration::from_secs(2));
     assert!(
         redis.get(&lock_key("orphan")).is_some(),
         "nobody released the lock, yet it is already gone"
