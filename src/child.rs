@@ -84,11 +84,9 @@ pub fn spawn(
             }
             if take_terminal {
                 // Take the foreground before exec so the command never reads as a background job.
-                let mut ttou = SigSet::empty();
-                ttou.add(Signal::SIGTTOU);
-                let _ = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&ttou), None);
-                let _ = tcsetpgrp(stdin_fd(), getpid());
-                let _ = pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&ttou), None);
+                with_sigttou_blocked(|| {
+                    let _ = tcsetpgrp(stdin_fd(), getpid());
+                });
             }
             Ok(())
         });

@@ -4,14 +4,36 @@
 //! scripts run unchanged on Redis Cluster.
 
 use std::fmt;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use redis::{ConnectionInfo, IntoConnectionInfo, Value};
 
+/// A Lua script and its SHA1 for EVALSHA, hashed once per process.
+struct Lua {
+    body: &'static str,
+    sha: OnceLock<String>,
+}
+
+impl Lua {
+    const fn new(body: &'static str) -> Self {
+        Self {
+            body,
+            sha: OnceLock::new(),
+        }
+    }
+
+    fn sha(&self) -> &str {
+        self.sha
+            .get_or_init(|| redis::Script::new(self.body).get_hash().to_owned())
+    }
+}
+
 /// Take the lock if free (SET NX PX) and advance the fencing counter in the same step.
 /// A retry of our own acquire whose reply was lost finds our token and succeeds again.
 /// Returns {1, fencing counter} or {0, holder's PTTL in ms}.
-const ACQUIRE: &str = r"
+static ACQUIRE: Lua = Lua::new(
+    r"
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {1, redis.call('INCR', KEYS[2])}
 end
@@ -20,11 +42,13 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
 end
 return {0, redis.call('PTTL', KEYS[1])}
-";
+",
+);
 
 /// Extend the lease only while the key still holds our token.
 /// Returns 1 extended, 0 key gone, -1 held by another owner.
-const EXTEND: &str = r"
+static EXTEND: Lua = Lua::new(
+    r"
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -32,11 +56,13 @@ if v == ARGV[1] then
 end
 if v then return -1 end
 return 0
-";
+",
+);
 
 /// Delete the key only while it holds our token.
 /// Returns 1 released, 0 key already gone, -1 held by another owner (left untouched).
-const RELEASE: &str = r"
+static RELEASE: Lua = Lua::new(
+    r"
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
   redis.call('DEL', KEYS[1])
@@ -44,7 +70,8 @@ if v == ARGV[1] then
 end
 if v then return -1 end
 return 0
-";
+",
+);
 
 /// Where the lock lives: parsed connection details plus a printable form without secrets.
 #[derive(Clone)]
@@ -232,7 +259,7 @@ impl SingleRedis {
 
     /// Run `script` with EVALSHA, falling back to EVAL when the script cache was emptied
     /// (failover, restart, SCRIPT FLUSH). Any I/O failure drops the connection.
-    fn eval(&mut self, script: &str, args: &[&str], timeout: Duration) -> Result<Value, Failure> {
+    fn eval(&mut self, script: &Lua, args: &[&str], timeout: Duration) -> Result<Value, Failure> {
         let timeout = timeout.max(Duration::from_millis(1));
         let result = self.eval_on_connection(script, args, timeout);
         if let Err(Failure::Unreachable(_)) = result {
@@ -243,7 +270,7 @@ impl SingleRedis {
 
     fn eval_on_connection(
         &mut self,
-        script: &str,
+        script: &Lua,
         args: &[&str],
         timeout: Duration,
     ) -> Result<Value, Failure> {
@@ -263,15 +290,14 @@ impl SingleRedis {
             .map_err(|e| classify(endpoint, e))?;
         conn.set_write_timeout(Some(timeout))
             .map_err(|e| classify(endpoint, e))?;
-        let sha = redis::Script::new(script).get_hash().to_owned();
         let keys = [self.keys.lock.as_str(), self.keys.fence.as_str()];
         let build = |verb: &str, body: &str| {
             let mut cmd = redis::cmd(verb);
             cmd.arg(body).arg(keys.len()).arg(&keys[..]).arg(args);
             cmd
         };
-        match build("EVALSHA", &sha).query::<Value>(conn) {
-            Err(e) if e.code() == Some("NOSCRIPT") => build("EVAL", script)
+        match build("EVALSHA", script.sha()).query::<Value>(conn) {
+            Err(e) if e.code() == Some("NOSCRIPT") => build("EVAL", script.body)
                 .query::<Value>(conn)
                 .map_err(|e| classify(endpoint, e)),
             other => other.map_err(|e| classify(endpoint, e)),
@@ -290,7 +316,7 @@ impl Locker for SingleRedis {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<Acquire, Failure> {
-        let reply = self.eval(ACQUIRE, &[token, &millis(ttl)], timeout)?;
+        let reply = self.eval(&ACQUIRE, &[token, &millis(ttl)], timeout)?;
         match integers(&reply).as_deref() {
             Some([1, fence]) => Ok(Acquire::Taken { fence: *fence }),
             Some([0, pttl]) => Ok(Acquire::Busy {
@@ -301,12 +327,12 @@ impl Locker for SingleRedis {
     }
 
     fn extend(&mut self, token: &str, ttl: Duration, timeout: Duration) -> Result<Held, Failure> {
-        let reply = self.eval(EXTEND, &[token, &millis(ttl)], timeout)?;
+        let reply = self.eval(&EXTEND, &[token, &millis(ttl)], timeout)?;
         held(&self.endpoint, &reply)
     }
 
     fn release(&mut self, token: &str, timeout: Duration) -> Result<Held, Failure> {
-        let reply = self.eval(RELEASE, &[token], timeout)?;
+        let reply = self.eval(&RELEASE, &[token], timeout)?;
         held(&self.endpoint, &reply)
     }
 }

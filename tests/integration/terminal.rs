@@ -40,6 +40,13 @@ impl Tmux {
         )
     }
 
+    /// Waits until `line`, typed into `cat`, shows twice: the tty's echo, then cat's copy.
+    fn wait_for_echo(&self, line: &str) {
+        wait_until(PATIENCE, &format!("cat to echo {line:?}"), || {
+            self.capture().lines().filter(|l| l.trim() == line).count() >= 2
+        });
+    }
+
     fn cmd(&self) -> Command {
         let mut cmd = Command::new("tmux");
         clear_redlock_env(&mut cmd);
@@ -128,13 +135,7 @@ fn ctrl_c_ends_cat_with_130_in_an_interactive_shell() {
 
     // cat echoes what it reads: the line shows twice (the tty's echo, then cat's output).
     tmux.send_keys(&["ping-from-tty", "Enter"]);
-    wait_until(PATIENCE, "cat to echo the typed line", || {
-        tmux.capture()
-            .lines()
-            .filter(|l| l.trim() == "ping-from-tty")
-            .count()
-            >= 2
-    });
+    tmux.wait_for_echo("ping-from-tty");
 
     tmux.send_keys(&["C-c"]);
     let status = wait_for_line(&dir.join("status"));
@@ -160,13 +161,7 @@ fn ctrl_c_ends_cat_with_130_under_a_non_interactive_shell() {
         redis.get(&lock_key("cat2")).is_some()
     });
     tmux.send_keys(&["typed-line", "Enter"]);
-    wait_until(PATIENCE, "cat to echo the typed line", || {
-        tmux.capture()
-            .lines()
-            .filter(|l| l.trim() == "typed-line")
-            .count()
-            >= 2
-    });
+    tmux.wait_for_echo("typed-line");
     tmux.send_keys(&["C-c"]);
     let status = wait_for_line(&dir.join("status"));
     assert_eq!(status, "130", "screen:\n{}", tmux.capture());

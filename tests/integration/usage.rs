@@ -219,53 +219,21 @@ fn bad_urls() {
 
 #[test]
 fn bad_environment_values() {
-    let k = || args(&["run", "--key", "k"]);
+    let env_case = |env| Case {
+        args: args(&["run", "--key", "k"]),
+        env,
+        no_command: false,
+    };
     assert_usage_errors(vec![
-        Case {
-            args: k(),
-            env: &[("REDLOCK_TTL", "abc")],
-            no_command: false,
-        },
-        Case {
-            args: k(),
-            env: &[("REDLOCK_TTL", "0")],
-            no_command: false,
-        },
-        Case {
-            args: k(),
-            env: &[("REDLOCK_WAIT", "garbage")],
-            no_command: false,
-        },
-        Case {
-            args: k(),
-            env: &[("REDLOCK_CONFLICT_EXIT_CODE", "300")],
-            no_command: false,
-        },
-        Case {
-            args: k(),
-            env: &[("REDLOCK_STOP_SIGNAL", "NOPE")],
-            no_command: false,
-        },
-        Case {
-            args: k(),
-            env: &[("REDLOCK_KILL_AFTER", "20s")],
-            no_command: false,
-        },
-        Case {
-            args: k(),
-            env: &[("REDLOCK_MAX_RUNTIME", "abc")],
-            no_command: false,
-        },
-        Case {
-            args: k(),
-            env: &[("REDLOCK_URL", "foo://127.0.0.1:1")],
-            no_command: false,
-        },
-        Case {
-            args: k(),
-            env: &[("REDLOCK_TTL", "1s"), ("REDLOCK_KILL_AFTER", "800ms")],
-            no_command: false,
-        },
+        env_case(&[("REDLOCK_TTL", "abc")]),
+        env_case(&[("REDLOCK_TTL", "0")]),
+        env_case(&[("REDLOCK_WAIT", "garbage")]),
+        env_case(&[("REDLOCK_CONFLICT_EXIT_CODE", "300")]),
+        env_case(&[("REDLOCK_STOP_SIGNAL", "NOPE")]),
+        env_case(&[("REDLOCK_KILL_AFTER", "20s")]),
+        env_case(&[("REDLOCK_MAX_RUNTIME", "abc")]),
+        env_case(&[("REDLOCK_URL", "foo://127.0.0.1:1")]),
+        env_case(&[("REDLOCK_TTL", "1s"), ("REDLOCK_KILL_AFTER", "800ms")]),
     ]);
 }
 
