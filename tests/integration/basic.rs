@@ -13,10 +13,7 @@ const T: Duration = Duration::from_secs(20);
 fn holds_key_while_running_and_releases_it() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let proc = Proc::spawn(run_sh(&redis, "job", &[], &hold_script(&dir, "w")));
-
-    wait_for_file(&dir.join("w.ready"));
-    let token = wait_for_line(&dir.join("w.token"));
+    let (proc, token) = spawn_holder(&redis, "job", &[], &dir, "w");
     assert_eq!(
         redis.get(&lock_key("job")).as_deref(),
         Some(token.as_str()),
@@ -158,14 +155,7 @@ fn prefix_option_and_env_change_key_names() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
 
-    let proc = Proc::spawn(run_sh(
-        &redis,
-        "job",
-        &["--prefix", "myapp:"],
-        &hold_script(&dir, "a"),
-    ));
-    wait_for_file(&dir.join("a.ready"));
-    let token = wait_for_line(&dir.join("a.token"));
+    let (proc, token) = spawn_holder(&redis, "job", &["--prefix", "myapp:"], &dir, "a");
     assert_eq!(redis.get("myapp:{job}").as_deref(), Some(token.as_str()));
     assert_eq!(redis.get(&lock_key("job")), None);
     let fence = wait_for_line(&dir.join("a.fence"));
@@ -193,9 +183,7 @@ fn unix_socket_url() {
     });
     assert!(redis.url().starts_with("unix://"));
     let dir = TempDir::new();
-    let proc = Proc::spawn(run_sh(&redis, "sock", &[], &hold_script(&dir, "w")));
-    wait_for_file(&dir.join("w.ready"));
-    let token = wait_for_line(&dir.join("w.token"));
+    let (proc, token) = spawn_holder(&redis, "sock", &[], &dir, "w");
     assert_eq!(redis.get(&lock_key("sock")), Some(token));
     touch(&dir.join("w.go"));
     proc.finish(T).assert_code(0);

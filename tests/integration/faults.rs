@@ -135,14 +135,7 @@ fn redis_restarted_empty_mid_run_exits_76() {
 fn script_flush_mid_run_does_not_break_renewal_or_release() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let proc = Proc::spawn(run_sh(
-        &redis,
-        "flush",
-        &["--ttl", "1s"],
-        &hold_script(&dir, "w"),
-    ));
-    wait_for_file(&dir.join("w.ready"));
-    let token = wait_for_line(&dir.join("w.token"));
+    let (proc, token) = spawn_holder(&redis, "flush", &["--ttl", "1s"], &dir, "w");
 
     let start = Instant::now();
     let mut flushes = 0;

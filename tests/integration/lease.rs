@@ -38,14 +38,7 @@ fn ttl_option_and_env_set_the_key_expiry() {
 fn renewal_keeps_the_lock_past_its_ttl() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let proc = Proc::spawn(run_sh(
-        &redis,
-        "renew",
-        &["--ttl", "1s"],
-        &hold_script(&dir, "w"),
-    ));
-    wait_for_file(&dir.join("w.ready"));
-    let token = wait_for_line(&dir.join("w.token"));
+    let (proc, token) = spawn_holder(&redis, "renew", &["--ttl", "1s"], &dir, "w");
 
     let start = Instant::now();
     let mut min_pttl = i64::MAX;

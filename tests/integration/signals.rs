@@ -195,9 +195,7 @@ fn sigkill_of_redlock_takes_the_command_down_and_the_key_expires() {
 fn terminating_signal_while_waiting_exits_at_once() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let holder = Proc::spawn(run_sh(&redis, "waiting", &[], &hold_script(&dir, "h")));
-    wait_for_file(&dir.join("h.ready"));
-    let token = wait_for_line(&dir.join("h.token"));
+    let (holder, token) = spawn_holder(&redis, "waiting", &[], &dir, "h");
 
     for (sig, n) in [
         (Signal::SIGTERM, 15),

@@ -733,6 +733,21 @@ pub fn hold_script(dir: &TempDir, tag: &str) -> String {
     )
 }
 
+/// Starts redlock running [`hold_script`] on lock `key` and waits until it holds the lock;
+/// returns the process and the owner token the command saw.
+pub fn spawn_holder(
+    redis: &RedisServer,
+    key: &str,
+    opts: &[&str],
+    dir: &TempDir,
+    tag: &str,
+) -> (Proc, String) {
+    let proc = Proc::spawn(run_sh(redis, key, opts, &hold_script(dir, tag)));
+    wait_for_file(&dir.join(&format!("{tag}.ready")));
+    let token = wait_for_line(&dir.join(&format!("{tag}.token")));
+    (proc, token)
+}
+
 /// Records its pid, creates `<tag>.ready`, then appends a `date +%s%N` heartbeat to `<tag>.hb`
 /// every ~50 ms forever.
 pub fn heartbeat_script(dir: &TempDir, tag: &str) -> String {
