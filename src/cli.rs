@@ -21,9 +21,10 @@ pub const MAX_KEY_LEN: usize = 1024;
 
 const ENV_HELP: &str = "\
 ENVIRONMENT:
-  REDLOCK_URL, REDLOCK_TTL, REDLOCK_WAIT, REDLOCK_PREFIX, REDLOCK_KILL_AFTER,
-  REDLOCK_STOP_SIGNAL, REDLOCK_MAX_RUNTIME and REDLOCK_CONFLICT_EXIT_CODE give
-  defaults for the options of the same name; a flag wins over its variable.
+  REDLOCK_URL, REDLOCK_TTL, REDLOCK_WAIT, REDLOCK_FAIR, REDLOCK_PREFIX,
+  REDLOCK_KILL_AFTER, REDLOCK_STOP_SIGNAL, REDLOCK_MAX_RUNTIME and
+  REDLOCK_CONFLICT_EXIT_CODE give defaults for the options of the same name;
+  a flag wins over its variable.
   The command sees REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_FENCING_TOKEN.";
 
 /// Run a command under a Redis lock: one copy at a time across every machine.
@@ -67,6 +68,10 @@ pub struct RunArgs {
     /// How long to wait for a busy lock: 0 tries once, `forever` waits without limit.
     #[arg(long, env = "REDLOCK_WAIT", hide_env_values = true, default_value = "0", value_name = "DURATION|forever", value_parser = parse_wait)]
     pub wait: Wait,
+
+    /// Waiters take the lock first come, first served (use it on every client of the lock).
+    #[arg(long, env = "REDLOCK_FAIR", hide_env_values = true, value_parser = clap::builder::FalseyValueParser::new())]
+    pub fair: bool,
 
     /// Exit status when the lock was not acquired.
     #[arg(long, env = "REDLOCK_CONFLICT_EXIT_CODE", hide_env_values = true, default_value_t = exit::CONFLICT as u8, value_name = "N")]

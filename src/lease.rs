@@ -9,7 +9,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use crate::cli::Wait;
-use crate::lock::{Acquire, Failure, Held, Locker};
+use crate::lock::{Acquire, Failure, Held, Locker, Waker};
 
 /// What the lease thread tells the supervisor.
 #[derive(Debug)]
@@ -74,6 +74,30 @@ pub fn acquire_timeout(ttl: Duration) -> Duration {
 /// The most time spent releasing (a lost reply is retried within it).
 pub const RELEASE_BUDGET: Duration = Duration::from_secs(2);
 
+/// The longest a waiter blocks for a wake-up before trying again on its own. Wake-ups can be
+/// lost (a waiter that took one died), so this bounds the lag; it also sets the cost of
+/// waiting: two requests (a BLPOP and an acquire) per period, under 0.2 a second.
+pub const WAKE_CAP: Duration = Duration::from_secs(15);
+
+/// How late past its timeout a waker may answer before the waiter stops waiting for it.
+const WAKER_GRACE: Duration = Duration::from_secs(1);
+
+/// How long a busy waiter blocks for a wake-up before trying again: until the holder's lease
+/// runs out (a holder that dies releases nothing), at most `min(ttl, WAKE_CAP)`, plus a little
+/// jitter so waiters do not all retry at the same instant. `random` is uniform in [0, 1).
+pub fn wake_wait(ttl: Duration, holder_remaining: Option<Duration>, random: f64) -> Duration {
+    let cap = ttl.min(WAKE_CAP);
+    let base = holder_remaining.map_or(cap, |r| r.min(cap));
+    let jitter = (base / 20).min(Duration::from_millis(50));
+    (base + jitter.mul_f64(random.clamp(0.0, 1.0))).max(Duration::from_millis(1))
+}
+
+/// How long a `--fair` waiter's queue entry lives without a refresh: every attempt refreshes
+/// it, and attempts are at most [`wake_wait`] plus [`WAKER_GRACE`] apart, so three of those.
+pub fn queue_entry_lifetime(ttl: Duration) -> Duration {
+    (ttl.min(WAKE_CAP) + Duration::from_millis(50) + WAKER_GRACE) * 3
+}
+
 const BACKOFF_BASE: Duration = Duration::from_millis(5);
 const BACKOFF_CAP: Duration = Duration::from_millis(500);
 
@@ -97,9 +121,15 @@ fn random_unit() -> f64 {
     bits as f64 / (1u64 << 53) as f64
 }
 
+/// What the lease thread hears: the supervisor's stop, or its waker's "try again".
+enum Msg {
+    Stop,
+    Retry,
+}
+
 /// The handle the supervisor keeps on the lease thread.
 pub struct Lease {
-    stop: Sender<()>,
+    stop: Sender<Msg>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -113,6 +143,7 @@ impl Lease {
         report: impl Fn(LeaseEvent) + Send + 'static,
     ) -> Self {
         let (stop, stop_rx) = mpsc::channel();
+        let retry = stop.clone();
         let thread = thread::Builder::new()
             .name("lease".into())
             .spawn(move || {
@@ -120,7 +151,9 @@ impl Lease {
                     locker,
                     token,
                     ttl,
-                    stop: stop_rx,
+                    inbox: stop_rx,
+                    retry,
+                    waker: None,
                     report: &report,
                 };
                 let result = worker.run(wait);
@@ -135,7 +168,7 @@ impl Lease {
 
     /// Ask the thread to stop waiting or renewing, and release the lock if it holds it.
     pub fn stop(&self) {
-        let _ = self.stop.send(());
+        let _ = self.stop.send(Msg::Stop);
     }
 }
 
@@ -151,7 +184,11 @@ struct Worker<'a> {
     locker: Box<dyn Locker>,
     token: String,
     ttl: Duration,
-    stop: Receiver<()>,
+    inbox: Receiver<Msg>,
+    /// Given to the waker thread, to say "try again".
+    retry: Sender<Msg>,
+    /// Arms the waker thread with a pause, once this waiter has found the lock busy.
+    waker: Option<Sender<Duration>>,
     report: &'a (dyn Fn(LeaseEvent) + Send),
 }
 
@@ -164,17 +201,54 @@ impl Worker<'_> {
             Some(self.release())
         } else {
             // Lost: wait for the supervisor's stop; there is nothing of ours to release.
-            let _ = self.stop.recv();
+            self.sleep(Duration::MAX);
             None
         }
     }
 
     /// Sleep up to `duration`; true when asked to stop (or the supervisor is gone).
     fn sleep(&self, duration: Duration) -> bool {
-        !matches!(
-            self.stop.recv_timeout(duration),
-            Err(RecvTimeoutError::Timeout)
-        )
+        let until = Instant::now().checked_add(duration);
+        loop {
+            let left = until.map_or(Duration::MAX, |u| {
+                u.saturating_duration_since(Instant::now())
+            });
+            match self.inbox.recv_timeout(left) {
+                Ok(Msg::Retry) => {} // a late word from a waker no longer listened to
+                Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => return true,
+                Err(RecvTimeoutError::Timeout) => return false,
+            }
+        }
+    }
+
+    /// Block until a release wakes us or `pause` passes; true when asked to stop.
+    ///
+    /// The BLPOP runs on the waker thread's own connection so that a stop is heard at once.
+    /// We try again only after the waker answers (or is overdue), so it is never still
+    /// blocked, ready to swallow someone else's wake-up, once we hold the lock.
+    fn wait_for_release(&mut self, pause: Duration) -> bool {
+        if self.waker.is_none() {
+            self.waker = spawn_waker(self.locker.waker(&self.token), self.retry.clone());
+        }
+        let armed = self.waker.as_ref().is_some_and(|w| w.send(pause).is_ok());
+        if !armed {
+            self.waker = None;
+            return self.sleep(pause);
+        }
+        let until = Instant::now() + pause + WAKER_GRACE;
+        match self
+            .inbox
+            .recv_timeout(until.saturating_duration_since(Instant::now()))
+        {
+            Ok(Msg::Retry) | Err(RecvTimeoutError::Timeout) => false,
+            Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => true,
+        }
+    }
+
+    /// A waiter stops waiting: leave the fair queue and pass on any wake-up it took.
+    fn leave(&mut self) {
+        self.waker = None;
+        let _ = self.locker.leave(&self.token, acquire_timeout(self.ttl));
     }
 
     /// Take the lock, waiting as asked. True when taken (and reported).
@@ -185,11 +259,18 @@ impl Worker<'_> {
             Wait::Forever => None,
         };
         let timeout = acquire_timeout(self.ttl);
+        let until_give_up = || {
+            give_up.map_or(Duration::MAX, |g| {
+                g.saturating_duration_since(Instant::now())
+            })
+        };
         let mut attempt = 0u32;
+        let mut busy_seen = false;
         loop {
             let sent = Instant::now();
-            let holder_remaining = match self.locker.acquire(&self.token, self.ttl, timeout) {
+            let stopped = match self.locker.acquire(&self.token, self.ttl, timeout) {
                 Ok(Acquire::Taken { fence }) => {
+                    self.waker = None;
                     (self.report)(LeaseEvent::Acquired {
                         fence,
                         sent,
@@ -198,30 +279,32 @@ impl Worker<'_> {
                     return true;
                 }
                 Ok(Acquire::Busy { remaining }) => {
-                    if give_up.is_some_and(|g| Instant::now() >= g) {
+                    busy_seen = true;
+                    let left = until_give_up();
+                    if left.is_zero() {
+                        self.leave();
                         (self.report)(LeaseEvent::Busy {
                             waited: start.elapsed(),
                         });
                         return false;
                     }
-                    remaining
+                    self.wait_for_release(wake_wait(self.ttl, remaining, random_unit()).min(left))
                 }
                 // A first failure is a misconfiguration more often than a blip: report it at once.
                 Err(failure @ Failure::Refused(_)) => {
                     (self.report)(LeaseEvent::Failed(failure));
                     return false;
                 }
-                Err(failure) if attempt == 0 || give_up.is_some_and(|g| Instant::now() >= g) => {
+                Err(failure) if attempt == 0 || until_give_up().is_zero() => {
                     (self.report)(LeaseEvent::Failed(failure));
                     return false;
                 }
-                Err(_) => None,
+                Err(_) => self.sleep(backoff(attempt, None, random_unit()).min(until_give_up())),
             };
-            let mut sleep = backoff(attempt, holder_remaining, random_unit());
-            if let Some(g) = give_up {
-                sleep = sleep.min(g.saturating_duration_since(Instant::now()));
-            }
-            if self.sleep(sleep) {
+            if stopped {
+                if busy_seen {
+                    self.leave();
+                }
                 return false;
             }
             attempt = attempt.saturating_add(1);
@@ -275,6 +358,27 @@ impl Worker<'_> {
             }
         }
     }
+}
+
+/// The waker thread: for each pause it is armed with, block on the wake list, then tell the
+/// worker to try again. Without a working connection it sits the pause out like a timer.
+fn spawn_waker(mut waker: Box<dyn Waker>, retry: Sender<Msg>) -> Option<Sender<Duration>> {
+    let (arm, armed) = mpsc::channel::<Duration>();
+    thread::Builder::new()
+        .name("waker".into())
+        .spawn(move || {
+            for pause in armed {
+                let started = Instant::now();
+                if waker.wait(pause).is_err() {
+                    thread::sleep(pause.saturating_sub(started.elapsed()));
+                }
+                if retry.send(Msg::Retry).is_err() {
+                    break;
+                }
+            }
+        })
+        .ok()
+        .map(|_| arm)
 }
 
 #[cfg(test)]

@@ -29,6 +29,41 @@ impl Lua {
     }
 }
 
+/// Lua helpers shared by the scripts that touch the waiters: the server clock, purging fair
+/// queue entries whose waiter stopped refreshing them, and waking exactly one waiter.
+///
+/// KEYS are always [lock, fence, wake, queue, alive] (see [`Keys`]). A fair waiter's own wake
+/// list is `wake .. ':' .. token`: not declared in KEYS, but it carries the same hash tag and so
+/// lives in the same Cluster slot.
+macro_rules! waiters_lua {
+    () => {
+        r"
+redis.replicate_commands()
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function purge(now_ms)
+  local stale = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now_ms)
+  for _, w in ipairs(stale) do
+    redis.call('ZREM', KEYS[4], w)
+    redis.call('DEL', KEYS[3] .. ':' .. w)
+  end
+  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now_ms)
+  return #stale
+end
+local function wake(linger)
+  local head = redis.call('ZRANGE', KEYS[4], 0, 0)[1]
+  local list = KEYS[3]
+  if head then list = KEYS[3] .. ':' .. head end
+  redis.call('DEL', list)
+  redis.call('RPUSH', list, '1')
+  redis.call('PEXPIRE', list, linger)
+end
+"
+    };
+}
+
 /// Take the lock if free (SET NX PX) and advance the fencing counter in the same step.
 /// A retry of our own acquire whose reply was lost finds our token and succeeds again.
 /// Returns {1, fencing counter} or {0, holder's PTTL in ms}.
@@ -45,6 +80,41 @@ return {0, redis.call('PTTL', KEYS[1])}
 ",
 );
 
+/// ACQUIRE for `--fair`: the lock goes only to the head of the queue of waiters (or to anyone
+/// when nobody waits). A waiter that cannot take it joins the queue, or refreshes its entry
+/// there, which lives `ARGV[3]` ms unless refreshed. Purging a dead head of a free lock wakes
+/// the next one. ARGV: token, ttl ms, entry lifetime ms, wake-up linger ms.
+/// Returns {1, fencing counter} or {0, holder's PTTL in ms (-2 when free but not our turn)}.
+static ACQUIRE_FAIR: Lua = Lua::new(concat!(
+    waiters_lua!(),
+    r"
+local me = ARGV[1]
+local now = now_us()
+local purged = purge(math.floor(now / 1000))
+local head = redis.call('ZRANGE', KEYS[4], 0, 0)[1]
+if (head == nil or head == me) and redis.call('SET', KEYS[1], me, 'NX', 'PX', ARGV[2]) then
+  redis.call('ZREM', KEYS[4], me)
+  redis.call('ZREM', KEYS[5], me)
+  redis.call('DEL', KEYS[3] .. ':' .. me)
+  return {1, redis.call('INCR', KEYS[2])}
+end
+if redis.call('GET', KEYS[1]) == me then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
+end
+if not redis.call('ZSCORE', KEYS[4], me) then
+  redis.call('ZADD', KEYS[4], now, me)
+end
+local entry = tonumber(ARGV[3])
+redis.call('ZADD', KEYS[5], math.floor(now / 1000) + entry, me)
+for i = 4, 5 do
+  if redis.call('PTTL', KEYS[i]) < entry then redis.call('PEXPIRE', KEYS[i], entry) end
+end
+if purged > 0 and redis.call('EXISTS', KEYS[1]) == 0 then wake(ARGV[4]) end
+return {0, redis.call('PTTL', KEYS[1])}
+",
+));
+
 /// Extend the lease only while the key still holds our token.
 /// Returns 1 extended, 0 key gone, -1 held by another owner.
 static EXTEND: Lua = Lua::new(
@@ -59,19 +129,37 @@ return 0
 ",
 );
 
-/// Delete the key only while it holds our token.
+/// Delete the key only while it holds our token, and wake one waiter: the head of the fair
+/// queue, or else whoever blocks first on the shared wake list. ARGV: token, wake-up linger ms.
 /// Returns 1 released, 0 key already gone, -1 held by another owner (left untouched).
-static RELEASE: Lua = Lua::new(
+static RELEASE: Lua = Lua::new(concat!(
+    waiters_lua!(),
     r"
 local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  return 1
-end
-if v then return -1 end
+if v and v ~= ARGV[1] then return -1 end
+if v then redis.call('DEL', KEYS[1]) end
+purge(math.floor(now_us() / 1000))
+wake(ARGV[2])
+if v then return 1 end
 return 0
 ",
-);
+));
+
+/// A waiter gives up: drop its queue entry, and if the lock is free pass on a wake-up it may
+/// have taken. ARGV: token, wake-up linger ms. Returns 1.
+static LEAVE: Lua = Lua::new(concat!(
+    waiters_lua!(),
+    r"
+redis.call('ZREM', KEYS[4], ARGV[1])
+redis.call('ZREM', KEYS[5], ARGV[1])
+redis.call('DEL', KEYS[3] .. ':' .. ARGV[1])
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  purge(math.floor(now_us() / 1000))
+  wake(ARGV[2])
+end
+return 1
+",
+));
 
 /// Where the lock lives: parsed connection details plus a printable form without secrets.
 #[derive(Clone)]
@@ -176,15 +264,47 @@ pub fn redact(url: &str) -> String {
 /// The Redis keys of one lock; all share the `{name}` hash tag.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Keys {
+    /// The lock itself: the holder's token, with the lease as its expiry.
     pub lock: String,
+    /// The fencing counter, advanced by every acquisition.
     pub fence: String,
+    /// The list a release pushes to wake one waiter (a fair waiter's own list adds `:TOKEN`).
+    pub wake: String,
+    /// The fair queue: waiter tokens scored by arrival (server time, µs).
+    pub queue: String,
+    /// When each fair waiter's queue entry lapses unless refreshed (server time, ms).
+    pub alive: String,
 }
 
 impl Keys {
     pub fn new(prefix: &str, name: &str) -> Self {
         let lock = format!("{prefix}{{{name}}}");
-        let fence = format!("{lock}:fence");
-        Self { lock, fence }
+        Self {
+            fence: format!("{lock}:fence"),
+            wake: format!("{lock}:wake"),
+            queue: format!("{lock}:queue"),
+            alive: format!("{lock}:alive"),
+            lock,
+        }
+    }
+
+    fn all(&self) -> [&str; 5] {
+        [
+            &self.lock,
+            &self.fence,
+            &self.wake,
+            &self.queue,
+            &self.alive,
+        ]
+    }
+
+    /// The list a waiter blocks on: the shared one, or its own when waiting in a fair queue.
+    fn wake_list(&self, token: &str, fair: bool) -> String {
+        if fair {
+            format!("{}:{token}", self.wake)
+        } else {
+            self.wake.clone()
+        }
     }
 }
 
@@ -228,6 +348,11 @@ pub enum Held {
 /// The lock protocol as the lease and run code see it. One implementation per deployment kind
 /// (a single Redis now; Sentinel, Cluster and a quorum of masters later).
 pub trait Locker: Send {
+    /// A second connection on which a waiter blocks until a release wakes it.
+    fn waker(&self, token: &str) -> Box<dyn Waker>;
+    /// Stop waiting: leave the fair queue and, if the lock is free, pass on a wake-up this
+    /// waiter may have taken.
+    fn leave(&mut self, token: &str, timeout: Duration) -> Result<(), Failure>;
     /// One attempt to take the lock with `token` for `ttl`, within `timeout`.
     fn acquire(
         &mut self,
@@ -241,18 +366,35 @@ pub trait Locker: Send {
     fn release(&mut self, token: &str, timeout: Duration) -> Result<Held, Failure>;
 }
 
+/// Blocks until a release wakes this waiter.
+pub trait Waker: Send {
+    /// Block up to `timeout`: Ok(true) when woken, Ok(false) when the time ran out.
+    fn wait(&mut self, timeout: Duration) -> Result<bool, Failure>;
+}
+
+/// How long a wake-up waits in its list for a waiter to take it.
+pub const WAKE_LINGER: Duration = Duration::from_secs(5);
+
 /// A lock on one Redis server, over one connection that is re-opened after any I/O failure.
 pub struct SingleRedis {
     endpoint: Endpoint,
     keys: Keys,
+    /// First come, first served among waiters (`--fair`).
+    fair: bool,
+    /// How long a fair waiter's queue entry lives without a refresh.
+    entry_lifetime: Duration,
     conn: Option<redis::Connection>,
 }
 
 impl SingleRedis {
-    pub fn new(endpoint: Endpoint, keys: Keys) -> Self {
+    /// `entry_lifetime` matters only when `fair`: it must outlast the waiter's longest sleep
+    /// between attempts, since each attempt refreshes the entry.
+    pub fn new(endpoint: Endpoint, keys: Keys, fair: bool, entry_lifetime: Duration) -> Self {
         Self {
             endpoint,
             keys,
+            fair,
+            entry_lifetime,
             conn: None,
         }
     }
@@ -275,22 +417,8 @@ impl SingleRedis {
         timeout: Duration,
     ) -> Result<Value, Failure> {
         let endpoint = &self.endpoint;
-        let conn = match &mut self.conn {
-            Some(conn) => conn,
-            None => {
-                let client = redis::Client::open(endpoint.info.clone())
-                    .map_err(|e| classify(endpoint, e))?;
-                let conn = client
-                    .get_connection_with_timeout(timeout)
-                    .map_err(|e| classify(endpoint, e))?;
-                self.conn.insert(conn)
-            }
-        };
-        conn.set_read_timeout(Some(timeout))
-            .map_err(|e| classify(endpoint, e))?;
-        conn.set_write_timeout(Some(timeout))
-            .map_err(|e| classify(endpoint, e))?;
-        let keys = [self.keys.lock.as_str(), self.keys.fence.as_str()];
+        let conn = connection(&mut self.conn, endpoint, timeout, timeout)?;
+        let keys = self.keys.all();
         let build = |verb: &str, body: &str| {
             let mut cmd = redis::cmd(verb);
             cmd.arg(body).arg(keys.len()).arg(&keys[..]).arg(args);
@@ -305,6 +433,31 @@ impl SingleRedis {
     }
 }
 
+/// The open connection in `slot`, opened first if needed, with its I/O time limits set.
+fn connection<'c>(
+    slot: &'c mut Option<redis::Connection>,
+    endpoint: &Endpoint,
+    connect_timeout: Duration,
+    io_timeout: Duration,
+) -> Result<&'c mut redis::Connection, Failure> {
+    let conn = match slot {
+        Some(conn) => conn,
+        None => {
+            let client =
+                redis::Client::open(endpoint.info.clone()).map_err(|e| classify(endpoint, e))?;
+            let conn = client
+                .get_connection_with_timeout(connect_timeout)
+                .map_err(|e| classify(endpoint, e))?;
+            slot.insert(conn)
+        }
+    };
+    conn.set_read_timeout(Some(io_timeout))
+        .map_err(|e| classify(endpoint, e))?;
+    conn.set_write_timeout(Some(io_timeout))
+        .map_err(|e| classify(endpoint, e))?;
+    Ok(conn)
+}
+
 fn millis(d: Duration) -> String {
     d.as_millis().max(1).to_string()
 }
@@ -316,7 +469,16 @@ impl Locker for SingleRedis {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<Acquire, Failure> {
-        let reply = self.eval(&ACQUIRE, &[token, &millis(ttl)], timeout)?;
+        let reply = if self.fair {
+            let (entry, linger) = (millis(self.entry_lifetime), millis(WAKE_LINGER));
+            self.eval(
+                &ACQUIRE_FAIR,
+                &[token, &millis(ttl), &entry, &linger],
+                timeout,
+            )?
+        } else {
+            self.eval(&ACQUIRE, &[token, &millis(ttl)], timeout)?
+        };
         match integers(&reply).as_deref() {
             Some([1, fence]) => Ok(Acquire::Taken { fence: *fence }),
             Some([0, pttl]) => Ok(Acquire::Busy {
@@ -332,8 +494,55 @@ impl Locker for SingleRedis {
     }
 
     fn release(&mut self, token: &str, timeout: Duration) -> Result<Held, Failure> {
-        let reply = self.eval(&RELEASE, &[token], timeout)?;
+        let reply = self.eval(&RELEASE, &[token, &millis(WAKE_LINGER)], timeout)?;
         held(&self.endpoint, &reply)
+    }
+
+    fn waker(&self, token: &str) -> Box<dyn Waker> {
+        Box::new(RedisWaker {
+            endpoint: self.endpoint.clone(),
+            list: self.keys.wake_list(token, self.fair),
+            conn: None,
+        })
+    }
+
+    fn leave(&mut self, token: &str, timeout: Duration) -> Result<(), Failure> {
+        self.eval(&LEAVE, &[token, &millis(WAKE_LINGER)], timeout)
+            .map(drop)
+    }
+}
+
+/// A BLPOP on the lock's wake list, over its own connection.
+struct RedisWaker {
+    endpoint: Endpoint,
+    list: String,
+    conn: Option<redis::Connection>,
+}
+
+/// How long a waker may take to connect, and how late past its timeout a BLPOP reply may be
+/// (Redis checks blocked clients' timeouts about every 100 ms).
+const WAKER_SLACK: Duration = Duration::from_secs(2);
+
+impl Waker for RedisWaker {
+    fn wait(&mut self, timeout: Duration) -> Result<bool, Failure> {
+        let endpoint = &self.endpoint;
+        let conn = connection(&mut self.conn, endpoint, WAKER_SLACK, timeout + WAKER_SLACK)?;
+        // BLPOP takes seconds; 0 would mean forever.
+        let seconds = format!("{:.3}", timeout.as_secs_f64().max(0.001));
+        let reply = redis::cmd("BLPOP")
+            .arg(&self.list)
+            .arg(seconds)
+            .query::<Value>(conn)
+            .map_err(|e| classify(endpoint, e));
+        match reply {
+            Ok(Value::Nil) => Ok(false),
+            Ok(Value::Array(_)) => Ok(true),
+            Ok(other) => Err(unexpected(endpoint, &other)),
+            Err(failure) => {
+                self.conn = None;
+                Err(failure)
+            }
+        }
     }
 }
 

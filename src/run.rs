@@ -57,7 +57,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
 
     let keys = Keys::new(&args.prefix, &args.key);
     let token = uuid::Uuid::new_v4().to_string();
-    let locker = Box::new(SingleRedis::new(endpoint, keys));
+    let entry_lifetime = lease::queue_entry_lifetime(args.ttl);
+    let locker = Box::new(SingleRedis::new(endpoint, keys, args.fair, entry_lifetime));
     let tx = events.clone();
     let lease = Lease::start(locker, token.clone(), args.ttl, args.wait, move |event| {
         let _ = tx.send(Event::Lease(event));

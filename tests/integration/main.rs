@@ -19,5 +19,7 @@ mod signals;
 mod terminal;
 // rediss://: verified server certificates, an unknown CA refused, TLS against a plain port.
 mod tls;
+// Waiting: wake-ups on release, the cost of waiting, one waiter woken per release, --fair.
+mod waiting;
 // Bad command lines and environment values: 64, nothing run, nothing locked; --help, --version.
 mod usage;

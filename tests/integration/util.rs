@@ -28,6 +28,7 @@ const REDLOCK_ENV: &[&str] = &[
     "REDLOCK_URL",
     "REDLOCK_TTL",
     "REDLOCK_WAIT",
+    "REDLOCK_FAIR",
     "REDLOCK_PREFIX",
     "REDLOCK_KILL_AFTER",
     "REDLOCK_STOP_SIGNAL",
@@ -292,6 +293,45 @@ impl RedisServer {
 
     pub fn del(&self, key: &str) {
         redis::cmd("DEL").arg(key).exec(&mut self.conn()).unwrap();
+    }
+
+    /// One numeric field of INFO, e.g. `blocked_clients`.
+    pub fn info_field(&self, field: &str) -> u64 {
+        let info: String = redis::cmd("INFO").query(&mut self.conn()).unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{field}:")))
+            .unwrap_or_else(|| panic!("no {field} in INFO"))
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    /// Calls of the commands clients send redlock-style (EVALSHA, EVAL, BLPOP) since the last
+    /// CONFIG RESETSTAT; commands run inside scripts are counted apart and not included.
+    pub fn client_calls(&self) -> u64 {
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.conn())
+            .unwrap();
+        stats
+            .lines()
+            .filter(|l| {
+                ["cmdstat_evalsha:", "cmdstat_eval:", "cmdstat_blpop:"]
+                    .iter()
+                    .any(|p| l.starts_with(p))
+            })
+            .map(|l| {
+                let calls = l.split(['=', ',']).nth(1).unwrap();
+                calls.parse::<u64>().unwrap()
+            })
+            .sum()
+    }
+
+    pub fn reset_stats(&self) {
+        redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .exec(&mut self.conn())
+            .unwrap();
     }
 
     /// Every key in every database.

@@ -1,0 +1,316 @@
+//! Waiting for a busy lock: a release wakes a waiter at once, waiting costs Redis almost
+//! nothing, one release wakes one waiter (no herd), `--fair` serves waiters in arrival order,
+//! and a waiter that dies or gives up does not hold up the rest.
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+
+use crate::util::*;
+
+const T: Duration = Duration::from_secs(30);
+
+/// A waiter that missed its wake-up would retry only after 15 s (WAKE_CAP) with a ttl this long,
+/// so anything much faster than that was woken by the release.
+const LONG_TTL: &str = "60s";
+const WOKEN_WITHIN: Duration = Duration::from_secs(5);
+
+/// A command that appends `i` to `order` and stamps its start in `<i>.start`.
+fn log_script(dir: &TempDir, i: usize) -> String {
+    format!(
+        "echo {i} >> {order}; date +%s%N > {start}",
+        order = dir.sh("order"),
+        start = dir.sh(&format!("{i}.start"))
+    )
+}
+
+/// Like [`hold_script`], and stamps its end in `<tag>.end` when let go.
+fn hold_then_stamp(dir: &TempDir, tag: &str) -> String {
+    format!(
+        "{}; date +%s%N > {end}",
+        hold_script(dir, tag),
+        end = dir.sh(&format!("{tag}.end"))
+    )
+}
+
+fn lines(dir: &TempDir, name: &str) -> Vec<String> {
+    std::fs::read_to_string(dir.join(name))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn gap(dir: &TempDir, before: &str, after: &str) -> Duration {
+    let ns = read_stamps(&dir.join(after))[0] - read_stamps(&dir.join(before))[0];
+    Duration::from_nanos(u64::try_from(ns).expect("started before the holder ended"))
+}
+
+fn zcard(redis: &RedisServer, key: &str) -> u64 {
+    redis::cmd("ZCARD")
+        .arg(key)
+        .query(&mut redis.conn())
+        .unwrap()
+}
+
+fn queue_key(name: &str) -> String {
+    format!("{}:queue", lock_key(name))
+}
+
+#[test]
+fn a_release_wakes_the_waiter_long_before_its_fallback_retry() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let holder = Proc::spawn(run_sh(
+        &redis,
+        "wake",
+        &["--ttl", LONG_TTL],
+        &hold_then_stamp(&dir, "h"),
+    ));
+    wait_for_file(&dir.join("h.ready"));
+    let waiter = Proc::spawn(run_sh(
+        &redis,
+        "wake",
+        &["--ttl", LONG_TTL, "--wait", "60s"],
+        &log_script(&dir, 0),
+    ));
+    wait_until(T, "the waiter to block on its wake list", || {
+        redis.info_field("blocked_clients") == 1
+    });
+
+    touch(&dir.join("h.go"));
+    holder.finish(T).assert_code(0);
+    waiter.finish(T).assert_code(0);
+    let gap = gap(&dir, "h.end", "0.start");
+    assert!(
+        gap < WOKEN_WITHIN,
+        "the waiter started {gap:?} after the release"
+    );
+}
+
+#[test]
+fn waiting_costs_almost_nothing_and_a_release_wakes_one_waiter() {
+    const N: usize = 10;
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let (holder, _) = spawn_holder(&redis, "herd", &[], &dir, "h");
+    // Each waiter holds the lock until `go` exists, so the next one can be counted.
+    let go = dir.sh("go");
+    let waiters: Vec<Proc> = (0..N)
+        .map(|i| {
+            let script = format!(
+                "{}; while [ ! -e {go} ]; do sleep 0.02; done",
+                log_script(&dir, i)
+            );
+            Proc::spawn(run_sh(&redis, "herd", &["--wait", "forever"], &script))
+        })
+        .collect();
+    wait_until(T, "every waiter to block", || {
+        redis.info_field("blocked_clients") == N as u64
+    });
+
+    // Waiting: no requests at all from ten blocked waiters (the holder may renew once).
+    redis.reset_stats();
+    std::thread::sleep(Duration::from_secs(3));
+    let idle_calls = redis.client_calls();
+    assert!(
+        idle_calls <= 1,
+        "{idle_calls} requests in 3 s from {N} waiting redlocks"
+    );
+
+    // A release: the holder's release, one waiter's wake-up and acquire; the others sleep on.
+    redis.reset_stats();
+    touch(&dir.join("h.go"));
+    holder.finish(T).assert_code(0);
+    wait_until(T, "a waiter to take the lock", || {
+        lines(&dir, "order").len() == 1
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let release_calls = redis.client_calls();
+    assert!(
+        release_calls <= 4,
+        "{release_calls} requests for one release with {N} waiters"
+    );
+    assert_eq!(redis.info_field("blocked_clients"), N as u64 - 1);
+    assert_eq!(lines(&dir, "order").len(), 1, "two waiters ran at once");
+
+    // Each release hands over to the next waiter straight away: the chain takes nowhere near
+    // the 15 s per hop a missed wake-up would cost.
+    let started = Instant::now();
+    touch(&dir.join("go"));
+    for waiter in waiters {
+        waiter.finish(T).assert_code(0);
+    }
+    let mut order = lines(&dir, "order");
+    order.sort();
+    order.dedup();
+    assert_eq!(order.len(), N, "every waiter ran once");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{N} hand-overs took {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn fair_waiters_run_in_arrival_order() {
+    const N: usize = 5;
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let (holder, _) = spawn_holder(&redis, "fifo", &[], &dir, "h");
+    let waiters: Vec<Proc> = (0..N)
+        .map(|i| {
+            let waiter = Proc::spawn(run_sh(
+                &redis,
+                "fifo",
+                &["--fair", "--wait", "forever"],
+                &log_script(&dir, i),
+            ));
+            wait_until(T, "the waiter to join the queue", || {
+                zcard(&redis, &queue_key("fifo")) == i as u64 + 1
+            });
+            waiter
+        })
+        .collect();
+
+    touch(&dir.join("h.go"));
+    holder.finish(T).assert_code(0);
+    for waiter in waiters {
+        waiter.finish(T).assert_code(0);
+    }
+    let want: Vec<String> = (0..N).map(|i| i.to_string()).collect();
+    assert_eq!(lines(&dir, "order"), want);
+    assert!(
+        redis.all_keys().iter().all(|k| !k.contains(":queue")),
+        "queue left behind: {:?}",
+        redis.all_keys()
+    );
+}
+
+#[test]
+fn a_fair_newcomer_does_not_jump_the_queue() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    // Someone else's lock, with 2 s left.
+    redis::cmd("SET")
+        .arg(lock_key("queue"))
+        .arg("someone")
+        .arg("PX")
+        .arg(2000)
+        .exec(&mut redis.conn())
+        .unwrap();
+    let waiter = Proc::spawn(run_sh(
+        &redis,
+        "queue",
+        &["--fair", "--wait", "20s"],
+        &log_script(&dir, 0),
+    ));
+    wait_until(T, "the waiter to join the queue", || {
+        zcard(&redis, &queue_key("queue")) == 1
+    });
+    // Freed without a release, so nobody is woken: the waiter is asleep when the newcomer comes.
+    redis.del(&lock_key("queue"));
+    let newcomer = run_timeout(
+        run_sh(&redis, "queue", &["--fair"], &marker_script(&dir)),
+        T,
+    );
+    newcomer.assert_code(75);
+    assert!(
+        !dir.join("marker").exists(),
+        "the newcomer jumped the queue"
+    );
+
+    waiter.finish(T).assert_code(0);
+    assert_eq!(lines(&dir, "order"), ["0"]);
+}
+
+#[test]
+fn a_fair_waiter_that_gives_up_passes_its_turn_on_at_once() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let holder = Proc::spawn(run_sh(
+        &redis,
+        "leave",
+        &["--ttl", LONG_TTL],
+        &hold_then_stamp(&dir, "h"),
+    ));
+    wait_for_file(&dir.join("h.ready"));
+    let opts = ["--fair", "--wait", "forever", "--ttl", LONG_TTL];
+    let first = Proc::spawn(run_sh(&redis, "leave", &opts, &log_script(&dir, 0)));
+    wait_until(T, "the first waiter to queue", || {
+        zcard(&redis, &queue_key("leave")) == 1
+    });
+    let second = Proc::spawn(run_sh(&redis, "leave", &opts, &log_script(&dir, 1)));
+    wait_until(T, "the second waiter to queue", || {
+        zcard(&redis, &queue_key("leave")) == 2
+    });
+
+    first.signal(Signal::SIGTERM);
+    first.finish(T).assert_code(128 + 15);
+    assert_eq!(zcard(&redis, &queue_key("leave")), 1, "the entry stayed");
+
+    touch(&dir.join("h.go"));
+    holder.finish(T).assert_code(0);
+    second.finish(T).assert_code(0);
+    assert_eq!(lines(&dir, "order"), ["1"]);
+    let gap = gap(&dir, "h.end", "1.start");
+    assert!(
+        gap < WOKEN_WITHIN,
+        "the second waiter started {gap:?} after the release"
+    );
+}
+
+#[test]
+fn a_dead_fair_waiter_is_purged_from_the_queue() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    // A 1 s ttl: queue entries live about 6 s without a refresh.
+    let (holder, _) = spawn_holder(&redis, "dead", &["--ttl", "1s"], &dir, "h");
+    let opts = ["--fair", "--wait", "forever", "--ttl", "1s"];
+    let first = Proc::spawn(run_sh(&redis, "dead", &opts, &log_script(&dir, 0)));
+    wait_until(T, "the first waiter to queue", || {
+        zcard(&redis, &queue_key("dead")) == 1
+    });
+    let second = Proc::spawn(run_sh(&redis, "dead", &opts, &log_script(&dir, 1)));
+    wait_until(T, "the second waiter to queue", || {
+        zcard(&redis, &queue_key("dead")) == 2
+    });
+
+    // SIGKILL: no chance to leave the queue; its entry stays at the head until it lapses.
+    first.signal(Signal::SIGKILL);
+    first.finish(T);
+    touch(&dir.join("h.go"));
+    holder.finish(T).assert_code(0);
+    second.finish(T).assert_code(0);
+    assert_eq!(lines(&dir, "order"), ["1"]);
+    assert_eq!(zcard(&redis, &queue_key("dead")), 0);
+}
+
+#[test]
+fn a_holder_that_dies_hands_over_when_its_lease_runs_out() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let (holder, _) = spawn_holder(&redis, "crash", &["--ttl", "2s"], &dir, "h");
+    let waiter = Proc::spawn(run_sh(
+        &redis,
+        "crash",
+        &["--wait", "forever"],
+        &log_script(&dir, 0),
+    ));
+    wait_until(T, "the waiter to block", || {
+        redis.info_field("blocked_clients") == 1
+    });
+
+    let killed = now_ns();
+    holder.signal(Signal::SIGKILL);
+    holder.finish(T);
+    waiter.finish(T).assert_code(0);
+    let after = read_stamps(&dir.join("0.start"))[0] - killed;
+    // Nobody released, so no wake-up: the waiter's own retry, bounded by the holder's
+    // remaining lease (at most 2 s), takes over.
+    assert!(
+        after < 4_000_000_000,
+        "took over {}ms after the holder died",
+        after / 1_000_000
+    );
+}
