@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# Benchmark redlock side by side with flock(1), the single-host floor, and with `etcdctl lock`
+# against a local etcd when etcd is installed. Prints one markdown table:
+#   overhead   median wall time of `WRAPPER -- true` minus that of bare `true` (hyperfine)
+#   handoff    gap from one holder's command ending to the next waiter's command starting,
+#              p50 and p99, with 10 and with 100 waiters (timed by examples/stamp.rs)
+#   wait cost  requests each waiter sends per second while the lock stays held
+#   peak RSS   VmHWM of the wrapper process while it holds the lock
+# Timings depend on the machine: compare rows measured in the same run.
+#
+# Usage: scripts/bench.sh [--quick]     (--quick: fewer runs, for checking the script)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=false
+[ "${1:-}" = "--quick" ] && quick=true
+if $quick; then runs=30 rounds10=5 rounds100=1 idle=6; else runs=300 rounds10=30 rounds100=3 idle=30; fi
+
+. scripts/need.sh
+need_packages hyperfine curl
+cargo build --release --locked --bin redlock --example stamp >&2
+redlock=$PWD/target/release/redlock
+stamp=$PWD/target/release/examples/stamp
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# A loopback port nothing listens on (random, checked).
+free_port() {
+    local p
+    while :; do
+        p=$((20000 + RANDOM % 30000))
+        (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null || { echo "$p"; return; }
+    done
+}
+
+# --- servers ---------------------------------------------------------------------------------
+rport=$(free_port)
+redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" \
+    --logfile "$work/redis.log" &
+pids+=($!)
+until redis-cli -p "$rport" ping >/dev/null 2>&1; do sleep 0.05; done
+url=redis://127.0.0.1:$rport
+
+have_etcd=false
+if command -v etcd >/dev/null && command -v etcdctl >/dev/null; then
+    have_etcd=true
+    eport=$(free_port)
+    pport=$(free_port)
+    etcd --data-dir "$work/etcd" --listen-client-urls "http://127.0.0.1:$eport" \
+        --advertise-client-urls "http://127.0.0.1:$eport" \
+        --listen-peer-urls "http://127.0.0.1:$pport" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
+        --initial-cluster "default=http://127.0.0.1:$pport" >"$work/etcd.log" 2>&1 &
+    pids+=($!)
+    export ETCDCTL_API=3
+    ep=127.0.0.1:$eport
+    until etcdctl --endpoints="$ep" endpoint health >/dev/null 2>&1; do sleep 0.1; done
+fi
+
+# The wrappers, as prefixes of a command line: WRAPPER NAME -- CMD...
+wrap() { # tool lockname
+    case $1 in
+    redlock) echo "$redlock run --url $url --key $2 --wait forever --" ;;
+    flock) echo "flock $work/$2.flock" ;;
+    etcdctl) echo "etcdctl --endpoints=$ep lock $2 --" ;;
+    esac
+}
+tools=(flock redlock)
+$have_etcd && tools+=(etcdctl)
+
+say() { echo "bench: $*" >&2; }
+
+# --- overhead --------------------------------------------------------------------------------
+declare -A overhead
+cmds=(true)
+for t in "${tools[@]}"; do cmds+=("$(wrap "$t" over) true"); done
+say "overhead"
+hyperfine -N --style none --warmup 20 --runs "$runs" --export-csv "$work/over.csv" "${cmds[@]}" >&2
+# CSV: command,mean,stddev,median,user,system,min,max (seconds)
+base=$(awk -F, 'NR==2 {print $4}' "$work/over.csv")
+i=3
+for t in "${tools[@]}"; do
+    overhead[$t]=$(awk -F, -v n="$i" -v b="$base" 'NR==n {printf "%.2f ms", ($4-b)*1000}' "$work/over.csv")
+    i=$((i + 1))
+done
+
+# --- handoff ---------------------------------------------------------------------------------
+# N waiters each run the wrapper ROUNDS times around `stamp FILE 1` (1 ms hold).
+handoff() { # tool waiters rounds -> "p50 p99 samples"
+    local t=$1 n=$2 r=$3 f=$work/hand-$1-$2 w
+    : >"$f"
+    w=$(wrap "$t" "hand$n")
+    for _ in $(seq "$n"); do
+        (for _ in $(seq "$r"); do $w "$stamp" "$f" 1 >/dev/null 2>&1 || echo "failed" >>"$f.err"; done) &
+    done
+    wait
+    if [ -s "$f.err" ]; then echo "$t: $(wc -l <"$f.err") runs failed" >&2; fi
+    sort -n "$f" | awk '
+        NR > 1 { printf "%.6f\n", ($1 - prev_end) / 1e6; if ($1 < prev_end) print "OVERLAP" > "/dev/stderr" }
+        { prev_end = $2 }' | sort -n >"$f.gaps"
+    awk '{ g[NR] = $1 } END {
+        printf "%.2f %.2f %d\n", g[int((NR - 1) * 0.50) + 1], g[int((NR - 1) * 0.99) + 1], NR }' "$f.gaps"
+}
+declare -A h10 h100
+for t in "${tools[@]}"; do
+    say "handoff: $t"
+    read -r a b c < <(handoff "$t" 10 "$rounds10")
+    h10[$t]="$a / $b ms (n=$c)"
+    read -r a b c < <(handoff "$t" 100 "$rounds100")
+    h100[$t]="$a / $b ms (n=$c)"
+done
+
+# --- requests per waiter per second while waiting ---------------------------------------------
+say "wait cost"
+waiters=10
+declare -A cost
+cost[flock]="0 (kernel)"
+client_calls() {
+    redis-cli -p "$rport" info commandstats |
+        awk -F'[:=,]' '/^cmdstat_(evalsha|eval|blpop):/ {s += $3} END {print s + 0}'
+}
+$redlock run --url "$url" --key idle -- sleep $((idle + 15)) &
+holder=$!
+sleep 0.5
+others=()
+for _ in $(seq "$waiters"); do
+    $redlock run --url "$url" --key idle --wait forever -- true &
+    others+=($!)
+done
+until [ "$(redis-cli -p "$rport" info clients | awk -F: '/^blocked_clients/ {print $2+0}')" = "$waiters" ]; do
+    sleep 0.1
+done
+redis-cli -p "$rport" config resetstat >/dev/null
+sleep "$idle"
+calls=$(client_calls)
+cost[redlock]=$(awk -v c="$calls" -v n="$waiters" -v s="$idle" 'BEGIN {printf "%.3f", c / n / s}')
+kill "$holder"
+wait "$holder" "${others[@]}" || true
+
+if $have_etcd; then
+    grpc_msgs() {
+        curl -s "http://$ep/metrics" |
+            awk '/^grpc_server_msg_received_total/ {s += $NF} END {printf "%d\n", s}'
+    }
+    etcdctl --endpoints="$ep" lock idle sleep $((idle + 15)) >/dev/null &
+    holder=$!
+    sleep 1
+    others=()
+    for _ in $(seq "$waiters"); do
+        etcdctl --endpoints="$ep" lock idle true >/dev/null &
+        others+=($!)
+    done
+    sleep 2
+    before=$(grpc_msgs)
+    sleep "$idle"
+    after=$(grpc_msgs)
+    cost[etcdctl]=$(awk -v c="$((after - before))" -v n="$waiters" -v s="$idle" \
+        'BEGIN {printf "%.3f (gRPC messages, incl. holder)", c / n / s}')
+    kill "$holder"
+    wait "$holder" "${others[@]}" || true
+fi
+
+# --- peak RSS while holding -------------------------------------------------------------------
+say "peak RSS"
+declare -A rss
+for t in "${tools[@]}"; do
+    w=$(wrap "$t" rss)
+    [ "$t" = redlock ] && w="$redlock run --url $url --key rss --ttl 1s --"
+    kb=$($w sh -c 'sleep 1.2; awk "/^VmHWM/ {print \$2}" /proc/$PPID/status')
+    rss[$t]=$(awk -v k="$kb" 'BEGIN {printf "%.1f MiB", k / 1024}')
+done
+
+# --- table -------------------------------------------------------------------------------------
+echo
+echo "| | $(printf '%s | ' "${tools[@]}")"
+echo "|---|$(printf -- '---|%.0s' "${tools[@]}")"
+row() { # title assoc-name
+    local -n m=$2
+    printf '| %s |' "$1"
+    for t in "${tools[@]}"; do printf ' %s |' "${m[$t]}"; done
+    echo
+}
+row "overhead (median, minus bare \`true\`)" overhead
+row "handoff p50 / p99, 10 waiters" h10
+row "handoff p50 / p99, 100 waiters" h100
+row "requests per waiter per second while waiting" cost
+row "peak RSS while holding" rss
+echo
+echo "bare \`true\`: $(awk -v b="$base" 'BEGIN {printf "%.2f ms", b * 1000}') median; $(nproc) cores; $(redis-server --version | awk '{print $3}')$($have_etcd && echo ", etcd $(etcd --version | awk 'NR==1 {print $3}')")"
