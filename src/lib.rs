@@ -1,9 +1,11 @@
 //! redlock: run a command under a Redis lock so only one copy runs at a time, anywhere.
 
+pub mod admin;
 pub mod child;
 pub mod cli;
 pub mod error;
 pub mod exit;
+pub mod json;
 pub mod lease;
 pub mod lock;
 pub mod run;
@@ -19,14 +21,18 @@ pub fn main() -> i32 {
         Ok(cli) => cli,
         Err(err) => return usage_error(&err),
     };
-    match &cli.command {
-        cli::Command::Run(args) => match run::run(args) {
-            Ok(code) => code,
-            Err(err) => {
-                say::error(format!("{err:#}"));
-                error::exit_code(&err)
-            }
-        },
+    let result = match &cli.command {
+        cli::Command::Run(args) => run::run(args),
+        cli::Command::Status(args) => admin::status(args),
+        cli::Command::List(args) => admin::list(args),
+        cli::Command::Release(args) => admin::release(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            say::error(format!("{err:#}"));
+            error::exit_code(&err)
+        }
     }
 }
 
@@ -42,14 +48,17 @@ fn usage_error(err: &clap::Error) -> i32 {
             exit::USAGE
         }
         _ => {
-            say::error(one_line(&err.render().to_string()));
+            let sub = std::env::args()
+                .nth(1)
+                .filter(|a| ["run", "status", "list", "release"].contains(&a.as_str()));
+            say::error(one_line(&err.render().to_string(), sub.as_deref()));
             exit::USAGE
         }
     }
 }
 
 /// Fold clap's multi-line message into one line, without the usage and tip paragraphs.
-fn one_line(rendered: &str) -> String {
+fn one_line(rendered: &str, subcommand: Option<&str>) -> String {
     let mut parts = Vec::new();
     for line in rendered.lines() {
         let line = line.trim();
@@ -61,7 +70,10 @@ fn one_line(rendered: &str) -> String {
         }
     }
     let mut text = parts.join(" ");
-    text.push_str(" (see 'redlock run --help')");
+    match subcommand {
+        Some(sub) => text.push_str(&format!(" (see 'redlock {sub} --help')")),
+        None => text.push_str(" (see 'redlock --help')"),
+    }
     text
 }
 
@@ -72,14 +84,14 @@ mod tests {
     #[test]
     fn clap_errors_become_one_line() {
         let err = cli::Cli::try_parse_from(["redlock", "run", "--", "true"]).unwrap_err();
-        let line = one_line(&err.render().to_string());
+        let line = one_line(&err.render().to_string(), Some("run"));
         assert!(!line.contains('\n'));
         assert!(line.contains("--key"), "{line}");
         let err = cli::Cli::try_parse_from([
             "redlock", "run", "--key", "k", "--ttl", "abc", "--", "true",
         ])
         .unwrap_err();
-        let line = one_line(&err.render().to_string());
+        let line = one_line(&err.render().to_string(), Some("run"));
         assert!(
             line.contains("--ttl") && line.contains("'abc' is not a duration"),
             "{line}"

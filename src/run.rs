@@ -18,7 +18,7 @@ use crate::cli::RunArgs;
 use crate::error::{Class, classified};
 use crate::exit;
 use crate::lease::{self, Lease, LeaseEvent};
-use crate::lock::{Held, Keys, SingleRedis};
+use crate::lock::{Held, Holder, Keys, SingleRedis};
 use crate::say;
 use crate::signals;
 
@@ -41,9 +41,9 @@ const GROUP_POLL: Duration = Duration::from_millis(10);
 
 /// Run the command under the lock and return redlock's exit status.
 pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
-    say::set_level(args.verbosity());
+    say::set_level(args.output.verbosity());
     let kill_after = args.kill_after()?;
-    let endpoint = args.endpoint()?;
+    let endpoint = args.conn.endpoint()?;
     // Before any thread exists: the guard is forked.
     let mut guard = Guard::start().context("cannot start the guard process")?;
     let (events, rx) = mpsc::channel::<Event>();
@@ -55,10 +55,14 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     })
     .context("cannot install signal handlers")?;
 
-    let keys = Keys::new(&args.prefix, &args.key);
+    let keys = Keys::new(&args.conn.prefix, &args.key);
     let token = uuid::Uuid::new_v4().to_string();
     let entry_lifetime = lease::queue_entry_lifetime(args.ttl);
-    let locker = Box::new(SingleRedis::new(endpoint, keys, args.fair, entry_lifetime));
+    let locker = Box::new(
+        SingleRedis::new(endpoint, keys, args.fair, entry_lifetime)
+            .with_holder(Holder::current(&args.command))
+            .with_min_interval(args.min_interval),
+    );
     let tx = events.clone();
     let lease = Lease::start(locker, token.clone(), args.ttl, args.wait, move |event| {
         let _ = tx.send(Event::Lease(event));
@@ -85,6 +89,16 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
                     1,
                     "lock '{}' is held elsewhere; gave up after {}",
                     args.key,
+                    millis(waited)
+                );
+                return Ok(i32::from(args.conflict_exit_code));
+            }
+            Event::Lease(LeaseEvent::Skipped { ago, waited }) => {
+                say!(
+                    1,
+                    "lock '{}' last succeeded {} ago, within --min-interval; skipping the run (waited {})",
+                    args.key,
+                    humantime::format_duration(Duration::from_secs(ago.as_secs())),
                     millis(waited)
                 );
                 return Ok(i32::from(args.conflict_exit_code));
@@ -160,12 +174,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     if let Some(terminal) = terminal {
         terminal.restore();
     }
-    lease.stop();
-    finish(&rx, &args.key);
-    Ok(supervisor.outcome.unwrap_or_else(|| match status {
+    let code = supervisor.outcome.unwrap_or_else(|| match status {
         Some(status) => exit::from_status(status),
         None => exit::INTERNAL,
-    }))
+    });
+    lease.finish(code == 0);
+    finish(&rx, &args.key);
+    Ok(code)
 }
 
 /// Wait for the lease thread's final report and say what became of the lock.

@@ -3,6 +3,8 @@
 // Fixtures: redis-server per test, temp dirs, the redlock command, polling helpers.
 mod util;
 
+// Admin subcommands: status and list show holders, release --force breaks a lock and fences it.
+mod admin;
 // Run a command under the lock: key while running, release, environment, fencing, URLs, output.
 mod basic;
 // Moving the lock between contenders: busy exit, --conflict-exit-code, --wait, no overlap.
