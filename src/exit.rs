@@ -9,7 +9,8 @@ pub const USAGE: i32 = 64;
 pub const UNAVAILABLE: i32 = 69;
 /// Internal error (sysexits EX_SOFTWARE).
 pub const INTERNAL: i32 = 70;
-/// The lock is busy, or `--wait` ran out (sysexits EX_TEMPFAIL). `--conflict-exit-code` replaces it.
+/// The lock is busy, `--wait` ran out, or `--min-interval` skipped the run (sysexits
+/// EX_TEMPFAIL). `--conflict-exit-code` replaces it.
 pub const CONFLICT: i32 = 75;
 /// The lock was lost while the command ran; redlock stopped the command.
 pub const LOCK_LOST: i32 = 76;
@@ -29,7 +30,8 @@ EXIT STATUS:
   69       Redis unreachable, refused the credentials, or answered with an error
            before the lock was taken; the command did not run
   70       internal error
-  75       lock busy, or --wait ran out (change it with --conflict-exit-code)
+  75       lock busy, --wait ran out, or a run succeeded within --min-interval
+           (change it with --conflict-exit-code)
   76       the lock was lost while the command ran; redlock stopped the command
   124      --max-runtime exceeded; redlock stopped the command
   126      the command could not be executed

@@ -9,6 +9,8 @@ mod admin;
 mod basic;
 // Moving the lock between contenders: busy exit, --conflict-exit-code, --wait, no overlap.
 mod contention;
+// --min-interval: a success recorded in Redis skips later runs and waiters on any host.
+mod cron;
 // The exit-status table: passthrough, 128+N, 126, 127, --max-runtime's 124.
 mod exit_codes;
 // Redis failing under a held lock: killed, paused, restarted, scripts flushed, unreachable, auth.
