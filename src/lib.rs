@@ -8,6 +8,7 @@ pub mod exit;
 pub mod json;
 pub mod lease;
 pub mod lock;
+pub mod metrics;
 pub mod run;
 pub mod say;
 pub mod signals;
@@ -22,7 +23,7 @@ pub fn main() -> i32 {
         Err(err) => return usage_error(&err),
     };
     let result = match &cli.command {
-        cli::Command::Run(args) => run::run(args),
+        cli::Command::Run(args) => return run_with_metrics(args),
         cli::Command::Status(args) => admin::status(args),
         cli::Command::List(args) => admin::list(args),
         cli::Command::Release(args) => admin::release(args),
@@ -34,6 +35,29 @@ pub fn main() -> i32 {
             error::exit_code(&err)
         }
     }
+}
+
+/// `redlock run`, then the metrics file (if asked for) on every path that gets this far.
+fn run_with_metrics(args: &cli::RunArgs) -> i32 {
+    let mut stats = metrics::Stats::default();
+    let code = match run::run(args, &mut stats) {
+        Ok(code) => code,
+        Err(err) => {
+            say::error(format!("{err:#}"));
+            error::exit_code(&err)
+        }
+    };
+    if let Some(path) = &args.metrics_file
+        && metrics::check_path(path).is_ok()
+        && let Err(err) = metrics::write(path, &args.key, code, &stats)
+    {
+        say!(
+            0,
+            "warning: cannot write --metrics-file {}: {err}",
+            path.display()
+        );
+    }
+    code
 }
 
 /// Print a clap error as one `redlock: ` line (help and version as they are) and pick the status.

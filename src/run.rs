@@ -19,6 +19,7 @@ use crate::error::{Class, classified};
 use crate::exit;
 use crate::lease::{self, Lease, LeaseEvent};
 use crate::lock::{Held, Holder, Keys, SingleRedis};
+use crate::metrics::{self, Stats};
 use crate::say;
 use crate::signals;
 
@@ -40,10 +41,14 @@ const IDLE_WAKE: Duration = Duration::from_secs(60);
 const GROUP_POLL: Duration = Duration::from_millis(10);
 
 /// Run the command under the lock and return redlock's exit status.
-pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
+pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
     say::set_level(args.output.verbosity());
+    let started = Instant::now();
     let kill_after = args.kill_after()?;
     let endpoint = args.conn.endpoint()?;
+    if let Some(path) = &args.metrics_file {
+        metrics::check_path(path).map_err(|message| classified(Class::Usage, message))?;
+    }
     // Before any thread exists: the guard is forked.
     let mut guard = Guard::start().context("cannot start the guard process")?;
     let (events, rx) = mpsc::channel::<Event>();
@@ -82,9 +87,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
                     args.key,
                     millis(waited)
                 );
+                stats.waited = Some(waited);
                 break (fence, sent);
             }
             Event::Lease(LeaseEvent::Busy { waited }) => {
+                stats.outcome = Some("busy");
+                stats.waited = Some(waited);
                 say!(
                     1,
                     "lock '{}' is held elsewhere; gave up after {}",
@@ -94,6 +102,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
                 return Ok(i32::from(args.conflict_exit_code));
             }
             Event::Lease(LeaseEvent::Skipped { ago, waited }) => {
+                stats.outcome = Some("skipped");
+                stats.waited = Some(waited);
+                stats.success_ago = Some(ago);
                 say!(
                     1,
                     "lock '{}' last succeeded {} ago, within --min-interval; skipping the run (waited {})",
@@ -104,10 +115,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
                 return Ok(i32::from(args.conflict_exit_code));
             }
             Event::Lease(LeaseEvent::Failed(failure)) => {
+                stats.waited = Some(started.elapsed());
                 return Err(classified(Class::Unavailable, failure.to_string()))
                     .with_context(|| format!("cannot take lock '{}'", args.key));
             }
             Event::Signal(signal) if signals::is_terminating(signal) => {
+                stats.outcome = Some("interrupted");
+                stats.waited = Some(started.elapsed());
                 say!(
                     1,
                     "{} while waiting for lock '{}'; not running the command",
@@ -138,6 +152,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
             ));
             lease.stop();
             finish(&rx, &args.key);
+            stats.outcome = Some("not_run");
+            stats.held = Some(sent.elapsed());
             return Ok(child::spawn_failure_status(&err));
         }
     };
@@ -162,6 +178,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         child::signal_group(pgid, Signal::SIGKILL);
         lease.stop();
         finish(&rx, &args.key);
+        stats.held = Some(sent.elapsed());
         return Err(err).context("cannot start the child-waiter thread");
     }
 
@@ -180,6 +197,15 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     });
     lease.finish(code == 0);
     finish(&rx, &args.key);
+    stats.held = Some(sent.elapsed());
+    stats.renewals = supervisor.renewals;
+    stats.renewal_failures = supervisor.renewal_failures;
+    stats.outcome = match supervisor.outcome {
+        Some(exit::LOCK_LOST) => Some("lock_lost"),
+        Some(exit::TIMEOUT) => Some("max_runtime"),
+        Some(_) => Some("error"),
+        None => None,
+    };
     Ok(code)
 }
 
@@ -239,6 +265,8 @@ struct Supervisor<'a> {
     killed_at: Option<Instant>,
     terminations: u32,
     renew_failing: bool,
+    renewals: u64,
+    renewal_failures: u64,
 }
 
 impl<'a> Supervisor<'a> {
@@ -258,6 +286,8 @@ impl<'a> Supervisor<'a> {
             killed_at: None,
             terminations: 0,
             renew_failing: false,
+            renewals: 0,
+            renewal_failures: 0,
         }
     }
 
@@ -417,6 +447,7 @@ impl<'a> Supervisor<'a> {
                 self.kill(now);
             }
             Event::Lease(LeaseEvent::Renewed { sent }) => {
+                self.renewals += 1;
                 if self.renew_failing {
                     say!(0, "renewing lock '{key}' works again");
                     self.renew_failing = false;
@@ -425,6 +456,7 @@ impl<'a> Supervisor<'a> {
                 self.deadline = lease::deadline(sent, self.args.ttl);
             }
             Event::Lease(LeaseEvent::RenewFailed(failure)) => {
+                self.renewal_failures += 1;
                 let level = if self.renew_failing { 2 } else { 0 };
                 say!(
                     level,
