@@ -27,6 +27,7 @@ fn unavailable(failure: crate::lock::Failure) -> anyhow::Error {
 
 /// `redlock status`: print the lock's state; exit 0 whether it is free or held.
 pub fn status(args: &StatusArgs) -> anyhow::Result<i32> {
+    crate::say::set_key(&args.key);
     let mut redis = redis(&args.conn, &args.key)?;
     let info = redis
         .inspect(TIMEOUT)
@@ -94,6 +95,7 @@ pub fn list(args: &ListArgs) -> anyhow::Result<i32> {
 
 /// `redlock release --force`: delete the lock whoever holds it and advance the fencing counter.
 pub fn release(args: &ReleaseArgs) -> anyhow::Result<i32> {
+    crate::say::set_key(&args.key);
     if !args.force {
         return Err(classified(
             Class::Usage,

@@ -20,8 +20,19 @@ use clap::error::ErrorKind;
 pub fn main() -> i32 {
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
-        Err(err) => return usage_error(&err),
+        Err(err) => {
+            say::set_json(json_wanted(std::env::args().skip(1)));
+            return usage_error(&err);
+        }
     };
+    let output = match &cli.command {
+        cli::Command::Run(args) => &args.output,
+        cli::Command::Status(args) => &args.output,
+        cli::Command::List(args) => &args.output,
+        cli::Command::Release(args) => &args.output,
+    };
+    say::set_level(output.verbosity());
+    say::set_json(output.log_format == cli::LogFormat::Json);
     let result = match &cli.command {
         cli::Command::Run(args) => return run_with_metrics(args),
         cli::Command::Status(args) => admin::status(args),
@@ -58,6 +69,21 @@ fn run_with_metrics(args: &cli::RunArgs) -> i32 {
         );
     }
     code
+}
+
+/// Whether errors should come out as JSON although the command line did not parse: the last
+/// `--log-format` before `--` says so, else REDLOCK_LOG_FORMAT.
+fn json_wanted(args: impl Iterator<Item = String>) -> bool {
+    let mut format = std::env::var("REDLOCK_LOG_FORMAT").ok();
+    let mut args = args.take_while(|a| a != "--");
+    while let Some(arg) = args.next() {
+        if arg == "--log-format" {
+            format = args.next();
+        } else if let Some(value) = arg.strip_prefix("--log-format=") {
+            format = Some(value.to_owned());
+        }
+    }
+    format.is_some_and(|f| f.eq_ignore_ascii_case("json"))
 }
 
 /// Print a clap error as one `redlock: ` line (help and version as they are) and pick the status.

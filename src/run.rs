@@ -43,6 +43,7 @@ const GROUP_POLL: Duration = Duration::from_millis(10);
 /// Run the command under the lock and return redlock's exit status.
 pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
     say::set_level(args.output.verbosity());
+    say::set_key(&args.key);
     let started = Instant::now();
     let kill_after = args.kill_after()?;
     let endpoint = args.conn.endpoint()?;
@@ -83,6 +84,7 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
             }) => {
                 say!(
                     1,
+                    "acquired" { "waited_ms" => waited.as_millis(), "fence" => fence },
                     "acquired lock '{}' after {} (fencing token {fence})",
                     args.key,
                     millis(waited)
@@ -95,6 +97,7 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
                 stats.waited = Some(waited);
                 say!(
                     1,
+                    "busy" { "waited_ms" => waited.as_millis() },
                     "lock '{}' is held elsewhere; gave up after {}",
                     args.key,
                     millis(waited)
@@ -107,6 +110,7 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
                 stats.success_ago = Some(ago);
                 say!(
                     1,
+                    "skipped" { "waited_ms" => waited.as_millis(), "last_success_ms_ago" => ago.as_millis() },
                     "lock '{}' last succeeded {} ago, within --min-interval; skipping the run (waited {})",
                     args.key,
                     humantime::format_duration(Duration::from_secs(ago.as_secs())),
@@ -124,6 +128,7 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
                 stats.waited = Some(started.elapsed());
                 say!(
                     1,
+                    "interrupted" { "signal" => name(signal) },
                     "{} while waiting for lock '{}'; not running the command",
                     name(signal),
                     args.key
@@ -146,10 +151,10 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
     let child = match child::spawn(&args.command, &env, terminal) {
         Ok(child) => child,
         Err(err) => {
-            say::error(format!(
-                "cannot run '{}': {err}",
-                args.command[0].to_string_lossy()
-            ));
+            say::error_event(
+                "spawn_failed",
+                format!("cannot run '{}': {err}", args.command[0].to_string_lossy()),
+            );
             lease.stop();
             finish(&rx, &args.key);
             stats.outcome = Some("not_run");
@@ -195,6 +200,12 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
         Some(status) => exit::from_status(status),
         None => exit::INTERNAL,
     });
+    say!(
+        1,
+        "exited" { "status" => code, "held_ms" => sent.elapsed().as_millis() },
+        "the command ended; exit status {code} after {}",
+        millis(sent.elapsed())
+    );
     lease.finish(code == 0);
     finish(&rx, &args.key);
     stats.held = Some(sent.elapsed());
@@ -216,18 +227,24 @@ fn finish(rx: &Receiver<Event>, key: &str) {
         match rx.recv_timeout(give_up.saturating_duration_since(Instant::now())) {
             Ok(Event::Lease(LeaseEvent::Finished(result))) => {
                 match result {
-                    Some(Ok(Held::Ours)) => say!(1, "released lock '{key}'"),
+                    Some(Ok(Held::Ours)) => say!(1, "released" {}, "released lock '{key}'"),
                     Some(Ok(Held::Gone)) => {
-                        say!(0, "warning: lock '{key}' had already expired when released")
+                        say!(
+                            0,
+                            "release_failed" { "reason" => "gone" },
+                            "warning: lock '{key}' had already expired when released"
+                        )
                     }
                     Some(Ok(Held::Taken)) => {
                         say!(
                             0,
+                            "release_failed" { "reason" => "taken" },
                             "warning: lock '{key}' was held by another owner when released; left it alone"
                         )
                     }
                     Some(Err(failure)) => say!(
                         0,
+                        "release_failed" { "reason" => "error" },
                         "warning: could not release lock '{key}' ({failure}); it expires by itself"
                     ),
                     None => {}
@@ -238,6 +255,7 @@ fn finish(rx: &Receiver<Event>, key: &str) {
             Err(_) => {
                 say!(
                     0,
+                    "release_failed" { "reason" => "no_answer" },
                     "warning: no answer while releasing lock '{key}'; it expires by itself"
                 );
                 return;
@@ -332,7 +350,7 @@ impl<'a> Supervisor<'a> {
             self.lease_ending = true;
             self.outcome = Some(exit::LOCK_LOST);
             if self.status.is_none() {
-                say::error(format!("{why}; stopping the command"));
+                say::error_event("lock_lost", format!("{why}; stopping the command"));
             }
             self.stop(now);
             self.schedule_kill(self.kill_line());
@@ -367,13 +385,21 @@ impl<'a> Supervisor<'a> {
             }
             if self.max_runtime_at.is_some_and(|m| now >= m) && self.outcome.is_none() {
                 self.outcome = Some(exit::TIMEOUT);
-                say!(0, "the command ran past --max-runtime; stopping it");
+                say!(
+                    0,
+                    "max_runtime" {},
+                    "the command ran past --max-runtime; stopping it"
+                );
                 self.stop(now);
             }
             if self.status.is_some() {
                 // The command exited but left processes in its group: they must not outlive the lock.
                 if !self.stopping {
-                    say!(1, "the command left processes in its group; stopping them");
+                    say!(
+                        1,
+                        "leftovers" {},
+                        "the command left processes in its group; stopping them"
+                    );
                     self.stop(now);
                 }
                 if self
@@ -415,7 +441,12 @@ impl<'a> Supervisor<'a> {
         match event {
             Event::Signal(signal) => {
                 if let Ok(sig) = Signal::try_from(signal) {
-                    say!(1, "forwarding {} to the command", sig.as_str());
+                    say!(
+                        1,
+                        "signal_forwarded" { "signal" => sig.as_str() },
+                        "forwarding {} to the command",
+                        sig.as_str()
+                    );
                     child::signal_group(self.pgid, sig);
                 }
                 if signals::is_terminating(signal) {
@@ -434,6 +465,7 @@ impl<'a> Supervisor<'a> {
                 // redlock stops, and a stopped redlock could not renew the lease.
                 say!(
                     0,
+                    "job_control" { "signal" => signal.as_str() },
                     "the command was stopped by {}; job control is not supported under a lock, continuing it",
                     signal.as_str()
                 );
@@ -442,17 +474,25 @@ impl<'a> Supervisor<'a> {
             // Someone paused it on purpose with SIGSTOP: theirs to continue.
             Event::Child(Ok(Waited::Stopped(_))) => {}
             Event::Child(Err(err)) => {
-                say::error(format!("lost track of the command: {err}"));
+                say::error_event("error", format!("lost track of the command: {err}"));
                 self.outcome.get_or_insert(exit::INTERNAL);
                 self.kill(now);
             }
             Event::Lease(LeaseEvent::Renewed { sent }) => {
                 self.renewals += 1;
                 if self.renew_failing {
-                    say!(0, "renewing lock '{key}' works again");
+                    say!(
+                        0,
+                        "renew_recovered" {},
+                        "renewing lock '{key}' works again"
+                    );
                     self.renew_failing = false;
                 }
-                say!(2, "renewed lock '{key}'");
+                say!(
+                    2,
+                    "renewed" { "renewals" => self.renewals },
+                    "renewed lock '{key}'"
+                );
                 self.deadline = lease::deadline(sent, self.args.ttl);
             }
             Event::Lease(LeaseEvent::RenewFailed(failure)) => {
@@ -460,6 +500,7 @@ impl<'a> Supervisor<'a> {
                 let level = if self.renew_failing { 2 } else { 0 };
                 say!(
                     level,
+                    "renew_failed" { "error" => failure.to_string() },
                     "warning: renewing lock '{key}' failed ({failure}); retrying"
                 );
                 self.renew_failing = true;

@@ -15,6 +15,8 @@ mod cron;
 mod exit_codes;
 // Redis failing under a held lock: killed, paused, restarted, scripts flushed, unreachable, auth.
 mod faults;
+// -v lines and --log-format json: events in order, errors as JSON, statuses unchanged.
+mod logs;
 // --metrics-file: the Prometheus textfile on every exit path, last success carried over.
 mod metrics;
 // Renewal and losing the lease: TTLs, overwritten or deleted keys, the whole group stopped.
