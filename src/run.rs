@@ -4,12 +4,14 @@
 //! thread and the child-waiter thread only report into its channel, and the supervisor never
 //! blocks on Redis, so a hung server cannot delay stopping the command before its lease ends.
 
+use std::collections::HashSet;
 use std::io;
 use std::process::ExitStatus;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use nix::errno::Errno;
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
@@ -39,6 +41,8 @@ const REAP_WAIT: Duration = Duration::from_secs(1);
 const IDLE_WAKE: Duration = Duration::from_secs(60);
 /// How often to look for processes left in the group after the command itself exited.
 const GROUP_POLL: Duration = Duration::from_millis(10);
+/// How often to look for newly adopted processes while the command is being stopped.
+const ADOPT_POLL: Duration = Duration::from_millis(50);
 
 /// Run the command under the lock and return redlock's exit status.
 pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
@@ -52,6 +56,8 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
     }
     // Before any thread exists: the guard is forked.
     let mut guard = Guard::start().context("cannot start the guard process")?;
+    // Orphans of the command come to redlock, which stops them with the job and reaps them.
+    child::become_subreaper();
     let (events, rx) = mpsc::channel::<Event>();
 
     // Catch signals before anything slow, so a TERM while connecting or waiting is honoured.
@@ -168,12 +174,26 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
     let waiter = std::thread::Builder::new()
         .name("wait".into())
         .spawn(move || {
+            // Reaps every child until redlock exits: the command (reported), then anything
+            // adopted (as subreaper or PID 1) so it never lingers as a zombie.
+            let mut ended = false;
             loop {
-                let waited = child::wait(pgid);
-                let ended = !matches!(waited, Ok(Waited::Stopped(_)));
-                let _ = tx.send(Event::Child(waited));
-                if ended {
-                    break;
+                match child::wait_any() {
+                    Ok((pid, waited)) if pid == pgid && !ended => {
+                        ended = !matches!(waited, Waited::Stopped(_));
+                        let _ = tx.send(Event::Child(Ok(waited)));
+                    }
+                    Ok((pid, _)) => {
+                        say!(2, "reaped" { "pid" => pid.as_raw() }, "reaped process {pid}")
+                    }
+                    // No child at all for now; an orphan may still be adopted later.
+                    Err(Errno::ECHILD) if ended => std::thread::sleep(ADOPT_POLL),
+                    Err(errno) => {
+                        if !ended {
+                            let _ = tx.send(Event::Child(Err(errno.into())));
+                        }
+                        break;
+                    }
                 }
             }
         });
@@ -188,7 +208,7 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
     }
 
     // Supervise.
-    let mut supervisor = Supervisor::new(args, kill_after, pgid, sent);
+    let mut supervisor = Supervisor::new(args, kill_after, pgid, sent, guard.pid());
     let status = supervisor.supervise(&rx);
     guard.watch(None);
 
@@ -283,12 +303,16 @@ struct Supervisor<'a> {
     killed_at: Option<Instant>,
     terminations: u32,
     renew_failing: bool,
+    /// Children redlock knows of (the command, the guard): not adopted.
+    known: [Pid; 2],
+    /// Adopted processes already sent the stop signal.
+    adopted_stopped: HashSet<Pid>,
     renewals: u64,
     renewal_failures: u64,
 }
 
 impl<'a> Supervisor<'a> {
-    fn new(args: &'a RunArgs, kill_after: Duration, pgid: Pid, sent: Instant) -> Self {
+    fn new(args: &'a RunArgs, kill_after: Duration, pgid: Pid, sent: Instant, guard: Pid) -> Self {
         let started = Instant::now();
         Self {
             args,
@@ -304,6 +328,8 @@ impl<'a> Supervisor<'a> {
             killed_at: None,
             terminations: 0,
             renew_failing: false,
+            known: [pgid, guard],
+            adopted_stopped: HashSet::new(),
             renewals: 0,
             renewal_failures: 0,
         }
@@ -331,7 +357,25 @@ impl<'a> Supervisor<'a> {
             self.stopping = true;
             child::signal_group(self.pgid, self.args.stop_signal);
         }
+        self.tend_adopted();
         self.schedule_kill(now + self.kill_after);
+    }
+
+    /// Processes that left the command's group and were adopted by redlock share its fate:
+    /// the stop signal once stopping (once each), SIGKILL once killing. True if any is left.
+    fn tend_adopted(&mut self) -> bool {
+        let adopted = child::adopted(&self.known);
+        if self.killed_at.is_some() {
+            child::signal_adopted(&adopted, Signal::SIGKILL);
+        } else if self.stopping {
+            let new: Vec<_> = adopted
+                .iter()
+                .filter(|(pid, _)| self.adopted_stopped.insert(*pid))
+                .copied()
+                .collect();
+            child::signal_adopted(&new, self.args.stop_signal);
+        }
+        !adopted.is_empty()
     }
 
     fn schedule_kill(&mut self, at: Instant) {
@@ -342,6 +386,7 @@ impl<'a> Supervisor<'a> {
         if self.killed_at.is_none() {
             self.killed_at = Some(now);
             child::signal_group(self.pgid, Signal::SIGKILL);
+            self.tend_adopted();
         }
     }
 
@@ -363,7 +408,8 @@ impl<'a> Supervisor<'a> {
             let now = Instant::now();
             // Done first: a command that ended in time keeps its status, even if the lease
             // deadline passes in the same instant.
-            if self.status.is_some() && !child::group_alive(self.pgid) {
+            let adopted = (self.stopping || self.status.is_some()) && self.tend_adopted();
+            if self.status.is_some() && !child::group_alive(self.pgid) && !adopted {
                 return self.status;
             }
             if now >= self.kill_line() {
@@ -393,12 +439,12 @@ impl<'a> Supervisor<'a> {
                 self.stop(now);
             }
             if self.status.is_some() {
-                // The command exited but left processes in its group: they must not outlive the lock.
+                // The command exited but left processes behind: they must not outlive the lock.
                 if !self.stopping {
                     say!(
                         1,
                         "leftovers" {},
-                        "the command left processes in its group; stopping them"
+                        "the command left processes behind (in its group, or double-forked out of it); stopping them"
                     );
                     self.stop(now);
                 }
@@ -426,6 +472,8 @@ impl<'a> Supervisor<'a> {
             }
             if self.status.is_some() {
                 wake = wake.min(now + GROUP_POLL);
+            } else if self.stopping {
+                wake = wake.min(now + ADOPT_POLL);
             }
             match rx.recv_timeout(wake.saturating_duration_since(now)) {
                 Ok(event) => self.handle(event),
