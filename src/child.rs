@@ -144,38 +144,61 @@ pub fn become_subreaper() {
 
 /// Live processes redlock adopted: its children other than those in `known` (the command,
 /// the guard), with their process groups. Zombies are left to [`wait_any`].
+///
+/// Reads `/proc/self/task/*/children` (a few tiny files, since this runs on every exit path),
+/// and falls back to scanning all of `/proc` where the kernel lacks that file.
 pub fn adopted(known: &[Pid]) -> Vec<(Pid, Pid)> {
+    let candidates = children().unwrap_or_else(all_pids);
     let me = getpid().as_raw();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
     let mut found = Vec::new();
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // The command name may hold spaces and parentheses: the fields follow the last ')'.
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-            continue;
-        };
-        let mut fields = rest.split_whitespace();
-        let (Some(state), Some(ppid), Some(pgrp)) = (fields.next(), fields.next(), fields.next())
-        else {
-            continue;
-        };
+    for pid in candidates {
         let pid = Pid::from_raw(pid);
-        if ppid.parse() == Ok(me) && !matches!(state, "Z" | "X") && !known.contains(&pid) {
-            found.push((pid, Pid::from_raw(pgrp.parse().unwrap_or(0))));
+        if known.contains(&pid) {
+            continue;
+        }
+        if let Some((state, ppid, pgrp)) = stat(pid)
+            && ppid == me
+            && !matches!(state, 'Z' | 'X')
+        {
+            found.push((pid, Pid::from_raw(pgrp)));
         }
     }
     found
+}
+
+/// The pids listed in `/proc/self/task/*/children`, or None when the kernel has no such file.
+fn children() -> Option<Vec<i32>> {
+    let mut pids = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let text = std::fs::read_to_string(task.path().join("children")).ok()?;
+        pids.extend(
+            text.split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok()),
+        );
+    }
+    Some(pids)
+}
+
+fn all_pids() -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// (state, parent pid, process group) from `/proc/PID/stat`.
+fn stat(pid: Pid) -> Option<(char, i32, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: the fields follow the last ')'.
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some((state, ppid, pgrp))
 }
 
 /// Send `signal` to adopted processes: to the whole group of one that leads its own group
@@ -282,6 +305,20 @@ mod tests {
         assert_eq!(
             spawn_failure_status(&io::Error::from_raw_os_error(Errno::ENOEXEC as i32)),
             126
+        );
+    }
+
+    #[test]
+    fn adopted_lists_children_not_known() {
+        let mut sleeper = Command::new("sleep").arg("5").spawn().unwrap();
+        let pid = Pid::from_raw(sleeper.id() as i32);
+        assert!(adopted(&[]).iter().any(|&(p, _)| p == pid));
+        assert!(!adopted(&[pid]).iter().any(|&(p, _)| p == pid));
+        sleeper.kill().unwrap();
+        sleeper.wait().unwrap();
+        assert!(
+            !adopted(&[]).iter().any(|&(p, _)| p == pid),
+            "a reaped child"
         );
     }
 
