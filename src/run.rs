@@ -171,6 +171,7 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
     let pgid = Pid::from_raw(child.id() as i32);
     guard.watch(Some(pgid));
     let tx = events.clone();
+    let guard_pid = guard.pid();
     let waiter = std::thread::Builder::new()
         .name("wait".into())
         .spawn(move || {
@@ -183,9 +184,13 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
                         ended = !matches!(waited, Waited::Stopped(_));
                         let _ = tx.send(Event::Child(Ok(waited)));
                     }
-                    Ok((pid, _)) => {
-                        say!(2, "reaped" { "pid" => pid.as_raw() }, "reaped process {pid}")
-                    }
+                    // The guard ends as redlock does; anything else was adopted.
+                    Ok((pid, _)) if pid == guard_pid => {}
+                    Ok((pid, _)) => say!(
+                        2,
+                        "reaped" { "pid" => pid.as_raw() },
+                        "reaped adopted process {pid}"
+                    ),
                     // No child at all for now; an orphan may still be adopted later.
                     Err(Errno::ECHILD) if ended => std::thread::sleep(ADOPT_POLL),
                     Err(errno) => {
