@@ -109,7 +109,7 @@ pub fn release(args: &ReleaseArgs) -> anyhow::Result<i32> {
     }
     let mut redis = redis(&args.conn, &args.key)?;
     let forced = redis
-        .force_release(TIMEOUT)
+        .force_release(args.token.as_deref(), TIMEOUT)
         .map_err(unavailable)
         .with_context(|| format!("cannot release lock '{}'", args.key))?;
     match forced {
@@ -117,6 +117,13 @@ pub fn release(args: &ReleaseArgs) -> anyhow::Result<i32> {
             "lock '{}' is free; nothing released (fencing counter {fence})",
             args.key
         ),
+        Forced::Other { token, fence } => {
+            println!(
+                "lock '{}' is held by token {token}, not the one given; left alone (fencing counter {fence})",
+                args.key
+            );
+            return Ok(crate::exit::CONFLICT);
+        }
         Forced::Removed {
             token,
             fence,

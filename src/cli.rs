@@ -56,7 +56,7 @@ pub enum Command {
     #[command(after_help = format!("EXIT STATUS:\n  0        the locks were listed (none is fine)\n  64       usage error\n  69       Redis unreachable or answered with an error\n\n{ADMIN_ENV_HELP}"))]
     List(ListArgs),
     /// Break-glass: delete the lock NAME whoever holds it, and advance its fencing counter.
-    #[command(after_help = format!("The holder's renewals then fail and it stops its command (exit 76); the fencing\ncounter moves past the holder's token, so a resource that checks it refuses the\nold holder's writes. One waiter is woken, as by a normal release.\n\nEXIT STATUS:\n  0        the lock was removed, or was already free (says so)\n  64       usage error, or --force missing\n  69       Redis unreachable or answered with an error\n\n{ADMIN_ENV_HELP}"))]
+    #[command(after_help = format!("The holder's renewals then fail and it stops its command (exit 76); the fencing\ncounter moves past the holder's token, so a resource that checks it refuses the\nold holder's writes. One waiter is woken, as by a normal release.\n\nEXIT STATUS:\n  0        the lock was removed, or was already free (says so)\n  64       usage error, or --force missing\n  75       --token given and the lock holds another token (left alone)\n  69       Redis unreachable or answered with an error\n\n{ADMIN_ENV_HELP}"))]
     Release(ReleaseArgs),
 }
 
@@ -167,6 +167,11 @@ pub struct ReleaseArgs {
     /// Required: delete the lock even though another process holds it.
     #[arg(long)]
     pub force: bool,
+
+    /// Only if the lock still holds this owner token (as shown by status): never break the
+    /// lock of a holder that took it since you looked.
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
 
     #[command(flatten)]
     pub output: OutputArgs,

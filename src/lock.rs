@@ -211,15 +211,20 @@ return 1
 ",
 ));
 
-/// Break-glass release: delete the lock whoever holds it, advance the fencing counter past the
-/// old holder's token, and wake one waiter. ARGV: wake-up linger ms.
-/// Returns {0, fencing counter} when the lock was free (nothing changed), or {1, new fencing
-/// counter, removed token, holder host, pid, command line, start time} ('' when unknown).
+/// Break-glass release: delete the lock whoever holds it (or only while it holds ARGV[2], when
+/// not ''), advance the fencing counter past the old holder's token, and wake one waiter.
+/// ARGV: wake-up linger ms, expected token or ''.
+/// Returns {0, fencing counter} when the lock was free (nothing changed), {-1, fencing counter,
+/// token} when it holds another token than expected (left alone), or {1, new fencing counter,
+/// removed token, holder host, pid, command line, start time} ('' when unknown).
 static FORCE_RELEASE: Lua = Lua::new(concat!(
     waiters_lua!(),
     r"
 local v = redis.call('GET', KEYS[1])
 if not v then return {0, tonumber(redis.call('GET', KEYS[2]) or '0')} end
+if ARGV[2] ~= '' and v ~= ARGV[2] then
+  return {-1, tonumber(redis.call('GET', KEYS[2]) or '0'), v}
+end
 local h = redis.call('HMGET', KEYS[6], 'token', 'host', 'pid', 'argv', 'started')
 if h[1] ~= v then h = {} end
 redis.call('DEL', KEYS[1])
@@ -555,6 +560,8 @@ pub struct LockInfo {
 pub enum Forced {
     /// The lock was free; nothing changed. The fencing counter as it is.
     Free { fence: i64 },
+    /// The lock holds `token`, not the one expected; nothing changed.
+    Other { token: String, fence: i64 },
     /// Removed the lock holding `token`; the fencing counter is now `fence`.
     Removed {
         token: String,
@@ -620,13 +627,23 @@ impl SingleRedis {
         })
     }
 
-    /// Break-glass: delete the lock whoever holds it and advance the fencing counter.
-    pub fn force_release(&mut self, timeout: Duration) -> Result<Forced, Failure> {
-        let reply = self.eval(&FORCE_RELEASE, &[&millis(WAKE_LINGER)], timeout)?;
+    /// Break-glass: delete the lock whoever holds it (or only while it holds `expected`) and
+    /// advance the fencing counter.
+    pub fn force_release(
+        &mut self,
+        expected: Option<&str>,
+        timeout: Duration,
+    ) -> Result<Forced, Failure> {
+        let args = [&*millis(WAKE_LINGER), expected.unwrap_or("")];
+        let reply = self.eval(&FORCE_RELEASE, &args, timeout)?;
         let items = strings(&reply).ok_or_else(|| unexpected(&self.endpoint, &reply))?;
         let fence = items.get(1).and_then(|s| s.parse::<i64>().ok());
         match (items.first().map(String::as_str), fence) {
             (Some("0"), Some(fence)) => Ok(Forced::Free { fence }),
+            (Some("-1"), Some(fence)) if items.len() >= 3 => Ok(Forced::Other {
+                token: items[2].clone(),
+                fence,
+            }),
             (Some("1"), Some(fence)) if items.len() >= 7 => Ok(Forced::Removed {
                 token: items[2].clone(),
                 fence,

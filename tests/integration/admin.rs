@@ -143,7 +143,30 @@ fn force_release_fences_the_holder_off_and_wakes_a_waiter() {
         redis.info_field("blocked_clients") == 1
     });
 
-    let out = run_timeout(admin(&redis, "release", &["--key", "stuck", "--force"]), T);
+    // With --token, only that holder's lock is broken.
+    let out = run_timeout(
+        admin(
+            &redis,
+            "release",
+            &["--key", "stuck", "--force", "--token", "nope"],
+        ),
+        T,
+    );
+    out.assert_code(75);
+    assert!(out.stdout.contains("left alone"), "{}", out.stdout);
+    assert_eq!(
+        redis.get(&lock_key("stuck")).as_deref(),
+        Some(token.as_str())
+    );
+
+    let out = run_timeout(
+        admin(
+            &redis,
+            "release",
+            &["--key", "stuck", "--force", "--token", &token],
+        ),
+        T,
+    );
     out.assert_code(0);
     assert!(out.stdout.contains(&token), "{}", out.stdout);
     assert!(
