@@ -50,13 +50,13 @@ pub enum Command {
     )]
     Run(RunArgs),
     /// Show whether the lock NAME is free or held, by whom, for how long, and its fencing counter.
-    #[command(after_help = format!("EXIT STATUS:\n  0        the lock's state was shown (free or held)\n  64       usage error\n  69       Redis unreachable or answered with an error\n\n{ADMIN_ENV_HELP}"))]
+    #[command(after_help = format!("{}\n\n{ADMIN_ENV_HELP}", exit::STATUS_TABLE))]
     Status(StatusArgs),
     /// List the locks under a prefix (SCAN, never KEYS), held ones with their holder.
-    #[command(after_help = format!("EXIT STATUS:\n  0        the locks were listed (none is fine)\n  64       usage error\n  69       Redis unreachable or answered with an error\n\n{ADMIN_ENV_HELP}"))]
+    #[command(after_help = format!("{}\n\n{ADMIN_ENV_HELP}", exit::LIST_TABLE))]
     List(ListArgs),
     /// Break-glass: delete the lock NAME whoever holds it, and advance its fencing counter.
-    #[command(after_help = format!("The holder's renewals then fail and it stops its command (exit 76); the fencing\ncounter moves past the holder's token, so a resource that checks it refuses the\nold holder's writes. One waiter is woken, as by a normal release.\n\nEXIT STATUS:\n  0        the lock was removed, or was already free (says so)\n  64       usage error, or --force missing\n  75       --token given and the lock holds another token (left alone)\n  69       Redis unreachable or answered with an error\n\n{ADMIN_ENV_HELP}"))]
+    #[command(after_help = format!("The holder's renewals then fail and it stops its command (exit {}); the fencing\ncounter moves past the holder's token, so a resource that checks it refuses the\nold holder's writes. One waiter is woken, as by a normal release.\n\n{}\n\n{ADMIN_ENV_HELP}", exit::LOCK_LOST, exit::RELEASE_TABLE))]
     Release(ReleaseArgs),
 }
 

@@ -37,6 +37,28 @@ EXIT STATUS:
   126      the command could not be executed
   127      the command was not found";
 
+/// The exit statuses of `redlock status`.
+pub const STATUS_TABLE: &str = "\
+EXIT STATUS:
+  0        the lock's state was shown (free or held)
+  64       usage error
+  69       Redis unreachable or answered with an error";
+
+/// The exit statuses of `redlock list`.
+pub const LIST_TABLE: &str = "\
+EXIT STATUS:
+  0        the locks were listed (none is fine)
+  64       usage error
+  69       Redis unreachable or answered with an error";
+
+/// The exit statuses of `redlock release`.
+pub const RELEASE_TABLE: &str = "\
+EXIT STATUS:
+  0        the lock was removed, or was already free (says so)
+  64       usage error, or --force missing
+  69       Redis unreachable or answered with an error
+  75       --token given and the lock holds another token (left alone)";
+
 /// The exit status a shell reports for a process that ended with `status`:
 /// its code, or 128+N when it died from signal N.
 pub fn from_status(status: std::process::ExitStatus) -> i32 {
@@ -87,5 +109,11 @@ mod tests {
                 "{code} missing from the table"
             );
         }
+        for table in [STATUS_TABLE, LIST_TABLE, RELEASE_TABLE] {
+            for code in [0, USAGE, UNAVAILABLE] {
+                assert!(table.contains(&format!("  {code} ")), "{code}: {table}");
+            }
+        }
+        assert!(RELEASE_TABLE.contains(&format!("  {CONFLICT} ")));
     }
 }
