@@ -933,6 +933,16 @@ mod tests {
     }
 
     #[test]
+    fn shell_quoting() {
+        assert_eq!(shell_quote("./backup.sh"), "./backup.sh");
+        assert_eq!(shell_quote("--out=/tmp/x,y"), "--out=/tmp/x,y");
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(shell_quote("$HOME"), "'$HOME'");
+    }
+
+    #[test]
     fn redacts_passwords() {
         assert_eq!(
             redact("redis://:hunter2@host:6379/0"),

@@ -221,3 +221,22 @@ fn admin_commands_report_an_unreachable_redis_with_69() {
         assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
     }
 }
+
+#[test]
+fn holder_details_are_renewed_with_the_lease() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let (holder, _) = spawn_holder(&redis, "renewed", &["--ttl", "300ms"], &dir, "h");
+    // Several leases' worth of time: only renewals keep the details alive.
+    let since = std::time::Instant::now();
+    wait_until(T, "two leases to pass", || {
+        since.elapsed() > Duration::from_millis(700)
+    });
+    let json = stdout_of(admin(&redis, "status", &["--key", "renewed", "--json"]));
+    assert!(
+        json.contains(&format!(r#""pid":{},"#, holder.pid())),
+        "{json}"
+    );
+    touch(&dir.join("h.go"));
+    holder.finish(T).assert_code(0);
+}
