@@ -186,7 +186,9 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
                     }
                     // The guard ends as redlock does; anything else was adopted.
                     Ok((pid, _)) if pid == guard_pid => {}
-                    Ok((pid, _)) => say!(
+                    // A stopped adopted process is not reaped; it is stopped with the job.
+                    Ok((_, Waited::Stopped(_))) => {}
+                    Ok((pid, Waited::Exited(_))) => say!(
                         2,
                         "reaped" { "pid" => pid.as_raw() },
                         "reaped adopted process {pid}"
