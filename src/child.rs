@@ -110,21 +110,105 @@ pub enum Waited {
     Stopped(Signal),
 }
 
-/// Wait for the command (`pid`) to end or to be stopped.
-pub fn wait(pid: Pid) -> io::Result<Waited> {
+/// Wait for any child of redlock to end or to be stopped: the command, the guard, or a process
+/// redlock adopted as subreaper (or PID 1). Reaping every child here, in one thread, is what
+/// keeps adopted orphans from staying zombies without ever taking the command's status from
+/// its waiter: this is that waiter.
+pub fn wait_any() -> Result<(Pid, Waited), Errno> {
     use std::os::unix::process::ExitStatusExt;
     loop {
-        match waitpid(pid, Some(WaitPidFlag::WUNTRACED)) {
-            Ok(WaitStatus::Exited(_, code)) => {
-                return Ok(Waited::Exited(ExitStatus::from_raw((code & 0xff) << 8)));
+        match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WUNTRACED)) {
+            Ok(WaitStatus::Exited(pid, code)) => {
+                return Ok((
+                    pid,
+                    Waited::Exited(ExitStatus::from_raw((code & 0xff) << 8)),
+                ));
             }
-            Ok(WaitStatus::Signaled(_, signal, core)) => {
+            Ok(WaitStatus::Signaled(pid, signal, core)) => {
                 let raw = signal as i32 | if core { 0x80 } else { 0 };
-                return Ok(Waited::Exited(ExitStatus::from_raw(raw)));
+                return Ok((pid, Waited::Exited(ExitStatus::from_raw(raw))));
             }
-            Ok(WaitStatus::Stopped(_, signal)) => return Ok(Waited::Stopped(signal)),
+            Ok(WaitStatus::Stopped(pid, signal)) => return Ok((pid, Waited::Stopped(signal))),
             Ok(_) | Err(Errno::EINTR) => continue,
-            Err(errno) => return Err(errno.into()),
+            Err(errno) => return Err(errno),
+        }
+    }
+}
+
+/// Make redlock the reaper of its orphaned descendants (PR_SET_CHILD_SUBREAPER): a process that
+/// double-forks out of the command's group is re-parented to redlock instead of to init, so
+/// redlock can stop it with the rest of the job. Linux only; elsewhere it is a no-op.
+pub fn become_subreaper() {
+    let _ = nix::sys::prctl::set_child_subreaper(true);
+}
+
+/// Live processes redlock adopted: its children other than those in `known` (the command,
+/// the guard), with their process groups. Zombies are left to [`wait_any`].
+///
+/// Reads `/proc/self/task/*/children` (a few tiny files, since this runs on every exit path),
+/// and falls back to scanning all of `/proc` where the kernel lacks that file.
+pub fn adopted(known: &[Pid]) -> Vec<(Pid, Pid)> {
+    let candidates = children().unwrap_or_else(all_pids);
+    let me = getpid().as_raw();
+    let mut found = Vec::new();
+    for pid in candidates {
+        let pid = Pid::from_raw(pid);
+        if known.contains(&pid) {
+            continue;
+        }
+        if let Some((state, ppid, pgrp)) = stat(pid)
+            && ppid == me
+            && !matches!(state, 'Z' | 'X')
+        {
+            found.push((pid, Pid::from_raw(pgrp)));
+        }
+    }
+    found
+}
+
+/// The pids listed in `/proc/self/task/*/children`, or None when the kernel has no such file.
+fn children() -> Option<Vec<i32>> {
+    let mut pids = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let text = std::fs::read_to_string(task.path().join("children")).ok()?;
+        pids.extend(
+            text.split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok()),
+        );
+    }
+    Some(pids)
+}
+
+fn all_pids() -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// (state, parent pid, process group) from `/proc/PID/stat`.
+fn stat(pid: Pid) -> Option<(char, i32, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: the fields follow the last ')'.
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some((state, ppid, pgrp))
+}
+
+/// Send `signal` to adopted processes: to the whole group of one that leads its own group
+/// (`setsid`), else to the process alone (its own children are adopted in turn when it dies).
+pub fn signal_adopted(adopted: &[(Pid, Pid)], signal: Signal) {
+    for &(pid, pgrp) in adopted {
+        if pgrp == pid {
+            signal_group(pgrp, signal);
+        } else {
+            let _ = nix::sys::signal::kill(pid, signal);
         }
     }
 }
@@ -152,6 +236,7 @@ pub fn group_alive(pgid: Pid) -> bool {
 /// command's first process). It lives in its own process group, away from terminal signals.
 pub struct Guard {
     pipe: std::io::PipeWriter,
+    pid: Pid,
 }
 
 impl Guard {
@@ -161,7 +246,10 @@ impl Guard {
         // SAFETY: called before redlock starts any thread, so the child is a copy of a
         // single-threaded process and may run ordinary code; it only reads a pipe and signals.
         match unsafe { nix::unistd::fork() }.map_err(io::Error::from)? {
-            nix::unistd::ForkResult::Parent { .. } => Ok(Self { pipe: writer }),
+            nix::unistd::ForkResult::Parent { child } => Ok(Self {
+                pipe: writer,
+                pid: child,
+            }),
             nix::unistd::ForkResult::Child => {
                 drop(writer);
                 let _ = nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0));
@@ -185,6 +273,11 @@ impl Guard {
                 unsafe { nix::libc::_exit(0) }
             }
         }
+    }
+
+    /// The guard's pid (a child of redlock, not to be mistaken for an adopted one).
+    pub fn pid(&self) -> Pid {
+        self.pid
     }
 
     /// Watch the group `pgid` (or nothing, with None) from now on.
@@ -212,6 +305,20 @@ mod tests {
         assert_eq!(
             spawn_failure_status(&io::Error::from_raw_os_error(Errno::ENOEXEC as i32)),
             126
+        );
+    }
+
+    #[test]
+    fn adopted_lists_children_not_known() {
+        let mut sleeper = Command::new("sleep").arg("5").spawn().unwrap();
+        let pid = Pid::from_raw(sleeper.id() as i32);
+        assert!(adopted(&[]).iter().any(|&(p, _)| p == pid));
+        assert!(!adopted(&[pid]).iter().any(|&(p, _)| p == pid));
+        sleeper.kill().unwrap();
+        sleeper.wait().unwrap();
+        assert!(
+            !adopted(&[]).iter().any(|&(p, _)| p == pid),
+            "a reaped child"
         );
     }
 

@@ -22,10 +22,16 @@ pub const MAX_KEY_LEN: usize = 1024;
 const ENV_HELP: &str = "\
 ENVIRONMENT:
   REDLOCK_URL, REDLOCK_TTL, REDLOCK_WAIT, REDLOCK_FAIR, REDLOCK_PREFIX,
-  REDLOCK_KILL_AFTER, REDLOCK_STOP_SIGNAL, REDLOCK_MAX_RUNTIME and
-  REDLOCK_CONFLICT_EXIT_CODE give defaults for the options of the same name;
+  REDLOCK_KILL_AFTER, REDLOCK_STOP_SIGNAL, REDLOCK_MAX_RUNTIME,
+  REDLOCK_CONFLICT_EXIT_CODE, REDLOCK_MIN_INTERVAL, REDLOCK_METRICS_FILE and
+  REDLOCK_LOG_FORMAT give defaults for the options of the same name;
   a flag wins over its variable.
   The command sees REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_FENCING_TOKEN.";
+
+const ADMIN_ENV_HELP: &str = "\
+ENVIRONMENT:
+  REDLOCK_URL, REDLOCK_PREFIX and REDLOCK_LOG_FORMAT give defaults for the
+  options of the same name; a flag wins over its variable.";
 
 /// Run a command under a Redis lock: one copy at a time across every machine.
 #[derive(Debug, Parser)]
@@ -43,10 +49,20 @@ pub enum Command {
         override_usage = "redlock run [OPTIONS] --key <NAME> -- <COMMAND> [ARGS]..."
     )]
     Run(RunArgs),
+    /// Show whether the lock NAME is free or held, by whom, for how long, and its fencing counter.
+    #[command(after_help = format!("{}\n\n{ADMIN_ENV_HELP}", exit::STATUS_TABLE))]
+    Status(StatusArgs),
+    /// List the locks under a prefix (SCAN, never KEYS), held ones with their holder.
+    #[command(after_help = format!("{}\n\n{ADMIN_ENV_HELP}", exit::LIST_TABLE))]
+    List(ListArgs),
+    /// Break-glass: delete the lock NAME whoever holds it, and advance its fencing counter.
+    #[command(after_help = format!("The holder's renewals then fail and it stops its command (exit {}); the fencing\ncounter moves past the holder's token, so a resource that checks it refuses the\nold holder's writes. One waiter is woken, as by a normal release.\n\n{}\n\n{ADMIN_ENV_HELP}", exit::LOCK_LOST, exit::RELEASE_TABLE))]
+    Release(ReleaseArgs),
 }
 
+/// Where the locks live: shared by every subcommand.
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub struct ConnArgs {
     /// Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock
     #[arg(
         long,
@@ -54,8 +70,117 @@ pub struct RunArgs {
         default_value = "redis://127.0.0.1:6379",
         hide_env_values = true
     )]
-    // Checked by [`RunArgs::endpoint`], not by clap: clap's errors would echo a password.
+    // Checked by [`ConnArgs::endpoint`], not by clap: clap's errors would echo a password.
     pub url: String,
+
+    /// Prefix of the Redis keys: the lock is PREFIX{NAME}.
+    #[arg(long, env = "REDLOCK_PREFIX", hide_env_values = true, default_value = "redlock:", value_parser = parse_prefix)]
+    pub prefix: String,
+}
+
+impl ConnArgs {
+    /// Where the lock lives, from --url / REDLOCK_URL.
+    pub fn endpoint(&self) -> anyhow::Result<Endpoint> {
+        Endpoint::parse(&self.url).map_err(|message| classified(Class::Usage, message))
+    }
+}
+
+/// How redlock talks on stderr: shared by every subcommand.
+#[derive(Debug, Args)]
+pub struct OutputArgs {
+    /// Say more on stderr (repeat for more).
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    /// Say nothing on stderr but errors.
+    #[arg(short, long, conflicts_with = "verbose")]
+    pub quiet: bool,
+
+    /// Diagnostics as text lines, or as one JSON object per line (stable event names).
+    #[arg(
+        long,
+        env = "REDLOCK_LOG_FORMAT",
+        hide_env_values = true,
+        default_value = "text",
+        value_name = "FORMAT"
+    )]
+    pub log_format: LogFormat,
+}
+
+/// The shape of diagnostics on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+impl OutputArgs {
+    /// How much output on stderr: -1 quiet, 0 default, 1+ verbose.
+    pub fn verbosity(&self) -> i8 {
+        if self.quiet {
+            -1
+        } else {
+            self.verbose.min(3) as i8
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub conn: ConnArgs,
+
+    /// Name of the lock.
+    #[arg(long, value_name = "NAME", value_parser = parse_key)]
+    pub key: String,
+
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub conn: ConnArgs,
+
+    /// Print a JSON array of the locks instead of text.
+    #[arg(long)]
+    pub json: bool,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    #[command(flatten)]
+    pub conn: ConnArgs,
+
+    /// Name of the lock.
+    #[arg(long, value_name = "NAME", value_parser = parse_key)]
+    pub key: String,
+
+    /// Required: delete the lock even though another process holds it.
+    #[arg(long)]
+    pub force: bool,
+
+    /// Only if the lock still holds this owner token (as shown by status): never break the
+    /// lock of a holder that took it since you looked.
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub conn: ConnArgs,
 
     /// Name of the lock (not read from the environment: REDLOCK_KEY is what the command sees).
     #[arg(long, value_name = "NAME", value_parser = parse_key)]
@@ -73,9 +198,13 @@ pub struct RunArgs {
     #[arg(long, env = "REDLOCK_FAIR", hide_env_values = true, value_parser = clap::builder::FalseyValueParser::new())]
     pub fair: bool,
 
-    /// Exit status when the lock was not acquired.
+    /// Exit status when the lock was not acquired (or the run was skipped by --min-interval).
     #[arg(long, env = "REDLOCK_CONFLICT_EXIT_CODE", hide_env_values = true, default_value_t = exit::CONFLICT as u8, value_name = "N")]
     pub conflict_exit_code: u8,
+
+    /// Skip the run (conflict status) if a run of this lock succeeded this recently, on any host.
+    #[arg(long, env = "REDLOCK_MIN_INTERVAL", hide_env_values = true, value_name = "DURATION", value_parser = parse_positive)]
+    pub min_interval: Option<Duration>,
 
     /// Signal that asks the command to stop (lock lost, --max-runtime): a name or number.
     #[arg(long, env = "REDLOCK_STOP_SIGNAL", hide_env_values = true, default_value = "TERM", value_name = "SIG", value_parser = parse_stop_signal)]
@@ -89,17 +218,17 @@ pub struct RunArgs {
     #[arg(long, env = "REDLOCK_MAX_RUNTIME", hide_env_values = true, value_name = "DURATION", value_parser = parse_positive)]
     pub max_runtime: Option<Duration>,
 
-    /// Prefix of the Redis keys: the lock is PREFIX{NAME}.
-    #[arg(long, env = "REDLOCK_PREFIX", hide_env_values = true, default_value = "redlock:", value_parser = parse_prefix)]
-    pub prefix: String,
+    /// Write Prometheus metrics (textfile collector format) to PATH when redlock exits.
+    #[arg(
+        long,
+        env = "REDLOCK_METRICS_FILE",
+        hide_env_values = true,
+        value_name = "PATH"
+    )]
+    pub metrics_file: Option<std::path::PathBuf>,
 
-    /// Say more on stderr (repeat for more).
-    #[arg(short, long, action = clap::ArgAction::Count)]
-    pub verbose: u8,
-
-    /// Say nothing on stderr but errors.
-    #[arg(short, long, conflicts_with = "verbose")]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
 
     /// The command and its arguments, run without a shell.
     #[arg(required = true, num_args = 1.., trailing_var_arg = true, value_name = "COMMAND")]
@@ -127,20 +256,6 @@ impl RunArgs {
                 ),
             )),
             Some(grace) => Ok(grace),
-        }
-    }
-
-    /// Where the lock lives, from --url / REDLOCK_URL.
-    pub fn endpoint(&self) -> anyhow::Result<Endpoint> {
-        Endpoint::parse(&self.url).map_err(|message| classified(Class::Usage, message))
-    }
-
-    /// How much output on stderr: -1 quiet, 0 default, 1+ verbose.
-    pub fn verbosity(&self) -> i8 {
-        if self.quiet {
-            -1
-        } else {
-            self.verbose.min(3) as i8
         }
     }
 }
@@ -332,6 +447,7 @@ mod tests {
         argv.extend(["--", "true"]);
         match Cli::try_parse_from(argv).unwrap().command {
             Command::Run(args) => args,
+            other => panic!("parsed as {other:?}"),
         }
     }
 

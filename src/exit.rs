@@ -9,7 +9,8 @@ pub const USAGE: i32 = 64;
 pub const UNAVAILABLE: i32 = 69;
 /// Internal error (sysexits EX_SOFTWARE).
 pub const INTERNAL: i32 = 70;
-/// The lock is busy, or `--wait` ran out (sysexits EX_TEMPFAIL). `--conflict-exit-code` replaces it.
+/// The lock is busy, `--wait` ran out, or `--min-interval` skipped the run (sysexits
+/// EX_TEMPFAIL). `--conflict-exit-code` replaces it.
 pub const CONFLICT: i32 = 75;
 /// The lock was lost while the command ran; redlock stopped the command.
 pub const LOCK_LOST: i32 = 76;
@@ -29,11 +30,34 @@ EXIT STATUS:
   69       Redis unreachable, refused the credentials, or answered with an error
            before the lock was taken; the command did not run
   70       internal error
-  75       lock busy, or --wait ran out (change it with --conflict-exit-code)
+  75       lock busy, --wait ran out, or a run succeeded within --min-interval
+           (change it with --conflict-exit-code)
   76       the lock was lost while the command ran; redlock stopped the command
   124      --max-runtime exceeded; redlock stopped the command
   126      the command could not be executed
   127      the command was not found";
+
+/// The exit statuses of `redlock status`.
+pub const STATUS_TABLE: &str = "\
+EXIT STATUS:
+  0        the lock's state was shown (free or held)
+  64       usage error
+  69       Redis unreachable or answered with an error";
+
+/// The exit statuses of `redlock list`.
+pub const LIST_TABLE: &str = "\
+EXIT STATUS:
+  0        the locks were listed (none is fine)
+  64       usage error
+  69       Redis unreachable or answered with an error";
+
+/// The exit statuses of `redlock release`.
+pub const RELEASE_TABLE: &str = "\
+EXIT STATUS:
+  0        the lock was removed, or was already free (says so)
+  64       usage error, or --force missing
+  69       Redis unreachable or answered with an error
+  75       --token given and the lock holds another token (left alone)";
 
 /// The exit status a shell reports for a process that ended with `status`:
 /// its code, or 128+N when it died from signal N.
@@ -85,5 +109,11 @@ mod tests {
                 "{code} missing from the table"
             );
         }
+        for table in [STATUS_TABLE, LIST_TABLE, RELEASE_TABLE] {
+            for code in [0, USAGE, UNAVAILABLE] {
+                assert!(table.contains(&format!("  {code} ")), "{code}: {table}");
+            }
+        }
+        assert!(RELEASE_TABLE.contains(&format!("  {CONFLICT} ")));
     }
 }

@@ -22,6 +22,8 @@ pub enum LeaseEvent {
     },
     /// The lock stayed busy for the whole wait.
     Busy { waited: Duration },
+    /// Not run: a run of this lock succeeded `ago`, within the min-interval.
+    Skipped { ago: Duration, waited: Duration },
     /// Redis could not be used to take the lock.
     Failed(Failure),
     /// A renewal succeeded; the lease now counts from `sent`.
@@ -121,9 +123,10 @@ fn random_unit() -> f64 {
     bits as f64 / (1u64 << 53) as f64
 }
 
-/// What the lease thread hears: the supervisor's stop, or its waker's "try again".
+/// What the lease thread hears: the supervisor's stop (saying whether the run succeeded), or
+/// its waker's "try again".
 enum Msg {
-    Stop,
+    Stop { succeeded: bool },
     Retry,
 }
 
@@ -168,7 +171,12 @@ impl Lease {
 
     /// Ask the thread to stop waiting or renewing, and release the lock if it holds it.
     pub fn stop(&self) {
-        let _ = self.stop.send(Msg::Stop);
+        self.finish(false);
+    }
+
+    /// [`Lease::stop`], telling the release whether the run succeeded (for `--min-interval`).
+    pub fn finish(&self, succeeded: bool) {
+        let _ = self.stop.send(Msg::Stop { succeeded });
     }
 }
 
@@ -197,8 +205,8 @@ impl Worker<'_> {
         if !self.acquire(wait) {
             return None;
         }
-        if self.renew() {
-            Some(self.release())
+        if let Some(succeeded) = self.renew() {
+            Some(self.release(succeeded))
         } else {
             // Lost: wait for the supervisor's stop; there is nothing of ours to release.
             self.sleep(Duration::MAX);
@@ -208,6 +216,11 @@ impl Worker<'_> {
 
     /// Sleep up to `duration`; true when asked to stop (or the supervisor is gone).
     fn sleep(&self, duration: Duration) -> bool {
+        self.sleep_or_stop(duration).is_some()
+    }
+
+    /// Sleep up to `duration`; Some(succeeded) when asked to stop (false if the supervisor is gone).
+    fn sleep_or_stop(&self, duration: Duration) -> Option<bool> {
         let until = Instant::now().checked_add(duration);
         loop {
             let left = until.map_or(Duration::MAX, |u| {
@@ -215,8 +228,9 @@ impl Worker<'_> {
             });
             match self.inbox.recv_timeout(left) {
                 Ok(Msg::Retry) => {} // a late word from a waker no longer listened to
-                Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => return true,
-                Err(RecvTimeoutError::Timeout) => return false,
+                Ok(Msg::Stop { succeeded }) => return Some(succeeded),
+                Err(RecvTimeoutError::Disconnected) => return Some(false),
+                Err(RecvTimeoutError::Timeout) => return None,
             }
         }
     }
@@ -241,7 +255,7 @@ impl Worker<'_> {
             .recv_timeout(until.saturating_duration_since(Instant::now()))
         {
             Ok(Msg::Retry) | Err(RecvTimeoutError::Timeout) => false,
-            Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => true,
+            Ok(Msg::Stop { .. }) | Err(RecvTimeoutError::Disconnected) => true,
         }
     }
 
@@ -278,6 +292,17 @@ impl Worker<'_> {
                     });
                     return true;
                 }
+                Ok(Acquire::Done { ago }) => {
+                    // Pass on a wake-up we may have taken: the next waiter skips too, at once.
+                    if busy_seen {
+                        self.leave();
+                    }
+                    (self.report)(LeaseEvent::Skipped {
+                        ago,
+                        waited: start.elapsed(),
+                    });
+                    return false;
+                }
                 Ok(Acquire::Busy { remaining }) => {
                     busy_seen = true;
                     let left = until_give_up();
@@ -311,13 +336,16 @@ impl Worker<'_> {
         }
     }
 
-    /// Renew until asked to stop (true) or until the lock is found lost (false).
-    fn renew(&mut self) -> bool {
+    /// Renew until asked to stop (Some(whether the run succeeded)) or until the lock is found
+    /// lost (None).
+    fn renew(&mut self) -> Option<bool> {
         let mut next = Instant::now() + renew_interval(self.ttl);
         let mut last_sent = Instant::now();
         loop {
-            if self.sleep(next.saturating_duration_since(Instant::now())) {
-                return true;
+            if let Some(succeeded) =
+                self.sleep_or_stop(next.saturating_duration_since(Instant::now()))
+            {
+                return Some(succeeded);
             }
             let sent = Instant::now();
             let left = deadline(last_sent, self.ttl).saturating_duration_since(sent);
@@ -330,7 +358,7 @@ impl Worker<'_> {
                 }
                 Ok(lost) => {
                     (self.report)(LeaseEvent::Lost(lost));
-                    return false;
+                    return None;
                 }
                 Err(failure) => {
                     next = Instant::now() + retry_interval(self.ttl);
@@ -341,13 +369,13 @@ impl Worker<'_> {
     }
 
     /// Compare-and-delete, retrying an unanswered request within [`RELEASE_BUDGET`].
-    fn release(&mut self) -> Result<Held, Failure> {
+    fn release(&mut self, succeeded: bool) -> Result<Held, Failure> {
         let give_up = Instant::now() + RELEASE_BUDGET;
         loop {
             let left = give_up.saturating_duration_since(Instant::now());
             match self
                 .locker
-                .release(&self.token, left.min(Duration::from_secs(1)))
+                .release(&self.token, succeeded, left.min(Duration::from_secs(1)))
             {
                 Err(Failure::Unreachable(_))
                     if give_up > Instant::now() + Duration::from_millis(50) =>

@@ -1,11 +1,14 @@
 //! redlock: run a command under a Redis lock so only one copy runs at a time, anywhere.
 
+pub mod admin;
 pub mod child;
 pub mod cli;
 pub mod error;
 pub mod exit;
+pub mod json;
 pub mod lease;
 pub mod lock;
+pub mod metrics;
 pub mod run;
 pub mod say;
 pub mod signals;
@@ -17,17 +20,70 @@ use clap::error::ErrorKind;
 pub fn main() -> i32 {
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
-        Err(err) => return usage_error(&err),
+        Err(err) => {
+            say::set_json(json_wanted(std::env::args().skip(1)));
+            return usage_error(&err);
+        }
     };
-    match &cli.command {
-        cli::Command::Run(args) => match run::run(args) {
-            Ok(code) => code,
-            Err(err) => {
-                say::error(format!("{err:#}"));
-                error::exit_code(&err)
-            }
-        },
+    let output = match &cli.command {
+        cli::Command::Run(args) => &args.output,
+        cli::Command::Status(args) => &args.output,
+        cli::Command::List(args) => &args.output,
+        cli::Command::Release(args) => &args.output,
+    };
+    say::set_level(output.verbosity());
+    say::set_json(output.log_format == cli::LogFormat::Json);
+    let result = match &cli.command {
+        cli::Command::Run(args) => return run_with_metrics(args),
+        cli::Command::Status(args) => admin::status(args),
+        cli::Command::List(args) => admin::list(args),
+        cli::Command::Release(args) => admin::release(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            say::error(format!("{err:#}"));
+            error::exit_code(&err)
+        }
     }
+}
+
+/// `redlock run`, then the metrics file (if asked for) on every path that gets this far.
+fn run_with_metrics(args: &cli::RunArgs) -> i32 {
+    let mut stats = metrics::Stats::default();
+    let code = match run::run(args, &mut stats) {
+        Ok(code) => code,
+        Err(err) => {
+            say::error(format!("{err:#}"));
+            error::exit_code(&err)
+        }
+    };
+    if let Some(path) = &args.metrics_file
+        && metrics::check_path(path).is_ok()
+        && let Err(err) = metrics::write(path, &args.key, code, &stats)
+    {
+        say!(
+            0,
+            "warning: cannot write --metrics-file {}: {err}",
+            path.display()
+        );
+    }
+    code
+}
+
+/// Whether errors should come out as JSON although the command line did not parse: the last
+/// `--log-format` before `--` says so, else REDLOCK_LOG_FORMAT.
+fn json_wanted(args: impl Iterator<Item = String>) -> bool {
+    let mut format = std::env::var("REDLOCK_LOG_FORMAT").ok();
+    let mut args = args.take_while(|a| a != "--");
+    while let Some(arg) = args.next() {
+        if arg == "--log-format" {
+            format = args.next();
+        } else if let Some(value) = arg.strip_prefix("--log-format=") {
+            format = Some(value.to_owned());
+        }
+    }
+    format.is_some_and(|f| f.eq_ignore_ascii_case("json"))
 }
 
 /// Print a clap error as one `redlock: ` line (help and version as they are) and pick the status.
@@ -42,14 +98,17 @@ fn usage_error(err: &clap::Error) -> i32 {
             exit::USAGE
         }
         _ => {
-            say::error(one_line(&err.render().to_string()));
+            let sub = std::env::args()
+                .nth(1)
+                .filter(|a| ["run", "status", "list", "release"].contains(&a.as_str()));
+            say::error(one_line(&err.render().to_string(), sub.as_deref()));
             exit::USAGE
         }
     }
 }
 
 /// Fold clap's multi-line message into one line, without the usage and tip paragraphs.
-fn one_line(rendered: &str) -> String {
+fn one_line(rendered: &str, subcommand: Option<&str>) -> String {
     let mut parts = Vec::new();
     for line in rendered.lines() {
         let line = line.trim();
@@ -61,7 +120,10 @@ fn one_line(rendered: &str) -> String {
         }
     }
     let mut text = parts.join(" ");
-    text.push_str(" (see 'redlock run --help')");
+    match subcommand {
+        Some(sub) => text.push_str(&format!(" (see 'redlock {sub} --help')")),
+        None => text.push_str(" (see 'redlock --help')"),
+    }
     text
 }
 
@@ -72,14 +134,14 @@ mod tests {
     #[test]
     fn clap_errors_become_one_line() {
         let err = cli::Cli::try_parse_from(["redlock", "run", "--", "true"]).unwrap_err();
-        let line = one_line(&err.render().to_string());
+        let line = one_line(&err.render().to_string(), Some("run"));
         assert!(!line.contains('\n'));
         assert!(line.contains("--key"), "{line}");
         let err = cli::Cli::try_parse_from([
             "redlock", "run", "--key", "k", "--ttl", "abc", "--", "true",
         ])
         .unwrap_err();
-        let line = one_line(&err.render().to_string());
+        let line = one_line(&err.render().to_string(), Some("run"));
         assert!(
             line.contains("--ttl") && line.contains("'abc' is not a duration"),
             "{line}"

@@ -32,7 +32,7 @@ impl Lua {
 /// Lua helpers shared by the scripts that touch the waiters: the server clock, purging fair
 /// queue entries whose waiter stopped refreshing them, and waking exactly one waiter.
 ///
-/// KEYS are always [lock, fence, wake, queue, alive] (see [`Keys`]). A fair waiter's own wake
+/// KEYS are always [lock, fence, wake, queue, alive, holder, done] (see [`Keys`]). A fair waiter's own wake
 /// list is `wake .. ':' .. token`: not declared in KEYS, but it carries the same hash tag and so
 /// lives in the same Cluster slot.
 macro_rules! waiters_lua {
@@ -64,30 +64,67 @@ end
     };
 }
 
-/// Take the lock if free (SET NX PX) and advance the fencing counter in the same step.
-/// A retry of our own acquire whose reply was lost finds our token and succeeds again.
-/// Returns {1, fencing counter} or {0, holder's PTTL in ms}.
-static ACQUIRE: Lua = Lua::new(
+/// Lua helpers of the acquire scripts: the `--min-interval` check and the holder's details.
+///
+/// ARGV of both acquire scripts starts: token, ttl ms, min-interval ms ('0' = off), host, pid,
+/// command line, start time (unix seconds).
+macro_rules! acquire_lua {
+    () => {
+        r"
+redis.replicate_commands()
+local function done_ago()
+  if ARGV[3] == '0' then return nil end
+  local at = tonumber(redis.call('GET', KEYS[7]) or '')
+  if not at then return nil end
+  local t = redis.call('TIME')
+  local ago = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - at
+  if ago < tonumber(ARGV[3]) then return math.max(ago, 0) end
+  return nil
+end
+local function holder()
+  redis.call('DEL', KEYS[6])
+  redis.call('HSET', KEYS[6], 'token', ARGV[1], 'host', ARGV[4], 'pid', ARGV[5],
+    'argv', ARGV[6], 'started', ARGV[7])
+  redis.call('PEXPIRE', KEYS[6], ARGV[2])
+end
+"
+    };
+}
+
+/// Take the lock if free (SET NX PX), advance the fencing counter and record the holder's
+/// details, all in one step. A retry of our own acquire whose reply was lost finds our token
+/// and succeeds again. With a min-interval, a run that succeeded within it wins over all that.
+/// Returns {1, fencing counter}, {0, holder's PTTL in ms} or {2, ms since that success}.
+static ACQUIRE: Lua = Lua::new(concat!(
+    acquire_lua!(),
     r"
+local ago = done_ago()
+if ago then return {2, ago} end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  holder()
   return {1, redis.call('INCR', KEYS[2])}
 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[6], ARGV[2])
   return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
 end
 return {0, redis.call('PTTL', KEYS[1])}
 ",
-);
+));
 
 /// ACQUIRE for `--fair`: the lock goes only to the head of the queue of waiters (or to anyone
 /// when nobody waits). A waiter that cannot take it joins the queue, or refreshes its entry
-/// there, which lives `ARGV[3]` ms unless refreshed. Purging a dead head of a free lock wakes
-/// the next one. ARGV: token, ttl ms, entry lifetime ms, wake-up linger ms.
-/// Returns {1, fencing counter} or {0, holder's PTTL in ms (-2 when free but not our turn)}.
+/// there, which lives `ARGV[8]` ms unless refreshed. Purging a dead head of a free lock wakes
+/// the next one. ARGV: as ACQUIRE, then entry lifetime ms, wake-up linger ms.
+/// Returns {1, fencing counter}, {0, holder's PTTL in ms (-2 when free but not our turn)} or
+/// {2, ms since a success within the min-interval}.
 static ACQUIRE_FAIR: Lua = Lua::new(concat!(
     waiters_lua!(),
+    acquire_lua!(),
     r"
+local ago = done_ago()
+if ago then return {2, ago} end
 local me = ARGV[1]
 local now = now_us()
 local purged = purge(math.floor(now / 1000))
@@ -96,32 +133,35 @@ if (head == nil or head == me) and redis.call('SET', KEYS[1], me, 'NX', 'PX', AR
   redis.call('ZREM', KEYS[4], me)
   redis.call('ZREM', KEYS[5], me)
   redis.call('DEL', KEYS[3] .. ':' .. me)
+  holder()
   return {1, redis.call('INCR', KEYS[2])}
 end
 if redis.call('GET', KEYS[1]) == me then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[6], ARGV[2])
   return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
 end
 if not redis.call('ZSCORE', KEYS[4], me) then
   redis.call('ZADD', KEYS[4], now, me)
 end
-local entry = tonumber(ARGV[3])
+local entry = tonumber(ARGV[8])
 redis.call('ZADD', KEYS[5], math.floor(now / 1000) + entry, me)
 for i = 4, 5 do
   if redis.call('PTTL', KEYS[i]) < entry then redis.call('PEXPIRE', KEYS[i], entry) end
 end
-if purged > 0 and redis.call('EXISTS', KEYS[1]) == 0 then wake(ARGV[4]) end
+if purged > 0 and redis.call('EXISTS', KEYS[1]) == 0 then wake(ARGV[9]) end
 return {0, redis.call('PTTL', KEYS[1])}
 ",
 ));
 
-/// Extend the lease only while the key still holds our token.
+/// Extend the lease (and the holder's details with it) only while the key still holds our token.
 /// Returns 1 extended, 0 key gone, -1 held by another owner.
 static EXTEND: Lua = Lua::new(
     r"
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[6], ARGV[2])
   return 1
 end
 if v then return -1 end
@@ -129,15 +169,25 @@ return 0
 ",
 );
 
-/// Delete the key only while it holds our token, and wake one waiter: the head of the fair
-/// queue, or else whoever blocks first on the shared wake list. ARGV: token, wake-up linger ms.
+/// Delete the key (and the holder's details) only while it holds our token, and wake one
+/// waiter: the head of the fair queue, or else whoever blocks first on the shared wake list.
+/// With a min-interval (ARGV[3] ms, '0' = none) the run succeeded: record when, for that long,
+/// before waking anyone, so the woken waiter sees it. ARGV: token, wake-up linger ms, min-interval ms.
 /// Returns 1 released, 0 key already gone, -1 held by another owner (left untouched).
 static RELEASE: Lua = Lua::new(concat!(
     waiters_lua!(),
     r"
+if ARGV[3] ~= '0' then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('SET', KEYS[7], now, 'PX', ARGV[3])
+end
 local v = redis.call('GET', KEYS[1])
 if v and v ~= ARGV[1] then return -1 end
-if v then redis.call('DEL', KEYS[1]) end
+if v then
+  redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS[6])
+end
 purge(math.floor(now_us() / 1000))
 wake(ARGV[2])
 if v then return 1 end
@@ -160,6 +210,50 @@ end
 return 1
 ",
 ));
+
+/// Break-glass release: delete the lock whoever holds it (or only while it holds ARGV[2], when
+/// not ''), advance the fencing counter past the old holder's token, and wake one waiter.
+/// ARGV: wake-up linger ms, expected token or ''.
+/// Returns {0, fencing counter} when the lock was free (nothing changed), {-1, fencing counter,
+/// token} when it holds another token than expected (left alone), or {1, new fencing counter,
+/// removed token, holder host, pid, command line, start time} ('' when unknown).
+static FORCE_RELEASE: Lua = Lua::new(concat!(
+    waiters_lua!(),
+    r"
+local v = redis.call('GET', KEYS[1])
+if not v then return {0, tonumber(redis.call('GET', KEYS[2]) or '0')} end
+if ARGV[2] ~= '' and v ~= ARGV[2] then
+  return {-1, tonumber(redis.call('GET', KEYS[2]) or '0'), v}
+end
+local h = redis.call('HMGET', KEYS[6], 'token', 'host', 'pid', 'argv', 'started')
+if h[1] ~= v then h = {} end
+redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[6])
+local fence = redis.call('INCR', KEYS[2])
+purge(math.floor(now_us() / 1000))
+wake(ARGV[1])
+return {1, fence, v, h[2] or '', h[3] or '', h[4] or '', h[5] or ''}
+",
+));
+
+/// Read a lock's state without changing anything.
+/// Returns {fencing counter, ms since the last recorded success (-1 none), ms left of that
+/// record, lock PTTL (-2 free), token, holder host, pid, command line, start time}.
+static INSPECT: Lua = Lua::new(
+    r"
+local fence = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local at = tonumber(redis.call('GET', KEYS[7]) or '')
+local ago, left = -1, -2
+if at then ago = math.max(now - at, 0); left = redis.call('PTTL', KEYS[7]) end
+local v = redis.call('GET', KEYS[1])
+if not v then return {fence, ago, left, -2} end
+local h = redis.call('HMGET', KEYS[6], 'token', 'host', 'pid', 'argv', 'started')
+if h[1] ~= v then h = {} end
+return {fence, ago, left, redis.call('PTTL', KEYS[1]), v, h[2] or '', h[3] or '', h[4] or '', h[5] or ''}
+",
+);
 
 /// Where the lock lives: parsed connection details plus a printable form without secrets.
 #[derive(Clone)]
@@ -274,6 +368,10 @@ pub struct Keys {
     pub queue: String,
     /// When each fair waiter's queue entry lapses unless refreshed (server time, ms).
     pub alive: String,
+    /// The holder's details (hash: token, host, pid, argv, started), with the lock's expiry.
+    pub holder: String,
+    /// When a run last succeeded (server time, ms), kept for `--min-interval`.
+    pub done: String,
 }
 
 impl Keys {
@@ -284,17 +382,22 @@ impl Keys {
             wake: format!("{lock}:wake"),
             queue: format!("{lock}:queue"),
             alive: format!("{lock}:alive"),
+            holder: format!("{lock}:holder"),
+            done: format!("{lock}:done"),
             lock,
         }
     }
 
-    fn all(&self) -> [&str; 5] {
+    /// Every key, in the order the scripts expect them in KEYS.
+    fn all(&self) -> [&str; 7] {
         [
             &self.lock,
             &self.fence,
             &self.wake,
             &self.queue,
             &self.alive,
+            &self.holder,
+            &self.done,
         ]
     }
 
@@ -332,6 +435,8 @@ pub enum Acquire {
     Taken { fence: i64 },
     /// Held by someone else, who has this much lease left (None: no expiry, or unknown).
     Busy { remaining: Option<Duration> },
+    /// Not attempted: a run of this lock succeeded this long ago, within the min-interval.
+    Done { ago: Duration },
 }
 
 /// What a compare-and-extend or compare-and-delete found.
@@ -362,8 +467,10 @@ pub trait Locker: Send {
     ) -> Result<Acquire, Failure>;
     /// Extend the lease to `ttl` from now if the lock still holds `token`.
     fn extend(&mut self, token: &str, ttl: Duration, timeout: Duration) -> Result<Held, Failure>;
-    /// Delete the lock if it still holds `token`.
-    fn release(&mut self, token: &str, timeout: Duration) -> Result<Held, Failure>;
+    /// Delete the lock if it still holds `token`; `succeeded` records a successful run for
+    /// the min-interval, if one is set.
+    fn release(&mut self, token: &str, succeeded: bool, timeout: Duration)
+    -> Result<Held, Failure>;
 }
 
 /// Blocks until a release wakes this waiter.
@@ -383,7 +490,84 @@ pub struct SingleRedis {
     fair: bool,
     /// How long a fair waiter's queue entry lives without a refresh.
     entry_lifetime: Duration,
+    /// Skip runs within this long of a successful one (`--min-interval`).
+    min_interval: Option<Duration>,
+    /// Stored beside the lock when taken.
+    holder: Holder,
     conn: Option<redis::Connection>,
+}
+
+/// Who holds (or is taking) a lock, as stored beside it for `redlock status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Holder {
+    pub host: String,
+    pub pid: u32,
+    /// The command line, shell-quoted.
+    pub command: String,
+    /// Unix seconds, by the holder's clock.
+    pub started: u64,
+}
+
+impl Holder {
+    /// This process, about to run `argv`.
+    pub fn current(argv: &[std::ffi::OsString]) -> Self {
+        let host = nix::unistd::gethostname()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let command = argv
+            .iter()
+            .map(|a| shell_quote(&a.to_string_lossy()))
+            .collect::<Vec<_>>()
+            .join(" ");
+        Self {
+            host,
+            pid: std::process::id(),
+            command,
+            started,
+        }
+    }
+}
+
+/// `word` as the shell would need it: bare when safe, else in single quotes.
+pub fn shell_quote(word: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "@%+=:,./-_".contains(c);
+    if !word.is_empty() && word.chars().all(safe) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// A lock's state as `redlock status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockInfo {
+    pub keys: Keys,
+    /// The fencing counter (0 when never taken).
+    pub fence: i64,
+    /// The holder's token and remaining lease (None when no expiry), when held.
+    pub held: Option<(String, Option<Duration>)>,
+    /// The holder's details, when held by a redlock that stored them.
+    pub holder: Option<Holder>,
+    /// How long ago a run last succeeded, and how long that record still holds off new runs.
+    pub done: Option<(Duration, Option<Duration>)>,
+}
+
+/// What a forced release removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Forced {
+    /// The lock was free; nothing changed. The fencing counter as it is.
+    Free { fence: i64 },
+    /// The lock holds `token`, not the one expected; nothing changed.
+    Other { token: String, fence: i64 },
+    /// Removed the lock holding `token`; the fencing counter is now `fence`.
+    Removed {
+        token: String,
+        fence: i64,
+        holder: Option<Holder>,
+    },
 }
 
 impl SingleRedis {
@@ -395,8 +579,102 @@ impl SingleRedis {
             keys,
             fair,
             entry_lifetime,
+            min_interval: None,
+            holder: Holder::default(),
             conn: None,
         }
+    }
+
+    /// Record `holder` beside the lock when taking it.
+    pub fn with_holder(mut self, holder: Holder) -> Self {
+        self.holder = holder;
+        self
+    }
+
+    /// Skip runs within `interval` of a successful one, and record successes for that long.
+    pub fn with_min_interval(mut self, interval: Option<Duration>) -> Self {
+        self.min_interval = interval;
+        self
+    }
+
+    /// Look at another lock's keys from now on (`redlock list` reuses one connection).
+    pub fn set_keys(&mut self, keys: Keys) {
+        self.keys = keys;
+    }
+
+    /// The lock's state, read in one script.
+    pub fn inspect(&mut self, timeout: Duration) -> Result<LockInfo, Failure> {
+        let reply = self.eval(&INSPECT, &[], timeout)?;
+        let items = strings(&reply).ok_or_else(|| unexpected(&self.endpoint, &reply))?;
+        let int = |i: usize| items.get(i).and_then(|s| s.parse::<i64>().ok());
+        let ms = |v: i64| u64::try_from(v).ok().map(Duration::from_millis);
+        let (Some(fence), Some(ago), Some(left), Some(pttl)) = (int(0), int(1), int(2), int(3))
+        else {
+            return Err(unexpected(&self.endpoint, &reply));
+        };
+        let held = match (pttl, items.get(4)) {
+            (-2, _) | (_, None) => None,
+            (pttl, Some(token)) => Some((token.clone(), ms(pttl))),
+        };
+        Ok(LockInfo {
+            keys: self.keys.clone(),
+            fence,
+            holder: held
+                .as_ref()
+                .and_then(|_| holder_from(&items[5.min(items.len())..])),
+            held,
+            done: ms(ago).map(|ago| (ago, ms(left))),
+        })
+    }
+
+    /// Break-glass: delete the lock whoever holds it (or only while it holds `expected`) and
+    /// advance the fencing counter.
+    pub fn force_release(
+        &mut self,
+        expected: Option<&str>,
+        timeout: Duration,
+    ) -> Result<Forced, Failure> {
+        let args = [&*millis(WAKE_LINGER), expected.unwrap_or("")];
+        let reply = self.eval(&FORCE_RELEASE, &args, timeout)?;
+        let items = strings(&reply).ok_or_else(|| unexpected(&self.endpoint, &reply))?;
+        let fence = items.get(1).and_then(|s| s.parse::<i64>().ok());
+        match (items.first().map(String::as_str), fence) {
+            (Some("0"), Some(fence)) => Ok(Forced::Free { fence }),
+            (Some("-1"), Some(fence)) if items.len() >= 3 => Ok(Forced::Other {
+                token: items[2].clone(),
+                fence,
+            }),
+            (Some("1"), Some(fence)) if items.len() >= 7 => Ok(Forced::Removed {
+                token: items[2].clone(),
+                fence,
+                holder: holder_from(&items[3..]),
+            }),
+            _ => Err(unexpected(&self.endpoint, &reply)),
+        }
+    }
+
+    /// One SCAN step over keys matching `pattern`: the next cursor (0 when done) and the keys.
+    pub fn scan(
+        &mut self,
+        cursor: u64,
+        pattern: &str,
+        timeout: Duration,
+    ) -> Result<(u64, Vec<Vec<u8>>), Failure> {
+        let endpoint = &self.endpoint;
+        let result = connection(&mut self.conn, endpoint, timeout, timeout).and_then(|conn| {
+            redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query::<(u64, Vec<Vec<u8>>)>(conn)
+                .map_err(|e| classify(endpoint, e))
+        });
+        if let Err(Failure::Unreachable(_)) = result {
+            self.conn = None;
+        }
+        result
     }
 
     /// Run `script` with EVALSHA, falling back to EVAL when the script cache was emptied
@@ -469,20 +747,34 @@ impl Locker for SingleRedis {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<Acquire, Failure> {
-        let reply = if self.fair {
-            let (entry, linger) = (millis(self.entry_lifetime), millis(WAKE_LINGER));
-            self.eval(
-                &ACQUIRE_FAIR,
-                &[token, &millis(ttl), &entry, &linger],
-                timeout,
-            )?
+        let interval = self.min_interval.map_or_else(|| "0".to_owned(), millis);
+        let holder = self.holder.clone();
+        let (pid, started) = (holder.pid.to_string(), holder.started.to_string());
+        let ttl_ms = millis(ttl);
+        let (entry, linger) = (millis(self.entry_lifetime), millis(WAKE_LINGER));
+        let mut args: Vec<&str> = vec![
+            token,
+            &ttl_ms,
+            &interval,
+            &holder.host,
+            &pid,
+            &holder.command,
+            &started,
+        ];
+        let script = if self.fair {
+            args.extend([entry.as_str(), linger.as_str()]);
+            &ACQUIRE_FAIR
         } else {
-            self.eval(&ACQUIRE, &[token, &millis(ttl)], timeout)?
+            &ACQUIRE
         };
+        let reply = self.eval(script, &args, timeout)?;
         match integers(&reply).as_deref() {
             Some([1, fence]) => Ok(Acquire::Taken { fence: *fence }),
             Some([0, pttl]) => Ok(Acquire::Busy {
                 remaining: u64::try_from(*pttl).ok().map(Duration::from_millis),
+            }),
+            Some([2, ago]) => Ok(Acquire::Done {
+                ago: Duration::from_millis(u64::try_from(*ago).unwrap_or(0)),
             }),
             _ => Err(unexpected(&self.endpoint, &reply)),
         }
@@ -493,8 +785,17 @@ impl Locker for SingleRedis {
         held(&self.endpoint, &reply)
     }
 
-    fn release(&mut self, token: &str, timeout: Duration) -> Result<Held, Failure> {
-        let reply = self.eval(&RELEASE, &[token, &millis(WAKE_LINGER)], timeout)?;
+    fn release(
+        &mut self,
+        token: &str,
+        succeeded: bool,
+        timeout: Duration,
+    ) -> Result<Held, Failure> {
+        let done = match self.min_interval {
+            Some(interval) if succeeded => millis(interval),
+            _ => "0".to_owned(),
+        };
+        let reply = self.eval(&RELEASE, &[token, &millis(WAKE_LINGER), &done], timeout)?;
         held(&self.endpoint, &reply)
     }
 
@@ -559,6 +860,35 @@ fn integers(value: &Value) -> Option<Vec<i64>> {
     }
 }
 
+/// A script's array reply as strings (integers written out, nil as "").
+fn strings(value: &Value) -> Option<Vec<String>> {
+    match value {
+        Value::Array(items) => items
+            .iter()
+            .map(|v| match v {
+                Value::Int(i) => Some(i.to_string()),
+                Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+                Value::Nil => Some(String::new()),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
+    }
+}
+
+/// A holder from [host, pid, command line, start time]; None when not recorded.
+fn holder_from(items: &[String]) -> Option<Holder> {
+    match items {
+        [host, pid, command, started, ..] if !host.is_empty() => Some(Holder {
+            host: host.clone(),
+            pid: pid.parse().unwrap_or(0),
+            command: command.clone(),
+            started: started.parse().unwrap_or(0),
+        }),
+        _ => None,
+    }
+}
+
 fn held(endpoint: &Endpoint, reply: &Value) -> Result<Held, Failure> {
     match reply {
         Value::Int(1) => Ok(Held::Ours),
@@ -600,6 +930,16 @@ mod tests {
         let odd = Keys::new("p:", "a}b {c}");
         assert_eq!(odd.lock, "p:{a}b {c}}");
         assert!(odd.fence.starts_with(&odd.lock));
+    }
+
+    #[test]
+    fn shell_quoting() {
+        assert_eq!(shell_quote("./backup.sh"), "./backup.sh");
+        assert_eq!(shell_quote("--out=/tmp/x,y"), "--out=/tmp/x,y");
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(shell_quote("$HOME"), "'$HOME'");
     }
 
     #[test]

@@ -4,12 +4,14 @@
 //! thread and the child-waiter thread only report into its channel, and the supervisor never
 //! blocks on Redis, so a hung server cannot delay stopping the command before its lease ends.
 
+use std::collections::HashSet;
 use std::io;
 use std::process::ExitStatus;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use nix::errno::Errno;
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
@@ -18,7 +20,8 @@ use crate::cli::RunArgs;
 use crate::error::{Class, classified};
 use crate::exit;
 use crate::lease::{self, Lease, LeaseEvent};
-use crate::lock::{Held, Keys, SingleRedis};
+use crate::lock::{Held, Holder, Keys, SingleRedis};
+use crate::metrics::{self, Stats};
 use crate::say;
 use crate::signals;
 
@@ -38,14 +41,23 @@ const REAP_WAIT: Duration = Duration::from_secs(1);
 const IDLE_WAKE: Duration = Duration::from_secs(60);
 /// How often to look for processes left in the group after the command itself exited.
 const GROUP_POLL: Duration = Duration::from_millis(10);
+/// How often to look for newly adopted processes while the command is being stopped.
+const ADOPT_POLL: Duration = Duration::from_millis(50);
 
 /// Run the command under the lock and return redlock's exit status.
-pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
-    say::set_level(args.verbosity());
+pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
+    say::set_level(args.output.verbosity());
+    say::set_key(&args.key);
+    let started = Instant::now();
     let kill_after = args.kill_after()?;
-    let endpoint = args.endpoint()?;
+    let endpoint = args.conn.endpoint()?;
+    if let Some(path) = &args.metrics_file {
+        metrics::check_path(path).map_err(|message| classified(Class::Usage, message))?;
+    }
     // Before any thread exists: the guard is forked.
     let mut guard = Guard::start().context("cannot start the guard process")?;
+    // Orphans of the command come to redlock, which stops them with the job and reaps them.
+    child::become_subreaper();
     let (events, rx) = mpsc::channel::<Event>();
 
     // Catch signals before anything slow, so a TERM while connecting or waiting is honoured.
@@ -55,10 +67,14 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     })
     .context("cannot install signal handlers")?;
 
-    let keys = Keys::new(&args.prefix, &args.key);
+    let keys = Keys::new(&args.conn.prefix, &args.key);
     let token = uuid::Uuid::new_v4().to_string();
     let entry_lifetime = lease::queue_entry_lifetime(args.ttl);
-    let locker = Box::new(SingleRedis::new(endpoint, keys, args.fair, entry_lifetime));
+    let locker = Box::new(
+        SingleRedis::new(endpoint, keys, args.fair, entry_lifetime)
+            .with_holder(Holder::current(&args.command))
+            .with_min_interval(args.min_interval),
+    );
     let tx = events.clone();
     let lease = Lease::start(locker, token.clone(), args.ttl, args.wait, move |event| {
         let _ = tx.send(Event::Lease(event));
@@ -74,28 +90,51 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
             }) => {
                 say!(
                     1,
+                    "acquired" { "waited_ms" => waited.as_millis(), "fence" => fence },
                     "acquired lock '{}' after {} (fencing token {fence})",
                     args.key,
                     millis(waited)
                 );
+                stats.waited = Some(waited);
                 break (fence, sent);
             }
             Event::Lease(LeaseEvent::Busy { waited }) => {
+                stats.outcome = Some("busy");
+                stats.waited = Some(waited);
                 say!(
                     1,
+                    "busy" { "waited_ms" => waited.as_millis() },
                     "lock '{}' is held elsewhere; gave up after {}",
                     args.key,
                     millis(waited)
                 );
                 return Ok(i32::from(args.conflict_exit_code));
             }
+            Event::Lease(LeaseEvent::Skipped { ago, waited }) => {
+                stats.outcome = Some("skipped");
+                stats.waited = Some(waited);
+                stats.success_ago = Some(ago);
+                say!(
+                    1,
+                    "skipped" { "waited_ms" => waited.as_millis(), "last_success_ms_ago" => ago.as_millis() },
+                    "lock '{}' last succeeded {} ago, within --min-interval; skipping the run (waited {})",
+                    args.key,
+                    humantime::format_duration(Duration::from_secs(ago.as_secs())),
+                    millis(waited)
+                );
+                return Ok(i32::from(args.conflict_exit_code));
+            }
             Event::Lease(LeaseEvent::Failed(failure)) => {
+                stats.waited = Some(started.elapsed());
                 return Err(classified(Class::Unavailable, failure.to_string()))
                     .with_context(|| format!("cannot take lock '{}'", args.key));
             }
             Event::Signal(signal) if signals::is_terminating(signal) => {
+                stats.outcome = Some("interrupted");
+                stats.waited = Some(started.elapsed());
                 say!(
                     1,
+                    "interrupted" { "signal" => name(signal) },
                     "{} while waiting for lock '{}'; not running the command",
                     name(signal),
                     args.key
@@ -118,27 +157,50 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     let child = match child::spawn(&args.command, &env, terminal) {
         Ok(child) => child,
         Err(err) => {
-            say::error(format!(
-                "cannot run '{}': {err}",
-                args.command[0].to_string_lossy()
-            ));
+            say::error_event(
+                "spawn_failed",
+                format!("cannot run '{}': {err}", args.command[0].to_string_lossy()),
+            );
             lease.stop();
             finish(&rx, &args.key);
+            stats.outcome = Some("not_run");
+            stats.held = Some(sent.elapsed());
             return Ok(child::spawn_failure_status(&err));
         }
     };
     let pgid = Pid::from_raw(child.id() as i32);
     guard.watch(Some(pgid));
     let tx = events.clone();
+    let guard_pid = guard.pid();
     let waiter = std::thread::Builder::new()
         .name("wait".into())
         .spawn(move || {
+            // Reaps every child until redlock exits: the command (reported), then anything
+            // adopted (as subreaper or PID 1) so it never lingers as a zombie.
+            let mut ended = false;
             loop {
-                let waited = child::wait(pgid);
-                let ended = !matches!(waited, Ok(Waited::Stopped(_)));
-                let _ = tx.send(Event::Child(waited));
-                if ended {
-                    break;
+                match child::wait_any() {
+                    Ok((pid, waited)) if pid == pgid && !ended => {
+                        ended = !matches!(waited, Waited::Stopped(_));
+                        let _ = tx.send(Event::Child(Ok(waited)));
+                    }
+                    // The guard ends as redlock does; anything else was adopted.
+                    Ok((pid, _)) if pid == guard_pid => {}
+                    // A stopped adopted process is not reaped; it is stopped with the job.
+                    Ok((_, Waited::Stopped(_))) => {}
+                    Ok((pid, Waited::Exited(_))) => say!(
+                        2,
+                        "reaped" { "pid" => pid.as_raw() },
+                        "reaped adopted process {pid}"
+                    ),
+                    // No child at all for now; an orphan may still be adopted later.
+                    Err(Errno::ECHILD) if ended => std::thread::sleep(ADOPT_POLL),
+                    Err(errno) => {
+                        if !ended {
+                            let _ = tx.send(Event::Child(Err(errno.into())));
+                        }
+                        break;
+                    }
                 }
             }
         });
@@ -148,11 +210,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         child::signal_group(pgid, Signal::SIGKILL);
         lease.stop();
         finish(&rx, &args.key);
+        stats.held = Some(sent.elapsed());
         return Err(err).context("cannot start the child-waiter thread");
     }
 
     // Supervise.
-    let mut supervisor = Supervisor::new(args, kill_after, pgid, sent);
+    let mut supervisor = Supervisor::new(args, kill_after, pgid, sent, guard.pid());
     let status = supervisor.supervise(&rx);
     guard.watch(None);
 
@@ -160,12 +223,28 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     if let Some(terminal) = terminal {
         terminal.restore();
     }
-    lease.stop();
-    finish(&rx, &args.key);
-    Ok(supervisor.outcome.unwrap_or_else(|| match status {
+    let code = supervisor.outcome.unwrap_or_else(|| match status {
         Some(status) => exit::from_status(status),
         None => exit::INTERNAL,
-    }))
+    });
+    say!(
+        1,
+        "exited" { "status" => code, "held_ms" => sent.elapsed().as_millis() },
+        "the command ended; exit status {code} after {}",
+        millis(sent.elapsed())
+    );
+    lease.finish(code == 0);
+    finish(&rx, &args.key);
+    stats.held = Some(sent.elapsed());
+    stats.renewals = supervisor.renewals;
+    stats.renewal_failures = supervisor.renewal_failures;
+    stats.outcome = match supervisor.outcome {
+        Some(exit::LOCK_LOST) => Some("lock_lost"),
+        Some(exit::TIMEOUT) => Some("max_runtime"),
+        Some(_) => Some("error"),
+        None => None,
+    };
+    Ok(code)
 }
 
 /// Wait for the lease thread's final report and say what became of the lock.
@@ -175,18 +254,24 @@ fn finish(rx: &Receiver<Event>, key: &str) {
         match rx.recv_timeout(give_up.saturating_duration_since(Instant::now())) {
             Ok(Event::Lease(LeaseEvent::Finished(result))) => {
                 match result {
-                    Some(Ok(Held::Ours)) => say!(1, "released lock '{key}'"),
+                    Some(Ok(Held::Ours)) => say!(1, "released" {}, "released lock '{key}'"),
                     Some(Ok(Held::Gone)) => {
-                        say!(0, "warning: lock '{key}' had already expired when released")
+                        say!(
+                            0,
+                            "release_failed" { "reason" => "gone" },
+                            "warning: lock '{key}' had already expired when released"
+                        )
                     }
                     Some(Ok(Held::Taken)) => {
                         say!(
                             0,
+                            "release_failed" { "reason" => "taken" },
                             "warning: lock '{key}' was held by another owner when released; left it alone"
                         )
                     }
                     Some(Err(failure)) => say!(
                         0,
+                        "release_failed" { "reason" => "error" },
                         "warning: could not release lock '{key}' ({failure}); it expires by itself"
                     ),
                     None => {}
@@ -197,6 +282,7 @@ fn finish(rx: &Receiver<Event>, key: &str) {
             Err(_) => {
                 say!(
                     0,
+                    "release_failed" { "reason" => "no_answer" },
                     "warning: no answer while releasing lock '{key}'; it expires by itself"
                 );
                 return;
@@ -224,10 +310,16 @@ struct Supervisor<'a> {
     killed_at: Option<Instant>,
     terminations: u32,
     renew_failing: bool,
+    /// Children redlock knows of (the command, the guard): not adopted.
+    known: [Pid; 2],
+    /// Adopted processes already sent the stop signal.
+    adopted_stopped: HashSet<Pid>,
+    renewals: u64,
+    renewal_failures: u64,
 }
 
 impl<'a> Supervisor<'a> {
-    fn new(args: &'a RunArgs, kill_after: Duration, pgid: Pid, sent: Instant) -> Self {
+    fn new(args: &'a RunArgs, kill_after: Duration, pgid: Pid, sent: Instant, guard: Pid) -> Self {
         let started = Instant::now();
         Self {
             args,
@@ -243,6 +335,10 @@ impl<'a> Supervisor<'a> {
             killed_at: None,
             terminations: 0,
             renew_failing: false,
+            known: [pgid, guard],
+            adopted_stopped: HashSet::new(),
+            renewals: 0,
+            renewal_failures: 0,
         }
     }
 
@@ -268,7 +364,25 @@ impl<'a> Supervisor<'a> {
             self.stopping = true;
             child::signal_group(self.pgid, self.args.stop_signal);
         }
+        self.tend_adopted();
         self.schedule_kill(now + self.kill_after);
+    }
+
+    /// Processes that left the command's group and were adopted by redlock share its fate:
+    /// the stop signal once stopping (once each), SIGKILL once killing. True if any is left.
+    fn tend_adopted(&mut self) -> bool {
+        let adopted = child::adopted(&self.known);
+        if self.killed_at.is_some() {
+            child::signal_adopted(&adopted, Signal::SIGKILL);
+        } else if self.stopping {
+            let new: Vec<_> = adopted
+                .iter()
+                .filter(|(pid, _)| self.adopted_stopped.insert(*pid))
+                .copied()
+                .collect();
+            child::signal_adopted(&new, self.args.stop_signal);
+        }
+        !adopted.is_empty()
     }
 
     fn schedule_kill(&mut self, at: Instant) {
@@ -279,6 +393,7 @@ impl<'a> Supervisor<'a> {
         if self.killed_at.is_none() {
             self.killed_at = Some(now);
             child::signal_group(self.pgid, Signal::SIGKILL);
+            self.tend_adopted();
         }
     }
 
@@ -287,7 +402,7 @@ impl<'a> Supervisor<'a> {
             self.lease_ending = true;
             self.outcome = Some(exit::LOCK_LOST);
             if self.status.is_none() {
-                say::error(format!("{why}; stopping the command"));
+                say::error_event("lock_lost", format!("{why}; stopping the command"));
             }
             self.stop(now);
             self.schedule_kill(self.kill_line());
@@ -300,7 +415,8 @@ impl<'a> Supervisor<'a> {
             let now = Instant::now();
             // Done first: a command that ended in time keeps its status, even if the lease
             // deadline passes in the same instant.
-            if self.status.is_some() && !child::group_alive(self.pgid) {
+            let adopted = (self.stopping || self.status.is_some()) && self.tend_adopted();
+            if self.status.is_some() && !child::group_alive(self.pgid) && !adopted {
                 return self.status;
             }
             if now >= self.kill_line() {
@@ -322,13 +438,21 @@ impl<'a> Supervisor<'a> {
             }
             if self.max_runtime_at.is_some_and(|m| now >= m) && self.outcome.is_none() {
                 self.outcome = Some(exit::TIMEOUT);
-                say!(0, "the command ran past --max-runtime; stopping it");
+                say!(
+                    0,
+                    "max_runtime" {},
+                    "the command ran past --max-runtime; stopping it"
+                );
                 self.stop(now);
             }
             if self.status.is_some() {
-                // The command exited but left processes in its group: they must not outlive the lock.
+                // The command exited but left processes behind: they must not outlive the lock.
                 if !self.stopping {
-                    say!(1, "the command left processes in its group; stopping them");
+                    say!(
+                        1,
+                        "leftovers" {},
+                        "the command left processes behind (in its group, or double-forked out of it); stopping them"
+                    );
                     self.stop(now);
                 }
                 if self
@@ -355,6 +479,8 @@ impl<'a> Supervisor<'a> {
             }
             if self.status.is_some() {
                 wake = wake.min(now + GROUP_POLL);
+            } else if self.stopping {
+                wake = wake.min(now + ADOPT_POLL);
             }
             match rx.recv_timeout(wake.saturating_duration_since(now)) {
                 Ok(event) => self.handle(event),
@@ -370,7 +496,12 @@ impl<'a> Supervisor<'a> {
         match event {
             Event::Signal(signal) => {
                 if let Ok(sig) = Signal::try_from(signal) {
-                    say!(1, "forwarding {} to the command", sig.as_str());
+                    say!(
+                        1,
+                        "signal_forwarded" { "signal" => sig.as_str() },
+                        "forwarding {} to the command",
+                        sig.as_str()
+                    );
                     child::signal_group(self.pgid, sig);
                 }
                 if signals::is_terminating(signal) {
@@ -389,6 +520,7 @@ impl<'a> Supervisor<'a> {
                 // redlock stops, and a stopped redlock could not renew the lease.
                 say!(
                     0,
+                    "job_control" { "signal" => signal.as_str() },
                     "the command was stopped by {}; job control is not supported under a lock, continuing it",
                     signal.as_str()
                 );
@@ -397,22 +529,33 @@ impl<'a> Supervisor<'a> {
             // Someone paused it on purpose with SIGSTOP: theirs to continue.
             Event::Child(Ok(Waited::Stopped(_))) => {}
             Event::Child(Err(err)) => {
-                say::error(format!("lost track of the command: {err}"));
+                say::error_event("error", format!("lost track of the command: {err}"));
                 self.outcome.get_or_insert(exit::INTERNAL);
                 self.kill(now);
             }
             Event::Lease(LeaseEvent::Renewed { sent }) => {
+                self.renewals += 1;
                 if self.renew_failing {
-                    say!(0, "renewing lock '{key}' works again");
+                    say!(
+                        0,
+                        "renew_recovered" {},
+                        "renewing lock '{key}' works again"
+                    );
                     self.renew_failing = false;
                 }
-                say!(2, "renewed lock '{key}'");
+                say!(
+                    2,
+                    "renewed" { "renewals" => self.renewals },
+                    "renewed lock '{key}'"
+                );
                 self.deadline = lease::deadline(sent, self.args.ttl);
             }
             Event::Lease(LeaseEvent::RenewFailed(failure)) => {
+                self.renewal_failures += 1;
                 let level = if self.renew_failing { 2 } else { 0 };
                 say!(
                     level,
+                    "renew_failed" { "error" => failure.to_string() },
                     "warning: renewing lock '{key}' failed ({failure}); retrying"
                 );
                 self.renew_failing = true;

@@ -1,30 +1,120 @@
-//! Diagnostics on stderr: the `redlock: ` prefix and the verbosity level chosen by -v / -q.
+//! Diagnostics on stderr: the `redlock: ` prefix or one JSON object per line
+//! (`--log-format json`), and the verbosity level chosen by -v / -q.
+//!
+//! Every line is an event with a stable name (`acquired`, `released`, ...; see the README's
+//! table), so the JSON form is an interface: rename nothing, add fields freely.
 
-use std::sync::atomic::{AtomicI8, Ordering};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicI8, Ordering};
+
+use crate::json::{self, Object};
 
 static LEVEL: AtomicI8 = AtomicI8::new(0);
+static JSON: AtomicBool = AtomicBool::new(false);
+static KEY: OnceLock<String> = OnceLock::new();
 
 /// -1 quiet (errors only), 0 default (warnings), 1+ verbose.
 pub fn set_level(level: i8) {
     LEVEL.store(level, Ordering::Relaxed);
 }
 
-/// Whether messages of `level` are shown (0 warnings, 1 lifecycle, 2 renewals).
+/// Write JSON lines instead of text from now on.
+pub fn set_json(on: bool) {
+    JSON.store(on, Ordering::Relaxed);
+}
+
+/// The lock name added to every JSON line as `"key"`.
+pub fn set_key(key: &str) {
+    let _ = KEY.set(key.to_owned());
+}
+
+/// Whether messages of `level` are shown (-1 errors, 0 warnings, 1 lifecycle, 2 renewals).
 pub fn enabled(level: i8) -> bool {
     LEVEL.load(Ordering::Relaxed) >= level
 }
 
 /// An error: always shown.
 pub fn error(message: impl std::fmt::Display) {
-    eprintln!("redlock: {message}");
+    emit(-1, "error", &[], format_args!("{message}"));
 }
 
-/// A line shown at `level` and above: `say!(1, "acquired ...")`.
+/// An error with its own event name: always shown.
+pub fn error_event(event: &str, message: impl std::fmt::Display) {
+    emit(-1, event, &[], format_args!("{message}"));
+}
+
+/// A value for a JSON field.
+pub trait Field {
+    fn json(&self) -> String;
+}
+
+macro_rules! int_field {
+    ($($t:ty),*) => {$(
+        impl Field for $t {
+            fn json(&self) -> String {
+                self.to_string()
+            }
+        }
+    )*};
+}
+int_field!(i32, i64, u32, u64, u128, usize);
+
+impl Field for &str {
+    fn json(&self) -> String {
+        json::string(self)
+    }
+}
+
+impl Field for String {
+    fn json(&self) -> String {
+        json::string(self)
+    }
+}
+
+/// Print one event (callers check [`enabled`] first; the `say!` macro does).
+pub fn emit(level: i8, event: &str, fields: &[(&str, String)], text: std::fmt::Arguments) {
+    if !JSON.load(Ordering::Relaxed) {
+        eprintln!("redlock: {text}");
+        return;
+    }
+    let name = match level {
+        ..0 => "error",
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let ts = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
+    let mut obj = Object::new()
+        .str("ts", &ts)
+        .str("level", name)
+        .str("event", event);
+    if let Some(key) = KEY.get() {
+        obj = obj.str("key", key);
+    }
+    for (field, value) in fields {
+        obj = obj.raw(field, value);
+    }
+    let text = text.to_string();
+    let msg = text.strip_prefix("warning: ").unwrap_or(&text);
+    eprintln!("{}", obj.str("msg", msg).finish());
+}
+
+/// A line shown at `level` and above, with an optional event name and JSON fields:
+/// `say!(1, "acquired" { "fence" => fence }, "acquired ...")`, or `say!(0, "text")`
+/// (event `message`).
 #[macro_export]
 macro_rules! say {
-    ($level:expr, $($arg:tt)*) => {
+    ($level:expr, $event:literal { $($name:literal => $value:expr),* $(,)? }, $($arg:tt)*) => {
         if $crate::say::enabled($level) {
-            eprintln!("redlock: {}", format_args!($($arg)*));
+            $crate::say::emit(
+                $level,
+                $event,
+                &[$(($name, $crate::say::Field::json(&$value))),*],
+                format_args!($($arg)*),
+            );
         }
+    };
+    ($level:expr, $($arg:tt)*) => {
+        $crate::say!($level, "message" {}, $($arg)*)
     };
 }

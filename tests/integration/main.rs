@@ -3,14 +3,24 @@
 // Fixtures: redis-server per test, temp dirs, the redlock command, polling helpers.
 mod util;
 
+// Admin subcommands: status and list show holders, release --force breaks a lock and fences it.
+mod admin;
 // Run a command under the lock: key while running, release, environment, fencing, URLs, output.
 mod basic;
 // Moving the lock between contenders: busy exit, --conflict-exit-code, --wait, no overlap.
 mod contention;
+// --min-interval: a success recorded in Redis skips later runs and waiters on any host.
+mod cron;
 // The exit-status table: passthrough, 128+N, 126, 127, --max-runtime's 124.
 mod exit_codes;
 // Redis failing under a held lock: killed, paused, restarted, scripts flushed, unreachable, auth.
 mod faults;
+// -v lines and --log-format json: events in order, errors as JSON, statuses unchanged.
+mod logs;
+// --metrics-file: the Prometheus textfile on every exit path, last success carried over.
+mod metrics;
+// Child subreaper and PID 1: double-forked daemons stopped with the job, zombies reaped, TERM.
+mod reaper;
 // Renewal and losing the lease: TTLs, overwritten or deleted keys, the whole group stopped.
 mod lease;
 // Signals sent to redlock: forwarding, --kill-after, escalation, SIGKILL, while waiting.

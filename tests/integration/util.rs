@@ -34,6 +34,9 @@ const REDLOCK_ENV: &[&str] = &[
     "REDLOCK_STOP_SIGNAL",
     "REDLOCK_CONFLICT_EXIT_CODE",
     "REDLOCK_MAX_RUNTIME",
+    "REDLOCK_MIN_INTERVAL",
+    "REDLOCK_METRICS_FILE",
+    "REDLOCK_LOG_FORMAT",
     "REDLOCK_KEY",
     "REDLOCK_TOKEN",
     "REDLOCK_FENCING_TOKEN",
@@ -401,6 +404,13 @@ pub fn run_sh(server: &RedisServer, key: &str, opts: &[&str], script: &str) -> C
     cmd.args(["run", "--url", &server.url(), "--key", key])
         .args(opts)
         .args(["--", "sh", "-c", script]);
+    cmd
+}
+
+/// `redlock <sub> --url <server> <args...>`: an admin subcommand against `server`.
+pub fn admin(server: &RedisServer, sub: &str, args: &[&str]) -> Command {
+    let mut cmd = redlock();
+    cmd.args([sub, "--url", &server.url()]).args(args);
     cmd
 }
 

@@ -1,0 +1,196 @@
+//! `--metrics-file`: the textfile-collector file written on every exit path, atomically, with
+//! the last success carried over from the previous file.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::util::*;
+
+const T: Duration = Duration::from_secs(20);
+
+/// The value of the series starting with `head` (name and labels).
+fn value(text: &str, head: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(head)?.strip_prefix(' '))
+        .map(|v| v.parse().unwrap())
+}
+
+fn metrics_of(path: &Path) -> String {
+    let text = read(path);
+    // Every sample line is `name{labels} value`, after its HELP and TYPE lines.
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let (series, v) = line.rsplit_once(' ').unwrap();
+        assert!(series.contains("{key=\""), "{line}");
+        v.parse::<f64>()
+            .unwrap_or_else(|_| panic!("bad value in {line}"));
+    }
+    text
+}
+
+fn no_temp_files(dir: &TempDir) {
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(names.is_empty(), "temporary files left: {names:?}");
+}
+
+#[test]
+fn every_exit_path_writes_the_file_and_keeps_the_last_success() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let prom = dir.join("job.prom");
+    let file = prom.to_str().unwrap();
+    let key = r#"job "a"\b"#;
+    let k = r#"{key="job \"a\"\\b""#;
+
+    run_timeout(
+        run_sh(
+            &redis,
+            key,
+            &["--metrics-file", file, "--ttl", "300ms"],
+            "sleep 0.5",
+        ),
+        T,
+    )
+    .assert_code(0);
+    let text = metrics_of(&prom);
+    assert_eq!(
+        value(&text, &format!("redlock_exit_status{k}}}")),
+        Some(0.0),
+        "{text}"
+    );
+    assert_eq!(
+        value(&text, &format!("redlock_outcome{k},outcome=\"success\"}}")),
+        Some(1.0),
+        "{text}"
+    );
+    assert!(
+        value(&text, &format!("redlock_renewals{k}}}")).unwrap() >= 1.0,
+        "{text}"
+    );
+    assert!(
+        value(&text, &format!("redlock_held_seconds{k}}}")).unwrap() > 0.0,
+        "{text}"
+    );
+    let success = value(
+        &text,
+        &format!("redlock_last_success_timestamp_seconds{k}}}"),
+    )
+    .unwrap();
+    let now = now_ns() as f64 / 1e9;
+    assert!(
+        success <= now && success > now - 600.0,
+        "{success} vs {now}"
+    );
+
+    // A failure keeps the previous success.
+    let mut cmd = run_sh(&redis, key, &[], "exit 3");
+    cmd.env("REDLOCK_METRICS_FILE", file);
+    run_timeout(cmd, T).assert_code(3);
+    let text = metrics_of(&prom);
+    assert_eq!(
+        value(&text, &format!("redlock_exit_status{k}}}")),
+        Some(3.0),
+        "{text}"
+    );
+    assert!(text.contains(",outcome=\"failed\"} 1"), "{text}");
+    assert_eq!(
+        value(
+            &text,
+            &format!("redlock_last_success_timestamp_seconds{k}}}")
+        ),
+        Some(success)
+    );
+
+    // A conflict, and an error after parsing (a bad URL), write it too.
+    let (holder, _) = spawn_holder(&redis, key, &[], &dir, "h");
+    run_timeout(run_sh(&redis, key, &["--metrics-file", file], "true"), T).assert_code(75);
+    let text = metrics_of(&prom);
+    assert!(text.contains(",outcome=\"busy\"} 1"), "{text}");
+    assert_eq!(
+        value(&text, &format!("redlock_exit_status{k}}}")),
+        Some(75.0)
+    );
+    touch(&dir.join("h.go"));
+    holder.finish(T).assert_code(0);
+
+    let mut cmd = redlock();
+    cmd.args([
+        "run",
+        "--url",
+        "http://nope",
+        "--key",
+        key,
+        "--metrics-file",
+        file,
+    ])
+    .args(["--", "true"]);
+    run_timeout(cmd, T).assert_code(64);
+    let text = metrics_of(&prom);
+    assert!(text.contains(",outcome=\"usage\"} 1"), "{text}");
+    assert_eq!(
+        value(
+            &text,
+            &format!("redlock_last_success_timestamp_seconds{k}}}")
+        ),
+        Some(success)
+    );
+    no_temp_files(&dir);
+}
+
+#[test]
+fn a_min_interval_skip_reports_the_fleet_wide_last_success() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let prom = dir.join("skip.prom");
+    let file = prom.to_str().unwrap();
+    run_timeout(
+        run_sh(&redis, "fleet", &["--min-interval", "1h"], "true"),
+        T,
+    )
+    .assert_code(0);
+    run_timeout(
+        run_sh(
+            &redis,
+            "fleet",
+            &["--min-interval", "1h", "--metrics-file", file],
+            "true",
+        ),
+        T,
+    )
+    .assert_code(75);
+    let text = metrics_of(&prom);
+    assert!(text.contains(",outcome=\"skipped\"} 1"), "{text}");
+    let success = value(
+        &text,
+        "redlock_last_success_timestamp_seconds{key=\"fleet\"}",
+    )
+    .expect(&text);
+    let now = now_ns() as f64 / 1e9;
+    assert!(
+        success <= now + 1.0 && success > now - 600.0,
+        "{success} vs {now}"
+    );
+}
+
+#[test]
+fn a_metrics_file_in_a_missing_directory_is_a_usage_error() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let missing = dir.join("no/such/dir/x.prom");
+    let out = run_timeout(
+        run_sh(
+            &redis,
+            "m",
+            &["--metrics-file", missing.to_str().unwrap()],
+            &marker_script(&dir),
+        ),
+        T,
+    );
+    out.assert_code(64);
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(!dir.join("marker").exists());
+    assert!(redis.all_keys().is_empty());
+}

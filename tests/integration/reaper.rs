@@ -1,0 +1,127 @@
+//! Processes that escape the command's process group (setsid, double forks) are adopted by
+//! redlock as child subreaper and stopped with the job: on lock loss and on a normal exit.
+//! As PID 1 of a fresh PID namespace (a container entrypoint), redlock reaps adopted zombies
+//! and still hears TERM.
+
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+
+use crate::util::*;
+
+const T: Duration = Duration::from_secs(20);
+
+/// Starts a daemon out of the command's group and session (`setsid`, backgrounded, so its
+/// parent shell can exit under it), waits for its pid file, then runs `then`.
+fn daemon_script(dir: &TempDir, then: &str) -> String {
+    format!(
+        "setsid sh -c 'echo $$ > {pid}; exec sleep 1000' & \
+         while [ ! -s {pid} ]; do sleep 0.01; done; {then}",
+        pid = dir.sh("daemon.pid"),
+    )
+}
+
+#[test]
+fn a_double_forked_daemon_does_not_outlive_a_normal_exit() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let out = run_timeout(
+        run_sh(&redis, "daemon", &["-v"], &daemon_script(&dir, "exit 0")),
+        T,
+    );
+    let daemon = wait_for_pid(&dir.join("daemon.pid"));
+    out.assert_code(0);
+    assert!(
+        !pid_alive(daemon),
+        "the setsid daemon {daemon} outlived redlock\n{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("stopping them"), "{}", out.stderr);
+}
+
+#[test]
+fn a_double_forked_daemon_is_stopped_when_the_lock_is_lost() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let script = daemon_script(&dir, &format!("touch {}; exec sleep 1000", dir.sh("ready")));
+    let proc = Proc::spawn(run_sh(&redis, "lost", &["--ttl", "1s"], &script));
+    wait_for_file(&dir.join("ready"));
+    let daemon = wait_for_pid(&dir.join("daemon.pid"));
+    assert!(pid_alive(daemon));
+    redis.del(&lock_key("lost"));
+    let out = proc.finish(T);
+    out.assert_code(76);
+    assert!(
+        !pid_alive(daemon),
+        "the setsid daemon {daemon} kept running after the lock was lost\n{}",
+        out.stderr
+    );
+}
+
+/// `unshare --pid --fork --mount-proc redlock ...`: redlock is PID 1 of a new PID namespace.
+fn as_pid1(redis: &RedisServer, key: &str, script: &str) -> Proc {
+    let mut cmd = std::process::Command::new("unshare");
+    clear_redlock_env(&mut cmd);
+    cmd.args(["--pid", "--fork", "--mount-proc", BIN, "run"])
+        .args([
+            "--url",
+            &redis.url(),
+            "--key",
+            key,
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+        .stdin(std::process::Stdio::null());
+    Proc::spawn(cmd)
+}
+
+#[test]
+fn as_pid1_it_reaps_adopted_zombies() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    // An orphan (its parent shell exits at once) is re-parented to PID 1 and dies 0.2 s later;
+    // only a reaping PID 1 makes its /proc entry go away. Then check that the command really
+    // ran as PID 1's child.
+    let script = format!(
+        "sh -c 'sleep 0.2 & echo $! > {orphan}'; o=$(cat {orphan}); i=0; \
+         while [ -e /proc/$o ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i+1)); done; \
+         if [ -e /proc/$o ]; then grep State /proc/$o/status > {result}; \
+         else echo reaped > {result}; fi; echo $PPID > {ppid}",
+        orphan = dir.sh("orphan"),
+        result = dir.sh("result"),
+        ppid = dir.sh("ppid"),
+    );
+    let out = as_pid1(&redis, "pid1", &script).finish(T);
+    out.assert_code(0);
+    assert_eq!(read(&dir.join("ppid")).trim(), "1", "redlock was not PID 1");
+    assert_eq!(read(&dir.join("result")).trim(), "reaped");
+}
+
+#[test]
+fn as_pid1_term_reaches_the_command() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let script = format!(
+        "trap 'echo term > {got}; exit 0' TERM; touch {ready}; while :; do sleep 0.02; done",
+        got = dir.sh("got"),
+        ready = dir.sh("ready"),
+    );
+    let proc = as_pid1(&redis, "pid1-term", &script);
+    wait_for_file(&dir.join("ready"));
+    // redlock's pid as the outer namespace sees it: the only child of unshare.
+    let children =
+        std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", proc.pid())).unwrap();
+    let redlock: i32 = children.split_whitespace().next().unwrap().parse().unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(redlock), Signal::SIGTERM).unwrap();
+    let out = proc.finish(T);
+    // The command's trap ran and it exited 0: TERM was forwarded, not ignored by PID 1.
+    assert_eq!(read(&dir.join("got")).trim(), "term", "{}", out.stderr);
+    out.assert_code(0);
+    assert_eq!(
+        redis.get(&lock_key("pid1-term")),
+        None,
+        "the lock was not released"
+    );
+}
