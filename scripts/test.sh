@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/need.sh
-need_packages tmux openssl
+need_packages tmux openssl groff:groff-base
 cargo fmt --check
 cargo clippy --all-targets --locked -- -D warnings
 cargo test --locked

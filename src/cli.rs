@@ -26,6 +26,25 @@ ENVIRONMENT:
   defaults for the options of the same name; a flag wins over its variable.
   The command sees REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_FENCING_TOKEN.";
 
+/// The variables redlock gives the command, and what each holds.
+pub const COMMAND_ENV: [(&str, &str); 3] = [
+    ("REDLOCK_KEY", "the lock name as given"),
+    (
+        "REDLOCK_TOKEN",
+        "this acquisition's owner token (UUID v4), the value stored in the lock key",
+    ),
+    (
+        "REDLOCK_FENCING_TOKEN",
+        "the fencing counter after this acquisition: strictly increasing for a name, while Redis keeps its data",
+    ),
+];
+
+/// Variables redlock reads that are not an option's default.
+pub const OTHER_ENV: [(&str, &str); 1] = [(
+    "SSL_CERT_FILE",
+    "for rediss:// URLs: a PEM file of CA certificates to trust instead of the system store",
+)];
+
 /// Run a command under a Redis lock: one copy at a time across every machine.
 #[derive(Debug, Parser)]
 #[command(name = "redlock", version, about, propagate_version = true)]
@@ -42,6 +61,18 @@ pub enum Command {
         override_usage = "redlock run [OPTIONS] --key <NAME> -- <COMMAND> [ARGS]..."
     )]
     Run(RunArgs),
+
+    /// Print a shell completion script to stdout (no Redis needed).
+    #[command(after_help = crate::docs::COMPLETIONS_HELP)]
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum, value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
+
+    /// Print the man page, redlock(1), to stdout as roff (no Redis needed).
+    #[command(after_help = crate::docs::MAN_HELP)]
+    Man,
 }
 
 #[derive(Debug, Args)]
@@ -327,6 +358,7 @@ mod tests {
         argv.extend(["--", "true"]);
         match Cli::try_parse_from(argv).unwrap().command {
             Command::Run(args) => args,
+            other => panic!("parsed as {other:?}"),
         }
     }
 
@@ -350,5 +382,19 @@ mod tests {
     #[test]
     fn clap_definition_is_consistent() {
         command().debug_assert();
+    }
+
+    #[test]
+    fn help_names_every_variable() {
+        let cmd = command();
+        let options = cmd
+            .get_subcommands()
+            .flat_map(|sub| sub.get_arguments())
+            .filter_map(|arg| arg.get_env())
+            .map(|var| var.to_string_lossy().into_owned());
+        let given = COMMAND_ENV.iter().map(|(var, _)| var.to_string());
+        for var in options.chain(given) {
+            assert!(ENV_HELP.contains(&var), "{var} missing from ENV_HELP");
+        }
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod child;
 pub mod cli;
+pub mod docs;
 pub mod error;
 pub mod exit;
 pub mod lease;
@@ -9,6 +10,8 @@ pub mod lock;
 pub mod run;
 pub mod say;
 pub mod signals;
+
+use std::ffi::OsString;
 
 use clap::Parser;
 use clap::error::ErrorKind;
@@ -22,12 +25,25 @@ pub fn main() -> i32 {
     match &cli.command {
         cli::Command::Run(args) => match run::run(args) {
             Ok(code) => code,
-            Err(err) => {
-                say::error(format!("{err:#}"));
-                error::exit_code(&err)
-            }
+            Err(err) => fail(&err),
         },
+        cli::Command::Completions { shell } => print(&docs::completions(*shell)),
+        cli::Command::Man => print(&docs::man_page()),
     }
+}
+
+/// Writes generated text to stdout: exit 0, or the failure's status.
+fn print(bytes: &[u8]) -> i32 {
+    match docs::print(bytes) {
+        Ok(()) => 0,
+        Err(err) => fail(&err),
+    }
+}
+
+/// Prints `err` once as a `redlock: ` line and picks its exit status.
+fn fail(err: &anyhow::Error) -> i32 {
+    say::error(format!("{err:#}"));
+    error::exit_code(err)
 }
 
 /// Print a clap error as one `redlock: ` line (help and version as they are) and pick the status.
@@ -42,14 +58,16 @@ fn usage_error(err: &clap::Error) -> i32 {
             exit::USAGE
         }
         _ => {
-            say::error(one_line(&err.render().to_string()));
+            let argv: Vec<OsString> = std::env::args_os().collect();
+            say::error(one_line(&err.render().to_string(), &argv));
             exit::USAGE
         }
     }
 }
 
-/// Fold clap's multi-line message into one line, without the usage and tip paragraphs.
-fn one_line(rendered: &str) -> String {
+/// Fold clap's multi-line message into one line, without the usage and tip paragraphs, and point
+/// at the help of the subcommand named by `argv` (or of redlock itself).
+fn one_line(rendered: &str, argv: &[OsString]) -> String {
     let mut parts = Vec::new();
     for line in rendered.lines() {
         let line = line.trim();
@@ -60,9 +78,16 @@ fn one_line(rendered: &str) -> String {
             parts.push(line.strip_prefix("error: ").unwrap_or(line));
         }
     }
-    let mut text = parts.join(" ");
-    text.push_str(" (see 'redlock run --help')");
-    text
+    let subcommand = argv.get(1).and_then(|arg| arg.to_str()).filter(|name| {
+        cli::command()
+            .get_subcommands()
+            .any(|sub| sub.get_name() == *name)
+    });
+    let command = match subcommand {
+        Some(name) => format!("redlock {name}"),
+        None => "redlock".to_owned(),
+    };
+    format!("{} (see '{command} --help')", parts.join(" "))
 }
 
 #[cfg(test)]
@@ -71,18 +96,26 @@ mod tests {
 
     #[test]
     fn clap_errors_become_one_line() {
-        let err = cli::Cli::try_parse_from(["redlock", "run", "--", "true"]).unwrap_err();
-        let line = one_line(&err.render().to_string());
+        let parse = |argv: &[&str]| {
+            let err = cli::Cli::try_parse_from(argv).unwrap_err();
+            let argv: Vec<OsString> = argv.iter().map(OsString::from).collect();
+            one_line(&err.render().to_string(), &argv)
+        };
+        let line = parse(&["redlock", "run", "--", "true"]);
         assert!(!line.contains('\n'));
         assert!(line.contains("--key"), "{line}");
-        let err = cli::Cli::try_parse_from([
-            "redlock", "run", "--key", "k", "--ttl", "abc", "--", "true",
-        ])
-        .unwrap_err();
-        let line = one_line(&err.render().to_string());
+        assert!(line.ends_with("(see 'redlock run --help')"), "{line}");
+        let line = parse(&["redlock", "run", "--key", "k", "--ttl", "abc", "--", "true"]);
         assert!(
             line.contains("--ttl") && line.contains("'abc' is not a duration"),
             "{line}"
         );
+        let line = parse(&["redlock", "completions", "nosh"]);
+        assert!(
+            line.contains("'nosh'") && line.ends_with("(see 'redlock completions --help')"),
+            "{line}"
+        );
+        let line = parse(&["redlock", "--bogus"]);
+        assert!(line.ends_with("(see 'redlock --help')"), "{line}");
     }
 }
