@@ -65,7 +65,7 @@ const EXAMPLES: &[(&str, &str)] = &[
         "redlock run --key nightly --conflict-exit-code 0 -- /usr/local/bin/nightly.sh",
     ),
     (
-        "Wait up to ten minutes for the lock, and give up on the job after an hour (exit 124):",
+        "Wait up to ten minutes for the lock, and stop the job if it runs longer than an hour (exit 124):",
         "redlock run --key deploy --wait 10m --max-runtime 1h -- ./deploy.sh",
     ),
     (
