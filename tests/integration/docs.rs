@@ -1,5 +1,6 @@
 //! `redlock completions` and `redlock man`: they print the committed files, need no Redis, and
-//! what they print works in bash and renders as a man page without warnings.
+//! what they print works in bash and renders as a man page without warnings. Every `redlock run`
+//! line in the README, the man page and packaging/ runs as written, so recipes cannot rot.
 
 use std::path::Path;
 use std::process::Command;
@@ -98,5 +99,81 @@ fn man_page_renders_without_warnings() {
     assert!(
         text.contains("--conflict-exit-code"),
         "options missing:\n{text}"
+    );
+}
+
+/// The options of every `redlock run` line in the README, the man page and packaging/, as words
+/// (a YAML `command:` list counts as one line), with the file each came from.
+fn documented_run_options() -> Vec<(String, Vec<String>)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut found = Vec::new();
+    for file in [
+        "README.md",
+        "man/redlock.1",
+        "packaging/systemd/redlock-backup.service",
+        "packaging/homebrew/redlock.rb",
+    ] {
+        let text = read(&root.join(file)).replace("\\-", "-");
+        for line in text.lines() {
+            let Some((_, rest)) = line.split_once("redlock run ") else {
+                continue;
+            };
+            let options = rest.split(" -- ").next().unwrap_or_default();
+            if options.contains(['<', '[']) {
+                continue; // a synopsis, not an invocation
+            }
+            let words = options.split_whitespace().map(str::to_owned).collect();
+            found.push((format!("{file}: {line}"), words));
+        }
+    }
+    let file = "packaging/kubernetes/cronjob.yaml";
+    let yaml = read(&root.join(file));
+    let items: Vec<&str> = yaml
+        .lines()
+        .skip_while(|line| line.trim() != "command:")
+        .skip(1)
+        .map_while(|line| line.trim().strip_prefix("- "))
+        .collect();
+    let options = items
+        .iter()
+        .skip_while(|word| **word != "run")
+        .skip(1)
+        .take_while(|word| **word != "--")
+        .map(|word| word.to_string())
+        .collect();
+    found.push((format!("{file}: {items:?}"), options));
+    found
+}
+
+#[test]
+fn documented_command_lines_are_accepted() {
+    let recipes = documented_run_options();
+    assert!(recipes.len() >= 10, "found only {recipes:#?}");
+    let redis = RedisServer::start();
+    let mut failures = Vec::new();
+    for (source, options) in &recipes {
+        // Our server instead of the documented one; everything else as written.
+        let mut words = Vec::new();
+        let mut iter = options.iter();
+        while let Some(word) = iter.next() {
+            if word == "--url" {
+                iter.next();
+            } else if !word.starts_with("--url=") {
+                words.push(word.as_str());
+            }
+        }
+        let mut cmd = redlock();
+        cmd.args(["run", "--url", &redis.url()])
+            .args(&words)
+            .args(["--", "true"]);
+        let out = run_timeout(cmd, T);
+        if out.code() != 0 {
+            failures.push(format!("{source}\n  exit {}: {}", out.code(), out.stderr));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "documented command lines redlock refuses:\n{}",
+        failures.join("\n")
     );
 }
