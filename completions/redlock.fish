@@ -51,3 +51,4 @@ complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_see
 complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run completions man help" -f -a "completions" -d 'Print a shell completion script to stdout (no Redis needed)'
 complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run completions man help" -f -a "man" -d 'Print the man page, redlock(1), to stdout as roff (no Redis needed)'
 complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c redlock -n "__fish_redlock_using_subcommand completions; and not __fish_seen_subcommand_from bash elvish fish powershell zsh" -f -a "bash elvish fish powershell zsh"

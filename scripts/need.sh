@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Install the Debian packages the demo and tests use (redis-server, redis-cli, tmux, openssl, groff)
-# when missing. Sourced by demo.sh and test.sh; uses apt-get as root, or through sudo.
+# Install the Debian packages the demo and tests use (redis-server, redis-cli, tmux, openssl,
+# groff, man, fish) when missing. Sourced by demo.sh and test.sh; uses apt-get as root, or sudo.
 # Arguments name tools; TOOL:PACKAGE when the Debian package has another name (groff:groff-base).
 need_packages() {
   local missing=()

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/need.sh
-need_packages tmux openssl groff:groff-base man:man-db
+need_packages tmux openssl groff:groff-base man:man-db fish
 cargo fmt --check
 cargo clippy --all-targets --locked -- -D warnings
 bash scripts/check-deb.sh

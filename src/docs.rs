@@ -88,7 +88,36 @@ pub fn completions(shell: Shell) -> Vec<u8> {
     let mut cmd = cli::command();
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut cmd, "redlock", &mut out);
+    if shell == Shell::Fish {
+        out.extend(fish_positional_values(&cmd).into_bytes());
+    }
     out
+}
+
+/// clap_complete's fish script offers no values for positional arguments (clap-rs/clap#6295,
+/// open), so `redlock completions <TAB>` would list files. These lines offer the possible values,
+/// taken from the same clap definitions.
+fn fish_positional_values(cmd: &clap::Command) -> String {
+    let mut lines = String::new();
+    for sub in cmd.get_subcommands() {
+        for arg in sub.get_positionals() {
+            let possible = arg.get_possible_values();
+            let values: Vec<&str> = possible
+                .iter()
+                .filter(|value| !value.is_hide_set())
+                .map(|value| value.get_name())
+                .collect();
+            if values.is_empty() {
+                continue;
+            }
+            let values = values.join(" ");
+            lines.push_str(&format!(
+                "complete -c redlock -n \"__fish_redlock_using_subcommand {}; and not __fish_seen_subcommand_from {values}\" -f -a \"{values}\"\n",
+                sub.get_name()
+            ));
+        }
+    }
+    lines
 }
 
 /// Where the committed completion script for `shell` lives, relative to the repository root

@@ -1,5 +1,5 @@
 //! `redlock completions` and `redlock man`: they print the committed files, need no Redis, and
-//! what they print works in bash and renders as a man page without warnings. Every `redlock run`
+//! what they print works in bash and fish and renders as a man page without warnings. Every `redlock run`
 //! line in the README, the man page and packaging/ runs as written, so recipes cannot rot.
 
 use std::path::Path;
@@ -81,6 +81,44 @@ words redlock completions ''
             lines[3]
         );
     }
+}
+
+#[test]
+fn fish_completes_subcommands_options_and_shells() {
+    let script = format!(
+        r#"source {}
+complete -C 'redlock '
+echo ---
+complete -C 'redlock run --st'
+echo ---
+complete -C 'redlock completions '"#,
+        shell_quote(&Path::new(env!("CARGO_MANIFEST_DIR")).join("completions/redlock.fish"))
+    );
+    let mut cmd = Command::new("fish");
+    cmd.args(["--no-config", "-c", &script]);
+    let out = run_timeout(cmd, T);
+    out.assert_code(0);
+    let parts: Vec<Vec<&str>> = out
+        .stdout
+        .split("---\n")
+        .map(|part| {
+            part.lines()
+                .map(|line| line.split('\t').next().unwrap_or_default())
+                .collect()
+        })
+        .collect();
+    assert_eq!(parts.len(), 3, "{}\n{}", out.stdout, out.stderr);
+    for sub in ["run", "completions", "man"] {
+        assert!(parts[0].contains(&sub), "{sub}: {:?}", parts[0]);
+    }
+    assert_eq!(parts[1], ["--stop-signal"]);
+    // Only the shells: clap_complete alone would offer files here (docs.rs adds the values).
+    assert_eq!(
+        parts[2],
+        ["bash", "elvish", "fish", "powershell", "zsh"],
+        "{:?}",
+        parts[2]
+    );
 }
 
 #[test]

@@ -7,7 +7,7 @@ mod util;
 mod basic;
 // Moving the lock between contenders: busy exit, --conflict-exit-code, --wait, no overlap.
 mod contention;
-// `redlock completions` and `redlock man`: committed output, no Redis, bash and groff accept it;
+// `redlock completions` and `redlock man`: committed output, no Redis, bash, fish and groff accept it;
 // every `redlock run` line in the README, man page and packaging/ is accepted.
 mod docs;
 // The exit-status table: passthrough, 128+N, 126, 127, --max-runtime's 124.
