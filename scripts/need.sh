@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Install the Debian packages the demo and tests use (redis-server, redis-cli, tmux, openssl) when missing.
-# Sourced by demo.sh and test.sh; uses apt-get as root, or through sudo.
+# Install the Debian packages the demo and tests use (redis-server, redis-cli, tmux, openssl,
+# groff, man, fish) when missing. Sourced by demo.sh and test.sh; uses apt-get as root, or sudo.
+# Arguments name tools; TOOL:PACKAGE when the Debian package has another name (groff:groff-base).
 need_packages() {
   local missing=()
   command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
   command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
-  for tool in "$@"; do
-    command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+  for spec in "$@"; do
+    command -v "${spec%%:*}" >/dev/null 2>&1 || missing+=("${spec#*:}")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
   local sudo=()

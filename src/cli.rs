@@ -33,6 +33,25 @@ ENVIRONMENT:
   REDLOCK_URL, REDLOCK_PREFIX and REDLOCK_LOG_FORMAT give defaults for the
   options of the same name; a flag wins over its variable.";
 
+/// The variables redlock gives the command, and what each holds.
+pub const COMMAND_ENV: [(&str, &str); 3] = [
+    ("REDLOCK_KEY", "the lock name as given"),
+    (
+        "REDLOCK_TOKEN",
+        "this acquisition's owner token (UUID v4), the value stored in the lock key",
+    ),
+    (
+        "REDLOCK_FENCING_TOKEN",
+        "the fencing counter after this acquisition: strictly increasing for a name, while Redis keeps its data",
+    ),
+];
+
+/// Variables redlock reads that are not an option's default.
+pub const OTHER_ENV: [(&str, &str); 1] = [(
+    "SSL_CERT_FILE",
+    "for rediss:// URLs: a PEM file of CA certificates to trust instead of the system store",
+)];
+
 /// Run a command under a Redis lock: one copy at a time across every machine.
 #[derive(Debug, Parser)]
 #[command(name = "redlock", version, about, propagate_version = true)]
@@ -58,6 +77,18 @@ pub enum Command {
     /// Break-glass: delete the lock NAME whoever holds it, and advance its fencing counter.
     #[command(after_help = format!("The holder's renewals then fail and it stops its command (exit {}); the fencing\ncounter moves past the holder's token, so a resource that checks it refuses the\nold holder's writes. One waiter is woken, as by a normal release.\n\n{}\n\n{ADMIN_ENV_HELP}", exit::LOCK_LOST, exit::RELEASE_TABLE))]
     Release(ReleaseArgs),
+
+    /// Print a shell completion script to stdout (no Redis needed).
+    #[command(after_help = crate::docs::COMPLETIONS_HELP)]
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum, value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
+
+    /// Print the man page, redlock(1), to stdout as roff (no Redis needed).
+    #[command(after_help = crate::docs::MAN_HELP)]
+    Man,
 }
 
 /// Where the locks live: shared by every subcommand.
@@ -471,5 +502,19 @@ mod tests {
     #[test]
     fn clap_definition_is_consistent() {
         command().debug_assert();
+    }
+
+    #[test]
+    fn help_names_every_variable() {
+        let cmd = command();
+        let options = cmd
+            .get_subcommands()
+            .flat_map(|sub| sub.get_arguments())
+            .filter_map(|arg| arg.get_env())
+            .map(|var| var.to_string_lossy().into_owned());
+        let given = COMMAND_ENV.iter().map(|(var, _)| var.to_string());
+        for var in options.chain(given) {
+            assert!(ENV_HELP.contains(&var), "{var} missing from ENV_HELP");
+        }
     }
 }

@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod child;
 pub mod cli;
+pub mod docs;
 pub mod error;
 pub mod exit;
 pub mod json;
@@ -12,6 +13,8 @@ pub mod metrics;
 pub mod run;
 pub mod say;
 pub mod signals;
+
+use std::ffi::OsString;
 
 use clap::Parser;
 use clap::error::ErrorKind;
@@ -30,6 +33,8 @@ pub fn main() -> i32 {
         cli::Command::Status(args) => &args.output,
         cli::Command::List(args) => &args.output,
         cli::Command::Release(args) => &args.output,
+        cli::Command::Completions { shell } => return print(&docs::completions(*shell)),
+        cli::Command::Man => return print(&docs::man_page()),
     };
     say::set_level(output.verbosity());
     say::set_json(output.log_format == cli::LogFormat::Json);
@@ -38,14 +43,26 @@ pub fn main() -> i32 {
         cli::Command::Status(args) => admin::status(args),
         cli::Command::List(args) => admin::list(args),
         cli::Command::Release(args) => admin::release(args),
+        cli::Command::Completions { .. } | cli::Command::Man => unreachable!("handled above"),
     };
     match result {
         Ok(code) => code,
-        Err(err) => {
-            say::error(format!("{err:#}"));
-            error::exit_code(&err)
-        }
+        Err(err) => fail(&err),
     }
+}
+
+/// Writes generated text to stdout: exit 0, or the failure's status.
+fn print(bytes: &[u8]) -> i32 {
+    match docs::print(bytes) {
+        Ok(()) => 0,
+        Err(err) => fail(&err),
+    }
+}
+
+/// Prints `err` once as a `redlock: ` line and picks its exit status.
+fn fail(err: &anyhow::Error) -> i32 {
+    say::error(format!("{err:#}"));
+    error::exit_code(err)
 }
 
 /// `redlock run`, then the metrics file (if asked for) on every path that gets this far.
@@ -53,10 +70,7 @@ fn run_with_metrics(args: &cli::RunArgs) -> i32 {
     let mut stats = metrics::Stats::default();
     let code = match run::run(args, &mut stats) {
         Ok(code) => code,
-        Err(err) => {
-            say::error(format!("{err:#}"));
-            error::exit_code(&err)
-        }
+        Err(err) => fail(&err),
     };
     if let Some(path) = &args.metrics_file
         && metrics::check_path(path).is_ok()
@@ -98,17 +112,16 @@ fn usage_error(err: &clap::Error) -> i32 {
             exit::USAGE
         }
         _ => {
-            let sub = std::env::args()
-                .nth(1)
-                .filter(|a| ["run", "status", "list", "release"].contains(&a.as_str()));
-            say::error(one_line(&err.render().to_string(), sub.as_deref()));
+            let argv: Vec<OsString> = std::env::args_os().collect();
+            say::error(one_line(&err.render().to_string(), &argv));
             exit::USAGE
         }
     }
 }
 
-/// Fold clap's multi-line message into one line, without the usage and tip paragraphs.
-fn one_line(rendered: &str, subcommand: Option<&str>) -> String {
+/// Fold clap's multi-line message into one line, without the usage and tip paragraphs, and point
+/// at the help of the subcommand named by `argv` (or of redlock itself).
+fn one_line(rendered: &str, argv: &[OsString]) -> String {
     let mut parts = Vec::new();
     for line in rendered.lines() {
         let line = line.trim();
@@ -119,12 +132,16 @@ fn one_line(rendered: &str, subcommand: Option<&str>) -> String {
             parts.push(line.strip_prefix("error: ").unwrap_or(line));
         }
     }
-    let mut text = parts.join(" ");
-    match subcommand {
-        Some(sub) => text.push_str(&format!(" (see 'redlock {sub} --help')")),
-        None => text.push_str(" (see 'redlock --help')"),
-    }
-    text
+    let subcommand = argv.get(1).and_then(|arg| arg.to_str()).filter(|name| {
+        cli::command()
+            .get_subcommands()
+            .any(|sub| sub.get_name() == *name)
+    });
+    let command = match subcommand {
+        Some(name) => format!("redlock {name}"),
+        None => "redlock".to_owned(),
+    };
+    format!("{} (see '{command} --help')", parts.join(" "))
 }
 
 #[cfg(test)]
@@ -133,18 +150,26 @@ mod tests {
 
     #[test]
     fn clap_errors_become_one_line() {
-        let err = cli::Cli::try_parse_from(["redlock", "run", "--", "true"]).unwrap_err();
-        let line = one_line(&err.render().to_string(), Some("run"));
+        let parse = |argv: &[&str]| {
+            let err = cli::Cli::try_parse_from(argv).unwrap_err();
+            let argv: Vec<OsString> = argv.iter().map(OsString::from).collect();
+            one_line(&err.render().to_string(), &argv)
+        };
+        let line = parse(&["redlock", "run", "--", "true"]);
         assert!(!line.contains('\n'));
         assert!(line.contains("--key"), "{line}");
-        let err = cli::Cli::try_parse_from([
-            "redlock", "run", "--key", "k", "--ttl", "abc", "--", "true",
-        ])
-        .unwrap_err();
-        let line = one_line(&err.render().to_string(), Some("run"));
+        assert!(line.ends_with("(see 'redlock run --help')"), "{line}");
+        let line = parse(&["redlock", "run", "--key", "k", "--ttl", "abc", "--", "true"]);
         assert!(
             line.contains("--ttl") && line.contains("'abc' is not a duration"),
             "{line}"
         );
+        let line = parse(&["redlock", "completions", "nosh"]);
+        assert!(
+            line.contains("'nosh'") && line.ends_with("(see 'redlock completions --help')"),
+            "{line}"
+        );
+        let line = parse(&["redlock", "--bogus"]);
+        assert!(line.ends_with("(see 'redlock --help')"), "{line}");
     }
 }

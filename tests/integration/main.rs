@@ -11,6 +11,9 @@ mod basic;
 mod contention;
 // --min-interval: a success recorded in Redis skips later runs and waiters on any host.
 mod cron;
+// `redlock completions` and `redlock man`: committed output, no Redis, bash, fish and groff accept it;
+// every `redlock run` line in the README, man page and packaging/ is accepted.
+mod docs;
 // The exit-status table: passthrough, 128+N, 126, 127, --max-runtime's 124.
 mod exit_codes;
 // Redis failing under a held lock: killed, paused, restarted, scripts flushed, unreachable, auth.

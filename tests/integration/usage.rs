@@ -197,6 +197,23 @@ fn unknown_flags_and_subcommands() {
 }
 
 #[test]
+fn bad_docs_subcommands() {
+    let case = |a: &[&str]| Case {
+        args: args(a),
+        env: &[],
+        no_command: true,
+    };
+    assert_usage_errors(vec![
+        case(&["completions", "nosh"]),
+        case(&["completions", ""]),
+        case(&["completions"]),
+        case(&["completions", "bash", "zsh"]),
+        case(&["man", "extra"]),
+        case(&["man", "--bogus"]),
+    ]);
+}
+
+#[test]
 fn bad_urls() {
     assert_usage_errors(
         [
@@ -243,6 +260,9 @@ fn help_and_version_exit_0() {
         (&["--help"][..], "run"),
         (&["run", "--help"][..], "--key"),
         (&["run", "--help"][..], "--wait"),
+        (&["--help"][..], "completions"),
+        (&["completions", "--help"][..], "powershell"),
+        (&["man", "--help"][..], "man -l -"),
         (&["--version"][..], env!("CARGO_PKG_VERSION")),
         (&["-V"][..], env!("CARGO_PKG_VERSION")),
     ] {

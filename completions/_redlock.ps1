@@ -1,0 +1,158 @@
+
+using namespace System.Management.Automation
+using namespace System.Management.Automation.Language
+
+Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
+    param($wordToComplete, $commandAst, $cursorPosition)
+
+    $commandElements = $commandAst.CommandElements
+    $command = @(
+        'redlock'
+        for ($i = 1; $i -lt $commandElements.Count; $i++) {
+            $element = $commandElements[$i]
+            if ($element -isnot [StringConstantExpressionAst] -or
+                $element.StringConstantType -ne [StringConstantType]::BareWord -or
+                $element.Value.StartsWith('-') -or
+                $element.Value -eq $wordToComplete) {
+                break
+        }
+        $element.Value
+    }) -join ';'
+
+    $completions = @(switch ($command) {
+        'redlock' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Run COMMAND while holding the lock NAME; release it when COMMAND ends')
+            [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Show whether the lock NAME is free or held, by whom, for how long, and its fencing counter')
+            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'List the locks under a prefix (SCAN, never KEYS), held ones with their holder')
+            [CompletionResult]::new('release', 'release', [CompletionResultType]::ParameterValue, 'Break-glass: delete the lock NAME whoever holds it, and advance its fencing counter')
+            [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script to stdout (no Redis needed)')
+            [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Print the man page, redlock(1), to stdout as roff (no Redis needed)')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'redlock;run' {
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the Redis keys: the lock is PREFIX{NAME}')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock (not read from the environment: REDLOCK_KEY is what the command sees)')
+            [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Lease length; renewed every ttl/3 while the command runs')
+            [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'How long to wait for a busy lock: 0 tries once, `forever` waits without limit')
+            [CompletionResult]::new('--conflict-exit-code', '--conflict-exit-code', [CompletionResultType]::ParameterName, 'Exit status when the lock was not acquired (or the run was skipped by --min-interval)')
+            [CompletionResult]::new('--min-interval', '--min-interval', [CompletionResultType]::ParameterName, 'Skip the run (conflict status) if a run of this lock succeeded this recently, on any host')
+            [CompletionResult]::new('--stop-signal', '--stop-signal', [CompletionResultType]::ParameterName, 'Signal that asks the command to stop (lock lost, --max-runtime): a name or number')
+            [CompletionResult]::new('--kill-after', '--kill-after', [CompletionResultType]::ParameterName, 'Grace between a stop signal and SIGKILL [default: 5s, at most ttl/4]; at most ttl/2')
+            [CompletionResult]::new('--max-runtime', '--max-runtime', [CompletionResultType]::ParameterName, 'Stop the command after this long and exit 124')
+            [CompletionResult]::new('--metrics-file', '--metrics-file', [CompletionResultType]::ParameterName, 'Write Prometheus metrics (textfile collector format) to PATH when redlock exits')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Diagnostics as text lines, or as one JSON object per line (stable event names)')
+            [CompletionResult]::new('--fair', '--fair', [CompletionResultType]::ParameterName, 'Waiters take the lock first come, first served (use it on every client of the lock)')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Say more on stderr (repeat for more)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Say more on stderr (repeat for more)')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Say nothing on stderr but errors')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Say nothing on stderr but errors')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'redlock;status' {
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the Redis keys: the lock is PREFIX{NAME}')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Diagnostics as text lines, or as one JSON object per line (stable event names)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON object instead of text')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Say more on stderr (repeat for more)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Say more on stderr (repeat for more)')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Say nothing on stderr but errors')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Say nothing on stderr but errors')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'redlock;list' {
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the Redis keys: the lock is PREFIX{NAME}')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Diagnostics as text lines, or as one JSON object per line (stable event names)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print a JSON array of the locks instead of text')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Say more on stderr (repeat for more)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Say more on stderr (repeat for more)')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Say nothing on stderr but errors')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Say nothing on stderr but errors')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'redlock;release' {
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the Redis keys: the lock is PREFIX{NAME}')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock')
+            [CompletionResult]::new('--token', '--token', [CompletionResultType]::ParameterName, 'Only if the lock still holds this owner token (as shown by status): never break the lock of a holder that took it since you looked')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Diagnostics as text lines, or as one JSON object per line (stable event names)')
+            [CompletionResult]::new('--force', '--force', [CompletionResultType]::ParameterName, 'Required: delete the lock even though another process holds it')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Say more on stderr (repeat for more)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Say more on stderr (repeat for more)')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Say nothing on stderr but errors')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Say nothing on stderr but errors')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'redlock;completions' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'redlock;man' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'redlock;help' {
+            [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Run COMMAND while holding the lock NAME; release it when COMMAND ends')
+            [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Show whether the lock NAME is free or held, by whom, for how long, and its fencing counter')
+            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'List the locks under a prefix (SCAN, never KEYS), held ones with their holder')
+            [CompletionResult]::new('release', 'release', [CompletionResultType]::ParameterValue, 'Break-glass: delete the lock NAME whoever holds it, and advance its fencing counter')
+            [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script to stdout (no Redis needed)')
+            [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Print the man page, redlock(1), to stdout as roff (no Redis needed)')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'redlock;help;run' {
+            break
+        }
+        'redlock;help;status' {
+            break
+        }
+        'redlock;help;list' {
+            break
+        }
+        'redlock;help;release' {
+            break
+        }
+        'redlock;help;completions' {
+            break
+        }
+        'redlock;help;man' {
+            break
+        }
+        'redlock;help;help' {
+            break
+        }
+    })
+
+    $completions.Where{ $_.CompletionText -like "$wordToComplete*" } |
+        Sort-Object -Property ListItemText
+}

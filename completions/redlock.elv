@@ -1,0 +1,138 @@
+
+use builtin;
+use str;
+
+set edit:completion:arg-completer[redlock] = {|@words|
+    fn spaces {|n|
+        builtin:repeat $n ' ' | str:join ''
+    }
+    fn cand {|text desc|
+        edit:complex-candidate $text &display=$text' '(spaces (- 14 (wcswidth $text)))$desc
+    }
+    var command = 'redlock'
+    for word $words[1..-1] {
+        if (str:has-prefix $word '-') {
+            break
+        }
+        set command = $command';'$word
+    }
+    var completions = [
+        &'redlock'= {
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+            cand run 'Run COMMAND while holding the lock NAME; release it when COMMAND ends'
+            cand status 'Show whether the lock NAME is free or held, by whom, for how long, and its fencing counter'
+            cand list 'List the locks under a prefix (SCAN, never KEYS), held ones with their holder'
+            cand release 'Break-glass: delete the lock NAME whoever holds it, and advance its fencing counter'
+            cand completions 'Print a shell completion script to stdout (no Redis needed)'
+            cand man 'Print the man page, redlock(1), to stdout as roff (no Redis needed)'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'redlock;run'= {
+            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock'
+            cand --prefix 'Prefix of the Redis keys: the lock is PREFIX{NAME}'
+            cand --key 'Name of the lock (not read from the environment: REDLOCK_KEY is what the command sees)'
+            cand --ttl 'Lease length; renewed every ttl/3 while the command runs'
+            cand --wait 'How long to wait for a busy lock: 0 tries once, `forever` waits without limit'
+            cand --conflict-exit-code 'Exit status when the lock was not acquired (or the run was skipped by --min-interval)'
+            cand --min-interval 'Skip the run (conflict status) if a run of this lock succeeded this recently, on any host'
+            cand --stop-signal 'Signal that asks the command to stop (lock lost, --max-runtime): a name or number'
+            cand --kill-after 'Grace between a stop signal and SIGKILL [default: 5s, at most ttl/4]; at most ttl/2'
+            cand --max-runtime 'Stop the command after this long and exit 124'
+            cand --metrics-file 'Write Prometheus metrics (textfile collector format) to PATH when redlock exits'
+            cand --log-format 'Diagnostics as text lines, or as one JSON object per line (stable event names)'
+            cand --fair 'Waiters take the lock first come, first served (use it on every client of the lock)'
+            cand -v 'Say more on stderr (repeat for more)'
+            cand --verbose 'Say more on stderr (repeat for more)'
+            cand -q 'Say nothing on stderr but errors'
+            cand --quiet 'Say nothing on stderr but errors'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'redlock;status'= {
+            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock'
+            cand --prefix 'Prefix of the Redis keys: the lock is PREFIX{NAME}'
+            cand --key 'Name of the lock'
+            cand --log-format 'Diagnostics as text lines, or as one JSON object per line (stable event names)'
+            cand --json 'Print one JSON object instead of text'
+            cand -v 'Say more on stderr (repeat for more)'
+            cand --verbose 'Say more on stderr (repeat for more)'
+            cand -q 'Say nothing on stderr but errors'
+            cand --quiet 'Say nothing on stderr but errors'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'redlock;list'= {
+            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock'
+            cand --prefix 'Prefix of the Redis keys: the lock is PREFIX{NAME}'
+            cand --log-format 'Diagnostics as text lines, or as one JSON object per line (stable event names)'
+            cand --json 'Print a JSON array of the locks instead of text'
+            cand -v 'Say more on stderr (repeat for more)'
+            cand --verbose 'Say more on stderr (repeat for more)'
+            cand -q 'Say nothing on stderr but errors'
+            cand --quiet 'Say nothing on stderr but errors'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'redlock;release'= {
+            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock'
+            cand --prefix 'Prefix of the Redis keys: the lock is PREFIX{NAME}'
+            cand --key 'Name of the lock'
+            cand --token 'Only if the lock still holds this owner token (as shown by status): never break the lock of a holder that took it since you looked'
+            cand --log-format 'Diagnostics as text lines, or as one JSON object per line (stable event names)'
+            cand --force 'Required: delete the lock even though another process holds it'
+            cand -v 'Say more on stderr (repeat for more)'
+            cand --verbose 'Say more on stderr (repeat for more)'
+            cand -q 'Say nothing on stderr but errors'
+            cand --quiet 'Say nothing on stderr but errors'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'redlock;completions'= {
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'redlock;man'= {
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'redlock;help'= {
+            cand run 'Run COMMAND while holding the lock NAME; release it when COMMAND ends'
+            cand status 'Show whether the lock NAME is free or held, by whom, for how long, and its fencing counter'
+            cand list 'List the locks under a prefix (SCAN, never KEYS), held ones with their holder'
+            cand release 'Break-glass: delete the lock NAME whoever holds it, and advance its fencing counter'
+            cand completions 'Print a shell completion script to stdout (no Redis needed)'
+            cand man 'Print the man page, redlock(1), to stdout as roff (no Redis needed)'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'redlock;help;run'= {
+        }
+        &'redlock;help;status'= {
+        }
+        &'redlock;help;list'= {
+        }
+        &'redlock;help;release'= {
+        }
+        &'redlock;help;completions'= {
+        }
+        &'redlock;help;man'= {
+        }
+        &'redlock;help;help'= {
+        }
+    ]
+    $completions[$command]
+}

@@ -1,0 +1,95 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_redlock_global_optspecs
+    string join \n h/help V/version
+end
+
+function __fish_redlock_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_redlock_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_redlock_using_subcommand
+    set -l cmd (__fish_redlock_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c redlock -n "__fish_redlock_needs_command" -s h -l help -d 'Print help'
+complete -c redlock -n "__fish_redlock_needs_command" -s V -l version -d 'Print version'
+complete -c redlock -n "__fish_redlock_needs_command" -f -a "run" -d 'Run COMMAND while holding the lock NAME; release it when COMMAND ends'
+complete -c redlock -n "__fish_redlock_needs_command" -f -a "status" -d 'Show whether the lock NAME is free or held, by whom, for how long, and its fencing counter'
+complete -c redlock -n "__fish_redlock_needs_command" -f -a "list" -d 'List the locks under a prefix (SCAN, never KEYS), held ones with their holder'
+complete -c redlock -n "__fish_redlock_needs_command" -f -a "release" -d 'Break-glass: delete the lock NAME whoever holds it, and advance its fencing counter'
+complete -c redlock -n "__fish_redlock_needs_command" -f -a "completions" -d 'Print a shell completion script to stdout (no Redis needed)'
+complete -c redlock -n "__fish_redlock_needs_command" -f -a "man" -d 'Print the man page, redlock(1), to stdout as roff (no Redis needed)'
+complete -c redlock -n "__fish_redlock_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l url -d 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l prefix -d 'Prefix of the Redis keys: the lock is PREFIX{NAME}' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l key -d 'Name of the lock (not read from the environment: REDLOCK_KEY is what the command sees)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l ttl -d 'Lease length; renewed every ttl/3 while the command runs' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l wait -d 'How long to wait for a busy lock: 0 tries once, `forever` waits without limit' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l conflict-exit-code -d 'Exit status when the lock was not acquired (or the run was skipped by --min-interval)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l min-interval -d 'Skip the run (conflict status) if a run of this lock succeeded this recently, on any host' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l stop-signal -d 'Signal that asks the command to stop (lock lost, --max-runtime): a name or number' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l kill-after -d 'Grace between a stop signal and SIGKILL [default: 5s, at most ttl/4]; at most ttl/2' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l max-runtime -d 'Stop the command after this long and exit 124' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l metrics-file -d 'Write Prometheus metrics (textfile collector format) to PATH when redlock exits' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l log-format -d 'Diagnostics as text lines, or as one JSON object per line (stable event names)' -r -f -a "text\t''
+json\t''"
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l fair -d 'Waiters take the lock first come, first served (use it on every client of the lock)'
+complete -c redlock -n "__fish_redlock_using_subcommand run" -s v -l verbose -d 'Say more on stderr (repeat for more)'
+complete -c redlock -n "__fish_redlock_using_subcommand run" -s q -l quiet -d 'Say nothing on stderr but errors'
+complete -c redlock -n "__fish_redlock_using_subcommand run" -s h -l help -d 'Print help'
+complete -c redlock -n "__fish_redlock_using_subcommand run" -s V -l version -d 'Print version'
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l url -d 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock' -r
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l prefix -d 'Prefix of the Redis keys: the lock is PREFIX{NAME}' -r
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l key -d 'Name of the lock' -r
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l log-format -d 'Diagnostics as text lines, or as one JSON object per line (stable event names)' -r -f -a "text\t''
+json\t''"
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l json -d 'Print one JSON object instead of text'
+complete -c redlock -n "__fish_redlock_using_subcommand status" -s v -l verbose -d 'Say more on stderr (repeat for more)'
+complete -c redlock -n "__fish_redlock_using_subcommand status" -s q -l quiet -d 'Say nothing on stderr but errors'
+complete -c redlock -n "__fish_redlock_using_subcommand status" -s h -l help -d 'Print help'
+complete -c redlock -n "__fish_redlock_using_subcommand status" -s V -l version -d 'Print version'
+complete -c redlock -n "__fish_redlock_using_subcommand list" -l url -d 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock' -r
+complete -c redlock -n "__fish_redlock_using_subcommand list" -l prefix -d 'Prefix of the Redis keys: the lock is PREFIX{NAME}' -r
+complete -c redlock -n "__fish_redlock_using_subcommand list" -l log-format -d 'Diagnostics as text lines, or as one JSON object per line (stable event names)' -r -f -a "text\t''
+json\t''"
+complete -c redlock -n "__fish_redlock_using_subcommand list" -l json -d 'Print a JSON array of the locks instead of text'
+complete -c redlock -n "__fish_redlock_using_subcommand list" -s v -l verbose -d 'Say more on stderr (repeat for more)'
+complete -c redlock -n "__fish_redlock_using_subcommand list" -s q -l quiet -d 'Say nothing on stderr but errors'
+complete -c redlock -n "__fish_redlock_using_subcommand list" -s h -l help -d 'Print help'
+complete -c redlock -n "__fish_redlock_using_subcommand list" -s V -l version -d 'Print version'
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l url -d 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock' -r
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l prefix -d 'Prefix of the Redis keys: the lock is PREFIX{NAME}' -r
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l key -d 'Name of the lock' -r
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l token -d 'Only if the lock still holds this owner token (as shown by status): never break the lock of a holder that took it since you looked' -r
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l log-format -d 'Diagnostics as text lines, or as one JSON object per line (stable event names)' -r -f -a "text\t''
+json\t''"
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l force -d 'Required: delete the lock even though another process holds it'
+complete -c redlock -n "__fish_redlock_using_subcommand release" -s v -l verbose -d 'Say more on stderr (repeat for more)'
+complete -c redlock -n "__fish_redlock_using_subcommand release" -s q -l quiet -d 'Say nothing on stderr but errors'
+complete -c redlock -n "__fish_redlock_using_subcommand release" -s h -l help -d 'Print help'
+complete -c redlock -n "__fish_redlock_using_subcommand release" -s V -l version -d 'Print version'
+complete -c redlock -n "__fish_redlock_using_subcommand completions" -s h -l help -d 'Print help'
+complete -c redlock -n "__fish_redlock_using_subcommand completions" -s V -l version -d 'Print version'
+complete -c redlock -n "__fish_redlock_using_subcommand man" -s h -l help -d 'Print help'
+complete -c redlock -n "__fish_redlock_using_subcommand man" -s V -l version -d 'Print version'
+complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list release completions man help" -f -a "run" -d 'Run COMMAND while holding the lock NAME; release it when COMMAND ends'
+complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list release completions man help" -f -a "status" -d 'Show whether the lock NAME is free or held, by whom, for how long, and its fencing counter'
+complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list release completions man help" -f -a "list" -d 'List the locks under a prefix (SCAN, never KEYS), held ones with their holder'
+complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list release completions man help" -f -a "release" -d 'Break-glass: delete the lock NAME whoever holds it, and advance its fencing counter'
+complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list release completions man help" -f -a "completions" -d 'Print a shell completion script to stdout (no Redis needed)'
+complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list release completions man help" -f -a "man" -d 'Print the man page, redlock(1), to stdout as roff (no Redis needed)'
+complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list release completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c redlock -n "__fish_redlock_using_subcommand completions; and not __fish_seen_subcommand_from bash elvish fish powershell zsh" -f -a "bash elvish fish powershell zsh"

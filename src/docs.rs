@@ -1,0 +1,471 @@
+//! Shell completions and the man page, generated from the clap definitions in `cli.rs`.
+//!
+//! The output is committed under `completions/` and `man/` (packages ship those files); a unit
+//! test fails when they drift from the code, and [`REGENERATE`] rewrites them. The man page is one
+//! page, redlock(1), holding every subcommand: `man redlock` answers everything and `/--wait`
+//! finds any option. Exit statuses come from [`exit::TABLE`], environment variables from the
+//! clap definitions and [`cli::COMMAND_ENV`]: no table is written twice.
+
+use std::io::{self, Write};
+
+use clap_complete::Shell;
+use clap_mangen::Man;
+use clap_mangen::roff::{Roff, bold, italic, roman};
+
+use crate::{cli, exit};
+
+/// The one command that rewrites the committed files after the CLI changed.
+pub const REGENERATE: &str = "scripts/gen-docs.sh";
+
+/// Every shell `redlock completions` knows, in the order files are listed.
+pub const SHELLS: [Shell; 5] = [
+    Shell::Bash,
+    Shell::Zsh,
+    Shell::Fish,
+    Shell::Elvish,
+    Shell::PowerShell,
+];
+
+/// `redlock completions --help`: where each script goes.
+pub const COMPLETIONS_HELP: &str = "\
+Examples (packages install these for bash, zsh and fish already):
+  redlock completions bash > ~/.local/share/bash-completion/completions/redlock
+  redlock completions zsh > ~/.zfunc/_redlock    # with fpath+=(~/.zfunc) before compinit
+  redlock completions fish > ~/.config/fish/completions/redlock.fish";
+
+/// `redlock man --help`: how to read or install the page.
+pub const MAN_HELP: &str = "\
+Examples:
+  redlock man | man -l -
+  redlock man > ~/.local/share/man/man1/redlock.1";
+
+/// What the man page says in DESCRIPTION, one paragraph per string.
+const DESCRIPTION: &[&str] = &[
+    "redlock runs a command while holding a lock in Redis, so that across every machine that \
+     might start it only one copy runs at a time, and nothing is left locked or running when \
+     things go wrong.",
+    "It takes the lock atomically with a random owner token (SET NX PX) and advances a fencing \
+     counter in the same step, runs the command without a shell in its own process group, \
+     renews the lease every ttl/3 from a background thread, forwards HUP, INT, QUIT, TERM, \
+     USR1, USR2 and WINCH to the command, and releases the lock with a token check when the \
+     command ends. If the lease cannot be renewed, redlock stops the command (the stop signal, \
+     then SIGKILL after --kill-after) before the lease can run out, and exits 76.",
+    "redlock is silent on success: diagnostics go to stderr prefixed \"redlock: \", stdout \
+     belongs to the command, and the exit status says what happened.",
+];
+
+/// EXAMPLES: what each does, then the command line.
+const EXAMPLES: &[(&str, &str)] = &[
+    (
+        "Run a backup, one copy at a time across every machine:",
+        "redlock run --key backup --ttl 30s -- ./backup.sh",
+    ),
+    (
+        "From cron, where another host holding the lock is not a failure (exit 0 instead of 75):",
+        "redlock run --key nightly --conflict-exit-code 0 -- /usr/local/bin/nightly.sh",
+    ),
+    (
+        "Wait up to ten minutes for the lock, and stop the job if it runs longer than an hour (exit 124):",
+        "redlock run --key deploy --wait 10m --max-runtime 1h -- ./deploy.sh",
+    ),
+    (
+        "Pass the fencing token to the resource, so that it can refuse writes from an older holder:",
+        "redlock run --key export -- sh -c 'exec ./export --fence \"$REDLOCK_FENCING_TOKEN\"'",
+    ),
+    (
+        "Lock on a TLS Redis with a password, kept out of the command line:",
+        "REDLOCK_URL='rediss://:secret@redis.internal:6380/0' redlock run --key report -- ./report.sh",
+    ),
+    (
+        "Install completions and this page for the current user:",
+        "redlock completions bash > ~/.local/share/bash-completion/completions/redlock\n\
+         redlock man > ~/.local/share/man/man1/redlock.1",
+    ),
+];
+
+/// The completion script for `shell`.
+pub fn completions(shell: Shell) -> Vec<u8> {
+    let mut cmd = cli::command();
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "redlock", &mut out);
+    if shell == Shell::Fish {
+        out.extend(fish_positional_values(&cmd).into_bytes());
+    }
+    out
+}
+
+/// clap_complete's fish script offers no values for positional arguments (clap-rs/clap#6295,
+/// open), so `redlock completions <TAB>` would list files. These lines offer the possible values,
+/// taken from the same clap definitions.
+fn fish_positional_values(cmd: &clap::Command) -> String {
+    let mut lines = String::new();
+    for sub in cmd.get_subcommands() {
+        for arg in sub.get_positionals() {
+            let possible = arg.get_possible_values();
+            let values: Vec<&str> = possible
+                .iter()
+                .filter(|value| !value.is_hide_set())
+                .map(|value| value.get_name())
+                .collect();
+            if values.is_empty() {
+                continue;
+            }
+            let values = values.join(" ");
+            lines.push_str(&format!(
+                "complete -c redlock -n \"__fish_redlock_using_subcommand {}; and not __fish_seen_subcommand_from {values}\" -f -a \"{values}\"\n",
+                sub.get_name()
+            ));
+        }
+    }
+    lines
+}
+
+/// Where the committed completion script for `shell` lives, relative to the repository root
+/// (clap_complete's names: `redlock.bash`, `_redlock`, `redlock.fish`, ...).
+pub fn completions_path(shell: Shell) -> String {
+    use clap_complete::Generator;
+    format!("completions/{}", shell.file_name("redlock"))
+}
+
+/// Where the committed man page lives, relative to the repository root.
+pub const MAN_PATH: &str = "man/redlock.1";
+
+/// Every generated file: its path relative to the repository root, and its contents.
+pub fn generated_files() -> Vec<(String, Vec<u8>)> {
+    let mut files = vec![(MAN_PATH.to_owned(), man_page())];
+    files.extend(SHELLS.map(|shell| (completions_path(shell), completions(shell))));
+    files
+}
+
+/// The man page redlock(1), as roff.
+pub fn man_page() -> Vec<u8> {
+    let root = man_command();
+    let subcommands: Vec<&clap::Command> = root
+        .get_subcommands()
+        .filter(|sub| !sub.is_hide_set())
+        .collect();
+    let man = Man::new(root.clone()).title("REDLOCK");
+
+    let mut page = Vec::new();
+    render(&mut page, |w| man.render_title(w));
+    page.extend(body(|w| man.render_name_section(w), false));
+
+    let mut roff = Roff::new();
+    roff.control("SH", ["SYNOPSIS"]);
+    page.extend(body(|w| roff.to_writer(w), false));
+    for (i, sub) in subcommands.iter().enumerate() {
+        if i > 0 {
+            page.extend(b".br\n");
+        }
+        page.extend(body(
+            |w| Man::new((*sub).clone()).render_synopsis_section(w),
+            true,
+        ));
+    }
+
+    let mut roff = Roff::new();
+    roff.control("SH", ["DESCRIPTION"]);
+    for (i, paragraph) in DESCRIPTION.iter().enumerate() {
+        if i > 0 {
+            roff.control("PP", []);
+        }
+        roff.text([roman(*paragraph)]);
+    }
+    roff.control("SH", ["COMMANDS"]);
+    roff.text([
+        roman("Every command takes "),
+        bold("-h"),
+        roman(" ("),
+        bold("--help"),
+        roman(") and "),
+        bold("-V"),
+        roman(" ("),
+        bold("--version"),
+        roman(")."),
+    ]);
+    page.extend(body(|w| roff.to_writer(w), false));
+    for sub in &subcommands {
+        let name = sub.get_bin_name().unwrap_or_else(|| sub.get_name());
+        let mut roff = Roff::new();
+        roff.control("SS", [name]);
+        if let Some(about) = sub.get_long_about().or_else(|| sub.get_about()) {
+            roff.text([roman(about.to_string())]);
+        }
+        page.extend(body(|w| roff.to_writer(w), false));
+        if sub.get_arguments().any(|arg| !arg.is_hide_set()) {
+            page.extend(body(
+                |w| Man::new((*sub).clone()).render_options_section(w),
+                true,
+            ));
+        }
+    }
+
+    let mut roff = Roff::new();
+    exit_status_section(&mut roff);
+    environment_section(&mut roff, &subcommands);
+    roff.control("SH", ["EXAMPLES"]);
+    for (what, command) in EXAMPLES {
+        roff.control("PP", []);
+        roff.text([roman(*what)]);
+        roff.control("PP", []);
+        roff.control("RS", ["4"]);
+        roff.control("EX", []);
+        for line in command.lines() {
+            roff.text([roman(line)]);
+            roff.control("br", []);
+        }
+        roff.control("EE", []);
+        roff.control("RE", []);
+    }
+    roff.control("SH", ["SEE ALSO"]);
+    roff.text([
+        bold("flock"),
+        roman("(1), "),
+        bold("timeout"),
+        roman("(1), "),
+        bold("redis-cli"),
+        roman("(1), "),
+        bold("crontab"),
+        roman("(5), "),
+        bold("systemd.timer"),
+        roman("(5)"),
+    ]);
+    page.extend(body(|w| roff.to_writer(w), false));
+    page.extend(body(|w| man.render_version_section(w), false));
+    page
+}
+
+/// The command as the man page shows it: no help subcommand, and -h/-V said once, not per command.
+fn man_command() -> clap::Command {
+    let mut root = cli::command()
+        .disable_help_subcommand(true)
+        .disable_help_flag(true)
+        .disable_version_flag(true);
+    let names: Vec<String> = root
+        .get_subcommands()
+        .map(|sub| sub.get_name().to_owned())
+        .collect();
+    for name in names {
+        root = root.mut_subcommand(name, |sub| {
+            sub.disable_help_flag(true).disable_version_flag(true)
+        });
+    }
+    root.build();
+    root
+}
+
+/// EXIT STATUS, from the help-text table in `exit.rs`.
+fn exit_status_section(roff: &mut Roff) {
+    roff.control("SH", ["EXIT STATUS"]);
+    for (code, meaning) in exit_rows() {
+        roff.control("TP", []);
+        roff.text([bold(code)]);
+        roff.text([roman(meaning)]);
+    }
+}
+
+/// The rows of [`exit::TABLE`]: `  CODE  meaning`, continuation lines indented further.
+fn exit_rows() -> Vec<(String, String)> {
+    let mut rows: Vec<(String, String)> = Vec::new();
+    for line in exit::TABLE.lines().skip(1) {
+        let text = line.trim();
+        if line.starts_with("   ") {
+            if let Some((_, meaning)) = rows.last_mut() {
+                meaning.push(' ');
+                meaning.push_str(text);
+            }
+        } else if let Some((code, meaning)) = text.split_once("  ") {
+            rows.push((code.to_owned(), meaning.trim().to_owned()));
+        }
+    }
+    rows
+}
+
+/// ENVIRONMENT: each option's variable (from clap), then what the command is given.
+fn environment_section(roff: &mut Roff, subcommands: &[&clap::Command]) {
+    roff.control("SH", ["ENVIRONMENT"]);
+    roff.text([roman(
+        "These variables give defaults for options; a flag wins over its variable.",
+    )]);
+    let mut seen = Vec::new();
+    for sub in subcommands {
+        for arg in sub.get_arguments() {
+            let (Some(var), Some(long)) = (arg.get_env(), arg.get_long()) else {
+                continue;
+            };
+            let var = var.to_string_lossy().into_owned();
+            if seen.contains(&var) {
+                continue;
+            }
+            let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+            roff.control("TP", []);
+            roff.text([bold(var.as_str())]);
+            roff.text([
+                roman("The default for "),
+                bold(format!("--{long}")),
+                roman(format!(": {help}")),
+            ]);
+            seen.push(var);
+        }
+    }
+    for (var, meaning) in cli::OTHER_ENV {
+        roff.control("TP", []);
+        roff.text([bold(var)]);
+        roff.text([roman(meaning)]);
+    }
+    roff.control("PP", []);
+    roff.text([
+        roman("redlock gives the command these variables ("),
+        bold("--key"),
+        roman(" itself is never read from the environment, so that a nested redlock cannot take its parent's lock by accident):"),
+    ]);
+    for (var, meaning) in cli::COMMAND_ENV {
+        roff.control("TP", []);
+        roff.text([bold(var)]);
+        roff.text([roman(meaning)]);
+    }
+    roff.control("PP", []);
+    roff.text([
+        roman("redlock never prints the password in a URL. Give it in "),
+        italic("REDLOCK_URL"),
+        roman(" (or an environment file) rather than "),
+        bold("--url"),
+        roman(" to keep it out of process listings."),
+    ]);
+}
+
+/// Renders one piece of clap_mangen's output and appends it.
+fn render(page: &mut Vec<u8>, piece: impl FnOnce(&mut dyn Write) -> io::Result<()>) {
+    piece(page).expect("writing to a Vec cannot fail");
+}
+
+/// A piece of roff without the preamble every render repeats (already in the title piece) and,
+/// when `drop_heading`, without its `.SH` line, to nest it under a heading of ours.
+fn body(piece: impl FnOnce(&mut dyn Write) -> io::Result<()>, drop_heading: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    render(&mut out, piece);
+    let text = String::from_utf8(out).expect("roff is UTF-8");
+    let mut kept = String::new();
+    let mut heading_dropped = !drop_heading;
+    for line in text.lines() {
+        if line.starts_with(".ie \\n(.g .ds Aq") || line.starts_with(".el .ds Aq") {
+            continue;
+        }
+        if !heading_dropped && line.starts_with(".SH ") {
+            heading_dropped = true;
+            continue;
+        }
+        kept.push_str(line);
+        kept.push('\n');
+    }
+    kept.into_bytes()
+}
+
+/// Writes `bytes` to stdout; a reader that went away (`redlock man | head`) is not an error.
+pub fn print(bytes: &[u8]) -> anyhow::Result<()> {
+    let mut stdout = io::stdout().lock();
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Err(err) if err.kind() != io::ErrorKind::BrokenPipe => {
+            Err(anyhow::Error::new(err).context("cannot write to stdout"))
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn committed_files_match() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let files = generated_files();
+        let stale: Vec<&str> = files
+            .iter()
+            .filter(|(path, bytes)| std::fs::read(root.join(path)).ok().as_ref() != Some(bytes))
+            .map(|(path, _)| path.as_str())
+            .collect();
+        assert!(
+            stale.is_empty(),
+            "{} out of date with the CLI definitions; run {REGENERATE} and commit the result",
+            stale.join(", ")
+        );
+        let listed: Vec<String> = std::fs::read_dir(root.join("completions"))
+            .unwrap()
+            .map(|entry| {
+                format!(
+                    "completions/{}",
+                    entry.unwrap().file_name().to_string_lossy()
+                )
+            })
+            .filter(|path| !files.iter().any(|(generated, _)| generated == path))
+            .collect();
+        assert!(
+            listed.is_empty(),
+            "{listed:?} are no longer generated; delete them and run {REGENERATE}"
+        );
+    }
+
+    #[test]
+    fn exit_rows_cover_every_status() {
+        let rows = exit_rows();
+        for code in [
+            exit::USAGE,
+            exit::UNAVAILABLE,
+            exit::INTERNAL,
+            exit::CONFLICT,
+            exit::LOCK_LOST,
+            exit::TIMEOUT,
+            exit::NOT_EXECUTABLE,
+            exit::NOT_FOUND,
+        ] {
+            assert!(
+                rows.iter().any(|(c, _)| *c == code.to_string()),
+                "{code} missing from {rows:?}"
+            );
+        }
+        let (_, unavailable) = rows.iter().find(|(c, _)| c == "69").unwrap();
+        assert!(
+            unavailable.ends_with("before the lock was taken; the command did not run"),
+            "continuation line lost: {unavailable}"
+        );
+        assert_eq!(rows[0].0, "N");
+    }
+
+    #[test]
+    fn man_page_has_the_sections_and_every_variable() {
+        let page = String::from_utf8(man_page()).unwrap();
+        for heading in [
+            ".SH NAME",
+            ".SH SYNOPSIS",
+            ".SH COMMANDS",
+            ".SS \"redlock run\"",
+            ".SH \"EXIT STATUS\"",
+            ".SH ENVIRONMENT",
+            ".SH EXAMPLES",
+        ] {
+            assert!(page.contains(heading), "{heading} missing");
+        }
+        for var in ["REDLOCK_URL", "REDLOCK_TTL", "REDLOCK_KEY", "SSL_CERT_FILE"] {
+            assert!(page.contains(&format!("\\fB{var}\\fR")), "{var} missing");
+        }
+        assert_eq!(page.matches(".TH ").count(), 1);
+        assert!(
+            !page.contains("\\fB\\-h\\fR, \\fB\\-\\-help\\fR"),
+            "per-command -h listed"
+        );
+    }
+
+    #[test]
+    fn every_shell_has_its_own_file() {
+        let mut paths: Vec<String> = SHELLS.iter().map(|s| completions_path(*s)).collect();
+        paths.sort();
+        paths.dedup();
+        assert_eq!(paths.len(), SHELLS.len());
+        for shell in SHELLS {
+            let script = String::from_utf8(completions(shell)).unwrap();
+            assert!(script.contains("completions"), "{shell}: no subcommands");
+        }
+    }
+}
