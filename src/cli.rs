@@ -6,9 +6,9 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use nix::sys::signal::Signal;
 
+use crate::endpoint::Endpoint;
 use crate::error::{Class, classified};
 use crate::exit;
-use crate::lock::Endpoint;
 
 /// The shortest lease redlock accepts: below it the drift allowance and scheduling noise eat the lease.
 pub const MIN_TTL: Duration = Duration::from_millis(100);

@@ -4,6 +4,7 @@ pub mod admin;
 pub mod child;
 pub mod cli;
 pub mod docs;
+pub mod endpoint;
 pub mod error;
 pub mod exit;
 pub mod json;

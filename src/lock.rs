@@ -7,7 +7,9 @@ use std::fmt;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use redis::{ConnectionInfo, IntoConnectionInfo, Value};
+use redis::Value;
+
+use crate::endpoint::Endpoint;
 
 /// A Lua script and its SHA1 for EVALSHA, hashed once per process.
 struct Lua {
@@ -254,106 +256,6 @@ if h[1] ~= v then h = {} end
 return {fence, ago, left, redis.call('PTTL', KEYS[1]), v, h[2] or '', h[3] or '', h[4] or '', h[5] or ''}
 ",
 );
-
-/// Where the lock lives: parsed connection details plus a printable form without secrets.
-#[derive(Clone)]
-pub struct Endpoint {
-    info: ConnectionInfo,
-    shown: String,
-}
-
-impl Endpoint {
-    /// Parse a `redis://`, `rediss://`, `unix://` or `redis+unix://` URL. Errors never show a password.
-    pub fn parse(url: &str) -> Result<Self, String> {
-        let url = url.trim();
-        let shown = redact(url);
-        let scheme = url
-            .split_once("://")
-            .map(|(scheme, _)| scheme.to_ascii_lowercase());
-        if !matches!(
-            scheme.as_deref(),
-            Some("redis" | "rediss" | "unix" | "redis+unix")
-        ) {
-            return Err(format!(
-                "'{shown}' is not a Redis URL (use redis://, rediss://, unix:// or redis+unix://)"
-            ));
-        }
-        let info = url.into_connection_info().map_err(|e| {
-            let reason = e.to_string().replace(" - InvalidClientConfig", "");
-            let reason = match reason.as_str() {
-                "Redis URL did not parse" => "malformed host, port or path".to_owned(),
-                other => other.to_lowercase(),
-            };
-            format!("invalid Redis URL '{shown}': {reason}")
-        })?;
-        if !info.addr().is_supported() {
-            return Err(format!(
-                "'{}': this build of redlock has no TLS support",
-                redact(url)
-            ));
-        }
-        // CLIENT SETINFO costs a round trip per connection and tells the lock nothing.
-        let redis = info.redis_settings().clone().set_skip_set_lib_name();
-        let info = info.set_redis_settings(redis);
-        let shown = info.addr().to_string();
-        Ok(Self { info, shown })
-    }
-}
-
-impl fmt::Display for Endpoint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.shown)
-    }
-}
-
-impl fmt::Debug for Endpoint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Endpoint({})", self.shown)
-    }
-}
-
-/// `url` with any password replaced by `***`, for messages.
-pub fn redact(url: &str) -> String {
-    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
-        return url.to_owned();
-    };
-    let mut out = String::with_capacity(url.len());
-    out.push_str(&url[..scheme_end]);
-    let rest = &url[scheme_end..];
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    match authority.rfind('@') {
-        Some(at) => {
-            let userinfo = &authority[..at];
-            match userinfo.find(':') {
-                Some(colon) => {
-                    out.push_str(&format!("{}:***{}", &userinfo[..colon], &authority[at..]))
-                }
-                None => out.push_str(&format!("***{}", &authority[at..])),
-            }
-        }
-        None => out.push_str(authority),
-    }
-    // Query parameters such as ?pass= (unix sockets) carry secrets too.
-    match tail.split_once('?') {
-        Some((path, query)) => {
-            let params: Vec<String> = query
-                .split('&')
-                .map(|kv| match kv.split_once('=') {
-                    Some((k, _))
-                        if k.eq_ignore_ascii_case("pass") || k.eq_ignore_ascii_case("password") =>
-                    {
-                        format!("{k}=***")
-                    }
-                    _ => kv.to_owned(),
-                })
-                .collect();
-            out.push_str(&format!("{path}?{}", params.join("&")));
-        }
-        None => out.push_str(tail),
-    }
-    out
-}
 
 /// The Redis keys of one lock; all share the `{name}` hash tag.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -940,36 +842,5 @@ mod tests {
         assert_eq!(shell_quote("a b"), "'a b'");
         assert_eq!(shell_quote("it's"), r"'it'\''s'");
         assert_eq!(shell_quote("$HOME"), "'$HOME'");
-    }
-
-    #[test]
-    fn redacts_passwords() {
-        assert_eq!(
-            redact("redis://:hunter2@host:6379/0"),
-            "redis://:***@host:6379/0"
-        );
-        assert_eq!(
-            redact("redis://alice:hunter2@host"),
-            "redis://alice:***@host"
-        );
-        assert_eq!(redact("redis://hunter2@host"), "redis://***@host");
-        assert_eq!(
-            redact("redis+unix:///tmp/r.sock?db=1&pass=hunter2"),
-            "redis+unix:///tmp/r.sock?db=1&pass=***"
-        );
-        assert_eq!(redact("redis://host:6379"), "redis://host:6379");
-        assert_eq!(redact("not a url"), "not a url");
-    }
-
-    #[test]
-    fn endpoints_hide_secrets() {
-        let e = Endpoint::parse("redis://alice:hunter2@127.0.0.1:7000/2").unwrap();
-        assert_eq!(e.to_string(), "127.0.0.1:7000");
-        assert!(!format!("{e:?}").contains("hunter2"));
-        let err = Endpoint::parse("redis://alice:hunter2@127.0.0.1:99999").unwrap_err();
-        assert!(!err.contains("hunter2"), "{err}");
-        assert!(Endpoint::parse("http://127.0.0.1").is_err());
-        assert!(Endpoint::parse("").is_err());
-        assert!(Endpoint::parse("unix:///tmp/redis.sock").is_ok());
     }
 }
