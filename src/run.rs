@@ -80,6 +80,46 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
         let _ = tx.send(Event::Lease(event));
     });
 
+    // The child-waiter thread starts while the first acquire request is in flight, off the
+    // path from acquire to exit, and waits to be told the command's pid.
+    let (send_pid, command_pid) = mpsc::channel::<Pid>();
+    let tx = events.clone();
+    let guard_pid = guard.pid();
+    let waiter = std::thread::Builder::new()
+        .name("wait".into())
+        .spawn(move || {
+            // Reaps every child until redlock exits: the command (reported), then anything
+            // adopted (as subreaper or PID 1) so it never lingers as a zombie. It starts only
+            // once the command is spawned: std's spawn reaps a child whose exec failed itself.
+            let Ok(pgid) = command_pid.recv() else { return };
+            let mut ended = false;
+            loop {
+                match child::wait_any() {
+                    Ok((pid, waited)) if pid == pgid && !ended => {
+                        ended = !matches!(waited, Waited::Stopped(_));
+                        let _ = tx.send(Event::Child(Ok(waited)));
+                    }
+                    // The guard ends as redlock does; anything else was adopted.
+                    Ok((pid, _)) if pid == guard_pid => {}
+                    // A stopped adopted process is not reaped; it is stopped with the job.
+                    Ok((_, Waited::Stopped(_))) => {}
+                    Ok((pid, Waited::Exited(_))) => say!(
+                        2,
+                        "reaped" { "pid" => pid.as_raw() },
+                        "reaped adopted process {pid}"
+                    ),
+                    // No child at all for now; an orphan may still be adopted later.
+                    Err(Errno::ECHILD) if ended => std::thread::sleep(ADOPT_POLL),
+                    Err(errno) => {
+                        if !ended {
+                            let _ = tx.send(Event::Child(Err(errno.into())));
+                        }
+                        break;
+                    }
+                }
+            }
+        });
+
     // Acquire.
     let (fence, sent) = loop {
         match rx.recv().context("event channel closed")? {
@@ -170,42 +210,12 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
     };
     let pgid = Pid::from_raw(child.id() as i32);
     guard.watch(Some(pgid));
-    let tx = events.clone();
-    let guard_pid = guard.pid();
-    let waiter = std::thread::Builder::new()
-        .name("wait".into())
-        .spawn(move || {
-            // Reaps every child until redlock exits: the command (reported), then anything
-            // adopted (as subreaper or PID 1) so it never lingers as a zombie.
-            let mut ended = false;
-            loop {
-                match child::wait_any() {
-                    Ok((pid, waited)) if pid == pgid && !ended => {
-                        ended = !matches!(waited, Waited::Stopped(_));
-                        let _ = tx.send(Event::Child(Ok(waited)));
-                    }
-                    // The guard ends as redlock does; anything else was adopted.
-                    Ok((pid, _)) if pid == guard_pid => {}
-                    // A stopped adopted process is not reaped; it is stopped with the job.
-                    Ok((_, Waited::Stopped(_))) => {}
-                    Ok((pid, Waited::Exited(_))) => say!(
-                        2,
-                        "reaped" { "pid" => pid.as_raw() },
-                        "reaped adopted process {pid}"
-                    ),
-                    // No child at all for now; an orphan may still be adopted later.
-                    Err(Errno::ECHILD) if ended => std::thread::sleep(ADOPT_POLL),
-                    Err(errno) => {
-                        if !ended {
-                            let _ = tx.send(Event::Child(Err(errno.into())));
-                        }
-                        break;
-                    }
-                }
-            }
-        });
     drop(child);
-    if let Err(err) = waiter {
+    if let Err(err) = waiter.map(|_| ()).and_then(|()| {
+        send_pid
+            .send(pgid)
+            .map_err(|_| io::Error::other("the child-waiter thread is gone"))
+    }) {
         // Without a waiter nobody would see the command end: take it down, then release.
         child::signal_group(pgid, Signal::SIGKILL);
         lease.stop();
