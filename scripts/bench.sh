@@ -47,6 +47,11 @@ redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --dir "$
 pids+=($!)
 until redis-cli -p "$rport" ping >/dev/null 2>&1; do sleep 0.05; done
 url=redis://127.0.0.1:$rport
+# Requests clients sent (commands run inside scripts are counted apart, and not here).
+client_calls() {
+    redis-cli -p "$rport" info commandstats |
+        awk -F'[:=,]' '/^cmdstat_(evalsha|eval|blpop):/ {s += $3} END {print s + 0}'
+}
 
 have_etcd=false
 if command -v etcd >/dev/null && command -v etcdctl >/dev/null; then
@@ -93,28 +98,33 @@ done
 
 # --- handoff ---------------------------------------------------------------------------------
 # N waiters each run the wrapper ROUNDS times around `stamp FILE 1` (1 ms hold).
-handoff() { # tool waiters rounds -> "p50 p99 samples"
-    local t=$1 n=$2 r=$3 f=$work/hand-$1-$2 w
+handoff() { # tool waiters rounds -> "p50 p99 samples requests-per-run"
+    local t=$1 n=$2 r=$3 f=$work/hand-$1-$2 w per=-
     : >"$f"
+    redis-cli -p "$rport" config resetstat >/dev/null
     w=$(wrap "$t" "hand$n")
     for _ in $(seq "$n"); do
         (for _ in $(seq "$r"); do $w "$stamp" "$f" 1 >/dev/null 2>&1 || echo "failed" >>"$f.err"; done) &
     done
     wait
     if [ -s "$f.err" ]; then echo "$t: $(wc -l <"$f.err") runs failed" >&2; fi
+    [ "$t" = redlock ] && per=$(awk -v c="$(client_calls)" -v n="$((n * r))" 'BEGIN {printf "%.1f", c / n}')
     sort -n "$f" | awk '
         NR > 1 { printf "%.6f\n", ($1 - prev_end) / 1e6; if ($1 < prev_end) print "OVERLAP" > "/dev/stderr" }
         { prev_end = $2 }' | sort -n >"$f.gaps"
     awk '{ g[NR] = $1 } END {
-        printf "%.2f %.2f %d\n", g[int((NR - 1) * 0.50) + 1], g[int((NR - 1) * 0.99) + 1], NR }' "$f.gaps"
+        printf "%.2f %.2f %d ", g[int((NR - 1) * 0.50) + 1], g[int((NR - 1) * 0.99) + 1], NR }' "$f.gaps"
+    echo "$per"
 }
-declare -A h10 h100
+declare -A h10 h100 per10 per100
 for t in "${tools[@]}"; do
     say "handoff: $t"
-    read -r a b c < <(handoff "$t" 10 "$rounds10")
+    read -r a b c d < <(handoff "$t" 10 "$rounds10")
     h10[$t]="$a / $b ms (n=$c)"
-    read -r a b c < <(handoff "$t" 100 "$rounds100")
+    per10[$t]=$d
+    read -r a b c d < <(handoff "$t" 100 "$rounds100")
     h100[$t]="$a / $b ms (n=$c)"
+    per100[$t]=$d
 done
 
 # --- requests per waiter per second while waiting ---------------------------------------------
@@ -122,10 +132,6 @@ say "wait cost"
 waiters=10
 declare -A cost
 cost[flock]="0 (kernel)"
-client_calls() {
-    redis-cli -p "$rport" info commandstats |
-        awk -F'[:=,]' '/^cmdstat_(evalsha|eval|blpop):/ {s += $3} END {print s + 0}'
-}
 $redlock run --url "$url" --key idle -- sleep $((idle + 15)) &
 holder=$!
 sleep 0.5
@@ -169,7 +175,8 @@ fi
 
 # --- peak RSS while holding -------------------------------------------------------------------
 say "peak RSS"
-declare -A rss
+declare -A rss per
+for t in "${tools[@]}"; do per[$t]="${per10[$t]} / ${per100[$t]}"; done
 for t in "${tools[@]}"; do
     w=$(wrap "$t" rss)
     [ "$t" = redlock ] && w="$redlock run --url $url --key rss --ttl 1s --"
@@ -190,6 +197,7 @@ row() { # title assoc-name
 row "overhead (median, minus bare \`true\`)" overhead
 row "handoff p50 / p99, 10 waiters" h10
 row "handoff p50 / p99, 100 waiters" h100
+row "Redis requests per run, 10 / 100 waiters" per
 row "requests per waiter per second while waiting" cost
 row "peak RSS while holding" rss
 echo
