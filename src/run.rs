@@ -26,7 +26,8 @@ use crate::signals;
 #[derive(Debug)]
 enum Event {
     Signal(i32),
-    Child(io::Result<Waited>),
+    /// What waiting on the command found, and when it was seen.
+    Child(io::Result<Waited>, Instant),
     Lease(LeaseEvent),
 }
 
@@ -135,7 +136,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
             loop {
                 let waited = child::wait(pgid);
                 let ended = !matches!(waited, Ok(Waited::Stopped(_)));
-                let _ = tx.send(Event::Child(waited));
+                let _ = tx.send(Event::Child(waited, Instant::now()));
                 if ended {
                     break;
                 }
@@ -382,8 +383,19 @@ impl<'a> Supervisor<'a> {
                     }
                 }
             }
-            Event::Child(Ok(Waited::Exited(status))) => self.status = Some(status),
-            Event::Child(Ok(Waited::Stopped(signal))) if signal != Signal::SIGSTOP => {
+            Event::Child(Ok(Waited::Exited(status)), seen) => {
+                self.status = Some(status);
+                // Seen to end only after the lease ran out (redlock itself was paused, say):
+                // nothing shows it ended in time, and the lock may have been someone else's.
+                if seen > self.deadline && !self.lease_ending {
+                    self.lease_ending = true;
+                    self.outcome = Some(exit::LOCK_LOST);
+                    say::error(format!(
+                        "the lease on lock '{key}' ran out before the command was seen to end"
+                    ));
+                }
+            }
+            Event::Child(Ok(Waited::Stopped(signal)), _) if signal != Signal::SIGSTOP => {
                 // A stopped command would hang the terminal: the shell regains it only when
                 // redlock stops, and a stopped redlock could not renew the lease.
                 say!(
@@ -394,8 +406,8 @@ impl<'a> Supervisor<'a> {
                 child::signal_group(self.pgid, Signal::SIGCONT);
             }
             // Someone paused it on purpose with SIGSTOP: theirs to continue.
-            Event::Child(Ok(Waited::Stopped(_))) => {}
-            Event::Child(Err(err)) => {
+            Event::Child(Ok(Waited::Stopped(_)), _) => {}
+            Event::Child(Err(err), _) => {
                 say::error(format!("lost track of the command: {err}"));
                 self.outcome.get_or_insert(exit::INTERNAL);
                 self.kill(now);
