@@ -11,6 +11,10 @@ mod contention;
 mod exit_codes;
 // Redis failing under a held lock: killed, paused, restarted, scripts flushed, unreachable, auth.
 mod faults;
+// Hostile input: malformed values for every flag, odd lock names, garbage-speaking servers.
+mod hostile;
+// Property tests: parsing durations, signals, URLs and whole command lines.
+mod props;
 // Renewal and losing the lease: TTLs, overwritten or deleted keys, the whole group stopped.
 mod lease;
 // Signals sent to redlock: forwarding, --kill-after, escalation, SIGKILL, while waiting.
