@@ -183,9 +183,16 @@ impl World<'_> {
                 thread::sleep(self.ttls(rng, 0.5, 2.0));
                 self.redis.resume();
             }
-            Kind::RedisRestart | Kind::RestartEmpty => {
+            Kind::RedisRestart => {
                 self.redis.kill();
                 thread::sleep(self.ttls(rng, 0.2, 1.0));
+                self.redis.restart();
+            }
+            Kind::RestartEmpty => {
+                // Hit a holder early in its run, so it is still running when Redis is back.
+                self.fresh_holder(1);
+                self.redis.kill();
+                thread::sleep(self.ttls(rng, 0.05, 0.2));
                 self.redis.restart();
             }
             Kind::ProxyDrop | Kind::ProxyHang | Kind::ProxyDelay | Kind::ProxyReset => {

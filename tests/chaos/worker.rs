@@ -8,11 +8,20 @@ use std::time::Duration;
 
 use crate::{Rng, mono_ns};
 
-/// The worker's main: begin, 5 to 15 writes about 10 ms apart, end. Exit 0, or 1 on a broken store.
+/// The worker's main: begin, a few writes about 10 ms apart (as many as CHAOS_WRITES="lo hi"
+/// says, lo included, hi excluded), end. Exit 0, or 1 on a broken store.
 pub fn main(socket: &str) -> i32 {
     let env = |name: &str| std::env::var(name).unwrap_or_default();
     let fence: i64 = env("REDLOCK_FENCING_TOKEN").parse().unwrap_or(-1);
     let client: usize = env("CHAOS_CLIENT").parse().unwrap_or(usize::MAX);
+    let writes: Vec<u64> = env("CHAOS_WRITES")
+        .split_whitespace()
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    let (lo, hi) = match writes[..] {
+        [lo, hi] => (lo, hi),
+        _ => (5, 16),
+    };
     let Ok(stream) = UnixStream::connect(socket) else {
         return 1;
     };
@@ -27,7 +36,7 @@ pub fn main(socket: &str) -> i32 {
     if !say(format!("B {client} {fence} {pid} {parent} {}", mono_ns())) {
         return 1;
     }
-    for _ in 0..rng.range(5, 16) {
+    for _ in 0..rng.range(lo, hi) {
         thread::sleep(Duration::from_millis(rng.range(8, 13)));
         if !say(format!("W {}", mono_ns())) {
             return 1;
