@@ -25,7 +25,11 @@ pub fn main() -> i32 {
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
-            say::set_json(json_wanted(std::env::args().skip(1)));
+            say::set_json(json_wanted(
+                std::env::args_os()
+                    .skip(1)
+                    .map(|a| a.to_string_lossy().into_owned()),
+            ));
             return usage_error(&err);
         }
     };
@@ -112,6 +116,12 @@ fn usage_error(err: &clap::Error) -> i32 {
             let _ = err.print();
             exit::USAGE
         }
+        ErrorKind::InvalidUtf8 => {
+            // clap does not say which one; a flag's name is more help than "one or more".
+            let culprit = non_utf8_culprit(std::env::args_os(), std::env::vars_os());
+            say::error(format!("{culprit} (see 'redlock run --help')"));
+            exit::USAGE
+        }
         _ => {
             let argv: Vec<OsString> = std::env::args_os().collect();
             say::error(one_line(&err.render().to_string(), &argv));
@@ -145,6 +155,47 @@ fn one_line(rendered: &str, argv: &[OsString]) -> String {
     format!("{} (see '{command} --help')", parts.join(" "))
 }
 
+/// Which argument (before `--`) or `REDLOCK_*` variable is not UTF-8, for clap's InvalidUtf8.
+fn non_utf8_culprit(
+    args: impl IntoIterator<Item = OsString>,
+    env: impl IntoIterator<Item = (OsString, OsString)>,
+) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut previous = String::new();
+    for arg in args.into_iter().skip(1) {
+        if arg == "--" {
+            break;
+        }
+        let Some(text) = arg.to_str() else {
+            let bytes = arg.as_bytes();
+            let flag = match bytes.iter().position(|&b| b == b'=') {
+                Some(eq) if bytes.starts_with(b"--") => {
+                    String::from_utf8_lossy(&bytes[..eq]).into_owned()
+                }
+                _ => previous,
+            };
+            return if flag.starts_with('-') {
+                format!("the value of {flag} is not valid UTF-8")
+            } else {
+                format!(
+                    "argument '{}' is not valid UTF-8",
+                    String::from_utf8_lossy(bytes)
+                )
+            };
+        };
+        previous = text.to_owned();
+    }
+    for (name, value) in env {
+        if let Some(name) = name.to_str()
+            && name.starts_with("REDLOCK_")
+            && value.to_str().is_none()
+        {
+            return format!("{name} is not valid UTF-8");
+        }
+    }
+    "an argument is not valid UTF-8".to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,5 +223,36 @@ mod tests {
         );
         let line = parse(&["redlock", "--bogus"]);
         assert!(line.ends_with("(see 'redlock --help')"), "{line}");
+    }
+
+    #[test]
+    fn names_the_argument_that_is_not_utf8() {
+        use std::os::unix::ffi::OsStringExt;
+        let bad = || OsString::from_vec(vec![b'k', 0xff]);
+        let args = |a: Vec<OsString>| {
+            let mut v = vec![OsString::from("redlock"), OsString::from("run")];
+            v.extend(a);
+            v
+        };
+        let none = Vec::<(OsString, OsString)>::new;
+        assert_eq!(
+            non_utf8_culprit(args(vec!["--key".into(), bad()]), none()),
+            "the value of --key is not valid UTF-8"
+        );
+        let mut eq = b"--ttl=".to_vec();
+        eq.push(0xfe);
+        assert_eq!(
+            non_utf8_culprit(args(vec![OsString::from_vec(eq)]), none()),
+            "the value of --ttl is not valid UTF-8"
+        );
+        assert_eq!(
+            non_utf8_culprit(args(vec![bad()]), none()),
+            "argument 'k\u{fffd}' is not valid UTF-8"
+        );
+        let env = vec![("REDLOCK_TTL".into(), bad())];
+        assert_eq!(
+            non_utf8_culprit(args(vec!["--".into(), bad()]), env),
+            "REDLOCK_TTL is not valid UTF-8"
+        );
     }
 }

@@ -29,7 +29,8 @@ use crate::signals;
 #[derive(Debug)]
 enum Event {
     Signal(i32),
-    Child(io::Result<Waited>),
+    /// What waiting on the command found, and when it was seen.
+    Child(io::Result<Waited>, Instant),
     Lease(LeaseEvent),
 }
 
@@ -97,7 +98,7 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
                 match child::wait_any() {
                     Ok((pid, waited)) if pid == pgid && !ended => {
                         ended = !matches!(waited, Waited::Stopped(_));
-                        let _ = tx.send(Event::Child(Ok(waited)));
+                        let _ = tx.send(Event::Child(Ok(waited), Instant::now()));
                     }
                     // The guard ends as redlock does; anything else was adopted.
                     Ok((pid, _)) if pid == guard_pid => {}
@@ -112,7 +113,7 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
                     Err(Errno::ECHILD) if ended => std::thread::sleep(ADOPT_POLL),
                     Err(errno) => {
                         if !ended {
-                            let _ = tx.send(Event::Child(Err(errno.into())));
+                            let _ = tx.send(Event::Child(Err(errno.into()), Instant::now()));
                         }
                         break;
                     }
@@ -524,8 +525,19 @@ impl<'a> Supervisor<'a> {
                     }
                 }
             }
-            Event::Child(Ok(Waited::Exited(status))) => self.status = Some(status),
-            Event::Child(Ok(Waited::Stopped(signal))) if signal != Signal::SIGSTOP => {
+            Event::Child(Ok(Waited::Exited(status)), seen) => {
+                self.status = Some(status);
+                // Seen to end only after the lease ran out (redlock itself was paused, say):
+                // nothing shows it ended in time, and the lock may have been someone else's.
+                if seen > self.deadline && !self.lease_ending {
+                    self.lease_ending = true;
+                    self.outcome = Some(exit::LOCK_LOST);
+                    say::error(format!(
+                        "the lease on lock '{key}' ran out before the command was seen to end"
+                    ));
+                }
+            }
+            Event::Child(Ok(Waited::Stopped(signal)), _) if signal != Signal::SIGSTOP => {
                 // A stopped command would hang the terminal: the shell regains it only when
                 // redlock stops, and a stopped redlock could not renew the lease.
                 say!(
@@ -537,8 +549,8 @@ impl<'a> Supervisor<'a> {
                 child::signal_group(self.pgid, Signal::SIGCONT);
             }
             // Someone paused it on purpose with SIGSTOP: theirs to continue.
-            Event::Child(Ok(Waited::Stopped(_))) => {}
-            Event::Child(Err(err)) => {
+            Event::Child(Ok(Waited::Stopped(_)), _) => {}
+            Event::Child(Err(err), _) => {
                 say::error_event("error", format!("lost track of the command: {err}"));
                 self.outcome.get_or_insert(exit::INTERNAL);
                 self.kill(now);

@@ -38,6 +38,24 @@ pub fn error(message: impl std::fmt::Display) {
     emit(-1, "error", &[], format_args!("{message}"));
 }
 
+/// `message` kept on one line: control characters (a newline in a lock name or a URL) are shown
+/// escaped, so every diagnostic stays one `redlock: ` line.
+pub fn one_line(message: &str) -> String {
+    if !message.chars().any(char::is_control) {
+        return message.to_owned();
+    }
+    message
+        .chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// An error with its own event name: always shown.
 pub fn error_event(event: &str, message: impl std::fmt::Display) {
     emit(-1, event, &[], format_args!("{message}"));
@@ -74,7 +92,7 @@ impl Field for String {
 /// Print one event (callers check [`enabled`] first; the `say!` macro does).
 pub fn emit(level: i8, event: &str, fields: &[(&str, String)], text: std::fmt::Arguments) {
     if !JSON.load(Ordering::Relaxed) {
-        eprintln!("redlock: {text}");
+        eprintln!("redlock: {}", one_line(&text.to_string()));
         return;
     }
     let name = match level {
@@ -117,4 +135,16 @@ macro_rules! say {
     ($level:expr, $($arg:tt)*) => {
         $crate::say!($level, "message" {}, $($arg)*)
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(one_line("lock 'nightly'"), "lock 'nightly'");
+        assert_eq!(one_line("lock 'a\nb\r\t'"), "lock 'a\\nb\\r\\t'");
+        assert_eq!(one_line("é {ü} \u{1b}[31m"), "é {ü} \\u{1b}[31m");
+    }
 }

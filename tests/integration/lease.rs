@@ -188,3 +188,24 @@ fn lost_lease_uses_the_stop_signal() {
     assert_eq!(out.code(), 76);
     assert_eq!(read(&dir.join("got-int")), "int\n", "INT not delivered");
 }
+
+#[test]
+fn a_redlock_paused_past_its_lease_while_its_command_ends_exits_76() {
+    // redlock frozen (SIGSTOP) with its command still running: the lease runs out, the command
+    // ends meanwhile, and nothing shows it ended in time. Found by the chaos suite: it exited 0.
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let (proc, _) = spawn_holder(&redis, "frozen", &["--ttl", "500ms"], &dir, "w");
+    let pid = wait_for_pid(&dir.join("w.pid"));
+    proc.signal(nix::sys::signal::Signal::SIGSTOP);
+    touch(&dir.join("w.go"));
+    wait_pid_dead(pid, T);
+    wait_until(T, "the paused holder's key to expire", || {
+        redis.get(&lock_key("frozen")).is_none()
+    });
+    proc.signal(nix::sys::signal::Signal::SIGCONT);
+    let out = proc.finish(T);
+    out.assert_code(76);
+    assert!(out.stderr.contains("ran out"), "stderr: {}", out.stderr);
+    out.assert_stderr_prefixed();
+}

@@ -24,6 +24,10 @@ mod logs;
 mod metrics;
 // Child subreaper and PID 1: double-forked daemons stopped with the job, zombies reaped, TERM.
 mod reaper;
+// Hostile input: malformed values for every flag, odd lock names, garbage-speaking servers.
+mod hostile;
+// Property tests: parsing durations, signals, URLs and whole command lines.
+mod props;
 // Renewal and losing the lease: TTLs, overwritten or deleted keys, the whole group stopped.
 mod lease;
 // Signals sent to redlock: forwarding, --kill-after, escalation, SIGKILL, while waiting.

@@ -184,6 +184,9 @@ fn ctrl_z_does_not_hang_the_terminal_and_the_command_keeps_reading() {
     wait_until(PATIENCE, "redlock to take the lock", || {
         redis.get(&lock_key("tstp")).is_some()
     });
+    // cat runs and owns the terminal (the lock is taken a moment before it is spawned).
+    tmux.send_keys(&["before-ctrl-z", "Enter"]);
+    tmux.wait_for_echo("before-ctrl-z");
     // Ctrl-Z stops cat; redlock says job control is not supported and continues it.
     tmux.send_keys(&["C-z"]);
     wait_until(PATIENCE, "redlock to report the stop", || {

@@ -102,10 +102,13 @@ pub struct ServerOpts {
     /// Also listen with TLS on a second free port, with this certificate and key (PEM files);
     /// [`RedisServer::url`] stays the plain port, for inspecting keys.
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// Append-only file with `appendfsync always`: every acknowledged write survives a
+    /// [`RedisServer::restart`] (SIGKILL included).
+    pub persist: bool,
 }
 
-/// A real `redis-server` owned by one test: no persistence, loopback TCP port or unix socket in a
-/// fresh temp dir; killed (and its dir removed) on drop.
+/// A real `redis-server` owned by one test: no persistence unless asked, loopback TCP port or
+/// unix socket in a fresh temp dir; killed (and its dir removed) on drop.
 pub struct RedisServer {
     child: Option<Child>,
     port: u16,
@@ -154,7 +157,12 @@ impl RedisServer {
         let log = self.dir.join("redis.log");
         let mut cmd = Command::new("redis-server");
         cmd.current_dir(self.dir.path())
-            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .args(["--save", "", "--daemonize", "no"])
+            .args(if self.opts.persist {
+                ["--appendonly", "yes", "--appendfsync", "always"]
+            } else {
+                ["--appendonly", "no", "--appendfsync", "everysec"]
+            })
             .args(["--bind", "127.0.0.1", "--protected-mode", "no"])
             .arg("--port")
             .arg(self.port.to_string())
@@ -255,7 +263,7 @@ impl RedisServer {
         kill(Pid::from_raw(self.pid()), Signal::SIGCONT).unwrap();
     }
 
-    /// SIGKILL the server and reap it; its data is gone (no persistence).
+    /// SIGKILL the server and reap it; its data is gone unless it persists.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGCONT);
@@ -264,7 +272,7 @@ impl RedisServer {
         }
     }
 
-    /// Kill and start again, empty, on the same port / socket.
+    /// Kill and start again on the same port / socket: empty, or from its append-only file.
     pub fn restart(&mut self) {
         self.kill();
         if let Err(e) = self.spawn() {

@@ -1,0 +1,255 @@
+//! The fault injectors: each pauses, kills, cuts or tampers with something real, records when it
+//! started and healed, which worker it hit, and how long the lock took to be taken again.
+
+use std::thread;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+
+use crate::proxy::{Mode, Proxy};
+use crate::store::Store;
+use crate::util::RedisServer;
+use crate::{Rng, mono_ns};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    /// The holder's redlock SIGSTOPped past its ttl (its command keeps running), then SIGCONTed.
+    StopRedlock,
+    /// The holder's redlock and command both SIGSTOPped past the ttl (a frozen machine), until
+    /// another holder has written; the command resumes first.
+    StopJob,
+    RedisPause,
+    /// Redis SIGKILLed and restarted from its append-only file (`appendfsync always`).
+    RedisRestart,
+    ProxyDrop,
+    ProxyHang,
+    ProxyDelay,
+    ProxyReset,
+    ScriptFlush,
+    KeyDelete,
+    KeyOverwrite,
+    /// Redis SIGKILLed and restarted without persistence: the lock and the counter are lost.
+    RestartEmpty,
+}
+
+/// The faults of the main run, every one at least once.
+pub const MAIN: &[Kind] = &[
+    Kind::StopRedlock,
+    Kind::StopJob,
+    Kind::RedisPause,
+    Kind::RedisRestart,
+    Kind::ProxyDrop,
+    Kind::ProxyHang,
+    Kind::ProxyDelay,
+    Kind::ProxyReset,
+    Kind::ScriptFlush,
+    Kind::KeyDelete,
+    Kind::KeyOverwrite,
+];
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::StopRedlock => "SIGSTOP redlock > ttl",
+            Kind::StopJob => "SIGSTOP redlock+command > ttl",
+            Kind::RedisPause => "Redis paused",
+            Kind::RedisRestart => "Redis killed, restarted (AOF)",
+            Kind::ProxyDrop => "network: drop",
+            Kind::ProxyHang => "network: hang",
+            Kind::ProxyDelay => "network: delay",
+            Kind::ProxyReset => "network: reset",
+            Kind::ScriptFlush => "SCRIPT FLUSH",
+            Kind::KeyDelete => "lock key deleted",
+            Kind::KeyOverwrite => "lock key overwritten",
+            Kind::RestartEmpty => "Redis restarted empty",
+        }
+    }
+
+    /// Faults that take the lock away from a running holder without it knowing in time, so two
+    /// workers may overlap until the holder notices: the paused ones and the lost keys.
+    pub fn excuses_overlap(self) -> bool {
+        matches!(
+            self,
+            Kind::StopRedlock | Kind::StopJob | Kind::KeyDelete | Kind::RestartEmpty
+        )
+    }
+}
+
+/// One injected fault.
+#[derive(Debug, Clone)]
+pub struct Fault {
+    pub kind: Kind,
+    pub at: u64,
+    pub healed: u64,
+    /// For faults that rob a holder: the highest fencing token it may have robbed (workers with
+    /// this token or lower, still running after the fault, are its victims).
+    pub fence: Option<i64>,
+    /// From healing to the next worker start; None if it did not come within the bound.
+    pub recovery: Option<u64>,
+}
+
+/// What the injectors act on.
+pub struct World<'a> {
+    pub redis: &'a mut RedisServer,
+    pub proxy: &'a Proxy,
+    pub store: &'a Store,
+    pub ttl: Duration,
+    pub lock_key: String,
+    /// How long the lock may take to be taken again after a fault heals.
+    pub bound: Duration,
+}
+
+fn ms(d: Duration) -> u64 {
+    d.as_millis() as u64
+}
+
+impl World<'_> {
+    /// A random duration between `lo` and `hi` ttls.
+    fn ttls(&self, rng: &mut Rng, lo: f64, hi: f64) -> Duration {
+        self.ttl.mul_f64(lo + (hi - lo) * rng.unit())
+    }
+
+    /// Wait (up to the bound) for a holder that has just started: `max_writes` or fewer writes.
+    fn fresh_holder(&self, max_writes: u32) -> Option<usize> {
+        let give_up = mono_ns() + ms(self.bound) * 1_000_000;
+        while mono_ns() < give_up {
+            let st = self.store.snapshot();
+            if let Some(w) = (0..st.workers.len())
+                .filter(|&w| st.workers[w].active() && st.workers[w].writes <= max_writes)
+                .max_by_key(|&w| st.workers[w].fence)
+            {
+                return Some(w);
+            }
+            thread::sleep(Duration::from_millis(1));
+        }
+        None
+    }
+
+    fn redis(&self, args: &[&str]) {
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        cmd.exec(&mut self.redis.conn())
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    }
+
+    /// Inject one fault of `kind`, heal it, and wait for the lock to be taken again.
+    pub fn inject(&mut self, kind: Kind, rng: &mut Rng) -> Fault {
+        let mut fence = None;
+        let at = mono_ns();
+        match kind {
+            Kind::StopRedlock => {
+                if let Some(w) = self.fresh_holder(u32::MAX) {
+                    let me = self.store.snapshot().workers[w].clone();
+                    fence = Some(me.fence);
+                    let redlock = Pid::from_raw(me.redlock);
+                    let _ = kill(redlock, Signal::SIGSTOP);
+                    thread::sleep(self.ttls(rng, 1.5, 2.5));
+                    let _ = kill(redlock, Signal::SIGCONT);
+                }
+            }
+            Kind::StopJob => {
+                if let Some(w) = self.fresh_holder(1) {
+                    let me = self.store.snapshot().workers[w].clone();
+                    fence = Some(me.fence);
+                    let redlock = Pid::from_raw(me.redlock);
+                    let job = Pid::from_raw(me.pid);
+                    let _ = kill(redlock, Signal::SIGSTOP);
+                    let _ = killpg(job, Signal::SIGSTOP);
+                    // Frozen until the lock has expired and a new holder has written.
+                    let give_up = mono_ns() + ms(self.bound) * 1_000_000;
+                    while self.store.highest() <= me.fence && mono_ns() < give_up {
+                        thread::sleep(Duration::from_millis(2));
+                    }
+                    // The command wakes first and writes with its stale token; then redlock,
+                    // half the time only after the command has finished.
+                    let _ = killpg(job, Signal::SIGCONT);
+                    let finish = rng.unit() < 0.5;
+                    let until = mono_ns() + 2_000_000_000;
+                    while mono_ns() < until {
+                        let w = &self.store.snapshot().workers[w];
+                        if (w.writes > me.writes && !finish) || !w.active() {
+                            break;
+                        }
+                        thread::sleep(Duration::from_millis(1));
+                    }
+                    let _ = kill(redlock, Signal::SIGCONT);
+                }
+            }
+            Kind::RedisPause => {
+                self.redis.pause();
+                thread::sleep(self.ttls(rng, 0.5, 2.0));
+                self.redis.resume();
+            }
+            Kind::RedisRestart => {
+                self.redis.kill();
+                thread::sleep(self.ttls(rng, 0.2, 1.0));
+                self.redis.restart();
+            }
+            Kind::RestartEmpty => {
+                // Hit a holder early in its run, so it is still running when Redis is back.
+                self.fresh_holder(1);
+                self.redis.kill();
+                thread::sleep(self.ttls(rng, 0.05, 0.2));
+                self.redis.restart();
+            }
+            Kind::ProxyDrop | Kind::ProxyHang | Kind::ProxyDelay | Kind::ProxyReset => {
+                let mode = match kind {
+                    Kind::ProxyDrop => Mode::Drop,
+                    Kind::ProxyHang => Mode::Hang,
+                    Kind::ProxyDelay => Mode::Delay,
+                    _ => Mode::Reset,
+                };
+                self.proxy.set(mode, self.ttls(rng, 0.1, 0.4));
+                thread::sleep(self.ttls(rng, 0.5, 2.0));
+                self.proxy.set(Mode::Pass, Duration::ZERO);
+            }
+            Kind::ScriptFlush => {
+                self.redis(&["SCRIPT", "FLUSH"]);
+            }
+            Kind::KeyDelete => {
+                self.fresh_holder(u32::MAX);
+                // Read the counter in the same step: every holder up to it is robbed.
+                let robbed: Option<i64> = redis::cmd("EVAL")
+                    .arg("local f = redis.call('GET', KEYS[2]); redis.call('DEL', KEYS[1]); return f")
+                    .arg(2)
+                    .arg(&self.lock_key)
+                    .arg(format!("{}:fence", self.lock_key))
+                    .query(&mut self.redis.conn())
+                    .expect("deleting the lock key");
+                fence = Some(robbed.unwrap_or(0));
+            }
+            Kind::KeyOverwrite => {
+                self.fresh_holder(u32::MAX);
+                let ttl = ms(self.ttl).to_string();
+                self.redis(&["SET", &self.lock_key.clone(), "intruder", "PX", &ttl]);
+            }
+        }
+        let healed = mono_ns();
+        let give_up = healed + ms(self.bound) * 1_000_000;
+        let mut recovery = None;
+        while mono_ns() < give_up {
+            let st = self.store.snapshot();
+            if let Some(first) = st
+                .workers
+                .iter()
+                .filter(|w| w.seen > healed)
+                .map(|w| w.seen)
+                .min()
+            {
+                recovery = Some(first - healed);
+                break;
+            }
+            thread::sleep(Duration::from_millis(2));
+        }
+        Fault {
+            kind,
+            at,
+            healed,
+            fence,
+            recovery,
+        }
+    }
+}

@@ -1,0 +1,451 @@
+//! Hostile input: every flag with malformed values (empty, negative, overflowing, not UTF-8,
+//! huge), odd lock names, bad URLs, TLS against a plain port, and servers answering garbage.
+//! Each gets one `redlock: ` line and its documented status, no panic, nothing run or locked;
+//! odd lock names the rules allow work end to end.
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::thread;
+use std::time::Duration;
+
+use crate::util::*;
+
+const T: Duration = Duration::from_secs(20);
+
+fn os(s: &str) -> OsString {
+    OsString::from(s)
+}
+
+/// Bytes that are not UTF-8.
+fn not_utf8() -> OsString {
+    OsString::from_vec(vec![b'k', 0xff, 0xfe, b'!'])
+}
+
+/// One hostile invocation: `run <args> -- sh -c <marker>` with `env`, expecting `want`.
+struct Case {
+    args: Vec<OsString>,
+    env: Vec<(&'static str, OsString)>,
+    want: i32,
+}
+
+fn case(want: i32, args: &[OsString]) -> Case {
+    Case {
+        args: args.to_vec(),
+        env: Vec::new(),
+        want,
+    }
+}
+
+/// `--key k <flag> <value>` for every value, expecting `want`.
+fn flag_cases(flag: &str, values: &[OsString], want: i32) -> Vec<Case> {
+    values
+        .iter()
+        .map(|v| case(want, &[os("--key"), os("k"), os(flag), v.clone()]))
+        .collect()
+}
+
+/// Runs every case against a live server; collects every deviation from the contract.
+fn assert_cases(redis: &RedisServer, cases: Vec<Case>) {
+    let dir = TempDir::new();
+    let mut failures = Vec::new();
+    for c in &cases {
+        let mut cmd = redlock();
+        cmd.env("REDLOCK_URL", redis.url())
+            .arg("run")
+            .args(&c.args)
+            .args(["--", "sh", "-c", &marker_script(&dir)]);
+        for (k, v) in &c.env {
+            cmd.env(k, v);
+        }
+        let out = run_timeout(cmd, T);
+        let mut problems = Vec::new();
+        let lines: Vec<&str> = out.stderr.lines().collect();
+        if out.status.code() != Some(c.want) {
+            problems.push(format!("exit {:?}, want {}", out.status, c.want));
+        }
+        if lines.len() != 1 || !lines[0].starts_with("redlock: ") {
+            problems.push("stderr is not one `redlock: ` line".into());
+        }
+        if out.stderr.contains("panicked") {
+            problems.push("panicked".into());
+        }
+        if !out.stdout.is_empty() {
+            problems.push(format!("wrote to stdout {:?}", out.stdout));
+        }
+        if dir.join("marker").exists() {
+            problems.push("ran the command".into());
+            let _ = std::fs::remove_file(dir.join("marker"));
+        }
+        let keys = redis.all_keys();
+        if !keys.is_empty() {
+            problems.push(format!("left keys {keys:?}"));
+            redis::cmd("FLUSHALL").exec(&mut redis.conn()).unwrap();
+        }
+        if !problems.is_empty() {
+            let shown: Vec<String> = c.args.iter().map(|a| a.to_string_lossy().into()).collect();
+            let shown = shown.join(" ");
+            let shown = if shown.len() > 120 {
+                format!("{}... ({} bytes)", &shown[..120], shown.len())
+            } else {
+                shown
+            };
+            failures.push(format!(
+                "args [{shown}] env {:?}: {}; stderr {:?}",
+                c.env,
+                problems.join(", "),
+                out.stderr.chars().take(300).collect::<String>()
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} hostile invocations mishandled:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn every_flag_with_malformed_values() {
+    let redis = RedisServer::start();
+    let durations: Vec<OsString> = [
+        "",
+        " ",
+        "-1s",
+        "-0",
+        "99999999999h",
+        "18446744073709551616",
+        "18446744073709551615s",
+        "1e3",
+        "0x10",
+        "+5s",
+        "١s",
+        "5 parsecs",
+        "366d",
+    ]
+    .iter()
+    .map(|s| os(s))
+    .chain([not_utf8()])
+    .collect();
+    let mut cases = Vec::new();
+    for flag in ["--ttl", "--wait", "--kill-after", "--max-runtime"] {
+        let values: Vec<OsString> = durations
+            .iter()
+            // 0 is a valid --wait; "" and " " are errors everywhere.
+            .filter(|v| !(flag == "--wait" && v.as_bytes() == b"0"))
+            .cloned()
+            .collect();
+        cases.extend(flag_cases(flag, &values, 64));
+    }
+    cases.extend(flag_cases("--ttl", &[os("99ms"), os("0")], 64));
+    cases.extend(flag_cases("--max-runtime", &[os("0"), os("0s")], 64));
+    cases.extend(flag_cases("--wait", &[os("forever!"), os("never")], 64));
+    cases.extend(flag_cases(
+        "--conflict-exit-code",
+        &[
+            os(""),
+            os("-1"),
+            os("256"),
+            os("99999999999999999999"),
+            os("1.5"),
+            not_utf8(),
+        ],
+        64,
+    ));
+    cases.extend(flag_cases(
+        "--stop-signal",
+        &[
+            os(""),
+            os("-9"),
+            os("SIGSTOP"),
+            os("9999999999"),
+            not_utf8(),
+        ],
+        64,
+    ));
+    cases.extend(flag_cases("--prefix", &[os("{"), os("a}"), not_utf8()], 64));
+    // Lock names the rules refuse: empty, starting with '}', longer than 1024 bytes, not UTF-8.
+    for key in [
+        os(""),
+        os("}"),
+        os("}a"),
+        os(&"k".repeat(1025)),
+        os(&"é".repeat(513)),
+        os(&"k".repeat(100_000)),
+        not_utf8(),
+    ] {
+        cases.push(case(64, &[os("--key"), key]));
+    }
+    cases.push(case(64, &[os("--key"), os("k"), os("-v"), os("-q")]));
+    let mut eq = b"--key=".to_vec();
+    eq.push(0xff);
+    cases.push(case(64, &[OsString::from_vec(eq)]));
+    // URLs: bad ports, unknown schemes, malformed, not UTF-8: usage errors.
+    for url in [
+        "",
+        "redis://127.0.0.1:65536",
+        "redis://127.0.0.1:-1",
+        "redis://127.0.0.1:99999999999999999999",
+        "redis://127.0.0.1:port",
+        "redis://[::1",
+        "redis://",
+        "unix://",
+        "redis+unix://",
+        "valkey://127.0.0.1",
+        "redis-sentinel://127.0.0.1:26379",
+        "http://127.0.0.1:6379",
+        "redis:/127.0.0.1",
+        "redis://127.0.0.1:6379/0?protocol=resp9",
+        "redis://127.0.0.1:6379\n/x",
+    ] {
+        cases.push(case(64, &[os("--key"), os("k"), os("--url"), os(url)]));
+    }
+    cases.push(case(64, &[os("--key"), os("k"), os("--url"), not_utf8()]));
+    // URLs that parse but lead nowhere: Redis unavailable.
+    let closed = free_port();
+    for url in [
+        format!("redis://127.0.0.1:{closed}"),
+        "redis://127.0.0.1:0".to_owned(),
+        "unix:///nonexistent/redis.sock".to_owned(),
+        // TLS against a plain port.
+        format!("rediss://127.0.0.1:{}", redis.port()),
+        // A database Redis does not have: it answers with an error.
+        format!("{}/99999", redis.url()),
+    ] {
+        cases.push(case(
+            69,
+            &[
+                os("--key"),
+                os("k"),
+                os("--ttl"),
+                os("1s"),
+                os("--url"),
+                os(&url),
+            ],
+        ));
+    }
+    // The same through the environment.
+    for (name, value) in [
+        ("REDLOCK_TTL", not_utf8()),
+        ("REDLOCK_URL", not_utf8()),
+        ("REDLOCK_WAIT", os("99999999999h")),
+        ("REDLOCK_KILL_AFTER", os("-1s")),
+        ("REDLOCK_PREFIX", os("{x}")),
+        ("REDLOCK_STOP_SIGNAL", not_utf8()),
+        ("REDLOCK_CONFLICT_EXIT_CODE", os("")),
+        ("REDLOCK_MAX_RUNTIME", os("0")),
+    ] {
+        cases.push(Case {
+            args: vec![os("--key"), os("k")],
+            env: vec![(name, value)],
+            want: 64,
+        });
+    }
+    assert_cases(&redis, cases);
+}
+
+#[test]
+fn non_utf8_values_name_the_flag_or_variable() {
+    let mut cmd = redlock();
+    cmd.args([os("run"), os("--key"), os("k"), os("--ttl"), not_utf8()])
+        .args(["--", "true"]);
+    let out = run_timeout(cmd, T);
+    out.assert_code(64);
+    assert!(
+        out.stderr.contains("--ttl is not valid UTF-8"),
+        "{}",
+        out.stderr
+    );
+    let mut cmd = redlock();
+    cmd.env("REDLOCK_WAIT", not_utf8())
+        .args(["run", "--key", "k", "--", "true"]);
+    let out = run_timeout(cmd, T);
+    out.assert_code(64);
+    assert!(
+        out.stderr.contains("REDLOCK_WAIT is not valid UTF-8"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn odd_lock_names_the_rules_allow_work_end_to_end() {
+    // Only empty names, names starting with '}' and names over 1024 bytes are refused; spaces,
+    // newlines, braces and any Unicode are part of the name (the `{NAME}` hash tag is still the
+    // first '{' ... first '}' span, so every key of one lock stays in one Cluster slot).
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let names = [
+        "backup nightly".to_owned(),
+        " leading and trailing ".to_owned(),
+        "line\nbreak".to_owned(),
+        "tab\there".to_owned(),
+        "{}".to_owned(),
+        "a{b}c".to_owned(),
+        "x}".to_owned(),
+        "{".to_owned(),
+        "ключ 鍵 🔒".to_owned(),
+        "k".repeat(1024),
+        "é".repeat(512),
+    ];
+    for (i, name) in names.iter().enumerate() {
+        let tag = format!("n{i}");
+        let seen = dir.join(&format!("{tag}.key"));
+        let script = format!(
+            "printf %s \"$REDLOCK_KEY\" > {}; {}",
+            shell_quote(&seen),
+            hold_script(&dir, &tag)
+        );
+        let proc = Proc::spawn(run_sh(&redis, name, &[], &script));
+        wait_for_file(&dir.join(&format!("{tag}.ready")));
+        let token = wait_for_line(&dir.join(&format!("{tag}.token")));
+        assert_eq!(
+            redis.get(&lock_key(name)).as_deref(),
+            Some(token.as_str()),
+            "name {name:?}: lock key not held with the command's token"
+        );
+        assert_eq!(read(&seen), *name, "REDLOCK_KEY differs from the name");
+        touch(&dir.join(&format!("{tag}.go")));
+        let out = proc.finish(T);
+        out.assert_code(0);
+        assert_eq!(
+            redis.get(&lock_key(name)),
+            None,
+            "name {name:?} not released"
+        );
+        assert_eq!(
+            redis.get(&fence_key(name)).as_deref(),
+            Some("1"),
+            "name {name:?}: fencing counter"
+        );
+    }
+}
+
+#[test]
+fn non_utf8_command_arguments_pass_through_unchanged() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let out_file = dir.join("arg");
+    let bytes = vec![0xffu8, 0xfe, b'\n', b'x'];
+    let mut cmd = redlock();
+    cmd.args(["run", "--url", &redis.url(), "--key", "k", "--"])
+        .args(["sh", "-c", "printf %s \"$1\" > \"$2\"", "sh"])
+        .arg(OsString::from_vec(bytes.clone()))
+        .arg(&out_file);
+    run_timeout(cmd, T).assert_code(0);
+    assert_eq!(std::fs::read(&out_file).unwrap(), bytes);
+}
+
+/// What a garbage server does after its first reply.
+#[derive(Clone, Copy)]
+enum Then {
+    Close,
+    Hang,
+    Repeat,
+}
+
+/// A TCP server speaking broken RESP: answers every request with `reply`, then does `then`.
+fn garbage_server(reply: Vec<u8>, then: Then) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let reply = reply.clone();
+            thread::spawn(move || {
+                let mut buf = [0u8; 64 * 1024];
+                while matches!(conn.read(&mut buf), Ok(n) if n > 0) {
+                    if conn.write_all(&reply).is_err() {
+                        return;
+                    }
+                    match then {
+                        Then::Close => return,
+                        Then::Hang => thread::sleep(Duration::from_secs(3600)),
+                        Then::Repeat => {}
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn a_server_answering_garbage_exits_69_without_running_the_command() {
+    let dir = TempDir::new();
+    let mut noise = Vec::new();
+    let mut x: u32 = 0x9e37_79b9;
+    for _ in 0..4096 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        noise.push(x as u8);
+    }
+    let deep = "*1\r\n".repeat(200_000).into_bytes();
+    let cases: Vec<(&str, Vec<u8>, Then)> = vec![
+        ("not RESP", b"hello there\r\n".to_vec(), Then::Repeat),
+        ("random bytes", noise, Then::Repeat),
+        (
+            "huge bulk length",
+            b"$99999999999\r\n".to_vec(),
+            Then::Close,
+        ),
+        ("truncated array", b"*2\r\n:1\r\n".to_vec(), Then::Hang),
+        ("no reply, closed", Vec::new(), Then::Close),
+        ("no reply, hung", Vec::new(), Then::Hang),
+        ("wrong type", b"+OK\r\n".to_vec(), Then::Repeat),
+        ("wrong values", b"*2\r\n:7\r\n:8\r\n".to_vec(), Then::Repeat),
+        ("null array", b"*-1\r\n".to_vec(), Then::Repeat),
+        (
+            "integer overflow",
+            b":99999999999999999999999\r\n".to_vec(),
+            Then::Repeat,
+        ),
+        (
+            "token not a number",
+            b"*2\r\n:1\r\n$1\r\nx\r\n".to_vec(),
+            Then::Repeat,
+        ),
+        (
+            "NOSCRIPT forever",
+            b"-NOSCRIPT no\r\n".to_vec(),
+            Then::Repeat,
+        ),
+        ("deep nesting", deep, Then::Close),
+    ];
+    let mut failures = Vec::new();
+    for (what, reply, then) in cases {
+        let port = garbage_server(reply, then);
+        let mut cmd = redlock();
+        cmd.args(["run", "--url", &format!("redis://127.0.0.1:{port}")])
+            .args(["--key", "k", "--ttl", "1s", "--wait", "2s"])
+            .args(["--", "sh", "-c", &marker_script(&dir)]);
+        let out = run_timeout(cmd, T);
+        let lines: Vec<&str> = out.stderr.lines().collect();
+        let mut problems = Vec::new();
+        if out.status.code() != Some(69) {
+            problems.push(format!("exit {:?}, want 69", out.status));
+        }
+        if lines.len() != 1 || !lines[0].starts_with("redlock: ") {
+            problems.push("stderr is not one `redlock: ` line".to_owned());
+        }
+        if dir.join("marker").exists() {
+            problems.push("ran the command".to_owned());
+            let _ = std::fs::remove_file(dir.join("marker"));
+        }
+        // Each request times out after ttl/3; a --wait of 2 s bounds the retries.
+        if out.elapsed > Duration::from_secs(10) {
+            problems.push(format!("took {:?}", out.elapsed));
+        }
+        if !problems.is_empty() {
+            failures.push(format!(
+                "{what}: {}; stderr {:?}",
+                problems.join(", "),
+                out.stderr.chars().take(300).collect::<String>()
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
