@@ -32,7 +32,8 @@ EXIT STATUS:
   70       internal error
   75       lock busy, --wait ran out, or a run succeeded within --min-interval
            (change it with --conflict-exit-code)
-  76       the lock was lost while the command ran; redlock stopped the command
+  76       the lock was lost while the command ran: redlock stopped the command,
+           or the command ended and the release found the lock gone
   124      --max-runtime exceeded; redlock stopped the command
   126      the command could not be executed
   127      the command was not found";

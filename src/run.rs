@@ -234,7 +234,7 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
     if let Some(terminal) = terminal {
         terminal.restore();
     }
-    let code = supervisor.outcome.unwrap_or_else(|| match status {
+    let mut code = supervisor.outcome.unwrap_or_else(|| match status {
         Some(status) => exit::from_status(status),
         None => exit::INTERNAL,
     });
@@ -244,8 +244,31 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
         "the command ended; exit status {code} after {}",
         millis(sent.elapsed())
     );
+    let release_in_time = Instant::now() < supervisor.deadline;
     lease.finish(code == 0);
-    finish(&rx, &args.key);
+    let released = finish(&rx, &args.key);
+    // Released before the lease could have run out, yet the key was gone or someone else's:
+    // it was deleted, evicted or broken (`release --force`) while the command ran, which the
+    // command's own status must not hide.
+    if release_in_time
+        && supervisor.outcome.is_none()
+        && matches!(released, Some(Held::Gone | Held::Taken))
+    {
+        say::error_event(
+            "lock_lost",
+            format!(
+                "lock '{}' was lost while the command ran (found {} at release)",
+                args.key,
+                if released == Some(Held::Gone) {
+                    "gone"
+                } else {
+                    "held by another owner"
+                }
+            ),
+        );
+        supervisor.outcome = Some(exit::LOCK_LOST);
+        code = exit::LOCK_LOST;
+    }
     stats.held = Some(sent.elapsed());
     stats.renewals = supervisor.renewals;
     stats.renewal_failures = supervisor.renewal_failures;
@@ -258,19 +281,20 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
     Ok(code)
 }
 
-/// Wait for the lease thread's final report and say what became of the lock.
-fn finish(rx: &Receiver<Event>, key: &str) {
+/// Wait for the lease thread's final report, say what became of the lock, and return what the
+/// release found (None: nothing released, or no answer).
+fn finish(rx: &Receiver<Event>, key: &str) -> Option<Held> {
     let give_up = Instant::now() + FINISH_WAIT;
     loop {
         match rx.recv_timeout(give_up.saturating_duration_since(Instant::now())) {
             Ok(Event::Lease(LeaseEvent::Finished(result))) => {
-                match result {
+                match &result {
                     Some(Ok(Held::Ours)) => say!(1, "released" {}, "released lock '{key}'"),
                     Some(Ok(Held::Gone)) => {
                         say!(
                             0,
                             "release_failed" { "reason" => "gone" },
-                            "warning: lock '{key}' had already expired when released"
+                            "warning: lock '{key}' was already gone when released"
                         )
                     }
                     Some(Ok(Held::Taken)) => {
@@ -287,7 +311,7 @@ fn finish(rx: &Receiver<Event>, key: &str) {
                     ),
                     None => {}
                 }
-                return;
+                return result.and_then(Result::ok);
             }
             Ok(_) => {}
             Err(_) => {
@@ -296,7 +320,7 @@ fn finish(rx: &Receiver<Event>, key: &str) {
                     "release_failed" { "reason" => "no_answer" },
                     "warning: no answer while releasing lock '{key}'; it expires by itself"
                 );
-                return;
+                return None;
             }
         }
     }

@@ -209,3 +209,34 @@ fn a_redlock_paused_past_its_lease_while_its_command_ends_exits_76() {
     assert!(out.stderr.contains("ran out"), "stderr: {}", out.stderr);
     out.assert_stderr_prefixed();
 }
+
+/// The key vanishes (deleted, evicted, `release --force`) and the command ends before any
+/// renewal could notice: the release finds it gone, and the status says the lock was lost.
+#[test]
+fn a_lock_found_gone_at_release_exits_76_though_the_command_succeeded() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    for (key, intruder) in [("deleted", None), ("overwritten", Some("intruder"))] {
+        // A 60 s ttl: no renewal (every 20 s) happens before the command ends.
+        let (holder, _) = spawn_holder(&redis, key, &["--ttl", "60s"], &dir, key);
+        match intruder {
+            None => redis.del(&lock_key(key)),
+            Some(token) => redis::cmd("SET")
+                .arg(lock_key(key))
+                .arg(token)
+                .arg("PX")
+                .arg(60_000)
+                .exec(&mut redis.conn())
+                .unwrap(),
+        }
+        touch(&dir.join(&format!("{key}.go")));
+        let out = holder.finish(T);
+        out.assert_code(76);
+        assert!(
+            out.stderr.contains("lost while the command ran"),
+            "{key}: {}",
+            out.stderr
+        );
+        assert_eq!(redis.get(&lock_key(key)), intruder.map(str::to_owned));
+    }
+}
