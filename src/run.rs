@@ -50,7 +50,8 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
     say::set_key(&args.key);
     let started = Instant::now();
     let kill_after = args.kill_after()?;
-    let endpoint = args.conn.endpoint()?;
+    let endpoints = args.conn.endpoints()?;
+    let endpoint = endpoints[0].clone();
     if let Some(path) = &args.metrics_file {
         metrics::check_path(path).map_err(|message| classified(Class::Usage, message))?;
     }

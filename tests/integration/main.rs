@@ -16,6 +16,8 @@ mod cron;
 mod docs;
 // The exit-status table: passthrough, 128+N, 126, 127, --max-runtime's 124.
 mod exit_codes;
+// Passwords from --password-file and REDLOCK_PASSWORD; the README's least-privilege ACL user.
+mod credentials;
 // Redis failing under a held lock: killed, paused, restarted, scripts flushed, unreachable, auth.
 mod faults;
 // -v lines and --log-format json: events in order, errors as JSON, statuses unchanged.

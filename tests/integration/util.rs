@@ -37,6 +37,12 @@ const REDLOCK_ENV: &[&str] = &[
     "REDLOCK_MIN_INTERVAL",
     "REDLOCK_METRICS_FILE",
     "REDLOCK_LOG_FORMAT",
+    "REDLOCK_PASSWORD",
+    "REDLOCK_PASSWORD_FILE",
+    "REDLOCK_TLS_CA_CERT",
+    "REDLOCK_TLS_CERT",
+    "REDLOCK_TLS_KEY",
+    "REDLOCK_TLS_INSECURE",
     "REDLOCK_KEY",
     "REDLOCK_TOKEN",
     "REDLOCK_FENCING_TOKEN",
@@ -102,6 +108,8 @@ pub struct ServerOpts {
     /// Also listen with TLS on a second free port, with this certificate and key (PEM files);
     /// [`RedisServer::url`] stays the plain port, for inspecting keys.
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// With `tls`: require client certificates signed by this CA (mutual TLS).
+    pub tls_client_ca: Option<PathBuf>,
 }
 
 /// A real `redis-server` owned by one test: no persistence, loopback TCP port or unix socket in a
@@ -179,8 +187,14 @@ impl RedisServer {
                 .arg("--tls-cert-file")
                 .arg(cert)
                 .arg("--tls-key-file")
-                .arg(key)
-                .args(["--tls-auth-clients", "no"]);
+                .arg(key);
+            match &self.opts.tls_client_ca {
+                Some(ca) => cmd
+                    .arg("--tls-ca-cert-file")
+                    .arg(ca)
+                    .args(["--tls-auth-clients", "yes"]),
+                None => cmd.args(["--tls-auth-clients", "no"]),
+            };
         }
         let mut child = cmd
             .spawn()
