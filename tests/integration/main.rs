@@ -24,6 +24,8 @@ mod faults;
 mod logs;
 // --metrics-file: the Prometheus textfile on every exit path, last success carried over.
 mod metrics;
+// A quorum of independent masters: minority/majority down, restarts, no overlap, fencing.
+mod quorum;
 // Child subreaper and PID 1: double-forked daemons stopped with the job, zombies reaped, TERM.
 mod reaper;
 // Renewal and losing the lease: TTLs, overwritten or deleted keys, the whole group stopped.

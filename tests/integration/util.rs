@@ -370,6 +370,25 @@ impl Drop for RedisServer {
     }
 }
 
+/// `n` plain servers, started in parallel (a quorum of independent masters).
+pub fn start_servers(n: usize) -> Vec<RedisServer> {
+    let starting: Vec<_> = (0..n).map(|_| thread::spawn(RedisServer::start)).collect();
+    starting.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
+/// `redlock run --url <each server> --key <key> <opts...> -- sh -c <script>`: a quorum run.
+pub fn run_quorum(servers: &[RedisServer], key: &str, opts: &[&str], script: &str) -> Command {
+    let mut cmd = redlock();
+    cmd.arg("run");
+    for server in servers {
+        cmd.args(["--url", &server.url()]);
+    }
+    cmd.args(["--key", key])
+        .args(opts)
+        .args(["--", "sh", "-c", script]);
+    cmd
+}
+
 /// The lock key for `name` under the default prefix.
 pub fn lock_key(name: &str) -> String {
     format!("redlock:{{{name}}}")
