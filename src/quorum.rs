@@ -331,6 +331,11 @@ impl Waker for QuorumWaker {
             }
         }
         let until = Instant::now() + timeout;
+        if !self.busy.iter().any(|b| *b) {
+            // No node thread to wait on: sit the timeout out, never spin.
+            thread::sleep(timeout);
+            return Ok(false);
+        }
         while self.busy.iter().any(|b| *b) {
             let left = until.saturating_duration_since(Instant::now());
             match self.answers.recv_timeout(left) {
