@@ -680,6 +680,38 @@ mod tests {
     }
 
     #[test]
+    fn password_files() {
+        let dir = std::env::temp_dir().join(format!("redlock-pw-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = |name: &str, text: &str| {
+            let path = dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let read = |path: &Path| password(Some(path));
+        assert_eq!(read(&file("lf", "pw\n")), Ok(Some("pw".into())));
+        assert_eq!(read(&file("crlf", "pw\r\n")), Ok(Some("pw".into())));
+        assert_eq!(read(&file("bare", "p w")), Ok(Some("p w".into())));
+        // Only one newline goes: the rest is the password, as written.
+        assert_eq!(read(&file("two", "pw\n\n")), Ok(Some("pw\n".into())));
+        for (name, text) in [("empty", ""), ("newline", "\n")] {
+            let err = read(&file(name, text)).unwrap_err();
+            assert!(err.contains("is empty"), "{err}");
+        }
+        let utf8 = read(&file("utf8", "\u{ff}hunter2")).unwrap();
+        assert_eq!(utf8, Some("\u{ff}hunter2".into()));
+        std::fs::write(dir.join("binary"), [0xffu8, b'h', b'u', b'n']).unwrap();
+        let err = read(&dir.join("binary")).unwrap_err();
+        assert!(!err.contains("hun"), "{err}");
+        let err = read(&dir.join("missing")).unwrap_err();
+        assert!(
+            err.contains("missing") && err.contains("--password-file"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn clap_definition_is_consistent() {
         command().debug_assert();
     }

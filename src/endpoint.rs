@@ -190,6 +190,40 @@ mod tests {
     }
 
     #[test]
+    fn tls_options_need_a_tls_url() {
+        let insecure = Tls {
+            insecure: true,
+            ..Tls::default()
+        };
+        let err = Endpoint::parse("redis://127.0.0.1:7000")
+            .unwrap()
+            .with_tls(&insecure)
+            .unwrap_err();
+        assert!(err.contains("rediss://"), "{err}");
+        let e = Endpoint::parse("rediss://127.0.0.1:7000")
+            .unwrap()
+            .with_tls(&insecure)
+            .unwrap();
+        assert!(matches!(
+            e.info.addr(),
+            ConnectionAddr::TcpTls { insecure: true, .. }
+        ));
+        // Nothing set: any URL is fine and unchanged.
+        let plain = Endpoint::parse("redis://127.0.0.1:7000").unwrap();
+        assert!(plain.with_tls(&Tls::default()).is_ok());
+    }
+
+    #[test]
+    fn a_password_given_apart_replaces_the_urls() {
+        let e = Endpoint::parse("redis://alice:old@127.0.0.1:7000")
+            .unwrap()
+            .with_password("new");
+        assert_eq!(e.info.redis_settings().password(), Some("new"));
+        assert_eq!(e.info.redis_settings().username(), Some("alice"));
+        assert!(!format!("{e} {e:?}").contains("new"));
+    }
+
+    #[test]
     fn endpoints_hide_secrets() {
         let e = Endpoint::parse("redis://alice:hunter2@127.0.0.1:7000/2").unwrap();
         assert_eq!(e.to_string(), "127.0.0.1:7000");
