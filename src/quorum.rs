@@ -17,6 +17,10 @@ use crate::lock::{Acquire, Failure, Held, Locker, SingleRedis, Waker};
 /// request goes to all of them at once, one thread per node.
 pub struct Quorum {
     nodes: Vec<SingleRedis>,
+    /// Split votes in a row, for the retry delay's backoff.
+    splits: u32,
+    /// The ttl of the last acquire, to keep the release's per-node time limit small too.
+    ttl: Option<Duration>,
 }
 
 /// The time limit of one node's acquire-phase request: small against the ttl (a tenth, at least
@@ -26,9 +30,13 @@ pub fn node_timeout(ttl: Duration, timeout: Duration) -> Duration {
     (ttl / 10).max(Duration::from_millis(10)).min(timeout)
 }
 
-/// The wait before retrying after a split vote: 50 to 250 ms (as redsync), `random` in [0, 1).
-pub fn split_delay(random: f64) -> Duration {
-    Duration::from_millis(50) + Duration::from_millis(200).mul_f64(random.clamp(0.0, 1.0))
+/// The wait before retrying after the `splits`-th split vote in a row: 50 to 250 ms at first
+/// (as redsync), the random part doubling with each further split up to 50 ms to 3.25 s, so
+/// waiters that cannot see a majority anywhere (a node down) do not poll fast for long.
+/// `random` is uniform in [0, 1).
+pub fn split_delay(splits: u32, random: f64) -> Duration {
+    let spread = Duration::from_millis(200) * (1u32 << splits.saturating_sub(1).min(4));
+    Duration::from_millis(50) + spread.mul_f64(random.clamp(0.0, 1.0))
 }
 
 /// The majority of `n` nodes.
@@ -44,7 +52,11 @@ fn valid(sent: Instant, ttl: Duration) -> bool {
 impl Quorum {
     pub fn new(nodes: Vec<SingleRedis>) -> Self {
         assert!(!nodes.is_empty(), "a quorum needs nodes");
-        Self { nodes }
+        Self {
+            nodes,
+            splits: 0,
+            ttl: None,
+        }
     }
 
     fn majority(&self) -> usize {
@@ -124,6 +136,7 @@ impl Locker for Quorum {
     ) -> Result<Acquire, Failure> {
         // The lease thread took its `sent` just before this call: no earlier than this.
         let sent = Instant::now();
+        self.ttl = Some(ttl);
         let per_node = node_timeout(ttl, timeout);
         let all = self.all();
         let replies = self.each(&all, |node| node.acquire(token, ttl, per_node));
@@ -162,6 +175,11 @@ impl Locker for Quorum {
                 _ => None,
             })
             .collect::<Vec<_>>();
+        self.splits = if !busy.is_empty() && busy.len() < self.majority() {
+            self.splits.saturating_add(1)
+        } else {
+            0
+        };
         if busy.len() >= self.majority() {
             // Someone may hold a majority: wait for its release (a wake-up) or for the first of
             // the leases seen to run out.
@@ -169,11 +187,13 @@ impl Locker for Quorum {
             return Ok(Acquire::Busy { remaining });
         }
         if !busy.is_empty() {
-            // A split vote (contenders took a node or two each, or a node is down) or leftovers
-            // of attempts: nobody releases, so retry after a random delay instead, as Redlock
-            // prescribes, which desynchronises the contenders.
+            // A split vote (contenders took a node or two each, or a node is down): nobody may
+            // release, so retry after a random delay, as Redlock prescribes, which
+            // desynchronises the contenders; never later than the first lease seen runs out.
+            let delay = split_delay(self.splits, lease::random_unit());
+            let remaining = busy.iter().flatten().min().map_or(delay, |r| delay.min(*r));
             return Ok(Acquire::Busy {
-                remaining: Some(split_delay(lease::random_unit())),
+                remaining: Some(remaining),
             });
         }
         let message = if taken >= self.majority() {
@@ -227,6 +247,9 @@ impl Locker for Quorum {
         succeeded: bool,
         timeout: Duration,
     ) -> Result<Held, Failure> {
+        // A silent node must not hold up the exit for the whole release timeout: its key
+        // expires by itself.
+        let timeout = self.ttl.map_or(timeout, |ttl| node_timeout(ttl, timeout));
         let all = self.all();
         let replies = self.each(&all, |node| node.release(token, succeeded, timeout));
         let answers: Vec<Held> = replies
@@ -382,6 +405,17 @@ mod tests {
             node_timeout(ttl, lease::acquire_timeout(ttl)),
             lease::acquire_timeout(ttl)
         );
+    }
+
+    #[test]
+    fn split_delays_are_random_and_back_off() {
+        assert_eq!(split_delay(1, 0.0), Duration::from_millis(50));
+        assert_eq!(split_delay(1, 0.5), Duration::from_millis(150));
+        assert!(split_delay(1, 0.999) < Duration::from_millis(250));
+        assert!(split_delay(2, 0.999) < Duration::from_millis(450));
+        assert_eq!(split_delay(5, 1.0), Duration::from_millis(3250));
+        assert_eq!(split_delay(u32::MAX, 1.0), Duration::from_millis(3250));
+        assert_eq!(split_delay(0, 1.0), Duration::from_millis(250));
     }
 
     #[test]

@@ -135,43 +135,83 @@ fn a_node_restarted_empty_under_a_hold_is_ridden_out() {
 
 #[test]
 fn contenders_never_overlap_and_fencing_tokens_increase() {
-    let dir = TempDir::new();
+    // All nodes up, then one down: with two of three left, contenders split votes often.
+    for down in [0, 1] {
+        let dir = TempDir::new();
+        let mut servers = start_servers(3);
+        for server in &mut servers[..down] {
+            server.kill();
+        }
+        // Inside the lock: mkdir fails if another holder is inside too; the token is appended
+        // in the order the holders ran.
+        let script = format!(
+            "mkdir {inside} || echo overlap >> {overlap}; echo $REDLOCK_FENCING_TOKEN >> {tokens}; \
+             sleep 0.05; rmdir {inside}",
+            inside = dir.sh("inside"),
+            overlap = dir.sh("overlap"),
+            tokens = dir.sh("tokens"),
+        );
+        let contenders: Vec<Proc> = (0..6)
+            .map(|_| {
+                Proc::spawn(run_quorum(
+                    &servers,
+                    "q",
+                    &["--ttl", "2s", "--wait", "15s"],
+                    &script,
+                ))
+            })
+            .collect();
+        for contender in contenders {
+            contender.finish(T).assert_code(0);
+        }
+        assert!(!dir.join("overlap").exists(), "two holders at once");
+        let tokens: Vec<i64> = read(&dir.join("tokens"))
+            .lines()
+            .map(|l| l.parse().unwrap())
+            .collect();
+        assert_eq!(tokens.len(), 6);
+        assert!(
+            tokens.windows(2).all(|w| w[0] < w[1]),
+            "tokens not increasing: {tokens:?}"
+        );
+        for server in &servers[down..] {
+            assert_eq!(lock_keys_left(server), Vec::<String>::new());
+        }
+    }
+}
+
+#[test]
+fn fencing_tokens_increase_across_different_majorities() {
     let servers = start_servers(3);
-    // Inside the lock: mkdir fails if another holder is inside too; the token is appended in
-    // the order the holders ran.
-    let script = format!(
-        "mkdir {inside} || echo overlap >> {overlap}; echo $REDLOCK_FENCING_TOKEN >> {tokens}; \
-         sleep 0.05; rmdir {inside}",
-        inside = dir.sh("inside"),
-        overlap = dir.sh("overlap"),
-        tokens = dir.sh("tokens"),
-    );
-    let contenders: Vec<Proc> = (0..6)
-        .map(|_| {
-            Proc::spawn(run_quorum(
-                &servers,
+    // The counters disagree: node 0 has seen many more acquisitions than the others.
+    redis::cmd("SET")
+        .arg(fence_key("q"))
+        .arg(10)
+        .exec(&mut servers[0].conn())
+        .unwrap();
+    let token = |servers: &[RedisServer]| {
+        let out = run_timeout(
+            run_quorum(
+                servers,
                 "q",
-                &["--ttl", "2s", "--wait", "15s"],
-                &script,
-            ))
-        })
-        .collect();
-    for contender in contenders {
-        contender.finish(T).assert_code(0);
-    }
-    assert!(!dir.join("overlap").exists(), "two holders at once");
-    let tokens: Vec<i64> = read(&dir.join("tokens"))
-        .lines()
-        .map(|l| l.parse().unwrap())
-        .collect();
-    assert_eq!(tokens.len(), 6);
-    assert!(
-        tokens.windows(2).all(|w| w[0] < w[1]),
-        "tokens not increasing: {tokens:?}"
-    );
-    for server in &servers {
-        assert_eq!(lock_keys_left(server), Vec::<String>::new());
-    }
+                &["--ttl", "2s"],
+                "echo $REDLOCK_FENCING_TOKEN",
+            ),
+            T,
+        );
+        out.assert_code(0);
+        out.stdout.trim().parse::<i64>().unwrap()
+    };
+    // A runs on nodes 0 and 1 (node 2 silent), B on nodes 1 and 2 (node 0 silent): B never
+    // talks to the node that gave A its high token, and must still get a higher one.
+    servers[2].pause();
+    let a = token(&servers);
+    servers[2].resume();
+    servers[0].pause();
+    let b = token(&servers);
+    servers[0].resume();
+    assert!(a > 10, "{a}");
+    assert!(b > a, "B got {b} after A's {a}");
 }
 
 #[test]
