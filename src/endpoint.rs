@@ -77,6 +77,16 @@ impl Endpoint {
 
     /// Apply `tls`; an error (never showing a key) when it is set but the URL is not `rediss://`.
     pub fn with_tls(mut self, tls: &Tls) -> Result<Self, String> {
+        if matches!(
+            self.info.addr(),
+            ConnectionAddr::TcpTls { insecure: true, .. }
+        ) {
+            // The redis crate's `#insecure` fragment would turn verification off unannounced.
+            return Err(format!(
+                "'{}#insecure': turning off certificate checks takes --tls-insecure (testing only)",
+                self.shown
+            ));
+        }
         if !tls.is_set() {
             return Ok(self);
         }
@@ -208,6 +218,11 @@ mod tests {
             e.info.addr(),
             ConnectionAddr::TcpTls { insecure: true, .. }
         ));
+        let err = Endpoint::parse("rediss://127.0.0.1:7000/#insecure")
+            .unwrap()
+            .with_tls(&Tls::default())
+            .unwrap_err();
+        assert!(err.contains("--tls-insecure"), "{err}");
         // Nothing set: any URL is fine and unchanged.
         let plain = Endpoint::parse("redis://127.0.0.1:7000").unwrap();
         assert!(plain.with_tls(&Tls::default()).is_ok());

@@ -191,10 +191,12 @@ fn fencing_tokens_increase_across_different_majorities() {
         .unwrap();
     let token = |servers: &[RedisServer]| {
         let out = run_timeout(
+            // --wait: a request to a paused node lands when it resumes, and its key (already
+            // released elsewhere) may linger there until it expires.
             run_quorum(
                 servers,
                 "q",
-                &["--ttl", "2s"],
+                &["--ttl", "2s", "--wait", "10s"],
                 "echo $REDLOCK_FENCING_TOKEN",
             ),
             T,
