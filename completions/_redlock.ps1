@@ -35,7 +35,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             break
         }
         'redlock;run' {
-            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by spaces in REDLOCK_URL) for a quorum of independent masters')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the Redis keys: the lock is PREFIX{NAME}')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
             [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss://: trust the CA certificates in this PEM file instead of the system store')
@@ -64,7 +64,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             break
         }
         'redlock;status' {
-            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by spaces in REDLOCK_URL) for a quorum of independent masters')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the Redis keys: the lock is PREFIX{NAME}')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
             [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss://: trust the CA certificates in this PEM file instead of the system store')
@@ -85,7 +85,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             break
         }
         'redlock;list' {
-            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by spaces in REDLOCK_URL) for a quorum of independent masters')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the Redis keys: the lock is PREFIX{NAME}')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
             [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss://: trust the CA certificates in this PEM file instead of the system store')
@@ -105,7 +105,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             break
         }
         'redlock;release' {
-            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by spaces in REDLOCK_URL) for a quorum of independent masters')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the Redis keys: the lock is PREFIX{NAME}')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
             [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss://: trust the CA certificates in this PEM file instead of the system store')

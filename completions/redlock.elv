@@ -31,7 +31,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'redlock;run'= {
-            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by spaces in REDLOCK_URL) for a quorum of independent masters'
+            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
             cand --prefix 'Prefix of the Redis keys: the lock is PREFIX{NAME}'
             cand --password-file 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
             cand --tls-ca-cert 'For rediss://: trust the CA certificates in this PEM file instead of the system store'
@@ -59,7 +59,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --version 'Print version'
         }
         &'redlock;status'= {
-            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by spaces in REDLOCK_URL) for a quorum of independent masters'
+            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
             cand --prefix 'Prefix of the Redis keys: the lock is PREFIX{NAME}'
             cand --password-file 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
             cand --tls-ca-cert 'For rediss://: trust the CA certificates in this PEM file instead of the system store'
@@ -79,7 +79,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --version 'Print version'
         }
         &'redlock;list'= {
-            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by spaces in REDLOCK_URL) for a quorum of independent masters'
+            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
             cand --prefix 'Prefix of the Redis keys: the lock is PREFIX{NAME}'
             cand --password-file 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
             cand --tls-ca-cert 'For rediss://: trust the CA certificates in this PEM file instead of the system store'
@@ -98,7 +98,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --version 'Print version'
         }
         &'redlock;release'= {
-            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by spaces in REDLOCK_URL) for a quorum of independent masters'
+            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
             cand --prefix 'Prefix of the Redis keys: the lock is PREFIX{NAME}'
             cand --password-file 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
             cand --tls-ca-cert 'For rediss://: trust the CA certificates in this PEM file instead of the system store'

@@ -107,7 +107,7 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct ConnArgs {
     /// Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock.
-    /// Give it several times (or several URLs separated by spaces in REDLOCK_URL) for a quorum
+    /// Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum
     /// of independent masters.
     #[arg(
         long,
