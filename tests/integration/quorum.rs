@@ -134,6 +134,30 @@ fn a_node_restarted_empty_under_a_hold_is_ridden_out() {
 }
 
 #[test]
+fn a_silent_majority_under_a_hold_stops_the_command() {
+    let dir = TempDir::new();
+    let servers = start_servers(3);
+    let holder = Proc::spawn(run_quorum(
+        &servers,
+        "q",
+        &["--ttl", "1s"],
+        &hold_script(&dir, "a"),
+    ));
+    wait_for_file(&dir.join("a.ready"));
+    let pid = wait_for_pid(&dir.join("a.pid"));
+    // One node still renews, which is not a majority: the command is stopped before the lease
+    // could run out, and redlock says the lock is lost.
+    servers[0].pause();
+    servers[1].pause();
+    let out = holder.finish(T);
+    servers[0].resume();
+    servers[1].resume();
+    out.assert_code(76);
+    assert!(!pid_alive(pid), "the command outlived its lease");
+    assert!(out.stderr.contains("only 1 of 3"), "{}", out.stderr);
+}
+
+#[test]
 fn contenders_never_overlap_and_fencing_tokens_increase() {
     // All nodes up, then one down: with two of three left, contenders split votes often.
     for down in [0, 1] {
