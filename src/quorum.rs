@@ -1,10 +1,11 @@
 //! A quorum of independent Redis masters (the Redlock algorithm): the same token on every node,
 //! the lock held only with a majority of them within the lease's validity, released everywhere.
 //!
-//! Validity needs nothing from the lease thread: it counts the lease from when it called
-//! [`Locker::acquire`] (before any node was asked) minus the drift allowance, which is exactly
-//! Redlock's `ttl − elapsed − drift` measured from the earliest request. A quorum acquisition is
-//! refused unless at least half the ttl of that validity is left when it completes.
+//! The lease thread and the supervisor need nothing special: they count the lease from just
+//! before [`Locker::acquire`] was called (before any node was asked) minus the drift allowance,
+//! which is exactly Redlock's validity, `ttl − elapsed − drift` from the earliest request. A
+//! quorum acquisition is refused unless at least half the ttl of that validity is left when it
+//! completes, fencing phases included.
 
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread;
