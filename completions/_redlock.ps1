@@ -35,8 +35,12 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             break
         }
         'redlock;run' {
-            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the Redis keys: the lock is PREFIX{NAME}')
+            [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
+            [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss://: trust the CA certificates in this PEM file instead of the system store')
+            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'For rediss:// with mutual TLS: the client certificate (PEM; needs --tls-key)')
+            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'For rediss:// with mutual TLS: the client''s private key (PEM; needs --tls-cert)')
             [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock (not read from the environment: REDLOCK_KEY is what the command sees)')
             [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Lease length; renewed every ttl/3 while the command runs')
             [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'How long to wait for a busy lock: 0 tries once, `forever` waits without limit')
@@ -47,6 +51,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             [CompletionResult]::new('--max-runtime', '--max-runtime', [CompletionResultType]::ParameterName, 'Stop the command after this long and exit 124')
             [CompletionResult]::new('--metrics-file', '--metrics-file', [CompletionResultType]::ParameterName, 'Write Prometheus metrics (textfile collector format) to PATH when redlock exits')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Diagnostics as text lines, or as one JSON object per line (stable event names)')
+            [CompletionResult]::new('--tls-insecure', '--tls-insecure', [CompletionResultType]::ParameterName, 'TESTING ONLY: do not verify the server''s TLS certificate, so anyone on the network path can pose as Redis. Warns on every use')
             [CompletionResult]::new('--fair', '--fair', [CompletionResultType]::ParameterName, 'Waiters take the lock first come, first served (use it on every client of the lock)')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Say more on stderr (repeat for more)')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Say more on stderr (repeat for more)')
@@ -59,10 +64,15 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             break
         }
         'redlock;status' {
-            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the Redis keys: the lock is PREFIX{NAME}')
+            [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
+            [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss://: trust the CA certificates in this PEM file instead of the system store')
+            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'For rediss:// with mutual TLS: the client certificate (PEM; needs --tls-key)')
+            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'For rediss:// with mutual TLS: the client''s private key (PEM; needs --tls-cert)')
             [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Diagnostics as text lines, or as one JSON object per line (stable event names)')
+            [CompletionResult]::new('--tls-insecure', '--tls-insecure', [CompletionResultType]::ParameterName, 'TESTING ONLY: do not verify the server''s TLS certificate, so anyone on the network path can pose as Redis. Warns on every use')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON object instead of text')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Say more on stderr (repeat for more)')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Say more on stderr (repeat for more)')
@@ -75,9 +85,14 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             break
         }
         'redlock;list' {
-            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the Redis keys: the lock is PREFIX{NAME}')
+            [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
+            [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss://: trust the CA certificates in this PEM file instead of the system store')
+            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'For rediss:// with mutual TLS: the client certificate (PEM; needs --tls-key)')
+            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'For rediss:// with mutual TLS: the client''s private key (PEM; needs --tls-cert)')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Diagnostics as text lines, or as one JSON object per line (stable event names)')
+            [CompletionResult]::new('--tls-insecure', '--tls-insecure', [CompletionResultType]::ParameterName, 'TESTING ONLY: do not verify the server''s TLS certificate, so anyone on the network path can pose as Redis. Warns on every use')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print a JSON array of the locks instead of text')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Say more on stderr (repeat for more)')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Say more on stderr (repeat for more)')
@@ -90,11 +105,16 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             break
         }
         'redlock;release' {
-            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the Redis keys: the lock is PREFIX{NAME}')
+            [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
+            [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss://: trust the CA certificates in this PEM file instead of the system store')
+            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'For rediss:// with mutual TLS: the client certificate (PEM; needs --tls-key)')
+            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'For rediss:// with mutual TLS: the client''s private key (PEM; needs --tls-cert)')
             [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock')
             [CompletionResult]::new('--token', '--token', [CompletionResultType]::ParameterName, 'Only if the lock still holds this owner token (as shown by status): never break the lock of a holder that took it since you looked')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Diagnostics as text lines, or as one JSON object per line (stable event names)')
+            [CompletionResult]::new('--tls-insecure', '--tls-insecure', [CompletionResultType]::ParameterName, 'TESTING ONLY: do not verify the server''s TLS certificate, so anyone on the network path can pose as Redis. Warns on every use')
             [CompletionResult]::new('--force', '--force', [CompletionResultType]::ParameterName, 'Required: delete the lock even though another process holds it')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Say more on stderr (repeat for more)')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Say more on stderr (repeat for more)')

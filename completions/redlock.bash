@@ -205,7 +205,7 @@ _redlock() {
             return 0
             ;;
         redlock__subcmd__list)
-            opts="-v -q -h -V --url --prefix --json --verbose --quiet --log-format --help --version"
+            opts="-v -q -h -V --url --prefix --password-file --tls-ca-cert --tls-cert --tls-key --tls-insecure --json --verbose --quiet --log-format --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -216,6 +216,22 @@ _redlock() {
                     return 0
                     ;;
                 --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-ca-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -245,7 +261,7 @@ _redlock() {
             return 0
             ;;
         redlock__subcmd__release)
-            opts="-v -q -h -V --url --prefix --key --force --token --verbose --quiet --log-format --help --version"
+            opts="-v -q -h -V --url --prefix --password-file --tls-ca-cert --tls-cert --tls-key --tls-insecure --key --force --token --verbose --quiet --log-format --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -256,6 +272,22 @@ _redlock() {
                     return 0
                     ;;
                 --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-ca-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -279,7 +311,7 @@ _redlock() {
             return 0
             ;;
         redlock__subcmd__run)
-            opts="-v -q -h -V --url --prefix --key --ttl --wait --fair --conflict-exit-code --min-interval --stop-signal --kill-after --max-runtime --metrics-file --verbose --quiet --log-format --help --version"
+            opts="-v -q -h -V --url --prefix --password-file --tls-ca-cert --tls-cert --tls-key --tls-insecure --key --ttl --wait --fair --conflict-exit-code --min-interval --stop-signal --kill-after --max-runtime --metrics-file --verbose --quiet --log-format --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -290,6 +322,22 @@ _redlock() {
                     return 0
                     ;;
                 --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-ca-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -341,7 +389,7 @@ _redlock() {
             return 0
             ;;
         redlock__subcmd__status)
-            opts="-v -q -h -V --url --prefix --key --json --verbose --quiet --log-format --help --version"
+            opts="-v -q -h -V --url --prefix --password-file --tls-ca-cert --tls-cert --tls-key --tls-insecure --key --json --verbose --quiet --log-format --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -352,6 +400,22 @@ _redlock() {
                     return 0
                     ;;
                 --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-ca-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

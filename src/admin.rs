@@ -15,8 +15,10 @@ use crate::lock::{Forced, Holder, Keys, LockInfo, SingleRedis, WAKE_LINGER};
 /// The time limit of each admin request.
 const TIMEOUT: Duration = Duration::from_secs(5);
 
-fn redis(conn: &crate::cli::ConnArgs, name: &str) -> anyhow::Result<SingleRedis> {
-    let endpoint = conn.endpoint()?;
+/// The one Redis `what` reads: several URLs (a quorum) are a usage error, since one node's
+/// view is not the lock's.
+fn redis(conn: &crate::cli::ConnArgs, name: &str, what: &str) -> anyhow::Result<SingleRedis> {
+    let endpoint = conn.endpoint(what)?;
     let keys = Keys::new(&conn.prefix, name);
     Ok(SingleRedis::new(endpoint, keys, false, WAKE_LINGER))
 }
@@ -28,7 +30,7 @@ fn unavailable(failure: crate::lock::Failure) -> anyhow::Error {
 /// `redlock status`: print the lock's state; exit 0 whether it is free or held.
 pub fn status(args: &StatusArgs) -> anyhow::Result<i32> {
     crate::say::set_key(&args.key);
-    let mut redis = redis(&args.conn, &args.key)?;
+    let mut redis = redis(&args.conn, &args.key, "status")?;
     let info = redis
         .inspect(TIMEOUT)
         .map_err(unavailable)
@@ -44,7 +46,7 @@ pub fn status(args: &StatusArgs) -> anyhow::Result<i32> {
 /// `redlock list`: every held lock under the prefix, found with SCAN.
 pub fn list(args: &ListArgs) -> anyhow::Result<i32> {
     let prefix = &args.conn.prefix;
-    let mut redis = redis(&args.conn, "")?;
+    let mut redis = redis(&args.conn, "", "list")?;
     let pattern = format!("{}{{*}}", glob_escape(prefix));
     let mut found = BTreeSet::new();
     let mut cursor = 0;
@@ -107,22 +109,59 @@ pub fn release(args: &ReleaseArgs) -> anyhow::Result<i32> {
             ),
         ));
     }
-    let mut redis = redis(&args.conn, &args.key)?;
-    let forced = redis
-        .force_release(args.token.as_deref(), TIMEOUT)
-        .map_err(unavailable)
-        .with_context(|| format!("cannot release lock '{}'", args.key))?;
+    let endpoints = args.conn.endpoints()?;
+    let (quorum, nodes) = (endpoints.len() > 1, endpoints.len());
+    let mut code = 0;
+    let mut failed = 0;
+    // On a quorum every node is released, one after another; a node that fails does not stop
+    // the others, and its failure decides the status once all were tried.
+    for endpoint in endpoints {
+        let node = if quorum {
+            format!("{endpoint}: ")
+        } else {
+            String::new()
+        };
+        let keys = Keys::new(&args.conn.prefix, &args.key);
+        let mut redis = SingleRedis::new(endpoint, keys, false, WAKE_LINGER);
+        let forced = match redis.force_release(args.token.as_deref(), TIMEOUT) {
+            Ok(forced) => forced,
+            Err(failure) => {
+                let err = Err::<(), _>(unavailable(failure))
+                    .with_context(|| format!("cannot release lock '{}'", args.key))
+                    .unwrap_err();
+                if !quorum {
+                    return Err(err);
+                }
+                crate::say::error(format!("{err:#}"));
+                failed += 1;
+                continue;
+            }
+        };
+        code = code.max(forced_text(&node, &args.key, forced));
+    }
+    if failed > 0 {
+        return Err(classified(
+            Class::Unavailable,
+            format!(
+                "lock '{}' was not released on {failed} of {nodes} nodes",
+                args.key
+            ),
+        ));
+    }
+    Ok(code)
+}
+
+/// Print what a forced release did on one node (`node` prefixes the line); the exit status.
+fn forced_text(node: &str, key: &str, forced: Forced) -> i32 {
     match forced {
-        Forced::Free { fence } => println!(
-            "lock '{}' is free; nothing released (fencing counter {fence})",
-            args.key
-        ),
+        Forced::Free { fence } => {
+            println!("{node}lock '{key}' is free; nothing released (fencing counter {fence})")
+        }
         Forced::Other { token, fence } => {
             println!(
-                "lock '{}' is held by token {token}, not the one given; left alone (fencing counter {fence})",
-                args.key
+                "{node}lock '{key}' is held by token {token}, not the one given; left alone (fencing counter {fence})"
             );
-            return Ok(crate::exit::CONFLICT);
+            return crate::exit::CONFLICT;
         }
         Forced::Removed {
             token,
@@ -133,12 +172,11 @@ pub fn release(args: &ReleaseArgs) -> anyhow::Result<i32> {
                 .as_ref()
                 .map_or_else(|| "an unknown holder".to_owned(), holder_text);
             println!(
-                "released lock '{}' held by {whose}, token {token}; fencing counter now {fence}",
-                args.key
+                "{node}released lock '{key}' held by {whose}, token {token}; fencing counter now {fence}"
             );
         }
     }
-    Ok(0)
+    0
 }
 
 /// The lock name of `key` (`PREFIX{NAME}`), or None for keys that are not lock keys.

@@ -1,12 +1,13 @@
 //! Command-line definitions (clap), value parsers for durations, signals and URLs, and env fallbacks.
 
 use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use nix::sys::signal::Signal;
 
-use crate::endpoint::Endpoint;
+use crate::endpoint::{Endpoint, Tls};
 use crate::error::{Class, classified};
 use crate::exit;
 
@@ -23,15 +24,20 @@ const ENV_HELP: &str = "\
 ENVIRONMENT:
   REDLOCK_URL, REDLOCK_TTL, REDLOCK_WAIT, REDLOCK_FAIR, REDLOCK_PREFIX,
   REDLOCK_KILL_AFTER, REDLOCK_STOP_SIGNAL, REDLOCK_MAX_RUNTIME,
-  REDLOCK_CONFLICT_EXIT_CODE, REDLOCK_MIN_INTERVAL, REDLOCK_METRICS_FILE and
-  REDLOCK_LOG_FORMAT give defaults for the options of the same name;
-  a flag wins over its variable.
+  REDLOCK_CONFLICT_EXIT_CODE, REDLOCK_MIN_INTERVAL, REDLOCK_METRICS_FILE,
+  REDLOCK_LOG_FORMAT, REDLOCK_PASSWORD_FILE, REDLOCK_TLS_CA_CERT,
+  REDLOCK_TLS_CERT, REDLOCK_TLS_KEY and REDLOCK_TLS_INSECURE give defaults
+  for the options of the same name; a flag wins over its variable.
+  REDLOCK_PASSWORD holds the Redis password (below --password-file, above
+  a password in the URL).
   The command sees REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_FENCING_TOKEN.";
 
 const ADMIN_ENV_HELP: &str = "\
 ENVIRONMENT:
-  REDLOCK_URL, REDLOCK_PREFIX and REDLOCK_LOG_FORMAT give defaults for the
-  options of the same name; a flag wins over its variable.";
+  REDLOCK_URL, REDLOCK_PREFIX, REDLOCK_LOG_FORMAT, REDLOCK_PASSWORD_FILE,
+  REDLOCK_TLS_CA_CERT, REDLOCK_TLS_CERT, REDLOCK_TLS_KEY and
+  REDLOCK_TLS_INSECURE give defaults for the options of the same name; a
+  flag wins over its variable. REDLOCK_PASSWORD holds the Redis password.";
 
 /// The variables redlock gives the command, and what each holds.
 pub const COMMAND_ENV: [(&str, &str); 3] = [
@@ -42,15 +48,21 @@ pub const COMMAND_ENV: [(&str, &str); 3] = [
     ),
     (
         "REDLOCK_FENCING_TOKEN",
-        "the fencing counter after this acquisition: strictly increasing for a name, while Redis keeps its data",
+        "the fencing counter after this acquisition: strictly increasing for a name, while Redis keeps its data (with several --url: read from a majority and raised on a majority, see the README)",
     ),
 ];
 
 /// Variables redlock reads that are not an option's default.
-pub const OTHER_ENV: [(&str, &str); 1] = [(
-    "SSL_CERT_FILE",
-    "for rediss:// URLs: a PEM file of CA certificates to trust instead of the system store",
-)];
+pub const OTHER_ENV: [(&str, &str); 2] = [
+    (
+        PASSWORD_ENV,
+        "the Redis password, for every URL: wins over a password in the URL, loses to --password-file",
+    ),
+    (
+        "SSL_CERT_FILE",
+        "for rediss:// URLs: a PEM file of CA certificates to trust instead of the system store (--tls-ca-cert wins)",
+    ),
+];
 
 /// Run a command under a Redis lock: one copy at a time across every machine.
 #[derive(Debug, Parser)]
@@ -94,27 +106,195 @@ pub enum Command {
 /// Where the locks live: shared by every subcommand.
 #[derive(Debug, Args)]
 pub struct ConnArgs {
-    /// Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock
+    /// Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock.
+    /// Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum
+    /// of independent masters.
     #[arg(
         long,
         env = "REDLOCK_URL",
         default_value = "redis://127.0.0.1:6379",
-        hide_env_values = true
+        hide_env_values = true,
+        value_name = "URL"
     )]
-    // Checked by [`ConnArgs::endpoint`], not by clap: clap's errors would echo a password.
-    pub url: String,
+    // Checked by [`ConnArgs::endpoints`], not by clap: clap's errors would echo a password.
+    pub url: Vec<String>,
 
     /// Prefix of the Redis keys: the lock is PREFIX{NAME}.
     #[arg(long, env = "REDLOCK_PREFIX", hide_env_values = true, default_value = "redlock:", value_parser = parse_prefix)]
     pub prefix: String,
+
+    /// Read the Redis password from FILE (one trailing newline dropped); it wins over
+    /// REDLOCK_PASSWORD and over a password in the URL.
+    #[arg(
+        long,
+        env = "REDLOCK_PASSWORD_FILE",
+        hide_env_values = true,
+        value_name = "FILE"
+    )]
+    pub password_file: Option<PathBuf>,
+
+    /// For rediss://: trust the CA certificates in this PEM file instead of the system store.
+    #[arg(
+        long,
+        env = "REDLOCK_TLS_CA_CERT",
+        hide_env_values = true,
+        value_name = "FILE"
+    )]
+    pub tls_ca_cert: Option<PathBuf>,
+
+    /// For rediss:// with mutual TLS: the client certificate (PEM; needs --tls-key).
+    #[arg(
+        long,
+        env = "REDLOCK_TLS_CERT",
+        hide_env_values = true,
+        value_name = "FILE",
+        requires = "tls_key"
+    )]
+    pub tls_cert: Option<PathBuf>,
+
+    /// For rediss:// with mutual TLS: the client's private key (PEM; needs --tls-cert).
+    #[arg(
+        long,
+        env = "REDLOCK_TLS_KEY",
+        hide_env_values = true,
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
+    pub tls_key: Option<PathBuf>,
+
+    /// TESTING ONLY: do not verify the server's TLS certificate, so anyone on the network path
+    /// can pose as Redis. Warns on every use.
+    #[arg(long, env = "REDLOCK_TLS_INSECURE", hide_env_values = true, value_parser = clap::builder::FalseyValueParser::new(), conflicts_with = "tls_ca_cert")]
+    pub tls_insecure: bool,
 }
 
 impl ConnArgs {
-    /// Where the lock lives, from --url / REDLOCK_URL.
-    pub fn endpoint(&self) -> anyhow::Result<Endpoint> {
-        Endpoint::parse(&self.url).map_err(|message| classified(Class::Usage, message))
+    /// Every Redis named by --url / REDLOCK_URL (split on whitespace), with the TLS options and
+    /// the password applied. Several make a quorum; the same host:port twice is refused.
+    pub fn endpoints(&self) -> anyhow::Result<Vec<Endpoint>> {
+        let usage = |message: String| classified(Class::Usage, message);
+        let tls = self.tls().map_err(usage)?;
+        let password = password(self.password_file.as_deref()).map_err(usage)?;
+        let urls: Vec<&str> = self
+            .url
+            .iter()
+            .flat_map(|url| url.split_ascii_whitespace())
+            .collect();
+        if urls.is_empty() {
+            return Err(usage(
+                "'' is not a Redis URL (use redis://, rediss://, unix:// or redis+unix://)".into(),
+            ));
+        }
+        let mut endpoints: Vec<Endpoint> = Vec::with_capacity(urls.len());
+        for url in urls {
+            let mut endpoint = Endpoint::parse(url)
+                .and_then(|e| e.with_tls(&tls))
+                .map_err(usage)?;
+            if let Some(password) = &password {
+                endpoint = endpoint.with_password(password);
+            }
+            if endpoints
+                .iter()
+                .any(|e| e.to_string() == endpoint.to_string())
+            {
+                return Err(usage(format!(
+                    "{endpoint} is given twice: the nodes of a quorum must be independent servers"
+                )));
+            }
+            endpoints.push(endpoint);
+        }
+        if tls.insecure {
+            crate::say!(
+                0,
+                "warning: --tls-insecure: the Redis server's certificate is not verified, so anyone on the network path can pose as it; for testing only"
+            );
+        }
+        Ok(endpoints)
+    }
+
+    /// The one Redis named by --url, for commands that read a single server.
+    pub fn endpoint(&self, what: &str) -> anyhow::Result<Endpoint> {
+        let mut endpoints = self.endpoints()?;
+        if endpoints.len() > 1 {
+            return Err(classified(
+                Class::Usage,
+                format!(
+                    "{what} reads one Redis: give one --url (run it once per node of a quorum)"
+                ),
+            ));
+        }
+        Ok(endpoints.remove(0))
+    }
+
+    fn tls(&self) -> Result<Tls, String> {
+        let client = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some((
+                read_pem("--tls-cert", cert, "CERTIFICATE-----")?,
+                read_pem("--tls-key", key, "PRIVATE KEY-----")?,
+            )),
+            _ => None,
+        };
+        let ca_cert = self
+            .tls_ca_cert
+            .as_deref()
+            .map(|path| read_pem("--tls-ca-cert", path, "CERTIFICATE-----"))
+            .transpose()?;
+        Ok(Tls {
+            ca_cert,
+            client,
+            insecure: self.tls_insecure,
+        })
     }
 }
+
+/// The contents of `path`; the error names the option and the file, never the contents.
+fn read_file(option: &str, path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("cannot read {option} file {}: {e}", path.display()))
+}
+
+/// A PEM file that must hold a section whose header ends with `marker`: a key given as a
+/// certificate would otherwise mean an empty trust store, found out only at the handshake.
+fn read_pem(option: &str, path: &Path, marker: &str) -> Result<Vec<u8>, String> {
+    let bytes = read_file(option, path)?;
+    let found = String::from_utf8_lossy(&bytes)
+        .lines()
+        .any(|line| line.starts_with("-----BEGIN ") && line.trim_end().ends_with(marker));
+    if !found {
+        let what = marker.trim_end_matches('-').to_lowercase();
+        return Err(format!(
+            "{option} file {} holds no PEM {what}",
+            path.display()
+        ));
+    }
+    Ok(bytes)
+}
+
+/// The password given apart from the URL: the file's first line (a trailing newline dropped),
+/// else REDLOCK_PASSWORD when set and not empty, else None (the URL's password, if any).
+fn password(file: Option<&Path>) -> Result<Option<String>, String> {
+    if let Some(path) = file {
+        let bytes = read_file("--password-file", path)?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| format!("--password-file {} is not UTF-8 text", path.display()))?;
+        let password = text.strip_suffix('\n').unwrap_or(&text);
+        let password = password.strip_suffix('\r').unwrap_or(password);
+        if password.is_empty() {
+            return Err(format!("--password-file {} is empty", path.display()));
+        }
+        return Ok(Some(password.to_owned()));
+    }
+    match std::env::var_os(PASSWORD_ENV) {
+        None => Ok(None),
+        Some(value) if value.is_empty() => Ok(None),
+        Some(value) => value
+            .into_string()
+            .map(Some)
+            .map_err(|_| format!("{PASSWORD_ENV} is not valid UTF-8")),
+    }
+}
+
+/// The variable that can hold the Redis password (there is deliberately no flag for it).
+pub const PASSWORD_ENV: &str = "REDLOCK_PASSWORD";
 
 /// How redlock talks on stderr: shared by every subcommand.
 #[derive(Debug, Args)]
@@ -497,6 +677,38 @@ mod tests {
             Duration::from_secs(1)
         );
         assert!(run_args("2s", Some("1001ms")).kill_after().is_err());
+    }
+
+    #[test]
+    fn password_files() {
+        let dir = std::env::temp_dir().join(format!("redlock-pw-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = |name: &str, text: &str| {
+            let path = dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let read = |path: &Path| password(Some(path));
+        assert_eq!(read(&file("lf", "pw\n")), Ok(Some("pw".into())));
+        assert_eq!(read(&file("crlf", "pw\r\n")), Ok(Some("pw".into())));
+        assert_eq!(read(&file("bare", "p w")), Ok(Some("p w".into())));
+        // Only one newline goes: the rest is the password, as written.
+        assert_eq!(read(&file("two", "pw\n\n")), Ok(Some("pw\n".into())));
+        for (name, text) in [("empty", ""), ("newline", "\n")] {
+            let err = read(&file(name, text)).unwrap_err();
+            assert!(err.contains("is empty"), "{err}");
+        }
+        let utf8 = read(&file("utf8", "\u{ff}hunter2")).unwrap();
+        assert_eq!(utf8, Some("\u{ff}hunter2".into()));
+        std::fs::write(dir.join("binary"), [0xffu8, b'h', b'u', b'n']).unwrap();
+        let err = read(&dir.join("binary")).unwrap_err();
+        assert!(!err.contains("hun"), "{err}");
+        let err = read(&dir.join("missing")).unwrap_err();
+        assert!(
+            err.contains("missing") && err.contains("--password-file"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -1,8 +1,27 @@
-//! Where the lock lives: Redis URLs parsed into connection details, and printed without secrets.
+//! Where the lock lives: Redis URLs parsed into connection details (with the TLS files and the
+//! password given apart from the URL), and printed without secrets.
 
 use std::fmt;
 
-use redis::{ConnectionInfo, IntoConnectionInfo};
+use redis::{ClientTlsConfig, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, TlsCertificates};
+
+/// TLS settings given apart from the URL, applied to every `rediss://` endpoint: PEM contents,
+/// read once at start-up.
+#[derive(Clone, Default)]
+pub struct Tls {
+    /// CA certificates to trust instead of the system store (`--tls-ca-cert`).
+    pub ca_cert: Option<Vec<u8>>,
+    /// Client certificate chain and private key, for mutual TLS (`--tls-cert`, `--tls-key`).
+    pub client: Option<(Vec<u8>, Vec<u8>)>,
+    /// Do not verify the server's certificate at all (`--tls-insecure`, for testing only).
+    pub insecure: bool,
+}
+
+impl Tls {
+    fn is_set(&self) -> bool {
+        self.ca_cert.is_some() || self.client.is_some() || self.insecure
+    }
+}
 
 /// Where the lock lives: parsed connection details plus a printable form without secrets.
 #[derive(Clone)]
@@ -46,6 +65,59 @@ impl Endpoint {
         let info = info.set_redis_settings(redis);
         let shown = info.addr().to_string();
         Ok(Self { info, shown })
+    }
+
+    /// Authenticate with `password` instead of any password in the URL (the URL's user name,
+    /// if any, stays).
+    pub fn with_password(mut self, password: &str) -> Self {
+        let redis = self.info.redis_settings().clone().set_password(password);
+        self.info = self.info.set_redis_settings(redis);
+        self
+    }
+
+    /// Apply `tls`; an error (never showing a key) when it is set but the URL is not `rediss://`.
+    pub fn with_tls(mut self, tls: &Tls) -> Result<Self, String> {
+        if matches!(
+            self.info.addr(),
+            ConnectionAddr::TcpTls { insecure: true, .. }
+        ) {
+            // The redis crate's `#insecure` fragment would turn verification off unannounced.
+            return Err(format!(
+                "'{}#insecure': turning off certificate checks takes --tls-insecure (testing only)",
+                self.shown
+            ));
+        }
+        if !tls.is_set() {
+            return Ok(self);
+        }
+        let ConnectionAddr::TcpTls { host, port, .. } = self.info.addr().clone() else {
+            return Err(format!(
+                "the --tls-* options need a rediss:// URL; '{}' does not use TLS",
+                self.shown
+            ));
+        };
+        if tls.insecure {
+            let addr = ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure: true,
+                tls_params: None,
+            };
+            self.info = self.info.set_addr(addr);
+        }
+        if tls.ca_cert.is_some() || tls.client.is_some() {
+            let certificates = TlsCertificates {
+                client_tls: tls.client.as_ref().map(|(cert, key)| ClientTlsConfig {
+                    client_cert: cert.clone(),
+                    client_key: key.clone(),
+                }),
+                root_cert: tls.ca_cert.clone(),
+            };
+            let client = redis::Client::build_with_tls(self.info.clone(), certificates)
+                .map_err(|e| format!("cannot use the TLS certificates or key: {e}"))?;
+            self.info = client.get_connection_info().clone();
+        }
+        Ok(self)
     }
 }
 
@@ -125,6 +197,45 @@ mod tests {
         );
         assert_eq!(redact("redis://host:6379"), "redis://host:6379");
         assert_eq!(redact("not a url"), "not a url");
+    }
+
+    #[test]
+    fn tls_options_need_a_tls_url() {
+        let insecure = Tls {
+            insecure: true,
+            ..Tls::default()
+        };
+        let err = Endpoint::parse("redis://127.0.0.1:7000")
+            .unwrap()
+            .with_tls(&insecure)
+            .unwrap_err();
+        assert!(err.contains("rediss://"), "{err}");
+        let e = Endpoint::parse("rediss://127.0.0.1:7000")
+            .unwrap()
+            .with_tls(&insecure)
+            .unwrap();
+        assert!(matches!(
+            e.info.addr(),
+            ConnectionAddr::TcpTls { insecure: true, .. }
+        ));
+        let err = Endpoint::parse("rediss://127.0.0.1:7000/#insecure")
+            .unwrap()
+            .with_tls(&Tls::default())
+            .unwrap_err();
+        assert!(err.contains("--tls-insecure"), "{err}");
+        // Nothing set: any URL is fine and unchanged.
+        let plain = Endpoint::parse("redis://127.0.0.1:7000").unwrap();
+        assert!(plain.with_tls(&Tls::default()).is_ok());
+    }
+
+    #[test]
+    fn a_password_given_apart_replaces_the_urls() {
+        let e = Endpoint::parse("redis://alice:old@127.0.0.1:7000")
+            .unwrap()
+            .with_password("new");
+        assert_eq!(e.info.redis_settings().password(), Some("new"));
+        assert_eq!(e.info.redis_settings().username(), Some("alice"));
+        assert!(!format!("{e} {e:?}").contains("new"));
     }
 
     #[test]

@@ -116,7 +116,7 @@ pub fn backoff(attempt: u32, holder_remaining: Option<Duration>, random: f64) ->
     sleep.max(Duration::from_millis(1))
 }
 
-fn random_unit() -> f64 {
+pub(crate) fn random_unit() -> f64 {
     // The low 53 bits of a v4 UUID come from the OS RNG (its fixed version and variant bits
     // sit higher up) and make a uniform double in [0, 1).
     let bits = uuid::Uuid::new_v4().as_u128() as u64 & ((1u64 << 53) - 1);

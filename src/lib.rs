@@ -11,6 +11,7 @@ pub mod json;
 pub mod lease;
 pub mod lock;
 pub mod metrics;
+pub mod quorum;
 pub mod run;
 pub mod say;
 pub mod signals;

@@ -238,6 +238,40 @@ return {1, fence, v, h[2] or '', h[3] or '', h[4] or '', h[5] or ''}
 ",
 ));
 
+/// Undo a quorum's partial acquire: delete the lock (and the holder's details) only while it
+/// holds our token, waking nobody (the lock was never ours to hand over). Returns 1 or 0.
+static UNDO: Lua = Lua::new(
+    r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS[6])
+  return 1
+end
+return 0
+",
+);
+
+/// The fencing counter, for a quorum's read phase. Returns it (0 when never taken).
+static FENCE_READ: Lua = Lua::new(
+    r"
+return tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+",
+);
+
+/// Raise the fencing counter to at least ARGV[1], for a quorum's write-back phase; never lowers
+/// it. Returns the counter afterwards.
+static FENCE_RAISE: Lua = Lua::new(
+    r"
+local c = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+local t = tonumber(ARGV[1])
+if c < t then
+  redis.call('SET', KEYS[2], ARGV[1])
+  return t
+end
+return c
+",
+);
+
 /// Read a lock's state without changing anything.
 /// Returns {fencing counter, ms since the last recorded success (-1 none), ms left of that
 /// record, lock PTTL (-2 free), token, holder host, pid, command line, start time}.
@@ -553,6 +587,32 @@ impl SingleRedis {
             }),
             _ => Err(unexpected(&self.endpoint, &reply)),
         }
+    }
+
+    /// Undo a partial quorum acquire on this node, waking nobody.
+    pub fn undo(&mut self, token: &str, timeout: Duration) -> Result<(), Failure> {
+        self.eval(&UNDO, &[token], timeout).map(drop)
+    }
+
+    /// The fencing counter as it is (a quorum's read phase).
+    pub fn read_fence(&mut self, timeout: Duration) -> Result<i64, Failure> {
+        match self.eval(&FENCE_READ, &[], timeout)? {
+            Value::Int(fence) => Ok(fence),
+            other => Err(unexpected(&self.endpoint, &other)),
+        }
+    }
+
+    /// Raise the fencing counter to at least `to` (a quorum's write-back phase); the counter after.
+    pub fn raise_fence(&mut self, to: i64, timeout: Duration) -> Result<i64, Failure> {
+        match self.eval(&FENCE_RAISE, &[&to.to_string()], timeout)? {
+            Value::Int(fence) => Ok(fence),
+            other => Err(unexpected(&self.endpoint, &other)),
+        }
+    }
+
+    /// Where this lock lives.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
     }
 
     /// One SCAN step over keys matching `pattern`: the next cursor (0 when done) and the keys.

@@ -20,8 +20,9 @@ use crate::cli::RunArgs;
 use crate::error::{Class, classified};
 use crate::exit;
 use crate::lease::{self, Lease, LeaseEvent};
-use crate::lock::{Held, Holder, Keys, SingleRedis};
+use crate::lock::{Held, Holder, Keys, Locker, SingleRedis};
 use crate::metrics::{self, Stats};
+use crate::quorum::Quorum;
 use crate::say;
 use crate::signals;
 
@@ -51,7 +52,13 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
     say::set_key(&args.key);
     let started = Instant::now();
     let kill_after = args.kill_after()?;
-    let endpoint = args.conn.endpoint()?;
+    let endpoints = args.conn.endpoints()?;
+    if endpoints.len() > 1 && args.fair {
+        return Err(classified(
+            Class::Usage,
+            "--fair does not work with several --url (a quorum): each node would keep its own queue, in its own order",
+        ));
+    }
     if let Some(path) = &args.metrics_file {
         metrics::check_path(path).map_err(|message| classified(Class::Usage, message))?;
     }
@@ -71,11 +78,17 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
     let keys = Keys::new(&args.conn.prefix, &args.key);
     let token = uuid::Uuid::new_v4().to_string();
     let entry_lifetime = lease::queue_entry_lifetime(args.ttl);
-    let locker = Box::new(
-        SingleRedis::new(endpoint, keys, args.fair, entry_lifetime)
-            .with_holder(Holder::current(&args.command))
-            .with_min_interval(args.min_interval),
-    );
+    let holder = Holder::current(&args.command);
+    let node = |endpoint| {
+        SingleRedis::new(endpoint, keys.clone(), args.fair, entry_lifetime)
+            .with_holder(holder.clone())
+            .with_min_interval(args.min_interval)
+    };
+    let locker: Box<dyn Locker> = if endpoints.len() == 1 {
+        Box::new(node(endpoints.into_iter().next().expect("one endpoint")))
+    } else {
+        Box::new(Quorum::new(endpoints.into_iter().map(node).collect()))
+    };
     let tx = events.clone();
     let lease = Lease::start(locker, token.clone(), args.ttl, args.wait, move |event| {
         let _ = tx.send(Event::Lease(event));

@@ -16,12 +16,16 @@ mod cron;
 mod docs;
 // The exit-status table: passthrough, 128+N, 126, 127, --max-runtime's 124.
 mod exit_codes;
+// Passwords from --password-file and REDLOCK_PASSWORD; the README's least-privilege ACL user.
+mod credentials;
 // Redis failing under a held lock: killed, paused, restarted, scripts flushed, unreachable, auth.
 mod faults;
 // -v lines and --log-format json: events in order, errors as JSON, statuses unchanged.
 mod logs;
 // --metrics-file: the Prometheus textfile on every exit path, last success carried over.
 mod metrics;
+// A quorum of independent masters: minority/majority down, restarts, no overlap, fencing.
+mod quorum;
 // Child subreaper and PID 1: double-forked daemons stopped with the job, zombies reaped, TERM.
 mod reaper;
 // Hostile input: malformed values for every flag, odd lock names, garbage-speaking servers.

@@ -1,5 +1,6 @@
-//! rediss://: the server certificate is verified (system store, SSL_CERT_FILE), a certificate from
-//! an unknown CA is refused with 69, and TLS against a plain port fails within the acquire timeout.
+//! rediss://: the server certificate is verified (system store, SSL_CERT_FILE, --tls-ca-cert), a
+//! certificate from an unknown CA is refused with 69, TLS against a plain port fails within the
+//! acquire timeout, mutual TLS with --tls-cert/--tls-key, and --tls-insecure warns.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -135,4 +136,200 @@ fn tls_against_a_plain_port_fails_with_69_within_the_acquire_timeout() {
         "keys left: {:?}",
         redis.all_keys()
     );
+}
+
+/// A client certificate signed by the CA `{ca}-ca.crt` that [`make_certs`] made. Returns
+/// (certificate, key).
+fn make_client_cert(dir: &TempDir, ca: &str) -> (PathBuf, PathBuf) {
+    let script = format!(
+        r#"set -e
+        cd {dir}
+        openssl req -subj /CN=redlock-client -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+          -keyout client.key -out client.csr
+        echo extendedKeyUsage=clientAuth > client-ext
+        openssl x509 -req -days 2 -in client.csr -CA {ca}-ca.crt -CAkey {ca}-ca.key \
+          -CAcreateserial -extfile client-ext -out client.crt"#,
+        dir = shell_quote(dir.path()),
+    );
+    let out = Command::new("sh")
+        .args(["-c", &script])
+        .env("OPENSSL_CONF", "/dev/null")
+        .output()
+        .expect("running openssl");
+    assert!(
+        out.status.success(),
+        "openssl: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (dir.join("client.crt"), dir.join("client.key"))
+}
+
+/// `redlock run --url <url> --key <key> <opts> -- sh -c <script>`, with no SSL_CERT_FILE.
+fn run_with(url: &str, key: &str, opts: &[&str], script: &str) -> Command {
+    let mut cmd = redlock();
+    cmd.env_remove("SSL_CERT_FILE")
+        .args(["run", "--url", url, "--key", key])
+        .args(opts)
+        .args(["--", "sh", "-c", script]);
+    cmd
+}
+
+#[test]
+fn tls_ca_cert_option_and_variable_trust_the_ca() {
+    let dir = TempDir::new();
+    let (redis, ca) = tls_server(&dir);
+    let ca_arg = ca.to_str().unwrap();
+    let out = run_timeout(
+        run_with(
+            &redis.tls_url(),
+            "ca",
+            &["--tls-ca-cert", ca_arg],
+            "echo $REDLOCK_FENCING_TOKEN",
+        ),
+        T,
+    );
+    out.assert_code(0);
+    assert_eq!(out.stdout, "1\n");
+    assert_eq!(out.stderr, "");
+    let mut cmd = run_with(&redis.tls_url(), "ca", &[], "echo $REDLOCK_FENCING_TOKEN");
+    cmd.env("REDLOCK_TLS_CA_CERT", &ca);
+    let out = run_timeout(cmd, T);
+    out.assert_code(0);
+    assert_eq!(out.stdout, "2\n");
+    // --tls-ca-cert wins over SSL_CERT_FILE.
+    let (other_ca, _, _) = make_certs(&dir, "other");
+    let mut cmd = run_with(
+        &redis.tls_url(),
+        "ca",
+        &["--tls-ca-cert", ca_arg],
+        "echo $REDLOCK_FENCING_TOKEN",
+    );
+    cmd.env("SSL_CERT_FILE", &other_ca);
+    run_timeout(cmd, T).assert_code(0);
+}
+
+#[test]
+fn tls_ca_cert_of_the_wrong_ca_is_refused_with_69() {
+    let dir = TempDir::new();
+    let (redis, _good_ca) = tls_server(&dir);
+    let (other_ca, _, _) = make_certs(&dir, "other");
+    let out = run_timeout(
+        run_with(
+            &redis.tls_url(),
+            "ca",
+            &["--tls-ca-cert", other_ca.to_str().unwrap()],
+            &marker_script(&dir),
+        ),
+        T,
+    );
+    out.assert_code(69);
+    assert!(out.stderr.contains("certificate"), "stderr: {}", out.stderr);
+    assert!(!dir.join("marker").exists());
+    assert!(redis.all_keys().is_empty());
+}
+
+#[test]
+fn mutual_tls_needs_the_client_certificate() {
+    let dir = TempDir::new();
+    let (ca, crt, key) = make_certs(&dir, "good");
+    let (client_crt, client_key) = make_client_cert(&dir, "good");
+    let redis = RedisServer::start_with(ServerOpts {
+        tls: Some((crt, key)),
+        tls_client_ca: Some(ca.clone()),
+        ..ServerOpts::default()
+    });
+    let ca_arg = ca.to_str().unwrap();
+    let with_cert = [
+        "--tls-ca-cert",
+        ca_arg,
+        "--tls-cert",
+        client_crt.to_str().unwrap(),
+        "--tls-key",
+        client_key.to_str().unwrap(),
+    ];
+    let out = run_timeout(
+        run_with(&redis.tls_url(), "mtls", &with_cert, "echo ran"),
+        T,
+    );
+    out.assert_code(0);
+    assert_eq!(out.stdout, "ran\n");
+    assert_eq!(redis.get(&fence_key("mtls")).as_deref(), Some("1"));
+
+    // Without a client certificate the server ends the handshake: refused, nothing run.
+    let out = run_timeout(
+        run_with(
+            &redis.tls_url(),
+            "mtls",
+            &["--tls-ca-cert", ca_arg],
+            &marker_script(&dir),
+        ),
+        T,
+    );
+    out.assert_code(69);
+    assert_eq!(out.stderr.lines().count(), 1, "stderr: {}", out.stderr);
+    assert!(!dir.join("marker").exists());
+    assert_eq!(redis.get(&fence_key("mtls")).as_deref(), Some("1"));
+    assert!(
+        !out.stderr.contains("PRIVATE KEY"),
+        "stderr: {}",
+        out.stderr
+    );
+}
+
+#[test]
+fn tls_insecure_connects_to_an_untrusted_server_and_warns() {
+    let dir = TempDir::new();
+    let (redis, _ca) = tls_server(&dir);
+    let out = run_timeout(
+        run_with(
+            &redis.tls_url(),
+            "insecure",
+            &["--tls-insecure"],
+            "echo ran",
+        ),
+        T,
+    );
+    out.assert_code(0);
+    assert_eq!(out.stdout, "ran\n");
+    assert!(
+        out.stderr.contains("--tls-insecure") && out.stderr.contains("not verified"),
+        "no warning: {}",
+        out.stderr
+    );
+    assert_eq!(redis.get(&fence_key("insecure")).as_deref(), Some("1"));
+}
+
+#[test]
+fn bad_tls_options_are_usage_errors() {
+    let dir = TempDir::new();
+    let redis = RedisServer::start();
+    let (ca, _, _) = make_certs(&dir, "ca");
+    let ca_arg = ca.to_str().unwrap();
+    let missing = dir.join("missing.pem");
+    let missing = missing.to_str().unwrap();
+    let tls_url = format!("rediss://127.0.0.1:{}", redis.port());
+    let key_file = dir.join("ca-ca.key");
+    let cases: [(&str, Vec<&str>, &str); 5] = [
+        (&tls_url, vec!["--tls-ca-cert", missing], "missing.pem"),
+        (&redis.url(), vec!["--tls-ca-cert", ca_arg], "rediss://"),
+        (&tls_url, vec!["--tls-cert", ca_arg], "--tls-key"),
+        (
+            &tls_url,
+            vec!["--tls-insecure", "--tls-ca-cert", ca_arg],
+            "--tls-insecure",
+        ),
+        (
+            &tls_url,
+            vec!["--tls-ca-cert", key_file.to_str().unwrap()],
+            "certificate",
+        ),
+    ];
+    for (url, opts, says) in cases {
+        let out = run_timeout(run_with(url, "bad", &opts, &marker_script(&dir)), T);
+        out.assert_code(64);
+        assert!(out.stderr.contains(says), "{opts:?}: {}", out.stderr);
+        assert_eq!(out.stderr.lines().count(), 1, "{opts:?}: {}", out.stderr);
+        assert!(!dir.join("marker").exists());
+    }
+    assert!(redis.all_keys().is_empty());
 }

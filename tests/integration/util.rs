@@ -37,6 +37,12 @@ const REDLOCK_ENV: &[&str] = &[
     "REDLOCK_MIN_INTERVAL",
     "REDLOCK_METRICS_FILE",
     "REDLOCK_LOG_FORMAT",
+    "REDLOCK_PASSWORD",
+    "REDLOCK_PASSWORD_FILE",
+    "REDLOCK_TLS_CA_CERT",
+    "REDLOCK_TLS_CERT",
+    "REDLOCK_TLS_KEY",
+    "REDLOCK_TLS_INSECURE",
     "REDLOCK_KEY",
     "REDLOCK_TOKEN",
     "REDLOCK_FENCING_TOKEN",
@@ -105,6 +111,8 @@ pub struct ServerOpts {
     /// Append-only file with `appendfsync always`: every acknowledged write survives a
     /// [`RedisServer::restart`] (SIGKILL included).
     pub persist: bool,
+    /// With `tls`: require client certificates signed by this CA (mutual TLS).
+    pub tls_client_ca: Option<PathBuf>,
 }
 
 /// A real `redis-server` owned by one test: no persistence unless asked, loopback TCP port or
@@ -187,8 +195,14 @@ impl RedisServer {
                 .arg("--tls-cert-file")
                 .arg(cert)
                 .arg("--tls-key-file")
-                .arg(key)
-                .args(["--tls-auth-clients", "no"]);
+                .arg(key);
+            match &self.opts.tls_client_ca {
+                Some(ca) => cmd
+                    .arg("--tls-ca-cert-file")
+                    .arg(ca)
+                    .args(["--tls-auth-clients", "yes"]),
+                None => cmd.args(["--tls-auth-clients", "no"]),
+            };
         }
         let mut child = cmd
             .spawn()
@@ -362,6 +376,25 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// `n` plain servers, started in parallel (a quorum of independent masters).
+pub fn start_servers(n: usize) -> Vec<RedisServer> {
+    let starting: Vec<_> = (0..n).map(|_| thread::spawn(RedisServer::start)).collect();
+    starting.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
+/// `redlock run --url <each server> --key <key> <opts...> -- sh -c <script>`: a quorum run.
+pub fn run_quorum(servers: &[RedisServer], key: &str, opts: &[&str], script: &str) -> Command {
+    let mut cmd = redlock();
+    cmd.arg("run");
+    for server in servers {
+        cmd.args(["--url", &server.url()]);
+    }
+    cmd.args(["--key", key])
+        .args(opts)
+        .args(["--", "sh", "-c", script]);
+    cmd
 }
 
 /// The lock key for `name` under the default prefix.

@@ -1,0 +1,429 @@
+//! A quorum of independent Redis masters (the Redlock algorithm): the same token on every node,
+//! the lock held only with a majority of them within the lease's validity, released everywhere.
+//!
+//! The lease thread and the supervisor need nothing special: they count the lease from just
+//! before [`Locker::acquire`] was called (before any node was asked) minus the drift allowance,
+//! which is exactly Redlock's validity, `ttl − elapsed − drift` from the earliest request. A
+//! quorum acquisition is refused unless at least half the ttl of that validity is left when it
+//! completes, fencing phases included.
+
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::lease;
+use crate::lock::{Acquire, Failure, Held, Locker, SingleRedis, Waker};
+
+/// A lock on N independent masters, each a [`SingleRedis`] with its own connection; every
+/// request goes to all of them at once, one thread per node.
+pub struct Quorum {
+    nodes: Vec<SingleRedis>,
+    /// Split votes in a row, for the retry delay's backoff.
+    splits: u32,
+    /// The ttl of the last acquire, to keep the release's per-node time limit small too.
+    ttl: Option<Duration>,
+}
+
+/// The time limit of one node's acquire-phase request: small against the ttl (a tenth, at least
+/// 10 ms), so a node that does not answer costs little of the lease, and never more than the
+/// caller's `timeout`.
+pub fn node_timeout(ttl: Duration, timeout: Duration) -> Duration {
+    (ttl / 10).max(Duration::from_millis(10)).min(timeout)
+}
+
+/// The wait before retrying after the `splits`-th split vote in a row: 50 to 250 ms at first
+/// (as redsync), the random part doubling with each further split up to 50 ms to 3.25 s, so
+/// waiters that cannot see a majority anywhere (a node down) do not poll fast for long.
+/// `random` is uniform in [0, 1).
+pub fn split_delay(splits: u32, random: f64) -> Duration {
+    let spread = Duration::from_millis(200) * (1u32 << splits.saturating_sub(1).min(4));
+    Duration::from_millis(50) + spread.mul_f64(random.clamp(0.0, 1.0))
+}
+
+/// The majority of `n` nodes.
+pub fn majority(n: usize) -> usize {
+    n / 2 + 1
+}
+
+/// Whether a lease counted from `sent` still has at least half the ttl of validity left.
+fn valid(sent: Instant, ttl: Duration) -> bool {
+    lease::deadline(sent, ttl).saturating_duration_since(Instant::now()) >= ttl / 2
+}
+
+impl Quorum {
+    pub fn new(nodes: Vec<SingleRedis>) -> Self {
+        assert!(!nodes.is_empty(), "a quorum needs nodes");
+        Self {
+            nodes,
+            splits: 0,
+            ttl: None,
+        }
+    }
+
+    fn majority(&self) -> usize {
+        majority(self.nodes.len())
+    }
+
+    /// `request` on every node selected by `on` at once; None for the others.
+    fn each<T: Send>(
+        &mut self,
+        on: &[bool],
+        request: impl Fn(&mut SingleRedis) -> T + Sync,
+    ) -> Vec<Option<T>> {
+        let request = &request;
+        thread::scope(|scope| {
+            let handles: Vec<_> = self
+                .nodes
+                .iter_mut()
+                .zip(on)
+                .map(|(node, &on)| on.then(|| scope.spawn(move || request(node))))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.map(|h| h.join().expect("a quorum request thread panicked")))
+                .collect()
+        })
+    }
+
+    fn all(&self) -> Vec<bool> {
+        vec![true; self.nodes.len()]
+    }
+
+    /// After a failed attempt: delete our key on every node, since a request that timed out
+    /// may have landed. Best effort (the keys expire anyway), and quiet: no wake-ups, which
+    /// this waiter's own waker would take at once and spin on.
+    fn clean_up(&mut self, token: &str, timeout: Duration) {
+        let all = self.all();
+        self.each(&all, |node| node.undo(token, timeout));
+    }
+
+    /// The fencing token for a holder of a majority (see the README): read the counters of a
+    /// majority, then raise a majority to one past the highest. None when no majority answered.
+    fn fence(&mut self, answered: &[bool], timeout: Duration) -> Option<i64> {
+        let read = self.each(answered, |node| node.read_fence(timeout));
+        let counters: Vec<i64> = read.into_iter().flatten().filter_map(Result::ok).collect();
+        if counters.len() < self.majority() {
+            return None;
+        }
+        let token = counters.iter().max()?.saturating_add(1);
+        let raised = self.each(answered, |node| node.raise_fence(token, timeout));
+        let ok = raised.iter().flatten().filter(|r| r.is_ok()).count();
+        (ok >= self.majority()).then_some(token)
+    }
+}
+
+/// The first failure among `replies`, for the message; Refused before Unreachable.
+fn first_failure<T>(replies: &[Option<Result<T, Failure>>]) -> Option<&Failure> {
+    let failures = || replies.iter().flatten().filter_map(|r| r.as_ref().err());
+    failures()
+        .find(|f| matches!(f, Failure::Refused(_)))
+        .or_else(|| failures().next())
+}
+
+fn shortfall(what: &str, got: usize, n: usize, first: Option<&Failure>) -> String {
+    let why = first.map_or_else(String::new, |f| format!(": {f}"));
+    format!(
+        "only {got} of {n} Redis nodes {what} (a majority is {}){why}",
+        majority(n)
+    )
+}
+
+impl Locker for Quorum {
+    fn acquire(
+        &mut self,
+        token: &str,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<Acquire, Failure> {
+        // The lease thread took its `sent` just before this call: no earlier than this.
+        let sent = Instant::now();
+        self.ttl = Some(ttl);
+        let per_node = node_timeout(ttl, timeout);
+        let all = self.all();
+        let replies = self.each(&all, |node| node.acquire(token, ttl, per_node));
+        let n = self.nodes.len();
+        let done = replies
+            .iter()
+            .flatten()
+            .filter_map(|r| match r {
+                Ok(Acquire::Done { ago }) => Some(*ago),
+                _ => None,
+            })
+            .min();
+        if let Some(ago) = done {
+            self.clean_up(token, per_node);
+            return Ok(Acquire::Done { ago });
+        }
+        let taken = replies
+            .iter()
+            .flatten()
+            .filter(|r| matches!(r, Ok(Acquire::Taken { .. })))
+            .count();
+        if taken >= self.majority() && valid(sent, ttl) {
+            let answered: Vec<bool> = replies.iter().map(|r| matches!(r, Some(Ok(_)))).collect();
+            if let Some(fence) = self.fence(&answered, per_node)
+                && valid(sent, ttl)
+            {
+                return Ok(Acquire::Taken { fence });
+            }
+        }
+        self.clean_up(token, per_node);
+        let busy = replies
+            .iter()
+            .flatten()
+            .filter_map(|r| match r {
+                Ok(Acquire::Busy { remaining }) => Some(*remaining),
+                _ => None,
+            })
+            .collect::<Vec<_>>();
+        self.splits = if !busy.is_empty() && busy.len() < self.majority() {
+            self.splits.saturating_add(1)
+        } else {
+            0
+        };
+        if busy.len() >= self.majority() {
+            // Someone may hold a majority: wait for its release (a wake-up) or for the first of
+            // the leases seen to run out.
+            let remaining = busy.iter().flatten().min().copied();
+            return Ok(Acquire::Busy { remaining });
+        }
+        if !busy.is_empty() {
+            // A split vote (contenders took a node or two each, or a node is down): nobody may
+            // release, so retry after a random delay, as Redlock prescribes, which
+            // desynchronises the contenders; never later than the first lease seen runs out.
+            let delay = split_delay(self.splits, lease::random_unit());
+            let remaining = busy.iter().flatten().min().map_or(delay, |r| delay.min(*r));
+            return Ok(Acquire::Busy {
+                remaining: Some(remaining),
+            });
+        }
+        let message = if taken >= self.majority() {
+            format!("took the lock on {taken} of {n} Redis nodes, but too late to be valid")
+        } else {
+            shortfall("granted the lock", taken, n, first_failure(&replies))
+        };
+        Err(match first_failure(&replies) {
+            Some(Failure::Refused(_)) => Failure::Refused(message),
+            _ => Failure::Unreachable(message),
+        })
+    }
+
+    fn extend(&mut self, token: &str, ttl: Duration, timeout: Duration) -> Result<Held, Failure> {
+        let sent = Instant::now();
+        let all = self.all();
+        let replies = self.each(&all, |node| node.extend(token, ttl, timeout));
+        let count = |held: Held| {
+            replies
+                .iter()
+                .flatten()
+                .filter(|r| matches!(r, Ok(h) if *h == held))
+                .count()
+        };
+        let (ours, gone, taken) = (count(Held::Ours), count(Held::Gone), count(Held::Taken));
+        let n = self.nodes.len();
+        if ours >= self.majority() {
+            // Each node extended on receipt, after `sent`: the lease counts from `sent`.
+            if lease::deadline(sent, ttl) > Instant::now() {
+                return Ok(Held::Ours);
+            }
+            return Err(Failure::Unreachable(format!(
+                "the renewal of the lock on {n} Redis nodes answered too late"
+            )));
+        }
+        if n - gone - taken < self.majority() {
+            // No majority can be ours any more, whatever the silent nodes say.
+            return Ok(if taken > 0 { Held::Taken } else { Held::Gone });
+        }
+        Err(Failure::Unreachable(shortfall(
+            "renewed the lock",
+            ours,
+            n,
+            first_failure(&replies),
+        )))
+    }
+
+    fn release(
+        &mut self,
+        token: &str,
+        succeeded: bool,
+        timeout: Duration,
+    ) -> Result<Held, Failure> {
+        // A silent node must not hold up the exit for the whole release timeout: its key
+        // expires by itself.
+        let timeout = self.ttl.map_or(timeout, |ttl| node_timeout(ttl, timeout));
+        let all = self.all();
+        let replies = self.each(&all, |node| node.release(token, succeeded, timeout));
+        let answers: Vec<Held> = replies
+            .iter()
+            .flatten()
+            .filter_map(|r| r.as_ref().ok().copied())
+            .collect();
+        let n = self.nodes.len();
+        if answers.len() < self.majority() {
+            return Err(Failure::Unreachable(shortfall(
+                "answered the release",
+                answers.len(),
+                n,
+                first_failure(&replies),
+            )));
+        }
+        Ok(if answers.contains(&Held::Ours) {
+            Held::Ours
+        } else if answers.contains(&Held::Taken) {
+            Held::Taken
+        } else {
+            Held::Gone
+        })
+    }
+
+    fn waker(&self, token: &str) -> Box<dyn Waker> {
+        Box::new(QuorumWaker::new(
+            self.nodes.iter().map(|node| node.waker(token)).collect(),
+        ))
+    }
+
+    fn leave(&mut self, token: &str, timeout: Duration) -> Result<(), Failure> {
+        let all = self.all();
+        let replies = self.each(&all, |node| node.leave(token, timeout));
+        match first_failure(&replies) {
+            Some(_) if replies.iter().flatten().all(Result::is_err) => Err(Failure::Unreachable(
+                shortfall("answered", 0, self.nodes.len(), first_failure(&replies)),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Blocks on every node's wake list at once, one thread per node: the first wake-up wins.
+///
+/// A node's BLPOP that is still blocked when another node woke us keeps going until its own
+/// timeout, in its thread; it is not armed again until it has answered. Each release pushes a
+/// wake-up on every node, so one release can wake up to N waiters.
+struct QuorumWaker {
+    /// Arms node i's thread with a timeout; None while that thread is still blocked.
+    arms: Vec<Sender<Duration>>,
+    busy: Vec<bool>,
+    answers: Receiver<(usize, bool)>,
+}
+
+impl QuorumWaker {
+    fn new(wakers: Vec<Box<dyn Waker>>) -> Self {
+        let (tell, answers) = mpsc::channel();
+        let arms = wakers
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut waker)| {
+                let (arm, armed) = mpsc::channel::<Duration>();
+                let tell = tell.clone();
+                let spawned = thread::Builder::new()
+                    .name("quorum-waker".into())
+                    .spawn(move || {
+                        for timeout in armed {
+                            let started = Instant::now();
+                            let woken = waker.wait(timeout).unwrap_or_else(|_| {
+                                // No connection: sit the timeout out like a timer.
+                                thread::sleep(timeout.saturating_sub(started.elapsed()));
+                                false
+                            });
+                            if tell.send((i, woken)).is_err() {
+                                break;
+                            }
+                        }
+                    });
+                if spawned.is_err() {
+                    // Without the thread the node is never armed: it only never wakes us.
+                    let (dead, _) = mpsc::channel();
+                    return dead;
+                }
+                arm
+            })
+            .collect::<Vec<_>>();
+        let busy = vec![false; arms.len()];
+        Self {
+            arms,
+            busy,
+            answers,
+        }
+    }
+}
+
+impl Waker for QuorumWaker {
+    fn wait(&mut self, timeout: Duration) -> Result<bool, Failure> {
+        for (arm, busy) in self.arms.iter().zip(self.busy.iter_mut()) {
+            if !*busy && arm.send(timeout).is_ok() {
+                *busy = true;
+            }
+        }
+        let until = Instant::now() + timeout;
+        if !self.busy.iter().any(|b| *b) {
+            // No node thread to wait on: sit the timeout out, never spin.
+            thread::sleep(timeout);
+            return Ok(false);
+        }
+        while self.busy.iter().any(|b| *b) {
+            let left = until.saturating_duration_since(Instant::now());
+            match self.answers.recv_timeout(left) {
+                Ok((i, woken)) => {
+                    self.busy[i] = false;
+                    if woken {
+                        return Ok(true);
+                    }
+                }
+                Err(_) => return Ok(false),
+            }
+        }
+        Ok(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn majorities() {
+        assert_eq!(majority(1), 1);
+        assert_eq!(majority(2), 2);
+        assert_eq!(majority(3), 2);
+        assert_eq!(majority(4), 3);
+        assert_eq!(majority(5), 3);
+    }
+
+    #[test]
+    fn node_timeouts_are_small_against_the_ttl() {
+        let ttl = Duration::from_secs(30);
+        assert_eq!(
+            node_timeout(ttl, lease::acquire_timeout(ttl)),
+            Duration::from_secs(3)
+        );
+        let ttl = Duration::from_millis(100);
+        assert_eq!(
+            node_timeout(ttl, lease::acquire_timeout(ttl)),
+            Duration::from_millis(10)
+        );
+        let ttl = crate::cli::MAX_DURATION;
+        assert_eq!(
+            node_timeout(ttl, lease::acquire_timeout(ttl)),
+            lease::acquire_timeout(ttl)
+        );
+    }
+
+    #[test]
+    fn split_delays_are_random_and_back_off() {
+        assert_eq!(split_delay(1, 0.0), Duration::from_millis(50));
+        assert_eq!(split_delay(1, 0.5), Duration::from_millis(150));
+        assert!(split_delay(1, 0.999) < Duration::from_millis(250));
+        assert!(split_delay(2, 0.999) < Duration::from_millis(450));
+        assert_eq!(split_delay(5, 1.0), Duration::from_millis(3250));
+        assert_eq!(split_delay(u32::MAX, 1.0), Duration::from_millis(3250));
+        assert_eq!(split_delay(0, 1.0), Duration::from_millis(250));
+    }
+
+    #[test]
+    fn validity_needs_half_the_ttl() {
+        let ttl = Duration::from_secs(10);
+        assert!(valid(Instant::now(), ttl));
+        let long_ago = Instant::now() - Duration::from_secs(6);
+        assert!(!valid(long_ago, ttl));
+    }
+}

@@ -1,0 +1,245 @@
+//! Passwords off the command line: --password-file, REDLOCK_PASSWORD and their precedence, wrong
+//! or missing ones (69 / 64, never printed), and the README's least-privilege ACL user driving a
+//! held lock, a woken waiter, --fair, --min-interval, status, list and release --force.
+
+use std::time::Duration;
+
+use crate::util::*;
+
+const T: Duration = Duration::from_secs(20);
+const PW: &str = "s3cret-pa55word";
+const WRONG: &str = "wr0ng-pa55word";
+
+fn server() -> RedisServer {
+    RedisServer::start_with(ServerOpts {
+        password: Some(PW.into()),
+        ..ServerOpts::default()
+    })
+}
+
+fn run(url: &str, key: &str, opts: &[&str], script: &str) -> std::process::Command {
+    let mut cmd = redlock();
+    cmd.args(["run", "--url", url, "--key", key])
+        .args(opts)
+        .args(["--", "sh", "-c", script]);
+    cmd
+}
+
+#[track_caller]
+fn assert_no_secret(out: &Output) {
+    for secret in [PW, WRONG] {
+        assert!(
+            !out.stderr.contains(secret) && !out.stdout.contains(secret),
+            "a password was printed: {out:?}"
+        );
+    }
+}
+
+#[test]
+fn password_file_and_variable_work_in_order_of_precedence() {
+    let dir = TempDir::new();
+    let redis = server();
+    let url = redis.url_without_password();
+    let good = dir.join("good");
+    let bad = dir.join("bad");
+    write_file(&good, &format!("{PW}\n"), 0o600);
+    write_file(&bad, &format!("{WRONG}\r\n"), 0o600);
+    let good = good.to_str().unwrap();
+    let bad = bad.to_str().unwrap();
+    let wrong_url = format!("redis://:{WRONG}@127.0.0.1:{}", redis.port());
+    // (url, --password-file, REDLOCK_PASSWORD_FILE, REDLOCK_PASSWORD, expected status)
+    type Case<'a> = (
+        &'a str,
+        Option<&'a str>,
+        Option<&'a str>,
+        Option<&'a str>,
+        i32,
+    );
+    let cases: [Case; 8] = [
+        (&url, Some(good), None, None, 0),
+        (&url, None, Some(good), None, 0),
+        (&url, None, None, Some(PW), 0),
+        // The file wins over the variable, and both win over the URL's password.
+        (&url, Some(good), None, Some(WRONG), 0),
+        (&url, Some(bad), None, Some(PW), 69),
+        (&wrong_url, None, None, Some(PW), 0),
+        (&wrong_url, Some(good), None, None, 0),
+        // The flag wins over its variable.
+        (&url, Some(good), Some(bad), None, 0),
+    ];
+    for (i, (url, flag, file_env, pw_env, want)) in cases.into_iter().enumerate() {
+        let mut opts = vec!["-v"];
+        if let Some(file) = flag {
+            opts.extend(["--password-file", file]);
+        }
+        let mut cmd = run(url, "pw", &opts, "echo ran");
+        if let Some(file) = file_env {
+            cmd.env("REDLOCK_PASSWORD_FILE", file);
+        }
+        if let Some(pw) = pw_env {
+            cmd.env("REDLOCK_PASSWORD", pw);
+        }
+        let out = run_timeout(cmd, T);
+        out.assert_code(want);
+        assert_no_secret(&out);
+        if want == 0 {
+            assert_eq!(out.stdout, "ran\n", "case {i}");
+        } else {
+            assert_eq!(out.stdout, "", "case {i}");
+            assert_eq!(out.stderr.lines().count(), 1, "case {i}: {}", out.stderr);
+        }
+    }
+    assert_eq!(redis.get(&lock_key("pw")), None);
+}
+
+#[test]
+fn a_missing_or_empty_password_file_is_a_usage_error() {
+    let dir = TempDir::new();
+    let redis = server();
+    let empty = dir.join("empty");
+    write_file(&empty, "\n", 0o600);
+    let unreadable = dir.join("dir");
+    std::fs::create_dir(&unreadable).unwrap();
+    for file in [dir.join("missing"), empty, unreadable] {
+        let file = file.to_str().unwrap();
+        let out = run_timeout(
+            run(
+                &redis.url_without_password(),
+                "pw",
+                &["--password-file", file],
+                &marker_script(&dir),
+            ),
+            T,
+        );
+        out.assert_code(64);
+        assert!(out.stderr.contains(file), "{}", out.stderr);
+        assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+        assert!(!dir.join("marker").exists());
+    }
+    assert!(redis.all_keys().is_empty());
+}
+
+/// The README's `ACL SETUSER` line, with its password placeholder filled in.
+fn documented_acl_line(password: &str) -> Vec<String> {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let line = readme
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("ACL SETUSER redlock "))
+        .expect("README documents an ACL SETUSER line");
+    line.split_whitespace()
+        .skip(1)
+        .map(|word| word.replace(">PASSWORD", &format!(">{password}")))
+        .collect()
+}
+
+#[test]
+fn the_documented_acl_user_can_do_everything_redlock_does() {
+    let dir = TempDir::new();
+    let redis = RedisServer::start();
+    let mut con = redis.conn();
+    redis::cmd("ACL")
+        .arg(documented_acl_line(PW))
+        .exec(&mut con)
+        .unwrap();
+    let url = format!("redis://redlock@127.0.0.1:{}", redis.port());
+    let with_user = |mut cmd: std::process::Command| {
+        cmd.env("REDLOCK_PASSWORD", PW);
+        cmd
+    };
+    let mut outputs = Vec::new();
+
+    // A holder with a long lease (renewed), and a waiter that only a wake-up can let in before
+    // its --wait runs out: without one it would retry after min(ttl, 15s) > 10s.
+    let holder = Proc::spawn(with_user(run(
+        &url,
+        "acl",
+        &["--ttl", "30s"],
+        &hold_script(&dir, "a"),
+    )));
+    wait_for_file(&dir.join("a.ready"));
+    let waiter = Proc::spawn(with_user(run(
+        &url,
+        "acl",
+        &["--wait", "10s", "--ttl", "30s"],
+        "echo waited",
+    )));
+    wait_until(T, "the waiter to block", || {
+        redis.info_field("blocked_clients") >= 1
+    });
+    let admin = |sub: &str, args: &[&str]| {
+        let mut cmd = redlock();
+        cmd.args([sub, "--url", &url]).args(args);
+        run_timeout(with_user(cmd), T)
+    };
+    let status = admin("status", &["--key", "acl"]);
+    status.assert_code(0);
+    assert!(status.stdout.contains("is held"), "{}", status.stdout);
+    let list = admin("list", &[]);
+    list.assert_code(0);
+    assert!(list.stdout.starts_with("acl\t"), "{}", list.stdout);
+    touch(&dir.join("a.go"));
+    let out = holder.finish(T);
+    out.assert_code(0);
+    outputs.push(out);
+    let out = waiter.finish(T);
+    out.assert_code(0);
+    assert_eq!(out.stdout, "waited\n");
+    outputs.push(out);
+
+    // --fair and --min-interval: a success is recorded, the next run skips.
+    let out = run_timeout(
+        with_user(run(
+            &url,
+            "cron",
+            &["--fair", "--min-interval", "1h"],
+            "true",
+        )),
+        T,
+    );
+    out.assert_code(0);
+    outputs.push(out);
+    let out = run_timeout(
+        with_user(run(
+            &url,
+            "cron",
+            &["--fair", "--min-interval", "1h"],
+            "echo ran",
+        )),
+        T,
+    );
+    out.assert_code(75);
+    assert_eq!(out.stdout, "");
+    outputs.push(out);
+
+    // release --force breaks a holder's lock; the holder notices and stops.
+    let holder = Proc::spawn(with_user(run(
+        &url,
+        "forced",
+        &["--ttl", "1s"],
+        &hold_script(&dir, "b"),
+    )));
+    wait_for_file(&dir.join("b.ready"));
+    let out = admin("release", &["--key", "forced", "--force"]);
+    out.assert_code(0);
+    assert!(
+        out.stdout.starts_with("released lock 'forced'"),
+        "{}",
+        out.stdout
+    );
+    outputs.push(out);
+    let out = holder.finish(T);
+    out.assert_code(76);
+    outputs.push(out);
+
+    for out in outputs.iter().chain([&status, &list]) {
+        assert!(!out.stderr.contains("NOPERM"), "{}", out.stderr);
+        assert_no_secret(out);
+    }
+    let keys = redis.all_keys();
+    assert!(
+        keys.iter().all(|k| k.starts_with("db0:redlock:")),
+        "keys: {keys:?}"
+    );
+}

@@ -1,0 +1,366 @@
+//! A quorum of independent masters (several --url): a minority down or paused still locks, a
+//! majority down exits 69 and runs nothing, a node restarted empty under a hold is ridden out,
+//! contenders never overlap and get strictly increasing fencing tokens, releases leave no lock
+//! keys, a release wakes a waiter, and the combinations that make no sense are usage errors.
+
+use std::time::Duration;
+
+use crate::util::*;
+
+const T: Duration = Duration::from_secs(20);
+
+/// The keys of `name` left on `server`, without its fencing counter and its wake list (which
+/// lingers a few seconds after a release, by design).
+fn lock_keys_left(server: &RedisServer) -> Vec<String> {
+    server
+        .all_keys()
+        .into_iter()
+        .filter(|k| !k.ends_with(":fence") && !k.ends_with(":wake"))
+        .collect()
+}
+
+#[test]
+fn a_minority_down_or_paused_still_locks() {
+    for (n, killed, paused) in [(3, 1, 0), (5, 1, 1)] {
+        let mut servers = start_servers(n);
+        for server in &mut servers[..killed] {
+            server.kill();
+        }
+        for server in &servers[killed..killed + paused] {
+            server.pause();
+        }
+        let out = run_timeout(
+            run_quorum(
+                &servers,
+                "q",
+                &["--ttl", "2s"],
+                "echo $REDLOCK_FENCING_TOKEN",
+            ),
+            T,
+        );
+        out.assert_code(0);
+        let fence: i64 = out.stdout.trim().parse().expect("a fencing token");
+        assert!(fence >= 1, "{fence}");
+        for server in &servers[killed + paused..] {
+            assert_eq!(lock_keys_left(server), Vec::<String>::new());
+            assert_eq!(server.get(&fence_key("q")), Some(fence.to_string()));
+        }
+        for server in &servers[killed..killed + paused] {
+            server.resume();
+        }
+    }
+}
+
+#[test]
+fn a_majority_down_exits_69_and_runs_nothing() {
+    let dir = TempDir::new();
+    for (n, down) in [(3, 2), (5, 3)] {
+        let mut servers = start_servers(n);
+        for server in &mut servers[..down] {
+            server.kill();
+        }
+        let out = run_timeout(
+            run_quorum(&servers, "q", &["--ttl", "2s"], &marker_script(&dir)),
+            T,
+        );
+        out.assert_code(69);
+        assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+        assert!(
+            out.stderr
+                .contains(&format!("only {} of {n} Redis nodes", n - down)),
+            "{}",
+            out.stderr
+        );
+        assert!(!dir.join("marker").exists(), "the command ran");
+        // The live nodes granted the lock and were told to let go of it at once.
+        for server in &servers[down..] {
+            assert_eq!(lock_keys_left(server), Vec::<String>::new());
+        }
+    }
+}
+
+#[test]
+fn a_node_restarted_empty_under_a_hold_is_ridden_out() {
+    let dir = TempDir::new();
+    let mut servers = start_servers(3);
+    let holder = Proc::spawn(run_quorum(
+        &servers,
+        "q",
+        &["--ttl", "1s"],
+        &hold_script(&dir, "a"),
+    ));
+    wait_for_file(&dir.join("a.ready"));
+    let first: i64 = wait_for_line(&dir.join("a.fence")).parse().unwrap();
+    servers[0].restart();
+    assert_eq!(servers[0].get(&lock_key("q")), None);
+    // Renewals go on with two of three: the lease on the others keeps being extended well past
+    // the 1 s ttl while the restarted node stays empty.
+    for _ in 0..3 {
+        wait_until(T, "a renewal", || servers[1].pttl(&lock_key("q")) > 800);
+        wait_until(T, "the lease to run down a little", || {
+            servers[1].pttl(&lock_key("q")) <= 800
+        });
+    }
+    assert_eq!(servers[0].get(&lock_key("q")), None);
+    touch(&dir.join("a.go"));
+    holder.finish(T).assert_code(0);
+    // The next holder's token is still higher: the majority it reads includes a node that kept
+    // the counter. The write-back catches the restarted node up.
+    let out = run_timeout(
+        run_quorum(&servers, "q", &[], "echo $REDLOCK_FENCING_TOKEN"),
+        T,
+    );
+    out.assert_code(0);
+    let second: i64 = out.stdout.trim().parse().unwrap();
+    assert!(second > first, "{second} after {first}");
+    for server in &servers {
+        assert_eq!(server.get(&fence_key("q")), Some(second.to_string()));
+        assert_eq!(lock_keys_left(server), Vec::<String>::new());
+    }
+
+    // Two of three restarted empty: the majority is gone, the holder stops its command (76).
+    let holder = Proc::spawn(run_quorum(
+        &servers,
+        "q",
+        &["--ttl", "1s"],
+        &hold_script(&dir, "b"),
+    ));
+    wait_for_file(&dir.join("b.ready"));
+    servers[0].restart();
+    servers[1].restart();
+    let out = holder.finish(T);
+    out.assert_code(76);
+    assert!(out.stderr.contains("lost lock 'q'"), "{}", out.stderr);
+}
+
+#[test]
+fn a_silent_majority_under_a_hold_stops_the_command() {
+    let dir = TempDir::new();
+    let servers = start_servers(3);
+    let holder = Proc::spawn(run_quorum(
+        &servers,
+        "q",
+        &["--ttl", "1s"],
+        &hold_script(&dir, "a"),
+    ));
+    wait_for_file(&dir.join("a.ready"));
+    let pid = wait_for_pid(&dir.join("a.pid"));
+    // One node still renews, which is not a majority: the command is stopped before the lease
+    // could run out, and redlock says the lock is lost.
+    servers[0].pause();
+    servers[1].pause();
+    let out = holder.finish(T);
+    servers[0].resume();
+    servers[1].resume();
+    out.assert_code(76);
+    assert!(!pid_alive(pid), "the command outlived its lease");
+    assert!(out.stderr.contains("only 1 of 3"), "{}", out.stderr);
+}
+
+#[test]
+fn contenders_never_overlap_and_fencing_tokens_increase() {
+    // All nodes up, then one down: with two of three left, contenders split votes often.
+    for down in [0, 1] {
+        let dir = TempDir::new();
+        let mut servers = start_servers(3);
+        for server in &mut servers[..down] {
+            server.kill();
+        }
+        // Inside the lock: mkdir fails if another holder is inside too; the token is appended
+        // in the order the holders ran.
+        let script = format!(
+            "mkdir {inside} || echo overlap >> {overlap}; echo $REDLOCK_FENCING_TOKEN >> {tokens}; \
+             sleep 0.05; rmdir {inside}",
+            inside = dir.sh("inside"),
+            overlap = dir.sh("overlap"),
+            tokens = dir.sh("tokens"),
+        );
+        let contenders: Vec<Proc> = (0..6)
+            .map(|_| {
+                Proc::spawn(run_quorum(
+                    &servers,
+                    "q",
+                    &["--ttl", "2s", "--wait", "15s"],
+                    &script,
+                ))
+            })
+            .collect();
+        for contender in contenders {
+            contender.finish(T).assert_code(0);
+        }
+        assert!(!dir.join("overlap").exists(), "two holders at once");
+        let tokens: Vec<i64> = read(&dir.join("tokens"))
+            .lines()
+            .map(|l| l.parse().unwrap())
+            .collect();
+        assert_eq!(tokens.len(), 6);
+        assert!(
+            tokens.windows(2).all(|w| w[0] < w[1]),
+            "tokens not increasing: {tokens:?}"
+        );
+        for server in &servers[down..] {
+            assert_eq!(lock_keys_left(server), Vec::<String>::new());
+        }
+    }
+}
+
+#[test]
+fn fencing_tokens_increase_across_different_majorities() {
+    let servers = start_servers(3);
+    // The counters disagree: node 0 has seen many more acquisitions than the others.
+    redis::cmd("SET")
+        .arg(fence_key("q"))
+        .arg(10)
+        .exec(&mut servers[0].conn())
+        .unwrap();
+    let token = |servers: &[RedisServer]| {
+        let out = run_timeout(
+            // --wait: a request to a paused node lands when it resumes, and its key (already
+            // released elsewhere) may linger there until it expires.
+            run_quorum(
+                servers,
+                "q",
+                &["--ttl", "2s", "--wait", "10s"],
+                "echo $REDLOCK_FENCING_TOKEN",
+            ),
+            T,
+        );
+        out.assert_code(0);
+        out.stdout.trim().parse::<i64>().unwrap()
+    };
+    // A runs on nodes 0 and 1 (node 2 silent), B on nodes 1 and 2 (node 0 silent): B never
+    // talks to the node that gave A its high token, and must still get a higher one.
+    servers[2].pause();
+    let a = token(&servers);
+    servers[2].resume();
+    servers[0].pause();
+    let b = token(&servers);
+    servers[0].resume();
+    assert!(a > 10, "{a}");
+    assert!(b > a, "B got {b} after A's {a}");
+}
+
+#[test]
+fn a_release_wakes_a_quorum_waiter_and_costs_4_requests_a_node() {
+    let dir = TempDir::new();
+    let servers = start_servers(3);
+    let holder = Proc::spawn(run_quorum(
+        &servers,
+        "q",
+        &["--ttl", "30s"],
+        &hold_script(&dir, "a"),
+    ));
+    wait_for_file(&dir.join("a.ready"));
+    // Without a wake-up the waiter would try again only after min(ttl, 15s), past its --wait.
+    let waiter = Proc::spawn(run_quorum(
+        &servers,
+        "q",
+        &["--ttl", "30s", "--wait", "10s"],
+        "echo woken",
+    ));
+    wait_until(T, "the waiter to block on every node", || {
+        servers.iter().all(|s| s.info_field("blocked_clients") >= 1)
+    });
+    touch(&dir.join("a.go"));
+    holder.finish(T).assert_code(0);
+    let out = waiter.finish(T);
+    out.assert_code(0);
+    assert_eq!(out.stdout, "woken\n");
+
+    // The cost of a non-waiting run, per node, with the scripts cached: acquire, read the
+    // fencing counter, raise it, release.
+    for server in &servers {
+        server.reset_stats();
+    }
+    run_timeout(run_quorum(&servers, "q", &[], "true"), T).assert_code(0);
+    for server in &servers {
+        assert_eq!(server.client_calls(), 4);
+    }
+}
+
+#[test]
+fn quorum_urls_from_the_variable_and_min_interval() {
+    let servers = start_servers(3);
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let run = |script: &str| {
+        let mut cmd = redlock();
+        cmd.env("REDLOCK_URL", format!(" {}\n", urls.join(" \t")))
+            .args(["run", "--key", "cron", "--min-interval", "1h"])
+            .args(["--", "sh", "-c", script]);
+        run_timeout(cmd, T)
+    };
+    let out = run("echo ran");
+    out.assert_code(0);
+    assert_eq!(out.stdout, "ran\n");
+    let out = run("echo ran");
+    out.assert_code(75);
+    assert_eq!(out.stdout, "");
+    for server in &servers {
+        assert!(server.get("redlock:{cron}:done").is_some());
+        assert_eq!(server.get(&lock_key("cron")), None);
+    }
+}
+
+#[test]
+fn release_force_reaches_every_node() {
+    let dir = TempDir::new();
+    let servers = start_servers(3);
+    let holder = Proc::spawn(run_quorum(
+        &servers,
+        "q",
+        &["--ttl", "1s"],
+        &hold_script(&dir, "a"),
+    ));
+    wait_for_file(&dir.join("a.ready"));
+    let mut cmd = redlock();
+    cmd.arg("release");
+    for server in &servers {
+        cmd.args(["--url", &server.url()]);
+    }
+    cmd.args(["--key", "q", "--force"]);
+    let out = run_timeout(cmd, T);
+    out.assert_code(0);
+    assert_eq!(out.stdout.lines().count(), 3, "{}", out.stdout);
+    for (line, server) in out.stdout.lines().zip(&servers) {
+        assert!(
+            line.starts_with(&format!("127.0.0.1:{}: released lock 'q'", server.port())),
+            "{line}"
+        );
+    }
+    holder.finish(T).assert_code(76);
+    for server in &servers {
+        assert_eq!(lock_keys_left(server), Vec::<String>::new());
+    }
+}
+
+#[test]
+fn quorum_usage_errors() {
+    let dir = TempDir::new();
+    let servers = start_servers(2);
+    let (a, b) = (servers[0].url(), servers[1].url());
+    let cases: [(&str, Vec<&str>, &str); 4] = [
+        ("run", vec!["--url", &a, "--url", &b, "--fair"], "--fair"),
+        ("run", vec!["--url", &a, "--url", &a], "twice"),
+        ("status", vec!["--url", &a, "--url", &b], "one --url"),
+        ("list", vec!["--url", &a, "--url", &b], "one --url"),
+    ];
+    for (sub, opts, says) in cases {
+        let mut cmd = redlock();
+        cmd.arg(sub).args(&opts).args(["--key", "q"]);
+        if sub == "list" {
+            cmd = redlock();
+            cmd.arg(sub).args(&opts);
+        }
+        if sub == "run" {
+            cmd.args(["--", "sh", "-c", &marker_script(&dir)]);
+        }
+        let out = run_timeout(cmd, T);
+        out.assert_code(64);
+        assert!(out.stderr.contains(says), "{sub} {opts:?}: {}", out.stderr);
+        assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    }
+    assert!(!dir.join("marker").exists());
+    for server in &servers {
+        assert!(server.all_keys().is_empty());
+    }
+}
