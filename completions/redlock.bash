@@ -279,7 +279,7 @@ _redlock() {
             return 0
             ;;
         redlock__subcmd__run)
-            opts="-v -q -h -V --url --prefix --key --ttl --wait --fair --conflict-exit-code --min-interval --stop-signal --kill-after --max-runtime --metrics-file --verbose --quiet --log-format --help --version"
+            opts="-v -q -h -V --url --prefix --key --ttl --wait --fair --conflict-exit-code --min-interval --stop-signal --kill-after --min-replicas --max-runtime --metrics-file --verbose --quiet --log-format --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -318,6 +318,10 @@ _redlock() {
                     return 0
                     ;;
                 --kill-after)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-replicas)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -31,7 +31,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'redlock;run'= {
-            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock'
+            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]'
             cand --prefix 'Prefix of the Redis keys: the lock is PREFIX{NAME}'
             cand --key 'Name of the lock (not read from the environment: REDLOCK_KEY is what the command sees)'
             cand --ttl 'Lease length; renewed every ttl/3 while the command runs'
@@ -40,6 +40,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --min-interval 'Skip the run (conflict status) if a run of this lock succeeded this recently, on any host'
             cand --stop-signal 'Signal that asks the command to stop (lock lost, --max-runtime): a name or number'
             cand --kill-after 'Grace between a stop signal and SIGKILL [default: 5s, at most ttl/4]; at most ttl/2'
+            cand --min-replicas 'After taking the lock, wait for N replicas to acknowledge it (WAIT, up to ttl/10, at most 1s); if fewer do, release it, do not run the command, exit 69. 0: do not wait'
             cand --max-runtime 'Stop the command after this long and exit 124'
             cand --metrics-file 'Write Prometheus metrics (textfile collector format) to PATH when redlock exits'
             cand --log-format 'Diagnostics as text lines, or as one JSON object per line (stable event names)'
@@ -54,7 +55,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --version 'Print version'
         }
         &'redlock;status'= {
-            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock'
+            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]'
             cand --prefix 'Prefix of the Redis keys: the lock is PREFIX{NAME}'
             cand --key 'Name of the lock'
             cand --log-format 'Diagnostics as text lines, or as one JSON object per line (stable event names)'
@@ -69,7 +70,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --version 'Print version'
         }
         &'redlock;list'= {
-            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock'
+            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]'
             cand --prefix 'Prefix of the Redis keys: the lock is PREFIX{NAME}'
             cand --log-format 'Diagnostics as text lines, or as one JSON object per line (stable event names)'
             cand --json 'Print a JSON array of the locks instead of text'
@@ -83,7 +84,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --version 'Print version'
         }
         &'redlock;release'= {
-            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock'
+            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]'
             cand --prefix 'Prefix of the Redis keys: the lock is PREFIX{NAME}'
             cand --key 'Name of the lock'
             cand --token 'Only if the lock still holds this owner token (as shown by status): never break the lock of a holder that took it since you looked'

@@ -23,8 +23,8 @@ const ENV_HELP: &str = "\
 ENVIRONMENT:
   REDLOCK_URL, REDLOCK_TTL, REDLOCK_WAIT, REDLOCK_FAIR, REDLOCK_PREFIX,
   REDLOCK_KILL_AFTER, REDLOCK_STOP_SIGNAL, REDLOCK_MAX_RUNTIME,
-  REDLOCK_CONFLICT_EXIT_CODE, REDLOCK_MIN_INTERVAL, REDLOCK_METRICS_FILE and
-  REDLOCK_LOG_FORMAT give defaults for the options of the same name;
+  REDLOCK_CONFLICT_EXIT_CODE, REDLOCK_MIN_INTERVAL, REDLOCK_MIN_REPLICAS,
+  REDLOCK_METRICS_FILE and REDLOCK_LOG_FORMAT give defaults for the options of the same name;
   a flag wins over its variable.
   The command sees REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_FENCING_TOKEN.";
 
@@ -94,7 +94,8 @@ pub enum Command {
 /// Where the locks live: shared by every subcommand.
 #[derive(Debug, Args)]
 pub struct ConnArgs {
-    /// Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock
+    /// Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock,
+    /// redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]
     #[arg(
         long,
         env = "REDLOCK_URL",
@@ -244,6 +245,17 @@ pub struct RunArgs {
     /// Grace between a stop signal and SIGKILL [default: 5s, at most ttl/4]; at most ttl/2.
     #[arg(long, env = "REDLOCK_KILL_AFTER", hide_env_values = true, value_name = "DURATION", value_parser = parse_duration)]
     pub kill_after: Option<Duration>,
+
+    /// After taking the lock, wait for N replicas to acknowledge it (WAIT, up to ttl/10, at most
+    /// 1s); if fewer do, release it, do not run the command, exit 69. 0: do not wait.
+    #[arg(
+        long,
+        env = "REDLOCK_MIN_REPLICAS",
+        hide_env_values = true,
+        default_value_t = 0,
+        value_name = "N"
+    )]
+    pub min_replicas: u32,
 
     /// Stop the command after this long and exit 124.
     #[arg(long, env = "REDLOCK_MAX_RUNTIME", hide_env_values = true, value_name = "DURATION", value_parser = parse_positive)]

@@ -73,7 +73,9 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
     let locker = Box::new(
         SingleRedis::new(endpoint, keys, args.fair, entry_lifetime)
             .with_holder(Holder::current(&args.command))
-            .with_min_interval(args.min_interval),
+            .with_min_interval(args.min_interval)
+            .with_min_replicas(Some(args.min_replicas), lease::replica_wait(args.ttl))
+            .with_preflight(true),
     );
     let tx = events.clone();
     let lease = Lease::start(locker, token.clone(), args.ttl, args.wait, move |event| {
