@@ -2,11 +2,15 @@
 
 // Fixtures: redis-server per test, temp dirs, the redlock command, polling helpers.
 mod util;
+// Fixtures of several servers: a master, a replica and three sentinels; a three-master Cluster.
+mod topology;
 
 // Admin subcommands: status and list show holders, release --force breaks a lock and fences it.
 mod admin;
 // Run a command under the lock: key while running, release, environment, fencing, URLs, output.
 mod basic;
+// Redis Cluster: the slot's owner found through any seed, waiters, list, a slot migration.
+mod cluster;
 // Moving the lock between contenders: busy exit, --conflict-exit-code, --wait, no overlap.
 mod contention;
 // --min-interval: a success recorded in Redis skips later runs and waiters on any host.
@@ -22,6 +26,10 @@ mod faults;
 mod logs;
 // --metrics-file: the Prometheus textfile on every exit path, last success carried over.
 mod metrics;
+// Redis Sentinel: the master found through the sentinels, a forced failover, --min-replicas.
+mod sentinel;
+// The eviction preflight: a warning for an evicting maxmemory-policy, silence without CONFIG.
+mod preflight;
 // Child subreaper and PID 1: double-forked daemons stopped with the job, zombies reaped, TERM.
 mod reaper;
 // Renewal and losing the lease: TTLs, overwritten or deleted keys, the whole group stopped.
