@@ -389,4 +389,90 @@ mod tests {
         assert!(Endpoint::parse("").is_err());
         assert!(Endpoint::parse("unix:///tmp/redis.sock").is_ok());
     }
+
+    #[test]
+    fn sentinel_urls() {
+        let e = Endpoint::parse(
+            "redis+sentinel://alice:m%40ster@10.0.0.1,10.0.0.2:5000,[::1]:26380/my%20master?db=3&sentinel_password=s3cret",
+        )
+        .unwrap();
+        let Target::Sentinel {
+            sentinels,
+            service,
+            auth,
+        } = &e.target
+        else {
+            panic!("{:?}", e.target)
+        };
+        assert_eq!(
+            sentinels,
+            &[
+                ("10.0.0.1".to_owned(), 26379),
+                ("10.0.0.2".to_owned(), 5000),
+                ("::1".to_owned(), 26380)
+            ]
+        );
+        assert_eq!(service, "my master");
+        assert_eq!(auth, &Some((None, "s3cret".to_owned())));
+        // The userinfo is the master's; the sentinels get their own credentials and no db.
+        let master = e.node("10.0.0.9", 6380);
+        assert_eq!(master.addr().to_string(), "10.0.0.9:6380");
+        assert_eq!(master.redis_settings().username(), Some("alice"));
+        assert_eq!(master.redis_settings().password(), Some("m@ster"));
+        assert_eq!(master.redis_settings().db(), 3);
+        let sentinel = e.sentinel("10.0.0.1", 26379);
+        assert_eq!(sentinel.redis_settings().password(), Some("s3cret"));
+        assert_eq!(sentinel.redis_settings().username(), None);
+        assert_eq!(sentinel.redis_settings().db(), 0);
+        let shown = format!("{e} {e:?}");
+        assert!(
+            !shown.contains("s3cret") && !shown.contains("m@ster"),
+            "{shown}"
+        );
+        assert!(redact("redis+sentinel://:pw@h/m?sentinel_password=s3cret").ends_with("=***"));
+        // TLS applies to both.
+        let tls = Endpoint::parse("rediss+sentinel://h1/m").unwrap();
+        assert!(matches!(
+            tls.node("h2", 1).addr(),
+            ConnectionAddr::TcpTls { .. }
+        ));
+        assert!(matches!(
+            tls.sentinel("h1", 2).addr(),
+            ConnectionAddr::TcpTls { .. }
+        ));
+    }
+
+    #[test]
+    fn cluster_urls() {
+        let e = Endpoint::parse("redis+cluster://:pw@127.0.0.1:7000,127.0.0.1").unwrap();
+        assert_eq!(
+            e.target,
+            Target::Cluster {
+                seeds: vec![("127.0.0.1".into(), 7000), ("127.0.0.1".into(), 6379)]
+            }
+        );
+        assert_eq!(e.node("h", 1).redis_settings().password(), Some("pw"));
+        assert_eq!(e.to_string(), "cluster 127.0.0.1:7000,127.0.0.1:6379");
+    }
+
+    #[test]
+    fn malformed_multi_host_urls() {
+        for bad in [
+            "redis+sentinel://h",
+            "redis+sentinel://h/",
+            "redis+sentinel://h/a/b",
+            "redis+sentinel://h:x/m",
+            "redis+sentinel://h:0/m",
+            "redis+sentinel://h,,g/m",
+            "redis+sentinel://[::1/m",
+            "redis+sentinel://h/m?db=x",
+            "redis+sentinel://h/m?sentinel_username=u",
+            "redis+sentinel://h/m?what=1",
+            "redis+cluster://",
+            "redis+cluster://h/0",
+            "redis+cluster://h?db=1",
+        ] {
+            assert!(Endpoint::parse(bad).is_err(), "{bad} should be refused");
+        }
+    }
 }

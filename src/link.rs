@@ -92,6 +92,12 @@ impl Link {
                 Some((moved, to)) if hops < MAX_HOPS => {
                     hops += 1;
                     if moved {
+                        crate::say!(
+                            2,
+                            "moved" { "node" => node_name(&to.0, to.1) },
+                            "the lock's slot is served by {}; following it",
+                            node_name(&to.0, to.1)
+                        );
                         self.owner = Some(to);
                         self.node = None;
                     } else {
@@ -144,7 +150,16 @@ impl Link {
             let now = self.master(deadline)?;
             match &mut self.node {
                 Some(node) if Some(&now) == named.as_ref() => node.verified = Instant::now(),
-                _ => self.node = None,
+                _ => {
+                    let (host, port) = &now;
+                    crate::say!(
+                        1,
+                        "master_changed" { "master" => node_name(host, *port) },
+                        "the sentinels name a new master, {}; following it",
+                        node_name(host, *port)
+                    );
+                    self.node = None;
+                }
             }
         }
         if self.node.is_none() {
