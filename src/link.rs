@@ -146,20 +146,30 @@ impl Link {
         if let (Target::Sentinel { .. }, Some(node)) = (&self.endpoint.target, &self.node)
             && node.verified.elapsed() > SENTINEL_RECHECK
         {
-            let named = node.named.clone();
-            let now = self.master(deadline)?;
-            match &mut self.node {
-                Some(node) if Some(&now) == named.as_ref() => node.verified = Instant::now(),
-                _ => {
-                    let (host, port) = &now;
+            let (named, addr) = (node.named.clone(), node.addr.clone());
+            // Half the time left at most, so a silent sentinel leaves time for the request.
+            let now = Instant::now();
+            let ask_until = now + deadline.saturating_duration_since(now) / 2;
+            match self.master(ask_until) {
+                Ok((host, port)) if named.as_ref() != Some(&(host.clone(), port)) => {
                     crate::say!(
                         1,
-                        "master_changed" { "master" => node_name(host, *port) },
+                        "master_changed" { "master" => node_name(&host, port) },
                         "the sentinels name a new master, {}; following it",
-                        node_name(host, *port)
+                        node_name(&host, port)
                     );
                     self.node = None;
                 }
+                Ok(_) => {}
+                // No sentinel answers: keep to the master we know (once demoted it answers
+                // READONLY) rather than fail a renewal for want of the sentinels.
+                Err(failure) => crate::say!(
+                    2,
+                    "could not ask the sentinels for the master ({failure}); keeping {addr}"
+                ),
+            }
+            if let Some(node) = &mut self.node {
+                node.verified = Instant::now();
             }
         }
         if self.node.is_none() {

@@ -43,6 +43,11 @@ fn locks_on_the_slot_owner_through_any_seed() {
         },
         PATIENCE,
     );
+    let mut status = redlock();
+    status.args(["status", "--url", &url, "--key", key]);
+    let status = run_timeout(status, PATIENCE);
+    status.assert_code(0);
+    assert!(status.stdout.contains(&token), "{}", status.stdout);
     list.assert_code(0);
     assert!(
         list.stdout.contains(key) && list.stdout.contains(&key2),
@@ -100,6 +105,48 @@ fn renewals_follow_a_slot_migration() {
             cluster.nodes[to].get(&lock_key(key)),
             None,
             "released on the new owner"
+        );
+    } else {
+        out.assert_code(76);
+    }
+}
+
+/// The master that holds the lock hands over to its replica (CLUSTER FAILOVER) during a hold:
+/// the old master now answers MOVED, renewals follow it to the new one, or the holder stops
+/// its command with 76. Never two at once.
+#[test]
+fn renewals_follow_a_cluster_failover() {
+    let cluster = Cluster::start_with(true);
+    let dir = TempDir::new();
+    let key = "rotate";
+    let slot = cluster.slot(&lock_key(key));
+    let master = cluster.owner(slot, 0);
+    let replica = cluster.replica_of(master);
+    let url = cluster.url_of(&[0, 1, 2]);
+    let (mut holder, token) = spawn_holder_at(&url, key, &["--ttl", "3s", "-vv"], &dir, "a");
+    cluster.failover(replica, slot);
+    assert_eq!(
+        cluster.nodes[replica].get(&lock_key(key)).as_deref(),
+        Some(&*token)
+    );
+    let renewed = |p: &Proc| p.stderr_so_far().matches("renewed lock").count();
+    let before = renewed(&holder);
+    wait_until(PATIENCE, "renewals after the failover, or an exit", || {
+        renewed(&holder) >= before + 2 || !holder.running()
+    });
+    let contender = run_timeout(run_url(&url, key, &[], &marker_script(&dir)), PATIENCE);
+    let still_running = holder.running();
+    touch(&dir.join("a.go"));
+    let out = holder.finish(PATIENCE);
+    eprintln!("holder across the failover:\n{}", out.stderr);
+    if still_running {
+        out.assert_code(0);
+        contender.assert_code(75);
+        assert!(!dir.join("marker").exists(), "two commands at once");
+        assert_eq!(
+            cluster.nodes[replica].get(&lock_key(key)),
+            None,
+            "released on the new master"
         );
     } else {
         out.assert_code(76);

@@ -11,7 +11,7 @@ use crate::util::*;
 
 #[test]
 fn locks_on_the_master_the_sentinels_name() {
-    let setup = SentinelSetup::start();
+    let mut setup = SentinelSetup::start();
     let dir = TempDir::new();
     // A sentinel that is down comes first: the next one answers.
     let dead = free_port();
@@ -24,6 +24,12 @@ fn locks_on_the_master_the_sentinels_name() {
     // A second client finds it busy through the sentinels.
     let out = run_timeout(run_url(&url, "job", &[], &marker_script(&dir)), PATIENCE);
     out.assert_code(75);
+    // The admin commands go through the sentinels too.
+    let mut status = redlock();
+    status.args(["status", "--url", &url, "--key", "job"]);
+    let status = run_timeout(status, PATIENCE);
+    status.assert_code(0);
+    assert!(status.stdout.contains(&token), "{}", status.stdout);
     touch(&dir.join("a.go"));
     holder.finish(PATIENCE).assert_code(0);
     assert_eq!(setup.master.get(&lock_key("job")), None);
@@ -36,12 +42,24 @@ fn locks_on_the_master_the_sentinels_name() {
     assert!(out.stderr.contains("no service 'nosuch'"), "{}", out.stderr);
     assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
     assert!(!dir.join("marker").exists());
+    assert_eq!(setup.master.get(&lock_key("job")), None);
+    assert_eq!(setup.master.get(&fence_key("job")).as_deref(), Some("1"));
+
+    // Every sentinel gone during a hold: the holder keeps renewing on the master it knows.
+    let (mut holder, _) = spawn_holder_at(&url, "job", &["--ttl", "600ms", "-vv"], &dir, "b");
+    setup.sentinels.clear();
+    let renewed = |p: &Proc| p.stderr_so_far().matches("renewed lock").count();
+    let before = renewed(&holder);
+    wait_until(PATIENCE, "renewals without sentinels, or an exit", || {
+        renewed(&holder) >= before + 3 || !holder.running()
+    });
+    touch(&dir.join("b.go"));
+    let out = holder.finish(PATIENCE);
+    out.assert_code(0);
     assert!(
-        setup
-            .master
-            .all_keys()
-            .iter()
-            .all(|k| !k.contains("{job}}"))
+        out.stderr.contains("could not ask the sentinels"),
+        "{}",
+        out.stderr
     );
 }
 

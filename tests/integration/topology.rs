@@ -183,14 +183,20 @@ pub fn info(server: &RedisServer, section: &str) -> String {
         .unwrap()
 }
 
-/// A Redis Cluster of three masters (no replicas), each slot range on one node.
+/// A Redis Cluster of three masters, each slot range on one node, with one replica each when
+/// asked (nodes 3..6 then start as replicas, redis-cli chooses of which master).
 pub struct Cluster {
     pub nodes: Vec<RedisServer>,
 }
 
 impl Cluster {
     pub fn start() -> Cluster {
-        let nodes: Vec<RedisServer> = (0..3)
+        Cluster::start_with(false)
+    }
+
+    pub fn start_with(replicas: bool) -> Cluster {
+        let count = if replicas { 6 } else { 3 };
+        let nodes: Vec<RedisServer> = (0..count)
             .map(|_| {
                 RedisServer::start_with(ServerOpts {
                     args: [
@@ -210,7 +216,11 @@ impl Cluster {
         let out = Command::new("redis-cli")
             .args(["--cluster", "create"])
             .args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())))
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args([
+                "--cluster-replicas",
+                if replicas { "1" } else { "0" },
+                "--cluster-yes",
+            ])
             .stdin(Stdio::null())
             .output()
             .expect("running redis-cli --cluster create");
@@ -226,8 +236,15 @@ impl Cluster {
                     .arg("INFO")
                     .query(&mut n.conn())
                     .unwrap();
-                i.contains("cluster_state:ok") && i.contains("cluster_known_nodes:3")
+                i.contains("cluster_state:ok")
+                    && i.contains(&format!("cluster_known_nodes:{count}\r"))
             });
+            if replicas {
+                wait_until(PATIENCE, "every replica to sync", || {
+                    let r = info(n, "replication");
+                    r.contains("role:master") || r.contains("master_link_status:up")
+                });
+            }
         }
         Cluster { nodes }
     }
@@ -272,6 +289,32 @@ impl Cluster {
             }
         }
         panic!("slot {slot} has no owner");
+    }
+
+    /// The index of a replica of node `master`.
+    pub fn replica_of(&self, master: usize) -> usize {
+        let id = self.id(master);
+        (0..self.nodes.len())
+            .find(|&i| {
+                info(&self.nodes[i], "replication")
+                    .contains(&format!("master_port:{}\r", self.nodes[master].port()))
+            })
+            .unwrap_or_else(|| panic!("no replica of {id}"))
+    }
+
+    /// CLUSTER FAILOVER on `replica` (a coordinated manual failover: its master pauses
+    /// writes until the replica has caught up), then wait until every node agrees that
+    /// `replica` owns `slot`.
+    pub fn failover(&self, replica: usize, slot: u16) {
+        redis::cmd("CLUSTER")
+            .arg("FAILOVER")
+            .exec(&mut self.nodes[replica].conn())
+            .unwrap();
+        for via in 0..self.nodes.len() {
+            wait_until(PATIENCE, "every node to see the promoted replica", || {
+                self.owner(slot, via) == replica
+            });
+        }
     }
 
     pub fn id(&self, i: usize) -> String {
