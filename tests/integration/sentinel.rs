@@ -46,12 +46,12 @@ fn locks_on_the_master_the_sentinels_name() {
     assert_eq!(setup.master.get(&fence_key("job")).as_deref(), Some("1"));
 
     // Every sentinel gone during a hold: the holder keeps renewing on the master it knows.
-    let (mut holder, _) = spawn_holder_at(&url, "job", &["--ttl", "600ms", "-vv"], &dir, "b");
+    let (mut holder, _) = spawn_holder_at(&url, "job", &["--ttl", "1500ms", "-vv"], &dir, "b");
     setup.sentinels.clear();
     let renewed = |p: &Proc| p.stderr_so_far().matches("renewed lock").count();
     let before = renewed(&holder);
     wait_until(PATIENCE, "renewals without sentinels, or an exit", || {
-        renewed(&holder) >= before + 3 || !holder.running()
+        renewed(&holder) >= before + 2 || !holder.running()
     });
     touch(&dir.join("b.go"));
     let out = holder.finish(PATIENCE);
@@ -114,12 +114,11 @@ fn renewals_follow_a_forced_failover() {
     });
     // A contender that asks the sentinels now finds the lock busy on the new master.
     let contender = run_timeout(run_url(&url, key, &[], &marker_script(&dir)), PATIENCE);
-    let still_running = holder.running();
     touch(&dir.join("a.go"));
     let out = holder.finish(PATIENCE);
     eprintln!("holder after the failover:\n{}", out.stderr);
-    if still_running {
-        out.assert_code(0);
+    // Exit 0 means the holder never lost its lease: the contender must have found it busy.
+    if out.code() == 0 {
         contender.assert_code(75);
         assert!(!dir.join("marker").exists(), "two commands at once");
         assert_eq!(
@@ -128,6 +127,7 @@ fn renewals_follow_a_forced_failover() {
             "released on the new master"
         );
     } else {
+        // Lost and stopped in time; the contender may then have run, after it.
         out.assert_code(76);
     }
     assert!(
