@@ -88,7 +88,14 @@ impl Link {
                 Ok(value) => return Ok(value),
                 Err(failed) => failed,
             };
+            let clustered = matches!(self.endpoint.target, Target::Cluster { .. });
             match cluster::redirect(&err) {
+                Some(_) if !clustered => {
+                    return Err(Failure::Refused(format!(
+                        "Redis at {addr} is a Cluster node that does not serve the lock's slot; \
+                         use a redis+cluster:// URL"
+                    )));
+                }
                 Some((moved, to)) if hops < MAX_HOPS => {
                     hops += 1;
                     if moved {

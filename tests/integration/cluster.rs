@@ -20,6 +20,18 @@ fn locks_on_the_slot_owner_through_any_seed() {
         Some(&*token)
     );
     // Busy for another client; a waiter blocks (BLPOP on the owner) and runs after the release.
+    // A plain redis:// URL to a node that does not own the slot: a clear error, nothing run.
+    let plain = run_timeout(
+        run_sh(&cluster.nodes[other], key, &[], &marker_script(&dir)),
+        PATIENCE,
+    );
+    plain.assert_code(69);
+    assert!(
+        plain.stderr.contains("use a redis+cluster:// URL"),
+        "{}",
+        plain.stderr
+    );
+    assert!(!dir.join("marker").exists());
     let busy = run_timeout(
         run_url(&cluster.url_of(&[0, 1, 2]), key, &[], "true"),
         PATIENCE,
