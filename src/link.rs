@@ -213,8 +213,11 @@ impl Link {
             Target::Cluster { seeds } => {
                 // The owner if a MOVED named it, else any seed: a MOVED reply routes from there.
                 let mut last = None;
-                for (host, port) in self.owner.iter().chain(seeds.iter()) {
-                    match self.open_at(host, *port, deadline) {
+                let nodes: Vec<_> = self.owner.iter().chain(seeds.iter()).collect();
+                for (i, (host, port)) in nodes.iter().enumerate() {
+                    // A share of the time left each, so one silent seed cannot use it all.
+                    let until = share(deadline, nodes.len() - i);
+                    match self.open_at(host, *port, until) {
                         Ok(node) => return Ok(node),
                         Err(failure) => last = Some(failure),
                     }
@@ -236,6 +239,13 @@ impl Link {
     fn master(&mut self, deadline: Instant) -> Result<(String, u16), Failure> {
         sentinel::master(&self.endpoint, &mut self.sentinel, deadline)
     }
+}
+
+/// The deadline for one of `remaining` tries that share the time left until `deadline`.
+pub(crate) fn share(deadline: Instant, remaining: usize) -> Instant {
+    let now = Instant::now();
+    let parts = u32::try_from(remaining.max(1)).unwrap_or(u32::MAX);
+    now + deadline.saturating_duration_since(now) / parts
 }
 
 /// `host:port` as messages show it.

@@ -28,19 +28,21 @@ pub(crate) fn master(
     let mut last = None;
     let mut unknown = 0;
     let first = cached.as_ref().map_or(0, |(i, _)| *i);
-    for i in (0..sentinels.len()).map(|k| (first + k) % sentinels.len()) {
+    for (tried, i) in (0..sentinels.len())
+        .map(|k| (first + k) % sentinels.len())
+        .enumerate()
+    {
+        // A share of the time left each, so one silent sentinel cannot use it all.
+        let until = link::share(deadline, sentinels.len() - tried);
         let (host, port) = &sentinels[i];
         let at = format!("sentinel {}", link::node_name(host, *port));
-        let left = match link::time_left_at(deadline, &at) {
-            Ok(left) => left,
-            Err(failure) => {
-                last = Some(failure);
-                break;
-            }
-        };
+        if let Err(failure) = link::time_left_at(until, &at) {
+            last = Some(failure);
+            break;
+        }
         let conn = match cached.take() {
             Some((j, conn)) if j == i => conn,
-            _ => match link::connect_to(endpoint.sentinel(host, *port), &at, deadline) {
+            _ => match link::connect_to(endpoint.sentinel(host, *port), &at, until) {
                 Ok(conn) => conn,
                 Err(failure) => {
                     last = Some(failure);
@@ -49,6 +51,7 @@ pub(crate) fn master(
             },
         };
         let mut conn = conn;
+        let left = until.saturating_duration_since(std::time::Instant::now());
         let reply = link::set_timeouts(&conn, left).and_then(|()| {
             redis::cmd("SENTINEL")
                 .arg("GET-MASTER-ADDR-BY-NAME")
