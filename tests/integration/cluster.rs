@@ -135,6 +135,12 @@ fn renewals_follow_a_cluster_failover() {
     let master = cluster.owner(slot, 0);
     let replica = cluster.replica_of(master);
     let url = cluster.url_of(&[0, 1, 2]);
+    // --min-replicas works on a Cluster master too: WAIT goes to the lock's node.
+    let out = run_timeout(
+        run_url(&url, key, &["--min-replicas", "1"], "true"),
+        PATIENCE,
+    );
+    out.assert_code(0);
     let (mut holder, token) = spawn_holder_at(&url, key, &["--ttl", "3s", "-vv"], &dir, "a");
     cluster.failover(replica, slot);
     assert_eq!(
