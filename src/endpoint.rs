@@ -29,7 +29,7 @@ pub enum Target {
 /// Where the lock lives: parsed connection details plus a printable form without secrets.
 ///
 /// For Sentinel and Cluster, `info` is a template: the credentials, database and TLS settings
-/// every data node is reached with; [`Endpoint::node`] puts a node's address into it.
+/// every data node is reached with; `Endpoint::node` puts a node's address into it.
 #[derive(Clone)]
 pub struct Endpoint {
     pub(crate) info: ConnectionInfo,

@@ -1,4 +1,5 @@
-//! The Redis lock protocol: endpoints, key names, Lua scripts, and acquire / extend / release.
+//! The Redis lock protocol: key names, Lua scripts, and acquire / extend / release (over the
+//! connection `link.rs` keeps to the lock's server).
 //!
 //! Every key a script touches is passed in KEYS and carries the `{name}` hash tag, so the same
 //! scripts run unchanged on Redis Cluster.
@@ -354,7 +355,8 @@ pub enum Held {
 }
 
 /// The lock protocol as the lease and run code see it. One implementation per deployment kind
-/// (a single Redis now; Sentinel, Cluster and a quorum of masters later).
+/// ([`SingleRedis`]: one server, a Sentinel service's master or the Cluster node of the
+/// lock's slot; a quorum of masters composes several).
 pub trait Locker: Send {
     /// A second connection on which a waiter blocks until a release wakes it.
     fn waker(&self, token: &str) -> Box<dyn Waker>;
