@@ -496,9 +496,9 @@ impl SingleRedis {
     }
 
     /// After taking the lock, wait up to `wait` for `replicas` replicas to acknowledge it
-    /// (WAIT); if fewer do, release it and fail (Refused). None or 0: do not wait.
-    pub fn with_min_replicas(mut self, replicas: Option<u32>, wait: Duration) -> Self {
-        self.min_replicas = replicas.filter(|n| *n > 0).map(|n| (n, wait));
+    /// (WAIT); if fewer do, release it and fail (Refused). 0: do not wait.
+    pub fn with_min_replicas(mut self, replicas: u32, wait: Duration) -> Self {
+        self.min_replicas = (replicas > 0).then_some((replicas, wait));
         self
     }
 

@@ -74,7 +74,7 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
         SingleRedis::new(endpoint, keys, args.fair, entry_lifetime)
             .with_holder(Holder::current(&args.command))
             .with_min_interval(args.min_interval)
-            .with_min_replicas(Some(args.min_replicas), lease::replica_wait(args.ttl))
+            .with_min_replicas(args.min_replicas, lease::replica_wait(args.ttl))
             .with_preflight(true),
     );
     let tx = events.clone();
