@@ -154,6 +154,7 @@ impl SentinelSetup {
 
     /// SENTINEL FAILOVER, then wait until every sentinel names the replica as the master.
     pub fn failover(&self) {
+        let started = Instant::now();
         let replica = self.replica.port();
         wait_until(PATIENCE, "SENTINEL FAILOVER to be accepted", || {
             redis::cmd("SENTINEL")
@@ -172,6 +173,7 @@ impl SentinelSetup {
                 port == replica
             });
         }
+        eprintln!("sentinel failover took {:?}", started.elapsed());
     }
 }
 
@@ -306,6 +308,7 @@ impl Cluster {
     /// writes until the replica has caught up), then wait until every node agrees that
     /// `replica` owns `slot`.
     pub fn failover(&self, replica: usize, slot: u16) {
+        let started = Instant::now();
         redis::cmd("CLUSTER")
             .arg("FAILOVER")
             .exec(&mut self.nodes[replica].conn())
@@ -315,6 +318,7 @@ impl Cluster {
                 self.owner(slot, via) == replica
             });
         }
+        eprintln!("cluster failover took {:?}", started.elapsed());
     }
 
     pub fn id(&self, i: usize) -> String {
