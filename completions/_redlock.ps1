@@ -35,7 +35,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             break
         }
         'redlock;run' {
-            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the Redis keys: the lock is PREFIX{NAME}')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
             [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss://: trust the CA certificates in this PEM file instead of the system store')
@@ -48,6 +48,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             [CompletionResult]::new('--min-interval', '--min-interval', [CompletionResultType]::ParameterName, 'Skip the run (conflict status) if a run of this lock succeeded this recently, on any host')
             [CompletionResult]::new('--stop-signal', '--stop-signal', [CompletionResultType]::ParameterName, 'Signal that asks the command to stop (lock lost, --max-runtime): a name or number')
             [CompletionResult]::new('--kill-after', '--kill-after', [CompletionResultType]::ParameterName, 'Grace between a stop signal and SIGKILL [default: 5s, at most ttl/4]; at most ttl/2')
+            [CompletionResult]::new('--min-replicas', '--min-replicas', [CompletionResultType]::ParameterName, 'After taking the lock, wait for N replicas to acknowledge it (WAIT, up to ttl/10, at most 1s); if fewer do, release it, do not run the command, exit 69. 0: do not wait')
             [CompletionResult]::new('--max-runtime', '--max-runtime', [CompletionResultType]::ParameterName, 'Stop the command after this long and exit 124')
             [CompletionResult]::new('--metrics-file', '--metrics-file', [CompletionResultType]::ParameterName, 'Write Prometheus metrics (textfile collector format) to PATH when redlock exits')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Diagnostics as text lines, or as one JSON object per line (stable event names)')
@@ -64,7 +65,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             break
         }
         'redlock;status' {
-            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the Redis keys: the lock is PREFIX{NAME}')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
             [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss://: trust the CA certificates in this PEM file instead of the system store')
@@ -85,7 +86,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             break
         }
         'redlock;list' {
-            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the Redis keys: the lock is PREFIX{NAME}')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
             [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss://: trust the CA certificates in this PEM file instead of the system store')
@@ -105,7 +106,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             break
         }
         'redlock;release' {
-            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the Redis keys: the lock is PREFIX{NAME}')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
             [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss://: trust the CA certificates in this PEM file instead of the system store')

@@ -31,7 +31,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'redlock;run'= {
-            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
+            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
             cand --prefix 'Prefix of the Redis keys: the lock is PREFIX{NAME}'
             cand --password-file 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
             cand --tls-ca-cert 'For rediss://: trust the CA certificates in this PEM file instead of the system store'
@@ -44,6 +44,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --min-interval 'Skip the run (conflict status) if a run of this lock succeeded this recently, on any host'
             cand --stop-signal 'Signal that asks the command to stop (lock lost, --max-runtime): a name or number'
             cand --kill-after 'Grace between a stop signal and SIGKILL [default: 5s, at most ttl/4]; at most ttl/2'
+            cand --min-replicas 'After taking the lock, wait for N replicas to acknowledge it (WAIT, up to ttl/10, at most 1s); if fewer do, release it, do not run the command, exit 69. 0: do not wait'
             cand --max-runtime 'Stop the command after this long and exit 124'
             cand --metrics-file 'Write Prometheus metrics (textfile collector format) to PATH when redlock exits'
             cand --log-format 'Diagnostics as text lines, or as one JSON object per line (stable event names)'
@@ -59,7 +60,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --version 'Print version'
         }
         &'redlock;status'= {
-            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
+            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
             cand --prefix 'Prefix of the Redis keys: the lock is PREFIX{NAME}'
             cand --password-file 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
             cand --tls-ca-cert 'For rediss://: trust the CA certificates in this PEM file instead of the system store'
@@ -79,7 +80,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --version 'Print version'
         }
         &'redlock;list'= {
-            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
+            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
             cand --prefix 'Prefix of the Redis keys: the lock is PREFIX{NAME}'
             cand --password-file 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
             cand --tls-ca-cert 'For rediss://: trust the CA certificates in this PEM file instead of the system store'
@@ -98,7 +99,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --version 'Print version'
         }
         &'redlock;release'= {
-            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
+            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
             cand --prefix 'Prefix of the Redis keys: the lock is PREFIX{NAME}'
             cand --password-file 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
             cand --tls-ca-cert 'For rediss://: trust the CA certificates in this PEM file instead of the system store'

@@ -33,7 +33,7 @@ complete -c redlock -n "__fish_redlock_needs_command" -f -a "release" -d 'Break-
 complete -c redlock -n "__fish_redlock_needs_command" -f -a "completions" -d 'Print a shell completion script to stdout (no Redis needed)'
 complete -c redlock -n "__fish_redlock_needs_command" -f -a "man" -d 'Print the man page, redlock(1), to stdout as roff (no Redis needed)'
 complete -c redlock -n "__fish_redlock_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c redlock -n "__fish_redlock_using_subcommand run" -l url -d 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l url -d 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l prefix -d 'Prefix of the Redis keys: the lock is PREFIX{NAME}' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l password-file -d 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-ca-cert -d 'For rediss://: trust the CA certificates in this PEM file instead of the system store' -r -F
@@ -46,6 +46,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand run" -l conflict-exit-co
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l min-interval -d 'Skip the run (conflict status) if a run of this lock succeeded this recently, on any host' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l stop-signal -d 'Signal that asks the command to stop (lock lost, --max-runtime): a name or number' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l kill-after -d 'Grace between a stop signal and SIGKILL [default: 5s, at most ttl/4]; at most ttl/2' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l min-replicas -d 'After taking the lock, wait for N replicas to acknowledge it (WAIT, up to ttl/10, at most 1s); if fewer do, release it, do not run the command, exit 69. 0: do not wait' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l max-runtime -d 'Stop the command after this long and exit 124' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l metrics-file -d 'Write Prometheus metrics (textfile collector format) to PATH when redlock exits' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l log-format -d 'Diagnostics as text lines, or as one JSON object per line (stable event names)' -r -f -a "text\t''
@@ -56,7 +57,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand run" -s v -l verbose -d 
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s q -l quiet -d 'Say nothing on stderr but errors'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s h -l help -d 'Print help'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s V -l version -d 'Print version'
-complete -c redlock -n "__fish_redlock_using_subcommand status" -l url -d 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l url -d 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
 complete -c redlock -n "__fish_redlock_using_subcommand status" -l prefix -d 'Prefix of the Redis keys: the lock is PREFIX{NAME}' -r
 complete -c redlock -n "__fish_redlock_using_subcommand status" -l password-file -d 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand status" -l tls-ca-cert -d 'For rediss://: trust the CA certificates in this PEM file instead of the system store' -r -F
@@ -71,7 +72,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand status" -s v -l verbose 
 complete -c redlock -n "__fish_redlock_using_subcommand status" -s q -l quiet -d 'Say nothing on stderr but errors'
 complete -c redlock -n "__fish_redlock_using_subcommand status" -s h -l help -d 'Print help'
 complete -c redlock -n "__fish_redlock_using_subcommand status" -s V -l version -d 'Print version'
-complete -c redlock -n "__fish_redlock_using_subcommand list" -l url -d 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
+complete -c redlock -n "__fish_redlock_using_subcommand list" -l url -d 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
 complete -c redlock -n "__fish_redlock_using_subcommand list" -l prefix -d 'Prefix of the Redis keys: the lock is PREFIX{NAME}' -r
 complete -c redlock -n "__fish_redlock_using_subcommand list" -l password-file -d 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand list" -l tls-ca-cert -d 'For rediss://: trust the CA certificates in this PEM file instead of the system store' -r -F
@@ -85,7 +86,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand list" -s v -l verbose -d
 complete -c redlock -n "__fish_redlock_using_subcommand list" -s q -l quiet -d 'Say nothing on stderr but errors'
 complete -c redlock -n "__fish_redlock_using_subcommand list" -s h -l help -d 'Print help'
 complete -c redlock -n "__fish_redlock_using_subcommand list" -s V -l version -d 'Print version'
-complete -c redlock -n "__fish_redlock_using_subcommand release" -l url -d 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l url -d 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l prefix -d 'Prefix of the Redis keys: the lock is PREFIX{NAME}' -r
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l password-file -d 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l tls-ca-cert -d 'For rediss://: trust the CA certificates in this PEM file instead of the system store' -r -F

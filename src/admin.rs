@@ -3,11 +3,12 @@
 //! Results go to stdout (they are what was asked for); errors to stderr as everywhere else.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use anyhow::Context;
 
 use crate::cli::{ListArgs, ReleaseArgs, StatusArgs};
+use crate::endpoint::Target;
 use crate::error::{Class, classified};
 use crate::json::{self, Object};
 use crate::lock::{Forced, Holder, Keys, LockInfo, SingleRedis, WAKE_LINGER};
@@ -43,24 +44,38 @@ pub fn status(args: &StatusArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// `redlock list`: every held lock under the prefix, found with SCAN.
+/// `redlock list`: every held lock under the prefix, found with SCAN (on a Cluster, a SCAN on
+/// every master).
 pub fn list(args: &ListArgs) -> anyhow::Result<i32> {
     let prefix = &args.conn.prefix;
     let mut redis = redis(&args.conn, "", "list")?;
+    let endpoint = args.conn.endpoint("list")?;
+    let nodes = match &endpoint.target {
+        Target::Cluster { .. } => crate::cluster::masters(&endpoint, Instant::now() + TIMEOUT)
+            .map_err(unavailable)
+            .context("cannot list locks")?
+            .into_iter()
+            .map(|(host, port)| endpoint.pinned(&host, port))
+            .collect(),
+        _ => vec![endpoint],
+    };
     let pattern = format!("{}{{*}}", glob_escape(prefix));
     let mut found = BTreeSet::new();
-    let mut cursor = 0;
-    loop {
-        let (next, keys) = redis
-            .scan(cursor, &pattern, TIMEOUT)
-            .map_err(unavailable)
-            .context("cannot list locks")?;
-        // SCAN may return a key more than once; the set keeps one of each.
-        found.extend(keys.into_iter().filter_map(|k| lock_name(prefix, &k)));
-        if next == 0 {
-            break;
+    for node in nodes {
+        let mut scanner = SingleRedis::new(node, Keys::new(prefix, ""), false, WAKE_LINGER);
+        let mut cursor = 0;
+        loop {
+            let (next, keys) = scanner
+                .scan(cursor, &pattern, TIMEOUT)
+                .map_err(unavailable)
+                .context("cannot list locks")?;
+            // SCAN may return a key more than once; the set keeps one of each.
+            found.extend(keys.into_iter().filter_map(|k| lock_name(prefix, &k)));
+            if next == 0 {
+                break;
+            }
+            cursor = next;
         }
-        cursor = next;
     }
     let mut locks = Vec::new();
     for name in found {

@@ -24,12 +24,12 @@ const ENV_HELP: &str = "\
 ENVIRONMENT:
   REDLOCK_URL, REDLOCK_TTL, REDLOCK_WAIT, REDLOCK_FAIR, REDLOCK_PREFIX,
   REDLOCK_KILL_AFTER, REDLOCK_STOP_SIGNAL, REDLOCK_MAX_RUNTIME,
-  REDLOCK_CONFLICT_EXIT_CODE, REDLOCK_MIN_INTERVAL, REDLOCK_METRICS_FILE,
-  REDLOCK_LOG_FORMAT, REDLOCK_PASSWORD_FILE, REDLOCK_TLS_CA_CERT,
-  REDLOCK_TLS_CERT, REDLOCK_TLS_KEY and REDLOCK_TLS_INSECURE give defaults
-  for the options of the same name; a flag wins over its variable.
-  REDLOCK_PASSWORD holds the Redis password (below --password-file, above
-  a password in the URL).
+  REDLOCK_CONFLICT_EXIT_CODE, REDLOCK_MIN_INTERVAL, REDLOCK_MIN_REPLICAS,
+  REDLOCK_METRICS_FILE, REDLOCK_LOG_FORMAT, REDLOCK_PASSWORD_FILE,
+  REDLOCK_TLS_CA_CERT, REDLOCK_TLS_CERT, REDLOCK_TLS_KEY and
+  REDLOCK_TLS_INSECURE give defaults for the options of the same name; a flag
+  wins over its variable. REDLOCK_PASSWORD holds the Redis password (below
+  --password-file, above a password in the URL).
   The command sees REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_FENCING_TOKEN.";
 
 const ADMIN_ENV_HELP: &str = "\
@@ -106,7 +106,8 @@ pub enum Command {
 /// Where the locks live: shared by every subcommand.
 #[derive(Debug, Args)]
 pub struct ConnArgs {
-    /// Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock.
+    /// Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock,
+    /// redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...].
     /// Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum
     /// of independent masters.
     #[arg(
@@ -424,6 +425,17 @@ pub struct RunArgs {
     /// Grace between a stop signal and SIGKILL [default: 5s, at most ttl/4]; at most ttl/2.
     #[arg(long, env = "REDLOCK_KILL_AFTER", hide_env_values = true, value_name = "DURATION", value_parser = parse_duration)]
     pub kill_after: Option<Duration>,
+
+    /// After taking the lock, wait for N replicas to acknowledge it (WAIT, up to ttl/10, at most
+    /// 1s); if fewer do, release it, do not run the command, exit 69. 0: do not wait.
+    #[arg(
+        long,
+        env = "REDLOCK_MIN_REPLICAS",
+        hide_env_values = true,
+        default_value_t = 0,
+        value_name = "N"
+    )]
+    pub min_replicas: u32,
 
     /// Stop the command after this long and exit 124.
     #[arg(long, env = "REDLOCK_MAX_RUNTIME", hide_env_values = true, value_name = "DURATION", value_parser = parse_positive)]

@@ -427,7 +427,7 @@ mod tests {
         }
         let (_, unavailable) = rows.iter().find(|(c, _)| c == "69").unwrap();
         assert!(
-            unavailable.ends_with("before the lock was taken; the command did not run"),
+            unavailable.ends_with("(--min-replicas; it was released); the command did not run"),
             "continuation line lost: {unavailable}"
         );
         assert_eq!(rows[0].0, "N");

@@ -1,5 +1,6 @@
-//! Where the lock lives: Redis URLs parsed into connection details (with the TLS files and the
-//! password given apart from the URL), and printed without secrets.
+//! Where the lock lives: Redis URLs parsed into connection details (one server, a Sentinel
+//! service or a Cluster; with the TLS files and the password given apart from the URL), and
+//! printed without secrets.
 
 use std::fmt;
 
@@ -23,48 +24,68 @@ impl Tls {
     }
 }
 
+/// The default port of a sentinel, when a `redis+sentinel://` host gives none.
+const SENTINEL_PORT: u16 = 26379;
+/// The default port of a Redis node, when a `redis+cluster://` host gives none.
+const REDIS_PORT: u16 = 6379;
+
+/// How the server that holds a lock is found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The one server the URL names.
+    Direct,
+    /// The master the sentinels name for `service` (SENTINEL GET-MASTER-ADDR-BY-NAME).
+    Sentinel {
+        sentinels: Vec<(String, u16)>,
+        service: String,
+        /// Credentials of the sentinels themselves (username, password), when they need any.
+        auth: Option<(Option<String>, String)>,
+    },
+    /// Whichever of the nodes owns the lock's hash slot; the seeds are where to start asking.
+    Cluster { seeds: Vec<(String, u16)> },
+}
+
 /// Where the lock lives: parsed connection details plus a printable form without secrets.
+///
+/// For Sentinel and Cluster, `info` is a template: the credentials, database and TLS settings
+/// every data node is reached with; `Endpoint::node` puts a node's address into it.
 #[derive(Clone)]
 pub struct Endpoint {
     pub(crate) info: ConnectionInfo,
+    pub(crate) target: Target,
     shown: String,
 }
 
 impl Endpoint {
-    /// Parse a `redis://`, `rediss://`, `unix://` or `redis+unix://` URL. Errors never show a password.
+    /// Parse a `redis://`, `rediss://`, `unix://`, `redis+unix://`, `redis[s]+sentinel://` or
+    /// `redis[s]+cluster://` URL. Errors never show a password.
     pub fn parse(url: &str) -> Result<Self, String> {
         let url = url.trim();
         let shown = redact(url);
         let scheme = url
             .split_once("://")
             .map(|(scheme, _)| scheme.to_ascii_lowercase());
-        if !matches!(
-            scheme.as_deref(),
-            Some("redis" | "rediss" | "unix" | "redis+unix")
-        ) {
-            return Err(format!(
-                "'{shown}' is not a Redis URL (use redis://, rediss://, unix:// or redis+unix://)"
-            ));
+        match scheme.as_deref() {
+            Some("redis" | "rediss" | "unix" | "redis+unix") => {}
+            Some(
+                s @ ("redis+sentinel" | "rediss+sentinel" | "redis+cluster" | "rediss+cluster"),
+            ) => {
+                return Self::parse_multi(url, s, &shown);
+            }
+            _ => {
+                return Err(format!(
+                    "'{shown}' is not a Redis URL (use redis://, rediss://, unix://, redis+unix://, \
+                     redis+sentinel:// or redis+cluster://)"
+                ));
+            }
         }
-        let info = url.into_connection_info().map_err(|e| {
-            let reason = e.to_string().replace(" - InvalidClientConfig", "");
-            let reason = match reason.as_str() {
-                "Redis URL did not parse" => "malformed host, port or path".to_owned(),
-                other => other.to_lowercase(),
-            };
-            format!("invalid Redis URL '{shown}': {reason}")
-        })?;
-        if !info.addr().is_supported() {
-            return Err(format!(
-                "'{}': this build of redlock has no TLS support",
-                redact(url)
-            ));
-        }
-        // CLIENT SETINFO costs a round trip per connection and tells the lock nothing.
-        let redis = info.redis_settings().clone().set_skip_set_lib_name();
-        let info = info.set_redis_settings(redis);
+        let info = connection_info(url, &shown)?;
         let shown = info.addr().to_string();
-        Ok(Self { info, shown })
+        Ok(Self {
+            info,
+            target: Target::Direct,
+            shown,
+        })
     }
 
     /// Authenticate with `password` instead of any password in the URL (the URL's user name,
@@ -119,6 +140,234 @@ impl Endpoint {
         }
         Ok(self)
     }
+
+    /// `redis[s]+sentinel://[user:pass@]host[:port][,host[:port]...]/SERVICE[?db=N&sentinel_username=U&sentinel_password=P]`
+    /// or `redis[s]+cluster://[user:pass@]host[:port][,host[:port]...]`.
+    fn parse_multi(url: &str, scheme: &str, shown: &str) -> Result<Self, String> {
+        let (base, kind) = scheme.split_once('+').expect("scheme has a +");
+        let sentinel = kind == "sentinel";
+        let rest = &url[scheme.len() + 3..];
+        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let (authority, tail) = rest.split_at(authority_end);
+        let (userinfo, hosts) = match authority.rfind('@') {
+            Some(at) => (Some(&authority[..at]), &authority[at + 1..]),
+            None => (None, authority),
+        };
+        let (path, query) = tail.split_once('?').unwrap_or((tail, ""));
+        let default_port = if sentinel { SENTINEL_PORT } else { REDIS_PORT };
+        let mut nodes = Vec::new();
+        for host in hosts.split(',') {
+            nodes.push(
+                host_port(host, default_port)
+                    .map_err(|why| format!("invalid Redis URL '{shown}': {why}"))?,
+            );
+        }
+        let bad = |why: String| format!("invalid Redis URL '{shown}': {why}");
+        let mut db = None;
+        let mut sentinel_user = None;
+        let mut sentinel_pass = None;
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let v =
+                percent_decode(v).ok_or_else(|| bad(format!("bad percent-encoding in '{k}'")))?;
+            match k {
+                "db" if sentinel => {
+                    db = Some(
+                        v.parse::<i64>()
+                            .map_err(|_| bad(format!("db '{v}' is not a number")))?,
+                    )
+                }
+                "sentinel_username" if sentinel => sentinel_user = Some(v),
+                "sentinel_password" if sentinel => sentinel_pass = Some(v),
+                _ => return Err(bad(format!("unknown parameter '{k}'"))),
+            }
+        }
+        let target = if sentinel {
+            let service = path.trim_start_matches('/');
+            if service.is_empty() || service.contains('/') {
+                return Err(bad(
+                    "name the sentinels' service after the hosts: redis+sentinel://host:26379/SERVICE".into(),
+                ));
+            }
+            let service = percent_decode(service)
+                .ok_or_else(|| bad("bad percent-encoding in the service name".into()))?;
+            let auth = match (sentinel_user, sentinel_pass) {
+                (user, Some(pass)) => Some((user, pass)),
+                (Some(_), None) => {
+                    return Err(bad("sentinel_username needs sentinel_password".into()));
+                }
+                (None, None) => None,
+            };
+            Target::Sentinel {
+                sentinels: nodes.clone(),
+                service,
+                auth,
+            }
+        } else {
+            if !path.is_empty() && path != "/" {
+                return Err(bad(
+                    "a Cluster has no databases: give no path after the hosts".into(),
+                ));
+            }
+            Target::Cluster {
+                seeds: nodes.clone(),
+            }
+        };
+        // The credentials and TLS settings of the data nodes, parsed as the crate parses any URL.
+        let (host, port) = &nodes[0];
+        let template = match userinfo {
+            Some(u) => format!("{base}://{u}@{}:{port}/{}", bracket(host), db.unwrap_or(0)),
+            None => format!("{base}://{}:{port}/{}", bracket(host), db.unwrap_or(0)),
+        };
+        let info = connection_info(&template, shown)?;
+        let list = |nodes: &[(String, u16)]| {
+            nodes
+                .iter()
+                .map(|(h, p)| format!("{}:{p}", bracket(h)))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let shown = match &target {
+            Target::Sentinel {
+                sentinels, service, ..
+            } => format!("'{service}' via sentinels {}", list(sentinels)),
+            Target::Cluster { seeds } => format!("cluster {}", list(seeds)),
+            Target::Direct => unreachable!(),
+        };
+        Ok(Self {
+            info,
+            target,
+            shown,
+        })
+    }
+
+    /// The connection details of the data node at `host:port`: this endpoint's credentials,
+    /// database and TLS settings, with that address.
+    pub(crate) fn node(&self, host: &str, port: u16) -> ConnectionInfo {
+        let addr = match self.info.addr().clone() {
+            ConnectionAddr::TcpTls {
+                insecure,
+                tls_params,
+                ..
+            } => ConnectionAddr::TcpTls {
+                host: host.to_owned(),
+                port,
+                insecure,
+                tls_params,
+            },
+            _ => ConnectionAddr::Tcp(host.to_owned(), port),
+        };
+        self.info.clone().set_addr(addr)
+    }
+
+    /// This endpoint's data node at `host:port` alone, as a direct endpoint.
+    pub(crate) fn pinned(&self, host: &str, port: u16) -> Endpoint {
+        let info = self.node(host, port);
+        let shown = info.addr().to_string();
+        Endpoint {
+            info,
+            target: Target::Direct,
+            shown,
+        }
+    }
+
+    /// The connection details of the sentinel at `host:port`: TLS as the data nodes, the
+    /// sentinels' own credentials, no database.
+    pub(crate) fn sentinel(&self, host: &str, port: u16) -> ConnectionInfo {
+        let mut redis = redis::RedisConnectionInfo::default().set_skip_set_lib_name();
+        if let Target::Sentinel {
+            auth: Some((user, pass)),
+            ..
+        } = &self.target
+        {
+            redis = redis.set_password(pass);
+            if let Some(user) = user {
+                redis = redis.set_username(user);
+            }
+        }
+        self.node(host, port).set_redis_settings(redis)
+    }
+}
+
+/// The crate's connection details for a plain URL; errors without secrets.
+fn connection_info(url: &str, shown: &str) -> Result<ConnectionInfo, String> {
+    let info = url.into_connection_info().map_err(|e| {
+        let reason = e.to_string().replace(" - InvalidClientConfig", "");
+        let reason = match reason.as_str() {
+            "Redis URL did not parse" => "malformed host, port or path".to_owned(),
+            other => other.to_lowercase(),
+        };
+        format!("invalid Redis URL '{shown}': {reason}")
+    })?;
+    if !info.addr().is_supported() {
+        return Err(format!(
+            "'{shown}': this build of redlock has no TLS support"
+        ));
+    }
+    // CLIENT SETINFO costs a round trip per connection and tells the lock nothing.
+    let redis = info.redis_settings().clone().set_skip_set_lib_name();
+    Ok(info.set_redis_settings(redis))
+}
+
+/// `host[:port]` (IPv6 in brackets) with `default` for a missing port.
+fn host_port(text: &str, default: u16) -> Result<(String, u16), String> {
+    if text.is_empty() {
+        return Err("empty host in the host list".into());
+    }
+    let (host, port) = if let Some(rest) = text.strip_prefix('[') {
+        let (host, after) = rest
+            .split_once(']')
+            .ok_or_else(|| format!("'{text}': unclosed '['"))?;
+        match after.strip_prefix(':') {
+            Some(port) => (host, Some(port)),
+            None if after.is_empty() => (host, None),
+            None => return Err(format!("'{text}' is not host:port")),
+        }
+    } else {
+        match text.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (text, None),
+        }
+    };
+    if host.is_empty() || host.contains(['/', '@', ' ']) {
+        return Err(format!("'{text}' is not host:port"));
+    }
+    let port = match port {
+        Some(p) => p
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| format!("'{text}': bad port"))?,
+        None => default,
+    };
+    Ok((host.to_owned(), port))
+}
+
+/// An IPv6 address in brackets, as URLs and messages write it.
+fn bracket(host: &str) -> String {
+    if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    }
+}
+
+/// `%XX` decoded; None when malformed or not UTF-8.
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = text.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 impl fmt::Display for Endpoint {
@@ -162,7 +411,9 @@ pub fn redact(url: &str) -> String {
                 .split('&')
                 .map(|kv| match kv.split_once('=') {
                     Some((k, _))
-                        if k.eq_ignore_ascii_case("pass") || k.eq_ignore_ascii_case("password") =>
+                        if k.eq_ignore_ascii_case("pass")
+                            || k.eq_ignore_ascii_case("password")
+                            || k.eq_ignore_ascii_case("sentinel_password") =>
                     {
                         format!("{k}=***")
                     }
@@ -248,5 +499,91 @@ mod tests {
         assert!(Endpoint::parse("http://127.0.0.1").is_err());
         assert!(Endpoint::parse("").is_err());
         assert!(Endpoint::parse("unix:///tmp/redis.sock").is_ok());
+    }
+
+    #[test]
+    fn sentinel_urls() {
+        let e = Endpoint::parse(
+            "redis+sentinel://alice:m%40ster@10.0.0.1,10.0.0.2:5000,[::1]:26380/my%20master?db=3&sentinel_password=s3cret",
+        )
+        .unwrap();
+        let Target::Sentinel {
+            sentinels,
+            service,
+            auth,
+        } = &e.target
+        else {
+            panic!("{:?}", e.target)
+        };
+        assert_eq!(
+            sentinels,
+            &[
+                ("10.0.0.1".to_owned(), 26379),
+                ("10.0.0.2".to_owned(), 5000),
+                ("::1".to_owned(), 26380)
+            ]
+        );
+        assert_eq!(service, "my master");
+        assert_eq!(auth, &Some((None, "s3cret".to_owned())));
+        // The userinfo is the master's; the sentinels get their own credentials and no db.
+        let master = e.node("10.0.0.9", 6380);
+        assert_eq!(master.addr().to_string(), "10.0.0.9:6380");
+        assert_eq!(master.redis_settings().username(), Some("alice"));
+        assert_eq!(master.redis_settings().password(), Some("m@ster"));
+        assert_eq!(master.redis_settings().db(), 3);
+        let sentinel = e.sentinel("10.0.0.1", 26379);
+        assert_eq!(sentinel.redis_settings().password(), Some("s3cret"));
+        assert_eq!(sentinel.redis_settings().username(), None);
+        assert_eq!(sentinel.redis_settings().db(), 0);
+        let shown = format!("{e} {e:?}");
+        assert!(
+            !shown.contains("s3cret") && !shown.contains("m@ster"),
+            "{shown}"
+        );
+        assert!(redact("redis+sentinel://:pw@h/m?sentinel_password=s3cret").ends_with("=***"));
+        // TLS applies to both.
+        let tls = Endpoint::parse("rediss+sentinel://h1/m").unwrap();
+        assert!(matches!(
+            tls.node("h2", 1).addr(),
+            ConnectionAddr::TcpTls { .. }
+        ));
+        assert!(matches!(
+            tls.sentinel("h1", 2).addr(),
+            ConnectionAddr::TcpTls { .. }
+        ));
+    }
+
+    #[test]
+    fn cluster_urls() {
+        let e = Endpoint::parse("redis+cluster://:pw@127.0.0.1:7000,127.0.0.1").unwrap();
+        assert_eq!(
+            e.target,
+            Target::Cluster {
+                seeds: vec![("127.0.0.1".into(), 7000), ("127.0.0.1".into(), 6379)]
+            }
+        );
+        assert_eq!(e.node("h", 1).redis_settings().password(), Some("pw"));
+        assert_eq!(e.to_string(), "cluster 127.0.0.1:7000,127.0.0.1:6379");
+    }
+
+    #[test]
+    fn malformed_multi_host_urls() {
+        for bad in [
+            "redis+sentinel://h",
+            "redis+sentinel://h/",
+            "redis+sentinel://h/a/b",
+            "redis+sentinel://h:x/m",
+            "redis+sentinel://h:0/m",
+            "redis+sentinel://h,,g/m",
+            "redis+sentinel://[::1/m",
+            "redis+sentinel://h/m?db=x",
+            "redis+sentinel://h/m?sentinel_username=u",
+            "redis+sentinel://h/m?what=1",
+            "redis+cluster://",
+            "redis+cluster://h/0",
+            "redis+cluster://h?db=1",
+        ] {
+            assert!(Endpoint::parse(bad).is_err(), "{bad} should be refused");
+        }
     }
 }

@@ -5,7 +5,8 @@
 /// Usage error: bad flag or value, missing key or command (sysexits EX_USAGE).
 pub const USAGE: i32 = 64;
 /// Redis unreachable (on a quorum: fewer than a majority granted the lock), refused the
-/// credentials, or answered with an error before the lock was taken; the command did not run
+/// credentials, or answered with an error before the lock was taken, or `--min-replicas`
+/// replicas did not acknowledge it (it was released); the command did not run
 /// (sysexits EX_UNAVAILABLE).
 pub const UNAVAILABLE: i32 = 69;
 /// Internal error (sysexits EX_SOFTWARE).
@@ -30,7 +31,8 @@ EXIT STATUS:
   64       usage error: bad flag or value, missing key or command
   69       Redis unreachable (with several --url: fewer than a majority
            granted the lock), refused the credentials, or answered with an
-           error before the lock was taken; the command did not run
+           error before the lock was taken, or too few replicas acknowledged
+           it (--min-replicas; it was released); the command did not run
   70       internal error
   75       lock busy, --wait ran out, or a run succeeded within --min-interval
            (change it with --conflict-exit-code)

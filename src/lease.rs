@@ -73,6 +73,13 @@ pub fn acquire_timeout(ttl: Duration) -> Duration {
     (ttl / 3).clamp(Duration::from_millis(10), Duration::from_secs(5))
 }
 
+/// How long `--min-replicas` waits for replicas to acknowledge a fresh lock (the server's WAIT
+/// timeout; the reply may take as long again): a tenth of the ttl, at least 10 ms, at most 1 s,
+/// so the first renewal, due ttl/3 after the acquire was sent, still comes in time.
+pub fn replica_wait(ttl: Duration) -> Duration {
+    (ttl / 10).clamp(Duration::from_millis(10), Duration::from_secs(1))
+}
+
 /// The most time spent releasing (a lost reply is retried within it).
 pub const RELEASE_BUDGET: Duration = Duration::from_secs(2);
 
@@ -202,10 +209,8 @@ struct Worker<'a> {
 
 impl Worker<'_> {
     fn run(&mut self, wait: Wait) -> Option<Result<Held, Failure>> {
-        if !self.acquire(wait) {
-            return None;
-        }
-        if let Some(succeeded) = self.renew() {
+        let sent = self.acquire(wait)?;
+        if let Some(succeeded) = self.renew(sent) {
             Some(self.release(succeeded))
         } else {
             // Lost: wait for the supervisor's stop; there is nothing of ours to release.
@@ -265,8 +270,8 @@ impl Worker<'_> {
         let _ = self.locker.leave(&self.token, acquire_timeout(self.ttl));
     }
 
-    /// Take the lock, waiting as asked. True when taken (and reported).
-    fn acquire(&mut self, wait: Wait) -> bool {
+    /// Take the lock, waiting as asked. When taken (and reported): when the winning request was sent.
+    fn acquire(&mut self, wait: Wait) -> Option<Instant> {
         let start = Instant::now();
         let give_up = match wait {
             Wait::Up(d) => start.checked_add(d),
@@ -290,7 +295,7 @@ impl Worker<'_> {
                         sent,
                         waited: sent - start,
                     });
-                    return true;
+                    return Some(sent);
                 }
                 Ok(Acquire::Done { ago }) => {
                     // Pass on a wake-up we may have taken: the next waiter skips too, at once.
@@ -301,7 +306,7 @@ impl Worker<'_> {
                         ago,
                         waited: start.elapsed(),
                     });
-                    return false;
+                    return None;
                 }
                 Ok(Acquire::Busy { remaining }) => {
                     busy_seen = true;
@@ -311,18 +316,18 @@ impl Worker<'_> {
                         (self.report)(LeaseEvent::Busy {
                             waited: start.elapsed(),
                         });
-                        return false;
+                        return None;
                     }
                     self.wait_for_release(wake_wait(self.ttl, remaining, random_unit()).min(left))
                 }
                 // A first failure is a misconfiguration more often than a blip: report it at once.
                 Err(failure @ Failure::Refused(_)) => {
                     (self.report)(LeaseEvent::Failed(failure));
-                    return false;
+                    return None;
                 }
                 Err(failure) if attempt == 0 || until_give_up().is_zero() => {
                     (self.report)(LeaseEvent::Failed(failure));
-                    return false;
+                    return None;
                 }
                 Err(_) => self.sleep(backoff(attempt, None, random_unit()).min(until_give_up())),
             };
@@ -330,17 +335,19 @@ impl Worker<'_> {
                 if busy_seen {
                     self.leave();
                 }
-                return false;
+                return None;
             }
             attempt = attempt.saturating_add(1);
         }
     }
 
-    /// Renew until asked to stop (Some(whether the run succeeded)) or until the lock is found
+    /// Renew (the lease sent at `acquired`) until asked to stop (Some(whether the run succeeded)) or until the lock is found
     /// lost (None).
-    fn renew(&mut self) -> Option<bool> {
-        let mut next = Instant::now() + renew_interval(self.ttl);
-        let mut last_sent = Instant::now();
+    fn renew(&mut self, acquired: Instant) -> Option<bool> {
+        // Counted from the acquire request, as the supervisor counts the lease: time spent
+        // after it (WAIT for replicas, reporting) does not push the first renewal later.
+        let mut next = acquired + renew_interval(self.ttl);
+        let mut last_sent = acquired;
         loop {
             if let Some(succeeded) =
                 self.sleep_or_stop(next.saturating_duration_since(Instant::now()))
@@ -478,6 +485,15 @@ mod tests {
         for _ in 0..1000 {
             let r = random_unit();
             assert!((0.0..1.0).contains(&r));
+        }
+    }
+
+    #[test]
+    fn replica_wait_leaves_room_for_the_first_renewal() {
+        for ms in [100u64, 1000, 30_000, 3_600_000] {
+            let ttl = Duration::from_millis(ms);
+            // WAIT's reply may take twice the wait (plus 10 ms) after the acquire.
+            assert!(replica_wait(ttl) * 2 + Duration::from_millis(10) < renew_interval(ttl));
         }
     }
 

@@ -3,17 +3,20 @@
 pub mod admin;
 pub mod child;
 pub mod cli;
+mod cluster;
 pub mod docs;
 pub mod endpoint;
 pub mod error;
 pub mod exit;
 pub mod json;
 pub mod lease;
+mod link;
 pub mod lock;
 pub mod metrics;
 pub mod quorum;
 pub mod run;
 pub mod say;
+mod sentinel;
 pub mod signals;
 
 use std::ffi::OsString;

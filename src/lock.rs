@@ -1,15 +1,17 @@
-//! The Redis lock protocol: endpoints, key names, Lua scripts, and acquire / extend / release.
+//! The Redis lock protocol: key names, Lua scripts, and acquire / extend / release (over the
+//! connection `link.rs` keeps to the lock's server).
 //!
 //! Every key a script touches is passed in KEYS and carries the `{name}` hash tag, so the same
 //! scripts run unchanged on Redis Cluster.
 
 use std::fmt;
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::Value;
 
 use crate::endpoint::Endpoint;
+use crate::link::Link;
 
 /// A Lua script and its SHA1 for EVALSHA, hashed once per process.
 struct Lua {
@@ -387,7 +389,8 @@ pub enum Held {
 }
 
 /// The lock protocol as the lease and run code see it. One implementation per deployment kind
-/// (a single Redis now; Sentinel, Cluster and a quorum of masters later).
+/// ([`SingleRedis`]: one server, a Sentinel service's master or the Cluster node of the
+/// lock's slot; a quorum of masters composes several).
 pub trait Locker: Send {
     /// A second connection on which a waiter blocks until a release wakes it.
     fn waker(&self, token: &str) -> Box<dyn Waker>;
@@ -418,9 +421,10 @@ pub trait Waker: Send {
 /// How long a wake-up waits in its list for a waiter to take it.
 pub const WAKE_LINGER: Duration = Duration::from_secs(5);
 
-/// A lock on one Redis server, over one connection that is re-opened after any I/O failure.
+/// A lock on one Redis server (one URL, a Sentinel service's master, or the Cluster node that
+/// owns the lock's slot), over one connection that is re-opened after any I/O failure.
 pub struct SingleRedis {
-    endpoint: Endpoint,
+    link: Link,
     keys: Keys,
     /// First come, first served among waiters (`--fair`).
     fair: bool,
@@ -430,7 +434,10 @@ pub struct SingleRedis {
     min_interval: Option<Duration>,
     /// Stored beside the lock when taken.
     holder: Holder,
-    conn: Option<redis::Connection>,
+    /// After taking the lock, WAIT for this many replicas, this long (`--min-replicas`).
+    min_replicas: Option<(u32, Duration)>,
+    /// Check `maxmemory-policy` once per connection, in the same round trip as an acquire.
+    preflight: bool,
 }
 
 /// Who holds (or is taking) a lock, as stored beside it for `redlock status`.
@@ -511,14 +518,34 @@ impl SingleRedis {
     /// between attempts, since each attempt refreshes the entry.
     pub fn new(endpoint: Endpoint, keys: Keys, fair: bool, entry_lifetime: Duration) -> Self {
         Self {
-            endpoint,
+            link: Link::new(endpoint),
             keys,
             fair,
             entry_lifetime,
             min_interval: None,
             holder: Holder::default(),
-            conn: None,
+            min_replicas: None,
+            preflight: false,
         }
+    }
+
+    /// After taking the lock, wait up to `wait` for `replicas` replicas to acknowledge it
+    /// (WAIT); if fewer do, release it and fail (Refused). 0: do not wait.
+    pub fn with_min_replicas(mut self, replicas: u32, wait: Duration) -> Self {
+        self.min_replicas = (replicas > 0).then_some((replicas, wait));
+        self
+    }
+
+    /// Warn (once per connection) when the server's `maxmemory-policy` could evict lock keys.
+    /// The check rides in the same round trip as the first acquire on each connection.
+    pub fn with_preflight(mut self, on: bool) -> Self {
+        self.preflight = on;
+        self
+    }
+
+    /// Where this lock lives.
+    pub fn endpoint(&self) -> &Endpoint {
+        self.link.endpoint()
     }
 
     /// Record `holder` beside the lock when taking it.
@@ -541,12 +568,12 @@ impl SingleRedis {
     /// The lock's state, read in one script.
     pub fn inspect(&mut self, timeout: Duration) -> Result<LockInfo, Failure> {
         let reply = self.eval(&INSPECT, &[], timeout)?;
-        let items = strings(&reply).ok_or_else(|| unexpected(&self.endpoint, &reply))?;
+        let items = strings(&reply).ok_or_else(|| unexpected(self.endpoint(), &reply))?;
         let int = |i: usize| items.get(i).and_then(|s| s.parse::<i64>().ok());
         let ms = |v: i64| u64::try_from(v).ok().map(Duration::from_millis);
         let (Some(fence), Some(ago), Some(left), Some(pttl)) = (int(0), int(1), int(2), int(3))
         else {
-            return Err(unexpected(&self.endpoint, &reply));
+            return Err(unexpected(self.endpoint(), &reply));
         };
         let held = match (pttl, items.get(4)) {
             (-2, _) | (_, None) => None,
@@ -572,7 +599,7 @@ impl SingleRedis {
     ) -> Result<Forced, Failure> {
         let args = [&*millis(WAKE_LINGER), expected.unwrap_or("")];
         let reply = self.eval(&FORCE_RELEASE, &args, timeout)?;
-        let items = strings(&reply).ok_or_else(|| unexpected(&self.endpoint, &reply))?;
+        let items = strings(&reply).ok_or_else(|| unexpected(self.endpoint(), &reply))?;
         let fence = items.get(1).and_then(|s| s.parse::<i64>().ok());
         match (items.first().map(String::as_str), fence) {
             (Some("0"), Some(fence)) => Ok(Forced::Free { fence }),
@@ -585,7 +612,7 @@ impl SingleRedis {
                 fence,
                 holder: holder_from(&items[3..]),
             }),
-            _ => Err(unexpected(&self.endpoint, &reply)),
+            _ => Err(unexpected(self.endpoint(), &reply)),
         }
     }
 
@@ -598,7 +625,7 @@ impl SingleRedis {
     pub fn read_fence(&mut self, timeout: Duration) -> Result<i64, Failure> {
         match self.eval(&FENCE_READ, &[], timeout)? {
             Value::Int(fence) => Ok(fence),
-            other => Err(unexpected(&self.endpoint, &other)),
+            other => Err(unexpected(self.endpoint(), &other)),
         }
     }
 
@@ -606,13 +633,8 @@ impl SingleRedis {
     pub fn raise_fence(&mut self, to: i64, timeout: Duration) -> Result<i64, Failure> {
         match self.eval(&FENCE_RAISE, &[&to.to_string()], timeout)? {
             Value::Int(fence) => Ok(fence),
-            other => Err(unexpected(&self.endpoint, &other)),
+            other => Err(unexpected(self.endpoint(), &other)),
         }
-    }
-
-    /// Where this lock lives.
-    pub fn endpoint(&self) -> &Endpoint {
-        &self.endpoint
     }
 
     /// One SCAN step over keys matching `pattern`: the next cursor (0 when done) and the keys.
@@ -622,80 +644,133 @@ impl SingleRedis {
         pattern: &str,
         timeout: Duration,
     ) -> Result<(u64, Vec<Vec<u8>>), Failure> {
-        let endpoint = &self.endpoint;
-        let result = connection(&mut self.conn, endpoint, timeout, timeout).and_then(|conn| {
+        self.link.request(Instant::now() + timeout, |node| {
             redis::cmd("SCAN")
                 .arg(cursor)
                 .arg("MATCH")
                 .arg(pattern)
                 .arg("COUNT")
                 .arg(1000)
-                .query::<(u64, Vec<Vec<u8>>)>(conn)
-                .map_err(|e| classify(endpoint, e))
-        });
-        if let Err(Failure::Unreachable(_)) = result {
-            self.conn = None;
-        }
-        result
+                .query::<(u64, Vec<Vec<u8>>)>(&mut node.conn)
+        })
     }
 
     /// Run `script` with EVALSHA, falling back to EVAL when the script cache was emptied
     /// (failover, restart, SCRIPT FLUSH). Any I/O failure drops the connection.
     fn eval(&mut self, script: &Lua, args: &[&str], timeout: Duration) -> Result<Value, Failure> {
-        let timeout = timeout.max(Duration::from_millis(1));
-        let result = self.eval_on_connection(script, args, timeout);
-        if let Err(Failure::Unreachable(_)) = result {
-            self.conn = None;
-        }
-        result
+        self.eval_checked(script, args, timeout, false)
     }
 
-    fn eval_on_connection(
+    /// [`Self::eval`]; with `preflight`, the first request on a new connection also asks for
+    /// `maxmemory-policy` in the same round trip (pipelined) and warns about an evicting one.
+    fn eval_checked(
         &mut self,
         script: &Lua,
         args: &[&str],
         timeout: Duration,
+        preflight: bool,
     ) -> Result<Value, Failure> {
-        let endpoint = &self.endpoint;
-        let conn = connection(&mut self.conn, endpoint, timeout, timeout)?;
+        let deadline = Instant::now() + timeout.max(Duration::from_millis(1));
         let keys = self.keys.all();
         let build = |verb: &str, body: &str| {
             let mut cmd = redis::cmd(verb);
             cmd.arg(body).arg(keys.len()).arg(&keys[..]).arg(args);
             cmd
         };
-        match build("EVALSHA", script.sha()).query::<Value>(conn) {
-            Err(e) if e.code() == Some("NOSCRIPT") => build("EVAL", script.body)
-                .query::<Value>(conn)
-                .map_err(|e| classify(endpoint, e)),
-            other => other.map_err(|e| classify(endpoint, e)),
+        let mut policy = None;
+        let reply = self.link.request(deadline, |node| {
+            let first = if preflight && node.fresh {
+                let mut pipe = redis::pipe();
+                pipe.ignore_errors()
+                    .add_command(build("EVALSHA", script.sha()))
+                    .cmd("CONFIG")
+                    .arg("GET")
+                    .arg("maxmemory-policy");
+                let mut replies: Vec<Value> = pipe.query(&mut node.conn)?;
+                let config = replies.pop();
+                let reply = replies.pop().unwrap_or(Value::Nil);
+                policy = Some((node.addr.clone(), config));
+                match reply {
+                    Value::ServerError(e) => Err(redis::RedisError::from(e)),
+                    other => Ok(other),
+                }
+            } else {
+                build("EVALSHA", script.sha()).query::<Value>(&mut node.conn)
+            };
+            match first {
+                Err(e) if e.code() == Some("NOSCRIPT") => {
+                    build("EVAL", script.body).query::<Value>(&mut node.conn)
+                }
+                other => other,
+            }
+        });
+        if let Some((addr, config)) = policy {
+            preflight_report(&addr, config);
         }
+        reply
     }
 }
 
-/// The open connection in `slot`, opened first if needed, with its I/O time limits set.
-fn connection<'c>(
-    slot: &'c mut Option<redis::Connection>,
-    endpoint: &Endpoint,
-    connect_timeout: Duration,
-    io_timeout: Duration,
-) -> Result<&'c mut redis::Connection, Failure> {
-    let conn = match slot {
-        Some(conn) => conn,
-        None => {
-            let client =
-                redis::Client::open(endpoint.info.clone()).map_err(|e| classify(endpoint, e))?;
-            let conn = client
-                .get_connection_with_timeout(connect_timeout)
-                .map_err(|e| classify(endpoint, e))?;
-            slot.insert(conn)
-        }
+/// Say what a `CONFIG GET maxmemory-policy` reply means for the lock: a warning when keys
+/// with an expiry (lock keys) can be evicted; nothing but a -v line when CONFIG is refused
+/// (renamed or disabled on managed services, or not allowed to this ACL user).
+fn preflight_report(addr: &str, config: Option<Value>) {
+    let policy = match &config {
+        Some(Value::Array(items)) => items.get(1).and_then(|v| match v {
+            Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+            _ => None,
+        }),
+        Some(Value::Map(pairs)) => pairs.first().and_then(|(_, v)| match v {
+            Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+            _ => None,
+        }),
+        _ => None,
     };
-    conn.set_read_timeout(Some(io_timeout))
-        .map_err(|e| classify(endpoint, e))?;
-    conn.set_write_timeout(Some(io_timeout))
-        .map_err(|e| classify(endpoint, e))?;
-    Ok(conn)
+    match policy.as_deref() {
+        Some("noeviction") => {}
+        Some(policy) => crate::say!(
+            0,
+            "eviction_policy" { "policy" => policy },
+            "warning: Redis at {addr} has maxmemory-policy {policy}: under memory pressure it can \
+             evict lock keys (volatile-* policies evict exactly keys with an expiry, as locks have); \
+             use noeviction"
+        ),
+        None => crate::say!(
+            1,
+            "preflight_skipped" {},
+            "could not read maxmemory-policy from Redis at {addr} (CONFIG refused or renamed); not checked"
+        ),
+    }
+}
+
+impl SingleRedis {
+    /// `--min-replicas`: WAIT until `replicas` replicas acknowledged the lock, at most `wait`.
+    /// Fewer: release it (compare-and-delete) and fail with Refused, so the command never runs.
+    fn replicated(&mut self, token: &str, replicas: u32, wait: Duration) -> Result<(), Failure> {
+        // The server gives up after `wait`; the reply gets as long again to arrive.
+        let deadline = Instant::now() + wait * 2 + Duration::from_millis(10);
+        let acked = self.link.request(deadline, |node| {
+            redis::cmd("WAIT")
+                .arg(replicas)
+                .arg(millis(wait))
+                .query::<i64>(&mut node.conn)
+        });
+        let why = match acked {
+            Ok(n) if n >= i64::from(replicas) => return Ok(()),
+            Ok(n) => format!(
+                "only {n} of {replicas} replica(s) acknowledged the lock within {}",
+                humantime::format_duration(wait)
+            ),
+            Err(failure) => format!("waiting for {replicas} replica(s) failed ({failure})"),
+        };
+        let released = match self.eval(&RELEASE, &[token, &millis(WAKE_LINGER), "0"], wait * 2) {
+            Ok(_) => "released it".to_owned(),
+            Err(failure) => format!("releasing it failed ({failure}); it expires by itself"),
+        };
+        Err(Failure::Refused(format!(
+            "{why} (--min-replicas); {released}"
+        )))
+    }
 }
 
 fn millis(d: Duration) -> String {
@@ -729,22 +804,28 @@ impl Locker for SingleRedis {
         } else {
             &ACQUIRE
         };
-        let reply = self.eval(script, &args, timeout)?;
+        let reply = self.eval_checked(script, &args, timeout, self.preflight)?;
         match integers(&reply).as_deref() {
-            Some([1, fence]) => Ok(Acquire::Taken { fence: *fence }),
+            Some([1, fence]) => {
+                let fence = *fence;
+                if let Some((replicas, wait)) = self.min_replicas {
+                    self.replicated(token, replicas, wait)?;
+                }
+                Ok(Acquire::Taken { fence })
+            }
             Some([0, pttl]) => Ok(Acquire::Busy {
                 remaining: u64::try_from(*pttl).ok().map(Duration::from_millis),
             }),
             Some([2, ago]) => Ok(Acquire::Done {
                 ago: Duration::from_millis(u64::try_from(*ago).unwrap_or(0)),
             }),
-            _ => Err(unexpected(&self.endpoint, &reply)),
+            _ => Err(unexpected(self.endpoint(), &reply)),
         }
     }
 
     fn extend(&mut self, token: &str, ttl: Duration, timeout: Duration) -> Result<Held, Failure> {
         let reply = self.eval(&EXTEND, &[token, &millis(ttl)], timeout)?;
-        held(&self.endpoint, &reply)
+        held(self.endpoint(), &reply)
     }
 
     fn release(
@@ -758,14 +839,13 @@ impl Locker for SingleRedis {
             _ => "0".to_owned(),
         };
         let reply = self.eval(&RELEASE, &[token, &millis(WAKE_LINGER), &done], timeout)?;
-        held(&self.endpoint, &reply)
+        held(self.endpoint(), &reply)
     }
 
     fn waker(&self, token: &str) -> Box<dyn Waker> {
         Box::new(RedisWaker {
-            endpoint: self.endpoint.clone(),
+            link: Link::new(self.endpoint().clone()),
             list: self.keys.wake_list(token, self.fair),
-            conn: None,
         })
     }
 
@@ -777,9 +857,8 @@ impl Locker for SingleRedis {
 
 /// A BLPOP on the lock's wake list, over its own connection.
 struct RedisWaker {
-    endpoint: Endpoint,
+    link: Link,
     list: String,
-    conn: Option<redis::Connection>,
 }
 
 /// How long a waker may take to connect, and how late past its timeout a BLPOP reply may be
@@ -788,23 +867,21 @@ const WAKER_SLACK: Duration = Duration::from_secs(2);
 
 impl Waker for RedisWaker {
     fn wait(&mut self, timeout: Duration) -> Result<bool, Failure> {
-        let endpoint = &self.endpoint;
-        let conn = connection(&mut self.conn, endpoint, WAKER_SLACK, timeout + WAKER_SLACK)?;
         // BLPOP takes seconds; 0 would mean forever.
         let seconds = format!("{:.3}", timeout.as_secs_f64().max(0.001));
-        let reply = redis::cmd("BLPOP")
-            .arg(&self.list)
-            .arg(seconds)
-            .query::<Value>(conn)
-            .map_err(|e| classify(endpoint, e));
+        let list = &self.list;
+        let reply = self
+            .link
+            .request(Instant::now() + timeout + WAKER_SLACK, |node| {
+                redis::cmd("BLPOP")
+                    .arg(list)
+                    .arg(&seconds)
+                    .query::<Value>(&mut node.conn)
+            })?;
         match reply {
-            Ok(Value::Nil) => Ok(false),
-            Ok(Value::Array(_)) => Ok(true),
-            Ok(other) => Err(unexpected(endpoint, &other)),
-            Err(failure) => {
-                self.conn = None;
-                Err(failure)
-            }
+            Value::Nil => Ok(false),
+            Value::Array(_) => Ok(true),
+            other => Err(unexpected(self.link.endpoint(), &other)),
         }
     }
 }
@@ -864,20 +941,6 @@ fn unexpected(endpoint: &Endpoint, reply: &Value) -> Failure {
     Failure::Refused(format!(
         "unexpected reply from Redis at {endpoint}: {reply:?}"
     ))
-}
-
-fn classify(endpoint: &Endpoint, err: redis::RedisError) -> Failure {
-    // A read timeout surfaces as EAGAIN, sometimes wrapped (during a TLS handshake, say).
-    let text = err.to_string();
-    if err.is_timeout() || text.contains("Resource temporarily unavailable") {
-        Failure::Unreachable(format!("no answer from Redis at {endpoint} in time"))
-    } else if err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal() {
-        Failure::Unreachable(format!("cannot reach Redis at {endpoint}: {text}"))
-    } else {
-        Failure::Refused(format!(
-            "Redis at {endpoint} answered with an error: {text}"
-        ))
-    }
 }
 
 #[cfg(test)]

@@ -83,6 +83,8 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
         SingleRedis::new(endpoint, keys.clone(), args.fair, entry_lifetime)
             .with_holder(holder.clone())
             .with_min_interval(args.min_interval)
+            .with_min_replicas(args.min_replicas, lease::replica_wait(args.ttl))
+            .with_preflight(true)
     };
     let locker: Box<dyn Locker> = if endpoints.len() == 1 {
         Box::new(node(endpoints.into_iter().next().expect("one endpoint")))

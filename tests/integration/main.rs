@@ -2,11 +2,15 @@
 
 // Fixtures: redis-server per test, temp dirs, the redlock command, polling helpers.
 mod util;
+// Fixtures of several servers: a master, a replica and three sentinels; a three-master Cluster.
+mod topology;
 
 // Admin subcommands: status and list show holders, release --force breaks a lock and fences it.
 mod admin;
 // Run a command under the lock: key while running, release, environment, fencing, URLs, output.
 mod basic;
+// Redis Cluster: the slot's owner found through any seed, waiters, list, a slot migration.
+mod cluster;
 // Moving the lock between contenders: busy exit, --conflict-exit-code, --wait, no overlap.
 mod contention;
 // --min-interval: a success recorded in Redis skips later runs and waiters on any host.
@@ -26,6 +30,10 @@ mod logs;
 mod metrics;
 // A quorum of independent masters: minority/majority down, restarts, no overlap, fencing.
 mod quorum;
+// Redis Sentinel: the master found through the sentinels, a forced failover, --min-replicas.
+mod sentinel;
+// The eviction preflight: a warning for an evicting maxmemory-policy, silence without CONFIG.
+mod preflight;
 // Child subreaper and PID 1: double-forked daemons stopped with the job, zombies reaped, TERM.
 mod reaper;
 // Hostile input: malformed values for every flag, odd lock names, garbage-speaking servers.

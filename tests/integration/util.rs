@@ -113,6 +113,8 @@ pub struct ServerOpts {
     pub persist: bool,
     /// With `tls`: require client certificates signed by this CA (mutual TLS).
     pub tls_client_ca: Option<PathBuf>,
+    /// More `redis-server` arguments (`--maxmemory-policy`, `--replicaof`, cluster settings).
+    pub args: Vec<String>,
 }
 
 /// A real `redis-server` owned by one test: no persistence unless asked, loopback TCP port or
@@ -189,6 +191,7 @@ impl RedisServer {
         if let Some(pw) = &self.opts.password {
             cmd.args(["--requirepass", pw]);
         }
+        cmd.args(&self.opts.args);
         if let Some((cert, key)) = &self.opts.tls {
             cmd.arg("--tls-port")
                 .arg(self.tls_port.to_string())
@@ -443,6 +446,16 @@ pub fn clear_redlock_env(cmd: &mut Command) {
 pub fn run_sh(server: &RedisServer, key: &str, opts: &[&str], script: &str) -> Command {
     let mut cmd = redlock();
     cmd.args(["run", "--url", &server.url(), "--key", key])
+        .args(opts)
+        .args(["--", "sh", "-c", script]);
+    cmd
+}
+
+/// `redlock run --url <url> --key <key> <opts...> -- sh -c <script>`, for URLs that name more
+/// than one server (Sentinel, Cluster).
+pub fn run_url(url: &str, key: &str, opts: &[&str], script: &str) -> Command {
+    let mut cmd = redlock();
+    cmd.args(["run", "--url", url, "--key", key])
         .args(opts)
         .args(["--", "sh", "-c", script]);
     cmd
@@ -854,4 +867,18 @@ pub fn heartbeat_script(dir: &TempDir, tag: &str) -> String {
 /// A command that only creates `marker`: proves whether redlock ran the command at all.
 pub fn marker_script(dir: &TempDir) -> String {
     format!("touch {}", dir.sh("marker"))
+}
+
+/// [`spawn_holder`] on a URL that names several servers (Sentinel, Cluster).
+pub fn spawn_holder_at(
+    url: &str,
+    key: &str,
+    opts: &[&str],
+    dir: &TempDir,
+    tag: &str,
+) -> (Proc, String) {
+    let proc = Proc::spawn(run_url(url, key, opts, &hold_script(dir, tag)));
+    wait_for_file(&dir.join(&format!("{tag}.ready")));
+    let token = wait_for_line(&dir.join(&format!("{tag}.token")));
+    (proc, token)
 }

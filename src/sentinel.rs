@@ -1,0 +1,117 @@
+//! Redis Sentinel: which master the sentinels name for a service (SENTINEL
+//! GET-MASTER-ADDR-BY-NAME), asked by hand so that the lookup fits the caller's deadline.
+
+use std::time::Instant;
+
+use redis::Value;
+
+use crate::endpoint::{Endpoint, Target};
+use crate::link::{self, classify};
+use crate::lock::Failure;
+
+/// The master's address as the first sentinel that answers names it. `cached` keeps the
+/// connection to the sentinel that answered last (tried first next time).
+///
+/// Refused when every sentinel that answered knows no such service (a typo in the URL);
+/// Unreachable when none answered.
+pub(crate) fn master(
+    endpoint: &Endpoint,
+    cached: &mut Option<(usize, redis::Connection)>,
+    deadline: Instant,
+) -> Result<(String, u16), Failure> {
+    let Target::Sentinel {
+        sentinels, service, ..
+    } = &endpoint.target
+    else {
+        unreachable!("a sentinel lookup for a non-sentinel endpoint");
+    };
+    let mut last = None;
+    let mut unknown = 0;
+    let first = cached.as_ref().map_or(0, |(i, _)| *i);
+    for (tried, i) in (0..sentinels.len())
+        .map(|k| (first + k) % sentinels.len())
+        .enumerate()
+    {
+        // A share of the time left each, so one silent sentinel cannot use it all.
+        let until = link::share(deadline, sentinels.len() - tried);
+        let (host, port) = &sentinels[i];
+        let at = format!("sentinel {}", link::node_name(host, *port));
+        if let Err(failure) = link::time_left_at(until, &at) {
+            last = Some(failure);
+            break;
+        }
+        let conn = match cached.take() {
+            Some((j, conn)) if j == i => conn,
+            _ => match link::connect_to(endpoint.sentinel(host, *port), &at, until) {
+                Ok(conn) => conn,
+                Err(failure) => {
+                    last = Some(failure);
+                    continue;
+                }
+            },
+        };
+        let mut conn = conn;
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        let reply = link::set_timeouts(&conn, left).and_then(|()| {
+            redis::cmd("SENTINEL")
+                .arg("GET-MASTER-ADDR-BY-NAME")
+                .arg(service)
+                .query::<Value>(&mut conn)
+        });
+        match reply {
+            Ok(Value::Array(items)) => {
+                if let Some(addr) = address(&items) {
+                    *cached = Some((i, conn));
+                    return Ok(addr);
+                }
+                last = Some(Failure::Refused(format!(
+                    "unexpected reply from {at}: {items:?}"
+                )));
+            }
+            Ok(Value::Nil) => {
+                unknown += 1;
+                *cached = Some((i, conn));
+            }
+            Ok(other) => {
+                last = Some(Failure::Refused(format!(
+                    "unexpected reply from {at}: {other:?}"
+                )))
+            }
+            Err(e) => last = Some(classify(&at, e)),
+        }
+    }
+    if unknown > 0 {
+        return Err(Failure::Refused(format!(
+            "the sentinels know no service '{service}' (check the name after the hosts in the URL)"
+        )));
+    }
+    Err(last.unwrap_or_else(|| {
+        Failure::Unreachable(format!("no sentinel of {endpoint} answered in time"))
+    }))
+}
+
+/// `[host, port]` from GET-MASTER-ADDR-BY-NAME.
+fn address(items: &[Value]) -> Option<(String, u16)> {
+    let text = |v: &Value| match v {
+        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    };
+    match items {
+        [host, port] => Some((text(host)?, text(port)?.parse().ok()?)),
+        _ => None,
+    }
+}
+
+/// Whether a ROLE reply says "master".
+pub(crate) fn is_master(role: &Value) -> bool {
+    match role {
+        Value::Array(items) => {
+            matches!(
+                items.first(),
+                Some(Value::BulkString(b)) if b == b"master"
+            ) || matches!(items.first(), Some(Value::SimpleString(s)) if s == "master")
+        }
+        _ => false,
+    }
+}

@@ -1,0 +1,174 @@
+//! Redis Sentinel: the lock lives on the master the sentinels name; renewals follow a forced
+//! failover; --min-replicas waits for a replica and refuses to run without one.
+
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::topology::*;
+use crate::util::*;
+
+#[test]
+fn locks_on_the_master_the_sentinels_name() {
+    let mut setup = SentinelSetup::start();
+    let dir = TempDir::new();
+    // A sentinel that is down comes first: the next one answers.
+    let dead = free_port();
+    let url = setup.url().replace(
+        "redis+sentinel://",
+        &format!("redis+sentinel://127.0.0.1:{dead},"),
+    );
+    let (holder, token) = spawn_holder_at(&url, "job", &[], &dir, "a");
+    assert_eq!(setup.master.get(&lock_key("job")).as_deref(), Some(&*token));
+    // A second client finds it busy through the sentinels.
+    let out = run_timeout(run_url(&url, "job", &[], &marker_script(&dir)), PATIENCE);
+    out.assert_code(75);
+    // The admin commands go through the sentinels too.
+    let mut status = redlock();
+    status.args(["status", "--url", &url, "--key", "job"]);
+    let status = run_timeout(status, PATIENCE);
+    status.assert_code(0);
+    assert!(status.stdout.contains(&token), "{}", status.stdout);
+    touch(&dir.join("a.go"));
+    holder.finish(PATIENCE).assert_code(0);
+    assert_eq!(setup.master.get(&lock_key("job")), None);
+    assert!(!dir.join("marker").exists());
+
+    // An unknown service name: one line, 69, nothing run, nothing locked.
+    let wrong = setup.url().replace(SERVICE, "nosuch");
+    let out = run_timeout(run_url(&wrong, "job", &[], &marker_script(&dir)), PATIENCE);
+    out.assert_code(69);
+    assert!(out.stderr.contains("no service 'nosuch'"), "{}", out.stderr);
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(!dir.join("marker").exists());
+    assert_eq!(setup.master.get(&lock_key("job")), None);
+    assert_eq!(setup.master.get(&fence_key("job")).as_deref(), Some("1"));
+
+    // Every sentinel gone during a hold: the holder keeps renewing on the master it knows.
+    let (mut holder, _) = spawn_holder_at(&url, "job", &["--ttl", "1500ms", "-vv"], &dir, "b");
+    setup.sentinels.clear();
+    let renewed = |p: &Proc| p.stderr_so_far().matches("renewed lock").count();
+    let before = renewed(&holder);
+    wait_until(PATIENCE, "renewals without sentinels, or an exit", || {
+        renewed(&holder) >= before + 2 || !holder.running()
+    });
+    touch(&dir.join("b.go"));
+    let out = holder.finish(PATIENCE);
+    out.assert_code(0);
+    assert!(
+        out.stderr.contains("could not ask the sentinels"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn bad_sentinel_and_cluster_urls_are_usage_errors() {
+    let dir = TempDir::new();
+    for url in [
+        "redis+sentinel://127.0.0.1:26379",
+        "redis+sentinel://127.0.0.1:26379/",
+        "redis+sentinel://127.0.0.1:notaport/mymaster",
+        "redis+sentinel://127.0.0.1:1,,127.0.0.1:2/mymaster",
+        "redis+sentinel://127.0.0.1:1/mymaster?sentinel_username=u",
+        "redis+sentinel://127.0.0.1:1/mymaster?colour=blue",
+        "redis+cluster://",
+        "redis+cluster://127.0.0.1:7000/0",
+        "redis+cluster://127.0.0.1:0",
+        "redis+sentinel://:s3cret@127.0.0.1:1/m?sentinel_password=t0psecret&x=1",
+    ] {
+        let out = run_timeout(run_url(url, "job", &[], &marker_script(&dir)), PATIENCE);
+        out.assert_code(64);
+        assert_eq!(out.stderr.lines().count(), 1, "{url}: {}", out.stderr);
+        assert!(
+            !out.stderr.contains("s3cret") && !out.stderr.contains("t0psecret"),
+            "{}",
+            out.stderr
+        );
+        assert!(!dir.join("marker").exists(), "{url}");
+    }
+}
+
+/// The holder's lock must survive a failover the sentinels carry out while it runs: either its
+/// renewals continue on the new master, or it stops the command with 76. Never two at once.
+#[test]
+fn renewals_follow_a_forced_failover() {
+    let setup = SentinelSetup::start();
+    let dir = TempDir::new();
+    let url = setup.url();
+    let key = "nightly";
+    let (holder, token) = spawn_holder_at(&url, key, &["--ttl", "3s", "-vv"], &dir, "a");
+    // Replication is asynchronous: the replica has the key before we fail over to it.
+    wait_until(PATIENCE, "the replica to have the lock", || {
+        setup.replica.get(&lock_key(key)).as_deref() == Some(&*token)
+    });
+    let renewed = |p: &Proc| p.stderr_so_far().matches("renewed lock").count();
+    setup.failover();
+    assert_eq!(setup.master_port(), setup.replica.port());
+    let before = renewed(&holder);
+    let mut holder = holder;
+    // Two renewals after the sentinels switched, or the holder gives up (76).
+    wait_until(PATIENCE, "renewals after the failover, or an exit", || {
+        renewed(&holder) >= before + 2 || !holder.running()
+    });
+    // A contender that asks the sentinels now finds the lock busy on the new master.
+    let contender = run_timeout(run_url(&url, key, &[], &marker_script(&dir)), PATIENCE);
+    touch(&dir.join("a.go"));
+    let out = holder.finish(PATIENCE);
+    eprintln!("holder after the failover:\n{}", out.stderr);
+    // Exit 0 means the holder never lost its lease: the contender must have found it busy.
+    if out.code() == 0 {
+        contender.assert_code(75);
+        assert!(!dir.join("marker").exists(), "two commands at once");
+        assert_eq!(
+            setup.replica.get(&lock_key(key)),
+            None,
+            "released on the new master"
+        );
+    } else {
+        // Lost and stopped in time; the contender may then have run, after it.
+        out.assert_code(76);
+    }
+    assert!(
+        out.stderr.contains("renewed lock"),
+        "no renewal at all: {}",
+        out.stderr
+    );
+}
+
+#[test]
+fn min_replicas_waits_for_a_replica_or_refuses_to_run() {
+    let setup = SentinelSetup::start();
+    let dir = TempDir::new();
+    // With the replica up: acknowledged, runs.
+    let out = run_timeout(
+        run_url(&setup.url(), "job", &["--min-replicas", "1"], "true"),
+        PATIENCE,
+    );
+    out.assert_code(0);
+    // The same on the master's own URL: any single master works.
+    let out = run_timeout(
+        run_sh(&setup.master, "job", &["--min-replicas", "1"], "true"),
+        PATIENCE,
+    );
+    out.assert_code(0);
+    // The replica stopped: not acknowledged; released, not run, 69.
+    kill(Pid::from_raw(setup.replica.pid()), Signal::SIGSTOP).unwrap();
+    let out = run_timeout(
+        run_url(
+            &setup.url(),
+            "job",
+            &["--min-replicas", "1", "--ttl", "2s"],
+            &marker_script(&dir),
+        ),
+        PATIENCE,
+    );
+    kill(Pid::from_raw(setup.replica.pid()), Signal::SIGCONT).unwrap();
+    out.assert_code(69);
+    assert!(out.stderr.contains("only 0 of 1 replica"), "{}", out.stderr);
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(!dir.join("marker").exists());
+    assert_eq!(setup.master.get(&lock_key("job")), None);
+    assert!(out.elapsed < Duration::from_secs(10));
+}
