@@ -4,13 +4,13 @@
 use std::ffi::OsString;
 use std::io;
 use std::os::fd::BorrowedFd;
-use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, ExitStatus};
+use std::os::unix::ffi::OsStrExt;
+use std::process::ExitStatus;
 
 use nix::errno::Errno;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, killpg, pthread_sigmask};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-use nix::unistd::{Pid, getpgrp, getpid, getppid, tcgetpgrp, tcsetpgrp};
+use nix::unistd::{Pid, getpgrp, getpid, tcgetpgrp, tcsetpgrp};
 
 use crate::exit;
 
@@ -57,48 +57,32 @@ fn with_sigttou_blocked(f: impl FnOnce()) {
 
 /// Start `argv` in a new process group with `env` added, dying with SIGKILL if redlock dies.
 /// Must be called from a thread that lives as long as the child: the parent-death signal
-/// fires when the *thread* that forked exits.
+/// fires when the *thread* that started it exits.
 pub fn spawn(
     argv: &[OsString],
     env: &[(&str, String)],
     terminal: Option<Terminal>,
-) -> io::Result<Child> {
-    let (program, args) = argv
-        .split_first()
-        .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
-    let mut command = Command::new(program);
-    command.args(args).process_group(0);
-    for (name, value) in env {
-        command.env(name, value);
-    }
-    let parent = getpid();
+) -> io::Result<Pid> {
+    let mut vars: Vec<Vec<u8>> = std::env::vars_os()
+        .filter(|(name, _)| {
+            !env.iter()
+                .any(|(ours, _)| name.as_bytes() == ours.as_bytes())
+        })
+        .map(|(name, value)| [name.as_bytes(), b"=", value.as_bytes()].concat())
+        .collect();
+    vars.extend(
+        env.iter()
+            .map(|(name, value)| format!("{name}={value}").into_bytes()),
+    );
     let take_terminal = terminal.is_some();
-    // SAFETY: the closure runs in the forked child before exec and makes only async-signal-safe
-    // system calls (prctl, getppid, sigprocmask, tcsetpgrp); it allocates nothing.
-    unsafe {
-        command.pre_exec(move || {
-            nix::sys::prctl::set_pdeathsig(Some(Signal::SIGKILL)).map_err(io::Error::from)?;
-            // redlock may have died between fork and prctl; then nobody would ever kill us.
-            if getppid() != parent {
-                return Err(io::Error::from_raw_os_error(Errno::ESRCH as i32));
-            }
-            if take_terminal {
-                // Take the foreground before exec so the command never reads as a background job.
-                with_sigttou_blocked(|| {
-                    let _ = tcsetpgrp(stdin_fd(), getpid());
-                });
-            }
-            Ok(())
-        });
-    }
-    let child = command.spawn()?;
+    let pid = crate::spawn::spawn(argv, &vars, &crate::signals::RESET_IN_CHILD, take_terminal)?;
     if take_terminal {
         // Also from the parent, as shells do, so the order of the two calls does not matter.
         with_sigttou_blocked(|| {
-            let _ = tcsetpgrp(stdin_fd(), Pid::from_raw(child.id() as i32));
+            let _ = tcsetpgrp(stdin_fd(), pid);
         });
     }
-    Ok(child)
+    Ok(pid)
 }
 
 /// What waiting on the command found.
@@ -310,7 +294,10 @@ mod tests {
 
     #[test]
     fn adopted_lists_children_not_known() {
-        let mut sleeper = Command::new("sleep").arg("5").spawn().unwrap();
+        let mut sleeper = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
         let pid = Pid::from_raw(sleeper.id() as i32);
         assert!(adopted(&[]).iter().any(|&(p, _)| p == pid));
         assert!(!adopted(&[pid]).iter().any(|&(p, _)| p == pid));
@@ -327,9 +314,21 @@ mod tests {
         let script =
             r#"read -r _ _ _ _ pgrp _ < /proc/$$/stat; test "$pgrp" = $$ && test "$X" = y"#;
         let argv = ["sh", "-c", script].map(OsString::from);
-        let mut child = spawn(&argv, &[("X", "y".into())], None).unwrap();
-        assert!(child.wait().unwrap().success());
-        let pgid = Pid::from_raw(child.id() as i32);
-        assert!(!group_alive(pgid));
+        let pid = spawn(&argv, &[("X", "y".into())], None).unwrap();
+        assert_eq!(waitpid(pid, None), Ok(WaitStatus::Exited(pid, 0)));
+        assert!(!group_alive(pid));
+    }
+
+    #[test]
+    fn failures_to_exec_are_errors_and_leave_no_child() {
+        let missing = spawn(&[OsString::from("/nonexistent/redlock-test")], &[], None).unwrap_err();
+        assert_eq!(missing.kind(), io::ErrorKind::NotFound);
+        let plain = std::env::temp_dir().join(format!("redlock-plain-{}", std::process::id()));
+        std::fs::write(&plain, "echo not executable\n").unwrap();
+        let not_executable = spawn(&[plain.clone().into_os_string()], &[], None).unwrap_err();
+        std::fs::remove_file(&plain).unwrap();
+        assert_eq!(not_executable.kind(), io::ErrorKind::PermissionDenied);
+        let nul = spawn(&[OsString::from("a\0b")], &[], None).unwrap_err();
+        assert_eq!(nul.kind(), io::ErrorKind::InvalidInput);
     }
 }

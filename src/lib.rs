@@ -18,6 +18,7 @@ pub mod run;
 pub mod say;
 mod sentinel;
 pub mod signals;
+pub mod spawn;
 
 use std::ffi::OsString;
 

@@ -210,8 +210,8 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
         ("REDLOCK_FENCING_TOKEN", fence.to_string()),
     ];
     let terminal = Terminal::foreground();
-    let child = match child::spawn(&args.command, &env, terminal) {
-        Ok(child) => child,
+    let pgid = match child::spawn(&args.command, &env, terminal) {
+        Ok(pid) => pid,
         Err(err) => {
             say::error_event(
                 "spawn_failed",
@@ -224,9 +224,7 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
             return Ok(child::spawn_failure_status(&err));
         }
     };
-    let pgid = Pid::from_raw(child.id() as i32);
     guard.watch(Some(pgid));
-    drop(child);
     if let Err(err) = waiter.map(|_| ()).and_then(|()| {
         send_pid
             .send(pgid)

@@ -2,11 +2,17 @@
 
 use std::io;
 
-use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGPIPE, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
 use signal_hook::iterator::Signals;
 
 /// The signals forwarded to the command's process group.
 pub const FORWARDED: [i32; 7] = [SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH];
+
+/// Signals whose disposition in redlock must not reach the command: the forwarded ones
+/// (handled here) and SIGPIPE (ignored by the Rust runtime; an ignored signal survives exec).
+pub const RESET_IN_CHILD: [i32; 8] = [
+    SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH, SIGPIPE,
+];
 
 /// Whether `signal` asks redlock (and the command) to end.
 pub fn is_terminating(signal: i32) -> bool {
