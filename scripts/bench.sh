@@ -41,11 +41,31 @@ free_port() {
 }
 
 # --- servers ---------------------------------------------------------------------------------
-rport=$(free_port)
-redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" \
-    --logfile "$work/redis.log" &
-pids+=($!)
-until redis-cli -p "$rport" ping >/dev/null 2>&1; do sleep 0.05; done
+# A server on a random port, started again on another one if the port turns out to be taken
+# (free_port cannot see a port held by an outgoing connection). Sets $port and $spid.
+start_on_free_port() { # ready-check-command server-command... (PORT in both is replaced)
+    local check=$1 tries
+    shift
+    for tries in 1 2 3 4 5; do
+        port=$(free_port)
+        "${@//PORT/$port}" &
+        spid=$!
+        for _ in $(seq 100); do
+            if ${check//PORT/$port} >/dev/null 2>&1; then return 0; fi
+            kill -0 "$spid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill "$spid" 2>/dev/null || true
+        wait "$spid" 2>/dev/null || true
+    done
+    echo "bench: cannot start $1" >&2
+    exit 1
+}
+
+start_on_free_port "redis-cli -p PORT ping" redis-server --port PORT --bind 127.0.0.1 --save '' \
+    --appendonly no --dir "$work" --logfile "$work/redis.log"
+rport=$port
+pids+=("$spid")
 url=redis://127.0.0.1:$rport
 # Requests clients sent (commands run inside scripts are counted apart, and not here).
 client_calls() {
@@ -56,17 +76,16 @@ client_calls() {
 have_etcd=false
 if command -v etcd >/dev/null && command -v etcdctl >/dev/null; then
     have_etcd=true
-    eport=$(free_port)
-    pport=$(free_port)
-    etcd --data-dir "$work/etcd" --listen-client-urls "http://127.0.0.1:$eport" \
-        --advertise-client-urls "http://127.0.0.1:$eport" \
-        --listen-peer-urls "http://127.0.0.1:$pport" \
-        --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
-        --initial-cluster "default=http://127.0.0.1:$pport" >"$work/etcd.log" 2>&1 &
-    pids+=($!)
     export ETCDCTL_API=3
+    pport=$(free_port)
+    start_on_free_port "etcdctl --endpoints=127.0.0.1:PORT endpoint health" sh -c \
+        "exec etcd --data-dir '$work/etcd' --listen-client-urls http://127.0.0.1:PORT \
+        --advertise-client-urls http://127.0.0.1:PORT --listen-peer-urls http://127.0.0.1:$pport \
+        --initial-advertise-peer-urls http://127.0.0.1:$pport \
+        --initial-cluster default=http://127.0.0.1:$pport >'$work/etcd.log' 2>&1"
+    eport=$port
+    pids+=("$spid")
     ep=127.0.0.1:$eport
-    until etcdctl --endpoints="$ep" endpoint health >/dev/null 2>&1; do sleep 0.1; done
 fi
 
 # The wrappers, as prefixes of a command line: WRAPPER NAME -- CMD...
