@@ -43,12 +43,14 @@ free_port() {
 # --- servers ---------------------------------------------------------------------------------
 # A server on a random port, started again on another one if the port turns out to be taken
 # (free_port cannot see a port held by an outgoing connection). Sets $port and $spid.
-start_on_free_port() { # ready-check-command server-command... (PORT in both is replaced)
-    local check=$1 tries
+start_on_free_port() { # ready-check-command server-command... (PORT, and PEER in the command,
+    local check=$1 tries peer #                                   are replaced by free ports)
     shift
     for tries in 1 2 3 4 5; do
         port=$(free_port)
-        "${@//PORT/$port}" &
+        peer=$(free_port)
+        local cmd=("${@//PORT/$port}")
+        "${cmd[@]//PEER/$peer}" &
         spid=$!
         for _ in $(seq 100); do
             if ${check//PORT/$port} >/dev/null 2>&1; then return 0; fi
@@ -77,12 +79,11 @@ have_etcd=false
 if command -v etcd >/dev/null && command -v etcdctl >/dev/null; then
     have_etcd=true
     export ETCDCTL_API=3
-    pport=$(free_port)
     start_on_free_port "etcdctl --endpoints=127.0.0.1:PORT endpoint health" sh -c \
         "exec etcd --data-dir '$work/etcd' --listen-client-urls http://127.0.0.1:PORT \
-        --advertise-client-urls http://127.0.0.1:PORT --listen-peer-urls http://127.0.0.1:$pport \
-        --initial-advertise-peer-urls http://127.0.0.1:$pport \
-        --initial-cluster default=http://127.0.0.1:$pport >'$work/etcd.log' 2>&1"
+        --advertise-client-urls http://127.0.0.1:PORT --listen-peer-urls http://127.0.0.1:PEER \
+        --initial-advertise-peer-urls http://127.0.0.1:PEER \
+        --initial-cluster default=http://127.0.0.1:PEER >'$work/etcd.log' 2>&1"
     eport=$port
     pids+=("$spid")
     ep=127.0.0.1:$eport
