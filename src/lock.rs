@@ -33,7 +33,25 @@ impl Lua {
     }
 }
 
-/// Lua helpers shared by the scripts that touch the waiters: the server clock, purging fair
+/// The server clock, for every script that reads it: `now_us()` and `now_ms()`. TIME makes a
+/// script non-deterministic, hence effects replication (the default since Redis 5, asked for
+/// explicitly for older servers).
+macro_rules! clock_lua {
+    () => {
+        r"
+redis.replicate_commands()
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function now_ms()
+  return math.floor(now_us() / 1000)
+end
+"
+    };
+}
+
+/// Lua helpers shared by the scripts that touch the waiters (after [`clock_lua`]): purging fair
 /// queue entries whose waiter stopped refreshing them, and waking exactly one waiter.
 ///
 /// KEYS are always [lock, fence, wake, queue, alive, holder, done] (see [`Keys`]). A fair waiter's own wake
@@ -42,11 +60,6 @@ impl Lua {
 macro_rules! waiters_lua {
     () => {
         r"
-redis.replicate_commands()
-local function now_us()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 local function purge(now_ms)
   local stale = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now_ms)
   for _, w in ipairs(stale) do
@@ -68,20 +81,19 @@ end
     };
 }
 
-/// Lua helpers of the acquire scripts: the `--min-interval` check and the holder's details.
+/// Lua helpers of the acquire scripts (after [`clock_lua`]): the `--min-interval` check and the
+/// holder's details.
 ///
 /// ARGV of both acquire scripts starts: token, ttl ms, min-interval ms ('0' = off), host, pid,
 /// command line, start time (unix seconds).
 macro_rules! acquire_lua {
     () => {
         r"
-redis.replicate_commands()
 local function done_ago()
   if ARGV[3] == '0' then return nil end
   local at = tonumber(redis.call('GET', KEYS[7]) or '')
   if not at then return nil end
-  local t = redis.call('TIME')
-  local ago = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - at
+  local ago = now_ms() - at
   if ago < tonumber(ARGV[3]) then return math.max(ago, 0) end
   return nil
 end
@@ -100,6 +112,7 @@ end
 /// and succeeds again. With a min-interval, a run that succeeded within it wins over all that.
 /// Returns {1, fencing counter}, {0, holder's PTTL in ms} or {2, ms since that success}.
 static ACQUIRE: Lua = Lua::new(concat!(
+    clock_lua!(),
     acquire_lua!(),
     r"
 local ago = done_ago()
@@ -124,6 +137,7 @@ return {0, redis.call('PTTL', KEYS[1])}
 /// Returns {1, fencing counter}, {0, holder's PTTL in ms (-2 when free but not our turn)} or
 /// {2, ms since a success within the min-interval}.
 static ACQUIRE_FAIR: Lua = Lua::new(concat!(
+    clock_lua!(),
     waiters_lua!(),
     acquire_lua!(),
     r"
@@ -179,11 +193,11 @@ return 0
 /// before waking anyone, so the woken waiter sees it. ARGV: token, wake-up linger ms, min-interval ms.
 /// Returns 1 released, 0 key already gone, -1 held by another owner (left untouched).
 static RELEASE: Lua = Lua::new(concat!(
+    clock_lua!(),
     waiters_lua!(),
     r"
+local now = now_ms()
 if ARGV[3] ~= '0' then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   redis.call('SET', KEYS[7], now, 'PX', ARGV[3])
 end
 local v = redis.call('GET', KEYS[1])
@@ -192,7 +206,7 @@ if v then
   redis.call('DEL', KEYS[1])
   redis.call('DEL', KEYS[6])
 end
-purge(math.floor(now_us() / 1000))
+purge(now)
 wake(ARGV[2])
 if v then return 1 end
 return 0
@@ -202,13 +216,14 @@ return 0
 /// A waiter gives up: drop its queue entry, and if the lock is free pass on a wake-up it may
 /// have taken. ARGV: token, wake-up linger ms. Returns 1.
 static LEAVE: Lua = Lua::new(concat!(
+    clock_lua!(),
     waiters_lua!(),
     r"
 redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('ZREM', KEYS[5], ARGV[1])
 redis.call('DEL', KEYS[3] .. ':' .. ARGV[1])
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  purge(math.floor(now_us() / 1000))
+  purge(now_ms())
   wake(ARGV[2])
 end
 return 1
@@ -222,6 +237,7 @@ return 1
 /// token} when it holds another token than expected (left alone), or {1, new fencing counter,
 /// removed token, holder host, pid, command line, start time} ('' when unknown).
 static FORCE_RELEASE: Lua = Lua::new(concat!(
+    clock_lua!(),
     waiters_lua!(),
     r"
 local v = redis.call('GET', KEYS[1])
@@ -234,7 +250,7 @@ if h[1] ~= v then h = {} end
 redis.call('DEL', KEYS[1])
 redis.call('DEL', KEYS[6])
 local fence = redis.call('INCR', KEYS[2])
-purge(math.floor(now_us() / 1000))
+purge(now_ms())
 wake(ARGV[1])
 return {1, fence, v, h[2] or '', h[3] or '', h[4] or '', h[5] or ''}
 ",
@@ -277,11 +293,11 @@ return c
 /// Read a lock's state without changing anything.
 /// Returns {fencing counter, ms since the last recorded success (-1 none), ms left of that
 /// record, lock PTTL (-2 free), token, holder host, pid, command line, start time}.
-static INSPECT: Lua = Lua::new(
+static INSPECT: Lua = Lua::new(concat!(
+    clock_lua!(),
     r"
 local fence = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local at = tonumber(redis.call('GET', KEYS[7]) or '')
 local ago, left = -1, -2
 if at then ago = math.max(now - at, 0); left = redis.call('PTTL', KEYS[7]) end
@@ -291,7 +307,7 @@ local h = redis.call('HMGET', KEYS[6], 'token', 'host', 'pid', 'argv', 'started'
 if h[1] ~= v then h = {} end
 return {fence, ago, left, redis.call('PTTL', KEYS[1]), v, h[2] or '', h[3] or '', h[4] or '', h[5] or ''}
 ",
-);
+));
 
 /// The Redis keys of one lock; all share the `{name}` hash tag.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,6 +12,20 @@ const T: Duration = Duration::from_secs(20);
 
 /// Makes a CA (`{name}-ca.crt`) and a server certificate for 127.0.0.1 signed by it, with openssl
 /// and P-256 keys (fast to generate). Returns (CA certificate, server certificate, server key).
+/// Run an openssl `script` (under `sh -e`), failing the test with openssl's stderr.
+fn openssl(script: &str) {
+    let out = Command::new("sh")
+        .args(["-c", script])
+        .env("OPENSSL_CONF", "/dev/null")
+        .output()
+        .expect("running openssl");
+    assert!(
+        out.status.success(),
+        "openssl: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn make_certs(dir: &TempDir, name: &str) -> (PathBuf, PathBuf, PathBuf) {
     let script = format!(
         r#"set -e
@@ -24,16 +38,7 @@ fn make_certs(dir: &TempDir, name: &str) -> (PathBuf, PathBuf, PathBuf) {
           -CAcreateserial -extfile {name}-ext -out {name}-srv.crt"#,
         dir = shell_quote(dir.path()),
     );
-    let out = Command::new("sh")
-        .args(["-c", &script])
-        .env("OPENSSL_CONF", "/dev/null")
-        .output()
-        .expect("running openssl");
-    assert!(
-        out.status.success(),
-        "openssl: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    openssl(&script);
     let path = |suffix: &str| dir.join(&format!("{name}-{suffix}"));
     (path("ca.crt"), path("srv.crt"), path("srv.key"))
 }
@@ -151,16 +156,7 @@ fn make_client_cert(dir: &TempDir, ca: &str) -> (PathBuf, PathBuf) {
           -CAcreateserial -extfile client-ext -out client.crt"#,
         dir = shell_quote(dir.path()),
     );
-    let out = Command::new("sh")
-        .args(["-c", &script])
-        .env("OPENSSL_CONF", "/dev/null")
-        .output()
-        .expect("running openssl");
-    assert!(
-        out.status.success(),
-        "openssl: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    openssl(&script);
     (dir.join("client.crt"), dir.join("client.key"))
 }
 
