@@ -7,7 +7,9 @@
 use std::collections::HashSet;
 use std::io;
 use std::process::ExitStatus;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -29,7 +31,7 @@ use crate::signals;
 /// Everything the supervisor hears about.
 #[derive(Debug)]
 enum Event {
-    Signal(i32),
+    Signal(Signal),
     /// What waiting on the command found, and when it was seen.
     Child(io::Result<Waited>, Instant),
     Lease(LeaseEvent),
@@ -62,18 +64,34 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
     if let Some(path) = &args.metrics_file {
         metrics::check_path(path).map_err(|message| classified(Class::Usage, message))?;
     }
-    // Before any thread exists: the guard is forked.
+    // Before any thread exists, so that every thread has them blocked.
+    signals::block().context("cannot block signals")?;
     let mut guard = Guard::start().context("cannot start the guard process")?;
     // Orphans of the command come to redlock, which stops them with the job and reaps them.
     child::become_subreaper();
     let (events, rx) = mpsc::channel::<Event>();
 
-    // Catch signals before anything slow, so a TERM while connecting or waiting is honoured.
+    // Take signals before anything slow, so a TERM while connecting or waiting is honoured.
+    // The same thread reaps every child once the command is spawned (not before: spawning
+    // reaps a child whose exec failed itself): the command (reported), then anything adopted
+    // (as subreaper or PID 1), so no orphan lingers as a zombie.
+    let command_pid = Arc::new(AtomicI32::new(0));
     let tx = events.clone();
-    signals::start(move |signal| {
-        let _ = tx.send(Event::Signal(signal));
-    })
-    .context("cannot install signal handlers")?;
+    let tx_child = events.clone();
+    let command = Arc::clone(&command_pid);
+    let mut ended = false;
+    signals::start(
+        move |signal| {
+            let _ = tx.send(Event::Signal(signal));
+        },
+        move || {
+            let pgid = Pid::from_raw(command.load(Ordering::SeqCst));
+            if pgid.as_raw() != 0 {
+                reap(pgid, &mut ended, &tx_child);
+            }
+        },
+    )
+    .context("cannot start the signal thread")?;
 
     let keys = Keys::new(&args.conn.prefix, &args.key);
     let token = uuid::Uuid::new_v4().to_string();
@@ -95,46 +113,6 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
     let lease = Lease::start(locker, token.clone(), args.ttl, args.wait, move |event| {
         let _ = tx.send(Event::Lease(event));
     });
-
-    // The child-waiter thread starts while the first acquire request is in flight, off the
-    // path from acquire to exit, and waits to be told the command's pid.
-    let (send_pid, command_pid) = mpsc::channel::<Pid>();
-    let tx = events.clone();
-    let guard_pid = guard.pid();
-    let waiter = std::thread::Builder::new()
-        .name("wait".into())
-        .spawn(move || {
-            // Reaps every child until redlock exits: the command (reported), then anything
-            // adopted (as subreaper or PID 1) so it never lingers as a zombie. It starts only
-            // once the command is spawned: std's spawn reaps a child whose exec failed itself.
-            let Ok(pgid) = command_pid.recv() else { return };
-            let mut ended = false;
-            loop {
-                match child::wait_any() {
-                    Ok((pid, waited)) if pid == pgid && !ended => {
-                        ended = !matches!(waited, Waited::Stopped(_));
-                        let _ = tx.send(Event::Child(Ok(waited), Instant::now()));
-                    }
-                    // The guard ends as redlock does; anything else was adopted.
-                    Ok((pid, _)) if pid == guard_pid => {}
-                    // A stopped adopted process is not reaped; it is stopped with the job.
-                    Ok((_, Waited::Stopped(_))) => {}
-                    Ok((pid, Waited::Exited(_))) => say!(
-                        2,
-                        "reaped" { "pid" => pid.as_raw() },
-                        "reaped adopted process {pid}"
-                    ),
-                    // No child at all for now; an orphan may still be adopted later.
-                    Err(Errno::ECHILD) if ended => std::thread::sleep(ADOPT_POLL),
-                    Err(errno) => {
-                        if !ended {
-                            let _ = tx.send(Event::Child(Err(errno.into()), Instant::now()));
-                        }
-                        break;
-                    }
-                }
-            }
-        });
 
     // Acquire.
     let (fence, sent) = loop {
@@ -190,14 +168,14 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
                 stats.waited = Some(started.elapsed());
                 say!(
                     1,
-                    "interrupted" { "signal" => name(signal) },
+                    "interrupted" { "signal" => signal.as_str() },
                     "{} while waiting for lock '{}'; not running the command",
-                    name(signal),
+                    signal.as_str(),
                     args.key
                 );
                 lease.stop();
                 finish(&rx, &args.key);
-                return Ok(128 + signal);
+                return Ok(128 + signal as i32);
             }
             _ => {}
         }
@@ -225,18 +203,9 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
         }
     };
     guard.watch(Some(pgid));
-    if let Err(err) = waiter.map(|_| ()).and_then(|()| {
-        send_pid
-            .send(pgid)
-            .map_err(|_| io::Error::other("the child-waiter thread is gone"))
-    }) {
-        // Without a waiter nobody would see the command end: take it down, then release.
-        child::signal_group(pgid, Signal::SIGKILL);
-        lease.stop();
-        finish(&rx, &args.key);
-        stats.held = Some(sent.elapsed());
-        return Err(err).context("cannot start the child-waiter thread");
-    }
+    command_pid.store(pgid.as_raw(), Ordering::SeqCst);
+    // It may have ended already, its SIGCHLD taken while its pid was unknown.
+    signals::check_children();
 
     // Supervise.
     let mut supervisor = Supervisor::new(args, kill_after, pgid, sent, guard.pid());
@@ -292,6 +261,35 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
         None => None,
     };
     Ok(code)
+}
+
+/// Reap every child that ended, reporting the command's end (or stop) once; called on SIGCHLD.
+fn reap(pgid: Pid, ended: &mut bool, events: &Sender<Event>) {
+    loop {
+        match child::try_wait_any() {
+            Ok(None) => return,
+            Ok(Some((pid, waited))) if pid == pgid && !*ended => {
+                *ended = !matches!(waited, Waited::Stopped(_));
+                let _ = events.send(Event::Child(Ok(waited), Instant::now()));
+            }
+            // A stopped adopted process is not reaped; it is stopped with the job.
+            Ok(Some((_, Waited::Stopped(_)))) => {}
+            Ok(Some((pid, Waited::Exited(_)))) => say!(
+                2,
+                "reaped" { "pid" => pid.as_raw() },
+                "reaped adopted process {pid}"
+            ),
+            // No child at all for now; an orphan may still be adopted later.
+            Err(Errno::ECHILD) if *ended => return,
+            Err(errno) => {
+                if !*ended {
+                    *ended = true;
+                    let _ = events.send(Event::Child(Err(errno.into()), Instant::now()));
+                }
+                return;
+            }
+        }
+    }
 }
 
 /// Wait for the lease thread's final report, say what became of the lock, and return what the
@@ -419,6 +417,9 @@ impl<'a> Supervisor<'a> {
     /// Processes that left the command's group and were adopted by redlock share its fate:
     /// the stop signal once stopping (once each), SIGKILL once killing. True if any is left.
     fn tend_adopted(&mut self) -> bool {
+        if child::no_children() {
+            return false;
+        }
         let adopted = child::adopted(&self.known);
         if self.killed_at.is_some() {
             child::signal_adopted(&adopted, Signal::SIGKILL);
@@ -543,15 +544,13 @@ impl<'a> Supervisor<'a> {
         let key = &self.args.key;
         match event {
             Event::Signal(signal) => {
-                if let Ok(sig) = Signal::try_from(signal) {
-                    say!(
-                        1,
-                        "signal_forwarded" { "signal" => sig.as_str() },
-                        "forwarding {} to the command",
-                        sig.as_str()
-                    );
-                    child::signal_group(self.pgid, sig);
-                }
+                say!(
+                    1,
+                    "signal_forwarded" { "signal" => signal.as_str() },
+                    "forwarding {} to the command",
+                    signal.as_str()
+                );
+                child::signal_group(self.pgid, signal);
                 if signals::is_terminating(signal) {
                     self.terminations += 1;
                     self.stopping = true;
@@ -640,10 +639,4 @@ impl<'a> Supervisor<'a> {
 
 fn millis(d: Duration) -> String {
     format!("{}ms", d.as_millis())
-}
-
-fn name(signal: i32) -> &'static str {
-    Signal::try_from(signal)
-        .map(|s| s.as_str())
-        .unwrap_or("a signal")
 }

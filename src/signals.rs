@@ -1,36 +1,80 @@
-//! Signal intake: a signal-hook thread turns the signals redlock forwards into supervisor events.
+//! Signal intake: one thread takes the forwarded signals and SIGCHLD with `sigwait`, blocked in
+//! every other thread, and turns them into supervisor events.
+//!
+//! No handler is ever installed: a blocked signal waits, pending, for the intake thread. So the
+//! command starts with the dispositions redlock was given, and the thread that reaps children
+//! is the one that hears signals (one thread fewer to start on every run).
 
 use std::io;
 
-use signal_hook::consts::{SIGHUP, SIGINT, SIGPIPE, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
-use signal_hook::iterator::Signals;
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
+use nix::unistd::getpid;
+
+use Signal::{SIGCHLD, SIGHUP, SIGINT, SIGPIPE, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
 
 /// The signals forwarded to the command's process group.
-pub const FORWARDED: [i32; 7] = [SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH];
+pub const FORWARDED: [Signal; 7] = [SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH];
 
-/// Signals whose disposition in redlock must not reach the command: the forwarded ones
-/// (handled here) and SIGPIPE (ignored by the Rust runtime; an ignored signal survives exec).
+/// Signals whose disposition in redlock must not reach the command: the forwarded ones (in case
+/// redlock was started with one ignored, as `nohup` does) and SIGPIPE, which redlock ignores
+/// (see `crate::startup`) and an ignored signal stays ignored across exec.
 pub const RESET_IN_CHILD: [i32; 8] = [
-    SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH, SIGPIPE,
+    SIGHUP as i32,
+    SIGINT as i32,
+    SIGQUIT as i32,
+    SIGTERM as i32,
+    SIGUSR1 as i32,
+    SIGUSR2 as i32,
+    SIGWINCH as i32,
+    SIGPIPE as i32,
 ];
 
 /// Whether `signal` asks redlock (and the command) to end.
-pub fn is_terminating(signal: i32) -> bool {
+pub fn is_terminating(signal: Signal) -> bool {
     matches!(signal, SIGHUP | SIGINT | SIGQUIT | SIGTERM)
 }
 
-/// Catch the forwarded signals from now on and hand each to `deliver`, from a thread of its own.
-/// Handlers (never SIG_IGN) are reset to the default by exec, so the command starts clean.
-pub fn start(deliver: impl Fn(i32) + Send + 'static) -> io::Result<()> {
-    let mut signals = Signals::new(FORWARDED)?;
+/// The signals the intake thread takes.
+fn taken() -> SigSet {
+    let mut set = SigSet::empty();
+    for signal in FORWARDED {
+        set.add(signal);
+    }
+    set.add(SIGCHLD);
+    set
+}
+
+/// Block the signals the intake thread takes, in this thread and so in every thread it starts
+/// from now on. Call before starting any thread, and before [`start`].
+pub fn block() -> io::Result<()> {
+    pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&taken()), None)?;
+    Ok(())
+}
+
+/// Start the intake thread: each forwarded signal goes to `deliver`, and `children_changed` runs
+/// on each SIGCHLD (a child ended or stopped; several may coalesce into one).
+pub fn start(
+    deliver: impl Fn(Signal) + Send + 'static,
+    mut children_changed: impl FnMut() + Send + 'static,
+) -> io::Result<()> {
+    let set = taken();
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
-            for signal in signals.forever() {
-                deliver(signal);
+            while let Ok(signal) = set.wait() {
+                if signal == SIGCHLD {
+                    children_changed();
+                } else {
+                    deliver(signal);
+                }
             }
         })?;
     Ok(())
+}
+
+/// Have the intake thread look at the children now, as if a SIGCHLD had come.
+pub fn check_children() {
+    let _ = nix::sys::signal::kill(getpid(), SIGCHLD);
 }
 
 #[cfg(test)]
