@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Release archives in dist/:
-#   redlock-VERSION-TARGET.tar.gz   the release binary, man page, completions, README (and LICENSE*)
+#   redlock-VERSION-TARGET.tar.gz   the release binary (static on glibc, see scripts/release-env.sh), man page, completions, README (and LICENSE*)
 #   redlock-VERSION.tar.gz          the source at HEAD (git archive), what the Homebrew formula builds
 #   *.sha256                        one `sha256sum` line per archive
 #   redlock.rb                      packaging/homebrew/redlock.rb with version, url and sha256 filled in
@@ -11,7 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
-target=$(rustc -vV | sed -n 's/^host: //p')
+. scripts/release-env.sh
+target=$triple
 release_url=${REDLOCK_RELEASE_URL:-https://example.com/redlock/releases}
 if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
   echo "release-archive: commit or stash your changes first; the archives are built from HEAD" >&2
@@ -19,7 +20,7 @@ if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
 fi
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}
 
-cargo build --release --locked
+cargo build --release --locked --target "$triple"
 docs_stale=0
 bash scripts/gen-docs.sh >/dev/null
 git diff --quiet -- man completions || docs_stale=1
@@ -34,7 +35,7 @@ name=redlock-$version-$target
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/$name/man" "$stage/$name/completions"
-install -m 755 target/release/redlock "$stage/$name/redlock"
+install -m 755 "$release_dir/redlock" "$stage/$name/redlock"
 install -m 644 man/redlock.1 "$stage/$name/man/"
 install -m 644 completions/* "$stage/$name/completions/"
 install -m 644 README.md "$stage/$name/"

@@ -18,9 +18,10 @@ if $quick; then runs=30 rounds10=5 rounds100=1 idle=6; else runs=300 rounds10=30
 
 . scripts/need.sh
 need_packages hyperfine curl
-cargo build --release --locked --bin redlock --example stamp >&2
-redlock=$PWD/target/release/redlock
-stamp=$PWD/target/release/examples/stamp
+. scripts/release-env.sh
+cargo build --release --locked --target "$triple" --bin redlock --example stamp >&2
+redlock=$PWD/$release_dir/redlock
+stamp=$PWD/$release_dir/examples/stamp
 
 work=$(mktemp -d)
 pids=()
