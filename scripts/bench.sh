@@ -3,10 +3,12 @@
 # against a local etcd when etcd is installed. Prints one markdown table:
 #   overhead   median wall time of `WRAPPER -- true` minus that of bare `true` (hyperfine)
 #   handoff    gap from one holder's command ending to the next waiter's command starting,
-#              p50 and p99, with 10 and with 100 waiters (timed by examples/stamp.rs)
+#              p50 and p99, with 10 and with 100 waiters (timed by examples/stamp.rs, built
+#              static like redlock so that its own start-up adds little to every column)
 #   wait cost  requests each waiter sends per second while the lock stays held
 #   peak RSS   VmHWM of the wrapper process while it holds the lock
-# Timings depend on the machine: compare rows measured in the same run.
+# Timings depend on the machine: compare the columns of one run. Rows are measured in passes
+# that take turns between the tools, so drift during a run weighs on every column alike.
 #
 # Usage: scripts/bench.sh [--quick]     (--quick: fewer runs, for checking the script)
 set -euo pipefail
@@ -103,49 +105,69 @@ $have_etcd && tools+=(etcdctl)
 
 say() { echo "bench: $*" >&2; }
 
+# The machine drifts (other tenants, CPU frequency) over the minutes a run takes, so every row
+# is measured in passes that take turns between the tools, and pooled: a slow minute then
+# weighs on every column alike instead of on whichever tool was measuring.
+passes=5
+
 # --- overhead --------------------------------------------------------------------------------
+# Per pass, one hyperfine over bare `true` and each wrapper; the row is the median of the pass
+# medians, each minus its pass's bare `true`.
 declare -A overhead
 cmds=(true)
 for t in "${tools[@]}"; do cmds+=("$(wrap "$t" over) true"); done
 say "overhead"
-hyperfine -N --style none --warmup 20 --runs "$runs" --export-csv "$work/over.csv" "${cmds[@]}" >&2
+for p in $(seq "$passes"); do
+    hyperfine -N --style none --warmup 10 --runs $((runs / passes)) \
+        --export-csv "$work/over-$p.csv" "${cmds[@]}" >&2
+done
 # CSV: command,mean,stddev,median,user,system,min,max (seconds)
-base=$(awk -F, 'NR==2 {print $4}' "$work/over.csv")
+median_of() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+base=$(for p in $(seq "$passes"); do awk -F, 'NR==2 {print $4}' "$work/over-$p.csv"; done | median_of)
 i=3
 for t in "${tools[@]}"; do
-    overhead[$t]=$(awk -F, -v n="$i" -v b="$base" 'NR==n {printf "%.2f ms", ($4-b)*1000}' "$work/over.csv")
+    overhead[$t]=$(for p in $(seq "$passes"); do
+        awk -F, -v n="$i" 'NR==2 {b = $4} NR==n {printf "%.6f\n", ($4 - b) * 1000}' "$work/over-$p.csv"
+    done | median_of | awk '{printf "%.2f ms", $1}')
     i=$((i + 1))
 done
 
 # --- handoff ---------------------------------------------------------------------------------
-# N waiters each run the wrapper ROUNDS times around `stamp FILE 1` (1 ms hold).
-handoff() { # tool waiters rounds -> "p50 p99 samples requests-per-run"
-    local t=$1 n=$2 r=$3 f=$work/hand-$1-$2 w per=-
+# N waiters each run the wrapper ROUNDS times around `stamp FILE 1` (1 ms hold); one pass is one
+# round. Gaps are taken within a pass, then pooled.
+handoff_pass() { # tool waiters file
+    local t=$1 n=$2 f=$3 w running=()
     : >"$f"
-    redis-cli -p "$rport" config resetstat >/dev/null
     w=$(wrap "$t" "hand$n")
     for _ in $(seq "$n"); do
-        (for _ in $(seq "$r"); do $w "$stamp" "$f" 1 >/dev/null 2>&1 || echo "failed" >>"$f.err"; done) &
+        ($w "$stamp" "$f" 1 >/dev/null 2>&1 || echo "failed" >>"$f.err") &
+        running+=($!)
     done
-    wait
+    wait "${running[@]}"
     if [ -s "$f.err" ]; then echo "$t: $(wc -l <"$f.err") runs failed" >&2; fi
-    [ "$t" = redlock ] && per=$(awk -v c="$(client_calls)" -v n="$((n * r))" 'BEGIN {printf "%.1f", c / n}')
     sort -n "$f" | awk '
         NR > 1 { printf "%.6f\n", ($1 - prev_end) / 1e6; if ($1 < prev_end) print "OVERLAP" > "/dev/stderr" }
-        { prev_end = $2 }' | sort -n >"$f.gaps"
-    awk '{ g[NR] = $1 } END {
-        printf "%.2f %.2f %d ", g[int((NR - 1) * 0.50) + 1], g[int((NR - 1) * 0.99) + 1], NR }' "$f.gaps"
-    echo "$per"
+        { prev_end = $2 }' >>"$work/gaps-$t-$n"
 }
-declare -A h10 h100 per10 per100
-for t in "${tools[@]}"; do
-    say "handoff: $t"
-    read -r a b c d < <(handoff "$t" 10 "$rounds10")
-    h10[$t]="$a / $b ms (n=$c)"
-    per10[$t]=$d
-    read -r a b c d < <(handoff "$t" 100 "$rounds100")
-    h100[$t]="$a / $b ms (n=$c)"
-    per100[$t]=$d
+declare -A h10 h100 per10 per100 calls
+for n in 10 100; do
+    [ "$n" = 10 ] && r=$rounds10 || r=$rounds100
+    say "handoff: $n waiters, $r passes"
+    for t in "${tools[@]}"; do : >"$work/gaps-$t-$n"; calls[$t]=0; done
+    for p in $(seq "$r"); do
+        for t in "${tools[@]}"; do
+            redis-cli -p "$rport" config resetstat >/dev/null
+            handoff_pass "$t" "$n" "$work/hand-$t-$n-$p"
+            calls[$t]=$((calls[$t] + $(client_calls)))
+        done
+    done
+    for t in "${tools[@]}"; do
+        stats=$(sort -n "$work/gaps-$t-$n" | awk '{ g[NR] = $1 } END {
+            printf "%.2f / %.2f ms (n=%d)", g[int((NR - 1) * 0.50) + 1], g[int((NR - 1) * 0.99) + 1], NR }')
+        per=-
+        [ "$t" = redlock ] && per=$(awk -v c="${calls[$t]}" -v n="$((n * r))" 'BEGIN {printf "%.1f", c / n}')
+        if [ "$n" = 10 ]; then h10[$t]=$stats per10[$t]=$per; else h100[$t]=$stats per100[$t]=$per; fi
+    done
 done
 
 # --- requests per waiter per second while waiting ---------------------------------------------
