@@ -16,7 +16,12 @@ cd "$(dirname "$0")/.."
 
 quick=false
 [ "${1:-}" = "--quick" ] && quick=true
-if $quick; then runs=30 rounds10=5 rounds100=1 idle=6; else runs=300 rounds10=30 rounds100=3 idle=30; fi
+# rounds10 and rounds100: runs per waiter in each of the hand_passes hand-over passes.
+if $quick; then
+    runs=30 hand_passes=1 rounds10=5 rounds100=1 idle=6
+else
+    runs=300 hand_passes=3 rounds10=10 rounds100=1 idle=30
+fi
 
 . scripts/need.sh
 need_packages hyperfine curl
@@ -133,14 +138,19 @@ for t in "${tools[@]}"; do
 done
 
 # --- handoff ---------------------------------------------------------------------------------
-# N waiters each run the wrapper ROUNDS times around `stamp FILE 1` (1 ms hold); one pass is one
-# round. Gaps are taken within a pass, then pooled.
-handoff_pass() { # tool waiters file
-    local t=$1 n=$2 f=$3 w running=()
+# One pass: a first holder takes the lock and holds it until N waiters have started and blocked
+# (300 ms + 25 ms per waiter: etcdctl starts slowest), then each waiter runs the wrapper ROUNDS
+# times around `stamp FILE 1` (1 ms hold). Gaps are taken within a pass, then pooled: every gap is
+# a hand-over to a waiter that was already waiting, not to one still starting up.
+handoff_pass() { # tool waiters rounds file
+    local t=$1 n=$2 r=$3 f=$4 w running=()
     : >"$f"
     w=$(wrap "$t" "hand$n")
+    $w "$stamp" "$f" $((300 + n * 25)) >/dev/null 2>&1 &
+    running+=($!)
+    sleep 0.1
     for _ in $(seq "$n"); do
-        ($w "$stamp" "$f" 1 >/dev/null 2>&1 || echo "failed" >>"$f.err") &
+        (for _ in $(seq "$r"); do $w "$stamp" "$f" 1 >/dev/null 2>&1 || echo "failed" >>"$f.err"; done) &
         running+=($!)
     done
     wait "${running[@]}"
@@ -152,12 +162,12 @@ handoff_pass() { # tool waiters file
 declare -A h10 h100 per10 per100 calls
 for n in 10 100; do
     [ "$n" = 10 ] && r=$rounds10 || r=$rounds100
-    say "handoff: $n waiters, $r passes"
+    say "handoff: $n waiters, $hand_passes passes of $r rounds"
     for t in "${tools[@]}"; do : >"$work/gaps-$t-$n"; calls[$t]=0; done
-    for p in $(seq "$r"); do
+    for p in $(seq "$hand_passes"); do
         for t in "${tools[@]}"; do
             redis-cli -p "$rport" config resetstat >/dev/null
-            handoff_pass "$t" "$n" "$work/hand-$t-$n-$p"
+            handoff_pass "$t" "$n" "$r" "$work/hand-$t-$n-$p"
             calls[$t]=$((calls[$t] + $(client_calls)))
         done
     done
@@ -165,7 +175,7 @@ for n in 10 100; do
         stats=$(sort -n "$work/gaps-$t-$n" | awk '{ g[NR] = $1 } END {
             printf "%.2f / %.2f ms (n=%d)", g[int((NR - 1) * 0.50) + 1], g[int((NR - 1) * 0.99) + 1], NR }')
         per=-
-        [ "$t" = redlock ] && per=$(awk -v c="${calls[$t]}" -v n="$((n * r))" 'BEGIN {printf "%.1f", c / n}')
+        [ "$t" = redlock ] && per=$(awk -v c="${calls[$t]}" -v n="$(((n * r + 1) * hand_passes))" 'BEGIN {printf "%.1f", c / n}')
         if [ "$n" = 10 ]; then h10[$t]=$stats per10[$t]=$per; else h100[$t]=$stats per100[$t]=$per; fi
     done
 done

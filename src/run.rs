@@ -1,7 +1,7 @@
 //! The `run` orchestration: acquire (waiting if asked) → spawn → supervise → release → exit status.
 //!
-//! One supervisor loop on the main thread owns every decision. The lease thread, the signal
-//! thread and the child-waiter thread only report into its channel, and the supervisor never
+//! One supervisor loop on the main thread owns every decision. The lease thread and the signal
+//! thread (which also reaps children) only report into its channel, and the supervisor never
 //! blocks on Redis, so a hung server cannot delay stopping the command before its lease ends.
 
 use std::collections::HashSet;

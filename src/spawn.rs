@@ -1,7 +1,7 @@
 //! Starting the command: `clone(CLONE_VM | CLONE_VFORK)` and exec, as `posix_spawn` does, but
 //! with the parent-death signal set in between, which `posix_spawn` cannot do.
 //!
-//! A plain fork copies redlock's page tables (four threads, a few MiB) on every run and every
+//! A plain fork copies redlock's page tables (three threads, a few MiB) on every run and every
 //! hand-over; the shared-memory child costs a fraction of that. The price is a child that shares
 //! our memory until it execs: everything it needs is prepared beforehand, and it makes only
 //! async-signal-safe system calls, allocates nothing and never returns.
