@@ -12,6 +12,7 @@ use crate::endpoint::Target;
 use crate::error::{Class, classified};
 use crate::json::{self, Object};
 use crate::lock::{Forced, Holder, Keys, LockInfo, SingleRedis, WAKE_LINGER};
+use crate::say;
 
 /// The time limit of each admin request.
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -36,11 +37,12 @@ pub fn status(args: &StatusArgs) -> anyhow::Result<i32> {
         .inspect(TIMEOUT)
         .map_err(unavailable)
         .with_context(|| format!("cannot read lock '{}'", args.key))?;
-    if args.json {
-        println!("{}", info_json(&args.key, &info));
+    let text = if args.json {
+        format!("{}\n", info_json(&args.key, &info))
     } else {
-        print!("{}", info_text(&args.key, &info));
-    }
+        info_text(&args.key, &info)
+    };
+    say::stdout(text.as_bytes())?;
     Ok(0)
 }
 
@@ -87,9 +89,10 @@ pub fn list(args: &ListArgs) -> anyhow::Result<i32> {
             Err(failure) => return Err(unavailable(failure)).context("cannot list locks"),
         }
     }
+    let mut text = String::new();
     if args.json {
-        println!(
-            "{}",
+        text = format!(
+            "{}\n",
             json::array(locks.iter().map(|(name, info)| info_json(name, info)))
         );
     } else {
@@ -99,14 +102,15 @@ pub fn list(args: &ListArgs) -> anyhow::Result<i32> {
                 .holder
                 .as_ref()
                 .map_or_else(|| format!("token {token}"), holder_text);
-            println!(
-                "{}\t{}\tfence {}\t{holder}",
+            text += &format!(
+                "{}\t{}\tfence {}\t{holder}\n",
                 name,
                 expiry_text(*ttl),
                 info.fence
             );
         }
     }
+    say::stdout(text.as_bytes())?;
     Ok(0)
 }
 
@@ -152,7 +156,7 @@ pub fn release(args: &ReleaseArgs) -> anyhow::Result<i32> {
                 continue;
             }
         };
-        code = code.max(forced_text(&node, &args.key, forced));
+        code = code.max(forced_text(&node, &args.key, forced)?);
     }
     if failed > 0 {
         return Err(classified(
@@ -167,16 +171,17 @@ pub fn release(args: &ReleaseArgs) -> anyhow::Result<i32> {
 }
 
 /// Print what a forced release did on one node (`node` prefixes the line); the exit status.
-fn forced_text(node: &str, key: &str, forced: Forced) -> i32 {
-    match forced {
+fn forced_text(node: &str, key: &str, forced: Forced) -> anyhow::Result<i32> {
+    let mut code = 0;
+    let text = match forced {
         Forced::Free { fence } => {
-            println!("{node}lock '{key}' is free; nothing released (fencing counter {fence})")
+            format!("{node}lock '{key}' is free; nothing released (fencing counter {fence})\n")
         }
         Forced::Other { token, fence } => {
-            println!(
-                "{node}lock '{key}' is held by token {token}, not the one given; left alone (fencing counter {fence})"
-            );
-            return crate::exit::CONFLICT;
+            code = crate::exit::CONFLICT;
+            format!(
+                "{node}lock '{key}' is held by token {token}, not the one given; left alone (fencing counter {fence})\n"
+            )
         }
         Forced::Removed {
             token,
@@ -186,12 +191,13 @@ fn forced_text(node: &str, key: &str, forced: Forced) -> i32 {
             let whose = holder
                 .as_ref()
                 .map_or_else(|| "an unknown holder".to_owned(), holder_text);
-            println!(
-                "{node}released lock '{key}' held by {whose}, token {token}; fencing counter now {fence}"
-            );
+            format!(
+                "{node}released lock '{key}' held by {whose}, token {token}; fencing counter now {fence}\n"
+            )
         }
-    }
-    0
+    };
+    say::stdout(text.as_bytes())?;
+    Ok(code)
 }
 
 /// The lock name of `key` (`PREFIX{NAME}`), or None for keys that are not lock keys.

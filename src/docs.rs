@@ -361,17 +361,6 @@ fn body(piece: impl FnOnce(&mut dyn Write) -> io::Result<()>, drop_heading: bool
     kept.into_bytes()
 }
 
-/// Writes `bytes` to stdout; a reader that went away (`redlock man | head`) is not an error.
-pub fn print(bytes: &[u8]) -> anyhow::Result<()> {
-    let mut stdout = io::stdout().lock();
-    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
-        Err(err) if err.kind() != io::ErrorKind::BrokenPipe => {
-            Err(anyhow::Error::new(err).context("cannot write to stdout"))
-        }
-        _ => Ok(()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -92,7 +92,7 @@ pub fn main() -> i32 {
 
 /// Writes generated text to stdout: exit 0, or the failure's status.
 fn print(bytes: &[u8]) -> i32 {
-    match docs::print(bytes) {
+    match say::stdout(bytes) {
         Ok(()) => 0,
         Err(err) => fail(&err),
     }

@@ -1,9 +1,13 @@
-//! Diagnostics on stderr: the `redlock: ` prefix or one JSON object per line
-//! (`--log-format json`), and the verbosity level chosen by -v / -q.
+//! Output: diagnostics on stderr, with the `redlock: ` prefix or one JSON object per line
+//! (`--log-format json`) at the verbosity chosen by -v / -q, and results on stdout.
+//!
+//! Neither may fail a run: a diagnostic that cannot be written (stderr closed, or a pipe whose
+//! reader left) is dropped, and a reader of stdout that left early (`| head`) is no error.
 //!
 //! Every line is an event with a stable name (`acquired`, `released`, ...; see the README's
 //! table), so the JSON form is an interface: rename nothing, add fields freely.
 
+use std::io::{self, Write};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicI8, Ordering};
 
@@ -92,7 +96,7 @@ impl Field for String {
 /// Print one event (callers check [`enabled`] first; the `say!` macro does).
 pub fn emit(level: i8, event: &str, fields: &[(&str, String)], text: std::fmt::Arguments) {
     if !JSON.load(Ordering::Relaxed) {
-        eprintln!("redlock: {}", one_line(&text.to_string()));
+        line(&format!("redlock: {}", one_line(&text.to_string())));
         return;
     }
     let name = match level {
@@ -114,7 +118,27 @@ pub fn emit(level: i8, event: &str, fields: &[(&str, String)], text: std::fmt::A
     }
     let text = text.to_string();
     let msg = text.strip_prefix("warning: ").unwrap_or(&text);
-    eprintln!("{}", obj.str("msg", msg).finish());
+    line(&obj.str("msg", msg).finish());
+}
+
+/// Write one line to stderr, in one write so that lines of concurrent runs do not interleave;
+/// an error is dropped (unlike `eprintln!`, which panics), there being nowhere to report it.
+fn line(text: &str) {
+    let _ = io::stderr()
+        .lock()
+        .write_all(format!("{text}\n").as_bytes());
+}
+
+/// Write command output to stdout. A reader that went away (`redlock list | head -1`) is not
+/// an error: what it did not read, it did not want.
+pub fn stdout(bytes: &[u8]) -> anyhow::Result<()> {
+    let mut stdout = io::stdout().lock();
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Err(err) if err.kind() != io::ErrorKind::BrokenPipe => {
+            Err(anyhow::Error::new(err).context("cannot write to stdout"))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// A line shown at `level` and above, with an optional event name and JSON fields:

@@ -38,6 +38,8 @@ mod preflight;
 mod reaper;
 // Hostile input: malformed values for every flag, odd lock names, garbage-speaking servers.
 mod hostile;
+// redlock's own stdin, stdout or stderr closed, or a pipe whose reader left: no panic, no lock left.
+mod stdio;
 // Property tests: parsing durations, signals, URLs and whole command lines.
 mod props;
 // Renewal and losing the lease: TTLs, overwritten or deleted keys, the whole group stopped.
