@@ -11,6 +11,9 @@ use std::ffi::{c_char, c_int};
 #[unsafe(no_mangle)]
 extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
     redlock::startup();
+    // A panic must not unwind into C: it is a bug, reported (by the panic hook) and mapped to
+    // the internal-error status, as std's main would have with its own status 101.
+    let code = std::panic::catch_unwind(redlock::main).unwrap_or(redlock::exit::INTERNAL);
     // Also flushes stdout, as returning from std's main would.
-    std::process::exit(redlock::main())
+    std::process::exit(code)
 }
