@@ -50,6 +50,28 @@ fn terminating_signals_kill_a_default_command_with_128_plus_n() {
     }
 }
 
+/// Started with HUP and INT ignored (as `nohup` and a shell's `cmd &` do): redlock still hears
+/// them and forwards them, and the command starts with their default action, so HUP ends it.
+#[test]
+fn signals_ignored_by_redlocks_parent_are_still_forwarded_and_reset_for_the_command() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let mut cmd = std::process::Command::new("sh");
+    clear_redlock_env(&mut cmd);
+    cmd.args(["-c", r#"trap '' HUP INT; exec "$0" "$@""#, BIN])
+        .args(["run", "--url", &redis.url(), "--key", "nohup", "--"])
+        .args(["sh", "-c", &heartbeat_script(&dir, "n")])
+        .stdin(std::process::Stdio::null());
+    let proc = Proc::spawn(cmd);
+    wait_for_file(&dir.join("n.ready"));
+    let pid = wait_for_pid(&dir.join("n.pid"));
+    proc.signal(Signal::SIGHUP);
+    let out = proc.finish(T);
+    out.assert_code(129);
+    assert!(!group_alive(pid), "group survived");
+    assert_eq!(redis.get(&lock_key("nohup")), None);
+}
+
 #[test]
 fn every_listed_signal_is_forwarded() {
     let redis = RedisServer::start();
