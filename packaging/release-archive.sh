@@ -20,7 +20,7 @@ if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
 fi
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}
 
-cargo build --release --locked --target "$triple"
+release_cargo build --release --locked
 docs_stale=0
 bash scripts/gen-docs.sh >/dev/null
 git diff --quiet -- man completions || docs_stale=1

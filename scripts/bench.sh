@@ -26,7 +26,7 @@ fi
 . scripts/need.sh
 need_packages hyperfine curl
 . scripts/release-env.sh
-cargo build --release --locked --target "$triple" --bin redlock --example stamp >&2
+release_cargo build --release --locked --bin redlock --example stamp >&2
 redlock=$PWD/$release_dir/redlock
 stamp=$PWD/$release_dir/examples/stamp
 

@@ -36,13 +36,13 @@ cleanup() {
 trap cleanup EXIT
 
 echo "check-deb: building the .deb ($profile profile)" >&2
-build=(--fast)
 if [ "$profile" = release ]; then
   # As released: static (scripts/release-env.sh).
   . scripts/release-env.sh
-  build=(--target "$triple")
+  release_cargo deb --locked --quiet --profile release --output "$out/redlock.deb" >/dev/null
+else
+  cargo deb --locked --quiet --fast --profile "$profile" --output "$out/redlock.deb" >/dev/null
 fi
-cargo deb --locked --quiet "${build[@]}" --profile "$profile" --output "$out/redlock.deb" >/dev/null
 deb=$out/redlock.deb
 
 fail() {
