@@ -32,6 +32,10 @@ fn unavailable(failure: crate::lock::Failure) -> anyhow::Error {
 /// `redlock status`: print the lock's state; exit 0 whether it is free or held.
 pub fn status(args: &StatusArgs) -> anyhow::Result<i32> {
     crate::say::set_key(&args.key);
+    let endpoints = args.conn.endpoints()?;
+    if endpoints.len() > 1 {
+        return quorum_status(args, endpoints);
+    }
     let mut redis = redis(&args.conn, &args.key, "status")?;
     let info = redis
         .inspect(TIMEOUT)
@@ -43,6 +47,148 @@ pub fn status(args: &StatusArgs) -> anyhow::Result<i32> {
         info_text(&args.key, &info)
     };
     say::stdout(text.as_bytes())?;
+    Ok(0)
+}
+
+/// What a quorum says of a lock: the state a majority of its nodes agree on.
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    /// A majority holds the same token.
+    Held { token: String, nodes: usize },
+    /// A majority answered that it is free.
+    Free { nodes: usize },
+    /// No majority agrees (a hand-over in progress, a broken lock, nodes unanswered).
+    Split,
+}
+
+fn verdict(infos: &[Option<&LockInfo>]) -> Verdict {
+    let majority = infos.len() / 2 + 1;
+    let free = infos
+        .iter()
+        .filter(|i| i.is_some_and(|i| i.held.is_none()))
+        .count();
+    if free >= majority {
+        return Verdict::Free { nodes: free };
+    }
+    let tokens: Vec<&str> = infos
+        .iter()
+        .filter_map(|i| i.and_then(|i| i.held.as_ref()).map(|(t, _)| t.as_str()))
+        .collect();
+    for &token in &tokens {
+        let nodes = tokens.iter().filter(|&&t| t == token).count();
+        if nodes >= majority {
+            return Verdict::Held {
+                token: token.to_owned(),
+                nodes,
+            };
+        }
+    }
+    Verdict::Split
+}
+
+/// `redlock status` over a quorum: every node read at once, the verdict of the majority first,
+/// then each node's view, its lines prefixed with the node. A node that does not answer is a
+/// `redlock:` line on stderr; fewer than a majority answering is exit 69.
+fn quorum_status(
+    args: &StatusArgs,
+    endpoints: Vec<crate::endpoint::Endpoint>,
+) -> anyhow::Result<i32> {
+    let key = &args.key;
+    let total = endpoints.len();
+    let results: Vec<(String, Result<LockInfo, crate::lock::Failure>)> = std::thread::scope(|s| {
+        let reads: Vec<_> = endpoints
+            .into_iter()
+            .map(|endpoint| {
+                let node = endpoint.to_string();
+                let keys = Keys::new(&args.conn.prefix, key);
+                let reader = s.spawn(move || {
+                    SingleRedis::new(endpoint, keys, false, WAKE_LINGER).inspect(TIMEOUT)
+                });
+                (node, reader)
+            })
+            .collect();
+        reads
+            .into_iter()
+            .map(|(node, reader)| {
+                let result = reader.join().unwrap_or_else(|_| {
+                    Err(crate::lock::Failure::Refused("the read failed".into()))
+                });
+                (node, result)
+            })
+            .collect()
+    });
+    let infos: Vec<Option<&LockInfo>> = results.iter().map(|(_, r)| r.as_ref().ok()).collect();
+    let answered = infos.iter().filter(|i| i.is_some()).count();
+    let verdict = verdict(&infos);
+    for (node, result) in &results {
+        if let Err(failure) = result {
+            say::error(format!("{node}: cannot read lock '{key}': {failure}"));
+        }
+    }
+    let text = if args.json {
+        let (state, token, agreeing) = match &verdict {
+            Verdict::Held { token, nodes } => ("held", json::string(token), *nodes),
+            Verdict::Free { nodes } => ("free", "null".to_owned(), *nodes),
+            Verdict::Split => ("split", "null".to_owned(), 0),
+        };
+        let per_node = results.iter().map(|(node, result)| {
+            let obj = Object::new().str("node", node);
+            match result {
+                Ok(info) => obj
+                    .raw("status", &info_json(key, info))
+                    .raw("error", "null"),
+                Err(failure) => obj.raw("status", "null").str("error", &failure.to_string()),
+            }
+            .finish()
+        });
+        let obj = Object::new()
+            .str("key", key)
+            .str("state", state)
+            .raw("token", &token)
+            .int("agreeing", agreeing as u64)
+            .int("nodes", total as u64)
+            .int("answered", answered as u64)
+            .raw("per_node", &json::array(per_node));
+        format!("{}\n", obj.finish())
+    } else {
+        let mut out = match &verdict {
+            Verdict::Held { token, nodes } => format!(
+                "lock '{key}' is held on {nodes} of {total} nodes (a majority), token {token}\n"
+            ),
+            Verdict::Free { nodes } => {
+                format!("lock '{key}' is free on {nodes} of {total} nodes (a majority)\n")
+            }
+            Verdict::Split => {
+                let held = infos
+                    .iter()
+                    .filter(|i| i.is_some_and(|i| i.held.is_some()))
+                    .count();
+                let free = answered - held;
+                format!(
+                    "lock '{key}' has no majority on {total} nodes: held on {held}, free on {free}, unanswered on {}\n",
+                    total - answered
+                )
+            }
+        };
+        for (node, result) in &results {
+            if let Ok(info) = result {
+                for line in info_text(key, info).lines() {
+                    out.push_str(&format!("{node}: {line}\n"));
+                }
+            }
+        }
+        out
+    };
+    say::stdout(text.as_bytes())?;
+    if answered < total / 2 + 1 {
+        return Err(classified(
+            Class::Unavailable,
+            format!(
+                "cannot read lock '{key}' on a majority: {} of {total} nodes did not answer",
+                total - answered
+            ),
+        ));
+    }
     Ok(0)
 }
 
@@ -316,6 +462,42 @@ fn info_json(name: &str, info: &LockInfo) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn info(token: Option<&str>) -> LockInfo {
+        LockInfo {
+            keys: Keys::new("redlock:", "q"),
+            fence: 1,
+            held: token.map(|t| (t.to_owned(), None)),
+            holder: None,
+            done: None,
+        }
+    }
+
+    #[test]
+    fn the_verdict_is_what_a_majority_agrees_on() {
+        let (a, b, free) = (info(Some("a")), info(Some("b")), info(None));
+        let held = |token: &str, nodes| Verdict::Held {
+            token: token.into(),
+            nodes,
+        };
+        assert_eq!(verdict(&[Some(&a), Some(&a), Some(&a)]), held("a", 3));
+        assert_eq!(verdict(&[Some(&a), None, Some(&a)]), held("a", 2));
+        assert_eq!(
+            verdict(&[Some(&free), Some(&a), Some(&free)]),
+            Verdict::Free { nodes: 2 }
+        );
+        // A hand-over half done, two owners, or too few answers: no majority.
+        assert_eq!(verdict(&[Some(&a), Some(&b), Some(&free)]), Verdict::Split);
+        assert_eq!(verdict(&[Some(&a), None, None]), Verdict::Split);
+        assert_eq!(
+            verdict(&[Some(&a), Some(&a), Some(&b), Some(&free)]),
+            Verdict::Split
+        );
+        assert_eq!(
+            verdict(&[Some(&a), Some(&a), Some(&a), Some(&b), None]),
+            held("a", 3)
+        );
+    }
 
     #[test]
     fn only_lock_keys_are_locks() {

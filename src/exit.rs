@@ -47,7 +47,7 @@ pub const STATUS_TABLE: &str = "\
 EXIT STATUS:
   0        the lock's state was shown (free or held)
   64       usage error
-  69       Redis unreachable or answered with an error";
+  69       Redis unreachable or answered with an error (several --url: a majority did not answer)";
 
 /// The exit statuses of `redlock list`.
 pub const LIST_TABLE: &str = "\

@@ -333,6 +333,115 @@ fn release_force_reaches_every_node() {
     }
 }
 
+/// `status` with several --url reads every node: the majority's verdict first, then each node's
+/// view; a node that does not answer is a stderr line, a majority silent is exit 69.
+#[test]
+fn status_reads_every_node_and_says_what_the_majority_holds() {
+    let dir = TempDir::new();
+    let servers = start_servers(3);
+    let status = |json: bool| {
+        let mut cmd = redlock();
+        cmd.arg("status");
+        for server in &servers {
+            cmd.args(["--url", &server.url()]);
+        }
+        cmd.args(["--key", "qs"]);
+        if json {
+            cmd.arg("--json");
+        }
+        run_timeout(cmd, T)
+    };
+
+    let out = status(false);
+    out.assert_code(0);
+    assert!(
+        out.stdout
+            .starts_with("lock 'qs' is free on 3 of 3 nodes (a majority)\n"),
+        "{}",
+        out.stdout
+    );
+
+    let holder = Proc::spawn(run_quorum(&servers, "qs", &[], &hold_script(&dir, "a")));
+    wait_for_file(&dir.join("a.ready"));
+    let token = read(&dir.join("a.token"));
+    let token = token.trim();
+    let out = status(false);
+    out.assert_code(0);
+    assert_eq!(
+        out.stdout.lines().next(),
+        Some(format!("lock 'qs' is held on 3 of 3 nodes (a majority), token {token}").as_str())
+    );
+    for server in &servers {
+        let node = format!("127.0.0.1:{}: ", server.port());
+        assert!(
+            out.stdout
+                .contains(&format!("{node}lock 'qs' (redlock:{{qs}}) is held\n"))
+                && out.stdout.contains(&format!("{node}  token:    {token}\n")),
+            "{node}: {}",
+            out.stdout
+        );
+    }
+    assert_eq!(out.stderr, "");
+    std::fs::write(dir.join("a.go"), "").unwrap();
+    holder.finish(T).assert_code(0);
+
+    // Nodes that stop answering (paused: their ports stay theirs). A lock written by hand, so
+    // that no renewal or release changes it meanwhile.
+    for server in &servers {
+        let _: () = redis::cmd("SET")
+            .arg(lock_key("qs"))
+            .arg("tok")
+            .arg("PX")
+            .arg(60_000)
+            .query(&mut server.conn())
+            .unwrap();
+    }
+    servers[2].pause();
+    let out = status(true);
+    out.assert_code(0);
+    assert!(
+        out.stdout.starts_with(
+            r#"{"key":"qs","state":"held","token":"tok","agreeing":2,"nodes":3,"answered":2,"per_node":[{"node":"127.0.0.1:"#
+        ),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(
+        out.stdout.matches(r#""error":null"#).count(),
+        2,
+        "{}",
+        out.stdout
+    );
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!(
+            "127.0.0.1:{}: cannot read lock 'qs'",
+            servers[2].port()
+        )),
+        "{}",
+        out.stderr
+    );
+
+    servers[1].pause();
+    let out = status(false);
+    servers[1].resume();
+    servers[2].resume();
+    out.assert_code(69);
+    assert!(
+        out.stdout.starts_with(
+            "lock 'qs' has no majority on 3 nodes: held on 1, free on 0, unanswered on 2\n"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stderr
+            .contains("on a majority: 2 of 3 nodes did not answer"),
+        "{}",
+        out.stderr
+    );
+}
+
 #[test]
 fn quorum_usage_errors() {
     let dir = TempDir::new();
@@ -341,7 +450,7 @@ fn quorum_usage_errors() {
     let cases: [(&str, Vec<&str>, &str); 4] = [
         ("run", vec!["--url", &a, "--url", &b, "--fair"], "--fair"),
         ("run", vec!["--url", &a, "--url", &a], "twice"),
-        ("status", vec!["--url", &a, "--url", &b], "one --url"),
+        ("status", vec!["--url", &a, "--url", &a], "twice"),
         ("list", vec!["--url", &a, "--url", &b], "one --url"),
     ];
     for (sub, opts, says) in cases {
