@@ -8,10 +8,10 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use anyhow::Context;
 
 use crate::cli::{ListArgs, ReleaseArgs, StatusArgs};
-use crate::endpoint::Target;
+use crate::endpoint::{Endpoint, Target};
 use crate::error::{Class, classified};
 use crate::json::{self, Object};
-use crate::lock::{Forced, Holder, Keys, LockInfo, SingleRedis, WAKE_LINGER};
+use crate::lock::{Failure, Forced, Holder, Keys, LockInfo, SingleRedis, WAKE_LINGER};
 use crate::say;
 
 /// The time limit of each admin request.
@@ -89,34 +89,10 @@ fn verdict(infos: &[Option<&LockInfo>]) -> Verdict {
 /// `redlock status` over a quorum: every node read at once, the verdict of the majority first,
 /// then each node's view, its lines prefixed with the node. A node that does not answer is a
 /// `redlock:` line on stderr; fewer than a majority answering is exit 69.
-fn quorum_status(
-    args: &StatusArgs,
-    endpoints: Vec<crate::endpoint::Endpoint>,
-) -> anyhow::Result<i32> {
+fn quorum_status(args: &StatusArgs, endpoints: Vec<Endpoint>) -> anyhow::Result<i32> {
     let key = &args.key;
     let total = endpoints.len();
-    let results: Vec<(String, Result<LockInfo, crate::lock::Failure>)> = std::thread::scope(|s| {
-        let reads: Vec<_> = endpoints
-            .into_iter()
-            .map(|endpoint| {
-                let node = endpoint.to_string();
-                let keys = Keys::new(&args.conn.prefix, key);
-                let reader = s.spawn(move || {
-                    SingleRedis::new(endpoint, keys, false, WAKE_LINGER).inspect(TIMEOUT)
-                });
-                (node, reader)
-            })
-            .collect();
-        reads
-            .into_iter()
-            .map(|(node, reader)| {
-                let result = reader.join().unwrap_or_else(|_| {
-                    Err(crate::lock::Failure::Refused("the read failed".into()))
-                });
-                (node, result)
-            })
-            .collect()
-    });
+    let results = read_nodes(&endpoints, &args.conn.prefix, key);
     let infos: Vec<Option<&LockInfo>> = results.iter().map(|(_, r)| r.as_ref().ok()).collect();
     let answered = infos.iter().filter(|i| i.is_some()).count();
     let verdict = verdict(&infos);
@@ -126,30 +102,7 @@ fn quorum_status(
         }
     }
     let text = if args.json {
-        let (state, token, agreeing) = match &verdict {
-            Verdict::Held { token, nodes } => ("held", json::string(token), *nodes),
-            Verdict::Free { nodes } => ("free", "null".to_owned(), *nodes),
-            Verdict::Split => ("split", "null".to_owned(), 0),
-        };
-        let per_node = results.iter().map(|(node, result)| {
-            let obj = Object::new().str("node", node);
-            match result {
-                Ok(info) => obj
-                    .raw("status", &info_json(key, info))
-                    .raw("error", "null"),
-                Err(failure) => obj.raw("status", "null").str("error", &failure.to_string()),
-            }
-            .finish()
-        });
-        let obj = Object::new()
-            .str("key", key)
-            .str("state", state)
-            .raw("token", &token)
-            .int("agreeing", agreeing as u64)
-            .int("nodes", total as u64)
-            .int("answered", answered as u64)
-            .raw("per_node", &json::array(per_node));
-        format!("{}\n", obj.finish())
+        format!("{}\n", quorum_json(key, &verdict, &results))
     } else {
         let mut out = match &verdict {
             Verdict::Held { token, nodes } => format!(
@@ -163,9 +116,9 @@ fn quorum_status(
                     .iter()
                     .filter(|i| i.is_some_and(|i| i.held.is_some()))
                     .count();
-                let free = answered - held;
                 format!(
-                    "lock '{key}' has no majority on {total} nodes: held on {held}, free on {free}, unanswered on {}\n",
+                    "lock '{key}' has no majority on {total} nodes: held on {held}, free on {}, unanswered on {}\n",
+                    answered - held,
                     total - answered
                 )
             }
@@ -192,39 +145,52 @@ fn quorum_status(
     Ok(0)
 }
 
-/// `redlock list`: every held lock under the prefix, found with SCAN (on a Cluster, a SCAN on
-/// every master).
+/// The JSON object of a lock on a quorum: the verdict, and each node's status object or error.
+fn quorum_json(
+    name: &str,
+    verdict: &Verdict,
+    results: &[(String, Result<LockInfo, Failure>)],
+) -> String {
+    let (state, token, agreeing) = match verdict {
+        Verdict::Held { token, nodes } => ("held", json::string(token), *nodes),
+        Verdict::Free { nodes } => ("free", "null".to_owned(), *nodes),
+        Verdict::Split => ("split", "null".to_owned(), 0),
+    };
+    let answered = results.iter().filter(|(_, r)| r.is_ok()).count();
+    let per_node = results.iter().map(|(node, result)| {
+        let obj = Object::new().str("node", node);
+        match result {
+            Ok(info) => obj
+                .raw("status", &info_json(name, info))
+                .raw("error", "null"),
+            Err(failure) => obj.raw("status", "null").str("error", &failure.to_string()),
+        }
+        .finish()
+    });
+    Object::new()
+        .str("key", name)
+        .str("state", state)
+        .raw("token", &token)
+        .int("agreeing", agreeing as u64)
+        .int("nodes", results.len() as u64)
+        .int("answered", answered as u64)
+        .raw("per_node", &json::array(per_node))
+        .finish()
+}
+
+/// `redlock list`: every held lock under the prefix (SCAN, never KEYS; on a Cluster, a SCAN on
+/// every master). With several --url, every node is scanned and each lock read on all of them.
 pub fn list(args: &ListArgs) -> anyhow::Result<i32> {
     let prefix = &args.conn.prefix;
+    let endpoints = args.conn.endpoints()?;
+    if endpoints.len() > 1 {
+        return quorum_list(args, endpoints);
+    }
     let mut redis = redis(&args.conn, "", "list")?;
     let endpoint = args.conn.endpoint("list")?;
-    let nodes = match &endpoint.target {
-        Target::Cluster { .. } => crate::cluster::masters(&endpoint, Instant::now() + TIMEOUT)
-            .map_err(unavailable)
-            .context("cannot list locks")?
-            .into_iter()
-            .map(|(host, port)| endpoint.pinned(&host, port))
-            .collect(),
-        _ => vec![endpoint],
-    };
-    let pattern = format!("{}{{*}}", glob_escape(prefix));
-    let mut found = BTreeSet::new();
-    for node in nodes {
-        let mut scanner = SingleRedis::new(node, Keys::new(prefix, ""), false, WAKE_LINGER);
-        let mut cursor = 0;
-        loop {
-            let (next, keys) = scanner
-                .scan(cursor, &pattern, TIMEOUT)
-                .map_err(unavailable)
-                .context("cannot list locks")?;
-            // SCAN may return a key more than once; the set keeps one of each.
-            found.extend(keys.into_iter().filter_map(|k| lock_name(prefix, &k)));
-            if next == 0 {
-                break;
-            }
-            cursor = next;
-        }
-    }
+    let found = lock_names(&endpoint, prefix)
+        .map_err(unavailable)
+        .context("cannot list locks")?;
     let mut locks = Vec::new();
     for name in found {
         redis.set_keys(Keys::new(prefix, &name));
@@ -314,6 +280,147 @@ pub fn release(args: &ReleaseArgs) -> anyhow::Result<i32> {
         ));
     }
     Ok(code)
+}
+
+/// The names of the lock keys under `prefix` on `endpoint` (every master of a Cluster).
+fn lock_names(endpoint: &Endpoint, prefix: &str) -> Result<BTreeSet<String>, Failure> {
+    let nodes = match &endpoint.target {
+        Target::Cluster { .. } => crate::cluster::masters(endpoint, Instant::now() + TIMEOUT)?
+            .into_iter()
+            .map(|(host, port)| endpoint.pinned(&host, port))
+            .collect(),
+        _ => vec![endpoint.clone()],
+    };
+    let pattern = format!("{}{{*}}", glob_escape(prefix));
+    let mut found = BTreeSet::new();
+    for node in nodes {
+        let mut scanner = SingleRedis::new(node, Keys::new(prefix, ""), false, WAKE_LINGER);
+        let mut cursor = 0;
+        loop {
+            let (next, keys) = scanner.scan(cursor, &pattern, TIMEOUT)?;
+            // SCAN may return a key more than once; the set keeps one of each.
+            found.extend(keys.into_iter().filter_map(|k| lock_name(prefix, &k)));
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+    }
+    Ok(found)
+}
+
+/// What each node of a quorum says of the lock `name`, read on all of them at once.
+fn read_nodes(
+    endpoints: &[Endpoint],
+    prefix: &str,
+    name: &str,
+) -> Vec<(String, Result<LockInfo, Failure>)> {
+    std::thread::scope(|s| {
+        let reads: Vec<_> = endpoints
+            .iter()
+            .map(|endpoint| {
+                let keys = Keys::new(prefix, name);
+                let mut node = SingleRedis::new(endpoint.clone(), keys, false, WAKE_LINGER);
+                (endpoint.to_string(), s.spawn(move || node.inspect(TIMEOUT)))
+            })
+            .collect();
+        reads
+            .into_iter()
+            .map(|(node, read)| {
+                let result = read
+                    .join()
+                    .unwrap_or_else(|_| Err(Failure::Refused("the read failed".into())));
+                (node, result)
+            })
+            .collect()
+    })
+}
+
+/// `redlock list` over a quorum: every node scanned, each lock found read on every node, and
+/// the locks a majority holds listed with how many nodes hold them. A lock held on some nodes
+/// where no majority agrees (two tokens, or nodes silent) is listed too, as such; one that a
+/// majority finds free is free. A node that does not answer the scan is a stderr
+/// line; fewer than a majority answering is exit 69.
+fn quorum_list(args: &ListArgs, endpoints: Vec<Endpoint>) -> anyhow::Result<i32> {
+    let prefix = &args.conn.prefix;
+    let total = endpoints.len();
+    let scans: Vec<_> = std::thread::scope(|s| {
+        let scans: Vec<_> = endpoints
+            .iter()
+            .map(|endpoint| s.spawn(|| lock_names(endpoint, prefix)))
+            .collect();
+        scans.into_iter().map(|scan| scan.join()).collect()
+    });
+    let mut names = BTreeSet::new();
+    let mut answered = 0;
+    for (endpoint, scan) in endpoints.iter().zip(scans) {
+        match scan {
+            Ok(Ok(found)) => {
+                answered += 1;
+                names.extend(found);
+            }
+            Ok(Err(failure)) => say::error(format!("{endpoint}: cannot list locks: {failure}")),
+            Err(_) => say::error(format!("{endpoint}: cannot list locks")),
+        }
+    }
+    if answered < total / 2 + 1 {
+        return Err(classified(
+            Class::Unavailable,
+            format!(
+                "cannot list locks on a majority: {} of {total} nodes did not answer",
+                total - answered
+            ),
+        ));
+    }
+    let mut text = String::new();
+    let mut objects = Vec::new();
+    for name in names {
+        let results = read_nodes(&endpoints, prefix, &name);
+        let infos: Vec<Option<&LockInfo>> = results.iter().map(|(_, r)| r.as_ref().ok()).collect();
+        let held = infos
+            .iter()
+            .filter(|i| i.is_some_and(|i| i.held.is_some()))
+            .count();
+        let verdict = verdict(&infos);
+        match &verdict {
+            Verdict::Free { .. } => continue,
+            Verdict::Split if held == 0 => continue,
+            _ => {}
+        }
+        if args.json {
+            objects.push(quorum_json(&name, &verdict, &results));
+            continue;
+        }
+        // The line of the first node holding the majority's token (or any token, split).
+        let shown = results.iter().find_map(|(_, r)| {
+            let info = r.as_ref().ok()?;
+            let (token, _) = info.held.as_ref()?;
+            match &verdict {
+                Verdict::Held { token: t, .. } if t != token => None,
+                _ => Some(info),
+            }
+        });
+        let Some(info) = shown else { continue };
+        let (token, ttl) = info.held.as_ref().expect("held");
+        let holder = info
+            .holder
+            .as_ref()
+            .map_or_else(|| format!("token {token}"), holder_text);
+        let on = match &verdict {
+            Verdict::Held { nodes, .. } => format!("on {nodes} of {total} nodes"),
+            _ => format!("no majority: held on {held} of {total} nodes"),
+        };
+        text += &format!(
+            "{name}\t{}\tfence {}\t{holder}\t{on}\n",
+            expiry_text(*ttl),
+            info.fence
+        );
+    }
+    if args.json {
+        text = format!("{}\n", json::array(objects.into_iter()));
+    }
+    say::stdout(text.as_bytes())?;
+    Ok(0)
 }
 
 /// Print what a forced release did on one node (`node` prefixes the line); the exit status.

@@ -54,7 +54,7 @@ pub const LIST_TABLE: &str = "\
 EXIT STATUS:
   0        the locks were listed (none is fine)
   64       usage error
-  69       Redis unreachable or answered with an error";
+  69       Redis unreachable or answered with an error (several --url: a majority did not answer)";
 
 /// The exit statuses of `redlock release`.
 pub const RELEASE_TABLE: &str = "\

@@ -442,6 +442,108 @@ fn status_reads_every_node_and_says_what_the_majority_holds() {
     );
 }
 
+/// `list` with several --url scans every node and lists the locks a majority holds, and those
+/// held on some nodes where no majority agrees on anything, as such; free on a majority is free.
+#[test]
+fn list_reads_every_node_and_shows_what_a_majority_holds() {
+    let servers = start_servers(3);
+    // a: held on all three nodes; b: on two; c: on one (free on a majority: not listed);
+    // d: two tokens and one free node, no majority either way.
+    for (i, server) in servers.iter().enumerate() {
+        let mut conn = server.conn();
+        let mut set = |name: &str| {
+            redis::cmd("SET")
+                .arg(lock_key(name))
+                .arg(format!("tok-{name}"))
+                .arg("PX")
+                .arg(60_000)
+                .query::<()>(&mut conn)
+                .unwrap()
+        };
+        set("a");
+        if i < 2 {
+            set("b");
+        }
+        if i == 0 {
+            set("c");
+            set("d");
+        }
+    }
+    let _: () = redis::cmd("SET")
+        .arg(lock_key("d"))
+        .arg("tok-other")
+        .arg("PX")
+        .arg(60_000)
+        .query(&mut servers[1].conn())
+        .unwrap();
+    let list = |json: bool| {
+        let mut cmd = redlock();
+        cmd.arg("list");
+        for server in &servers {
+            cmd.args(["--url", &server.url()]);
+        }
+        if json {
+            cmd.arg("--json");
+        }
+        run_timeout(cmd, T)
+    };
+
+    let out = list(false);
+    out.assert_code(0);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", out.stdout);
+    for (line, (name, on)) in lines.iter().zip([
+        ("a", "on 3 of 3 nodes"),
+        ("b", "on 2 of 3 nodes"),
+        ("d", "no majority: held on 2 of 3 nodes"),
+    ]) {
+        assert!(
+            line.starts_with(&format!("{name}\texpires in "))
+                && line.ends_with(&format!("\ttoken tok-{name}\t{on}")),
+            "{line}"
+        );
+    }
+    assert_eq!(out.stderr, "");
+
+    let out = list(true);
+    out.assert_code(0);
+    assert!(
+        out.stdout.starts_with(
+            r#"[{"key":"a","state":"held","token":"tok-a","agreeing":3,"nodes":3,"answered":3,"per_node":["#
+        ),
+        "{}",
+        out.stdout
+    );
+    // Per lock, then per node: a 1 + 3, b 1 + 2, d 0 + 2.
+    assert_eq!(
+        out.stdout.matches(r#""state":"held""#).count(),
+        9,
+        "{}",
+        out.stdout
+    );
+    assert_eq!(
+        out.stdout.matches(r#""state":"split""#).count(),
+        1,
+        "{}",
+        out.stdout
+    );
+
+    // A majority silent: exit 69, each silent node named.
+    servers[1].pause();
+    servers[2].pause();
+    let out = list(false);
+    servers[1].resume();
+    servers[2].resume();
+    out.assert_code(69);
+    assert_eq!(out.stderr.lines().count(), 3, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("cannot list locks on a majority: 2 of 3 nodes did not answer"),
+        "{}",
+        out.stderr
+    );
+}
+
 #[test]
 fn quorum_usage_errors() {
     let dir = TempDir::new();
@@ -451,7 +553,7 @@ fn quorum_usage_errors() {
         ("run", vec!["--url", &a, "--url", &b, "--fair"], "--fair"),
         ("run", vec!["--url", &a, "--url", &a], "twice"),
         ("status", vec!["--url", &a, "--url", &a], "twice"),
-        ("list", vec!["--url", &a, "--url", &b], "one --url"),
+        ("list", vec!["--url", &a, "--url", &a], "twice"),
     ];
     for (sub, opts, says) in cases {
         let mut cmd = redlock();
