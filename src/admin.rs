@@ -17,14 +17,6 @@ use crate::say;
 /// The time limit of each admin request.
 const TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The one Redis `what` reads: several URLs (a quorum) are a usage error, since one node's
-/// view is not the lock's.
-fn redis(conn: &crate::cli::ConnArgs, name: &str, what: &str) -> anyhow::Result<SingleRedis> {
-    let endpoint = conn.endpoint(what)?;
-    let keys = Keys::new(&conn.prefix, name);
-    Ok(SingleRedis::new(endpoint, keys, false, WAKE_LINGER))
-}
-
 fn unavailable(failure: crate::lock::Failure) -> anyhow::Error {
     classified(Class::Unavailable, failure.to_string())
 }
@@ -32,11 +24,12 @@ fn unavailable(failure: crate::lock::Failure) -> anyhow::Error {
 /// `redlock status`: print the lock's state; exit 0 whether it is free or held.
 pub fn status(args: &StatusArgs) -> anyhow::Result<i32> {
     crate::say::set_key(&args.key);
-    let endpoints = args.conn.endpoints()?;
+    let mut endpoints = args.conn.endpoints()?;
     if endpoints.len() > 1 {
         return quorum_status(args, endpoints);
     }
-    let mut redis = redis(&args.conn, &args.key, "status")?;
+    let keys = Keys::new(&args.conn.prefix, &args.key);
+    let mut redis = SingleRedis::new(endpoints.remove(0), keys, false, WAKE_LINGER);
     let info = redis
         .inspect(TIMEOUT)
         .map_err(unavailable)
@@ -57,8 +50,9 @@ enum Verdict {
     Held { token: String, nodes: usize },
     /// A majority answered that it is free.
     Free { nodes: usize },
-    /// No majority agrees (a hand-over in progress, a broken lock, nodes unanswered).
-    Split,
+    /// No majority agrees (a hand-over in progress, a broken lock, nodes unanswered); `held`
+    /// nodes hold some token.
+    Split { held: usize },
 }
 
 fn verdict(infos: &[Option<&LockInfo>]) -> Verdict {
@@ -83,7 +77,7 @@ fn verdict(infos: &[Option<&LockInfo>]) -> Verdict {
             };
         }
     }
-    Verdict::Split
+    Verdict::Split { held: tokens.len() }
 }
 
 /// `redlock status` over a quorum: every node read at once, the verdict of the majority first,
@@ -111,11 +105,7 @@ fn quorum_status(args: &StatusArgs, endpoints: Vec<Endpoint>) -> anyhow::Result<
             Verdict::Free { nodes } => {
                 format!("lock '{key}' is free on {nodes} of {total} nodes (a majority)\n")
             }
-            Verdict::Split => {
-                let held = infos
-                    .iter()
-                    .filter(|i| i.is_some_and(|i| i.held.is_some()))
-                    .count();
+            Verdict::Split { held } => {
                 format!(
                     "lock '{key}' has no majority on {total} nodes: held on {held}, free on {}, unanswered on {}\n",
                     answered - held,
@@ -154,7 +144,7 @@ fn quorum_json(
     let (state, token, agreeing) = match verdict {
         Verdict::Held { token, nodes } => ("held", json::string(token), *nodes),
         Verdict::Free { nodes } => ("free", "null".to_owned(), *nodes),
-        Verdict::Split => ("split", "null".to_owned(), 0),
+        Verdict::Split { .. } => ("split", "null".to_owned(), 0),
     };
     let answered = results.iter().filter(|(_, r)| r.is_ok()).count();
     let per_node = results.iter().map(|(node, result)| {
@@ -182,15 +172,15 @@ fn quorum_json(
 /// every master). With several --url, every node is scanned and each lock read on all of them.
 pub fn list(args: &ListArgs) -> anyhow::Result<i32> {
     let prefix = &args.conn.prefix;
-    let endpoints = args.conn.endpoints()?;
+    let mut endpoints = args.conn.endpoints()?;
     if endpoints.len() > 1 {
         return quorum_list(args, endpoints);
     }
-    let mut redis = redis(&args.conn, "", "list")?;
-    let endpoint = args.conn.endpoint("list")?;
+    let endpoint = endpoints.remove(0);
     let found = lock_names(&endpoint, prefix)
         .map_err(unavailable)
         .context("cannot list locks")?;
+    let mut redis = SingleRedis::new(endpoint, Keys::new(prefix, ""), false, WAKE_LINGER);
     let mut locks = Vec::new();
     for name in found {
         redis.set_keys(Keys::new(prefix, &name));
@@ -209,17 +199,7 @@ pub fn list(args: &ListArgs) -> anyhow::Result<i32> {
         );
     } else {
         for (name, info) in &locks {
-            let (token, ttl) = info.held.as_ref().expect("held");
-            let holder = info
-                .holder
-                .as_ref()
-                .map_or_else(|| format!("token {token}"), holder_text);
-            text += &format!(
-                "{}\t{}\tfence {}\t{holder}\n",
-                name,
-                expiry_text(*ttl),
-                info.fence
-            );
+            text += &list_line(name, info, None);
         }
     }
     say::stdout(text.as_bytes())?;
@@ -377,15 +357,9 @@ fn quorum_list(args: &ListArgs, endpoints: Vec<Endpoint>) -> anyhow::Result<i32>
     for name in names {
         let results = read_nodes(&endpoints, prefix, &name);
         let infos: Vec<Option<&LockInfo>> = results.iter().map(|(_, r)| r.as_ref().ok()).collect();
-        let held = infos
-            .iter()
-            .filter(|i| i.is_some_and(|i| i.held.is_some()))
-            .count();
         let verdict = verdict(&infos);
-        match &verdict {
-            Verdict::Free { .. } => continue,
-            Verdict::Split if held == 0 => continue,
-            _ => {}
+        if matches!(verdict, Verdict::Free { .. } | Verdict::Split { held: 0 }) {
+            continue;
         }
         if args.json {
             objects.push(quorum_json(&name, &verdict, &results));
@@ -401,20 +375,12 @@ fn quorum_list(args: &ListArgs, endpoints: Vec<Endpoint>) -> anyhow::Result<i32>
             }
         });
         let Some(info) = shown else { continue };
-        let (token, ttl) = info.held.as_ref().expect("held");
-        let holder = info
-            .holder
-            .as_ref()
-            .map_or_else(|| format!("token {token}"), holder_text);
         let on = match &verdict {
             Verdict::Held { nodes, .. } => format!("on {nodes} of {total} nodes"),
-            _ => format!("no majority: held on {held} of {total} nodes"),
+            Verdict::Split { held } => format!("no majority: held on {held} of {total} nodes"),
+            Verdict::Free { .. } => unreachable!("free locks are skipped above"),
         };
-        text += &format!(
-            "{name}\t{}\tfence {}\t{holder}\t{on}\n",
-            expiry_text(*ttl),
-            info.fence
-        );
+        text += &list_line(&name, info, Some(&on));
     }
     if args.json {
         text = format!("{}\n", json::array(objects.into_iter()));
@@ -473,6 +439,24 @@ fn glob_escape(text: &str) -> String {
         out.push(c);
     }
     out
+}
+
+/// One line of `list` for a held lock: name, lease left, fencing counter, holder (or token),
+/// and `extra` (a quorum's node count) as a last field.
+fn list_line(name: &str, info: &LockInfo, extra: Option<&str>) -> String {
+    let Some((token, ttl)) = &info.held else {
+        return String::new();
+    };
+    let holder = info
+        .holder
+        .as_ref()
+        .map_or_else(|| format!("token {token}"), holder_text);
+    let extra = extra.map_or_else(String::new, |e| format!("\t{e}"));
+    format!(
+        "{name}\t{}\tfence {}\t{holder}{extra}\n",
+        expiry_text(*ttl),
+        info.fence
+    )
 }
 
 fn holder_text(holder: &Holder) -> String {
@@ -594,11 +578,14 @@ mod tests {
             Verdict::Free { nodes: 2 }
         );
         // A hand-over half done, two owners, or too few answers: no majority.
-        assert_eq!(verdict(&[Some(&a), Some(&b), Some(&free)]), Verdict::Split);
-        assert_eq!(verdict(&[Some(&a), None, None]), Verdict::Split);
+        assert_eq!(
+            verdict(&[Some(&a), Some(&b), Some(&free)]),
+            Verdict::Split { held: 2 }
+        );
+        assert_eq!(verdict(&[Some(&a), None, None]), Verdict::Split { held: 1 });
         assert_eq!(
             verdict(&[Some(&a), Some(&a), Some(&b), Some(&free)]),
-            Verdict::Split
+            Verdict::Split { held: 3 }
         );
         assert_eq!(
             verdict(&[Some(&a), Some(&a), Some(&a), Some(&b), None]),

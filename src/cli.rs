@@ -213,20 +213,6 @@ impl ConnArgs {
         Ok(endpoints)
     }
 
-    /// The one Redis named by --url, for commands that read a single server.
-    pub fn endpoint(&self, what: &str) -> anyhow::Result<Endpoint> {
-        let mut endpoints = self.endpoints()?;
-        if endpoints.len() > 1 {
-            return Err(classified(
-                Class::Usage,
-                format!(
-                    "{what} reads one Redis: give one --url (run it once per node of a quorum)"
-                ),
-            ));
-        }
-        Ok(endpoints.remove(0))
-    }
-
     fn tls(&self) -> Result<Tls, String> {
         let client = match (&self.tls_cert, &self.tls_key) {
             (Some(cert), Some(key)) => Some((

@@ -312,13 +312,10 @@ fn release_force_reaches_every_node() {
         &hold_script(&dir, "a"),
     ));
     wait_for_file(&dir.join("a.ready"));
-    let mut cmd = redlock();
-    cmd.arg("release");
-    for server in &servers {
-        cmd.args(["--url", &server.url()]);
-    }
-    cmd.args(["--key", "q", "--force"]);
-    let out = run_timeout(cmd, T);
+    let out = run_timeout(
+        admin_quorum(&servers, "release", &["--key", "q", "--force"]),
+        T,
+    );
     out.assert_code(0);
     assert_eq!(out.stdout.lines().count(), 3, "{}", out.stdout);
     for (line, server) in out.stdout.lines().zip(&servers) {
@@ -340,16 +337,12 @@ fn status_reads_every_node_and_says_what_the_majority_holds() {
     let dir = TempDir::new();
     let servers = start_servers(3);
     let status = |json: bool| {
-        let mut cmd = redlock();
-        cmd.arg("status");
-        for server in &servers {
-            cmd.args(["--url", &server.url()]);
-        }
-        cmd.args(["--key", "qs"]);
-        if json {
-            cmd.arg("--json");
-        }
-        run_timeout(cmd, T)
+        let args: &[&str] = if json {
+            &["--key", "qs", "--json"]
+        } else {
+            &["--key", "qs"]
+        };
+        run_timeout(admin_quorum(&servers, "status", args), T)
     };
 
     let out = status(false);
@@ -477,15 +470,8 @@ fn list_reads_every_node_and_shows_what_a_majority_holds() {
         .query(&mut servers[1].conn())
         .unwrap();
     let list = |json: bool| {
-        let mut cmd = redlock();
-        cmd.arg("list");
-        for server in &servers {
-            cmd.args(["--url", &server.url()]);
-        }
-        if json {
-            cmd.arg("--json");
-        }
-        run_timeout(cmd, T)
+        let args: &[&str] = if json { &["--json"] } else { &[] };
+        run_timeout(admin_quorum(&servers, "list", args), T)
     };
 
     let out = list(false);

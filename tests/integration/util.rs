@@ -387,6 +387,17 @@ pub fn start_servers(n: usize) -> Vec<RedisServer> {
     starting.into_iter().map(|t| t.join().unwrap()).collect()
 }
 
+/// `redlock <sub> --url <each server> <args...>`: an admin subcommand against a quorum.
+pub fn admin_quorum(servers: &[RedisServer], sub: &str, args: &[&str]) -> Command {
+    let mut cmd = redlock();
+    cmd.arg(sub);
+    for server in servers {
+        cmd.args(["--url", &server.url()]);
+    }
+    cmd.args(args);
+    cmd
+}
+
 /// `redlock run --url <each server> --key <key> <opts...> -- sh -c <script>`: a quorum run.
 pub fn run_quorum(servers: &[RedisServer], key: &str, opts: &[&str], script: &str) -> Command {
     let mut cmd = redlock();
