@@ -5,7 +5,7 @@ use std::path::Path;
 
 fn main() -> std::io::Result<()> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for (path, bytes) in redlock::docs::generated_files() {
+    for (path, bytes) in redlock::cli::docs::generated_files() {
         let path = root.join(path);
         std::fs::create_dir_all(path.parent().expect("generated files live in a folder"))?;
         std::fs::write(&path, bytes)?;

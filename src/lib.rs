@@ -1,29 +1,31 @@
 //! redlock: run a command under a Redis lock so only one copy runs at a time, anywhere.
+//!
+//! The layers, top to bottom (each folder's `mod.rs` says what it owns and what it may use;
+//! imports only point down):
+//!
+//! - [`cli`]: the command line (clap), `--help`, the man page and completions; parses, then
+//!   hands plain options to `run` or `admin`.
+//! - [`run`] and [`admin`]: `redlock run` (acquire, supervise, release) and the admin
+//!   subcommands (status, list, release).
+//! - `process` and [`lease`]: the command's process group, signals, terminal and guard; the
+//!   renewal thread and the lease arithmetic.
+//! - [`lock`]: the lock protocol (Lua scripts, keys, one server or a quorum).
+//! - [`transport`]: Redis URLs, connections with deadlines, Sentinel, Cluster redirects.
+//! - [`report`] (diagnostics, JSON events, metrics) and [`exit`] (the exit statuses and how a
+//!   run ended) are used by every layer.
 
 pub mod admin;
-pub mod child;
 pub mod cli;
-mod cluster;
-pub mod docs;
-pub mod endpoint;
 pub mod error;
 pub mod exit;
-pub mod json;
 pub mod lease;
-mod link;
 pub mod lock;
-pub mod metrics;
-pub mod quorum;
+pub mod process;
+pub mod report;
 pub mod run;
-pub mod say;
-mod sentinel;
-pub mod signals;
-pub mod spawn;
+pub mod transport;
 
-use std::ffi::OsString;
-
-use clap::Parser;
-use clap::error::ErrorKind;
+pub use cli::main;
 
 /// What std's runtime sets up before `main` that redlock relies on, for the binary's own entry
 /// point (src/main.rs): file descriptors 0-2 open, a closed one reopened on `/dev/null` (so no
@@ -45,248 +47,5 @@ pub fn startup() {
     // SAFETY: sets a disposition; no handler runs.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
-    }
-}
-
-/// The whole program: parse, run, map the outcome to an exit status. Never panics on bad input.
-pub fn main() -> i32 {
-    // One malloc arena for all threads: each helper thread would otherwise get its own arena,
-    // costing mmaps and page faults at start-up and resident memory for a few small allocations.
-    // SAFETY: mallopt only tunes the allocator; called before any other thread exists.
-    unsafe {
-        nix::libc::mallopt(nix::libc::M_ARENA_MAX, 1);
-    }
-    let cli = match cli::Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(err) => {
-            say::set_json(json_wanted(
-                std::env::args_os()
-                    .skip(1)
-                    .map(|a| a.to_string_lossy().into_owned()),
-            ));
-            return usage_error(&err);
-        }
-    };
-    let output = match &cli.command {
-        cli::Command::Run(args) => &args.output,
-        cli::Command::Status(args) => &args.output,
-        cli::Command::List(args) => &args.output,
-        cli::Command::Release(args) => &args.output,
-        cli::Command::Completions { shell } => return print(&docs::completions(*shell)),
-        cli::Command::Man => return print(&docs::man_page()),
-    };
-    say::set_level(output.verbosity());
-    say::set_json(output.log_format == cli::LogFormat::Json);
-    let result = match &cli.command {
-        cli::Command::Run(args) => return run_with_metrics(args),
-        cli::Command::Status(args) => admin::status(args),
-        cli::Command::List(args) => admin::list(args),
-        cli::Command::Release(args) => admin::release(args),
-        cli::Command::Completions { .. } | cli::Command::Man => unreachable!("handled above"),
-    };
-    match result {
-        Ok(code) => code,
-        Err(err) => fail(&err),
-    }
-}
-
-/// Writes generated text to stdout: exit 0, or the failure's status.
-fn print(bytes: &[u8]) -> i32 {
-    match say::stdout(bytes) {
-        Ok(()) => 0,
-        Err(err) => fail(&err),
-    }
-}
-
-/// Prints `err` once as a `redlock: ` line and picks its exit status.
-fn fail(err: &anyhow::Error) -> i32 {
-    say::error(format!("{err:#}"));
-    error::exit_code(err)
-}
-
-/// `redlock run`, then the metrics file (if asked for) on every path that gets this far.
-fn run_with_metrics(args: &cli::RunArgs) -> i32 {
-    let mut stats = metrics::Stats::default();
-    let code = match run::run(args, &mut stats) {
-        Ok(code) => code,
-        Err(err) => fail(&err),
-    };
-    if let Some(path) = &args.metrics_file
-        && metrics::check_path(path).is_ok()
-        && let Err(err) = metrics::write(path, &args.key, code, &stats)
-    {
-        say!(
-            0,
-            "warning: cannot write --metrics-file {}: {err}",
-            path.display()
-        );
-    }
-    code
-}
-
-/// Whether errors should come out as JSON although the command line did not parse: the last
-/// `--log-format` before `--` says so, else REDLOCK_LOG_FORMAT.
-fn json_wanted(args: impl Iterator<Item = String>) -> bool {
-    let mut format = std::env::var("REDLOCK_LOG_FORMAT").ok();
-    let mut args = args.take_while(|a| a != "--");
-    while let Some(arg) = args.next() {
-        if arg == "--log-format" {
-            format = args.next();
-        } else if let Some(value) = arg.strip_prefix("--log-format=") {
-            format = Some(value.to_owned());
-        }
-    }
-    format.is_some_and(|f| f.eq_ignore_ascii_case("json"))
-}
-
-/// Print a clap error as one `redlock: ` line (help and version as they are) and pick the status.
-fn usage_error(err: &clap::Error) -> i32 {
-    match err.kind() {
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
-            let _ = err.print();
-            0
-        }
-        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            let _ = err.print();
-            exit::USAGE
-        }
-        ErrorKind::InvalidUtf8 => {
-            // clap does not say which one; a flag's name is more help than "one or more".
-            let culprit = non_utf8_culprit(std::env::args_os(), std::env::vars_os());
-            say::error(format!("{culprit} (see 'redlock run --help')"));
-            exit::USAGE
-        }
-        _ => {
-            let argv: Vec<OsString> = std::env::args_os().collect();
-            say::error(one_line(&err.render().to_string(), &argv));
-            exit::USAGE
-        }
-    }
-}
-
-/// Fold clap's multi-line message into one line, without the usage and tip paragraphs, and point
-/// at the help of the subcommand named by `argv` (or of redlock itself).
-fn one_line(rendered: &str, argv: &[OsString]) -> String {
-    let mut parts = Vec::new();
-    for line in rendered.lines() {
-        let line = line.trim();
-        if line.starts_with("Usage:") || line.starts_with("For more information") {
-            break;
-        }
-        if !line.is_empty() && !line.starts_with("tip:") {
-            parts.push(line.strip_prefix("error: ").unwrap_or(line));
-        }
-    }
-    let subcommand = argv.get(1).and_then(|arg| arg.to_str()).filter(|name| {
-        cli::command()
-            .get_subcommands()
-            .any(|sub| sub.get_name() == *name)
-    });
-    let command = match subcommand {
-        Some(name) => format!("redlock {name}"),
-        None => "redlock".to_owned(),
-    };
-    format!("{} (see '{command} --help')", parts.join(" "))
-}
-
-/// Which argument (before `--`) or `REDLOCK_*` variable is not UTF-8, for clap's InvalidUtf8.
-fn non_utf8_culprit(
-    args: impl IntoIterator<Item = OsString>,
-    env: impl IntoIterator<Item = (OsString, OsString)>,
-) -> String {
-    use std::os::unix::ffi::OsStrExt;
-    let mut previous = String::new();
-    for arg in args.into_iter().skip(1) {
-        if arg == "--" {
-            break;
-        }
-        let Some(text) = arg.to_str() else {
-            let bytes = arg.as_bytes();
-            let flag = match bytes.iter().position(|&b| b == b'=') {
-                Some(eq) if bytes.starts_with(b"--") => {
-                    String::from_utf8_lossy(&bytes[..eq]).into_owned()
-                }
-                _ => previous,
-            };
-            return if flag.starts_with('-') {
-                format!("the value of {flag} is not valid UTF-8")
-            } else {
-                format!(
-                    "argument '{}' is not valid UTF-8",
-                    String::from_utf8_lossy(bytes)
-                )
-            };
-        };
-        previous = text.to_owned();
-    }
-    for (name, value) in env {
-        if let Some(name) = name.to_str()
-            && name.starts_with("REDLOCK_")
-            && value.to_str().is_none()
-        {
-            return format!("{name} is not valid UTF-8");
-        }
-    }
-    "an argument is not valid UTF-8".to_owned()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn clap_errors_become_one_line() {
-        let parse = |argv: &[&str]| {
-            let err = cli::Cli::try_parse_from(argv).unwrap_err();
-            let argv: Vec<OsString> = argv.iter().map(OsString::from).collect();
-            one_line(&err.render().to_string(), &argv)
-        };
-        let line = parse(&["redlock", "run", "--", "true"]);
-        assert!(!line.contains('\n'));
-        assert!(line.contains("--key"), "{line}");
-        assert!(line.ends_with("(see 'redlock run --help')"), "{line}");
-        let line = parse(&["redlock", "run", "--key", "k", "--ttl", "abc", "--", "true"]);
-        assert!(
-            line.contains("--ttl") && line.contains("'abc' is not a duration"),
-            "{line}"
-        );
-        let line = parse(&["redlock", "completions", "nosh"]);
-        assert!(
-            line.contains("'nosh'") && line.ends_with("(see 'redlock completions --help')"),
-            "{line}"
-        );
-        let line = parse(&["redlock", "--bogus"]);
-        assert!(line.ends_with("(see 'redlock --help')"), "{line}");
-    }
-
-    #[test]
-    fn names_the_argument_that_is_not_utf8() {
-        use std::os::unix::ffi::OsStringExt;
-        let bad = || OsString::from_vec(vec![b'k', 0xff]);
-        let args = |a: Vec<OsString>| {
-            let mut v = vec![OsString::from("redlock"), OsString::from("run")];
-            v.extend(a);
-            v
-        };
-        let none = Vec::<(OsString, OsString)>::new;
-        assert_eq!(
-            non_utf8_culprit(args(vec!["--key".into(), bad()]), none()),
-            "the value of --key is not valid UTF-8"
-        );
-        let mut eq = b"--ttl=".to_vec();
-        eq.push(0xfe);
-        assert_eq!(
-            non_utf8_culprit(args(vec![OsString::from_vec(eq)]), none()),
-            "the value of --ttl is not valid UTF-8"
-        );
-        assert_eq!(
-            non_utf8_culprit(args(vec![bad()]), none()),
-            "argument 'k\u{fffd}' is not valid UTF-8"
-        );
-        let env = vec![("REDLOCK_TTL".into(), bad())];
-        assert_eq!(
-            non_utf8_culprit(args(vec!["--".into(), bad()]), env),
-            "REDLOCK_TTL is not valid UTF-8"
-        );
     }
 }

@@ -7,11 +7,9 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use proptest::prelude::*;
-use redlock::cli::{
-    MAX_DURATION, MIN_TTL, Wait, parse_duration, parse_signal, parse_stop_signal, parse_ttl,
-    parse_wait,
-};
-use redlock::endpoint::{Endpoint, redact};
+use redlock::cli::{parse_duration, parse_signal, parse_stop_signal, parse_ttl, parse_wait};
+use redlock::lease::{MAX_DURATION, MIN_TTL, Wait};
+use redlock::transport::endpoint::{Endpoint, redact};
 
 use crate::util::*;
 

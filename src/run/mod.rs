@@ -5,6 +5,7 @@
 //! blocks on Redis, so a hung server cannot delay stopping the command before its lease ends.
 
 use std::collections::HashSet;
+use std::ffi::OsString;
 use std::io;
 use std::process::ExitStatus;
 use std::sync::Arc;
@@ -17,16 +18,16 @@ use nix::errno::Errno;
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
-use crate::child::{self, Guard, Terminal, Waited};
-use crate::cli::RunArgs;
 use crate::error::{Class, classified};
 use crate::exit;
-use crate::lease::{self, Lease, LeaseEvent};
+use crate::lease::{self, Lease, LeaseEvent, Wait};
+use crate::lock::quorum::Quorum;
 use crate::lock::{Held, Holder, Keys, Locker, SingleRedis};
-use crate::metrics::{self, Stats};
-use crate::quorum::Quorum;
-use crate::say;
-use crate::signals;
+use crate::process::signals;
+use crate::process::{self, Guard, Terminal, Waited};
+use crate::report;
+use crate::report::metrics::Stats;
+use crate::transport::endpoint::Endpoint;
 
 /// Everything the supervisor hears about.
 #[derive(Debug)]
@@ -48,27 +49,43 @@ const GROUP_POLL: Duration = Duration::from_millis(10);
 /// How often to look for newly adopted processes while the command is being stopped.
 const ADOPT_POLL: Duration = Duration::from_millis(50);
 
+/// What `redlock run` was asked to do, checked: the command line builds it.
+#[derive(Debug)]
+pub struct Options {
+    /// The lock's name.
+    pub key: String,
+    /// The servers: one, or several for a quorum.
+    pub endpoints: Vec<Endpoint>,
+    /// The Redis key prefix.
+    pub prefix: String,
+    pub ttl: Duration,
+    pub wait: Wait,
+    pub fair: bool,
+    /// The exit status when the lock was not taken or the run was skipped.
+    pub conflict_status: u8,
+    pub min_interval: Option<Duration>,
+    /// The signal that asks the command to stop.
+    pub stop_signal: Signal,
+    /// The grace between the stop signal and SIGKILL.
+    pub kill_after: Duration,
+    /// Replicas that must acknowledge the lock (0: none).
+    pub min_replicas: u32,
+    pub max_runtime: Option<Duration>,
+    /// The command and its arguments (at least one word).
+    pub command: Vec<OsString>,
+}
+
 /// Run the command under the lock and return redlock's exit status.
-pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
-    say::set_level(args.output.verbosity());
-    say::set_key(&args.key);
+pub fn run(options: Options, stats: &mut Stats) -> anyhow::Result<i32> {
+    let args = &options;
     let started = Instant::now();
-    let kill_after = args.kill_after()?;
-    let endpoints = args.conn.endpoints()?;
-    if endpoints.len() > 1 && args.fair {
-        return Err(classified(
-            Class::Usage,
-            "--fair does not work with several --url (a quorum): each node would keep its own queue, in its own order",
-        ));
-    }
-    if let Some(path) = &args.metrics_file {
-        metrics::check_path(path).map_err(|message| classified(Class::Usage, message))?;
-    }
+    let kill_after = args.kill_after;
+    let endpoints = args.endpoints.clone();
     // Before any thread exists, so that every thread has them blocked.
     signals::block().context("cannot block signals")?;
     let mut guard = Guard::start().context("cannot start the guard process")?;
     // Orphans of the command come to redlock, which stops them with the job and reaps them.
-    child::become_subreaper();
+    process::become_subreaper();
     let (events, rx) = mpsc::channel::<Event>();
 
     // Take signals before anything slow, so a TERM while connecting or waiting is honoured.
@@ -93,7 +110,7 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
     )
     .context("cannot start the signal thread")?;
 
-    let keys = Keys::new(&args.conn.prefix, &args.key);
+    let keys = Keys::new(&args.prefix, &args.key);
     let token = uuid::Uuid::new_v4().to_string();
     let entry_lifetime = lease::queue_entry_lifetime(args.ttl);
     let holder = Holder::current(&args.command);
@@ -122,7 +139,7 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
                 sent,
                 waited,
             }) => {
-                say!(
+                report!(
                     1,
                     "acquired" { "waited_ms" => waited.as_millis(), "fence" => fence },
                     "acquired lock '{}' after {} (fencing token {fence})",
@@ -135,20 +152,20 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
             Event::Lease(LeaseEvent::Busy { waited }) => {
                 stats.outcome = Some("busy");
                 stats.waited = Some(waited);
-                say!(
+                report!(
                     1,
                     "busy" { "waited_ms" => waited.as_millis() },
                     "lock '{}' is held elsewhere; gave up after {}",
                     args.key,
                     millis(waited)
                 );
-                return Ok(i32::from(args.conflict_exit_code));
+                return Ok(i32::from(args.conflict_status));
             }
             Event::Lease(LeaseEvent::Skipped { ago, waited }) => {
                 stats.outcome = Some("skipped");
                 stats.waited = Some(waited);
                 stats.success_ago = Some(ago);
-                say!(
+                report!(
                     1,
                     "skipped" { "waited_ms" => waited.as_millis(), "last_success_ms_ago" => ago.as_millis() },
                     "lock '{}' last succeeded {} ago, within --min-interval; skipping the run (waited {})",
@@ -156,7 +173,7 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
                     humantime::format_duration(Duration::from_secs(ago.as_secs())),
                     millis(waited)
                 );
-                return Ok(i32::from(args.conflict_exit_code));
+                return Ok(i32::from(args.conflict_status));
             }
             Event::Lease(LeaseEvent::Failed(failure)) => {
                 stats.waited = Some(started.elapsed());
@@ -166,7 +183,7 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
             Event::Signal(signal) if signals::is_terminating(signal) => {
                 stats.outcome = Some("interrupted");
                 stats.waited = Some(started.elapsed());
-                say!(
+                report!(
                     1,
                     "interrupted" { "signal" => signal.as_str() },
                     "{} while waiting for lock '{}'; not running the command",
@@ -188,10 +205,10 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
         ("REDLOCK_FENCING_TOKEN", fence.to_string()),
     ];
     let terminal = Terminal::foreground();
-    let pgid = match child::spawn(&args.command, &env, terminal) {
+    let pgid = match process::spawn(&args.command, &env, terminal) {
         Ok(pid) => pid,
         Err(err) => {
-            say::error_event(
+            report::error_event(
                 "spawn_failed",
                 format!("cannot run '{}': {err}", args.command[0].to_string_lossy()),
             );
@@ -199,7 +216,7 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
             finish(&rx, &args.key);
             stats.outcome = Some("not_run");
             stats.held = Some(sent.elapsed());
-            return Ok(child::spawn_failure_status(&err));
+            return Ok(process::spawn_failure_status(&err));
         }
     };
     guard.watch(Some(pgid));
@@ -220,7 +237,7 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
         Some(status) => exit::from_status(status),
         None => exit::INTERNAL,
     });
-    say!(
+    report!(
         1,
         "exited" { "status" => code, "held_ms" => sent.elapsed().as_millis() },
         "the command ended; exit status {code} after {}",
@@ -236,7 +253,7 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
         && supervisor.outcome.is_none()
         && matches!(released, Some(Held::Gone | Held::Taken))
     {
-        say::error_event(
+        report::error_event(
             "lock_lost",
             format!(
                 "lock '{}' was lost while the command ran (found {} at release)",
@@ -266,7 +283,7 @@ pub fn run(args: &RunArgs, stats: &mut Stats) -> anyhow::Result<i32> {
 /// Reap every child that ended, reporting the command's end (or stop) once; called on SIGCHLD.
 fn reap(pgid: Pid, ended: &mut bool, events: &Sender<Event>) {
     loop {
-        match child::try_wait_any() {
+        match process::try_wait_any() {
             Ok(None) => return,
             Ok(Some((pid, waited))) if pid == pgid && !*ended => {
                 *ended = !matches!(waited, Waited::Stopped(_));
@@ -274,7 +291,7 @@ fn reap(pgid: Pid, ended: &mut bool, events: &Sender<Event>) {
             }
             // A stopped adopted process is not reaped; it is stopped with the job.
             Ok(Some((_, Waited::Stopped(_)))) => {}
-            Ok(Some((pid, Waited::Exited(_)))) => say!(
+            Ok(Some((pid, Waited::Exited(_)))) => report!(
                 2,
                 "reaped" { "pid" => pid.as_raw() },
                 "reaped adopted process {pid}"
@@ -300,22 +317,22 @@ fn finish(rx: &Receiver<Event>, key: &str) -> Option<Held> {
         match rx.recv_timeout(give_up.saturating_duration_since(Instant::now())) {
             Ok(Event::Lease(LeaseEvent::Finished(result))) => {
                 match &result {
-                    Some(Ok(Held::Ours)) => say!(1, "released" {}, "released lock '{key}'"),
+                    Some(Ok(Held::Ours)) => report!(1, "released" {}, "released lock '{key}'"),
                     Some(Ok(Held::Gone)) => {
-                        say!(
+                        report!(
                             0,
                             "release_failed" { "reason" => "gone" },
                             "warning: lock '{key}' was already gone when released"
                         )
                     }
                     Some(Ok(Held::Taken)) => {
-                        say!(
+                        report!(
                             0,
                             "release_failed" { "reason" => "taken" },
                             "warning: lock '{key}' was held by another owner when released; left it alone"
                         )
                     }
-                    Some(Err(failure)) => say!(
+                    Some(Err(failure)) => report!(
                         0,
                         "release_failed" { "reason" => "error" },
                         "warning: could not release lock '{key}' ({failure}); it expires by itself"
@@ -326,7 +343,7 @@ fn finish(rx: &Receiver<Event>, key: &str) -> Option<Held> {
             }
             Ok(_) => {}
             Err(_) => {
-                say!(
+                report!(
                     0,
                     "release_failed" { "reason" => "no_answer" },
                     "warning: no answer while releasing lock '{key}'; it expires by itself"
@@ -339,7 +356,7 @@ fn finish(rx: &Receiver<Event>, key: &str) -> Option<Held> {
 
 /// Why redlock is stopping the command (first reason wins the exit status, lock loss above all).
 struct Supervisor<'a> {
-    args: &'a RunArgs,
+    args: &'a Options,
     kill_after: Duration,
     pgid: Pid,
     /// The lease deadline: past it the lock may be someone else's.
@@ -365,7 +382,7 @@ struct Supervisor<'a> {
 }
 
 impl<'a> Supervisor<'a> {
-    fn new(args: &'a RunArgs, kill_after: Duration, pgid: Pid, sent: Instant, guard: Pid) -> Self {
+    fn new(args: &'a Options, kill_after: Duration, pgid: Pid, sent: Instant, guard: Pid) -> Self {
         let started = Instant::now();
         Self {
             args,
@@ -408,7 +425,7 @@ impl<'a> Supervisor<'a> {
         }
         if !self.stopping {
             self.stopping = true;
-            child::signal_group(self.pgid, self.args.stop_signal);
+            process::signal_group(self.pgid, self.args.stop_signal);
         }
         self.tend_adopted();
         self.schedule_kill(now + self.kill_after);
@@ -417,19 +434,19 @@ impl<'a> Supervisor<'a> {
     /// Processes that left the command's group and were adopted by redlock share its fate:
     /// the stop signal once stopping (once each), SIGKILL once killing. True if any is left.
     fn tend_adopted(&mut self) -> bool {
-        if child::no_children() {
+        if process::no_children() {
             return false;
         }
-        let adopted = child::adopted(&self.known);
+        let adopted = process::adopted(&self.known);
         if self.killed_at.is_some() {
-            child::signal_adopted(&adopted, Signal::SIGKILL);
+            process::signal_adopted(&adopted, Signal::SIGKILL);
         } else if self.stopping {
             let new: Vec<_> = adopted
                 .iter()
                 .filter(|(pid, _)| self.adopted_stopped.insert(*pid))
                 .copied()
                 .collect();
-            child::signal_adopted(&new, self.args.stop_signal);
+            process::signal_adopted(&new, self.args.stop_signal);
         }
         !adopted.is_empty()
     }
@@ -441,7 +458,7 @@ impl<'a> Supervisor<'a> {
     fn kill(&mut self, now: Instant) {
         if self.killed_at.is_none() {
             self.killed_at = Some(now);
-            child::signal_group(self.pgid, Signal::SIGKILL);
+            process::signal_group(self.pgid, Signal::SIGKILL);
             self.tend_adopted();
         }
     }
@@ -451,7 +468,7 @@ impl<'a> Supervisor<'a> {
             self.lease_ending = true;
             self.outcome = Some(exit::LOCK_LOST);
             if self.status.is_none() {
-                say::error_event("lock_lost", format!("{why}; stopping the command"));
+                report::error_event("lock_lost", format!("{why}; stopping the command"));
             }
             self.stop(now);
             self.schedule_kill(self.kill_line());
@@ -465,7 +482,7 @@ impl<'a> Supervisor<'a> {
             // Done first: a command that ended in time keeps its status, even if the lease
             // deadline passes in the same instant.
             let adopted = (self.stopping || self.status.is_some()) && self.tend_adopted();
-            if self.status.is_some() && !child::group_alive(self.pgid) && !adopted {
+            if self.status.is_some() && !process::group_alive(self.pgid) && !adopted {
                 return self.status;
             }
             if now >= self.kill_line() {
@@ -487,7 +504,7 @@ impl<'a> Supervisor<'a> {
             }
             if self.max_runtime_at.is_some_and(|m| now >= m) && self.outcome.is_none() {
                 self.outcome = Some(exit::TIMEOUT);
-                say!(
+                report!(
                     0,
                     "max_runtime" {},
                     "the command ran past --max-runtime; stopping it"
@@ -497,7 +514,7 @@ impl<'a> Supervisor<'a> {
             if self.status.is_some() {
                 // The command exited but left processes behind: they must not outlive the lock.
                 if !self.stopping {
-                    say!(
+                    report!(
                         1,
                         "leftovers" {},
                         "the command left processes behind (in its group, or double-forked out of it); stopping them"
@@ -544,13 +561,13 @@ impl<'a> Supervisor<'a> {
         let key = &self.args.key;
         match event {
             Event::Signal(signal) => {
-                say!(
+                report!(
                     1,
                     "signal_forwarded" { "signal" => signal.as_str() },
                     "forwarding {} to the command",
                     signal.as_str()
                 );
-                child::signal_group(self.pgid, signal);
+                process::signal_group(self.pgid, signal);
                 if signals::is_terminating(signal) {
                     self.terminations += 1;
                     self.stopping = true;
@@ -568,7 +585,7 @@ impl<'a> Supervisor<'a> {
                 if seen > self.deadline && !self.lease_ending {
                     self.lease_ending = true;
                     self.outcome = Some(exit::LOCK_LOST);
-                    say::error(format!(
+                    report::error(format!(
                         "the lease on lock '{key}' ran out before the command was seen to end"
                     ));
                 }
@@ -576,32 +593,32 @@ impl<'a> Supervisor<'a> {
             Event::Child(Ok(Waited::Stopped(signal)), _) if signal != Signal::SIGSTOP => {
                 // A stopped command would hang the terminal: the shell regains it only when
                 // redlock stops, and a stopped redlock could not renew the lease.
-                say!(
+                report!(
                     0,
                     "job_control" { "signal" => signal.as_str() },
                     "the command was stopped by {}; job control is not supported under a lock, continuing it",
                     signal.as_str()
                 );
-                child::signal_group(self.pgid, Signal::SIGCONT);
+                process::signal_group(self.pgid, Signal::SIGCONT);
             }
             // Someone paused it on purpose with SIGSTOP: theirs to continue.
             Event::Child(Ok(Waited::Stopped(_)), _) => {}
             Event::Child(Err(err), _) => {
-                say::error_event("error", format!("lost track of the command: {err}"));
+                report::error_event("error", format!("lost track of the command: {err}"));
                 self.outcome.get_or_insert(exit::INTERNAL);
                 self.kill(now);
             }
             Event::Lease(LeaseEvent::Renewed { sent }) => {
                 self.renewals += 1;
                 if self.renew_failing {
-                    say!(
+                    report!(
                         0,
                         "renew_recovered" {},
                         "renewing lock '{key}' works again"
                     );
                     self.renew_failing = false;
                 }
-                say!(
+                report!(
                     2,
                     "renewed" { "renewals" => self.renewals },
                     "renewed lock '{key}'"
@@ -611,7 +628,7 @@ impl<'a> Supervisor<'a> {
             Event::Lease(LeaseEvent::RenewFailed(failure)) => {
                 self.renewal_failures += 1;
                 let level = if self.renew_failing { 2 } else { 0 };
-                say!(
+                report!(
                     level,
                     "renew_failed" { "error" => failure.to_string() },
                     "warning: renewing lock '{key}' failed ({failure}); retrying"
@@ -626,7 +643,7 @@ impl<'a> Supervisor<'a> {
                 self.lose_lease(now, format_args!("lost lock '{key}': {why}"));
             }
             Event::Lease(LeaseEvent::Finished(_)) => {
-                say::error(format!(
+                report::error(format!(
                     "the lease thread for lock '{key}' ended unexpectedly"
                 ));
                 self.outcome.get_or_insert(exit::INTERNAL);

@@ -11,7 +11,7 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::lease;
+use crate::lock::validity::{deadline, random_unit};
 use crate::lock::{Acquire, Failure, Held, Locker, SingleRedis, Waker};
 
 /// A lock on N independent masters, each a [`SingleRedis`] with its own connection; every
@@ -47,7 +47,7 @@ pub fn majority(n: usize) -> usize {
 
 /// Whether a lease counted from `sent` still has at least half the ttl of validity left.
 fn valid(sent: Instant, ttl: Duration) -> bool {
-    lease::deadline(sent, ttl).saturating_duration_since(Instant::now()) >= ttl / 2
+    deadline(sent, ttl).saturating_duration_since(Instant::now()) >= ttl / 2
 }
 
 impl Quorum {
@@ -191,7 +191,7 @@ impl Locker for Quorum {
             // A split vote (contenders took a node or two each, or a node is down): nobody may
             // release, so retry after a random delay, as Redlock prescribes, which
             // desynchronises the contenders; never later than the first lease seen runs out.
-            let delay = split_delay(self.splits, lease::random_unit());
+            let delay = split_delay(self.splits, random_unit());
             let remaining = busy.iter().flatten().min().map_or(delay, |r| delay.min(*r));
             return Ok(Acquire::Busy {
                 remaining: Some(remaining),
@@ -223,7 +223,7 @@ impl Locker for Quorum {
         let n = self.nodes.len();
         if ours >= self.majority() {
             // Each node extended on receipt, after `sent`: the lease counts from `sent`.
-            if lease::deadline(sent, ttl) > Instant::now() {
+            if deadline(sent, ttl) > Instant::now() {
                 return Ok(Held::Ours);
             }
             return Err(Failure::Unreachable(format!(
@@ -391,20 +391,21 @@ mod tests {
 
     #[test]
     fn node_timeouts_are_small_against_the_ttl() {
+        // With the acquire timeouts of a 30 s, a 100 ms and a year-long ttl.
         let ttl = Duration::from_secs(30);
         assert_eq!(
-            node_timeout(ttl, lease::acquire_timeout(ttl)),
+            node_timeout(ttl, Duration::from_secs(5)),
             Duration::from_secs(3)
         );
         let ttl = Duration::from_millis(100);
         assert_eq!(
-            node_timeout(ttl, lease::acquire_timeout(ttl)),
+            node_timeout(ttl, Duration::from_millis(33)),
             Duration::from_millis(10)
         );
-        let ttl = crate::cli::MAX_DURATION;
+        let ttl = crate::lock::validity::MAX_DURATION;
         assert_eq!(
-            node_timeout(ttl, lease::acquire_timeout(ttl)),
-            lease::acquire_timeout(ttl)
+            node_timeout(ttl, Duration::from_secs(5)),
+            Duration::from_secs(5)
         );
     }
 

@@ -3,15 +3,33 @@
 //! dropped connection, READONLY, the sentinels naming another master) or a slot move (MOVED,
 //! ASK). Every step of a request — sentinel lookup, connect, redirects — fits in one deadline.
 
+pub mod cluster;
+pub mod endpoint;
+pub mod sentinel;
+
 use std::fmt;
 use std::time::{Duration, Instant};
 
 use redis::{ConnectionInfo, RedisError, RedisResult};
 
-use crate::cluster;
-use crate::endpoint::{Endpoint, Target};
-use crate::lock::Failure;
-use crate::sentinel;
+use endpoint::{Endpoint, Target};
+
+/// Why a request failed.
+#[derive(Debug)]
+pub enum Failure {
+    /// No answer: connection refused, dropped, or timed out. Worth retrying.
+    Unreachable(String),
+    /// Redis answered with an error (credentials, permissions, read-only replica, ...).
+    Refused(String),
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Unreachable(m) | Failure::Refused(m) => f.write_str(m),
+        }
+    }
+}
 
 /// The most MOVED / ASK redirects one request follows (a slot moves once; more is a loop).
 const MAX_HOPS: u32 = 5;
@@ -99,7 +117,7 @@ impl Link {
                 Some((moved, to)) if hops < MAX_HOPS => {
                     hops += 1;
                     if moved {
-                        crate::say!(
+                        crate::report!(
                             2,
                             "moved" { "node" => node_name(&to.0, to.1) },
                             "the lock's slot is served by {}; following it",
@@ -159,7 +177,7 @@ impl Link {
             let ask_until = now + deadline.saturating_duration_since(now) / 2;
             match self.master(ask_until) {
                 Ok((host, port)) if named.as_ref() != Some(&(host.clone(), port)) => {
-                    crate::say!(
+                    crate::report!(
                         1,
                         "master_changed" { "master" => node_name(&host, port) },
                         "the sentinels name a new master, {}; following it",
@@ -170,7 +188,7 @@ impl Link {
                 Ok(_) => {}
                 // No sentinel answers: keep to the master we know (once demoted it answers
                 // READONLY) rather than fail a renewal for want of the sentinels.
-                Err(failure) => crate::say!(
+                Err(failure) => crate::report!(
                     2,
                     "could not ask the sentinels for the master ({failure}); keeping {addr}"
                 ),

@@ -7,11 +7,14 @@
 //! Every line is an event with a stable name (`acquired`, `released`, ...; see the README's
 //! table), so the JSON form is an interface: rename nothing, add fields freely.
 
+pub mod json;
+pub mod metrics;
+
 use std::io::{self, Write};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicI8, Ordering};
 
-use crate::json::{self, Object};
+use json::Object;
 
 static LEVEL: AtomicI8 = AtomicI8::new(0);
 static JSON: AtomicBool = AtomicBool::new(false);
@@ -142,22 +145,22 @@ pub fn stdout(bytes: &[u8]) -> anyhow::Result<()> {
 }
 
 /// A line shown at `level` and above, with an optional event name and JSON fields:
-/// `say!(1, "acquired" { "fence" => fence }, "acquired ...")`, or `say!(0, "text")`
+/// `report!(1, "acquired" { "fence" => fence }, "acquired ...")`, or `report!(0, "text")`
 /// (event `message`).
 #[macro_export]
-macro_rules! say {
+macro_rules! report {
     ($level:expr, $event:literal { $($name:literal => $value:expr),* $(,)? }, $($arg:tt)*) => {
-        if $crate::say::enabled($level) {
-            $crate::say::emit(
+        if $crate::report::enabled($level) {
+            $crate::report::emit(
                 $level,
                 $event,
-                &[$(($name, $crate::say::Field::json(&$value))),*],
+                &[$(($name, $crate::report::Field::json(&$value))),*],
                 format_args!($($arg)*),
             );
         }
     };
     ($level:expr, $($arg:tt)*) => {
-        $crate::say!($level, "message" {}, $($arg)*)
+        $crate::report!($level, "message" {}, $($arg)*)
     };
 }
 

@@ -1,6 +1,9 @@
 //! The command: spawned without a shell in its own process group, handed the terminal's
 //! foreground when redlock has it, signalled as a group, and killed if redlock dies.
 
+pub mod signals;
+pub mod spawn;
+
 use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -76,7 +79,12 @@ pub fn spawn(
             .map(|(name, value)| format!("{name}={value}").into_bytes()),
     );
     let take_terminal = terminal.is_some();
-    let pid = crate::spawn::spawn(argv, &vars, &crate::signals::RESET_IN_CHILD, take_terminal)?;
+    let pid = crate::process::spawn::spawn(
+        argv,
+        &vars,
+        &crate::process::signals::RESET_IN_CHILD,
+        take_terminal,
+    )?;
     if take_terminal {
         // Also from the parent, as shells do, so the order of the two calls does not matter.
         with_sigttou_blocked(|| {

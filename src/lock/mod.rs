@@ -4,14 +4,17 @@
 //! Every key a script touches is passed in KEYS and carries the `{name}` hash tag, so the same
 //! scripts run unchanged on Redis Cluster.
 
-use std::fmt;
+pub mod quorum;
+pub mod validity;
+
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use crate::endpoint::Endpoint;
-use crate::link::Link;
+pub use crate::transport::Failure;
+use crate::transport::Link;
+use crate::transport::endpoint::Endpoint;
 
 /// A Lua script and its SHA1 for EVALSHA, hashed once per process.
 struct Lua {
@@ -361,23 +364,6 @@ impl Keys {
             format!("{}:{token}", self.wake)
         } else {
             self.wake.clone()
-        }
-    }
-}
-
-/// Why a request failed.
-#[derive(Debug)]
-pub enum Failure {
-    /// No answer: connection refused, dropped, or timed out. Worth retrying.
-    Unreachable(String),
-    /// Redis answered with an error (credentials, permissions, read-only replica, ...).
-    Refused(String),
-}
-
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Failure::Unreachable(m) | Failure::Refused(m) => f.write_str(m),
         }
     }
 }
@@ -744,14 +730,14 @@ fn preflight_report(addr: &str, config: Option<Value>) {
     };
     match policy.as_deref() {
         Some("noeviction") => {}
-        Some(policy) => crate::say!(
+        Some(policy) => crate::report!(
             0,
             "eviction_policy" { "policy" => policy },
             "warning: Redis at {addr} has maxmemory-policy {policy}: under memory pressure it can \
              evict lock keys (volatile-* policies evict exactly keys with an expiry, as locks have); \
              use noeviction"
         ),
-        None => crate::say!(
+        None => crate::report!(
             1,
             "preflight_skipped" {},
             "could not read maxmemory-policy from Redis at {addr} (CONFIG refused or renamed); not checked"

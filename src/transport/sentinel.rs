@@ -5,9 +5,8 @@ use std::time::Instant;
 
 use redis::Value;
 
-use crate::endpoint::{Endpoint, Target};
-use crate::link::{self, classify};
-use crate::lock::Failure;
+use crate::transport::endpoint::{Endpoint, Target};
+use crate::transport::{self, Failure, classify};
 
 /// The master's address as the first sentinel that answers names it. `cached` keeps the
 /// connection to the sentinel that answered last (tried first next time).
@@ -33,16 +32,16 @@ pub(crate) fn master(
         .enumerate()
     {
         // A share of the time left each, so one silent sentinel cannot use it all.
-        let until = link::share(deadline, sentinels.len() - tried);
+        let until = transport::share(deadline, sentinels.len() - tried);
         let (host, port) = &sentinels[i];
-        let at = format!("sentinel {}", link::node_name(host, *port));
-        if let Err(failure) = link::time_left_at(until, &at) {
+        let at = format!("sentinel {}", transport::node_name(host, *port));
+        if let Err(failure) = transport::time_left_at(until, &at) {
             last = Some(failure);
             break;
         }
         let conn = match cached.take() {
             Some((j, conn)) if j == i => conn,
-            _ => match link::connect_to(endpoint.sentinel(host, *port), &at, until) {
+            _ => match transport::connect_to(endpoint.sentinel(host, *port), &at, until) {
                 Ok(conn) => conn,
                 Err(failure) => {
                     last = Some(failure);
@@ -52,7 +51,7 @@ pub(crate) fn master(
         };
         let mut conn = conn;
         let left = until.saturating_duration_since(std::time::Instant::now());
-        let reply = link::set_timeouts(&conn, left).and_then(|()| {
+        let reply = transport::set_timeouts(&conn, left).and_then(|()| {
             redis::cmd("SENTINEL")
                 .arg("GET-MASTER-ADDR-BY-NAME")
                 .arg(service)

@@ -7,14 +7,14 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use nix::sys::signal::Signal;
 
-use crate::endpoint::{Endpoint, Tls};
+use crate::admin::Servers;
 use crate::error::{Class, classified};
 use crate::exit;
+use crate::lease::{MAX_DURATION, MIN_TTL, Wait};
+use crate::report::metrics;
+use crate::run::Options;
+use crate::transport::endpoint::{Endpoint, Tls};
 
-/// The shortest lease redlock accepts: below it the drift allowance and scheduling noise eat the lease.
-pub const MIN_TTL: Duration = Duration::from_millis(100);
-/// The longest lease or duration redlock accepts (a year); keeps every deadline sum far from overflow.
-pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 /// Default grace between the stop signal and SIGKILL, capped at a quarter of the ttl.
 pub const DEFAULT_KILL_AFTER: Duration = Duration::from_secs(5);
 /// The longest lock name accepted, in bytes.
@@ -91,7 +91,7 @@ pub enum Command {
     Release(ReleaseArgs),
 
     /// Print a shell completion script to stdout (no Redis needed).
-    #[command(after_help = crate::docs::COMPLETIONS_HELP)]
+    #[command(after_help = crate::cli::docs::COMPLETIONS_HELP)]
     Completions {
         /// The shell to complete for.
         #[arg(value_enum, value_name = "SHELL")]
@@ -99,7 +99,7 @@ pub enum Command {
     },
 
     /// Print the man page, redlock(1), to stdout as roff (no Redis needed).
-    #[command(after_help = crate::docs::MAN_HELP)]
+    #[command(after_help = crate::cli::docs::MAN_HELP)]
     Man,
 }
 
@@ -170,6 +170,14 @@ pub struct ConnArgs {
 }
 
 impl ConnArgs {
+    /// [`ConnArgs::endpoints`] with the key prefix: what the admin subcommands work on.
+    pub fn servers(&self) -> anyhow::Result<Servers> {
+        Ok(Servers {
+            endpoints: self.endpoints()?,
+            prefix: self.prefix.clone(),
+        })
+    }
+
     /// Every Redis named by --url / REDLOCK_URL (split on whitespace), with the TLS options and
     /// the password applied. Several make a quorum; the same host:port twice is refused.
     pub fn endpoints(&self) -> anyhow::Result<Vec<Endpoint>> {
@@ -205,7 +213,7 @@ impl ConnArgs {
             endpoints.push(endpoint);
         }
         if tls.insecure {
-            crate::say!(
+            crate::report!(
                 0,
                 "warning: --tls-insecure: the Redis server's certificate is not verified, so anyone on the network path can pose as it; for testing only"
             );
@@ -444,14 +452,37 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
-/// How long to wait for a busy lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wait {
-    Up(Duration),
-    Forever,
-}
-
 impl RunArgs {
+    /// The options `run` works with, every value checked against the others.
+    pub fn options(&self) -> anyhow::Result<Options> {
+        let kill_after = self.kill_after()?;
+        let endpoints = self.conn.endpoints()?;
+        if endpoints.len() > 1 && self.fair {
+            return Err(classified(
+                Class::Usage,
+                "--fair does not work with several --url (a quorum): each node would keep its own queue, in its own order",
+            ));
+        }
+        if let Some(path) = &self.metrics_file {
+            metrics::check_path(path).map_err(|message| classified(Class::Usage, message))?;
+        }
+        Ok(Options {
+            key: self.key.clone(),
+            endpoints,
+            prefix: self.conn.prefix.clone(),
+            ttl: self.ttl,
+            wait: self.wait,
+            fair: self.fair,
+            conflict_status: self.conflict_exit_code,
+            min_interval: self.min_interval,
+            stop_signal: self.stop_signal,
+            kill_after,
+            min_replicas: self.min_replicas,
+            max_runtime: self.max_runtime,
+            command: self.command.clone(),
+        })
+    }
+
     /// The grace before SIGKILL: as given (checked against the ttl), or the default.
     pub fn kill_after(&self) -> anyhow::Result<Duration> {
         match self.kill_after {

@@ -1,15 +1,14 @@
 //! Redis Cluster: reading MOVED / ASK redirects, and the masters that `redlock list` scans.
 //!
 //! A lock's keys all carry its `{NAME}` hash tag, so one lock lives on one node: redlock talks
-//! to that node alone, learning where it is from the first MOVED reply (see [`crate::link`]).
+//! to that node alone, learning where it is from the first MOVED reply (see [`crate::transport`]).
 
 use std::time::Instant;
 
 use redis::{RedisError, Value};
 
-use crate::endpoint::{Endpoint, Target};
-use crate::link::{self, classify};
-use crate::lock::Failure;
+use crate::transport::endpoint::{Endpoint, Target};
+use crate::transport::{self, Failure, classify};
 
 /// `Some((true, to))` for MOVED, `Some((false, to))` for ASK, else None.
 pub(crate) fn redirect(err: &RedisError) -> Option<(bool, (String, u16))> {
@@ -34,14 +33,15 @@ pub(crate) fn masters(
     };
     let mut last = None;
     for (host, port) in seeds {
-        let at = link::node_name(host, *port);
-        let reply =
-            link::connect_to(endpoint.node(host, *port), &at, deadline).and_then(|mut conn| {
+        let at = transport::node_name(host, *port);
+        let reply = transport::connect_to(endpoint.node(host, *port), &at, deadline).and_then(
+            |mut conn| {
                 redis::cmd("CLUSTER")
                     .arg("SLOTS")
                     .query::<Value>(&mut conn)
                     .map_err(|e| classify(&at, e))
-            });
+            },
+        );
         match reply {
             Ok(Value::Array(ranges)) => {
                 let mut out: Vec<(String, u16)> = Vec::new();

@@ -1,0 +1,222 @@
+//! The admin subcommands: `status` and `list` read locks, `release --force` breaks one.
+//!
+//! Each subcommand fetches what it shows through `lock` (one server, or every node of a
+//! quorum), then hands it to [`render`] for text or JSON. Results go to stdout (they are what
+//! was asked for); errors to stderr as everywhere else.
+//!
+//! May use `lock`, `transport`, `report` and `exit`; nothing above (the command line builds a
+//! [`Servers`] and calls in).
+
+mod list;
+mod release;
+mod render;
+mod status;
+
+pub use list::list;
+pub use release::release;
+pub use status::status;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use crate::error::{Class, classified};
+use crate::lock::{Failure, Keys, LockInfo, SingleRedis, WAKE_LINGER};
+use crate::transport::endpoint::{Endpoint, Target};
+
+/// Where the locks live: the servers (several make a quorum) and the key prefix.
+#[derive(Debug)]
+pub struct Servers {
+    pub endpoints: Vec<Endpoint>,
+    pub prefix: String,
+}
+
+/// The time limit of each admin request.
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+pub(crate) fn unavailable(failure: Failure) -> anyhow::Error {
+    classified(Class::Unavailable, failure.to_string())
+}
+
+/// What a quorum says of a lock: the state a majority of its nodes agree on.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// A majority holds the same token.
+    Held { token: String, nodes: usize },
+    /// A majority answered that it is free.
+    Free { nodes: usize },
+    /// No majority agrees (a hand-over in progress, a broken lock, nodes unanswered); `held`
+    /// nodes hold some token.
+    Split { held: usize },
+}
+
+pub(crate) fn verdict(infos: &[Option<&LockInfo>]) -> Verdict {
+    let majority = infos.len() / 2 + 1;
+    let free = infos
+        .iter()
+        .filter(|i| i.is_some_and(|i| i.held.is_none()))
+        .count();
+    if free >= majority {
+        return Verdict::Free { nodes: free };
+    }
+    let tokens: Vec<&str> = infos
+        .iter()
+        .filter_map(|i| i.and_then(|i| i.held.as_ref()).map(|(t, _)| t.as_str()))
+        .collect();
+    for &token in &tokens {
+        let nodes = tokens.iter().filter(|&&t| t == token).count();
+        if nodes >= majority {
+            return Verdict::Held {
+                token: token.to_owned(),
+                nodes,
+            };
+        }
+    }
+    Verdict::Split { held: tokens.len() }
+}
+
+/// The names of the lock keys under `prefix` on `endpoint` (every master of a Cluster).
+pub(crate) fn lock_names(endpoint: &Endpoint, prefix: &str) -> Result<BTreeSet<String>, Failure> {
+    let nodes = match &endpoint.target {
+        Target::Cluster { .. } => {
+            crate::transport::cluster::masters(endpoint, Instant::now() + TIMEOUT)?
+                .into_iter()
+                .map(|(host, port)| endpoint.pinned(&host, port))
+                .collect()
+        }
+        _ => vec![endpoint.clone()],
+    };
+    let pattern = format!("{}{{*}}", glob_escape(prefix));
+    let mut found = BTreeSet::new();
+    for node in nodes {
+        let mut scanner = SingleRedis::new(node, Keys::new(prefix, ""), false, WAKE_LINGER);
+        let mut cursor = 0;
+        loop {
+            let (next, keys) = scanner.scan(cursor, &pattern, TIMEOUT)?;
+            // SCAN may return a key more than once; the set keeps one of each.
+            found.extend(keys.into_iter().filter_map(|k| lock_name(prefix, &k)));
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+    }
+    Ok(found)
+}
+
+/// What each node of a quorum says of the lock `name`, read on all of them at once.
+pub(crate) fn read_nodes(
+    endpoints: &[Endpoint],
+    prefix: &str,
+    name: &str,
+) -> Vec<(String, Result<LockInfo, Failure>)> {
+    std::thread::scope(|s| {
+        let reads: Vec<_> = endpoints
+            .iter()
+            .map(|endpoint| {
+                let keys = Keys::new(prefix, name);
+                let mut node = SingleRedis::new(endpoint.clone(), keys, false, WAKE_LINGER);
+                (endpoint.to_string(), s.spawn(move || node.inspect(TIMEOUT)))
+            })
+            .collect();
+        reads
+            .into_iter()
+            .map(|(node, read)| {
+                let result = read
+                    .join()
+                    .unwrap_or_else(|_| Err(Failure::Refused("the read failed".into())));
+                (node, result)
+            })
+            .collect()
+    })
+}
+
+/// The lock name of `key` (`PREFIX{NAME}`), or None for keys that are not lock keys.
+fn lock_name(prefix: &str, key: &[u8]) -> Option<String> {
+    let key = std::str::from_utf8(key).ok()?;
+    let name = key
+        .strip_prefix(prefix)?
+        .strip_prefix('{')?
+        .strip_suffix('}')?;
+    (!name.is_empty() && !name.starts_with('}')).then(|| name.to_owned())
+}
+
+/// `text` with the glob characters SCAN MATCH knows escaped.
+fn glob_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(token: Option<&str>) -> LockInfo {
+        LockInfo {
+            keys: Keys::new("redlock:", "q"),
+            fence: 1,
+            held: token.map(|t| (t.to_owned(), None)),
+            holder: None,
+            done: None,
+        }
+    }
+
+    #[test]
+    fn the_verdict_is_what_a_majority_agrees_on() {
+        let (a, b, free) = (info(Some("a")), info(Some("b")), info(None));
+        let held = |token: &str, nodes| Verdict::Held {
+            token: token.into(),
+            nodes,
+        };
+        assert_eq!(verdict(&[Some(&a), Some(&a), Some(&a)]), held("a", 3));
+        assert_eq!(verdict(&[Some(&a), None, Some(&a)]), held("a", 2));
+        assert_eq!(
+            verdict(&[Some(&free), Some(&a), Some(&free)]),
+            Verdict::Free { nodes: 2 }
+        );
+        // A hand-over half done, two owners, or too few answers: no majority.
+        assert_eq!(
+            verdict(&[Some(&a), Some(&b), Some(&free)]),
+            Verdict::Split { held: 2 }
+        );
+        assert_eq!(verdict(&[Some(&a), None, None]), Verdict::Split { held: 1 });
+        assert_eq!(
+            verdict(&[Some(&a), Some(&a), Some(&b), Some(&free)]),
+            Verdict::Split { held: 3 }
+        );
+        assert_eq!(
+            verdict(&[Some(&a), Some(&a), Some(&a), Some(&b), None]),
+            held("a", 3)
+        );
+    }
+
+    #[test]
+    fn only_lock_keys_are_locks() {
+        let p = "redlock:";
+        assert_eq!(lock_name(p, b"redlock:{a}"), Some("a".into()));
+        assert_eq!(lock_name(p, b"redlock:{a}b}"), Some("a}b".into()));
+        for other in [
+            &b"redlock:{a}:fence"[..],
+            b"redlock:{a}:wake",
+            b"redlock:{a}:wake:0f4c",
+            b"redlock:{a}:holder",
+            b"redlock:{a}:done",
+            b"redlock:{}",
+            b"other:{a}",
+            b"redlock:{\xff}",
+        ] {
+            assert_eq!(lock_name(p, other), None, "{other:?}");
+        }
+    }
+
+    #[test]
+    fn glob_characters_are_escaped() {
+        assert_eq!(glob_escape("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
+        assert_eq!(glob_escape("redlock:"), "redlock:");
+    }
+}

@@ -1,0 +1,148 @@
+//! The lease's clock: when it ends, how much of it the command's group needs to be stopped,
+//! and how often to renew, retry and wake up. Pure functions of the ttl, unit-tested below.
+
+use std::time::Duration;
+
+pub use crate::lock::validity::{MAX_DURATION, MIN_TTL, deadline, drift, random_unit};
+
+/// How long before the deadline the command's whole process group must be dead: room for
+/// delivering SIGKILL and for the supervisor waking up late on a busy machine.
+pub fn kill_margin(ttl: Duration) -> Duration {
+    ttl / 50 + Duration::from_millis(10)
+}
+
+/// How often the lease is renewed.
+pub fn renew_interval(ttl: Duration) -> Duration {
+    ttl / 3
+}
+
+/// The wait before retrying a renewal that failed.
+pub fn retry_interval(ttl: Duration) -> Duration {
+    (ttl / 20).clamp(Duration::from_millis(5), Duration::from_millis(500))
+}
+
+/// The time limit of one renewal request (it is also cut to the lease that remains).
+pub fn renew_timeout(ttl: Duration) -> Duration {
+    (ttl / 6).clamp(Duration::from_millis(10), Duration::from_secs(2))
+}
+
+/// The time limit of one acquire request: a third of the ttl, so a slow reply still leaves
+/// most of the lease, and at most 5 s, so an unreachable Redis is reported within seconds.
+pub fn acquire_timeout(ttl: Duration) -> Duration {
+    (ttl / 3).clamp(Duration::from_millis(10), Duration::from_secs(5))
+}
+
+/// How long `--min-replicas` waits for replicas to acknowledge a fresh lock (the server's WAIT
+/// timeout; the reply may take as long again): a tenth of the ttl, at least 10 ms, at most 1 s,
+/// so the first renewal, due ttl/3 after the acquire was sent, still comes in time.
+pub fn replica_wait(ttl: Duration) -> Duration {
+    (ttl / 10).clamp(Duration::from_millis(10), Duration::from_secs(1))
+}
+
+/// The most time spent releasing (a lost reply is retried within it).
+pub const RELEASE_BUDGET: Duration = Duration::from_secs(2);
+
+/// The longest a waiter blocks for a wake-up before trying again on its own. Wake-ups can be
+/// lost (a waiter that took one died), so this bounds the lag; it also sets the cost of
+/// waiting: two requests (a BLPOP and an acquire) per period, under 0.2 a second.
+pub const WAKE_CAP: Duration = Duration::from_secs(15);
+
+/// How late past its timeout a waker may answer before the waiter stops waiting for it.
+pub(crate) const WAKER_GRACE: Duration = Duration::from_secs(1);
+
+/// How long a busy waiter blocks for a wake-up before trying again: until the holder's lease
+/// runs out (a holder that dies releases nothing), at most `min(ttl, WAKE_CAP)`, plus a little
+/// jitter so waiters do not all retry at the same instant. `random` is uniform in [0, 1).
+pub fn wake_wait(ttl: Duration, holder_remaining: Option<Duration>, random: f64) -> Duration {
+    let cap = ttl.min(WAKE_CAP);
+    let base = holder_remaining.map_or(cap, |r| r.min(cap));
+    let jitter = (base / 20).min(Duration::from_millis(50));
+    (base + jitter.mul_f64(random.clamp(0.0, 1.0))).max(Duration::from_millis(1))
+}
+
+/// How long a `--fair` waiter's queue entry lives without a refresh: every attempt refreshes
+/// it, and attempts are at most [`wake_wait`] plus [`WAKER_GRACE`] apart, so three of those.
+pub fn queue_entry_lifetime(ttl: Duration) -> Duration {
+    (ttl.min(WAKE_CAP) + Duration::from_millis(50) + WAKER_GRACE) * 3
+}
+
+const BACKOFF_BASE: Duration = Duration::from_millis(5);
+const BACKOFF_CAP: Duration = Duration::from_millis(500);
+
+/// Capped exponential backoff with full jitter for attempt `attempt` (0-based), never longer
+/// than the holder's remaining lease, and at least 1 ms. `random` is a uniform value in [0, 1).
+pub fn backoff(attempt: u32, holder_remaining: Option<Duration>, random: f64) -> Duration {
+    let ceiling = BACKOFF_BASE
+        .saturating_mul(1u32 << attempt.min(16))
+        .min(BACKOFF_CAP);
+    let mut sleep = ceiling.mul_f64(random.clamp(0.0, 1.0));
+    if let Some(remaining) = holder_remaining {
+        sleep = sleep.min(remaining);
+    }
+    sleep.max(Duration::from_millis(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn the_group_can_be_stopped_before_the_lease_ends() {
+        // For every ttl accepted and the largest --kill-after allowed (ttl/2), the stop signal
+        // goes out after the first renewal had a chance, and SIGKILL lands before the deadline.
+        for ms in [
+            100u64,
+            101,
+            250,
+            1000,
+            1999,
+            30_000,
+            3_600_000,
+            MAX_DURATION.as_millis() as u64,
+        ] {
+            let ttl = Duration::from_millis(ms);
+            let kill_after = ttl / 2;
+            let start = Instant::now();
+            let kill_at = deadline(start, ttl) - kill_margin(ttl);
+            let stop_at = kill_at - kill_after;
+            assert!(stop_at > start + renew_interval(ttl), "ttl {ms}ms");
+            assert!(kill_at < start + ttl, "ttl {ms}ms");
+        }
+    }
+
+    #[test]
+    fn backoff_is_jittered_capped_and_bounded_by_the_holder() {
+        assert_eq!(backoff(0, None, 0.0), Duration::from_millis(1));
+        assert_eq!(backoff(0, None, 0.999_999), Duration::from_nanos(4_999_995));
+        assert!(backoff(3, None, 0.5) <= Duration::from_millis(20));
+        assert_eq!(backoff(40, None, 0.999_999), BACKOFF_CAP.mul_f64(0.999_999));
+        assert_eq!(
+            backoff(40, Some(Duration::from_millis(7)), 0.999_999),
+            Duration::from_millis(7)
+        );
+        assert_eq!(
+            backoff(u32::MAX, Some(Duration::ZERO), 1.0),
+            Duration::from_millis(1)
+        );
+    }
+
+    #[test]
+    fn replica_wait_leaves_room_for_the_first_renewal() {
+        for ms in [100u64, 1000, 30_000, 3_600_000] {
+            let ttl = Duration::from_millis(ms);
+            // WAIT's reply may take twice the wait (plus 10 ms) after the acquire.
+            assert!(replica_wait(ttl) * 2 + Duration::from_millis(10) < renew_interval(ttl));
+        }
+    }
+
+    #[test]
+    fn timeouts_fit_inside_the_lease() {
+        for ms in [100u64, 1000, 30_000, 3_600_000] {
+            let ttl = Duration::from_millis(ms);
+            assert!(renew_timeout(ttl) < ttl / 3);
+            assert!(acquire_timeout(ttl) <= ttl / 3);
+            assert!(retry_interval(ttl) < ttl / 3);
+        }
+    }
+}
