@@ -205,7 +205,7 @@ impl Worker<'_> {
         loop {
             let sent = Instant::now();
             let stopped = match self.locker.acquire(&self.token, self.ttl, timeout) {
-                Ok(Acquire::Taken { fence }) => {
+                Ok(Acquire::Acquired { fence }) => {
                     self.waker = None;
                     (self.report)(LeaseEvent::Acquired {
                         fence,
@@ -214,7 +214,7 @@ impl Worker<'_> {
                     });
                     return Some(sent);
                 }
-                Ok(Acquire::Done { ago }) => {
+                Ok(Acquire::Skipped { ago }) => {
                     // Pass on a wake-up we may have taken: the next waiter skips too, at once.
                     if busy_seen {
                         self.leave();

@@ -1,5 +1,5 @@
 //! The Redis lock protocol: key names, Lua scripts, and acquire / extend / release (over the
-//! connection `link.rs` keeps to the lock's server).
+//! connection `transport` keeps to the lock's server).
 //!
 //! Every key a script touches is passed in KEYS and carries the `{name}` hash tag, so the same
 //! scripts run unchanged on Redis Cluster.
@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
+use crate::transport::Connection;
 pub use crate::transport::Failure;
-use crate::transport::Link;
 use crate::transport::endpoint::Endpoint;
 
 /// A Lua script and its SHA1 for EVALSHA, hashed once per process.
@@ -372,11 +372,11 @@ impl Keys {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Acquire {
     /// Taken; the fencing counter after this acquisition.
-    Taken { fence: i64 },
+    Acquired { fence: i64 },
     /// Held by someone else, who has this much lease left (None: no expiry, or unknown).
     Busy { remaining: Option<Duration> },
     /// Not attempted: a run of this lock succeeded this long ago, within the min-interval.
-    Done { ago: Duration },
+    Skipped { ago: Duration },
 }
 
 /// What a compare-and-extend or compare-and-delete found.
@@ -387,7 +387,7 @@ pub enum Held {
     /// The key was gone.
     Gone,
     /// The key held another owner's token; it was left untouched.
-    Taken,
+    Theirs,
 }
 
 /// The lock protocol as the lease and run code see it. One implementation per deployment kind
@@ -426,7 +426,7 @@ pub const WAKE_LINGER: Duration = Duration::from_secs(5);
 /// A lock on one Redis server (one URL, a Sentinel service's master, or the Cluster node that
 /// owns the lock's slot), over one connection that is re-opened after any I/O failure.
 pub struct SingleRedis {
-    link: Link,
+    conn: Connection,
     keys: Keys,
     /// First come, first served among waiters (`--fair`).
     fair: bool,
@@ -520,7 +520,7 @@ impl SingleRedis {
     /// between attempts, since each attempt refreshes the entry.
     pub fn new(endpoint: Endpoint, keys: Keys, fair: bool, entry_lifetime: Duration) -> Self {
         Self {
-            link: Link::new(endpoint),
+            conn: Connection::new(endpoint),
             keys,
             fair,
             entry_lifetime,
@@ -547,7 +547,7 @@ impl SingleRedis {
 
     /// Where this lock lives.
     pub fn endpoint(&self) -> &Endpoint {
-        self.link.endpoint()
+        self.conn.endpoint()
     }
 
     /// Record `holder` beside the lock when taking it.
@@ -599,7 +599,7 @@ impl SingleRedis {
         expected: Option<&str>,
         timeout: Duration,
     ) -> Result<Forced, Failure> {
-        let args = [&*millis(WAKE_LINGER), expected.unwrap_or("")];
+        let args = [&*ms_arg(WAKE_LINGER), expected.unwrap_or("")];
         let reply = self.eval(&FORCE_RELEASE, &args, timeout)?;
         let items = strings(&reply).ok_or_else(|| unexpected(self.endpoint(), &reply))?;
         let fence = items.get(1).and_then(|s| s.parse::<i64>().ok());
@@ -646,7 +646,7 @@ impl SingleRedis {
         pattern: &str,
         timeout: Duration,
     ) -> Result<(u64, Vec<Vec<u8>>), Failure> {
-        self.link.request(Instant::now() + timeout, |node| {
+        self.conn.request(Instant::now() + timeout, |node| {
             redis::cmd("SCAN")
                 .arg(cursor)
                 .arg("MATCH")
@@ -680,7 +680,7 @@ impl SingleRedis {
             cmd
         };
         let mut policy = None;
-        let reply = self.link.request(deadline, |node| {
+        let reply = self.conn.request(deadline, |node| {
             let first = if preflight && node.fresh {
                 let mut pipe = redis::pipe();
                 pipe.ignore_errors()
@@ -751,10 +751,10 @@ impl SingleRedis {
     fn replicated(&mut self, token: &str, replicas: u32, wait: Duration) -> Result<(), Failure> {
         // The server gives up after `wait`; the reply gets as long again to arrive.
         let deadline = Instant::now() + wait * 2 + Duration::from_millis(10);
-        let acked = self.link.request(deadline, |node| {
+        let acked = self.conn.request(deadline, |node| {
             redis::cmd("WAIT")
                 .arg(replicas)
-                .arg(millis(wait))
+                .arg(ms_arg(wait))
                 .query::<i64>(&mut node.conn)
         });
         let why = match acked {
@@ -765,7 +765,7 @@ impl SingleRedis {
             ),
             Err(failure) => format!("waiting for {replicas} replica(s) failed ({failure})"),
         };
-        let released = match self.eval(&RELEASE, &[token, &millis(WAKE_LINGER), "0"], wait * 2) {
+        let released = match self.eval(&RELEASE, &[token, &ms_arg(WAKE_LINGER), "0"], wait * 2) {
             Ok(_) => "released it".to_owned(),
             Err(failure) => format!("releasing it failed ({failure}); it expires by itself"),
         };
@@ -775,7 +775,8 @@ impl SingleRedis {
     }
 }
 
-fn millis(d: Duration) -> String {
+/// A duration as a Redis argument in whole milliseconds, at least 1 (0 would mean "none").
+fn ms_arg(d: Duration) -> String {
     d.as_millis().max(1).to_string()
 }
 
@@ -786,11 +787,11 @@ impl Locker for SingleRedis {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<Acquire, Failure> {
-        let interval = self.min_interval.map_or_else(|| "0".to_owned(), millis);
+        let interval = self.min_interval.map_or_else(|| "0".to_owned(), ms_arg);
         let holder = self.holder.clone();
         let (pid, started) = (holder.pid.to_string(), holder.started.to_string());
-        let ttl_ms = millis(ttl);
-        let (entry, linger) = (millis(self.entry_lifetime), millis(WAKE_LINGER));
+        let ttl_ms = ms_arg(ttl);
+        let (entry, linger) = (ms_arg(self.entry_lifetime), ms_arg(WAKE_LINGER));
         let mut args: Vec<&str> = vec![
             token,
             &ttl_ms,
@@ -813,12 +814,12 @@ impl Locker for SingleRedis {
                 if let Some((replicas, wait)) = self.min_replicas {
                     self.replicated(token, replicas, wait)?;
                 }
-                Ok(Acquire::Taken { fence })
+                Ok(Acquire::Acquired { fence })
             }
             Some([0, pttl]) => Ok(Acquire::Busy {
                 remaining: u64::try_from(*pttl).ok().map(Duration::from_millis),
             }),
-            Some([2, ago]) => Ok(Acquire::Done {
+            Some([2, ago]) => Ok(Acquire::Skipped {
                 ago: Duration::from_millis(u64::try_from(*ago).unwrap_or(0)),
             }),
             _ => Err(unexpected(self.endpoint(), &reply)),
@@ -826,7 +827,7 @@ impl Locker for SingleRedis {
     }
 
     fn extend(&mut self, token: &str, ttl: Duration, timeout: Duration) -> Result<Held, Failure> {
-        let reply = self.eval(&EXTEND, &[token, &millis(ttl)], timeout)?;
+        let reply = self.eval(&EXTEND, &[token, &ms_arg(ttl)], timeout)?;
         held(self.endpoint(), &reply)
     }
 
@@ -837,29 +838,29 @@ impl Locker for SingleRedis {
         timeout: Duration,
     ) -> Result<Held, Failure> {
         let done = match self.min_interval {
-            Some(interval) if succeeded => millis(interval),
+            Some(interval) if succeeded => ms_arg(interval),
             _ => "0".to_owned(),
         };
-        let reply = self.eval(&RELEASE, &[token, &millis(WAKE_LINGER), &done], timeout)?;
+        let reply = self.eval(&RELEASE, &[token, &ms_arg(WAKE_LINGER), &done], timeout)?;
         held(self.endpoint(), &reply)
     }
 
     fn waker(&self, token: &str) -> Box<dyn Waker> {
         Box::new(RedisWaker {
-            link: Link::new(self.endpoint().clone()),
+            conn: Connection::new(self.endpoint().clone()),
             list: self.keys.wake_list(token, self.fair),
         })
     }
 
     fn leave(&mut self, token: &str, timeout: Duration) -> Result<(), Failure> {
-        self.eval(&LEAVE, &[token, &millis(WAKE_LINGER)], timeout)
+        self.eval(&LEAVE, &[token, &ms_arg(WAKE_LINGER)], timeout)
             .map(drop)
     }
 }
 
 /// A BLPOP on the lock's wake list, over its own connection.
 struct RedisWaker {
-    link: Link,
+    conn: Connection,
     list: String,
 }
 
@@ -873,7 +874,7 @@ impl Waker for RedisWaker {
         let seconds = format!("{:.3}", timeout.as_secs_f64().max(0.001));
         let list = &self.list;
         let reply = self
-            .link
+            .conn
             .request(Instant::now() + timeout + WAKER_SLACK, |node| {
                 redis::cmd("BLPOP")
                     .arg(list)
@@ -883,7 +884,7 @@ impl Waker for RedisWaker {
         match reply {
             Value::Nil => Ok(false),
             Value::Array(_) => Ok(true),
-            other => Err(unexpected(self.link.endpoint(), &other)),
+            other => Err(unexpected(self.conn.endpoint(), &other)),
         }
     }
 }
@@ -934,7 +935,7 @@ fn held(endpoint: &Endpoint, reply: &Value) -> Result<Held, Failure> {
     match reply {
         Value::Int(1) => Ok(Held::Ours),
         Value::Int(0) => Ok(Held::Gone),
-        Value::Int(-1) => Ok(Held::Taken),
+        Value::Int(-1) => Ok(Held::Theirs),
         other => Err(unexpected(endpoint, other)),
     }
 }

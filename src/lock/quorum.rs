@@ -146,25 +146,25 @@ impl Locker for Quorum {
             .iter()
             .flatten()
             .filter_map(|r| match r {
-                Ok(Acquire::Done { ago }) => Some(*ago),
+                Ok(Acquire::Skipped { ago }) => Some(*ago),
                 _ => None,
             })
             .min();
         if let Some(ago) = done {
             self.clean_up(token, per_node);
-            return Ok(Acquire::Done { ago });
+            return Ok(Acquire::Skipped { ago });
         }
         let taken = replies
             .iter()
             .flatten()
-            .filter(|r| matches!(r, Ok(Acquire::Taken { .. })))
+            .filter(|r| matches!(r, Ok(Acquire::Acquired { .. })))
             .count();
         if taken >= self.majority() && valid(sent, ttl) {
             let answered: Vec<bool> = replies.iter().map(|r| matches!(r, Some(Ok(_)))).collect();
             if let Some(fence) = self.fence(&answered, per_node)
                 && valid(sent, ttl)
             {
-                return Ok(Acquire::Taken { fence });
+                return Ok(Acquire::Acquired { fence });
             }
         }
         self.clean_up(token, per_node);
@@ -219,7 +219,7 @@ impl Locker for Quorum {
                 .filter(|r| matches!(r, Ok(h) if *h == held))
                 .count()
         };
-        let (ours, gone, taken) = (count(Held::Ours), count(Held::Gone), count(Held::Taken));
+        let (ours, gone, taken) = (count(Held::Ours), count(Held::Gone), count(Held::Theirs));
         let n = self.nodes.len();
         if ours >= self.majority() {
             // Each node extended on receipt, after `sent`: the lease counts from `sent`.
@@ -232,7 +232,7 @@ impl Locker for Quorum {
         }
         if n - gone - taken < self.majority() {
             // No majority can be ours any more, whatever the silent nodes say.
-            return Ok(if taken > 0 { Held::Taken } else { Held::Gone });
+            return Ok(if taken > 0 { Held::Theirs } else { Held::Gone });
         }
         Err(Failure::Unreachable(shortfall(
             "renewed the lock",
@@ -269,8 +269,8 @@ impl Locker for Quorum {
         }
         Ok(if answers.contains(&Held::Ours) {
             Held::Ours
-        } else if answers.contains(&Held::Taken) {
-            Held::Taken
+        } else if answers.contains(&Held::Theirs) {
+            Held::Theirs
         } else {
             Held::Gone
         })

@@ -132,6 +132,11 @@ fn line(text: &str) {
         .write_all(format!("{text}\n").as_bytes());
 }
 
+/// A duration as messages show it: whole milliseconds (`1500ms`).
+pub fn millis(d: std::time::Duration) -> String {
+    format!("{}ms", d.as_millis())
+}
+
 /// Write command output to stdout. A reader that went away (`redlock list | head -1`) is not
 /// an error: what it did not read, it did not want.
 pub fn stdout(bytes: &[u8]) -> anyhow::Result<()> {

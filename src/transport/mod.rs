@@ -51,7 +51,7 @@ pub(crate) struct Node {
 }
 
 /// The way to the node that holds one lock, over one connection re-opened as needed.
-pub(crate) struct Link {
+pub(crate) struct Connection {
     endpoint: Endpoint,
     node: Option<Node>,
     /// Where the lock's slot lives, as the last MOVED said (Cluster).
@@ -60,7 +60,7 @@ pub(crate) struct Link {
     sentinel: Option<(usize, redis::Connection)>,
 }
 
-impl Link {
+impl Connection {
     pub fn new(endpoint: Endpoint) -> Self {
         Self {
             endpoint,
