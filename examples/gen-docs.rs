@@ -1,5 +1,5 @@
 //! Rewrites the committed completions and man page from the CLI definitions: run it through
-//! `scripts/gen-docs.sh` after changing `src/cli.rs`, and commit the result.
+//! `scripts/gen-docs.sh` after changing `src/cli/`, and commit the result.
 
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::exit;
+use crate::exit::{self, Outcome};
 
 /// What kind of failure an error is; decides redlock's exit status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,16 +37,22 @@ pub fn classified(class: Class, message: impl Into<String>) -> anyhow::Error {
     })
 }
 
-/// The exit status for `err`: the first class found in its chain, else internal error.
-pub fn exit_code(err: &anyhow::Error) -> i32 {
+/// How a run that failed with `err` ended: the first class found in its chain, else internal
+/// error.
+pub fn outcome(err: &anyhow::Error) -> Outcome {
     let class = err
         .chain()
         .find_map(|cause| cause.downcast_ref::<Classified>().map(|c| c.class));
     match class {
-        Some(Class::Usage) => exit::USAGE,
-        Some(Class::Unavailable) => exit::UNAVAILABLE,
-        None => exit::INTERNAL,
+        Some(Class::Usage) => Outcome::Usage,
+        Some(Class::Unavailable) => Outcome::Unavailable,
+        None => Outcome::Internal,
     }
+}
+
+/// The exit status for `err` (see [`outcome`]).
+pub fn exit_code(err: &anyhow::Error) -> i32 {
+    outcome(err).status(exit::CONFLICT as u8)
 }
 
 #[cfg(test)]

@@ -1,13 +1,17 @@
-//! The exit-status table: the one place where redlock's own exit codes live.
+//! How a run ends and which exit status says so: the one place where redlock's exit statuses
+//! live. [`Outcome`] is how a `redlock run` ended; it yields the exit status, the metrics label
+//! and the JSON log event. The tables (`RUN`, `STATUS`, `LIST`, `RELEASE`) are data that
+//! `--help` and the man page render and a test checks the README against.
 //!
 //! Everything else (the command's own status, 128+N for a signal death) passes through unchanged.
+//! Used by every layer; uses nothing of redlock's.
+
+use std::process::ExitStatus;
 
 /// Usage error: bad flag or value, missing key or command (sysexits EX_USAGE).
 pub const USAGE: i32 = 64;
-/// Redis unreachable (on a quorum: fewer than a majority granted the lock), refused the
-/// credentials, or answered with an error before the lock was taken, or `--min-replicas`
-/// replicas did not acknowledge it (it was released); the command did not run
-/// (sysexits EX_UNAVAILABLE).
+/// Redis could not be used before the lock was taken; the command did not run (sysexits
+/// EX_UNAVAILABLE).
 pub const UNAVAILABLE: i32 = 69;
 /// Internal error (sysexits EX_SOFTWARE).
 pub const INTERNAL: i32 = 70;
@@ -23,102 +27,278 @@ pub const NOT_EXECUTABLE: i32 = 126;
 /// The command was not found.
 pub const NOT_FOUND: i32 = 127;
 
-/// The table as printed in `--help`, kept beside the constants so the two cannot drift apart.
-pub const TABLE: &str = "\
-EXIT STATUS:
-  N        the command's own exit status
-  128+N    the command died from signal N
-  64       usage error: bad flag or value, missing key or command
-  69       Redis unreachable (with several --url: fewer than a majority
-           granted the lock), refused the credentials, or answered with an
-           error before the lock was taken, or too few replicas acknowledged
-           it (--min-replicas; it was released); the command did not run
-  70       internal error
-  75       lock busy, --wait ran out, or a run succeeded within --min-interval
-           (change it with --conflict-exit-code)
-  76       the lock was lost while the command ran: redlock stopped the command,
-           or the command ended and the release found the lock gone
-  124      --max-runtime exceeded; redlock stopped the command
-  126      the command could not be executed
-  127      the command was not found";
+/// How a `redlock run` ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The command ran and exited with this code (0: success).
+    Exited(i32),
+    /// The command ran and died from this signal.
+    Signaled(i32),
+    /// The lock stayed busy: tried once, or `--wait` ran out.
+    Busy,
+    /// `--min-interval`: a run of this lock succeeded recently enough; not run.
+    Skipped,
+    /// A signal (this number) asked redlock to end while it waited for the lock; not run.
+    Interrupted(i32),
+    /// The command could not be started: not found, or not executable.
+    NotRun { found: bool },
+    /// The lock was lost while the command ran; redlock stopped the command.
+    LockLost,
+    /// The command ran past `--max-runtime`; redlock stopped it.
+    MaxRuntime,
+    /// Bad input; nothing ran.
+    Usage,
+    /// Redis could not be used before the lock was taken; nothing ran.
+    Unavailable,
+    /// A bug, or something redlock cannot account for.
+    Internal,
+}
+
+impl Outcome {
+    /// How the command ended, as `wait` reported it.
+    pub fn of_command(status: ExitStatus) -> Self {
+        use std::os::unix::process::ExitStatusExt;
+        match (status.code(), status.signal()) {
+            (Some(code), _) => Outcome::Exited(code),
+            (None, Some(signal)) => Outcome::Signaled(signal),
+            // Neither a code nor a signal: never report success for it.
+            (None, None) => Outcome::Internal,
+        }
+    }
+
+    /// The exit status; `conflict` is what busy and skipped runs exit with
+    /// (`--conflict-exit-code`, by default [`CONFLICT`]).
+    pub fn status(self, conflict: u8) -> i32 {
+        match self {
+            Outcome::Exited(code) => code,
+            Outcome::Signaled(signal) | Outcome::Interrupted(signal) => 128 + signal,
+            Outcome::Busy | Outcome::Skipped => i32::from(conflict),
+            Outcome::NotRun { found: false } => NOT_FOUND,
+            Outcome::NotRun { found: true } => NOT_EXECUTABLE,
+            Outcome::LockLost => LOCK_LOST,
+            Outcome::MaxRuntime => TIMEOUT,
+            Outcome::Usage => USAGE,
+            Outcome::Unavailable => UNAVAILABLE,
+            Outcome::Internal => INTERNAL,
+        }
+    }
+
+    /// The `outcome` label of the metrics file.
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Exited(0) => "success",
+            Outcome::Exited(_) | Outcome::Signaled(_) => "failed",
+            Outcome::Busy => "busy",
+            Outcome::Skipped => "skipped",
+            Outcome::Interrupted(_) => "interrupted",
+            Outcome::NotRun { .. } => "not_run",
+            Outcome::LockLost => "lock_lost",
+            Outcome::MaxRuntime => "max_runtime",
+            Outcome::Usage => "usage",
+            Outcome::Unavailable => "unavailable",
+            Outcome::Internal => "error",
+        }
+    }
+
+    /// The JSON log event that reports this ending (`--log-format json`).
+    pub fn event(self) -> &'static str {
+        match self {
+            Outcome::Exited(_) | Outcome::Signaled(_) => "exited",
+            Outcome::Busy => "busy",
+            Outcome::Skipped => "skipped",
+            Outcome::Interrupted(_) => "interrupted",
+            Outcome::NotRun { .. } => "spawn_failed",
+            Outcome::LockLost => "lock_lost",
+            Outcome::MaxRuntime => "max_runtime",
+            Outcome::Usage | Outcome::Unavailable | Outcome::Internal => "error",
+        }
+    }
+
+    /// Whether the run counts as a success (for `--min-interval` and the metrics).
+    pub fn succeeded(self) -> bool {
+        self == Outcome::Exited(0)
+    }
+}
+
+/// One row of an exit-status table: the status as shown (`64`, `128+N`) and what it means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Row {
+    pub status: &'static str,
+    pub meaning: &'static str,
+}
+
+const fn row(status: &'static str, meaning: &'static str) -> Row {
+    Row { status, meaning }
+}
+
+/// The exit statuses of `redlock run`.
+pub const RUN: &[Row] = &[
+    row("N", "the command's own exit status"),
+    row("128+N", "the command died from signal N"),
+    row(
+        "64",
+        "usage error: bad flag or value, missing key or command",
+    ),
+    row(
+        "69",
+        "Redis unreachable (with several --url: fewer than a majority granted the lock), \
+         refused the credentials, or answered with an error before the lock was taken, or too \
+         few replicas acknowledged it (--min-replicas; it was released); the command did not run",
+    ),
+    row("70", "internal error"),
+    row(
+        "75",
+        "lock busy, --wait ran out, or a run succeeded within --min-interval \
+         (change it with --conflict-exit-code)",
+    ),
+    row(
+        "76",
+        "the lock was lost while the command ran: redlock stopped the command, \
+         or the command ended and the release found the lock gone",
+    ),
+    row("124", "--max-runtime exceeded; redlock stopped the command"),
+    row("126", "the command could not be executed"),
+    row("127", "the command was not found"),
+];
 
 /// The exit statuses of `redlock status`.
-pub const STATUS_TABLE: &str = "\
-EXIT STATUS:
-  0        the lock's state was shown (free or held)
-  64       usage error
-  69       Redis unreachable or answered with an error (several --url: a majority did not answer)";
+pub const STATUS: &[Row] = &[
+    row("0", "the lock's state was shown (free or held)"),
+    row("64", "usage error"),
+    row(
+        "69",
+        "Redis unreachable or answered with an error (several --url: a majority did not answer)",
+    ),
+];
 
 /// The exit statuses of `redlock list`.
-pub const LIST_TABLE: &str = "\
-EXIT STATUS:
-  0        the locks were listed (none is fine)
-  64       usage error
-  69       Redis unreachable or answered with an error (several --url: a majority did not answer)";
+pub const LIST: &[Row] = &[
+    row("0", "the locks were listed (none is fine)"),
+    row("64", "usage error"),
+    row(
+        "69",
+        "Redis unreachable or answered with an error (several --url: a majority did not answer)",
+    ),
+];
 
 /// The exit statuses of `redlock release`.
-pub const RELEASE_TABLE: &str = "\
-EXIT STATUS:
-  0        the lock was removed, or was already free (says so)
-  64       usage error, or --force missing
-  69       Redis unreachable or answered with an error
-  75       --token given and the lock holds another token (left alone)";
+pub const RELEASE: &[Row] = &[
+    row("0", "the lock was removed, or was already free (says so)"),
+    row("64", "usage error, or --force missing"),
+    row("69", "Redis unreachable or answered with an error"),
+    row(
+        "75",
+        "--token given and the lock holds another token (left alone)",
+    ),
+];
 
-/// The exit status a shell reports for a process that ended with `status`:
-/// its code, or 128+N when it died from signal N.
-pub fn from_status(status: std::process::ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => code,
-        (None, Some(sig)) => 128 + sig,
-        // Neither a code nor a signal: never report success for it.
-        (None, None) => INTERNAL,
+/// Where a table's meanings start, and the width they wrap at, in `--help`.
+const MEANING_COLUMN: usize = 11;
+const HELP_WIDTH: usize = 80;
+
+/// `rows` as `--help` shows them: an `EXIT STATUS:` heading, then one status a row with its
+/// meaning wrapped to 80 columns.
+pub fn help_table(rows: &[Row]) -> String {
+    let mut out = String::from("EXIT STATUS:");
+    for row in rows {
+        let mut line = format!("\n  {:<width$}", row.status, width = MEANING_COLUMN - 2);
+        let mut used = MEANING_COLUMN;
+        for (i, word) in row.meaning.split(' ').enumerate() {
+            if i > 0 && used + 1 + word.len() > HELP_WIDTH {
+                line.push('\n');
+                line.push_str(&" ".repeat(MEANING_COLUMN));
+                used = MEANING_COLUMN;
+            } else if i > 0 {
+                line.push(' ');
+                used += 1;
+            }
+            line.push_str(word);
+            used += word.len();
+        }
+        out.push_str(&line);
     }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::process::ExitStatusExt;
-    use std::process::ExitStatus;
 
-    #[test]
-    fn exit_code_passes_through() {
-        assert_eq!(from_status(ExitStatus::from_raw(0)), 0);
-        assert_eq!(from_status(ExitStatus::from_raw(3 << 8)), 3);
-        assert_eq!(from_status(ExitStatus::from_raw(255 << 8)), 255);
+    fn of(raw: i32) -> Outcome {
+        Outcome::of_command(ExitStatus::from_raw(raw))
     }
 
     #[test]
-    fn signal_death_is_128_plus_n() {
-        assert_eq!(from_status(ExitStatus::from_raw(15)), 143);
-        assert_eq!(from_status(ExitStatus::from_raw(9)), 137);
+    fn the_commands_status_passes_through() {
+        assert_eq!(of(0).status(75), 0);
+        assert_eq!(of(3 << 8).status(75), 3);
+        assert_eq!(of(255 << 8).status(75), 255);
+        assert_eq!(of(0).label(), "success");
+        assert_eq!(of(3 << 8).label(), "failed");
+    }
+
+    #[test]
+    fn a_signal_death_is_128_plus_n() {
+        assert_eq!(of(15).status(75), 143);
+        assert_eq!(of(9).status(75), 137);
         // A core dump bit does not change the signal number.
-        assert_eq!(from_status(ExitStatus::from_raw(11 | 0x80)), 139);
+        assert_eq!(of(11 | 0x80).status(75), 139);
+        assert_eq!(of(9).label(), "failed");
+        assert_eq!(Outcome::Interrupted(2).status(75), 130);
     }
 
     #[test]
-    fn table_mentions_every_code() {
-        for code in [
-            USAGE,
-            UNAVAILABLE,
-            INTERNAL,
-            CONFLICT,
-            LOCK_LOST,
-            TIMEOUT,
-            NOT_EXECUTABLE,
-            NOT_FOUND,
+    fn redlocks_own_outcomes_have_their_statuses() {
+        assert_eq!(Outcome::Busy.status(75), CONFLICT);
+        assert_eq!(Outcome::Skipped.status(3), 3);
+        assert_eq!(Outcome::NotRun { found: false }.status(75), NOT_FOUND);
+        assert_eq!(Outcome::NotRun { found: true }.status(75), NOT_EXECUTABLE);
+        assert_eq!(Outcome::LockLost.status(75), LOCK_LOST);
+        assert_eq!(Outcome::MaxRuntime.status(75), TIMEOUT);
+        assert_eq!(Outcome::Usage.status(75), USAGE);
+        assert_eq!(Outcome::Unavailable.status(75), UNAVAILABLE);
+        assert_eq!(Outcome::Internal.status(75), INTERNAL);
+    }
+
+    #[test]
+    fn every_status_has_a_row() {
+        let listed = |rows: &[Row], code: i32| rows.iter().any(|r| r.status == code.to_string());
+        for outcome in [
+            Outcome::Usage,
+            Outcome::Unavailable,
+            Outcome::Internal,
+            Outcome::Busy,
+            Outcome::LockLost,
+            Outcome::MaxRuntime,
+            Outcome::NotRun { found: true },
+            Outcome::NotRun { found: false },
         ] {
-            assert!(
-                TABLE.contains(&format!("  {code} ")),
-                "{code} missing from the table"
-            );
+            let code = outcome.status(CONFLICT as u8);
+            assert!(listed(RUN, code), "{outcome:?} ({code}) missing");
         }
-        for table in [STATUS_TABLE, LIST_TABLE, RELEASE_TABLE] {
+        for rows in [STATUS, LIST, RELEASE] {
             for code in [0, USAGE, UNAVAILABLE] {
-                assert!(table.contains(&format!("  {code} ")), "{code}: {table}");
+                assert!(listed(rows, code), "{code}: {rows:?}");
             }
         }
-        assert!(RELEASE_TABLE.contains(&format!("  {CONFLICT} ")));
+        assert!(listed(RELEASE, CONFLICT));
+    }
+
+    #[test]
+    fn help_tables_wrap_at_80_columns() {
+        let table = help_table(RUN);
+        assert!(table.starts_with("EXIT STATUS:\n  N        the command's own exit status\n"));
+        assert!(table.lines().all(|l| l.len() <= HELP_WIDTH), "{table}");
+        assert!(
+            table.contains("\n  124      --max-runtime exceeded"),
+            "{table}"
+        );
+        // Continuation lines are indented to the meaning column, not mistaken for statuses.
+        let rows = table
+            .lines()
+            .filter(|l| !l.starts_with("           "))
+            .count();
+        assert_eq!(rows, RUN.len() + 1);
     }
 }

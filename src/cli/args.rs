@@ -76,18 +76,18 @@ pub struct Cli {
 pub enum Command {
     /// Run COMMAND while holding the lock NAME; release it when COMMAND ends.
     #[command(
-        after_help = format!("{}\n\n{ENV_HELP}", exit::TABLE),
+        after_help = format!("{}\n\n{ENV_HELP}", exit::help_table(exit::RUN)),
         override_usage = "redlock run [OPTIONS] --key <NAME> -- <COMMAND> [ARGS]..."
     )]
     Run(RunArgs),
     /// Show whether the lock NAME is free or held, by whom, for how long, and its fencing counter.
-    #[command(after_help = format!("{}\n\n{ADMIN_ENV_HELP}", exit::STATUS_TABLE))]
+    #[command(after_help = format!("{}\n\n{ADMIN_ENV_HELP}", exit::help_table(exit::STATUS)))]
     Status(StatusArgs),
     /// List the locks under a prefix (SCAN, never KEYS), held ones with their holder.
-    #[command(after_help = format!("{}\n\n{ADMIN_ENV_HELP}", exit::LIST_TABLE))]
+    #[command(after_help = format!("{}\n\n{ADMIN_ENV_HELP}", exit::help_table(exit::LIST)))]
     List(ListArgs),
     /// Break-glass: delete the lock NAME whoever holds it, and advance its fencing counter.
-    #[command(after_help = format!("The holder's renewals then fail and it stops its command (exit {}); the fencing\ncounter moves past the holder's token, so a resource that checks it refuses the\nold holder's writes. One waiter is woken, as by a normal release.\n\n{}\n\n{ADMIN_ENV_HELP}", exit::LOCK_LOST, exit::RELEASE_TABLE))]
+    #[command(after_help = format!("The holder's renewals then fail and it stops its command (exit {}); the fencing\ncounter moves past the holder's token, so a resource that checks it refuses the\nold holder's writes. One waiter is woken, as by a normal release.\n\n{}\n\n{ADMIN_ENV_HELP}", exit::LOCK_LOST, exit::help_table(exit::RELEASE)))]
     Release(ReleaseArgs),
 
     /// Print a shell completion script to stdout (no Redis needed).

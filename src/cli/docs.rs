@@ -1,9 +1,9 @@
-//! Shell completions and the man page, generated from the clap definitions in `cli.rs`.
+//! Shell completions and the man page, generated from the clap definitions in `args.rs`.
 //!
 //! The output is committed under `completions/` and `man/` (packages ship those files); a unit
 //! test fails when they drift from the code, and [`REGENERATE`] rewrites them. The man page is one
 //! page, redlock(1), holding every subcommand: `man redlock` answers everything and `/--wait`
-//! finds any option. Exit statuses come from [`exit::TABLE`], environment variables from the
+//! finds any option. Exit statuses come from [`exit::RUN`], environment variables from the
 //! clap definitions and [`cli::COMMAND_ENV`]: no table is written twice.
 
 use std::io::{self, Write};
@@ -254,31 +254,14 @@ fn man_command() -> clap::Command {
     root
 }
 
-/// EXIT STATUS, from the help-text table in `exit.rs`.
+/// EXIT STATUS, from the table in `exit.rs`.
 fn exit_status_section(roff: &mut Roff) {
     roff.control("SH", ["EXIT STATUS"]);
-    for (code, meaning) in exit_rows() {
+    for row in exit::RUN {
         roff.control("TP", []);
-        roff.text([bold(code)]);
-        roff.text([roman(meaning)]);
+        roff.text([bold(row.status)]);
+        roff.text([roman(row.meaning)]);
     }
-}
-
-/// The rows of [`exit::TABLE`]: `  CODE  meaning`, continuation lines indented further.
-fn exit_rows() -> Vec<(String, String)> {
-    let mut rows: Vec<(String, String)> = Vec::new();
-    for line in exit::TABLE.lines().skip(1) {
-        let text = line.trim();
-        if line.starts_with("   ") {
-            if let Some((_, meaning)) = rows.last_mut() {
-                meaning.push(' ');
-                meaning.push_str(text);
-            }
-        } else if let Some((code, meaning)) = text.split_once("  ") {
-            rows.push((code.to_owned(), meaning.trim().to_owned()));
-        }
-    }
-    rows
 }
 
 /// ENVIRONMENT: each option's variable (from clap), then what the command is given.
@@ -397,29 +380,40 @@ mod tests {
     }
 
     #[test]
-    fn exit_rows_cover_every_status() {
-        let rows = exit_rows();
-        for code in [
-            exit::USAGE,
-            exit::UNAVAILABLE,
-            exit::INTERNAL,
-            exit::CONFLICT,
-            exit::LOCK_LOST,
-            exit::TIMEOUT,
-            exit::NOT_EXECUTABLE,
-            exit::NOT_FOUND,
-        ] {
+    fn the_readme_lists_every_exit_status() {
+        let readme =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        let table = &readme[readme
+            .find("### Exit status")
+            .expect("an exit status section")..];
+        // The first cell of each row of the section's table: "64", "126 / 127".
+        let listed: Vec<&str> = table
+            .lines()
+            .skip_while(|line| !line.starts_with('|'))
+            .take_while(|line| line.starts_with('|'))
+            .filter_map(|line| line.split('|').nth(1))
+            .flat_map(|cell| cell.split('/').map(str::trim))
+            .collect();
+        for row in exit::RUN {
             assert!(
-                rows.iter().any(|(c, _)| *c == code.to_string()),
-                "{code} missing from {rows:?}"
+                listed.contains(&row.status),
+                "README's exit status table lacks {}: {listed:?}",
+                row.status
             );
         }
-        let (_, unavailable) = rows.iter().find(|(c, _)| c == "69").unwrap();
-        assert!(
-            unavailable.ends_with("(--min-replicas; it was released); the command did not run"),
-            "continuation line lost: {unavailable}"
-        );
-        assert_eq!(rows[0].0, "N");
+    }
+
+    #[test]
+    fn the_man_page_lists_every_exit_status() {
+        let page = String::from_utf8(man_page()).unwrap();
+        let section = &page[page.find(".SH \"EXIT STATUS\"").unwrap()..];
+        for row in exit::RUN {
+            assert!(
+                section.contains(&format!("\\fB{}\\fR", row.status)),
+                "{}",
+                row.status
+            );
+        }
     }
 
     #[test]

@@ -101,16 +101,20 @@ fn fail(err: &anyhow::Error) -> i32 {
 fn run_with_metrics(args: &RunArgs) -> i32 {
     report::set_key(&args.key);
     let mut stats = metrics::Stats::default();
-    let code = match args
+    let outcome = match args
         .options()
-        .and_then(|options| run::run(options, &mut stats))
+        .and_then(|options| run::run(&options, &mut stats))
     {
-        Ok(code) => code,
-        Err(err) => fail(&err),
+        Ok(outcome) => outcome,
+        Err(err) => {
+            report::error(format!("{err:#}"));
+            error::outcome(&err)
+        }
     };
+    let code = outcome.status(args.conflict_exit_code);
     if let Some(path) = &args.metrics_file
         && metrics::check_path(path).is_ok()
-        && let Err(err) = metrics::write(path, &args.key, code, &stats)
+        && let Err(err) = metrics::write(path, &args.key, code, outcome, &stats)
     {
         report!(
             0,

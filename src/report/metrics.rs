@@ -6,11 +6,11 @@ use std::io::{self, Write};
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::exit::Outcome;
+
 /// What the metrics file reports about one run; filled in as the run goes.
 #[derive(Debug, Default, Clone)]
 pub struct Stats {
-    /// How the run ended, when it is not plain from the exit status (see [`outcome`]).
-    pub outcome: Option<&'static str>,
     /// From start-up until the lock was taken or given up.
     pub waited: Option<Duration>,
     /// From taking the lock until releasing it.
@@ -19,20 +19,6 @@ pub struct Stats {
     pub renewal_failures: u64,
     /// A `--min-interval` skip learnt that the lock's last success was this long ago.
     pub success_ago: Option<Duration>,
-}
-
-/// The outcome label for a run that exited `code`, unless `stats` already named it:
-/// success, failed (the command's own non-zero status), usage, unavailable, error,
-/// or what the run set: busy, skipped, interrupted, not_run, lock_lost, max_runtime.
-pub fn outcome(stats: &Stats, code: i32) -> &'static str {
-    match (stats.outcome, code) {
-        (Some(outcome), _) => outcome,
-        (None, 0) => "success",
-        (None, crate::exit::USAGE) if stats.waited.is_none() => "usage",
-        (None, crate::exit::UNAVAILABLE) if stats.held.is_none() => "unavailable",
-        (None, crate::exit::INTERNAL) if stats.held.is_none() => "error",
-        (None, _) => "failed",
-    }
 }
 
 /// Check before running that the metrics file can be written where asked.
@@ -61,13 +47,12 @@ fn parent(path: &Path) -> &Path {
     }
 }
 
-/// Write the file for a run of lock `key` that exits `code`. The last-success time is carried
-/// over from the previous file when this run did not succeed.
-pub fn write(path: &Path, key: &str, code: i32, stats: &Stats) -> io::Result<()> {
+/// Write the file for a run of lock `key` that ended with `outcome` and exits `code`. The
+/// last-success time is carried over from the previous file when this run did not succeed.
+pub fn write(path: &Path, key: &str, code: i32, outcome: Outcome, stats: &Stats) -> io::Result<()> {
     let now = SystemTime::now();
     let previous = fs::read_to_string(path).ok();
-    let outcome = outcome(stats, code);
-    let last_success = if outcome == "success" {
+    let last_success = if outcome.succeeded() {
         Some(seconds(now))
     } else {
         let known = stats
@@ -80,7 +65,14 @@ pub fn write(path: &Path, key: &str, code: i32, stats: &Stats) -> io::Result<()>
             (a, b) => a.or(b),
         }
     };
-    let text = render(key, code, outcome, stats, seconds(now), last_success);
+    let text = render(
+        key,
+        code,
+        outcome.label(),
+        stats,
+        seconds(now),
+        last_success,
+    );
     let dir = parent(path);
     let name = path
         .file_name()
@@ -208,18 +200,5 @@ mod tests {
         assert_eq!(last_success_in(&text, key), Some(7.5));
         assert_eq!(last_success_in(&text, "other"), None);
         assert!(!render("k", 1, "failed", &stats, 1.0, None).contains(LAST_SUCCESS));
-    }
-
-    #[test]
-    fn outcomes() {
-        let mut stats = Stats::default();
-        assert_eq!(outcome(&stats, 0), "success");
-        assert_eq!(outcome(&stats, 64), "usage");
-        assert_eq!(outcome(&stats, 69), "unavailable");
-        stats.waited = Some(Duration::ZERO);
-        stats.held = Some(Duration::ZERO);
-        assert_eq!(outcome(&stats, 64), "failed");
-        stats.outcome = Some("lock_lost");
-        assert_eq!(outcome(&stats, 76), "lock_lost");
     }
 }

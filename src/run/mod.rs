@@ -17,7 +17,7 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
 use crate::error::{Class, classified};
-use crate::exit;
+use crate::exit::Outcome;
 use crate::lease::{self, Lease, LeaseEvent, Wait};
 use crate::lock::quorum::Quorum;
 use crate::lock::{Held, Holder, Keys, Locker, SingleRedis};
@@ -69,23 +69,149 @@ pub struct Options {
     pub command: Vec<OsString>,
 }
 
-/// Run the command under the lock and return redlock's exit status.
-pub fn run(options: Options, stats: &mut Stats) -> anyhow::Result<i32> {
-    let args = &options;
+/// The lock, once taken: its fencing token and when the winning request was sent.
+struct Taken {
+    fence: i64,
+    sent: Instant,
+}
+
+/// Run the command under the lock; how the run ended. An error is a failure before the command
+/// could run (usage, Redis unavailable, internal), its class in the chain.
+pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
     let started = Instant::now();
-    let kill_after = args.kill_after;
-    let endpoints = args.endpoints.clone();
     // Before any thread exists, so that every thread has them blocked.
     signals::block().context("cannot block signals")?;
     let mut guard = Guard::start().context("cannot start the guard process")?;
     // Orphans of the command come to redlock, which stops them with the job and reaps them.
     process::become_subreaper();
     let (events, rx) = mpsc::channel::<Event>();
+    let command_pid = start_intake(&events)?;
 
-    // Take signals before anything slow, so a TERM while connecting or waiting is honoured.
-    // The same thread reaps every child once the command is spawned (not before: spawning
-    // reaps a child whose exec failed itself): the command (reported), then anything adopted
-    // (as subreaper or PID 1), so no orphan lingers as a zombie.
+    let token = uuid::Uuid::new_v4().to_string();
+    let tx = events.clone();
+    let lease = Lease::start(
+        locker(options),
+        token.clone(),
+        options.ttl,
+        options.wait,
+        move |event| {
+            let _ = tx.send(Event::Lease(event));
+        },
+    );
+
+    let Taken { fence, sent } = match acquire(options, &rx, stats, started)? {
+        Ok(taken) => taken,
+        Err(outcome) => {
+            if matches!(outcome, Outcome::Interrupted(_)) {
+                lease.stop();
+                finish(&rx, &options.key);
+            }
+            return Ok(outcome);
+        }
+    };
+
+    // Spawn.
+    let env = [
+        ("REDLOCK_KEY", options.key.clone()),
+        ("REDLOCK_TOKEN", token),
+        ("REDLOCK_FENCING_TOKEN", fence.to_string()),
+    ];
+    let terminal = Terminal::foreground();
+    let pgid = match process::spawn(&options.command, &env, terminal) {
+        Ok(pid) => pid,
+        Err(err) => {
+            let outcome = Outcome::NotRun {
+                found: err.kind() != io::ErrorKind::NotFound,
+            };
+            report::error_event(
+                outcome.event(),
+                format!(
+                    "cannot run '{}': {err}",
+                    options.command[0].to_string_lossy()
+                ),
+            );
+            lease.stop();
+            finish(&rx, &options.key);
+            stats.held = Some(sent.elapsed());
+            return Ok(outcome);
+        }
+    };
+    guard.watch(Some(pgid));
+    command_pid.store(pgid.as_raw(), Ordering::SeqCst);
+    // It may have ended already, its SIGCHLD taken while its pid was unknown.
+    signals::check_children();
+
+    // Supervise.
+    let mut supervisor = Supervisor::new(options, pgid, sent, guard.pid());
+    let ended = supervisor.supervise(&rx);
+    guard.watch(None);
+    if let Some(terminal) = terminal {
+        terminal.restore();
+    }
+    let code = ended.outcome.status(options.conflict_status);
+    report!(
+        1,
+        "exited" { "status" => code, "held_ms" => sent.elapsed().as_millis() },
+        "the command ended; exit status {code} after {}",
+        report::millis(sent.elapsed())
+    );
+
+    // Release.
+    let release_in_time = Instant::now() < ended.deadline;
+    lease.finish(ended.outcome.succeeded());
+    let released = finish(&rx, &options.key);
+    let mut outcome = ended.outcome;
+    // Released before the lease could have run out, yet the key was gone or someone else's:
+    // it was deleted, evicted or broken (`release --force`) while the command ran, which the
+    // command's own status must not hide.
+    if release_in_time
+        && !ended.overridden
+        && let Some(found @ (Held::Gone | Held::Theirs)) = released
+    {
+        outcome = Outcome::LockLost;
+        report::error_event(
+            outcome.event(),
+            format!(
+                "lock '{}' was lost while the command ran (found {} at release)",
+                options.key,
+                if found == Held::Gone {
+                    "gone"
+                } else {
+                    "held by another owner"
+                }
+            ),
+        );
+    }
+    stats.held = Some(sent.elapsed());
+    stats.renewals = ended.renewals;
+    stats.renewal_failures = ended.renewal_failures;
+    Ok(outcome)
+}
+
+/// The lock protocol for the servers given: one server, or a quorum of several.
+fn locker(options: &Options) -> Box<dyn Locker> {
+    let keys = Keys::new(&options.prefix, &options.key);
+    let entry_lifetime = lease::queue_entry_lifetime(options.ttl);
+    let holder = Holder::current(&options.command);
+    let node = |endpoint: &Endpoint| {
+        SingleRedis::new(endpoint.clone(), keys.clone(), options.fair, entry_lifetime)
+            .with_holder(holder.clone())
+            .with_min_interval(options.min_interval)
+            .with_min_replicas(options.min_replicas, lease::replica_wait(options.ttl))
+            .with_preflight(true)
+    };
+    match options.endpoints.as_slice() {
+        [one] => Box::new(node(one)),
+        many => Box::new(Quorum::new(many.iter().map(node).collect())),
+    }
+}
+
+/// Start the signal thread, before anything slow, so a TERM while connecting or waiting is
+/// honoured. The same thread reaps every child once the command is spawned (not before:
+/// spawning reaps a child whose exec failed itself): the command (reported), then anything
+/// adopted (as subreaper or PID 1), so no orphan lingers as a zombie. Returns where to put the
+/// command's pid once it is known.
+fn start_intake(events: &Sender<Event>) -> anyhow::Result<Arc<AtomicI32>> {
     let command_pid = Arc::new(AtomicI32::new(0));
     let tx = events.clone();
     let tx_child = events.clone();
@@ -103,30 +229,19 @@ pub fn run(options: Options, stats: &mut Stats) -> anyhow::Result<i32> {
         },
     )
     .context("cannot start the signal thread")?;
+    Ok(command_pid)
+}
 
-    let keys = Keys::new(&args.prefix, &args.key);
-    let token = uuid::Uuid::new_v4().to_string();
-    let entry_lifetime = lease::queue_entry_lifetime(args.ttl);
-    let holder = Holder::current(&args.command);
-    let node = |endpoint| {
-        SingleRedis::new(endpoint, keys.clone(), args.fair, entry_lifetime)
-            .with_holder(holder.clone())
-            .with_min_interval(args.min_interval)
-            .with_min_replicas(args.min_replicas, lease::replica_wait(args.ttl))
-            .with_preflight(true)
-    };
-    let locker: Box<dyn Locker> = if endpoints.len() == 1 {
-        Box::new(node(endpoints.into_iter().next().expect("one endpoint")))
-    } else {
-        Box::new(Quorum::new(endpoints.into_iter().map(node).collect()))
-    };
-    let tx = events.clone();
-    let lease = Lease::start(locker, token.clone(), args.ttl, args.wait, move |event| {
-        let _ = tx.send(Event::Lease(event));
-    });
-
-    // Acquire.
-    let (fence, sent) = loop {
+/// Wait for the lease thread to take the lock: Ok(taken), or how the run ends without it
+/// (busy, skipped, interrupted by a signal). An error: Redis could not be used.
+fn acquire(
+    options: &Options,
+    rx: &Receiver<Event>,
+    stats: &mut Stats,
+    started: Instant,
+) -> anyhow::Result<Result<Taken, Outcome>> {
+    let key = &options.key;
+    loop {
         match rx.recv().context("event channel closed")? {
             Event::Lease(LeaseEvent::Acquired {
                 fence,
@@ -136,142 +251,52 @@ pub fn run(options: Options, stats: &mut Stats) -> anyhow::Result<i32> {
                 report!(
                     1,
                     "acquired" { "waited_ms" => waited.as_millis(), "fence" => fence },
-                    "acquired lock '{}' after {} (fencing token {fence})",
-                    args.key,
+                    "acquired lock '{key}' after {} (fencing token {fence})",
                     report::millis(waited)
                 );
                 stats.waited = Some(waited);
-                break (fence, sent);
+                return Ok(Ok(Taken { fence, sent }));
             }
             Event::Lease(LeaseEvent::Busy { waited }) => {
-                stats.outcome = Some("busy");
                 stats.waited = Some(waited);
                 report!(
                     1,
                     "busy" { "waited_ms" => waited.as_millis() },
-                    "lock '{}' is held elsewhere; gave up after {}",
-                    args.key,
+                    "lock '{key}' is held elsewhere; gave up after {}",
                     report::millis(waited)
                 );
-                return Ok(i32::from(args.conflict_status));
+                return Ok(Err(Outcome::Busy));
             }
             Event::Lease(LeaseEvent::Skipped { ago, waited }) => {
-                stats.outcome = Some("skipped");
                 stats.waited = Some(waited);
                 stats.success_ago = Some(ago);
                 report!(
                     1,
                     "skipped" { "waited_ms" => waited.as_millis(), "last_success_ms_ago" => ago.as_millis() },
-                    "lock '{}' last succeeded {} ago, within --min-interval; skipping the run (waited {})",
-                    args.key,
+                    "lock '{key}' last succeeded {} ago, within --min-interval; skipping the run (waited {})",
                     humantime::format_duration(Duration::from_secs(ago.as_secs())),
                     report::millis(waited)
                 );
-                return Ok(i32::from(args.conflict_status));
+                return Ok(Err(Outcome::Skipped));
             }
             Event::Lease(LeaseEvent::Failed(failure)) => {
                 stats.waited = Some(started.elapsed());
                 return Err(classified(Class::Unavailable, failure.to_string()))
-                    .with_context(|| format!("cannot take lock '{}'", args.key));
+                    .with_context(|| format!("cannot take lock '{key}'"));
             }
             Event::Signal(signal) if signals::is_terminating(signal) => {
-                stats.outcome = Some("interrupted");
                 stats.waited = Some(started.elapsed());
                 report!(
                     1,
                     "interrupted" { "signal" => signal.as_str() },
-                    "{} while waiting for lock '{}'; not running the command",
-                    signal.as_str(),
-                    args.key
+                    "{} while waiting for lock '{key}'; not running the command",
+                    signal.as_str()
                 );
-                lease.stop();
-                finish(&rx, &args.key);
-                return Ok(128 + signal as i32);
+                return Ok(Err(Outcome::Interrupted(signal as i32)));
             }
             _ => {}
         }
-    };
-
-    // Spawn.
-    let env = [
-        ("REDLOCK_KEY", args.key.clone()),
-        ("REDLOCK_TOKEN", token),
-        ("REDLOCK_FENCING_TOKEN", fence.to_string()),
-    ];
-    let terminal = Terminal::foreground();
-    let pgid = match process::spawn(&args.command, &env, terminal) {
-        Ok(pid) => pid,
-        Err(err) => {
-            report::error_event(
-                "spawn_failed",
-                format!("cannot run '{}': {err}", args.command[0].to_string_lossy()),
-            );
-            lease.stop();
-            finish(&rx, &args.key);
-            stats.outcome = Some("not_run");
-            stats.held = Some(sent.elapsed());
-            return Ok(process::spawn_failure_status(&err));
-        }
-    };
-    guard.watch(Some(pgid));
-    command_pid.store(pgid.as_raw(), Ordering::SeqCst);
-    // It may have ended already, its SIGCHLD taken while its pid was unknown.
-    signals::check_children();
-
-    // Supervise.
-    let mut supervisor = Supervisor::new(args, kill_after, pgid, sent, guard.pid());
-    let status = supervisor.supervise(&rx);
-    guard.watch(None);
-
-    // Release.
-    if let Some(terminal) = terminal {
-        terminal.restore();
     }
-    let mut code = supervisor.outcome.unwrap_or_else(|| match status {
-        Some(status) => exit::from_status(status),
-        None => exit::INTERNAL,
-    });
-    report!(
-        1,
-        "exited" { "status" => code, "held_ms" => sent.elapsed().as_millis() },
-        "the command ended; exit status {code} after {}",
-        report::millis(sent.elapsed())
-    );
-    let release_in_time = Instant::now() < supervisor.deadline;
-    lease.finish(code == 0);
-    let released = finish(&rx, &args.key);
-    // Released before the lease could have run out, yet the key was gone or someone else's:
-    // it was deleted, evicted or broken (`release --force`) while the command ran, which the
-    // command's own status must not hide.
-    if release_in_time
-        && supervisor.outcome.is_none()
-        && matches!(released, Some(Held::Gone | Held::Theirs))
-    {
-        report::error_event(
-            "lock_lost",
-            format!(
-                "lock '{}' was lost while the command ran (found {} at release)",
-                args.key,
-                if released == Some(Held::Gone) {
-                    "gone"
-                } else {
-                    "held by another owner"
-                }
-            ),
-        );
-        supervisor.outcome = Some(exit::LOCK_LOST);
-        code = exit::LOCK_LOST;
-    }
-    stats.held = Some(sent.elapsed());
-    stats.renewals = supervisor.renewals;
-    stats.renewal_failures = supervisor.renewal_failures;
-    stats.outcome = match supervisor.outcome {
-        Some(exit::LOCK_LOST) => Some("lock_lost"),
-        Some(exit::TIMEOUT) => Some("max_runtime"),
-        Some(_) => Some("error"),
-        None => None,
-    };
-    Ok(code)
 }
 
 /// Reap every child that ended, reporting the command's end (or stop) once; called on SIGCHLD.

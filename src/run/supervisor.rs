@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
-use crate::exit;
+use crate::exit::Outcome;
 use crate::lease::{self, LeaseEvent};
 use crate::lock::Held;
 use crate::process::signals;
@@ -27,54 +27,74 @@ const GROUP_POLL: Duration = Duration::from_millis(10);
 /// How often to look for newly adopted processes while the command is being stopped.
 const ADOPT_POLL: Duration = Duration::from_millis(50);
 
-/// Why redlock is stopping the command (first reason wins the exit status, lock loss above all).
+/// Where stopping the command stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Nothing has asked the command to stop.
+    Running,
+    /// The stop signal (or a forwarded terminating signal) went out; SIGKILL follows at `kill_at`.
+    Stopping { kill_at: Instant },
+    /// SIGKILL went out at `at`; only the group's end is awaited, no timer fires again.
+    Killed { at: Instant },
+}
+
+/// Why redlock overrides the command's own status (the first reason wins, lock loss above all).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    /// The lease ran out or was lost: the lock may be someone else's.
+    LockLost,
+    /// `--max-runtime` passed.
+    MaxRuntime,
+    /// redlock lost track of the command, or its lease thread died.
+    Internal,
+}
+
+/// What the supervisor hands back once the command and its group are gone.
+pub(crate) struct Ended {
+    /// How the run ended: the command's status, or redlock's verdict over it.
+    pub outcome: Outcome,
+    /// Whether redlock's verdict replaced the command's own status.
+    pub overridden: bool,
+    /// The lease deadline when the command ended: past it the lock may be someone else's.
+    pub deadline: Instant,
+    pub renewals: u64,
+    pub renewal_failures: u64,
+}
+
+/// The supervisor of one command: decides when to forward, stop and kill, from the signals,
+/// the command's end and the lease's news.
 pub(crate) struct Supervisor<'a> {
-    args: &'a Options,
-    kill_after: Duration,
+    options: &'a Options,
     pgid: Pid,
     /// The lease deadline: past it the lock may be someone else's.
-    pub(super) deadline: Instant,
+    deadline: Instant,
     max_runtime_at: Option<Instant>,
+    phase: Phase,
+    /// How the command ended, once it has (processes may linger in its group).
     status: Option<ExitStatus>,
-    /// Redlock's own verdict, overriding the command's status (76, 124, 70).
-    pub(super) outcome: Option<i32>,
-    /// The stop signal (or a forwarded terminating signal) went out.
-    stopping: bool,
-    /// The lease is about to run out, or is gone: the command is being stopped for it.
-    lease_ending: bool,
-    kill_at: Option<Instant>,
-    killed_at: Option<Instant>,
+    verdict: Option<Verdict>,
+    /// Terminating signals forwarded so far (a second one escalates to SIGKILL).
     terminations: u32,
     renew_failing: bool,
     /// Children redlock knows of (the command, the guard): not adopted.
     known: [Pid; 2],
     /// Adopted processes already sent the stop signal.
     adopted_stopped: HashSet<Pid>,
-    pub(super) renewals: u64,
-    pub(super) renewal_failures: u64,
+    renewals: u64,
+    renewal_failures: u64,
 }
 
 impl<'a> Supervisor<'a> {
-    pub(crate) fn new(
-        args: &'a Options,
-        kill_after: Duration,
-        pgid: Pid,
-        sent: Instant,
-        guard: Pid,
-    ) -> Self {
+    pub(crate) fn new(options: &'a Options, pgid: Pid, sent: Instant, guard: Pid) -> Self {
         let started = Instant::now();
         Self {
-            args,
-            kill_after,
+            options,
             pgid,
-            deadline: lease::deadline(sent, args.ttl),
-            max_runtime_at: args.max_runtime.and_then(|d| started.checked_add(d)),
+            deadline: lease::deadline(sent, options.ttl),
+            max_runtime_at: options.max_runtime.and_then(|d| started.checked_add(d)),
+            phase: Phase::Running,
             status: None,
-            outcome: None,
-            stopping: false,
-            lease_ending: false,
-            kill_at: None,
-            killed_at: None,
+            verdict: None,
             terminations: 0,
             renew_failing: false,
             known: [pgid, guard],
@@ -84,30 +104,52 @@ impl<'a> Supervisor<'a> {
         }
     }
 
+    fn lease_ending(&self) -> bool {
+        self.verdict == Some(Verdict::LockLost)
+    }
+
+    fn stopping(&self) -> bool {
+        self.phase != Phase::Running
+    }
+
+    fn killed(&self) -> bool {
+        matches!(self.phase, Phase::Killed { .. })
+    }
+
+    /// Record why redlock overrides the command's status: the first reason wins, except that
+    /// losing the lock wins over any other.
+    fn judge(&mut self, verdict: Verdict) {
+        if self.verdict.is_none() || verdict == Verdict::LockLost {
+            self.verdict = Some(verdict);
+        }
+    }
+
     /// The instant by which the whole group must be dead.
     fn kill_line(&self) -> Instant {
         self.deadline
-            .checked_sub(lease::kill_margin(self.args.ttl))
+            .checked_sub(lease::kill_margin(self.options.ttl))
             .unwrap_or(self.deadline)
     }
 
     /// The instant the stop signal must go out so that SIGKILL after --kill-after still lands in time.
     fn stop_line(&self) -> Instant {
         let kill_line = self.kill_line();
-        kill_line.checked_sub(self.kill_after).unwrap_or(kill_line)
+        kill_line
+            .checked_sub(self.options.kill_after)
+            .unwrap_or(kill_line)
     }
 
-    /// Send the stop signal now and schedule SIGKILL after the grace.
+    /// Send the stop signal now (unless a stop already went out) and schedule SIGKILL after
+    /// the grace.
     fn stop(&mut self, now: Instant) {
-        if self.killed_at.is_some() {
+        if self.killed() {
             return;
         }
-        if !self.stopping {
-            self.stopping = true;
-            process::signal_group(self.pgid, self.args.stop_signal);
+        if !self.stopping() {
+            process::signal_group(self.pgid, self.options.stop_signal);
         }
+        self.schedule_kill(now + self.options.kill_after);
         self.tend_adopted();
-        self.schedule_kill(now + self.kill_after);
     }
 
     /// Processes that left the command's group and were adopted by redlock share its fate:
@@ -117,35 +159,41 @@ impl<'a> Supervisor<'a> {
             return false;
         }
         let adopted = process::adopted(&self.known);
-        if self.killed_at.is_some() {
+        if self.killed() {
             process::signal_adopted(&adopted, Signal::SIGKILL);
-        } else if self.stopping {
+        } else if self.stopping() {
             let new: Vec<_> = adopted
                 .iter()
                 .filter(|(pid, _)| self.adopted_stopped.insert(*pid))
                 .copied()
                 .collect();
-            process::signal_adopted(&new, self.args.stop_signal);
+            process::signal_adopted(&new, self.options.stop_signal);
         }
         !adopted.is_empty()
     }
 
+    /// SIGKILL at `at` at the latest (an earlier kill already planned stands).
     fn schedule_kill(&mut self, at: Instant) {
-        self.kill_at = Some(self.kill_at.map_or(at, |k| k.min(at)));
+        self.phase = match self.phase {
+            Phase::Running => Phase::Stopping { kill_at: at },
+            Phase::Stopping { kill_at } => Phase::Stopping {
+                kill_at: kill_at.min(at),
+            },
+            killed @ Phase::Killed { .. } => killed,
+        };
     }
 
     fn kill(&mut self, now: Instant) {
-        if self.killed_at.is_none() {
-            self.killed_at = Some(now);
+        if !self.killed() {
+            self.phase = Phase::Killed { at: now };
             process::signal_group(self.pgid, Signal::SIGKILL);
             self.tend_adopted();
         }
     }
 
     fn lose_lease(&mut self, now: Instant, why: std::fmt::Arguments) {
-        if !self.lease_ending {
-            self.lease_ending = true;
-            self.outcome = Some(exit::LOCK_LOST);
+        if !self.lease_ending() {
+            self.judge(Verdict::LockLost);
             if self.status.is_none() {
                 report::error_event("lock_lost", format!("{why}; stopping the command"));
             }
@@ -154,35 +202,54 @@ impl<'a> Supervisor<'a> {
         }
     }
 
-    /// Run until the command and everything left in its group are gone; return its status.
-    pub(crate) fn supervise(&mut self, rx: &Receiver<Event>) -> Option<ExitStatus> {
+    /// What the run comes to, now that the command is gone.
+    fn ended(&self) -> Ended {
+        let outcome = match (self.verdict, self.status) {
+            (Some(Verdict::LockLost), _) => Outcome::LockLost,
+            (Some(Verdict::MaxRuntime), _) => Outcome::MaxRuntime,
+            (Some(Verdict::Internal), _) | (None, None) => Outcome::Internal,
+            (None, Some(status)) => Outcome::of_command(status),
+        };
+        Ended {
+            outcome,
+            overridden: self.verdict.is_some(),
+            deadline: self.deadline,
+            renewals: self.renewals,
+            renewal_failures: self.renewal_failures,
+        }
+    }
+
+    /// Run until the command and everything left in its group are gone.
+    pub(crate) fn supervise(&mut self, rx: &Receiver<Event>) -> Ended {
         loop {
             let now = Instant::now();
             // Done first: a command that ended in time keeps its status, even if the lease
             // deadline passes in the same instant.
-            let adopted = (self.stopping || self.status.is_some()) && self.tend_adopted();
+            let adopted = (self.stopping() || self.status.is_some()) && self.tend_adopted();
             if self.status.is_some() && !process::group_alive(self.pgid) && !adopted {
-                return self.status;
+                return self.ended();
             }
             if now >= self.kill_line() {
-                let key = &self.args.key;
+                let key = &self.options.key;
                 self.lose_lease(
                     now,
                     format_args!("the lease on lock '{key}' ran out without a renewal"),
                 );
                 self.kill(now);
-            } else if !self.lease_ending && now >= self.stop_line() {
-                let key = &self.args.key;
+            } else if !self.lease_ending() && now >= self.stop_line() {
+                let key = &self.options.key;
                 self.lose_lease(
                     now,
                     format_args!("could not renew lock '{key}' before its lease ran low"),
                 );
             }
-            if self.kill_at.is_some_and(|k| now >= k) {
+            if let Phase::Stopping { kill_at } = self.phase
+                && now >= kill_at
+            {
                 self.kill(now);
             }
-            if self.max_runtime_at.is_some_and(|m| now >= m) && self.outcome.is_none() {
-                self.outcome = Some(exit::TIMEOUT);
+            if self.max_runtime_at.is_some_and(|m| now >= m) && self.verdict.is_none() {
+                self.judge(Verdict::MaxRuntime);
                 report!(
                     0,
                     "max_runtime" {},
@@ -192,7 +259,7 @@ impl<'a> Supervisor<'a> {
             }
             if self.status.is_some() {
                 // The command exited but left processes behind: they must not outlive the lock.
-                if !self.stopping {
+                if !self.stopping() {
                     report!(
                         1,
                         "leftovers" {},
@@ -200,44 +267,52 @@ impl<'a> Supervisor<'a> {
                     );
                     self.stop(now);
                 }
-                if self
-                    .killed_at
-                    .is_some_and(|k| now.duration_since(k) > REAP_WAIT)
+                if let Phase::Killed { at } = self.phase
+                    && now.duration_since(at) > REAP_WAIT
                 {
-                    return self.status;
+                    return self.ended();
                 }
             }
 
-            // After SIGKILL only the command's end is awaited; no timer may fire again.
-            let mut wake = now + IDLE_WAKE;
-            if self.killed_at.is_none() {
-                wake = wake.min(self.kill_line());
-                if !self.lease_ending {
-                    wake = wake.min(self.stop_line());
-                }
-                if let Some(k) = self.kill_at {
-                    wake = wake.min(k);
-                }
-            }
-            if let (Some(m), None) = (self.max_runtime_at, self.outcome) {
-                wake = wake.min(m);
-            }
-            if self.status.is_some() {
-                wake = wake.min(now + GROUP_POLL);
-            } else if self.stopping {
-                wake = wake.min(now + ADOPT_POLL);
-            }
+            let wake = self.next_wake(now);
             match rx.recv_timeout(wake.saturating_duration_since(now)) {
                 Ok(event) => self.handle(event),
                 Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return self.status,
+                Err(RecvTimeoutError::Disconnected) => return self.ended(),
             }
         }
     }
 
+    /// When the supervisor must look again although nothing happens.
+    fn next_wake(&self, now: Instant) -> Instant {
+        let mut wake = now + IDLE_WAKE;
+        // After SIGKILL only the command's end is awaited; no timer may fire again.
+        match self.phase {
+            Phase::Killed { .. } => {}
+            Phase::Running | Phase::Stopping { .. } => {
+                wake = wake.min(self.kill_line());
+                if !self.lease_ending() {
+                    wake = wake.min(self.stop_line());
+                }
+                if let Phase::Stopping { kill_at } = self.phase {
+                    wake = wake.min(kill_at);
+                }
+            }
+        }
+        if let (Some(m), None) = (self.max_runtime_at, self.verdict) {
+            wake = wake.min(m);
+        }
+        if self.status.is_some() {
+            wake = wake.min(now + GROUP_POLL);
+        } else if self.stopping() {
+            wake = wake.min(now + ADOPT_POLL);
+        }
+        wake
+    }
+
     fn handle(&mut self, event: Event) {
         let now = Instant::now();
-        let key = &self.args.key;
+        let key = &self.options.key;
         match event {
             Event::Signal(signal) => {
                 report!(
@@ -249,11 +324,10 @@ impl<'a> Supervisor<'a> {
                 process::signal_group(self.pgid, signal);
                 if signals::is_terminating(signal) {
                     self.terminations += 1;
-                    self.stopping = true;
                     if self.terminations >= 2 {
                         self.kill(now);
                     } else {
-                        self.schedule_kill(now + self.kill_after);
+                        self.schedule_kill(now + self.options.kill_after);
                     }
                 }
             }
@@ -261,9 +335,8 @@ impl<'a> Supervisor<'a> {
                 self.status = Some(status);
                 // Seen to end only after the lease ran out (redlock itself was paused, say):
                 // nothing shows it ended in time, and the lock may have been someone else's.
-                if seen > self.deadline && !self.lease_ending {
-                    self.lease_ending = true;
-                    self.outcome = Some(exit::LOCK_LOST);
+                if seen > self.deadline && !self.lease_ending() {
+                    self.judge(Verdict::LockLost);
                     report::error(format!(
                         "the lease on lock '{key}' ran out before the command was seen to end"
                     ));
@@ -284,7 +357,7 @@ impl<'a> Supervisor<'a> {
             Event::Child(Ok(Waited::Stopped(_)), _) => {}
             Event::Child(Err(err), _) => {
                 report::error_event("error", format!("lost track of the command: {err}"));
-                self.outcome.get_or_insert(exit::INTERNAL);
+                self.judge(Verdict::Internal);
                 self.kill(now);
             }
             Event::Lease(LeaseEvent::Renewed { sent }) => {
@@ -302,7 +375,7 @@ impl<'a> Supervisor<'a> {
                     "renewed" { "renewals" => self.renewals },
                     "renewed lock '{key}'"
                 );
-                self.deadline = lease::deadline(sent, self.args.ttl);
+                self.deadline = lease::deadline(sent, self.options.ttl);
             }
             Event::Lease(LeaseEvent::RenewFailed(failure)) => {
                 self.renewal_failures += 1;
@@ -325,7 +398,7 @@ impl<'a> Supervisor<'a> {
                 report::error(format!(
                     "the lease thread for lock '{key}' ended unexpectedly"
                 ));
-                self.outcome.get_or_insert(exit::INTERNAL);
+                self.judge(Verdict::Internal);
                 self.lose_lease(now, format_args!("cannot renew lock '{key}'"));
             }
             Event::Lease(_) => {}
