@@ -120,6 +120,11 @@ pub struct ConnArgs {
     // Checked by [`ConnArgs::endpoints`], not by clap: clap's errors would echo a password.
     pub url: Vec<String>,
 
+    /// Whether `url` came from REDLOCK_URL (split on whitespace) rather than from --url (one
+    /// URL each, whatever it holds); set after parsing.
+    #[arg(skip)]
+    pub url_from_env: bool,
+
     /// Prefix of the Redis keys: the lock is PREFIX{NAME}.
     #[arg(long, env = "REDLOCK_PREFIX", hide_env_values = true, default_value = "redlock:", value_parser = parse_prefix)]
     pub prefix: String,
@@ -165,7 +170,7 @@ pub struct ConnArgs {
 
     /// TESTING ONLY: do not verify the server's TLS certificate, so anyone on the network path
     /// can pose as Redis. Warns on every use.
-    #[arg(long, env = "REDLOCK_TLS_INSECURE", hide_env_values = true, value_parser = clap::builder::FalseyValueParser::new(), conflicts_with = "tls_ca_cert")]
+    #[arg(long, env = "REDLOCK_TLS_INSECURE", hide_env_values = true, value_parser = clap::builder::BoolishValueParser::new(), conflicts_with = "tls_ca_cert")]
     pub tls_insecure: bool,
 }
 
@@ -184,12 +189,27 @@ impl ConnArgs {
         let usage = |message: String| classified(Class::Usage, message);
         let tls = self.tls().map_err(usage)?;
         let password = password(self.password_file.as_deref()).map_err(usage)?;
-        let urls: Vec<&str> = self
-            .url
-            .iter()
-            .flat_map(|url| url.split_ascii_whitespace())
-            .collect();
-        if urls.is_empty() {
+        let urls: Vec<&str> = if self.url_from_env {
+            let urls: Vec<&str> = self
+                .url
+                .iter()
+                .flat_map(|url| url.split_ascii_whitespace())
+                .collect();
+            // A piece without a scheme is most likely part of a password with a space in it:
+            // say so without showing any piece.
+            if urls.iter().any(|url| !url.contains("://")) {
+                return Err(usage(
+                    "REDLOCK_URL holds a word that is not a URL: several URLs are separated by \
+                     whitespace, so a password with a space must be percent-encoded (%20)"
+                        .into(),
+                ));
+            }
+            urls
+        } else {
+            // Each --url is one URL, whatever it holds (a password may contain spaces).
+            self.url.iter().map(|url| url.trim()).collect()
+        };
+        if urls.iter().all(|url| url.is_empty()) {
             return Err(usage(
                 "'' is not a Redis URL (use redis://, rediss://, unix:// or redis+unix://)".into(),
             ));
@@ -393,15 +413,15 @@ pub struct RunArgs {
     pub key: String,
 
     /// Lease length; renewed every ttl/3 while the command runs.
-    #[arg(long, env = "REDLOCK_TTL", hide_env_values = true, default_value = "30s", value_name = "DURATION", value_parser = parse_ttl)]
+    #[arg(long, env = "REDLOCK_TTL", hide_env_values = true, default_value = "30s", value_name = "DURATION", value_parser = parse_ttl, allow_hyphen_values = true)]
     pub ttl: Duration,
 
     /// How long to wait for a busy lock: 0 tries once, `forever` waits without limit.
-    #[arg(long, env = "REDLOCK_WAIT", hide_env_values = true, default_value = "0", value_name = "DURATION|forever", value_parser = parse_wait)]
+    #[arg(long, env = "REDLOCK_WAIT", hide_env_values = true, default_value = "0", value_name = "DURATION|forever", value_parser = parse_wait, allow_hyphen_values = true)]
     pub wait: Wait,
 
     /// Waiters take the lock first come, first served (use it on every client of the lock).
-    #[arg(long, env = "REDLOCK_FAIR", hide_env_values = true, value_parser = clap::builder::FalseyValueParser::new())]
+    #[arg(long, env = "REDLOCK_FAIR", hide_env_values = true, value_parser = clap::builder::BoolishValueParser::new())]
     pub fair: bool,
 
     /// Exit status when the lock was not acquired (or the run was skipped by --min-interval).
@@ -409,7 +429,7 @@ pub struct RunArgs {
     pub conflict_exit_code: u8,
 
     /// Skip the run (conflict status) if a run of this lock succeeded this recently, on any host.
-    #[arg(long, env = "REDLOCK_MIN_INTERVAL", hide_env_values = true, value_name = "DURATION", value_parser = parse_positive)]
+    #[arg(long, env = "REDLOCK_MIN_INTERVAL", hide_env_values = true, value_name = "DURATION", value_parser = parse_positive, allow_hyphen_values = true)]
     pub min_interval: Option<Duration>,
 
     /// Signal that asks the command to stop (lock lost, --max-runtime): a name or number.
@@ -417,7 +437,7 @@ pub struct RunArgs {
     pub stop_signal: Signal,
 
     /// Grace between a stop signal and SIGKILL [default: 5s, at most ttl/4]; at most ttl/2.
-    #[arg(long, env = "REDLOCK_KILL_AFTER", hide_env_values = true, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, env = "REDLOCK_KILL_AFTER", hide_env_values = true, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
     pub kill_after: Option<Duration>,
 
     /// After taking the lock, wait for N replicas to acknowledge it (WAIT, up to ttl/10, at most
@@ -432,7 +452,7 @@ pub struct RunArgs {
     pub min_replicas: u32,
 
     /// Stop the command after this long and exit 124.
-    #[arg(long, env = "REDLOCK_MAX_RUNTIME", hide_env_values = true, value_name = "DURATION", value_parser = parse_positive)]
+    #[arg(long, env = "REDLOCK_MAX_RUNTIME", hide_env_values = true, value_name = "DURATION", value_parser = parse_positive, allow_hyphen_values = true)]
     pub max_runtime: Option<Duration>,
 
     /// Write Prometheus metrics (textfile collector format) to PATH when redlock exits.
@@ -511,11 +531,24 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     if text.is_empty() {
         return Err("empty duration (examples: 30s, 1500ms, 2m)".into());
     }
-    let duration = if text.bytes().all(|b| b.is_ascii_digit()) {
+    if text.starts_with('-') {
+        return Err(format!("'{text}' is negative; a duration is 0 or more"));
+    }
+    let number = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    let duration = if number(text) {
         // A bare number is seconds, except that it must not overflow.
         text.parse::<u64>()
             .map(Duration::from_secs)
             .map_err(|_| format!("'{text}' is too large"))?
+    } else if let Some((whole, fraction)) = text.split_once('.')
+        && number(whole)
+        && number(fraction)
+    {
+        // Seconds with a fraction, as `sleep 1.5` takes them.
+        text.parse::<f64>()
+            .ok()
+            .and_then(|secs| Duration::try_from_secs_f64(secs).ok())
+            .ok_or_else(|| format!("'{text}' is too large"))?
     } else {
         humantime::parse_duration(text)
             .map_err(|e| format!("'{text}' is not a duration ({e}; examples: 30s, 1500ms, 2m)"))?
@@ -602,6 +635,12 @@ fn parse_key(text: &str) -> Result<String, String> {
 }
 
 fn parse_prefix(text: &str) -> Result<String, String> {
+    if text.is_empty() {
+        return Err(
+            "the prefix must not be empty: it would move every lock away from clients using the default 'redlock:'"
+                .into(),
+        );
+    }
     if text.contains(['{', '}']) {
         // The hash tag is the lock name in braces; a brace in the prefix would change it.
         return Err("the prefix must not contain '{' or '}'".into());
@@ -621,7 +660,16 @@ mod tests {
         assert_eq!(parse_duration("1m 30s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        // Seconds with a fraction, as sleep(1) takes them.
+        assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("0.25"), Ok(Duration::from_millis(250)));
+        assert!(parse_duration("-5s").unwrap_err().contains("negative"));
+        assert!(parse_ttl("1.5").is_ok());
         for bad in [
+            ".5",
+            "1.",
+            "1.5.2",
+            "31536000.5",
             "",
             " ",
             "abc",
@@ -676,7 +724,9 @@ mod tests {
         assert!(parse_key(&"k".repeat(MAX_KEY_LEN + 1)).is_err());
         assert!(parse_key("backup nightly {a}\nß").is_ok());
         assert!(parse_prefix("a{b").is_err());
-        assert!(parse_prefix("").is_ok());
+        // An empty prefix would silently move every lock away from the default's clients.
+        assert!(parse_prefix("").unwrap_err().contains("must not be empty"));
+        assert_eq!(parse_prefix("jobs:"), Ok("jobs:".to_owned()));
     }
 
     fn run_args(ttl: &str, kill_after: Option<&str>) -> RunArgs {

@@ -11,7 +11,6 @@ pub use args::*;
 
 use std::ffi::OsString;
 
-use clap::Parser;
 use clap::error::ErrorKind;
 
 use crate::report;
@@ -20,13 +19,7 @@ use crate::{admin, error, exit, run};
 
 /// The whole program: parse, run, map the outcome to an exit status. Never panics on bad input.
 pub fn main() -> i32 {
-    // One malloc arena for all threads: each helper thread would otherwise get its own arena,
-    // costing mmaps and page faults at start-up and resident memory for a few small allocations.
-    // SAFETY: mallopt only tunes the allocator; called before any other thread exists.
-    unsafe {
-        nix::libc::mallopt(nix::libc::M_ARENA_MAX, 1);
-    }
-    let cli = match Cli::try_parse() {
+    let cli = match parse() {
         Ok(cli) => cli,
         Err(err) => {
             report::set_json(json_wanted(
@@ -81,6 +74,24 @@ fn release(args: &ReleaseArgs) -> anyhow::Result<i32> {
         ));
     }
     admin::release(args.conn.servers()?, &args.key, args.token.as_deref())
+}
+
+/// Parse the command line, noting where the URLs came from.
+fn parse() -> Result<Cli, clap::Error> {
+    use clap::FromArgMatches;
+    let matches = command().try_get_matches()?;
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    let conn = match &mut cli.command {
+        Command::Run(args) => &mut args.conn,
+        Command::Status(args) => &mut args.conn,
+        Command::List(args) => &mut args.conn,
+        Command::Release(args) => &mut args.conn,
+        Command::Completions { .. } | Command::Man => return Ok(cli),
+    };
+    if let Some((_, sub)) = matches.subcommand() {
+        conn.url_from_env = sub.value_source("url") == Some(clap::parser::ValueSource::EnvVariable);
+    }
+    Ok(cli)
 }
 
 /// Writes generated text to stdout: exit 0, or the failure's status.
@@ -159,14 +170,62 @@ fn usage_error(err: &clap::Error) -> i32 {
         }
         _ => {
             let argv: Vec<OsString> = std::env::args_os().collect();
-            report::error(one_line(&err.render().to_string(), &argv));
+            let mut line = one_line(&err.render().to_string(), &argv);
+            if let Some((shown, variable)) = from_variable(err, &argv) {
+                line = line.replacen(
+                    &format!("for '{shown}'"),
+                    &format!("in {variable} (which sets {})", flag_of(&shown)),
+                    1,
+                );
+            }
+            report::error(line);
             exit::USAGE
         }
     }
 }
 
-/// Fold clap's multi-line message into one line, without the usage and tip paragraphs, and point
-/// at the help of the subcommand named by `argv` (or of redlock itself).
+/// For a bad value that came from an environment variable rather than the command line: the
+/// argument as clap shows it (`--ttl <DURATION>`) and the variable's name.
+fn from_variable(err: &clap::Error, argv: &[OsString]) -> Option<(String, String)> {
+    use clap::error::{ContextKind, ContextValue};
+    if !matches!(
+        err.kind(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation
+    ) {
+        return None;
+    }
+    let Some(ContextValue::String(shown)) = err.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let flag = flag_of(shown);
+    let on_the_line = argv
+        .iter()
+        .skip(1)
+        .take_while(|arg| *arg != "--")
+        .filter_map(|arg| arg.to_str())
+        .any(|arg| arg == flag || arg.starts_with(&format!("{flag}=")));
+    if on_the_line {
+        return None;
+    }
+    let long = flag.strip_prefix("--")?;
+    let root = command();
+    let variable = root
+        .get_subcommands()
+        .flat_map(|sub| sub.get_arguments())
+        .find(|arg| arg.get_long() == Some(long))?
+        .get_env()?
+        .to_str()?
+        .to_owned();
+    std::env::var_os(&variable).map(|_| (shown.clone(), variable))
+}
+
+/// The flag of an argument as clap shows it: `--ttl` of `--ttl <DURATION>`.
+fn flag_of(shown: &str) -> &str {
+    shown.split_whitespace().next().unwrap_or(shown)
+}
+
+/// Fold clap's multi-line message into one line, without the usage paragraph (a tip stays, after
+/// a semicolon), and point at the help of the subcommand named by `argv` (or of redlock itself).
 fn one_line(rendered: &str, argv: &[OsString]) -> String {
     let mut parts = Vec::new();
     for line in rendered.lines() {
@@ -174,8 +233,10 @@ fn one_line(rendered: &str, argv: &[OsString]) -> String {
         if line.starts_with("Usage:") || line.starts_with("For more information") {
             break;
         }
-        if !line.is_empty() && !line.starts_with("tip:") {
-            parts.push(line.strip_prefix("error: ").unwrap_or(line));
+        if let Some(tip) = line.strip_prefix("tip:") {
+            parts.push(format!(";{tip}"));
+        } else if !line.is_empty() {
+            parts.push(format!(" {}", line.strip_prefix("error: ").unwrap_or(line)));
         }
     }
     let subcommand = argv.get(1).and_then(|arg| arg.to_str()).filter(|name| {
@@ -187,7 +248,7 @@ fn one_line(rendered: &str, argv: &[OsString]) -> String {
         Some(name) => format!("redlock {name}"),
         None => "redlock".to_owned(),
     };
-    format!("{} (see '{command} --help')", parts.join(" "))
+    format!("{} (see '{command} --help')", parts.concat().trim_start())
 }
 
 /// Which argument (before `--`) or `REDLOCK_*` variable is not UTF-8, for clap's InvalidUtf8.
@@ -238,7 +299,7 @@ mod tests {
     #[test]
     fn clap_errors_become_one_line() {
         let parse = |argv: &[&str]| {
-            let err = Cli::try_parse_from(argv).unwrap_err();
+            let err = command().try_get_matches_from(argv).unwrap_err();
             let argv: Vec<OsString> = argv.iter().map(OsString::from).collect();
             one_line(&err.render().to_string(), &argv)
         };

@@ -382,47 +382,46 @@ impl fmt::Debug for Endpoint {
     }
 }
 
-/// `url` with any password replaced by `***`, for messages.
+/// `url` with any password replaced by `***`, for messages. A password may hold any character,
+/// spaces, `/`, `?`, `#` and `@` included: the user info runs to the *last* `@`, and a password
+/// query parameter (unix sockets, sentinels) to the end of the URL.
 pub fn redact(url: &str) -> String {
     let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
         return url.to_owned();
     };
+    let scheme = url[..scheme_end - 3].to_ascii_lowercase();
     let mut out = String::with_capacity(url.len());
     out.push_str(&url[..scheme_end]);
-    let rest = &url[scheme_end..];
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    match authority.rfind('@') {
-        Some(at) => {
-            let userinfo = &authority[..at];
-            match userinfo.find(':') {
-                Some(colon) => {
-                    out.push_str(&format!("{}:***{}", &userinfo[..colon], &authority[at..]))
-                }
-                None => out.push_str(&format!("***{}", &authority[at..])),
-            }
+    let mut rest = &url[scheme_end..];
+    // Socket URLs have no user info (the path may hold an '@'); the others end it at the last '@'.
+    if !scheme.contains("unix")
+        && let Some(at) = rest.rfind('@')
+    {
+        let userinfo = &rest[..at];
+        match userinfo.find(':') {
+            Some(colon) => out.push_str(&format!("{}:***", &userinfo[..colon])),
+            None => out.push_str("***"),
         }
-        None => out.push_str(authority),
+        rest = &rest[at..];
     }
-    // Query parameters such as ?pass= (unix sockets) carry secrets too.
-    match tail.split_once('?') {
-        Some((path, query)) => {
-            let params: Vec<String> = query
-                .split('&')
-                .map(|kv| match kv.split_once('=') {
-                    Some((k, _))
-                        if k.eq_ignore_ascii_case("pass")
-                            || k.eq_ignore_ascii_case("password")
-                            || k.eq_ignore_ascii_case("sentinel_password") =>
-                    {
-                        format!("{k}=***")
-                    }
-                    _ => kv.to_owned(),
-                })
-                .collect();
-            out.push_str(&format!("{path}?{}", params.join("&")));
+    // Query parameters such as ?pass= (unix sockets) carry secrets too: from the first one on,
+    // everything is hidden, since the password may hold '&'.
+    let lower = rest.to_ascii_lowercase();
+    let secret = ["pass=", "password=", "sentinel_password="]
+        .iter()
+        .filter_map(|key| {
+            lower
+                .match_indices(key)
+                .find(|(i, _)| *i > 0 && matches!(lower.as_bytes()[i - 1], b'?' | b'&'))
+                .map(|(i, _)| i + key.len())
+        })
+        .min();
+    match secret {
+        Some(value) => {
+            out.push_str(&rest[..value]);
+            out.push_str("***");
         }
-        None => out.push_str(tail),
+        None => out.push_str(rest),
     }
     out
 }
@@ -448,6 +447,16 @@ mod tests {
         );
         assert_eq!(redact("redis://host:6379"), "redis://host:6379");
         assert_eq!(redact("not a url"), "not a url");
+        // Whatever the password holds, none of it shows.
+        assert_eq!(
+            redact("redis://u:p@ss wo/rd?x#y@host:6379/0"),
+            "redis://u:***@host:6379/0"
+        );
+        assert_eq!(redact("redis://:correct horse"), "redis://:correct horse");
+        assert_eq!(
+            redact("unix:///tmp/a@b.sock?pass=x&y@z"),
+            "unix:///tmp/a@b.sock?pass=***"
+        );
     }
 
     #[test]

@@ -52,5 +52,7 @@ mod terminal;
 mod tls;
 // Waiting: wake-ups on release, the cost of waiting, one waiter woken per release, --fair.
 mod waiting;
+// What redlock says when something is wrong: the culprit named, no part of a secret shown.
+mod messages;
 // Bad command lines and environment values: 64, nothing run, nothing locked; --help, --version.
 mod usage;
