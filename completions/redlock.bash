@@ -261,7 +261,7 @@ _redlock() {
             return 0
             ;;
         redlock__subcmd__release)
-            opts="-v -q -h -V --url --prefix --password-file --tls-ca-cert --tls-cert --tls-key --tls-insecure --key --force --token --verbose --quiet --log-format --help --version"
+            opts="-v -q -h -V --url --prefix --password-file --tls-ca-cert --tls-cert --tls-key --tls-insecure --key --force --token --json --verbose --quiet --log-format --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

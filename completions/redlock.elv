@@ -110,6 +110,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --log-format 'Diagnostics as text lines, or as one JSON object per line (stable event names)'
             cand --tls-insecure 'TESTING ONLY: do not verify the server''s TLS certificate, so anyone on the network path can pose as Redis. Warns on every use'
             cand --force 'Required: delete the lock even though another process holds it'
+            cand --json 'Print one JSON object saying what was done instead of text'
             cand -v 'Say more on stderr (repeat for more)'
             cand --verbose 'Say more on stderr (repeat for more)'
             cand -q 'Say nothing on stderr but errors'

@@ -98,6 +98,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand release" -l log-format -
 json\t''"
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l tls-insecure -d 'TESTING ONLY: do not verify the server\'s TLS certificate, so anyone on the network path can pose as Redis. Warns on every use'
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l force -d 'Required: delete the lock even though another process holds it'
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l json -d 'Print one JSON object saying what was done instead of text'
 complete -c redlock -n "__fish_redlock_using_subcommand release" -s v -l verbose -d 'Say more on stderr (repeat for more)'
 complete -c redlock -n "__fish_redlock_using_subcommand release" -s q -l quiet -d 'Say nothing on stderr but errors'
 complete -c redlock -n "__fish_redlock_using_subcommand release" -s h -l help -d 'Print help'

@@ -2,26 +2,35 @@
 
 use anyhow::Context;
 
-use crate::admin::render::forced_text;
+use crate::admin::render::{failed_json, forced_json, forced_text};
 use crate::admin::{Servers, TIMEOUT, unavailable};
 use crate::error::{Class, classified};
 use crate::exit;
 use crate::lock::{Keys, SingleRedis, WAKE_LINGER};
 use crate::report;
+use crate::report::json::{self, Object};
 
 /// `redlock release --force`: delete the lock whoever holds it and advance the fencing counter.
 ///
 /// The command line checks `--force` first; this breaks the lock whoever holds it, unless
 /// `token` is given and the lock holds another.
-pub fn release(servers: Servers, key: &str, token: Option<&str>) -> anyhow::Result<i32> {
+/// With `json`, one JSON object on stdout: what was done (one server), or `per_node` (a quorum).
+pub fn release(
+    servers: Servers,
+    key: &str,
+    token: Option<&str>,
+    json: bool,
+) -> anyhow::Result<i32> {
     report::set_key(key);
     let Servers { endpoints, prefix } = servers;
     let (quorum, nodes) = (endpoints.len() > 1, endpoints.len());
     let mut code = 0;
     let mut failed = 0;
+    let mut objects = Vec::new();
     // On a quorum every node is released, one after another; a node that fails does not stop
     // the others, and its failure decides the status once all were tried.
     for endpoint in endpoints {
+        let endpoint_name = endpoint.to_string();
         let node = if quorum {
             format!("{endpoint}: ")
         } else {
@@ -39,15 +48,30 @@ pub fn release(servers: Servers, key: &str, token: Option<&str>) -> anyhow::Resu
                     return Err(err);
                 }
                 report::error(format!("{err:#}"));
+                objects.push(failed_json(&endpoint_name, key, &format!("{err:#}")));
                 failed += 1;
                 continue;
             }
         };
         let (text, left_alone) = forced_text(&node, key, &forced);
-        report::stdout(text.as_bytes())?;
+        if json {
+            objects.push(forced_json(quorum.then_some(&endpoint_name), key, &forced));
+        } else {
+            report::stdout(text.as_bytes())?;
+        }
         if left_alone {
             code = exit::CONFLICT;
         }
+    }
+    if json {
+        let text = match objects.as_slice() {
+            [one] if !quorum => one.clone(),
+            _ => Object::new()
+                .str("key", key)
+                .raw("per_node", &json::array(objects))
+                .finish(),
+        };
+        report::stdout(format!("{text}\n").as_bytes())?;
     }
     if failed > 0 {
         return Err(classified(

@@ -15,6 +15,7 @@ pub(crate) fn quorum_text(
 ) -> String {
     let total = results.len();
     let answered = results.iter().filter(|(_, r)| r.is_ok()).count();
+    let key = &field(key);
     let mut out = match verdict {
         Verdict::Held { token, nodes } => format!(
             "lock '{key}' is held on {nodes} of {total} nodes (a majority), token {token}\n"
@@ -76,6 +77,7 @@ pub(crate) fn quorum_json(
 /// What a forced release did on one node (`node` prefixes the line), and whether it left the
 /// lock alone because another token holds it.
 pub(crate) fn forced_text(node: &str, key: &str, forced: &Forced) -> (String, bool) {
+    let key = &field(key);
     match forced {
         Forced::Free { fence } => (
             format!("{node}lock '{key}' is free; nothing released (fencing counter {fence})\n"),
@@ -117,10 +119,81 @@ pub(crate) fn list_line(name: &str, info: &LockInfo, extra: Option<&str>) -> Str
         .map_or_else(|| format!("token {token}"), holder_text);
     let extra = extra.map_or_else(String::new, |e| format!("\t{e}"));
     format!(
-        "{name}\t{}\tfence {}\t{holder}{extra}\n",
+        "{}\t{}\tfence {}\t{}{extra}\n",
+        field(name),
         expiry_text(*ttl),
-        info.fence
+        info.fence,
+        field(&holder)
     )
+}
+
+/// `text` as one tab-separated field of one line: a backslash, tab, newline or other control
+/// character is written as an escape (`\\`, `\t`, `\n`, `\u{1b}`), so `cut -f1` and
+/// `while read` see one lock a line whatever its name holds.
+pub(crate) fn field(text: &str) -> String {
+    if !text.chars().any(|c| c == '\\' || c.is_control()) {
+        return text.to_owned();
+    }
+    text.chars()
+        .map(|c| {
+            if c == '\\' || c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// What `release --force` did on one node, as a JSON object (`node` when on a quorum).
+pub(crate) fn forced_json(node: Option<&str>, key: &str, forced: &Forced) -> String {
+    let mut obj = Object::new().str("key", key);
+    if let Some(node) = node {
+        obj = obj.str("node", node);
+    }
+    let (result, token, fence, holder) = match forced {
+        Forced::Free { fence } => ("free", None, *fence, None),
+        Forced::Other { token, fence } => ("other_token", Some(token), *fence, None),
+        Forced::Removed {
+            token,
+            fence,
+            holder,
+        } => ("released", Some(token), *fence, holder.as_ref()),
+    };
+    obj = obj.str("result", result);
+    obj = match token {
+        Some(token) => obj.str("token", token),
+        None => obj.raw("token", "null"),
+    };
+    obj.int("fence", fence)
+        .raw(
+            "holder",
+            &holder.map_or_else(|| "null".to_owned(), holder_json),
+        )
+        .raw("error", "null")
+        .finish()
+}
+
+/// A node of a quorum where `release --force` failed, as a JSON object.
+pub(crate) fn failed_json(node: &str, key: &str, error: &str) -> String {
+    Object::new()
+        .str("key", key)
+        .str("node", node)
+        .str("result", "error")
+        .raw("token", "null")
+        .raw("fence", "null")
+        .raw("holder", "null")
+        .str("error", error)
+        .finish()
+}
+
+fn holder_json(h: &Holder) -> String {
+    Object::new()
+        .str("host", &h.host)
+        .int("pid", h.pid)
+        .str("command", &h.command)
+        .int("started", h.started)
+        .finish()
 }
 
 fn holder_text(holder: &Holder) -> String {
@@ -151,11 +224,15 @@ fn since(unix: u64) -> String {
 pub(crate) fn info_text(name: &str, info: &LockInfo) -> String {
     let mut out = String::new();
     let state = if info.held.is_some() { "held" } else { "free" };
-    out.push_str(&format!("lock '{name}' ({}) is {state}\n", info.keys.lock));
+    out.push_str(&format!(
+        "lock '{}' ({}) is {state}\n",
+        field(name),
+        field(&info.keys.lock)
+    ));
     if let Some((token, ttl)) = &info.held {
         if let Some(h) = &info.holder {
             out.push_str(&format!("  holder:   {} pid {}\n", h.host, h.pid));
-            out.push_str(&format!("  command:  {}\n", h.command));
+            out.push_str(&format!("  command:  {}\n", field(&h.command)));
             out.push_str(&format!("  started:  {}\n", since(h.started)));
         } else {
             out.push_str("  holder:   unknown (no details stored with the lock)\n");
@@ -194,15 +271,7 @@ pub(crate) fn info_json(name: &str, info: &LockInfo) -> String {
         None => obj = obj.raw("token", "null").raw("ttl_ms", "null"),
     }
     obj = match &info.holder {
-        Some(h) => obj.raw(
-            "holder",
-            &Object::new()
-                .str("host", &h.host)
-                .int("pid", h.pid)
-                .str("command", &h.command)
-                .int("started", h.started)
-                .finish(),
-        ),
+        Some(h) => obj.raw("holder", &holder_json(h)),
         None => obj.raw("holder", "null"),
     };
     let (ago, left) = match info.done {
@@ -212,4 +281,16 @@ pub(crate) fn info_json(name: &str, info: &LockInfo) -> String {
     obj.opt_int("last_success_ms_ago", ago)
         .opt_int("min_interval_left_ms", left)
         .finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_stay_on_one_line() {
+        assert_eq!(field("nightly backup"), "nightly backup");
+        assert_eq!(field("a\tb\nc\\d\u{1b}"), "a\\tb\\nc\\\\d\\u{1b}");
+        assert_eq!(field("é{ü}"), "é{ü}");
+    }
 }

@@ -399,6 +399,10 @@ pub struct ReleaseArgs {
     #[arg(long, value_name = "TOKEN")]
     pub token: Option<String>,
 
+    /// Print one JSON object saying what was done instead of text.
+    #[arg(long)]
+    pub json: bool,
+
     #[command(flatten)]
     pub output: OutputArgs,
 }

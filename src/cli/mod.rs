@@ -73,7 +73,12 @@ fn release(args: &ReleaseArgs) -> anyhow::Result<i32> {
             ),
         ));
     }
-    admin::release(args.conn.servers()?, &args.key, args.token.as_deref())
+    admin::release(
+        args.conn.servers()?,
+        &args.key,
+        args.token.as_deref(),
+        args.json,
+    )
 }
 
 /// Parse the command line, noting where the URLs came from.

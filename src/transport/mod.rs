@@ -4,6 +4,7 @@
 //! ASK). Every step of a request — sentinel lookup, connect, redirects — fits in one deadline.
 
 pub mod cluster;
+mod diagnose;
 pub mod endpoint;
 pub mod sentinel;
 
@@ -41,6 +42,8 @@ pub const SENTINEL_RECHECK: Duration = Duration::from_millis(100);
 /// An open connection to one data node.
 pub(crate) struct Node {
     pub conn: redis::Connection,
+    /// How it was reached, for telling what answered when the first request fails.
+    info: ConnectionInfo,
     /// `host:port` (or the socket path), for messages.
     pub addr: String,
     /// The address the sentinels named for it (Sentinel only).
@@ -92,7 +95,7 @@ impl Connection {
                 let r = redis::cmd("ASKING")
                     .exec(&mut node.conn)
                     .and_then(|()| send(&mut node));
-                r.map_err(|e| (node.addr, e))
+                r.map_err(|e| (node.addr, e, None))
             } else {
                 let node = self.node(deadline)?;
                 timeouts(node, left)?;
@@ -100,9 +103,10 @@ impl Connection {
                 if r.is_ok() {
                     node.fresh = false;
                 }
-                r.map_err(|e| (node.addr.clone(), e))
+                let first = node.fresh.then(|| node.info.clone());
+                r.map_err(|e| (node.addr.clone(), e, first))
             };
-            let (addr, err) = match result {
+            let (addr, err, first) = match result {
                 Ok(value) => return Ok(value),
                 Err(failed) => failed,
             };
@@ -132,32 +136,47 @@ impl Connection {
                 }
                 _ => {}
             }
-            return Err(self.failed(&addr, err));
+            return Err(self.failed(&addr, err, first));
         }
     }
 
-    /// What a failed request means, dropping the connection when it cannot be trusted.
-    fn failed(&mut self, addr: &str, err: RedisError) -> Failure {
-        match err.code() {
-            Some("READONLY") => {
+    /// What a failed request means, dropping the connection when it cannot be trusted. `first`:
+    /// how the node was reached, when this was the first request on its connection; then a
+    /// failure that says little is explained by asking the server what it is.
+    fn failed(&mut self, addr: &str, err: RedisError, first: Option<ConnectionInfo>) -> Failure {
+        let direct = matches!(self.endpoint.target, Target::Direct);
+        let explain = first.filter(|_| direct || err.code() != Some("READONLY"));
+        let failure = match err.code() {
+            // One server named directly is what it is: there is no master to look for.
+            Some("READONLY") if !direct => {
                 self.forget();
                 Failure::Unreachable(format!(
                     "Redis at {addr} is a replica now (a failover?); looking for the master again"
                 ))
             }
             Some(code @ ("TRYAGAIN" | "CLUSTERDOWN" | "MASTERDOWN" | "LOADING")) => {
-                Failure::Unreachable(format!(
+                return Failure::Unreachable(format!(
                     "Redis at {addr} cannot serve the lock right now ({code}: {})",
                     err.detail().unwrap_or("")
-                ))
+                ));
             }
             _ => {
-                let failure = classify(&addr, err);
+                let failure = classify(&addr, err.clone());
                 if let Failure::Unreachable(_) = failure {
                     self.forget();
                 }
                 failure
             }
+        };
+        match explain {
+            Some(info) => {
+                let explained = diagnose::explain(&info, addr, &err, failure);
+                if let Failure::Refused(_) = explained {
+                    self.forget();
+                }
+                explained
+            }
+            None => failure,
         }
     }
 
@@ -283,11 +302,15 @@ fn connect(info: ConnectionInfo, addr: String, deadline: Instant) -> Result<Node
             "no answer from Redis at {addr} in time"
         )));
     }
-    let conn = redis::Client::open(info)
+    let conn = redis::Client::open(info.clone())
         .and_then(|client| client.get_connection_with_timeout(left))
-        .map_err(|e| classify(&addr, e))?;
+        .map_err(|e| {
+            let failure = classify(&addr, e.clone());
+            diagnose::explain(&info, &addr, &e, failure)
+        })?;
     Ok(Node {
         conn,
+        info,
         addr,
         named: None,
         verified: Instant::now(),
@@ -349,6 +372,12 @@ pub(crate) fn classify(at: &dyn fmt::Display, err: RedisError) -> Failure {
         Failure::Unreachable(format!("no answer from Redis at {at} in time"))
     } else if err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal() {
         Failure::Unreachable(format!("cannot reach Redis at {at}: {text}"))
+    } else if err.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(err.code(), Some("WRONGPASS" | "NOAUTH"))
+    {
+        Failure::Refused(format!(
+            "Redis at {at} refused the credentials (wrong password or user name)"
+        ))
     } else {
         Failure::Refused(format!("Redis at {at} answered with an error: {text}"))
     }
