@@ -1,8 +1,8 @@
 //! Redis Cluster: the lock lives on the node that owns its slot, found through any seed (MOVED);
 //! waiters are woken there; `list` scans every master; renewals follow a slot migration.
 
-use crate::topology::*;
-use crate::util::*;
+use super::topology::*;
+use crate::common::*;
 
 #[test]
 fn locks_on_the_slot_owner_through_any_seed() {

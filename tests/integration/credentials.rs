@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::util::*;
+use crate::common::*;
 
 const T: Duration = Duration::from_secs(20);
 const PW: &str = "s3cret-pa55word";

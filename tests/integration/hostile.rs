@@ -10,7 +10,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::thread;
 use std::time::Duration;
 
-use crate::util::*;
+use crate::common::*;
 
 const T: Duration = Duration::from_secs(20);
 

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::util::*;
+use crate::common::*;
 
 const T: Duration = Duration::from_secs(20);
 

@@ -1,7 +1,7 @@
 //! The eviction preflight: a warning for a maxmemory-policy that can evict lock keys, silence
 //! when CONFIG is renamed away (as on managed services), and no extra round trip.
 
-use crate::util::*;
+use crate::common::*;
 
 fn server(args: &[&str]) -> RedisServer {
     RedisServer::start_with(ServerOpts {

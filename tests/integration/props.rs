@@ -11,7 +11,7 @@ use redlock::cli::{parse_duration, parse_signal, parse_stop_signal, parse_ttl, p
 use redlock::lease::{MAX_DURATION, MIN_TTL, Wait};
 use redlock::transport::endpoint::{Endpoint, redact};
 
-use crate::util::*;
+use crate::common::*;
 
 const MAX_MS: u64 = 365 * 24 * 3600 * 1000;
 

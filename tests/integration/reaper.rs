@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
-use crate::util::*;
+use crate::common::*;
 
 const T: Duration = Duration::from_secs(20);
 

@@ -6,8 +6,8 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::topology::*;
-use crate::util::*;
+use super::topology::*;
+use crate::common::*;
 
 #[test]
 fn locks_on_the_master_the_sentinels_name() {

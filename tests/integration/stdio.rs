@@ -4,7 +4,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::util::*;
+use crate::common::*;
 
 const T: Duration = Duration::from_secs(20);
 

@@ -2,7 +2,7 @@
 
 use std::process::{Command, Stdio};
 
-use crate::util::*;
+use crate::common::*;
 
 /// A tmux server on its own socket inside the test's temp dir; killed on drop.
 struct Tmux {

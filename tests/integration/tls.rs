@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::util::*;
+use crate::common::*;
 
 const T: Duration = Duration::from_secs(20);
 

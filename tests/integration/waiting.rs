@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use crate::util::*;
+use crate::common::*;
 
 const T: Duration = Duration::from_secs(30);
 
