@@ -6,10 +6,8 @@ use std::time::Duration;
 
 use crate::common::*;
 
-const T: Duration = Duration::from_secs(20);
-
 fn stdout_of(cmd: std::process::Command) -> String {
-    let out = run_timeout(cmd, T);
+    let out = run_timeout(cmd, PATIENCE);
     out.assert_code(0);
     out.stdout
 }
@@ -48,7 +46,7 @@ fn status_shows_the_holder_and_then_a_free_lock() {
     assert!(pttl > 0 && pttl <= 30_000, "holder details PTTL {pttl}");
 
     touch(&dir.join("h.go"));
-    holder.finish(T).assert_code(0);
+    holder.finish(PATIENCE).assert_code(0);
     assert_eq!(redis.pttl(&holder_key), -2, "holder details left behind");
     let json = stdout_of(admin(
         &redis,
@@ -78,10 +76,10 @@ fn list_finds_locks_and_nothing_else_under_the_prefix() {
         &["--wait", "60s", "--fair"],
         "true",
     ));
-    wait_until(T, "the waiter to queue", || {
+    wait_until(PATIENCE, "the waiter to queue", || {
         redis.info_field("blocked_clients") == 1
     });
-    run_timeout(run_sh(&redis, "done", &[], "true"), T).assert_code(0);
+    run_timeout(run_sh(&redis, "done", &[], "true"), PATIENCE).assert_code(0);
     redis::cmd("SET")
         .arg("unrelated")
         .arg("1")
@@ -108,9 +106,9 @@ fn list_finds_locks_and_nothing_else_under_the_prefix() {
 
     for (proc, tag) in [(a, "a"), (b, "b"), (c, "c")] {
         touch(&dir.join(&format!("{tag}.go")));
-        proc.finish(T).assert_code(0);
+        proc.finish(PATIENCE).assert_code(0);
     }
-    waiter.finish(T).assert_code(0);
+    waiter.finish(PATIENCE).assert_code(0);
 }
 
 #[test]
@@ -118,14 +116,14 @@ fn release_refuses_without_force() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
     let (holder, token) = spawn_holder(&redis, "keep", &[], &dir, "h");
-    let out = run_timeout(admin(&redis, "release", &["--key", "keep"]), T);
+    let out = run_timeout(admin(&redis, "release", &["--key", "keep"]), PATIENCE);
     out.assert_code(64);
     out.assert_stderr_prefixed();
     assert!(out.stderr.contains("--force"), "{}", out.stderr);
     assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
     assert_eq!(redis.get(&lock_key("keep")), Some(token));
     touch(&dir.join("h.go"));
-    holder.finish(T).assert_code(0);
+    holder.finish(PATIENCE).assert_code(0);
 }
 
 #[test]
@@ -139,7 +137,7 @@ fn force_release_fences_the_holder_off_and_wakes_a_waiter() {
         &["--wait", "60s"],
         &format!("echo $REDLOCK_FENCING_TOKEN > {}", dir.sh("w.fence")),
     ));
-    wait_until(T, "the waiter to block", || {
+    wait_until(PATIENCE, "the waiter to block", || {
         redis.info_field("blocked_clients") == 1
     });
 
@@ -150,7 +148,7 @@ fn force_release_fences_the_holder_off_and_wakes_a_waiter() {
             "release",
             &["--key", "stuck", "--force", "--token", "nope"],
         ),
-        T,
+        PATIENCE,
     );
     out.assert_code(75);
     assert!(out.stdout.contains("left alone"), "{}", out.stdout);
@@ -165,7 +163,7 @@ fn force_release_fences_the_holder_off_and_wakes_a_waiter() {
             "release",
             &["--key", "stuck", "--force", "--token", &token],
         ),
-        T,
+        PATIENCE,
     );
     out.assert_code(0);
     assert!(out.stdout.contains(&token), "{}", out.stdout);
@@ -181,13 +179,16 @@ fn force_release_fences_the_holder_off_and_wakes_a_waiter() {
     );
 
     // The waiter runs with a token above the removed holder's and the breaker's.
-    waiter.finish(T).assert_code(0);
+    waiter.finish(PATIENCE).assert_code(0);
     assert_eq!(wait_for_line(&dir.join("w.fence")), "3");
     // The old holder finds its key gone at its next renewal and stops its command.
-    let out = holder.finish(T);
+    let out = holder.finish(PATIENCE);
     out.assert_code(76);
 
-    let again = run_timeout(admin(&redis, "release", &["--key", "stuck", "--force"]), T);
+    let again = run_timeout(
+        admin(&redis, "release", &["--key", "stuck", "--force"]),
+        PATIENCE,
+    );
     again.assert_code(0);
     assert!(again.stdout.contains("is free"), "{}", again.stdout);
     assert_eq!(redis.get(&fence_key("stuck")).as_deref(), Some("3"));
@@ -197,9 +198,9 @@ fn force_release_fences_the_holder_off_and_wakes_a_waiter() {
 fn a_run_without_waiting_is_one_round_trip_to_acquire_and_one_to_release() {
     let redis = RedisServer::start();
     // The first run finds the script cache empty (EVALSHA, NOSCRIPT, EVAL); later ones do not.
-    run_timeout(run_sh(&redis, "rt", &[], "true"), T).assert_code(0);
+    run_timeout(run_sh(&redis, "rt", &[], "true"), PATIENCE).assert_code(0);
     redis.reset_stats();
-    run_timeout(run_sh(&redis, "rt", &[], "true"), T).assert_code(0);
+    run_timeout(run_sh(&redis, "rt", &[], "true"), PATIENCE).assert_code(0);
     assert_eq!(redis.client_calls(), 2);
 }
 
@@ -215,7 +216,7 @@ fn admin_commands_report_an_unreachable_redis_with_69() {
         cmd.args(&sub[..1])
             .args(["--url", &format!("redis://127.0.0.1:{port}")])
             .args(&sub[1..]);
-        let out = run_timeout(cmd, T);
+        let out = run_timeout(cmd, PATIENCE);
         out.assert_code(69);
         out.assert_stderr_prefixed();
         assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
@@ -229,7 +230,7 @@ fn holder_details_are_renewed_with_the_lease() {
     let (holder, _) = spawn_holder(&redis, "renewed", &["--ttl", "300ms"], &dir, "h");
     // Several leases' worth of time: only renewals keep the details alive.
     let since = std::time::Instant::now();
-    wait_until(T, "two leases to pass", || {
+    wait_until(PATIENCE, "two leases to pass", || {
         since.elapsed() > Duration::from_millis(700)
     });
     let json = stdout_of(admin(&redis, "status", &["--key", "renewed", "--json"]));
@@ -238,5 +239,5 @@ fn holder_details_are_renewed_with_the_lease() {
         "{json}"
     );
     touch(&dir.join("h.go"));
-    holder.finish(T).assert_code(0);
+    holder.finish(PATIENCE).assert_code(0);
 }

@@ -7,8 +7,6 @@ use std::time::Duration;
 
 use crate::common::*;
 
-const T: Duration = Duration::from_secs(20);
-
 #[test]
 fn holds_key_while_running_and_releases_it() {
     let redis = RedisServer::start();
@@ -23,7 +21,7 @@ fn holds_key_while_running_and_releases_it() {
     assert!(pttl > 0 && pttl <= 30_000, "default ttl 30s, PTTL {pttl}");
 
     touch(&dir.join("w.go"));
-    let out = proc.finish(T);
+    let out = proc.finish(PATIENCE);
     out.assert_code(0);
     assert_eq!(redis.get(&lock_key("job")), None, "lock not released");
     assert_eq!(out.stderr, "", "redlock must be silent on success");
@@ -64,7 +62,7 @@ fn child_environment() {
     );
 
     touch(&dir.join("go"));
-    proc.finish(T).assert_code(0);
+    proc.finish(PATIENCE).assert_code(0);
 }
 
 #[test]
@@ -76,7 +74,7 @@ fn fencing_tokens_strictly_increase_and_tokens_are_fresh() {
         let mut cmd = redlock();
         cmd.args(["run", "--url", &redis.url(), "--key", "fenced", "--"])
             .args(["sh", "-c", "echo $REDLOCK_FENCING_TOKEN $REDLOCK_TOKEN"]);
-        let out = run_timeout(cmd, T);
+        let out = run_timeout(cmd, PATIENCE);
         out.assert_code(0);
         let mut words = out.stdout.split_whitespace();
         let fence: u64 = words.next().unwrap().parse().unwrap();
@@ -107,7 +105,7 @@ fn fencing_counter_is_per_name() {
         let mut cmd = redlock();
         cmd.args(["run", "--url", &redis.url(), "--key", key, "--"])
             .args(["sh", "-c", "echo $REDLOCK_FENCING_TOKEN"]);
-        let out = run_timeout(cmd, T);
+        let out = run_timeout(cmd, PATIENCE);
         out.assert_code(0);
         out.stdout.trim().parse().unwrap()
     };
@@ -133,7 +131,7 @@ fn stdio_belongs_to_the_command() {
     cmd.args(["run", "--url", &redis.url(), "--key", "io", "--"])
         .args(["sh", "-c", "cat; echo to-stderr >&2"])
         .stdin(Stdio::from(File::open(dir.join("input")).unwrap()));
-    let out = run_timeout(cmd, T);
+    let out = run_timeout(cmd, PATIENCE);
     out.assert_code(0);
     assert_eq!(out.stdout, "line one\nline two\n");
     assert_eq!(out.stderr, "to-stderr\n", "redlock added output of its own");
@@ -145,7 +143,7 @@ fn command_arguments_are_passed_verbatim_without_a_shell() {
     let mut cmd = redlock();
     cmd.args(["run", "--url", &redis.url(), "--key", "argv", "--"])
         .args(["printf", "[%s]\n", "a b", "$HOME", "*", "--key", "-v"]);
-    let out = run_timeout(cmd, T);
+    let out = run_timeout(cmd, PATIENCE);
     out.assert_code(0);
     assert_eq!(out.stdout, "[a b]\n[$HOME]\n[*]\n[--key]\n[-v]\n");
 }
@@ -161,7 +159,7 @@ fn prefix_option_and_env_change_key_names() {
     let fence = wait_for_line(&dir.join("a.fence"));
     assert_eq!(redis.get("myapp:{job}:fence"), Some(fence));
     touch(&dir.join("a.go"));
-    proc.finish(T).assert_code(0);
+    proc.finish(PATIENCE).assert_code(0);
     assert_eq!(redis.get("myapp:{job}"), None);
 
     let mut cmd = run_sh(&redis, "job", &[], &hold_script(&dir, "b"));
@@ -171,7 +169,7 @@ fn prefix_option_and_env_change_key_names() {
     let token = wait_for_line(&dir.join("b.token"));
     assert_eq!(redis.get("other/{job}").as_deref(), Some(token.as_str()));
     touch(&dir.join("b.go"));
-    proc.finish(T).assert_code(0);
+    proc.finish(PATIENCE).assert_code(0);
     assert_eq!(redis.get("other/{job}"), None);
 }
 
@@ -186,7 +184,7 @@ fn unix_socket_url() {
     let (proc, token) = spawn_holder(&redis, "sock", &[], &dir, "w");
     assert_eq!(redis.get(&lock_key("sock")), Some(token));
     touch(&dir.join("w.go"));
-    proc.finish(T).assert_code(0);
+    proc.finish(PATIENCE).assert_code(0);
     assert_eq!(redis.get(&lock_key("sock")), None);
 }
 
@@ -203,7 +201,7 @@ fn url_from_environment() {
     let token = wait_for_line(&dir.join("w.token"));
     assert_eq!(redis.get(&lock_key("envurl")), Some(token));
     touch(&dir.join("w.go"));
-    proc.finish(T).assert_code(0);
+    proc.finish(PATIENCE).assert_code(0);
 }
 
 #[test]
@@ -234,7 +232,7 @@ fn database_number_in_url_selects_the_database() {
         .unwrap();
     assert_eq!(v, Some(token));
     touch(&dir.join("w.go"));
-    proc.finish(T).assert_code(0);
+    proc.finish(PATIENCE).assert_code(0);
     let keys = redis.all_keys();
     assert!(
         !keys.contains(&format!("db3:{}", lock_key("db"))),
@@ -251,7 +249,7 @@ fn leftover_processes_in_the_group_are_stopped() {
         "sleep 300 >/dev/null 2>&1 & echo $! > {bg}; exit 0",
         bg = dir.sh("bg")
     );
-    let out = run_timeout(run_sh(&redis, "leftover", &[], &script), T);
+    let out = run_timeout(run_sh(&redis, "leftover", &[], &script), PATIENCE);
     out.assert_code(0);
     let bg = wait_for_pid(&dir.join("bg"));
     wait_pid_dead(bg, Duration::from_secs(2));
@@ -263,13 +261,13 @@ fn verbose_output_is_prefixed_and_quiet_is_silent() {
     let redis = RedisServer::start();
     let mut cmd = run_sh(&redis, "verbose", &["-v", "-v"], "exit 0");
     cmd.env("REDLOCK_TTL", "5s");
-    let out = run_timeout(cmd, T);
+    let out = run_timeout(cmd, PATIENCE);
     out.assert_code(0);
     assert!(!out.stderr.is_empty(), "-vv printed nothing");
     out.assert_stderr_prefixed();
     assert_eq!(out.stdout, "", "diagnostics must not go to stdout");
 
-    let out = run_timeout(run_sh(&redis, "verbose", &["-q"], "echo hi"), T);
+    let out = run_timeout(run_sh(&redis, "verbose", &["-q"], "echo hi"), PATIENCE);
     out.assert_code(0);
     assert_eq!(out.stdout, "hi\n");
     assert_eq!(out.stderr, "");

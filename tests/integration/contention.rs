@@ -5,8 +5,6 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 
-const T: Duration = Duration::from_secs(20);
-
 /// Starts a holder of `key` and waits until its command runs; returns it and its token.
 fn hold(redis: &RedisServer, dir: &TempDir, key: &str, tag: &str) -> (Proc, String) {
     let proc = Proc::spawn(run_sh(redis, key, &[], &hold_script(dir, tag)));
@@ -21,7 +19,7 @@ fn busy_lock_exits_75_without_running_the_command() {
     let dir = TempDir::new();
     let (holder, token) = hold(&redis, &dir, "busy", "h");
 
-    let out = run_timeout(run_sh(&redis, "busy", &[], &marker_script(&dir)), T);
+    let out = run_timeout(run_sh(&redis, "busy", &[], &marker_script(&dir)), PATIENCE);
     out.assert_code(75);
     out.assert_stderr_prefixed();
     assert!(
@@ -37,7 +35,7 @@ fn busy_lock_exits_75_without_running_the_command() {
     );
 
     touch(&dir.join("h.go"));
-    holder.finish(T).assert_code(0);
+    holder.finish(PATIENCE).assert_code(0);
 }
 
 #[test]
@@ -54,17 +52,17 @@ fn conflict_exit_code_option_and_env() {
                 &["--conflict-exit-code", code],
                 &marker_script(&dir),
             ),
-            T,
+            PATIENCE,
         );
         out.assert_code(code.parse().unwrap());
     }
     let mut cmd = run_sh(&redis, "conflict", &[], &marker_script(&dir));
     cmd.env("REDLOCK_CONFLICT_EXIT_CODE", "9");
-    run_timeout(cmd, T).assert_code(9);
+    run_timeout(cmd, PATIENCE).assert_code(9);
     assert!(!dir.join("marker").exists(), "command ran without the lock");
 
     touch(&dir.join("h.go"));
-    holder.finish(T).assert_code(0);
+    holder.finish(PATIENCE).assert_code(0);
 }
 
 #[test]
@@ -72,9 +70,9 @@ fn other_names_are_not_busy() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
     let (holder, _) = hold(&redis, &dir, "one", "h");
-    run_timeout(run_sh(&redis, "two", &[], "exit 0"), T).assert_code(0);
+    run_timeout(run_sh(&redis, "two", &[], "exit 0"), PATIENCE).assert_code(0);
     touch(&dir.join("h.go"));
-    holder.finish(T).assert_code(0);
+    holder.finish(PATIENCE).assert_code(0);
 }
 
 /// A waiter started while the lock is held runs once the holder finishes, and not before.
@@ -101,7 +99,7 @@ fn wait_hands_over(wait_args: &[&str], wait_env: Option<(&str, &str)>) {
     }
     let mut waiter = Proc::spawn(cmd);
     // The waiter is talking to Redis, i.e. trying, before the holder lets go.
-    wait_until(T, "the waiter to connect to redis", || {
+    wait_until(PATIENCE, "the waiter to connect to redis", || {
         has_tcp_connection(waiter.pid(), redis.port())
     });
     assert!(
@@ -115,8 +113,8 @@ fn wait_hands_over(wait_args: &[&str], wait_env: Option<(&str, &str)>) {
     );
 
     touch(&dir.join("h.go"));
-    holder.finish(T).assert_code(0);
-    let out = waiter.finish(T);
+    holder.finish(PATIENCE).assert_code(0);
+    let out = waiter.finish(PATIENCE);
     out.assert_code(0);
 
     let holder_end = read_stamps(&dir.join("h.end"))[0];
@@ -154,7 +152,7 @@ fn wait_runs_out_with_75_in_about_the_wait_time() {
             &["--wait", "1500ms"],
             &marker_script(&dir),
         ),
-        T,
+        PATIENCE,
     );
     out.assert_code(75);
     assert!(
@@ -171,7 +169,7 @@ fn wait_runs_out_with_75_in_about_the_wait_time() {
             &["--wait", "500ms", "--conflict-exit-code", "12"],
             &marker_script(&dir),
         ),
-        T,
+        PATIENCE,
     );
     out.assert_code(12);
     assert!(
@@ -183,7 +181,7 @@ fn wait_runs_out_with_75_in_about_the_wait_time() {
     assert!(!dir.join("marker").exists(), "command ran without the lock");
     assert_eq!(redis.get(&lock_key("waitout")), Some(token));
     touch(&dir.join("h.go"));
-    holder.finish(T).assert_code(0);
+    holder.finish(PATIENCE).assert_code(0);
 }
 
 #[test]
@@ -268,7 +266,7 @@ fn wait_outlasts_a_crashed_holder() {
         &["--wait", "15s"],
         &format!("touch {}", dir.sh("w.ran")),
     ));
-    wait_until(T, "the waiter to connect to redis", || {
+    wait_until(PATIENCE, "the waiter to connect to redis", || {
         has_tcp_connection(waiter.pid(), redis.port())
     });
     assert!(waiter.running(), "waiter ended: {}", waiter.stderr_so_far());
@@ -278,7 +276,7 @@ fn wait_outlasts_a_crashed_holder() {
     drop(holder);
     wait_pid_dead(holder_pid, Duration::from_secs(2));
     // Nobody releases the lock: the waiter gets it once the 1 s lease runs out.
-    let out = waiter.finish(T);
+    let out = waiter.finish(PATIENCE);
     out.assert_code(0);
     assert!(dir.join("w.ran").exists());
     assert!(
@@ -307,7 +305,7 @@ fn wait_rides_out_a_redis_restart() {
         &["--wait", "20s", "--ttl", "2s"],
         &format!("touch {}", dir.sh("w.ran")),
     ));
-    wait_until(T, "the waiter to connect to redis", || {
+    wait_until(PATIENCE, "the waiter to connect to redis", || {
         has_tcp_connection(waiter.pid(), redis.port())
     });
     // Redis goes away for a while and comes back empty: the waiter keeps trying, then runs.
@@ -320,7 +318,7 @@ fn wait_rides_out_a_redis_restart() {
     );
     assert!(!dir.join("w.ran").exists(), "ran while Redis was down");
     redis.restart();
-    let out = waiter.finish(T);
+    let out = waiter.finish(PATIENCE);
     out.assert_code(0);
     assert!(dir.join("w.ran").exists(), "the waiter never ran");
     assert_eq!(redis.get(&fence_key("restart")).as_deref(), Some("1"));

@@ -2,11 +2,7 @@
 //! or missing ones (69 / 64, never printed), and the README's least-privilege ACL user driving a
 //! held lock, a woken waiter, --fair, --min-interval, status, list and release --force.
 
-use std::time::Duration;
-
 use crate::common::*;
-
-const T: Duration = Duration::from_secs(20);
 const PW: &str = "s3cret-pa55word";
 const WRONG: &str = "wr0ng-pa55word";
 
@@ -79,7 +75,7 @@ fn password_file_and_variable_work_in_order_of_precedence() {
         if let Some(pw) = pw_env {
             cmd.env("REDLOCK_PASSWORD", pw);
         }
-        let out = run_timeout(cmd, T);
+        let out = run_timeout(cmd, PATIENCE);
         out.assert_code(want);
         assert_no_secret(&out);
         if want == 0 {
@@ -109,7 +105,7 @@ fn a_missing_or_empty_password_file_is_a_usage_error() {
                 &["--password-file", file],
                 &marker_script(&dir),
             ),
-            T,
+            PATIENCE,
         );
         out.assert_code(64);
         assert!(out.stderr.contains(file), "{}", out.stderr);
@@ -165,13 +161,13 @@ fn the_documented_acl_user_can_do_everything_redlock_does() {
         &["--wait", "10s", "--ttl", "30s"],
         "echo waited",
     )));
-    wait_until(T, "the waiter to block", || {
+    wait_until(PATIENCE, "the waiter to block", || {
         redis.info_field("blocked_clients") >= 1
     });
     let admin = |sub: &str, args: &[&str]| {
         let mut cmd = redlock();
         cmd.args([sub, "--url", &url]).args(args);
-        run_timeout(with_user(cmd), T)
+        run_timeout(with_user(cmd), PATIENCE)
     };
     let status = admin("status", &["--key", "acl"]);
     status.assert_code(0);
@@ -180,10 +176,10 @@ fn the_documented_acl_user_can_do_everything_redlock_does() {
     list.assert_code(0);
     assert!(list.stdout.starts_with("acl\t"), "{}", list.stdout);
     touch(&dir.join("a.go"));
-    let out = holder.finish(T);
+    let out = holder.finish(PATIENCE);
     out.assert_code(0);
     outputs.push(out);
-    let out = waiter.finish(T);
+    let out = waiter.finish(PATIENCE);
     out.assert_code(0);
     assert_eq!(out.stdout, "waited\n");
     outputs.push(out);
@@ -196,7 +192,7 @@ fn the_documented_acl_user_can_do_everything_redlock_does() {
             &["--fair", "--min-interval", "1h"],
             "true",
         )),
-        T,
+        PATIENCE,
     );
     out.assert_code(0);
     outputs.push(out);
@@ -207,7 +203,7 @@ fn the_documented_acl_user_can_do_everything_redlock_does() {
             &["--fair", "--min-interval", "1h"],
             "echo ran",
         )),
-        T,
+        PATIENCE,
     );
     out.assert_code(75);
     assert_eq!(out.stdout, "");
@@ -229,7 +225,7 @@ fn the_documented_acl_user_can_do_everything_redlock_does() {
         out.stdout
     );
     outputs.push(out);
-    let out = holder.finish(T);
+    let out = holder.finish(PATIENCE);
     out.assert_code(76);
     outputs.push(out);
 

@@ -1,11 +1,7 @@
 //! `--min-interval`: the same crontab on many hosts runs the job once per window. A success is
 //! recorded in Redis by the release; later runs (and waiters that waited for it) skip.
 
-use std::time::Duration;
-
 use crate::common::*;
-
-const T: Duration = Duration::from_secs(20);
 
 fn done_key(name: &str) -> String {
     format!("{}:done", lock_key(name))
@@ -17,7 +13,7 @@ fn a_success_skips_later_runs_within_the_interval() {
     let dir = TempDir::new();
     run_timeout(
         run_sh(&redis, "cron", &["--min-interval", "50m"], "true"),
-        T,
+        PATIENCE,
     )
     .assert_code(0);
     let pttl = redis.pttl(&done_key("cron"));
@@ -30,7 +26,7 @@ fn a_success_skips_later_runs_within_the_interval() {
             &["--min-interval", "50m", "-v"],
             &marker_script(&dir),
         ),
-        T,
+        PATIENCE,
     );
     out.assert_code(75);
     out.assert_stderr_prefixed();
@@ -50,11 +46,11 @@ fn a_success_skips_later_runs_within_the_interval() {
         &marker_script(&dir),
     );
     cmd.env("REDLOCK_MIN_INTERVAL", "1h");
-    run_timeout(cmd, T).assert_code(0);
+    run_timeout(cmd, PATIENCE).assert_code(0);
     assert!(!dir.join("marker").exists(), "the command ran");
 
     // Without --min-interval the record is ignored, and a shorter window has passed.
-    run_timeout(run_sh(&redis, "cron", &[], &marker_script(&dir)), T).assert_code(0);
+    run_timeout(run_sh(&redis, "cron", &[], &marker_script(&dir)), PATIENCE).assert_code(0);
     assert!(dir.join("marker").exists());
     std::fs::remove_file(dir.join("marker")).unwrap();
     redis::cmd("SET")
@@ -69,7 +65,7 @@ fn a_success_skips_later_runs_within_the_interval() {
             &["--min-interval", "50m"],
             &marker_script(&dir),
         ),
-        T,
+        PATIENCE,
     )
     .assert_code(0);
     assert!(
@@ -77,7 +73,7 @@ fn a_success_skips_later_runs_within_the_interval() {
         "an old record still skipped the run"
     );
 
-    let status = run_timeout(admin(&redis, "status", &["--key", "cron"]), T);
+    let status = run_timeout(admin(&redis, "status", &["--key", "cron"]), PATIENCE);
     assert!(status.stdout.contains("last success"), "{}", status.stdout);
 }
 
@@ -87,7 +83,7 @@ fn a_failed_run_is_not_recorded() {
     let dir = TempDir::new();
     run_timeout(
         run_sh(&redis, "flaky", &["--min-interval", "1h"], "exit 3"),
-        T,
+        PATIENCE,
     )
     .assert_code(3);
     assert_eq!(redis.pttl(&done_key("flaky")), -2);
@@ -98,7 +94,7 @@ fn a_failed_run_is_not_recorded() {
             &["--min-interval", "1h"],
             &marker_script(&dir),
         ),
-        T,
+        PATIENCE,
     )
     .assert_code(0);
     assert!(
@@ -116,12 +112,12 @@ fn a_waiter_that_waited_for_a_successful_run_skips() {
     let mut waiter_opts = opts.to_vec();
     waiter_opts.extend(["--wait", "60s", "-v"]);
     let waiter = Proc::spawn(run_sh(&redis, "fleet", &waiter_opts, &marker_script(&dir)));
-    wait_until(T, "the waiter to block", || {
+    wait_until(PATIENCE, "the waiter to block", || {
         redis.info_field("blocked_clients") == 1
     });
     touch(&dir.join("h.go"));
-    holder.finish(T).assert_code(0);
-    let out = waiter.finish(T);
+    holder.finish(PATIENCE).assert_code(0);
+    let out = waiter.finish(PATIENCE);
     out.assert_code(75);
     assert!(out.stderr.contains("--min-interval"), "{}", out.stderr);
     assert!(!dir.join("marker").exists(), "the waiter ran the job again");
@@ -139,7 +135,7 @@ fn bad_intervals_are_usage_errors() {
                 &["--min-interval", bad],
                 &marker_script(&dir),
             ),
-            T,
+            PATIENCE,
         );
         out.assert_code(64);
         assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);

@@ -4,11 +4,8 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
 use crate::common::*;
-
-const T: Duration = Duration::from_secs(20);
 
 /// The committed file at `path`, relative to the repository root.
 fn committed(path: &str) -> String {
@@ -20,7 +17,7 @@ fn offline(args: &[&str]) -> Output {
     let mut cmd = redlock();
     cmd.env("REDLOCK_URL", format!("redis://127.0.0.1:{}", free_port()))
         .args(args);
-    run_timeout(cmd, T)
+    run_timeout(cmd, PATIENCE)
 }
 
 #[test]
@@ -61,7 +58,7 @@ words redlock completions ''
     );
     let mut cmd = Command::new("bash");
     cmd.args(["--norc", "--noprofile", "-c", &script]);
-    let out = run_timeout(cmd, T);
+    let out = run_timeout(cmd, PATIENCE);
     out.assert_code(0);
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(lines.len(), 4, "{}\n{}", out.stdout, out.stderr);
@@ -96,7 +93,7 @@ complete -C 'redlock completions '"#,
     );
     let mut cmd = Command::new("fish");
     cmd.args(["--no-config", "-c", &script]);
-    let out = run_timeout(cmd, T);
+    let out = run_timeout(cmd, PATIENCE);
     out.assert_code(0);
     let parts: Vec<Vec<&str>> = out
         .stdout
@@ -127,7 +124,7 @@ fn man_page_renders_without_warnings() {
     let mut cmd = Command::new("groff");
     cmd.args(["-man", "-Tascii", "-P-cbou", "-ww", "-rLL=100n"])
         .arg(&page);
-    let out = run_timeout(cmd, T);
+    let out = run_timeout(cmd, PATIENCE);
     out.assert_code(0);
     assert_eq!(out.stderr, "", "groff warned");
     let text = out.stdout;
@@ -204,7 +201,7 @@ fn documented_command_lines_are_accepted() {
         cmd.args(["run", "--url", &redis.url()])
             .args(&words)
             .args(["--", "true"]);
-        let out = run_timeout(cmd, T);
+        let out = run_timeout(cmd, PATIENCE);
         if out.code() != 0 {
             failures.push(format!("{source}\n  exit {}: {}", out.code(), out.stderr));
         }

@@ -5,13 +5,14 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 
-const T: Duration = Duration::from_secs(20);
-
 #[test]
 fn command_exit_code_is_passed_through() {
     let redis = RedisServer::start();
     for code in [0, 1, 2, 3, 42, 64, 69, 75, 76, 124, 200, 255] {
-        let out = run_timeout(run_sh(&redis, "codes", &[], &format!("exit {code}")), T);
+        let out = run_timeout(
+            run_sh(&redis, "codes", &[], &format!("exit {code}")),
+            PATIENCE,
+        );
         out.assert_code(code);
         assert_eq!(
             redis.get(&lock_key("codes")),
@@ -27,7 +28,7 @@ fn signal_death_is_128_plus_n() {
     for (name, n) in [("HUP", 1), ("KILL", 9), ("USR1", 10), ("TERM", 15)] {
         let out = run_timeout(
             run_sh(&redis, "sigdeath", &[], &format!("kill -s {name} $$")),
-            T,
+            PATIENCE,
         );
         out.assert_code(128 + n);
         assert_eq!(
@@ -47,7 +48,7 @@ fn command_not_found_is_127_and_lock_released() {
     ] {
         let mut cmd = redlock();
         cmd.args(["run", "--url", &redis.url(), "--key", "nf", "--", program]);
-        let out = run_timeout(cmd, T);
+        let out = run_timeout(cmd, PATIENCE);
         out.assert_code(127);
         assert!(!out.stderr.is_empty(), "no diagnostic for {program}");
         out.assert_stderr_prefixed();
@@ -73,7 +74,7 @@ fn command_not_executable_is_126_and_lock_released() {
         let mut cmd = redlock();
         cmd.args(["run", "--url", &redis.url(), "--key", "nx", "--"])
             .arg(&program);
-        let out = run_timeout(cmd, T);
+        let out = run_timeout(cmd, PATIENCE);
         out.assert_code(126);
         out.assert_stderr_prefixed();
         assert!(!out.stderr.is_empty(), "no diagnostic for {program:?}");
@@ -97,7 +98,7 @@ fn max_runtime_stops_the_command_with_124() {
     );
     let out = run_timeout(
         run_sh(&redis, "maxrt", &["--max-runtime", "700ms"], &script),
-        T,
+        PATIENCE,
     );
     out.assert_code(124);
     assert!(
@@ -130,7 +131,7 @@ fn max_runtime_kills_a_command_that_ignores_the_stop_signal() {
     let started = Instant::now();
     let mut cmd = run_sh(&redis, "maxrt-kill", &["--kill-after", "300ms"], &script);
     cmd.env("REDLOCK_MAX_RUNTIME", "500ms");
-    let out = run_timeout(cmd, T);
+    let out = run_timeout(cmd, PATIENCE);
     out.assert_code(124);
     assert!(
         started.elapsed() >= Duration::from_millis(800),
@@ -148,7 +149,7 @@ fn max_runtime_not_reached_keeps_the_commands_code() {
     let redis = RedisServer::start();
     let out = run_timeout(
         run_sh(&redis, "maxrt-ok", &["--max-runtime", "30s"], "exit 7"),
-        T,
+        PATIENCE,
     );
     out.assert_code(7);
     assert!(out.elapsed < Duration::from_secs(10));

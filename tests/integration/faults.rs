@@ -5,8 +5,6 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 
-const T: Duration = Duration::from_secs(20);
-
 /// The earliest wall-clock time (ns since the epoch) at which the server could expire `key`: the
 /// moment before PTTL was sent plus the PTTL it answered (the server read it no earlier).
 fn earliest_expiry(redis: &RedisServer, key: &str) -> i128 {
@@ -47,7 +45,7 @@ fn fault_under_lock(prelude: &str, fault: impl FnOnce(&mut RedisServer)) {
     wait_for_file(&dir.join("w.ready"));
     let pid = wait_for_pid(&dir.join("w.pid"));
     // Let a renewal or two happen first.
-    wait_until(T, "heartbeats", || {
+    wait_until(PATIENCE, "heartbeats", || {
         read_stamps(&dir.join("w.hb")).len() >= 10
     });
 
@@ -120,7 +118,7 @@ fn redis_restarted_empty_mid_run_exits_76() {
     wait_for_file(&dir.join("w.ready"));
     let pid = wait_for_pid(&dir.join("w.pid"));
     redis.restart();
-    let out = proc.finish(T);
+    let out = proc.finish(PATIENCE);
     out.assert_code(76);
     wait_pid_dead(pid, Duration::from_secs(1));
     assert!(!group_alive(pid));
@@ -159,7 +157,7 @@ fn script_flush_mid_run_does_not_break_renewal_or_release() {
         .exec(&mut redis.conn())
         .unwrap();
     touch(&dir.join("w.go"));
-    let out = proc.finish(T);
+    let out = proc.finish(PATIENCE);
     out.assert_code(0);
     assert_eq!(
         redis.get(&lock_key("flush")),
@@ -179,7 +177,7 @@ fn unreachable_redis_exits_69_without_running_the_command() {
         let mut cmd = redlock();
         cmd.args(["run", "--url", &url, "--key", "k", "--", "sh", "-c"])
             .arg(marker_script(&dir));
-        let out = run_timeout(cmd, T);
+        let out = run_timeout(cmd, PATIENCE);
         out.assert_code(69);
         assert!(
             out.elapsed < Duration::from_secs(5),
@@ -203,7 +201,7 @@ fn unreachable_redis_with_wait_ends_promptly_without_running_the_command() {
         "run", "--url", &url, "--key", "k", "--wait", "1s", "--", "sh", "-c",
     ])
     .arg(marker_script(&dir));
-    let out = run_timeout(cmd, T);
+    let out = run_timeout(cmd, PATIENCE);
     assert!(
         [69, 75].contains(&out.code()),
         "exit {}, stderr: {}",
@@ -223,7 +221,7 @@ fn paused_redis_before_start_exits_69() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
     redis.pause();
-    let out = run_timeout(run_sh(&redis, "k", &[], &marker_script(&dir)), T);
+    let out = run_timeout(run_sh(&redis, "k", &[], &marker_script(&dir)), PATIENCE);
     redis.resume();
     out.assert_code(69);
     out.assert_stderr_prefixed();
@@ -251,7 +249,7 @@ fn wrong_or_missing_password_exits_69_and_is_not_printed() {
                 .args(verbosity)
                 .args(["--", "sh", "-c"])
                 .arg(marker_script(&dir));
-            let out = run_timeout(cmd, T);
+            let out = run_timeout(cmd, PATIENCE);
             out.assert_code(69);
             assert!(!out.stderr.is_empty(), "no diagnostic for a refused login");
             out.assert_stderr_prefixed();
@@ -277,7 +275,7 @@ fn password_in_url_works_and_is_never_printed() {
         });
         let out = run_timeout(
             run_sh(&redis, "authok", &["-vv"], "echo $REDLOCK_FENCING_TOKEN"),
-            T,
+            PATIENCE,
         );
         out.assert_code(0);
         assert_eq!(out.stdout, "1\n", "url {}", redis.url());
@@ -306,7 +304,7 @@ fn acl_user_and_password_in_url() {
     let mut cmd = redlock();
     cmd.args(["run", "--url", &url, "--key", "acl", "-vv", "--"])
         .args(["sh", "-c", "echo $REDLOCK_FENCING_TOKEN"]);
-    let out = run_timeout(cmd, T);
+    let out = run_timeout(cmd, PATIENCE);
     out.assert_code(0);
     assert_eq!(out.stdout, "1\n");
     assert!(!out.stderr.contains(PW), "password printed: {}", out.stderr);
@@ -314,7 +312,7 @@ fn acl_user_and_password_in_url() {
     let url = format!("redis://locker:wrong-{PW}@127.0.0.1:{}", redis.port());
     let mut cmd = redlock();
     cmd.args(["run", "--url", &url, "--key", "acl", "--", "true"]);
-    let out = run_timeout(cmd, T);
+    let out = run_timeout(cmd, PATIENCE);
     out.assert_code(69);
     assert!(!out.stderr.contains(PW), "password printed: {}", out.stderr);
 }

@@ -12,8 +12,6 @@ use std::time::Duration;
 
 use crate::common::*;
 
-const T: Duration = Duration::from_secs(20);
-
 fn os(s: &str) -> OsString {
     OsString::from(s)
 }
@@ -59,7 +57,7 @@ fn assert_cases(redis: &RedisServer, cases: Vec<Case>) {
         for (k, v) in &c.env {
             cmd.env(k, v);
         }
-        let out = run_timeout(cmd, T);
+        let out = run_timeout(cmd, PATIENCE);
         let mut problems = Vec::new();
         let lines: Vec<&str> = out.stderr.lines().collect();
         if out.status.code() != Some(c.want) {
@@ -252,7 +250,7 @@ fn non_utf8_values_name_the_flag_or_variable() {
     let mut cmd = redlock();
     cmd.args([os("run"), os("--key"), os("k"), os("--ttl"), not_utf8()])
         .args(["--", "true"]);
-    let out = run_timeout(cmd, T);
+    let out = run_timeout(cmd, PATIENCE);
     out.assert_code(64);
     assert!(
         out.stderr.contains("--ttl is not valid UTF-8"),
@@ -262,7 +260,7 @@ fn non_utf8_values_name_the_flag_or_variable() {
     let mut cmd = redlock();
     cmd.env("REDLOCK_WAIT", not_utf8())
         .args(["run", "--key", "k", "--", "true"]);
-    let out = run_timeout(cmd, T);
+    let out = run_timeout(cmd, PATIENCE);
     out.assert_code(64);
     assert!(
         out.stderr.contains("REDLOCK_WAIT is not valid UTF-8"),
@@ -309,7 +307,7 @@ fn odd_lock_names_the_rules_allow_work_end_to_end() {
         );
         assert_eq!(read(&seen), *name, "REDLOCK_KEY differs from the name");
         touch(&dir.join(&format!("{tag}.go")));
-        let out = proc.finish(T);
+        let out = proc.finish(PATIENCE);
         out.assert_code(0);
         assert_eq!(
             redis.get(&lock_key(name)),
@@ -335,7 +333,7 @@ fn non_utf8_command_arguments_pass_through_unchanged() {
         .args(["sh", "-c", "printf %s \"$1\" > \"$2\"", "sh"])
         .arg(OsString::from_vec(bytes.clone()))
         .arg(&out_file);
-    run_timeout(cmd, T).assert_code(0);
+    run_timeout(cmd, PATIENCE).assert_code(0);
     assert_eq!(std::fs::read(&out_file).unwrap(), bytes);
 }
 
@@ -422,7 +420,7 @@ fn a_server_answering_garbage_exits_69_without_running_the_command() {
         cmd.args(["run", "--url", &format!("redis://127.0.0.1:{port}")])
             .args(["--key", "k", "--ttl", "1s", "--wait", "2s"])
             .args(["--", "sh", "-c", &marker_script(&dir)]);
-        let out = run_timeout(cmd, T);
+        let out = run_timeout(cmd, PATIENCE);
         let lines: Vec<&str> = out.stderr.lines().collect();
         let mut problems = Vec::new();
         if out.status.code() != Some(69) {

@@ -1,13 +1,9 @@
 //! Diagnostics: the -v lifecycle lines, and `--log-format json`: one JSON object per line on
 //! stderr with stable event names, errors included, exit statuses unchanged.
 
-use std::time::Duration;
-
 use nix::sys::signal::Signal;
 
 use crate::common::*;
-
-const T: Duration = Duration::from_secs(20);
 
 /// The stderr lines, each checked to be one flat JSON object with ts, level and event.
 fn json_lines(stderr: &str) -> Vec<String> {
@@ -44,7 +40,7 @@ fn json_lifecycle_events_in_order() {
             &["--log-format", "json", "-vv", "--ttl", "300ms"],
             "sleep 0.5",
         ),
-        T,
+        PATIENCE,
     );
     out.assert_code(0);
     let lines = json_lines(&out.stderr);
@@ -79,14 +75,14 @@ fn json_errors_are_one_line_with_the_same_status() {
     // A usage error found by clap, with the format from the environment and from the flag.
     let mut cmd = run_sh(&redis, "k", &["--ttl", "abc"], &marker_script(&dir));
     cmd.env("REDLOCK_LOG_FORMAT", "json");
-    let out = run_timeout(cmd, T);
+    let out = run_timeout(cmd, PATIENCE);
     out.assert_code(64);
     let lines = json_lines(&out.stderr);
     assert_eq!(lines.len(), 1);
     assert!(lines[0].contains(r#""level":"error""#), "{}", lines[0]);
     let out = run_timeout(
         run_sh(&redis, "k", &["--log-format=json", "--wait", "x"], "true"),
-        T,
+        PATIENCE,
     );
     out.assert_code(64);
     assert_eq!(json_lines(&out.stderr).len(), 1);
@@ -96,7 +92,7 @@ fn json_errors_are_one_line_with_the_same_status() {
     let mut cmd = redlock();
     cmd.args(["run", "--log-format", "json", "--url", &url, "--key", "k"])
         .args(["--", "true"]);
-    let out = run_timeout(cmd, T);
+    let out = run_timeout(cmd, PATIENCE);
     out.assert_code(69);
     assert_eq!(json_lines(&out.stderr).len(), 1, "{}", out.stderr);
     let mut cmd = redlock();
@@ -109,7 +105,7 @@ fn json_errors_are_one_line_with_the_same_status() {
         "--key",
         "k",
     ]);
-    let out = run_timeout(cmd, T);
+    let out = run_timeout(cmd, PATIENCE);
     out.assert_code(69);
     assert_eq!(json_lines(&out.stderr).len(), 1, "{}", out.stderr);
     assert!(!dir.join("marker").exists());
@@ -135,7 +131,7 @@ fn forwarded_signals_and_busy_locks_are_logged() {
     holder.signal(Signal::SIGUSR1);
     wait_for_file(&dir.join("got"));
 
-    let busy = run_timeout(run_sh(&redis, "sig", &["-v"], "true"), T);
+    let busy = run_timeout(run_sh(&redis, "sig", &["-v"], "true"), PATIENCE);
     busy.assert_code(75);
     busy.assert_stderr_prefixed();
     assert!(
@@ -145,7 +141,7 @@ fn forwarded_signals_and_busy_locks_are_logged() {
     );
 
     touch(&dir.join("h.go"));
-    let out = holder.finish(T);
+    let out = holder.finish(PATIENCE);
     out.assert_code(0);
     let lines = json_lines(&out.stderr);
     assert!(
@@ -160,7 +156,7 @@ fn forwarded_signals_and_busy_locks_are_logged() {
 #[test]
 fn verbose_text_says_how_long_the_acquire_waited() {
     let redis = RedisServer::start();
-    let out = run_timeout(run_sh(&redis, "text", &["-v"], "true"), T);
+    let out = run_timeout(run_sh(&redis, "text", &["-v"], "true"), PATIENCE);
     out.assert_code(0);
     out.assert_stderr_prefixed();
     assert!(
@@ -173,6 +169,6 @@ fn verbose_text_says_how_long_the_acquire_waited() {
         "{}",
         out.stderr
     );
-    let quiet = run_timeout(run_sh(&redis, "text", &[], "true"), T);
+    let quiet = run_timeout(run_sh(&redis, "text", &[], "true"), PATIENCE);
     assert_eq!(quiet.stderr, "");
 }

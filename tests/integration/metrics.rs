@@ -2,11 +2,8 @@
 //! the last success carried over from the previous file.
 
 use std::path::Path;
-use std::time::Duration;
 
 use crate::common::*;
-
-const T: Duration = Duration::from_secs(20);
 
 /// The value of the series starting with `head` (name and labels).
 fn value(text: &str, head: &str) -> Option<f64> {
@@ -52,7 +49,7 @@ fn every_exit_path_writes_the_file_and_keeps_the_last_success() {
             &["--metrics-file", file, "--ttl", "300ms"],
             "sleep 0.5",
         ),
-        T,
+        PATIENCE,
     )
     .assert_code(0);
     let text = metrics_of(&prom);
@@ -88,7 +85,7 @@ fn every_exit_path_writes_the_file_and_keeps_the_last_success() {
     // A failure keeps the previous success.
     let mut cmd = run_sh(&redis, key, &[], "exit 3");
     cmd.env("REDLOCK_METRICS_FILE", file);
-    run_timeout(cmd, T).assert_code(3);
+    run_timeout(cmd, PATIENCE).assert_code(3);
     let text = metrics_of(&prom);
     assert_eq!(
         value(&text, &format!("redlock_exit_status{k}}}")),
@@ -106,7 +103,11 @@ fn every_exit_path_writes_the_file_and_keeps_the_last_success() {
 
     // A conflict, and an error after parsing (a bad URL), write it too.
     let (holder, _) = spawn_holder(&redis, key, &[], &dir, "h");
-    run_timeout(run_sh(&redis, key, &["--metrics-file", file], "true"), T).assert_code(75);
+    run_timeout(
+        run_sh(&redis, key, &["--metrics-file", file], "true"),
+        PATIENCE,
+    )
+    .assert_code(75);
     let text = metrics_of(&prom);
     assert!(text.contains(",outcome=\"busy\"} 1"), "{text}");
     assert_eq!(
@@ -114,7 +115,7 @@ fn every_exit_path_writes_the_file_and_keeps_the_last_success() {
         Some(75.0)
     );
     touch(&dir.join("h.go"));
-    holder.finish(T).assert_code(0);
+    holder.finish(PATIENCE).assert_code(0);
 
     let mut cmd = redlock();
     cmd.args([
@@ -127,7 +128,7 @@ fn every_exit_path_writes_the_file_and_keeps_the_last_success() {
         file,
     ])
     .args(["--", "true"]);
-    run_timeout(cmd, T).assert_code(64);
+    run_timeout(cmd, PATIENCE).assert_code(64);
     let text = metrics_of(&prom);
     assert!(text.contains(",outcome=\"usage\"} 1"), "{text}");
     assert_eq!(
@@ -148,7 +149,7 @@ fn a_min_interval_skip_reports_the_fleet_wide_last_success() {
     let file = prom.to_str().unwrap();
     run_timeout(
         run_sh(&redis, "fleet", &["--min-interval", "1h"], "true"),
-        T,
+        PATIENCE,
     )
     .assert_code(0);
     run_timeout(
@@ -158,7 +159,7 @@ fn a_min_interval_skip_reports_the_fleet_wide_last_success() {
             &["--min-interval", "1h", "--metrics-file", file],
             "true",
         ),
-        T,
+        PATIENCE,
     )
     .assert_code(75);
     let text = metrics_of(&prom);
@@ -187,7 +188,7 @@ fn a_metrics_file_in_a_missing_directory_is_a_usage_error() {
             &["--metrics-file", missing.to_str().unwrap()],
             &marker_script(&dir),
         ),
-        T,
+        PATIENCE,
     );
     out.assert_code(64);
     assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);

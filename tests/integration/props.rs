@@ -175,7 +175,7 @@ proptest! {
             .arg("run")
             .args(&args)
             .args(["--", "sh", "-c", &marker_script(&dir)]);
-        let out = run_timeout(cmd, Duration::from_secs(20));
+        let out = run_timeout(cmd, PATIENCE);
         let lines: Vec<&str> = out.stderr.lines().collect();
         prop_assert!(matches!(out.status.code(), Some(64 | 69)), "exit {:?}: {}", out.status, out.stderr);
         prop_assert!(lines.len() == 1 && lines[0].starts_with("redlock: "), "stderr {:?}", out.stderr);

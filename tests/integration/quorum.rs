@@ -3,11 +3,7 @@
 //! contenders never overlap and get strictly increasing fencing tokens, releases leave no lock
 //! keys, a release wakes a waiter, and the combinations that make no sense are usage errors.
 
-use std::time::Duration;
-
 use crate::common::*;
-
-const T: Duration = Duration::from_secs(20);
 
 /// The keys of `name` left on `server`, without its fencing counter and its wake list (which
 /// lingers a few seconds after a release, by design).
@@ -36,7 +32,7 @@ fn a_minority_down_or_paused_still_locks() {
                 &["--ttl", "2s"],
                 "echo $REDLOCK_FENCING_TOKEN",
             ),
-            T,
+            PATIENCE,
         );
         out.assert_code(0);
         let fence: i64 = out.stdout.trim().parse().expect("a fencing token");
@@ -61,7 +57,7 @@ fn a_majority_down_exits_69_and_runs_nothing() {
         }
         let out = run_timeout(
             run_quorum(&servers, "q", &["--ttl", "2s"], &marker_script(&dir)),
-            T,
+            PATIENCE,
         );
         out.assert_code(69);
         assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
@@ -96,19 +92,21 @@ fn a_node_restarted_empty_under_a_hold_is_ridden_out() {
     // Renewals go on with two of three: the lease on the others keeps being extended well past
     // the 1 s ttl while the restarted node stays empty.
     for _ in 0..3 {
-        wait_until(T, "a renewal", || servers[1].pttl(&lock_key("q")) > 800);
-        wait_until(T, "the lease to run down a little", || {
+        wait_until(PATIENCE, "a renewal", || {
+            servers[1].pttl(&lock_key("q")) > 800
+        });
+        wait_until(PATIENCE, "the lease to run down a little", || {
             servers[1].pttl(&lock_key("q")) <= 800
         });
     }
     assert_eq!(servers[0].get(&lock_key("q")), None);
     touch(&dir.join("a.go"));
-    holder.finish(T).assert_code(0);
+    holder.finish(PATIENCE).assert_code(0);
     // The next holder's token is still higher: the majority it reads includes a node that kept
     // the counter. The write-back catches the restarted node up.
     let out = run_timeout(
         run_quorum(&servers, "q", &[], "echo $REDLOCK_FENCING_TOKEN"),
-        T,
+        PATIENCE,
     );
     out.assert_code(0);
     let second: i64 = out.stdout.trim().parse().unwrap();
@@ -128,7 +126,7 @@ fn a_node_restarted_empty_under_a_hold_is_ridden_out() {
     wait_for_file(&dir.join("b.ready"));
     servers[0].restart();
     servers[1].restart();
-    let out = holder.finish(T);
+    let out = holder.finish(PATIENCE);
     out.assert_code(76);
     assert!(out.stderr.contains("lost lock 'q'"), "{}", out.stderr);
 }
@@ -149,7 +147,7 @@ fn a_silent_majority_under_a_hold_stops_the_command() {
     // could run out, and redlock says the lock is lost.
     servers[0].pause();
     servers[1].pause();
-    let out = holder.finish(T);
+    let out = holder.finish(PATIENCE);
     servers[0].resume();
     servers[1].resume();
     out.assert_code(76);
@@ -186,7 +184,7 @@ fn contenders_never_overlap_and_fencing_tokens_increase() {
             })
             .collect();
         for contender in contenders {
-            contender.finish(T).assert_code(0);
+            contender.finish(PATIENCE).assert_code(0);
         }
         assert!(!dir.join("overlap").exists(), "two holders at once");
         let tokens: Vec<i64> = read(&dir.join("tokens"))
@@ -223,7 +221,7 @@ fn fencing_tokens_increase_across_different_majorities() {
                 &["--ttl", "2s", "--wait", "10s"],
                 "echo $REDLOCK_FENCING_TOKEN",
             ),
-            T,
+            PATIENCE,
         );
         out.assert_code(0);
         out.stdout.trim().parse::<i64>().unwrap()
@@ -258,12 +256,12 @@ fn a_release_wakes_a_quorum_waiter_and_costs_4_requests_a_node() {
         &["--ttl", "30s", "--wait", "10s"],
         "echo woken",
     ));
-    wait_until(T, "the waiter to block on every node", || {
+    wait_until(PATIENCE, "the waiter to block on every node", || {
         servers.iter().all(|s| s.info_field("blocked_clients") >= 1)
     });
     touch(&dir.join("a.go"));
-    holder.finish(T).assert_code(0);
-    let out = waiter.finish(T);
+    holder.finish(PATIENCE).assert_code(0);
+    let out = waiter.finish(PATIENCE);
     out.assert_code(0);
     assert_eq!(out.stdout, "woken\n");
 
@@ -272,7 +270,7 @@ fn a_release_wakes_a_quorum_waiter_and_costs_4_requests_a_node() {
     for server in &servers {
         server.reset_stats();
     }
-    run_timeout(run_quorum(&servers, "q", &[], "true"), T).assert_code(0);
+    run_timeout(run_quorum(&servers, "q", &[], "true"), PATIENCE).assert_code(0);
     for server in &servers {
         assert_eq!(server.client_calls(), 4);
     }
@@ -287,7 +285,7 @@ fn quorum_urls_from_the_variable_and_min_interval() {
         cmd.env("REDLOCK_URL", format!(" {}\n", urls.join(" \t")))
             .args(["run", "--key", "cron", "--min-interval", "1h"])
             .args(["--", "sh", "-c", script]);
-        run_timeout(cmd, T)
+        run_timeout(cmd, PATIENCE)
     };
     let out = run("echo ran");
     out.assert_code(0);
@@ -314,7 +312,7 @@ fn release_force_reaches_every_node() {
     wait_for_file(&dir.join("a.ready"));
     let out = run_timeout(
         admin_quorum(&servers, "release", &["--key", "q", "--force"]),
-        T,
+        PATIENCE,
     );
     out.assert_code(0);
     assert_eq!(out.stdout.lines().count(), 3, "{}", out.stdout);
@@ -324,7 +322,7 @@ fn release_force_reaches_every_node() {
             "{line}"
         );
     }
-    holder.finish(T).assert_code(76);
+    holder.finish(PATIENCE).assert_code(76);
     for server in &servers {
         assert_eq!(lock_keys_left(server), Vec::<String>::new());
     }
@@ -342,7 +340,7 @@ fn status_reads_every_node_and_says_what_the_majority_holds() {
         } else {
             &["--key", "qs"]
         };
-        run_timeout(admin_quorum(&servers, "status", args), T)
+        run_timeout(admin_quorum(&servers, "status", args), PATIENCE)
     };
 
     let out = status(false);
@@ -376,7 +374,7 @@ fn status_reads_every_node_and_says_what_the_majority_holds() {
     }
     assert_eq!(out.stderr, "");
     std::fs::write(dir.join("a.go"), "").unwrap();
-    holder.finish(T).assert_code(0);
+    holder.finish(PATIENCE).assert_code(0);
 
     // Nodes that stop answering (paused: their ports stay theirs). A lock written by hand, so
     // that no renewal or release changes it meanwhile.
@@ -471,7 +469,7 @@ fn list_reads_every_node_and_shows_what_a_majority_holds() {
         .unwrap();
     let list = |json: bool| {
         let args: &[&str] = if json { &["--json"] } else { &[] };
-        run_timeout(admin_quorum(&servers, "list", args), T)
+        run_timeout(admin_quorum(&servers, "list", args), PATIENCE)
     };
 
     let out = list(false);
@@ -551,7 +549,7 @@ fn quorum_usage_errors() {
         if sub == "run" {
             cmd.args(["--", "sh", "-c", &marker_script(&dir)]);
         }
-        let out = run_timeout(cmd, T);
+        let out = run_timeout(cmd, PATIENCE);
         out.assert_code(64);
         assert!(out.stderr.contains(says), "{sub} {opts:?}: {}", out.stderr);
         assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);

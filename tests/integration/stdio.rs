@@ -6,8 +6,6 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 
-const T: Duration = Duration::from_secs(20);
-
 /// Spawn `cmd` with `stream` ("stdout" or "stderr") a pipe whose reader is closed at once, and
 /// return its exit code and what it wrote to the other stream.
 fn with_reader_gone(mut cmd: Command, stream: &str) -> (Option<i32>, String) {
@@ -21,14 +19,14 @@ fn with_reader_gone(mut cmd: Command, stream: &str) -> (Option<i32>, String) {
     let mut child = cmd.spawn().expect("spawning redlock");
     drop(child.stderr.take());
     drop(child.stdout.take());
-    let give_up = Instant::now() + T;
+    let give_up = Instant::now() + PATIENCE;
     let status = loop {
         if let Some(status) = child.try_wait().expect("waiting for redlock") {
             break status;
         }
         assert!(
             Instant::now() < give_up,
-            "redlock still running after {T:?}"
+            "redlock still running after {PATIENCE:?}"
         );
         std::thread::sleep(Duration::from_millis(20));
     };
@@ -77,7 +75,7 @@ fn list_into_a_pipe_whose_reader_left_exits_0_quietly() {
     let (code, stderr) = with_reader_gone(admin(&redis, "status", &["--key", "listed"]), "stdout");
     assert_eq!((code, stderr.as_str()), (Some(0), ""));
     holder.signal(nix::sys::signal::Signal::SIGTERM);
-    assert!(holder.wait_timeout(T).is_some());
+    assert!(holder.wait_timeout(PATIENCE).is_some());
 }
 
 #[test]

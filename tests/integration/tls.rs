@@ -8,8 +8,6 @@ use std::time::Duration;
 
 use crate::common::*;
 
-const T: Duration = Duration::from_secs(20);
-
 /// Makes a CA (`{name}-ca.crt`) and a server certificate for 127.0.0.1 signed by it, with openssl
 /// and P-256 keys (fast to generate). Returns (CA certificate, server certificate, server key).
 /// Run an openssl `script` (under `sh -e`), failing the test with openssl's stderr.
@@ -71,7 +69,7 @@ fn lock_over_tls_with_a_trusted_ca() {
     // The command checks nothing itself: the test reads the key over the plain port meanwhile.
     let out = run_timeout(
         tls_run(&redis.tls_url(), &ca, "tls", &["--ttl", "2s"], &script),
-        T,
+        PATIENCE,
     );
     out.assert_code(0);
     let token = std::fs::read_to_string(&seen).unwrap();
@@ -102,7 +100,7 @@ fn certificate_from_an_unknown_ca_is_refused_with_69() {
             &[],
             &marker_script(&dir),
         ),
-        T,
+        PATIENCE,
     );
     out.assert_code(69);
     assert!(out.stderr.contains("certificate"), "stderr: {}", out.stderr);
@@ -127,7 +125,7 @@ fn tls_against_a_plain_port_fails_with_69_within_the_acquire_timeout() {
     // The acquire timeout is ttl/3: 1 s here.
     let out = run_timeout(
         tls_run(&url, &ca, "tls", &["--ttl", "3s"], &marker_script(&dir)),
-        T,
+        PATIENCE,
     );
     out.assert_code(69);
     assert!(
@@ -182,14 +180,14 @@ fn tls_ca_cert_option_and_variable_trust_the_ca() {
             &["--tls-ca-cert", ca_arg],
             "echo $REDLOCK_FENCING_TOKEN",
         ),
-        T,
+        PATIENCE,
     );
     out.assert_code(0);
     assert_eq!(out.stdout, "1\n");
     assert_eq!(out.stderr, "");
     let mut cmd = run_with(&redis.tls_url(), "ca", &[], "echo $REDLOCK_FENCING_TOKEN");
     cmd.env("REDLOCK_TLS_CA_CERT", &ca);
-    let out = run_timeout(cmd, T);
+    let out = run_timeout(cmd, PATIENCE);
     out.assert_code(0);
     assert_eq!(out.stdout, "2\n");
     // --tls-ca-cert wins over SSL_CERT_FILE.
@@ -201,7 +199,7 @@ fn tls_ca_cert_option_and_variable_trust_the_ca() {
         "echo $REDLOCK_FENCING_TOKEN",
     );
     cmd.env("SSL_CERT_FILE", &other_ca);
-    run_timeout(cmd, T).assert_code(0);
+    run_timeout(cmd, PATIENCE).assert_code(0);
 }
 
 #[test]
@@ -216,7 +214,7 @@ fn tls_ca_cert_of_the_wrong_ca_is_refused_with_69() {
             &["--tls-ca-cert", other_ca.to_str().unwrap()],
             &marker_script(&dir),
         ),
-        T,
+        PATIENCE,
     );
     out.assert_code(69);
     assert!(out.stderr.contains("certificate"), "stderr: {}", out.stderr);
@@ -245,7 +243,7 @@ fn mutual_tls_needs_the_client_certificate() {
     ];
     let out = run_timeout(
         run_with(&redis.tls_url(), "mtls", &with_cert, "echo ran"),
-        T,
+        PATIENCE,
     );
     out.assert_code(0);
     assert_eq!(out.stdout, "ran\n");
@@ -259,7 +257,7 @@ fn mutual_tls_needs_the_client_certificate() {
             &["--tls-ca-cert", ca_arg],
             &marker_script(&dir),
         ),
-        T,
+        PATIENCE,
     );
     out.assert_code(69);
     assert_eq!(out.stderr.lines().count(), 1, "stderr: {}", out.stderr);
@@ -283,7 +281,7 @@ fn tls_insecure_connects_to_an_untrusted_server_and_warns() {
             &["--tls-insecure"],
             "echo ran",
         ),
-        T,
+        PATIENCE,
     );
     out.assert_code(0);
     assert_eq!(out.stdout, "ran\n");
@@ -321,7 +319,7 @@ fn bad_tls_options_are_usage_errors() {
         ),
     ];
     for (url, opts, says) in cases {
-        let out = run_timeout(run_with(url, "bad", &opts, &marker_script(&dir)), T);
+        let out = run_timeout(run_with(url, "bad", &opts, &marker_script(&dir)), PATIENCE);
         out.assert_code(64);
         assert!(out.stderr.contains(says), "{opts:?}: {}", out.stderr);
         assert_eq!(out.stderr.lines().count(), 1, "{opts:?}: {}", out.stderr);

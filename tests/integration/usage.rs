@@ -1,11 +1,7 @@
 //! Bad command lines and environment values: exit 64 with one `redlock: ` line on stderr, the
 //! command not run, nothing locked. --help and --version exit 0; valid spellings are accepted.
 
-use std::time::Duration;
-
 use crate::common::*;
-
-const T: Duration = Duration::from_secs(20);
 
 /// One bad invocation: arguments after `run` (the marker command is appended unless
 /// `no_command`), plus environment variables.
@@ -36,7 +32,7 @@ fn assert_usage_errors(cases: Vec<Case>) {
         for (k, v) in case.env {
             cmd.env(k, v);
         }
-        let out = run_timeout(cmd, T);
+        let out = run_timeout(cmd, PATIENCE);
         let mut problems = Vec::new();
         let lines: Vec<&str> = out
             .stderr
@@ -268,7 +264,7 @@ fn help_and_version_exit_0() {
     ] {
         let mut cmd = redlock();
         cmd.args(a);
-        let out = run_timeout(cmd, T);
+        let out = run_timeout(cmd, PATIENCE);
         assert_eq!(out.code(), 0, "{a:?}: stderr {}", out.stderr);
         assert!(
             out.stdout.contains(needle),
@@ -303,7 +299,7 @@ fn valid_spellings_are_accepted() {
     for (i, opts) in cases.iter().enumerate() {
         let marker = dir.join(&format!("m{i}"));
         let script = format!("touch {}", shell_quote(&marker));
-        let out = run_timeout(run_sh(&redis, "valid", opts, &script), T);
+        let out = run_timeout(run_sh(&redis, "valid", opts, &script), PATIENCE);
         assert_eq!(out.code(), 0, "{opts:?} rejected: {}", out.stderr);
         assert!(marker.exists(), "{opts:?}: command not run");
     }

@@ -8,8 +8,6 @@ use nix::sys::signal::Signal;
 
 use crate::common::*;
 
-const T: Duration = Duration::from_secs(30);
-
 /// A waiter that missed its wake-up would retry only after 15 s (WAKE_CAP) with a ttl this long,
 /// so anything much faster than that was woken by the release.
 const LONG_TTL: &str = "60s";
@@ -74,13 +72,13 @@ fn a_release_wakes_the_waiter_long_before_its_fallback_retry() {
         &["--ttl", LONG_TTL, "--wait", "60s"],
         &log_script(&dir, 0),
     ));
-    wait_until(T, "the waiter to block on its wake list", || {
+    wait_until(PATIENCE, "the waiter to block on its wake list", || {
         redis.info_field("blocked_clients") == 1
     });
 
     touch(&dir.join("h.go"));
-    holder.finish(T).assert_code(0);
-    waiter.finish(T).assert_code(0);
+    holder.finish(PATIENCE).assert_code(0);
+    waiter.finish(PATIENCE).assert_code(0);
     let gap = gap(&dir, "h.end", "0.start");
     assert!(
         gap < WOKEN_WITHIN,
@@ -105,7 +103,7 @@ fn waiting_costs_almost_nothing_and_a_release_wakes_one_waiter() {
             Proc::spawn(run_sh(&redis, "herd", &["--wait", "forever"], &script))
         })
         .collect();
-    wait_until(T, "every waiter to block", || {
+    wait_until(PATIENCE, "every waiter to block", || {
         redis.info_field("blocked_clients") == N as u64
     });
 
@@ -121,8 +119,8 @@ fn waiting_costs_almost_nothing_and_a_release_wakes_one_waiter() {
     // A release: the holder's release, one waiter's wake-up and acquire; the others sleep on.
     redis.reset_stats();
     touch(&dir.join("h.go"));
-    holder.finish(T).assert_code(0);
-    wait_until(T, "a waiter to take the lock", || {
+    holder.finish(PATIENCE).assert_code(0);
+    wait_until(PATIENCE, "a waiter to take the lock", || {
         lines(&dir, "order").len() == 1
     });
     std::thread::sleep(Duration::from_millis(500));
@@ -139,7 +137,7 @@ fn waiting_costs_almost_nothing_and_a_release_wakes_one_waiter() {
     let started = Instant::now();
     touch(&dir.join("go"));
     for waiter in waiters {
-        waiter.finish(T).assert_code(0);
+        waiter.finish(PATIENCE).assert_code(0);
     }
     let mut order = lines(&dir, "order");
     order.sort();
@@ -166,7 +164,7 @@ fn fair_waiters_run_in_arrival_order() {
                 &["--fair", "--wait", "forever"],
                 &log_script(&dir, i),
             ));
-            wait_until(T, "the waiter to join the queue", || {
+            wait_until(PATIENCE, "the waiter to join the queue", || {
                 zcard(&redis, &queue_key("fifo")) == i as u64 + 1
             });
             waiter
@@ -174,9 +172,9 @@ fn fair_waiters_run_in_arrival_order() {
         .collect();
 
     touch(&dir.join("h.go"));
-    holder.finish(T).assert_code(0);
+    holder.finish(PATIENCE).assert_code(0);
     for waiter in waiters {
-        waiter.finish(T).assert_code(0);
+        waiter.finish(PATIENCE).assert_code(0);
     }
     let want: Vec<String> = (0..N).map(|i| i.to_string()).collect();
     assert_eq!(lines(&dir, "order"), want);
@@ -205,14 +203,14 @@ fn a_fair_newcomer_does_not_jump_the_queue() {
         &["--fair", "--wait", "20s"],
         &log_script(&dir, 0),
     ));
-    wait_until(T, "the waiter to join the queue", || {
+    wait_until(PATIENCE, "the waiter to join the queue", || {
         zcard(&redis, &queue_key("queue")) == 1
     });
     // Freed without a release, so nobody is woken: the waiter is asleep when the newcomer comes.
     redis.del(&lock_key("queue"));
     let newcomer = run_timeout(
         run_sh(&redis, "queue", &["--fair"], &marker_script(&dir)),
-        T,
+        PATIENCE,
     );
     newcomer.assert_code(75);
     assert!(
@@ -220,7 +218,7 @@ fn a_fair_newcomer_does_not_jump_the_queue() {
         "the newcomer jumped the queue"
     );
 
-    waiter.finish(T).assert_code(0);
+    waiter.finish(PATIENCE).assert_code(0);
     assert_eq!(lines(&dir, "order"), ["0"]);
 }
 
@@ -237,21 +235,21 @@ fn a_fair_waiter_that_gives_up_passes_its_turn_on_at_once() {
     wait_for_file(&dir.join("h.ready"));
     let opts = ["--fair", "--wait", "forever", "--ttl", LONG_TTL];
     let first = Proc::spawn(run_sh(&redis, "leave", &opts, &log_script(&dir, 0)));
-    wait_until(T, "the first waiter to queue", || {
+    wait_until(PATIENCE, "the first waiter to queue", || {
         zcard(&redis, &queue_key("leave")) == 1
     });
     let second = Proc::spawn(run_sh(&redis, "leave", &opts, &log_script(&dir, 1)));
-    wait_until(T, "the second waiter to queue", || {
+    wait_until(PATIENCE, "the second waiter to queue", || {
         zcard(&redis, &queue_key("leave")) == 2
     });
 
     first.signal(Signal::SIGTERM);
-    first.finish(T).assert_code(128 + 15);
+    first.finish(PATIENCE).assert_code(128 + 15);
     assert_eq!(zcard(&redis, &queue_key("leave")), 1, "the entry stayed");
 
     touch(&dir.join("h.go"));
-    holder.finish(T).assert_code(0);
-    second.finish(T).assert_code(0);
+    holder.finish(PATIENCE).assert_code(0);
+    second.finish(PATIENCE).assert_code(0);
     assert_eq!(lines(&dir, "order"), ["1"]);
     let gap = gap(&dir, "h.end", "1.start");
     assert!(
@@ -268,20 +266,20 @@ fn a_dead_fair_waiter_is_purged_from_the_queue() {
     let (holder, _) = spawn_holder(&redis, "dead", &["--ttl", "1s"], &dir, "h");
     let opts = ["--fair", "--wait", "forever", "--ttl", "1s"];
     let first = Proc::spawn(run_sh(&redis, "dead", &opts, &log_script(&dir, 0)));
-    wait_until(T, "the first waiter to queue", || {
+    wait_until(PATIENCE, "the first waiter to queue", || {
         zcard(&redis, &queue_key("dead")) == 1
     });
     let second = Proc::spawn(run_sh(&redis, "dead", &opts, &log_script(&dir, 1)));
-    wait_until(T, "the second waiter to queue", || {
+    wait_until(PATIENCE, "the second waiter to queue", || {
         zcard(&redis, &queue_key("dead")) == 2
     });
 
     // SIGKILL: no chance to leave the queue; its entry stays at the head until it lapses.
     first.signal(Signal::SIGKILL);
-    first.finish(T);
+    first.finish(PATIENCE);
     touch(&dir.join("h.go"));
-    holder.finish(T).assert_code(0);
-    second.finish(T).assert_code(0);
+    holder.finish(PATIENCE).assert_code(0);
+    second.finish(PATIENCE).assert_code(0);
     assert_eq!(lines(&dir, "order"), ["1"]);
     assert_eq!(zcard(&redis, &queue_key("dead")), 0);
 }
@@ -297,14 +295,14 @@ fn a_holder_that_dies_hands_over_when_its_lease_runs_out() {
         &["--wait", "forever"],
         &log_script(&dir, 0),
     ));
-    wait_until(T, "the waiter to block", || {
+    wait_until(PATIENCE, "the waiter to block", || {
         redis.info_field("blocked_clients") == 1
     });
 
     let killed = now_ns();
     holder.signal(Signal::SIGKILL);
-    holder.finish(T);
-    waiter.finish(T).assert_code(0);
+    holder.finish(PATIENCE);
+    waiter.finish(PATIENCE).assert_code(0);
     let after = read_stamps(&dir.join("0.start"))[0] - killed;
     // Nobody released, so no wake-up: the waiter's own retry, bounded by the holder's
     // remaining lease (at most 2 s), takes over.
