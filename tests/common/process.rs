@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
+use super::PATIENCE;
+
 /// What a finished redlock left behind.
 #[derive(Debug)]
 pub struct Output {
@@ -140,9 +142,15 @@ impl Proc {
         self.wait_timeout(Duration::ZERO).is_none()
     }
 
+    /// Waits for exit (SIGKILL and panic after [`PATIENCE`]) and collects the output.
+    #[track_caller]
+    pub fn finish(self) -> Output {
+        self.finish_within(PATIENCE)
+    }
+
     /// Waits for exit (SIGKILL and panic after `timeout`) and collects the output.
     #[track_caller]
-    pub fn finish(mut self, timeout: Duration) -> Output {
+    pub fn finish_within(mut self, timeout: Duration) -> Output {
         if self.wait_timeout(timeout).is_none() {
             let _ = self.child.kill();
             let _ = self.child.wait();
@@ -177,5 +185,5 @@ impl Drop for Proc {
 /// Spawns `cmd` and waits for it, killing it (and failing) after `timeout`.
 #[track_caller]
 pub fn run_timeout(cmd: Command, timeout: Duration) -> Output {
-    Proc::spawn(cmd).finish(timeout)
+    Proc::spawn(cmd).finish_within(timeout)
 }

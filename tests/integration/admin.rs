@@ -46,7 +46,7 @@ fn status_shows_the_holder_and_then_a_free_lock() {
     assert!(pttl > 0 && pttl <= 30_000, "holder details PTTL {pttl}");
 
     touch(&dir.join("h.go"));
-    holder.finish(PATIENCE).assert_code(0);
+    holder.finish().assert_code(0);
     assert_eq!(redis.pttl(&holder_key), -2, "holder details left behind");
     let json = stdout_of(admin(
         &redis,
@@ -106,9 +106,9 @@ fn list_finds_locks_and_nothing_else_under_the_prefix() {
 
     for (proc, tag) in [(a, "a"), (b, "b"), (c, "c")] {
         touch(&dir.join(&format!("{tag}.go")));
-        proc.finish(PATIENCE).assert_code(0);
+        proc.finish().assert_code(0);
     }
-    waiter.finish(PATIENCE).assert_code(0);
+    waiter.finish().assert_code(0);
 }
 
 #[test]
@@ -123,7 +123,7 @@ fn release_refuses_without_force() {
     assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
     assert_eq!(redis.get(&lock_key("keep")), Some(token));
     touch(&dir.join("h.go"));
-    holder.finish(PATIENCE).assert_code(0);
+    holder.finish().assert_code(0);
 }
 
 #[test]
@@ -179,10 +179,10 @@ fn force_release_fences_the_holder_off_and_wakes_a_waiter() {
     );
 
     // The waiter runs with a token above the removed holder's and the breaker's.
-    waiter.finish(PATIENCE).assert_code(0);
+    waiter.finish().assert_code(0);
     assert_eq!(wait_for_line(&dir.join("w.fence")), "3");
     // The old holder finds its key gone at its next renewal and stops its command.
-    let out = holder.finish(PATIENCE);
+    let out = holder.finish();
     out.assert_code(76);
 
     let again = run_timeout(
@@ -239,5 +239,5 @@ fn holder_details_are_renewed_with_the_lease() {
         "{json}"
     );
     touch(&dir.join("h.go"));
-    holder.finish(PATIENCE).assert_code(0);
+    holder.finish().assert_code(0);
 }

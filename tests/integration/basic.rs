@@ -21,7 +21,7 @@ fn holds_key_while_running_and_releases_it() {
     assert!(pttl > 0 && pttl <= 30_000, "default ttl 30s, PTTL {pttl}");
 
     touch(&dir.join("w.go"));
-    let out = proc.finish(PATIENCE);
+    let out = proc.finish();
     out.assert_code(0);
     assert_eq!(redis.get(&lock_key("job")), None, "lock not released");
     assert_eq!(out.stderr, "", "redlock must be silent on success");
@@ -62,7 +62,7 @@ fn child_environment() {
     );
 
     touch(&dir.join("go"));
-    proc.finish(PATIENCE).assert_code(0);
+    proc.finish().assert_code(0);
 }
 
 #[test]
@@ -159,7 +159,7 @@ fn prefix_option_and_env_change_key_names() {
     let fence = wait_for_line(&dir.join("a.fence"));
     assert_eq!(redis.get("myapp:{job}:fence"), Some(fence));
     touch(&dir.join("a.go"));
-    proc.finish(PATIENCE).assert_code(0);
+    proc.finish().assert_code(0);
     assert_eq!(redis.get("myapp:{job}"), None);
 
     let mut cmd = run_sh(&redis, "job", &[], &hold_script(&dir, "b"));
@@ -169,7 +169,7 @@ fn prefix_option_and_env_change_key_names() {
     let token = wait_for_line(&dir.join("b.token"));
     assert_eq!(redis.get("other/{job}").as_deref(), Some(token.as_str()));
     touch(&dir.join("b.go"));
-    proc.finish(PATIENCE).assert_code(0);
+    proc.finish().assert_code(0);
     assert_eq!(redis.get("other/{job}"), None);
 }
 
@@ -184,7 +184,7 @@ fn unix_socket_url() {
     let (proc, token) = spawn_holder(&redis, "sock", &[], &dir, "w");
     assert_eq!(redis.get(&lock_key("sock")), Some(token));
     touch(&dir.join("w.go"));
-    proc.finish(PATIENCE).assert_code(0);
+    proc.finish().assert_code(0);
     assert_eq!(redis.get(&lock_key("sock")), None);
 }
 
@@ -201,7 +201,7 @@ fn url_from_environment() {
     let token = wait_for_line(&dir.join("w.token"));
     assert_eq!(redis.get(&lock_key("envurl")), Some(token));
     touch(&dir.join("w.go"));
-    proc.finish(PATIENCE).assert_code(0);
+    proc.finish().assert_code(0);
 }
 
 #[test]
@@ -232,7 +232,7 @@ fn database_number_in_url_selects_the_database() {
         .unwrap();
     assert_eq!(v, Some(token));
     touch(&dir.join("w.go"));
-    proc.finish(PATIENCE).assert_code(0);
+    proc.finish().assert_code(0);
     let keys = redis.all_keys();
     assert!(
         !keys.contains(&format!("db3:{}", lock_key("db"))),

@@ -67,11 +67,11 @@ fn locks_on_the_slot_owner_through_any_seed() {
         list.stdout
     );
     touch(&dir.join("a.go"));
-    holder.finish(PATIENCE).assert_code(0);
-    waiter.finish(PATIENCE).assert_code(0);
+    holder.finish().assert_code(0);
+    waiter.finish().assert_code(0);
     assert!(dir.join("marker").exists());
     touch(&dir.join("b.go"));
-    holder2.finish(PATIENCE).assert_code(0);
+    holder2.finish().assert_code(0);
     assert_eq!(cluster.nodes[owner].get(&lock_key(key)), None);
 }
 
@@ -106,7 +106,7 @@ fn renewals_follow_a_slot_migration() {
     });
     let contender = run_timeout(run_url(&url, key, &[], &marker_script(&dir)), PATIENCE);
     touch(&dir.join("a.go"));
-    let out = holder.finish(PATIENCE);
+    let out = holder.finish();
     eprintln!("holder across the migration:\n{}", out.stderr);
     // Exit 0 means the holder never lost its lease: the contender must have found it busy.
     if out.code() == 0 {
@@ -154,7 +154,7 @@ fn renewals_follow_a_cluster_failover() {
     });
     let contender = run_timeout(run_url(&url, key, &[], &marker_script(&dir)), PATIENCE);
     touch(&dir.join("a.go"));
-    let out = holder.finish(PATIENCE);
+    let out = holder.finish();
     eprintln!("holder across the failover:\n{}", out.stderr);
     // Exit 0 means the holder never lost its lease: the contender must have found it busy.
     if out.code() == 0 {

@@ -35,7 +35,7 @@ fn busy_lock_exits_75_without_running_the_command() {
     );
 
     touch(&dir.join("h.go"));
-    holder.finish(PATIENCE).assert_code(0);
+    holder.finish().assert_code(0);
 }
 
 #[test]
@@ -62,7 +62,7 @@ fn conflict_exit_code_option_and_env() {
     assert!(!dir.join("marker").exists(), "command ran without the lock");
 
     touch(&dir.join("h.go"));
-    holder.finish(PATIENCE).assert_code(0);
+    holder.finish().assert_code(0);
 }
 
 #[test]
@@ -72,7 +72,7 @@ fn other_names_are_not_busy() {
     let (holder, _) = hold(&redis, &dir, "one", "h");
     run_timeout(run_sh(&redis, "two", &[], "exit 0"), PATIENCE).assert_code(0);
     touch(&dir.join("h.go"));
-    holder.finish(PATIENCE).assert_code(0);
+    holder.finish().assert_code(0);
 }
 
 /// A waiter started while the lock is held runs once the holder finishes, and not before.
@@ -113,8 +113,8 @@ fn wait_hands_over(wait_args: &[&str], wait_env: Option<(&str, &str)>) {
     );
 
     touch(&dir.join("h.go"));
-    holder.finish(PATIENCE).assert_code(0);
-    let out = waiter.finish(PATIENCE);
+    holder.finish().assert_code(0);
+    let out = waiter.finish();
     out.assert_code(0);
 
     let holder_end = read_stamps(&dir.join("h.end"))[0];
@@ -181,7 +181,7 @@ fn wait_runs_out_with_75_in_about_the_wait_time() {
     assert!(!dir.join("marker").exists(), "command ran without the lock");
     assert_eq!(redis.get(&lock_key("waitout")), Some(token));
     touch(&dir.join("h.go"));
-    holder.finish(PATIENCE).assert_code(0);
+    holder.finish().assert_code(0);
 }
 
 #[test]
@@ -207,7 +207,7 @@ fn many_waiting_contenders_never_overlap() {
         })
         .collect();
     for (i, p) in procs.into_iter().enumerate() {
-        let out = p.finish(Duration::from_secs(70));
+        let out = p.finish_within(Duration::from_secs(70));
         assert_eq!(
             out.code(),
             0,
@@ -276,7 +276,7 @@ fn wait_outlasts_a_crashed_holder() {
     drop(holder);
     wait_pid_dead(holder_pid, Duration::from_secs(2));
     // Nobody releases the lock: the waiter gets it once the 1 s lease runs out.
-    let out = waiter.finish(PATIENCE);
+    let out = waiter.finish();
     out.assert_code(0);
     assert!(dir.join("w.ran").exists());
     assert!(
@@ -318,7 +318,7 @@ fn wait_rides_out_a_redis_restart() {
     );
     assert!(!dir.join("w.ran").exists(), "ran while Redis was down");
     redis.restart();
-    let out = waiter.finish(PATIENCE);
+    let out = waiter.finish();
     out.assert_code(0);
     assert!(dir.join("w.ran").exists(), "the waiter never ran");
     assert_eq!(redis.get(&fence_key("restart")).as_deref(), Some("1"));

@@ -176,10 +176,10 @@ fn the_documented_acl_user_can_do_everything_redlock_does() {
     list.assert_code(0);
     assert!(list.stdout.starts_with("acl\t"), "{}", list.stdout);
     touch(&dir.join("a.go"));
-    let out = holder.finish(PATIENCE);
+    let out = holder.finish();
     out.assert_code(0);
     outputs.push(out);
-    let out = waiter.finish(PATIENCE);
+    let out = waiter.finish();
     out.assert_code(0);
     assert_eq!(out.stdout, "waited\n");
     outputs.push(out);
@@ -225,7 +225,7 @@ fn the_documented_acl_user_can_do_everything_redlock_does() {
         out.stdout
     );
     outputs.push(out);
-    let out = holder.finish(PATIENCE);
+    let out = holder.finish();
     out.assert_code(76);
     outputs.push(out);
 

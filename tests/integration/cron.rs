@@ -116,8 +116,8 @@ fn a_waiter_that_waited_for_a_successful_run_skips() {
         redis.info_field("blocked_clients") == 1
     });
     touch(&dir.join("h.go"));
-    holder.finish(PATIENCE).assert_code(0);
-    let out = waiter.finish(PATIENCE);
+    holder.finish().assert_code(0);
+    let out = waiter.finish();
     out.assert_code(75);
     assert!(out.stderr.contains("--min-interval"), "{}", out.stderr);
     assert!(!dir.join("marker").exists(), "the waiter ran the job again");

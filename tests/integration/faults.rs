@@ -75,7 +75,7 @@ fn fault_under_lock(prelude: &str, fault: impl FnOnce(&mut RedisServer)) {
     );
 
     // Release against a dead or paused server is bounded.
-    let out = proc.finish(Duration::from_secs(8));
+    let out = proc.finish_within(Duration::from_secs(8));
     let exited_at = now_ns();
     eprintln!(
         "redlock exited {:.1} ms after the group died",
@@ -118,7 +118,7 @@ fn redis_restarted_empty_mid_run_exits_76() {
     wait_for_file(&dir.join("w.ready"));
     let pid = wait_for_pid(&dir.join("w.pid"));
     redis.restart();
-    let out = proc.finish(PATIENCE);
+    let out = proc.finish();
     out.assert_code(76);
     wait_pid_dead(pid, Duration::from_secs(1));
     assert!(!group_alive(pid));
@@ -157,7 +157,7 @@ fn script_flush_mid_run_does_not_break_renewal_or_release() {
         .exec(&mut redis.conn())
         .unwrap();
     touch(&dir.join("w.go"));
-    let out = proc.finish(PATIENCE);
+    let out = proc.finish();
     out.assert_code(0);
     assert_eq!(
         redis.get(&lock_key("flush")),

@@ -307,7 +307,7 @@ fn odd_lock_names_the_rules_allow_work_end_to_end() {
         );
         assert_eq!(read(&seen), *name, "REDLOCK_KEY differs from the name");
         touch(&dir.join(&format!("{tag}.go")));
-        let out = proc.finish(PATIENCE);
+        let out = proc.finish();
         out.assert_code(0);
         assert_eq!(
             redis.get(&lock_key(name)),

@@ -28,7 +28,7 @@ fn ttl_option_and_env_set_the_key_expiry() {
             "case {i} ({opts:?}, env {env:?}): PTTL {pttl} not in ({lo}, {hi}]"
         );
         touch(&dir.join(&format!("{tag}.go")));
-        proc.finish(PATIENCE).assert_code(0);
+        proc.finish().assert_code(0);
     }
 }
 
@@ -66,7 +66,7 @@ fn renewal_keeps_the_lock_past_its_ttl() {
     eprintln!("lowest PTTL seen over 3.2 s with ttl 1s: {min_pttl} ms");
 
     touch(&dir.join("w.go"));
-    let out = proc.finish(PATIENCE);
+    let out = proc.finish();
     out.assert_code(0);
     assert_eq!(out.stderr, "");
     assert_eq!(redis.get(&lock_key("renew")), None);
@@ -89,7 +89,7 @@ fn lose_lease(
     let pid = wait_for_pid(&dir.join("w.pid"));
     steal();
     let stolen_at = Instant::now();
-    let out = proc.finish(PATIENCE);
+    let out = proc.finish();
     out.assert_code(76);
     out.assert_stderr_prefixed();
     // A renewal runs every ttl/3; the stop follows at once.
@@ -202,7 +202,7 @@ fn a_redlock_paused_past_its_lease_while_its_command_ends_exits_76() {
         redis.get(&lock_key("frozen")).is_none()
     });
     proc.signal(nix::sys::signal::Signal::SIGCONT);
-    let out = proc.finish(PATIENCE);
+    let out = proc.finish();
     out.assert_code(76);
     assert!(out.stderr.contains("ran out"), "stderr: {}", out.stderr);
     out.assert_stderr_prefixed();
@@ -228,7 +228,7 @@ fn a_lock_found_gone_at_release_exits_76_though_the_command_succeeded() {
                 .unwrap(),
         }
         touch(&dir.join(&format!("{key}.go")));
-        let out = holder.finish(PATIENCE);
+        let out = holder.finish();
         out.assert_code(76);
         assert!(
             out.stderr.contains("lost while the command ran"),

@@ -141,7 +141,7 @@ fn forwarded_signals_and_busy_locks_are_logged() {
     );
 
     touch(&dir.join("h.go"));
-    let out = holder.finish(PATIENCE);
+    let out = holder.finish();
     out.assert_code(0);
     let lines = json_lines(&out.stderr);
     assert!(

@@ -115,7 +115,7 @@ fn every_exit_path_writes_the_file_and_keeps_the_last_success() {
         Some(75.0)
     );
     touch(&dir.join("h.go"));
-    holder.finish(PATIENCE).assert_code(0);
+    holder.finish().assert_code(0);
 
     let mut cmd = redlock();
     cmd.args([

@@ -101,7 +101,7 @@ fn a_node_restarted_empty_under_a_hold_is_ridden_out() {
     }
     assert_eq!(servers[0].get(&lock_key("q")), None);
     touch(&dir.join("a.go"));
-    holder.finish(PATIENCE).assert_code(0);
+    holder.finish().assert_code(0);
     // The next holder's token is still higher: the majority it reads includes a node that kept
     // the counter. The write-back catches the restarted node up.
     let out = run_timeout(
@@ -126,7 +126,7 @@ fn a_node_restarted_empty_under_a_hold_is_ridden_out() {
     wait_for_file(&dir.join("b.ready"));
     servers[0].restart();
     servers[1].restart();
-    let out = holder.finish(PATIENCE);
+    let out = holder.finish();
     out.assert_code(76);
     assert!(out.stderr.contains("lost lock 'q'"), "{}", out.stderr);
 }
@@ -147,7 +147,7 @@ fn a_silent_majority_under_a_hold_stops_the_command() {
     // could run out, and redlock says the lock is lost.
     servers[0].pause();
     servers[1].pause();
-    let out = holder.finish(PATIENCE);
+    let out = holder.finish();
     servers[0].resume();
     servers[1].resume();
     out.assert_code(76);
@@ -184,7 +184,7 @@ fn contenders_never_overlap_and_fencing_tokens_increase() {
             })
             .collect();
         for contender in contenders {
-            contender.finish(PATIENCE).assert_code(0);
+            contender.finish().assert_code(0);
         }
         assert!(!dir.join("overlap").exists(), "two holders at once");
         let tokens: Vec<i64> = read(&dir.join("tokens"))
@@ -260,8 +260,8 @@ fn a_release_wakes_a_quorum_waiter_and_costs_4_requests_a_node() {
         servers.iter().all(|s| s.info_field("blocked_clients") >= 1)
     });
     touch(&dir.join("a.go"));
-    holder.finish(PATIENCE).assert_code(0);
-    let out = waiter.finish(PATIENCE);
+    holder.finish().assert_code(0);
+    let out = waiter.finish();
     out.assert_code(0);
     assert_eq!(out.stdout, "woken\n");
 
@@ -322,7 +322,7 @@ fn release_force_reaches_every_node() {
             "{line}"
         );
     }
-    holder.finish(PATIENCE).assert_code(76);
+    holder.finish().assert_code(76);
     for server in &servers {
         assert_eq!(lock_keys_left(server), Vec::<String>::new());
     }
@@ -374,7 +374,7 @@ fn status_reads_every_node_and_says_what_the_majority_holds() {
     }
     assert_eq!(out.stderr, "");
     std::fs::write(dir.join("a.go"), "").unwrap();
-    holder.finish(PATIENCE).assert_code(0);
+    holder.finish().assert_code(0);
 
     // Nodes that stop answering (paused: their ports stay theirs). A lock written by hand, so
     // that no renewal or release changes it meanwhile.

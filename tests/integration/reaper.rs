@@ -45,7 +45,7 @@ fn a_double_forked_daemon_is_stopped_when_the_lock_is_lost() {
     let daemon = wait_for_pid(&dir.join("daemon.pid"));
     assert!(pid_alive(daemon));
     redis.del(&lock_key("lost"));
-    let out = proc.finish(PATIENCE);
+    let out = proc.finish();
     out.assert_code(76);
     assert!(
         !pid_alive(daemon),
@@ -89,7 +89,7 @@ fn as_pid1_it_reaps_adopted_zombies() {
         result = dir.sh("result"),
         ppid = dir.sh("ppid"),
     );
-    let out = as_pid1(&redis, "pid1", &script).finish(PATIENCE);
+    let out = as_pid1(&redis, "pid1", &script).finish();
     out.assert_code(0);
     assert_eq!(read(&dir.join("ppid")).trim(), "1", "redlock was not PID 1");
     assert_eq!(read(&dir.join("result")).trim(), "reaped");
@@ -111,7 +111,7 @@ fn as_pid1_term_reaches_the_command() {
         std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", proc.pid())).unwrap();
     let redlock: i32 = children.split_whitespace().next().unwrap().parse().unwrap();
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(redlock), Signal::SIGTERM).unwrap();
-    let out = proc.finish(PATIENCE);
+    let out = proc.finish();
     // The command's trap ran and it exited 0: TERM was forwarded, not ignored by PID 1.
     assert_eq!(read(&dir.join("got")).trim(), "term", "{}", out.stderr);
     out.assert_code(0);

@@ -31,7 +31,7 @@ fn locks_on_the_master_the_sentinels_name() {
     status.assert_code(0);
     assert!(status.stdout.contains(&token), "{}", status.stdout);
     touch(&dir.join("a.go"));
-    holder.finish(PATIENCE).assert_code(0);
+    holder.finish().assert_code(0);
     assert_eq!(setup.master.get(&lock_key("job")), None);
     assert!(!dir.join("marker").exists());
 
@@ -54,7 +54,7 @@ fn locks_on_the_master_the_sentinels_name() {
         renewed(&holder) >= before + 2 || !holder.running()
     });
     touch(&dir.join("b.go"));
-    let out = holder.finish(PATIENCE);
+    let out = holder.finish();
     out.assert_code(0);
     assert!(
         out.stderr.contains("could not ask the sentinels"),
@@ -115,7 +115,7 @@ fn renewals_follow_a_forced_failover() {
     // A contender that asks the sentinels now finds the lock busy on the new master.
     let contender = run_timeout(run_url(&url, key, &[], &marker_script(&dir)), PATIENCE);
     touch(&dir.join("a.go"));
-    let out = holder.finish(PATIENCE);
+    let out = holder.finish();
     eprintln!("holder after the failover:\n{}", out.stderr);
     // Exit 0 means the holder never lost its lease: the contender must have found it busy.
     if out.code() == 0 {

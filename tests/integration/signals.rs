@@ -20,7 +20,7 @@ fn term_is_forwarded_and_the_trap_decides_the_exit_status() {
         let proc = Proc::spawn(run_sh(&redis, "term", &[], &script));
         wait_for_file(&dir.join(&format!("{tag}.ready")));
         proc.signal(Signal::SIGTERM);
-        let out = proc.finish(PATIENCE);
+        let out = proc.finish();
         out.assert_code(code);
         assert_eq!(read(&dir.join(&format!("{tag}.trapped"))), "trapped\n");
         assert_eq!(redis.get(&lock_key("term")), None, "lock not released");
@@ -41,7 +41,7 @@ fn terminating_signals_kill_a_default_command_with_128_plus_n() {
         wait_for_file(&dir.join(&format!("{tag}.ready")));
         let pid = wait_for_pid(&dir.join(&format!("{tag}.pid")));
         proc.signal(sig);
-        let out = proc.finish(PATIENCE);
+        let out = proc.finish();
         out.assert_code(128 + n);
         assert!(!group_alive(pid), "{sig}: group survived");
         assert_eq!(redis.get(&lock_key("sig")), None);
@@ -64,7 +64,7 @@ fn signals_ignored_by_redlocks_parent_are_still_forwarded_and_reset_for_the_comm
     wait_for_file(&dir.join("n.ready"));
     let pid = wait_for_pid(&dir.join("n.pid"));
     proc.signal(Signal::SIGHUP);
-    let out = proc.finish(PATIENCE);
+    let out = proc.finish();
     out.assert_code(129);
     assert!(!group_alive(pid), "group survived");
     assert_eq!(redis.get(&lock_key("nohup")), None);
@@ -94,7 +94,7 @@ fn every_listed_signal_is_forwarded() {
         });
     }
     touch(&dir.join("w.go"));
-    proc.finish(PATIENCE).assert_code(0);
+    proc.finish().assert_code(0);
 
     // Terminating ones: the command's trap exits and its status is redlock's.
     for (sig, name, code) in [
@@ -110,7 +110,7 @@ fn every_listed_signal_is_forwarded() {
         let proc = Proc::spawn(run_sh(&redis, "fwd", &[], &script));
         wait_for_file(&dir.join(&format!("{name}.ready")));
         proc.signal(sig);
-        proc.finish(PATIENCE).assert_code(code);
+        proc.finish().assert_code(code);
         assert_eq!(read(&dir.join(name)), format!("{name}\n"));
     }
 }
@@ -130,7 +130,7 @@ fn command_ignoring_term_is_killed_after_kill_after() {
     let pid = wait_for_pid(&dir.join("w.pid"));
     let sent = Instant::now();
     proc.signal(Signal::SIGTERM);
-    let out = proc.finish(PATIENCE);
+    let out = proc.finish();
     let took = sent.elapsed();
     out.assert_code(137);
     assert!(
@@ -170,7 +170,7 @@ fn second_term_kills_at_once() {
     );
     let sent = Instant::now();
     proc.signal(Signal::SIGTERM);
-    let out = proc.finish(PATIENCE);
+    let out = proc.finish();
     out.assert_code(137);
     assert!(
         sent.elapsed() < Duration::from_secs(2),
@@ -235,7 +235,7 @@ fn terminating_signal_while_waiting_exits_at_once() {
         assert!(waiter.running(), "waiter ended: {}", waiter.stderr_so_far());
         let sent = Instant::now();
         waiter.signal(sig);
-        let out = waiter.finish(PATIENCE);
+        let out = waiter.finish();
         out.assert_code(128 + n);
         assert!(
             sent.elapsed() < Duration::from_secs(2),
@@ -250,5 +250,5 @@ fn terminating_signal_while_waiting_exits_at_once() {
     }
 
     touch(&dir.join("h.go"));
-    holder.finish(PATIENCE).assert_code(0);
+    holder.finish().assert_code(0);
 }

@@ -77,8 +77,8 @@ fn a_release_wakes_the_waiter_long_before_its_fallback_retry() {
     });
 
     touch(&dir.join("h.go"));
-    holder.finish(PATIENCE).assert_code(0);
-    waiter.finish(PATIENCE).assert_code(0);
+    holder.finish().assert_code(0);
+    waiter.finish().assert_code(0);
     let gap = gap(&dir, "h.end", "0.start");
     assert!(
         gap < WOKEN_WITHIN,
@@ -119,7 +119,7 @@ fn waiting_costs_almost_nothing_and_a_release_wakes_one_waiter() {
     // A release: the holder's release, one waiter's wake-up and acquire; the others sleep on.
     redis.reset_stats();
     touch(&dir.join("h.go"));
-    holder.finish(PATIENCE).assert_code(0);
+    holder.finish().assert_code(0);
     wait_until(PATIENCE, "a waiter to take the lock", || {
         lines(&dir, "order").len() == 1
     });
@@ -137,7 +137,7 @@ fn waiting_costs_almost_nothing_and_a_release_wakes_one_waiter() {
     let started = Instant::now();
     touch(&dir.join("go"));
     for waiter in waiters {
-        waiter.finish(PATIENCE).assert_code(0);
+        waiter.finish().assert_code(0);
     }
     let mut order = lines(&dir, "order");
     order.sort();
@@ -172,9 +172,9 @@ fn fair_waiters_run_in_arrival_order() {
         .collect();
 
     touch(&dir.join("h.go"));
-    holder.finish(PATIENCE).assert_code(0);
+    holder.finish().assert_code(0);
     for waiter in waiters {
-        waiter.finish(PATIENCE).assert_code(0);
+        waiter.finish().assert_code(0);
     }
     let want: Vec<String> = (0..N).map(|i| i.to_string()).collect();
     assert_eq!(lines(&dir, "order"), want);
@@ -218,7 +218,7 @@ fn a_fair_newcomer_does_not_jump_the_queue() {
         "the newcomer jumped the queue"
     );
 
-    waiter.finish(PATIENCE).assert_code(0);
+    waiter.finish().assert_code(0);
     assert_eq!(lines(&dir, "order"), ["0"]);
 }
 
@@ -244,12 +244,12 @@ fn a_fair_waiter_that_gives_up_passes_its_turn_on_at_once() {
     });
 
     first.signal(Signal::SIGTERM);
-    first.finish(PATIENCE).assert_code(128 + 15);
+    first.finish().assert_code(128 + 15);
     assert_eq!(zcard(&redis, &queue_key("leave")), 1, "the entry stayed");
 
     touch(&dir.join("h.go"));
-    holder.finish(PATIENCE).assert_code(0);
-    second.finish(PATIENCE).assert_code(0);
+    holder.finish().assert_code(0);
+    second.finish().assert_code(0);
     assert_eq!(lines(&dir, "order"), ["1"]);
     let gap = gap(&dir, "h.end", "1.start");
     assert!(
@@ -276,10 +276,10 @@ fn a_dead_fair_waiter_is_purged_from_the_queue() {
 
     // SIGKILL: no chance to leave the queue; its entry stays at the head until it lapses.
     first.signal(Signal::SIGKILL);
-    first.finish(PATIENCE);
+    first.finish();
     touch(&dir.join("h.go"));
-    holder.finish(PATIENCE).assert_code(0);
-    second.finish(PATIENCE).assert_code(0);
+    holder.finish().assert_code(0);
+    second.finish().assert_code(0);
     assert_eq!(lines(&dir, "order"), ["1"]);
     assert_eq!(zcard(&redis, &queue_key("dead")), 0);
 }
@@ -301,8 +301,8 @@ fn a_holder_that_dies_hands_over_when_its_lease_runs_out() {
 
     let killed = now_ns();
     holder.signal(Signal::SIGKILL);
-    holder.finish(PATIENCE);
-    waiter.finish(PATIENCE).assert_code(0);
+    holder.finish();
+    waiter.finish().assert_code(0);
     let after = read_stamps(&dir.join("0.start"))[0] - killed;
     // Nobody released, so no wake-up: the waiter's own retry, bounded by the holder's
     // remaining lease (at most 2 s), takes over.
