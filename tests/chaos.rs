@@ -29,6 +29,7 @@ mod chaos {
     pub mod worker;
 }
 
+use std::ffi::OsStr;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -40,7 +41,7 @@ use chaos::faults::{self, Kind, World};
 use chaos::proxy::Proxy;
 use chaos::store::Store;
 use chaos::worker;
-use common::{RedisServer, ServerOpts, TempDir, redlock};
+use common::{RedisServer, Redlock, ServerOpts, TempDir};
 
 const KEY: &str = "chaos";
 
@@ -221,18 +222,20 @@ impl Phase {
 /// One `redlock run --wait` of the worker, to its end.
 fn run_client(client: usize, url: &str, ttl: &str, socket: &std::path::Path, writes: &str) -> Run {
     let exe = std::env::current_exe().expect("current_exe");
-    let mut cmd = redlock();
-    cmd.args([
-        "run", "--url", url, "--key", KEY, "--ttl", ttl, "--wait", "30s",
-    ])
-    .arg("--")
-    .arg(exe)
-    .arg("--chaos-worker")
-    .arg(socket)
-    .env("CHAOS_CLIENT", client.to_string())
-    .env("CHAOS_WRITES", writes)
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped());
+    // Spawned by hand: no patience (a waiter may wait 30 s and then run), stdout not kept.
+    let mut cmd = Redlock::run_at(url)
+        .key(KEY)
+        .ttl(ttl)
+        .wait("30s")
+        .command([
+            exe.as_os_str(),
+            OsStr::new("--chaos-worker"),
+            socket.as_os_str(),
+        ])
+        .env("CHAOS_CLIENT", client.to_string())
+        .env("CHAOS_WRITES", writes)
+        .into_command();
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
     let child = cmd.spawn().expect("running redlock");
     let pid = child.id() as i32;
     let out = child.wait_with_output().expect("waiting for redlock");

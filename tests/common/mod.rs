@@ -10,10 +10,10 @@ mod scripts;
 mod server;
 mod tempdir;
 
-pub use poll::*;
-pub use process::*;
-pub use procfs::*;
-pub use redlock::*;
-pub use scripts::*;
-pub use server::*;
-pub use tempdir::*;
+pub use self::poll::*;
+pub use self::process::*;
+pub use self::procfs::*;
+pub use self::redlock::*;
+pub use self::scripts::*;
+pub use self::server::*;
+pub use self::tempdir::*;

@@ -181,9 +181,3 @@ impl Drop for Proc {
         }
     }
 }
-
-/// Spawns `cmd` and waits for it, killing it (and failing) after `timeout`.
-#[track_caller]
-pub fn run_timeout(cmd: Command, timeout: Duration) -> Output {
-    Proc::spawn(cmd).finish_within(timeout)
-}

@@ -21,10 +21,11 @@ fn daemon_script(dir: &TempDir, then: &str) -> String {
 fn a_double_forked_daemon_does_not_outlive_a_normal_exit() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let out = run_timeout(
-        run_sh(&redis, "daemon", &["-v"], &daemon_script(&dir, "exit 0")),
-        PATIENCE,
-    );
+    let out = Redlock::run(&redis)
+        .key("daemon")
+        .arg("-v")
+        .sh(&daemon_script(&dir, "exit 0"))
+        .output();
     let daemon = wait_for_pid(&dir.join("daemon.pid"));
     out.assert_code(0);
     assert!(
@@ -40,7 +41,11 @@ fn a_double_forked_daemon_is_stopped_when_the_lock_is_lost() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
     let script = daemon_script(&dir, &format!("touch {}; exec sleep 1000", dir.sh("ready")));
-    let proc = Proc::spawn(run_sh(&redis, "lost", &["--ttl", "1s"], &script));
+    let proc = Redlock::run(&redis)
+        .key("lost")
+        .ttl("1s")
+        .sh(&script)
+        .spawn();
     wait_for_file(&dir.join("ready"));
     let daemon = wait_for_pid(&dir.join("daemon.pid"));
     assert!(pid_alive(daemon));
@@ -56,21 +61,11 @@ fn a_double_forked_daemon_is_stopped_when_the_lock_is_lost() {
 
 /// `unshare --pid --fork --mount-proc redlock ...`: redlock is PID 1 of a new PID namespace.
 fn as_pid1(redis: &RedisServer, key: &str, script: &str) -> Proc {
-    let mut cmd = std::process::Command::new("unshare");
-    clear_redlock_env(&mut cmd);
-    cmd.args(["--pid", "--fork", "--mount-proc", BIN, "run"])
-        .args([
-            "--url",
-            &redis.url(),
-            "--key",
-            key,
-            "--",
-            "sh",
-            "-c",
-            script,
-        ])
-        .stdin(std::process::Stdio::null());
-    Proc::spawn(cmd)
+    Redlock::run(redis)
+        .key(key)
+        .sh(script)
+        .through(["unshare", "--pid", "--fork", "--mount-proc"])
+        .spawn()
 }
 
 #[test]

@@ -59,19 +59,18 @@ fn queue_key(name: &str) -> String {
 fn a_release_wakes_the_waiter_long_before_its_fallback_retry() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let holder = Proc::spawn(run_sh(
-        &redis,
-        "wake",
-        &["--ttl", LONG_TTL],
-        &hold_then_stamp(&dir, "h"),
-    ));
+    let holder = Redlock::run(&redis)
+        .key("wake")
+        .ttl(LONG_TTL)
+        .sh(&hold_then_stamp(&dir, "h"))
+        .spawn();
     wait_for_file(&dir.join("h.ready"));
-    let waiter = Proc::spawn(run_sh(
-        &redis,
-        "wake",
-        &["--ttl", LONG_TTL, "--wait", "60s"],
-        &log_script(&dir, 0),
-    ));
+    let waiter = Redlock::run(&redis)
+        .key("wake")
+        .ttl(LONG_TTL)
+        .wait("60s")
+        .sh(&log_script(&dir, 0))
+        .spawn();
     wait_until(PATIENCE, "the waiter to block on its wake list", || {
         redis.info_field("blocked_clients") == 1
     });
@@ -91,7 +90,7 @@ fn waiting_costs_almost_nothing_and_a_release_wakes_one_waiter() {
     const N: usize = 10;
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let (holder, _) = spawn_holder(&redis, "herd", &[], &dir, "h");
+    let (holder, _) = Redlock::run(&redis).key("herd").hold(&dir, "h");
     // Each waiter holds the lock until `go` exists, so the next one can be counted.
     let go = dir.sh("go");
     let waiters: Vec<Proc> = (0..N)
@@ -100,7 +99,11 @@ fn waiting_costs_almost_nothing_and_a_release_wakes_one_waiter() {
                 "{}; while [ ! -e {go} ]; do sleep 0.02; done",
                 log_script(&dir, i)
             );
-            Proc::spawn(run_sh(&redis, "herd", &["--wait", "forever"], &script))
+            Redlock::run(&redis)
+                .key("herd")
+                .wait("forever")
+                .sh(&script)
+                .spawn()
         })
         .collect();
     wait_until(PATIENCE, "every waiter to block", || {
@@ -155,15 +158,15 @@ fn fair_waiters_run_in_arrival_order() {
     const N: usize = 5;
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let (holder, _) = spawn_holder(&redis, "fifo", &[], &dir, "h");
+    let (holder, _) = Redlock::run(&redis).key("fifo").hold(&dir, "h");
     let waiters: Vec<Proc> = (0..N)
         .map(|i| {
-            let waiter = Proc::spawn(run_sh(
-                &redis,
-                "fifo",
-                &["--fair", "--wait", "forever"],
-                &log_script(&dir, i),
-            ));
+            let waiter = Redlock::run(&redis)
+                .key("fifo")
+                .arg("--fair")
+                .wait("forever")
+                .sh(&log_script(&dir, i))
+                .spawn();
             wait_until(PATIENCE, "the waiter to join the queue", || {
                 zcard(&redis, &queue_key("fifo")) == i as u64 + 1
             });
@@ -197,22 +200,23 @@ fn a_fair_newcomer_does_not_jump_the_queue() {
         .arg(2000)
         .exec(&mut redis.conn())
         .unwrap();
-    let waiter = Proc::spawn(run_sh(
-        &redis,
-        "queue",
-        &["--fair", "--wait", "20s"],
-        &log_script(&dir, 0),
-    ));
+    let waiter = Redlock::run(&redis)
+        .key("queue")
+        .arg("--fair")
+        .wait("20s")
+        .sh(&log_script(&dir, 0))
+        .spawn();
     wait_until(PATIENCE, "the waiter to join the queue", || {
         zcard(&redis, &queue_key("queue")) == 1
     });
     // Freed without a release, so nobody is woken: the waiter is asleep when the newcomer comes.
     redis.del(&lock_key("queue"));
-    let newcomer = run_timeout(
-        run_sh(&redis, "queue", &["--fair"], &marker_script(&dir)),
-        PATIENCE,
-    );
-    newcomer.assert_code(75);
+    Redlock::run(&redis)
+        .key("queue")
+        .arg("--fair")
+        .sh(&marker_script(&dir))
+        .status(75)
+        .output();
     assert!(
         !dir.join("marker").exists(),
         "the newcomer jumped the queue"
@@ -226,19 +230,24 @@ fn a_fair_newcomer_does_not_jump_the_queue() {
 fn a_fair_waiter_that_gives_up_passes_its_turn_on_at_once() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let holder = Proc::spawn(run_sh(
-        &redis,
-        "leave",
-        &["--ttl", LONG_TTL],
-        &hold_then_stamp(&dir, "h"),
-    ));
+    let holder = Redlock::run(&redis)
+        .key("leave")
+        .ttl(LONG_TTL)
+        .sh(&hold_then_stamp(&dir, "h"))
+        .spawn();
     wait_for_file(&dir.join("h.ready"));
-    let opts = ["--fair", "--wait", "forever", "--ttl", LONG_TTL];
-    let first = Proc::spawn(run_sh(&redis, "leave", &opts, &log_script(&dir, 0)));
+    let fair_waiter = || {
+        Redlock::run(&redis)
+            .key("leave")
+            .arg("--fair")
+            .wait("forever")
+            .ttl(LONG_TTL)
+    };
+    let first = fair_waiter().sh(&log_script(&dir, 0)).spawn();
     wait_until(PATIENCE, "the first waiter to queue", || {
         zcard(&redis, &queue_key("leave")) == 1
     });
-    let second = Proc::spawn(run_sh(&redis, "leave", &opts, &log_script(&dir, 1)));
+    let second = fair_waiter().sh(&log_script(&dir, 1)).spawn();
     wait_until(PATIENCE, "the second waiter to queue", || {
         zcard(&redis, &queue_key("leave")) == 2
     });
@@ -263,13 +272,19 @@ fn a_dead_fair_waiter_is_purged_from_the_queue() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
     // A 1 s ttl: queue entries live about 6 s without a refresh.
-    let (holder, _) = spawn_holder(&redis, "dead", &["--ttl", "1s"], &dir, "h");
-    let opts = ["--fair", "--wait", "forever", "--ttl", "1s"];
-    let first = Proc::spawn(run_sh(&redis, "dead", &opts, &log_script(&dir, 0)));
+    let (holder, _) = Redlock::run(&redis).key("dead").ttl("1s").hold(&dir, "h");
+    let fair_waiter = || {
+        Redlock::run(&redis)
+            .key("dead")
+            .arg("--fair")
+            .wait("forever")
+            .ttl("1s")
+    };
+    let first = fair_waiter().sh(&log_script(&dir, 0)).spawn();
     wait_until(PATIENCE, "the first waiter to queue", || {
         zcard(&redis, &queue_key("dead")) == 1
     });
-    let second = Proc::spawn(run_sh(&redis, "dead", &opts, &log_script(&dir, 1)));
+    let second = fair_waiter().sh(&log_script(&dir, 1)).spawn();
     wait_until(PATIENCE, "the second waiter to queue", || {
         zcard(&redis, &queue_key("dead")) == 2
     });
@@ -288,13 +303,12 @@ fn a_dead_fair_waiter_is_purged_from_the_queue() {
 fn a_holder_that_dies_hands_over_when_its_lease_runs_out() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let (holder, _) = spawn_holder(&redis, "crash", &["--ttl", "2s"], &dir, "h");
-    let waiter = Proc::spawn(run_sh(
-        &redis,
-        "crash",
-        &["--wait", "forever"],
-        &log_script(&dir, 0),
-    ));
+    let (holder, _) = Redlock::run(&redis).key("crash").ttl("2s").hold(&dir, "h");
+    let waiter = Redlock::run(&redis)
+        .key("crash")
+        .wait("forever")
+        .sh(&log_script(&dir, 0))
+        .spawn();
     wait_until(PATIENCE, "the waiter to block", || {
         redis.info_field("blocked_clients") == 1
     });
