@@ -15,7 +15,7 @@
 mod common;
 
 // The suite's parts, in tests/chaos/ (a crate root's `mod x;` looks beside it, in tests/; the
-// inline module adds the directory without a #[path]).
+// inline module adds the directory without a path attribute).
 mod chaos {
     // The checker over the history, and the summary table.
     pub mod check;

@@ -5,7 +5,7 @@
 mod common;
 
 // The test modules, in tests/integration/ (a crate root's `mod x;` looks beside it, in tests/;
-// the inline module adds the directory without a #[path]).
+// the inline module adds the directory without a path attribute).
 mod integration {
     // Fixtures of several servers: a master, a replica and three sentinels; a three-master Cluster.
     mod topology;
@@ -20,14 +20,14 @@ mod integration {
     mod contention;
     // --min-interval: a success recorded in Redis skips later runs and waiters on any host.
     mod cron;
-    // `redlock completions` and `redlock man`: committed output, no Redis, bash, fish and groff accept it;
-    // every `redlock run` line in the README, man page and packaging/ is accepted.
+    // `redlock completions` and `redlock man`: committed output, no Redis, bash, fish and groff
+    // accept it; every `redlock run` line in the README, man page and packaging/ is accepted.
     mod docs;
     // The exit-status table: passthrough, 128+N, 126, 127, --max-runtime's 124.
     mod exit_codes;
     // Passwords from --password-file and REDLOCK_PASSWORD; the README's least-privilege ACL user.
     mod credentials;
-    // Redis failing under a held lock: killed, paused, restarted, scripts flushed, unreachable, auth.
+    // Redis failing under a lock: killed, paused, restarted, scripts flushed, unreachable, auth.
     mod faults;
     // -v lines and --log-format json: events in order, errors as JSON, statuses unchanged.
     mod logs;
@@ -43,7 +43,7 @@ mod integration {
     mod reaper;
     // Hostile input: malformed values for every flag, odd lock names, garbage-speaking servers.
     mod hostile;
-    // redlock's own stdin, stdout or stderr closed, or a pipe whose reader left: no panic, no lock left.
+    // redlock's stdin, stdout or stderr closed, or a pipe's reader gone: no panic, no lock left.
     mod stdio;
     // Property tests: parsing durations, signals, URLs and whole command lines.
     mod props;
