@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::faults::{Fault, Kind};
-use crate::store::State;
+use super::faults::{Fault, Kind};
+use super::store::State;
 
 /// One finished redlock run.
 #[derive(Debug, Clone)]

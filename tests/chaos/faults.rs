@@ -7,9 +7,9 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
-use crate::proxy::{Mode, Proxy};
-use crate::store::Store;
-use crate::util::RedisServer;
+use super::proxy::{Mode, Proxy};
+use super::store::Store;
+use crate::common::RedisServer;
 use crate::{Rng, mono_ns};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -2,18 +2,15 @@
 //! environment, fencing tokens, URL forms and who owns stdout/stderr.
 
 use std::fs::File;
-use std::process::Stdio;
 use std::time::Duration;
 
-use crate::util::*;
-
-const T: Duration = Duration::from_secs(20);
+use crate::common::*;
 
 #[test]
 fn holds_key_while_running_and_releases_it() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let (proc, token) = spawn_holder(&redis, "job", &[], &dir, "w");
+    let (proc, token) = Redlock::run(&redis).key("job").hold(&dir, "w");
     assert_eq!(
         redis.get(&lock_key("job")).as_deref(),
         Some(token.as_str()),
@@ -23,7 +20,7 @@ fn holds_key_while_running_and_releases_it() {
     assert!(pttl > 0 && pttl <= 30_000, "default ttl 30s, PTTL {pttl}");
 
     touch(&dir.join("w.go"));
-    let out = proc.finish(T);
+    let out = proc.finish();
     out.assert_code(0);
     assert_eq!(redis.get(&lock_key("job")), None, "lock not released");
     assert_eq!(out.stderr, "", "redlock must be silent on success");
@@ -42,7 +39,7 @@ fn child_environment() {
         r = dir.sh("ready"),
         g = dir.sh("go"),
     );
-    let proc = Proc::spawn(run_sh(&redis, "env-check", &[], &script));
+    let proc = Redlock::run(&redis).key("env-check").sh(&script).spawn();
     wait_for_file(&dir.join("ready"));
 
     assert_eq!(wait_for_line(&dir.join("key")), "env-check");
@@ -64,7 +61,7 @@ fn child_environment() {
     );
 
     touch(&dir.join("go"));
-    proc.finish(T).assert_code(0);
+    proc.finish().assert_code(0);
 }
 
 #[test]
@@ -73,11 +70,11 @@ fn fencing_tokens_strictly_increase_and_tokens_are_fresh() {
     let mut fences = Vec::new();
     let mut tokens = Vec::new();
     for _ in 0..5 {
-        let mut cmd = redlock();
-        cmd.args(["run", "--url", &redis.url(), "--key", "fenced", "--"])
-            .args(["sh", "-c", "echo $REDLOCK_FENCING_TOKEN $REDLOCK_TOKEN"]);
-        let out = run_timeout(cmd, T);
-        out.assert_code(0);
+        let out = Redlock::run(&redis)
+            .key("fenced")
+            .sh("echo $REDLOCK_FENCING_TOKEN $REDLOCK_TOKEN")
+            .status(0)
+            .output();
         let mut words = out.stdout.split_whitespace();
         let fence: u64 = words.next().unwrap().parse().unwrap();
         fences.push(fence);
@@ -104,11 +101,11 @@ fn fencing_tokens_strictly_increase_and_tokens_are_fresh() {
 fn fencing_counter_is_per_name() {
     let redis = RedisServer::start();
     let fence = |key: &str| -> u64 {
-        let mut cmd = redlock();
-        cmd.args(["run", "--url", &redis.url(), "--key", key, "--"])
-            .args(["sh", "-c", "echo $REDLOCK_FENCING_TOKEN"]);
-        let out = run_timeout(cmd, T);
-        out.assert_code(0);
+        let out = Redlock::run(&redis)
+            .key(key)
+            .sh("echo $REDLOCK_FENCING_TOKEN")
+            .status(0)
+            .output();
         out.stdout.trim().parse().unwrap()
     };
     let a1 = fence("a");
@@ -129,25 +126,26 @@ fn stdio_belongs_to_the_command() {
     let dir = TempDir::new();
     std::fs::write(dir.join("input"), "line one\nline two\n").unwrap();
 
-    let mut cmd = redlock();
-    cmd.args(["run", "--url", &redis.url(), "--key", "io", "--"])
-        .args(["sh", "-c", "cat; echo to-stderr >&2"])
-        .stdin(Stdio::from(File::open(dir.join("input")).unwrap()));
-    let out = run_timeout(cmd, T);
-    out.assert_code(0);
-    assert_eq!(out.stdout, "line one\nline two\n");
-    assert_eq!(out.stderr, "to-stderr\n", "redlock added output of its own");
+    // The command's streams, and nothing of redlock's own on them.
+    Redlock::run(&redis)
+        .key("io")
+        .sh("cat; echo to-stderr >&2")
+        .stdin(File::open(dir.join("input")).unwrap())
+        .status(0)
+        .stdout("line one\nline two\n")
+        .stderr("to-stderr\n")
+        .output();
 }
 
 #[test]
 fn command_arguments_are_passed_verbatim_without_a_shell() {
     let redis = RedisServer::start();
-    let mut cmd = redlock();
-    cmd.args(["run", "--url", &redis.url(), "--key", "argv", "--"])
-        .args(["printf", "[%s]\n", "a b", "$HOME", "*", "--key", "-v"]);
-    let out = run_timeout(cmd, T);
-    out.assert_code(0);
-    assert_eq!(out.stdout, "[a b]\n[$HOME]\n[*]\n[--key]\n[-v]\n");
+    Redlock::run(&redis)
+        .key("argv")
+        .command(["printf", "[%s]\n", "a b", "$HOME", "*", "--key", "-v"])
+        .status(0)
+        .stdout("[a b]\n[$HOME]\n[*]\n[--key]\n[-v]\n")
+        .output();
 }
 
 #[test]
@@ -155,23 +153,25 @@ fn prefix_option_and_env_change_key_names() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
 
-    let (proc, token) = spawn_holder(&redis, "job", &["--prefix", "myapp:"], &dir, "a");
+    let (proc, token) = Redlock::run(&redis)
+        .key("job")
+        .args(["--prefix", "myapp:"])
+        .hold(&dir, "a");
     assert_eq!(redis.get("myapp:{job}").as_deref(), Some(token.as_str()));
     assert_eq!(redis.get(&lock_key("job")), None);
     let fence = wait_for_line(&dir.join("a.fence"));
     assert_eq!(redis.get("myapp:{job}:fence"), Some(fence));
     touch(&dir.join("a.go"));
-    proc.finish(T).assert_code(0);
+    proc.finish().assert_code(0);
     assert_eq!(redis.get("myapp:{job}"), None);
 
-    let mut cmd = run_sh(&redis, "job", &[], &hold_script(&dir, "b"));
-    cmd.env("REDLOCK_PREFIX", "other/");
-    let proc = Proc::spawn(cmd);
-    wait_for_file(&dir.join("b.ready"));
-    let token = wait_for_line(&dir.join("b.token"));
+    let (proc, token) = Redlock::run(&redis)
+        .key("job")
+        .env("REDLOCK_PREFIX", "other/")
+        .hold(&dir, "b");
     assert_eq!(redis.get("other/{job}").as_deref(), Some(token.as_str()));
     touch(&dir.join("b.go"));
-    proc.finish(T).assert_code(0);
+    proc.finish().assert_code(0);
     assert_eq!(redis.get("other/{job}"), None);
 }
 
@@ -183,10 +183,10 @@ fn unix_socket_url() {
     });
     assert!(redis.url().starts_with("unix://"));
     let dir = TempDir::new();
-    let (proc, token) = spawn_holder(&redis, "sock", &[], &dir, "w");
+    let (proc, token) = Redlock::run(&redis).key("sock").hold(&dir, "w");
     assert_eq!(redis.get(&lock_key("sock")), Some(token));
     touch(&dir.join("w.go"));
-    proc.finish(T).assert_code(0);
+    proc.finish().assert_code(0);
     assert_eq!(redis.get(&lock_key("sock")), None);
 }
 
@@ -194,16 +194,13 @@ fn unix_socket_url() {
 fn url_from_environment() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let mut cmd = redlock();
-    cmd.env("REDLOCK_URL", redis.url())
-        .args(["run", "--key", "envurl", "--", "sh", "-c"])
-        .arg(hold_script(&dir, "w"));
-    let proc = Proc::spawn(cmd);
-    wait_for_file(&dir.join("w.ready"));
-    let token = wait_for_line(&dir.join("w.token"));
+    let (proc, token) = Redlock::sub("run")
+        .env("REDLOCK_URL", redis.url())
+        .key("envurl")
+        .hold(&dir, "w");
     assert_eq!(redis.get(&lock_key("envurl")), Some(token));
     touch(&dir.join("w.go"));
-    proc.finish(T).assert_code(0);
+    proc.finish().assert_code(0);
 }
 
 #[test]
@@ -211,12 +208,7 @@ fn database_number_in_url_selects_the_database() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
     let url = format!("{}/3", redis.url());
-    let mut cmd = redlock();
-    cmd.args(["run", "--url", &url, "--key", "db", "--", "sh", "-c"])
-        .arg(hold_script(&dir, "w"));
-    let proc = Proc::spawn(cmd);
-    wait_for_file(&dir.join("w.ready"));
-    let token = wait_for_line(&dir.join("w.token"));
+    let (proc, token) = Redlock::run_at(&url).key("db").hold(&dir, "w");
     let keys = redis.all_keys();
     assert!(
         keys.contains(&format!("db3:{}", lock_key("db"))),
@@ -234,7 +226,7 @@ fn database_number_in_url_selects_the_database() {
         .unwrap();
     assert_eq!(v, Some(token));
     touch(&dir.join("w.go"));
-    proc.finish(T).assert_code(0);
+    proc.finish().assert_code(0);
     let keys = redis.all_keys();
     assert!(
         !keys.contains(&format!("db3:{}", lock_key("db"))),
@@ -251,8 +243,11 @@ fn leftover_processes_in_the_group_are_stopped() {
         "sleep 300 >/dev/null 2>&1 & echo $! > {bg}; exit 0",
         bg = dir.sh("bg")
     );
-    let out = run_timeout(run_sh(&redis, "leftover", &[], &script), T);
-    out.assert_code(0);
+    Redlock::run(&redis)
+        .key("leftover")
+        .sh(&script)
+        .status(0)
+        .output();
     let bg = wait_for_pid(&dir.join("bg"));
     wait_pid_dead(bg, Duration::from_secs(2));
     assert_eq!(redis.get(&lock_key("leftover")), None);
@@ -261,16 +256,24 @@ fn leftover_processes_in_the_group_are_stopped() {
 #[test]
 fn verbose_output_is_prefixed_and_quiet_is_silent() {
     let redis = RedisServer::start();
-    let mut cmd = run_sh(&redis, "verbose", &["-v", "-v"], "exit 0");
-    cmd.env("REDLOCK_TTL", "5s");
-    let out = run_timeout(cmd, T);
-    out.assert_code(0);
+    // Diagnostics go to stderr, never to stdout.
+    let out = Redlock::run(&redis)
+        .key("verbose")
+        .args(["-v", "-v"])
+        .env("REDLOCK_TTL", "5s")
+        .sh("exit 0")
+        .status(0)
+        .stderr_prefixed()
+        .stdout("")
+        .output();
     assert!(!out.stderr.is_empty(), "-vv printed nothing");
-    out.assert_stderr_prefixed();
-    assert_eq!(out.stdout, "", "diagnostics must not go to stdout");
 
-    let out = run_timeout(run_sh(&redis, "verbose", &["-q"], "echo hi"), T);
-    out.assert_code(0);
-    assert_eq!(out.stdout, "hi\n");
-    assert_eq!(out.stderr, "");
+    Redlock::run(&redis)
+        .key("verbose")
+        .arg("-q")
+        .sh("echo hi")
+        .status(0)
+        .stdout("hi\n")
+        .stderr("")
+        .output();
 }

@@ -1,8 +1,8 @@
 //! Redis Cluster: the lock lives on the node that owns its slot, found through any seed (MOVED);
 //! waiters are woken there; `list` scans every master; renewals follow a slot migration.
 
-use crate::topology::*;
-use crate::util::*;
+use super::topology::*;
+use crate::common::*;
 
 #[test]
 fn locks_on_the_slot_owner_through_any_seed() {
@@ -14,30 +14,30 @@ fn locks_on_the_slot_owner_through_any_seed() {
     let other = (owner + 1) % 3;
     // The only seed given does not own the slot: its MOVED reply leads to the owner.
     let url = cluster.url_of(&[other]);
-    let (holder, token) = spawn_holder_at(&url, key, &[], &dir, "a");
+    let (holder, token) = Redlock::run_at(&url).key(key).hold(&dir, "a");
     assert_eq!(
         cluster.nodes[owner].get(&lock_key(key)).as_deref(),
         Some(&*token)
     );
     // Busy for another client; a waiter blocks (BLPOP on the owner) and runs after the release.
     // A plain redis:// URL to a node that does not own the slot: a clear error, nothing run.
-    let plain = run_timeout(
-        run_sh(&cluster.nodes[other], key, &[], &marker_script(&dir)),
-        PATIENCE,
-    );
-    plain.assert_code(69);
-    assert!(
-        plain.stderr.contains("use a redis+cluster:// URL"),
-        "{}",
-        plain.stderr
-    );
+    Redlock::run(&cluster.nodes[other])
+        .key(key)
+        .sh(&marker_script(&dir))
+        .status(69)
+        .stderr_contains("use a redis+cluster:// URL")
+        .output();
     assert!(!dir.join("marker").exists());
-    let busy = run_timeout(
-        run_url(&cluster.url_of(&[0, 1, 2]), key, &[], "true"),
-        PATIENCE,
-    );
-    busy.assert_code(75);
-    let waiter = Proc::spawn(run_url(&url, key, &["--wait", "30s"], &marker_script(&dir)));
+    Redlock::run_at(&cluster.url_of(&[0, 1, 2]))
+        .key(key)
+        .sh("true")
+        .status(75)
+        .output();
+    let waiter = Redlock::run_at(&url)
+        .key(key)
+        .wait("30s")
+        .sh(&marker_script(&dir))
+        .spawn();
     wait_until(PATIENCE, "the waiter to block on the owner", || {
         cluster.nodes[owner].info_field("blocked_clients") == 1
     });
@@ -46,32 +46,23 @@ fn locks_on_the_slot_owner_through_any_seed() {
         .map(|i| format!("other{i}"))
         .find(|k| cluster.owner(cluster.slot(&lock_key(k)), 0) != owner)
         .unwrap();
-    let (holder2, _) = spawn_holder_at(&url, &key2, &[], &dir, "b");
-    let list = run_timeout(
-        {
-            let mut cmd = redlock();
-            cmd.args(["list", "--url", &url]);
-            cmd
-        },
-        PATIENCE,
-    );
-    let mut status = redlock();
-    status.args(["status", "--url", &url, "--key", key]);
-    let status = run_timeout(status, PATIENCE);
-    status.assert_code(0);
-    assert!(status.stdout.contains(&token), "{}", status.stdout);
-    list.assert_code(0);
-    assert!(
-        list.stdout.contains(key) && list.stdout.contains(&key2),
-        "{}",
-        list.stdout
-    );
+    let (holder2, _) = Redlock::run_at(&url).key(&key2).hold(&dir, "b");
+    Redlock::admin_at("list", &url)
+        .status(0)
+        .stdout_contains(key)
+        .stdout_contains(&key2)
+        .output();
+    Redlock::admin_at("status", &url)
+        .key(key)
+        .status(0)
+        .stdout_contains(&token)
+        .output();
     touch(&dir.join("a.go"));
-    holder.finish(PATIENCE).assert_code(0);
-    waiter.finish(PATIENCE).assert_code(0);
+    holder.finish().assert_code(0);
+    waiter.finish().assert_code(0);
     assert!(dir.join("marker").exists());
     touch(&dir.join("b.go"));
-    holder2.finish(PATIENCE).assert_code(0);
+    holder2.finish().assert_code(0);
     assert_eq!(cluster.nodes[owner].get(&lock_key(key)), None);
 }
 
@@ -88,7 +79,11 @@ fn renewals_follow_a_slot_migration() {
     let from = cluster.owner(slot, 0);
     let to = (from + 1) % 3;
     let url = cluster.url_of(&[0, 1, 2]);
-    let (mut holder, token) = spawn_holder_at(&url, key, &["--ttl", "3s", "-vv"], &dir, "a");
+    let (mut holder, token) = Redlock::run_at(&url)
+        .key(key)
+        .ttl("3s")
+        .arg("-vv")
+        .hold(&dir, "a");
     cluster.begin_migration(slot, from, to);
     wait_until(PATIENCE, "a renewal refused mid-migration", || {
         holder.stderr_so_far().contains("TRYAGAIN") || !holder.running()
@@ -104,9 +99,12 @@ fn renewals_follow_a_slot_migration() {
     wait_until(PATIENCE, "renewals after the migration, or an exit", || {
         renewed(&holder) >= before + 2 || !holder.running()
     });
-    let contender = run_timeout(run_url(&url, key, &[], &marker_script(&dir)), PATIENCE);
+    let contender = Redlock::run_at(&url)
+        .key(key)
+        .sh(&marker_script(&dir))
+        .output();
     touch(&dir.join("a.go"));
-    let out = holder.finish(PATIENCE);
+    let out = holder.finish();
     eprintln!("holder across the migration:\n{}", out.stderr);
     // Exit 0 means the holder never lost its lease: the contender must have found it busy.
     if out.code() == 0 {
@@ -136,12 +134,17 @@ fn renewals_follow_a_cluster_failover() {
     let replica = cluster.replica_of(master);
     let url = cluster.url_of(&[0, 1, 2]);
     // --min-replicas works on a Cluster master too: WAIT goes to the lock's node.
-    let out = run_timeout(
-        run_url(&url, key, &["--min-replicas", "1"], "true"),
-        PATIENCE,
-    );
-    out.assert_code(0);
-    let (mut holder, token) = spawn_holder_at(&url, key, &["--ttl", "3s", "-vv"], &dir, "a");
+    Redlock::run_at(&url)
+        .key(key)
+        .args(["--min-replicas", "1"])
+        .sh("true")
+        .status(0)
+        .output();
+    let (mut holder, token) = Redlock::run_at(&url)
+        .key(key)
+        .ttl("3s")
+        .arg("-vv")
+        .hold(&dir, "a");
     cluster.failover(replica, slot);
     assert_eq!(
         cluster.nodes[replica].get(&lock_key(key)).as_deref(),
@@ -152,9 +155,12 @@ fn renewals_follow_a_cluster_failover() {
     wait_until(PATIENCE, "renewals after the failover, or an exit", || {
         renewed(&holder) >= before + 2 || !holder.running()
     });
-    let contender = run_timeout(run_url(&url, key, &[], &marker_script(&dir)), PATIENCE);
+    let contender = Redlock::run_at(&url)
+        .key(key)
+        .sh(&marker_script(&dir))
+        .output();
     touch(&dir.join("a.go"));
-    let out = holder.finish(PATIENCE);
+    let out = holder.finish();
     eprintln!("holder across the failover:\n{}", out.stderr);
     // Exit 0 means the holder never lost its lease: the contender must have found it busy.
     if out.code() == 0 {

@@ -3,27 +3,20 @@
 
 use std::time::{Duration, Instant};
 
-use crate::util::*;
-
-const T: Duration = Duration::from_secs(20);
-
-/// Starts a holder of `key` and waits until its command runs; returns it and its token.
-fn hold(redis: &RedisServer, dir: &TempDir, key: &str, tag: &str) -> (Proc, String) {
-    let proc = Proc::spawn(run_sh(redis, key, &[], &hold_script(dir, tag)));
-    wait_for_file(&dir.join(&format!("{tag}.ready")));
-    let token = wait_for_line(&dir.join(&format!("{tag}.token")));
-    (proc, token)
-}
+use crate::common::*;
 
 #[test]
 fn busy_lock_exits_75_without_running_the_command() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let (holder, token) = hold(&redis, &dir, "busy", "h");
+    let (holder, token) = Redlock::run(&redis).key("busy").hold(&dir, "h");
 
-    let out = run_timeout(run_sh(&redis, "busy", &[], &marker_script(&dir)), T);
-    out.assert_code(75);
-    out.assert_stderr_prefixed();
+    let out = Redlock::run(&redis)
+        .key("busy")
+        .sh(&marker_script(&dir))
+        .status(75)
+        .stderr_prefixed()
+        .output();
     assert!(
         out.elapsed < Duration::from_secs(5),
         "took {:?}",
@@ -37,48 +30,52 @@ fn busy_lock_exits_75_without_running_the_command() {
     );
 
     touch(&dir.join("h.go"));
-    holder.finish(T).assert_code(0);
+    holder.finish().assert_code(0);
 }
 
 #[test]
 fn conflict_exit_code_option_and_env() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let (holder, _) = hold(&redis, &dir, "conflict", "h");
+    let (holder, _) = Redlock::run(&redis).key("conflict").hold(&dir, "h");
 
     for code in ["0", "3", "255"] {
-        let out = run_timeout(
-            run_sh(
-                &redis,
-                "conflict",
-                &["--conflict-exit-code", code],
-                &marker_script(&dir),
-            ),
-            T,
-        );
-        out.assert_code(code.parse().unwrap());
+        Redlock::run(&redis)
+            .key("conflict")
+            .args(["--conflict-exit-code", code])
+            .sh(&marker_script(&dir))
+            .status(code.parse().unwrap())
+            .output();
     }
-    let mut cmd = run_sh(&redis, "conflict", &[], &marker_script(&dir));
-    cmd.env("REDLOCK_CONFLICT_EXIT_CODE", "9");
-    run_timeout(cmd, T).assert_code(9);
+    Redlock::run(&redis)
+        .key("conflict")
+        .env("REDLOCK_CONFLICT_EXIT_CODE", "9")
+        .sh(&marker_script(&dir))
+        .status(9)
+        .output();
     assert!(!dir.join("marker").exists(), "command ran without the lock");
 
     touch(&dir.join("h.go"));
-    holder.finish(T).assert_code(0);
+    holder.finish().assert_code(0);
 }
 
 #[test]
 fn other_names_are_not_busy() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let (holder, _) = hold(&redis, &dir, "one", "h");
-    run_timeout(run_sh(&redis, "two", &[], "exit 0"), T).assert_code(0);
+    let (holder, _) = Redlock::run(&redis).key("one").hold(&dir, "h");
+    Redlock::run(&redis)
+        .key("two")
+        .sh("exit 0")
+        .status(0)
+        .output();
     touch(&dir.join("h.go"));
-    holder.finish(T).assert_code(0);
+    holder.finish().assert_code(0);
 }
 
 /// A waiter started while the lock is held runs once the holder finishes, and not before.
-fn wait_hands_over(wait_args: &[&str], wait_env: Option<(&str, &str)>) {
+/// `waiting` adds the waiter's --wait, as an option or a variable.
+fn wait_hands_over(waiting: impl FnOnce(Redlock) -> Redlock) {
     let redis = RedisServer::start();
     let dir = TempDir::new();
     let holder_script = format!(
@@ -86,7 +83,10 @@ fn wait_hands_over(wait_args: &[&str], wait_env: Option<(&str, &str)>) {
         hold_script(&dir, "h"),
         end = dir.sh("h.end")
     );
-    let holder = Proc::spawn(run_sh(&redis, "handover", &[], &holder_script));
+    let holder = Redlock::run(&redis)
+        .key("handover")
+        .sh(&holder_script)
+        .spawn();
     wait_for_file(&dir.join("h.ready"));
     let holder_fence: u64 = wait_for_line(&dir.join("h.fence")).parse().unwrap();
 
@@ -95,13 +95,11 @@ fn wait_hands_over(wait_args: &[&str], wait_env: Option<(&str, &str)>) {
         start = dir.sh("w.start"),
         fence = dir.sh("w.fence")
     );
-    let mut cmd = run_sh(&redis, "handover", wait_args, &waiter_script);
-    if let Some((k, v)) = wait_env {
-        cmd.env(k, v);
-    }
-    let mut waiter = Proc::spawn(cmd);
+    let mut waiter = waiting(Redlock::run(&redis).key("handover"))
+        .sh(&waiter_script)
+        .spawn();
     // The waiter is talking to Redis, i.e. trying, before the holder lets go.
-    wait_until(T, "the waiter to connect to redis", || {
+    wait_until(PATIENCE, "the waiter to connect to redis", || {
         has_tcp_connection(waiter.pid(), redis.port())
     });
     assert!(
@@ -115,8 +113,8 @@ fn wait_hands_over(wait_args: &[&str], wait_env: Option<(&str, &str)>) {
     );
 
     touch(&dir.join("h.go"));
-    holder.finish(T).assert_code(0);
-    let out = waiter.finish(T);
+    holder.finish().assert_code(0);
+    let out = waiter.finish();
     out.assert_code(0);
 
     let holder_end = read_stamps(&dir.join("h.end"))[0];
@@ -133,47 +131,40 @@ fn wait_hands_over(wait_args: &[&str], wait_env: Option<(&str, &str)>) {
 
 #[test]
 fn wait_gets_the_lock_when_the_holder_finishes() {
-    wait_hands_over(&["--wait", "20s"], None);
+    wait_hands_over(|redlock| redlock.wait("20s"));
 }
 
 #[test]
 fn wait_forever_from_env_gets_the_lock() {
-    wait_hands_over(&[], Some(("REDLOCK_WAIT", "forever")));
+    wait_hands_over(|redlock| redlock.env("REDLOCK_WAIT", "forever"));
 }
 
 #[test]
 fn wait_runs_out_with_75_in_about_the_wait_time() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let (holder, token) = hold(&redis, &dir, "waitout", "h");
+    let (holder, token) = Redlock::run(&redis).key("waitout").hold(&dir, "h");
 
-    let out = run_timeout(
-        run_sh(
-            &redis,
-            "waitout",
-            &["--wait", "1500ms"],
-            &marker_script(&dir),
-        ),
-        T,
-    );
-    out.assert_code(75);
+    let out = Redlock::run(&redis)
+        .key("waitout")
+        .wait("1500ms")
+        .sh(&marker_script(&dir))
+        .status(75)
+        .stderr_prefixed()
+        .output();
     assert!(
         out.elapsed >= Duration::from_millis(1400) && out.elapsed < Duration::from_millis(3500),
         "--wait 1500ms gave up after {:?}",
         out.elapsed
     );
-    out.assert_stderr_prefixed();
 
-    let out = run_timeout(
-        run_sh(
-            &redis,
-            "waitout",
-            &["--wait", "500ms", "--conflict-exit-code", "12"],
-            &marker_script(&dir),
-        ),
-        T,
-    );
-    out.assert_code(12);
+    let out = Redlock::run(&redis)
+        .key("waitout")
+        .wait("500ms")
+        .args(["--conflict-exit-code", "12"])
+        .sh(&marker_script(&dir))
+        .status(12)
+        .output();
     assert!(
         out.elapsed >= Duration::from_millis(450),
         "gave up after {:?}",
@@ -183,7 +174,7 @@ fn wait_runs_out_with_75_in_about_the_wait_time() {
     assert!(!dir.join("marker").exists(), "command ran without the lock");
     assert_eq!(redis.get(&lock_key("waitout")), Some(token));
     touch(&dir.join("h.go"));
-    holder.finish(T).assert_code(0);
+    holder.finish().assert_code(0);
 }
 
 #[test]
@@ -200,16 +191,16 @@ fn many_waiting_contenders_never_overlap() {
                 f = dir.sh(&format!("{i}.fence")),
                 e = dir.sh(&format!("{i}.end")),
             );
-            Proc::spawn(run_sh(
-                &redis,
-                "crowd",
-                &["--wait", "60s", "--ttl", "2s"],
-                &script,
-            ))
+            Redlock::run(&redis)
+                .key("crowd")
+                .wait("60s")
+                .ttl("2s")
+                .sh(&script)
+                .spawn()
         })
         .collect();
     for (i, p) in procs.into_iter().enumerate() {
-        let out = p.finish(Duration::from_secs(70));
+        let out = p.finish_within(Duration::from_secs(70));
         assert_eq!(
             out.code(),
             0,
@@ -254,21 +245,14 @@ fn many_waiting_contenders_never_overlap() {
 fn wait_outlasts_a_crashed_holder() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let holder = Proc::spawn(run_sh(
-        &redis,
-        "crash",
-        &["--ttl", "1s"],
-        &hold_script(&dir, "h"),
-    ));
-    wait_for_file(&dir.join("h.ready"));
+    let (holder, _) = Redlock::run(&redis).key("crash").ttl("1s").hold(&dir, "h");
     let holder_pid = wait_for_pid(&dir.join("h.pid"));
-    let mut waiter = Proc::spawn(run_sh(
-        &redis,
-        "crash",
-        &["--wait", "15s"],
-        &format!("touch {}", dir.sh("w.ran")),
-    ));
-    wait_until(T, "the waiter to connect to redis", || {
+    let mut waiter = Redlock::run(&redis)
+        .key("crash")
+        .wait("15s")
+        .sh(&format!("touch {}", dir.sh("w.ran")))
+        .spawn();
+    wait_until(PATIENCE, "the waiter to connect to redis", || {
         has_tcp_connection(waiter.pid(), redis.port())
     });
     assert!(waiter.running(), "waiter ended: {}", waiter.stderr_so_far());
@@ -278,7 +262,7 @@ fn wait_outlasts_a_crashed_holder() {
     drop(holder);
     wait_pid_dead(holder_pid, Duration::from_secs(2));
     // Nobody releases the lock: the waiter gets it once the 1 s lease runs out.
-    let out = waiter.finish(T);
+    let out = waiter.finish();
     out.assert_code(0);
     assert!(dir.join("w.ran").exists());
     assert!(
@@ -301,13 +285,13 @@ fn wait_rides_out_a_redis_restart() {
         .arg(60_000)
         .exec(&mut redis.conn())
         .unwrap();
-    let mut waiter = Proc::spawn(run_sh(
-        &redis,
-        "restart",
-        &["--wait", "20s", "--ttl", "2s"],
-        &format!("touch {}", dir.sh("w.ran")),
-    ));
-    wait_until(T, "the waiter to connect to redis", || {
+    let mut waiter = Redlock::run(&redis)
+        .key("restart")
+        .wait("20s")
+        .ttl("2s")
+        .sh(&format!("touch {}", dir.sh("w.ran")))
+        .spawn();
+    wait_until(PATIENCE, "the waiter to connect to redis", || {
         has_tcp_connection(waiter.pid(), redis.port())
     });
     // Redis goes away for a while and comes back empty: the waiter keeps trying, then runs.
@@ -320,7 +304,7 @@ fn wait_rides_out_a_redis_restart() {
     );
     assert!(!dir.join("w.ran").exists(), "ran while Redis was down");
     redis.restart();
-    let out = waiter.finish(T);
+    let out = waiter.finish();
     out.assert_code(0);
     assert!(dir.join("w.ran").exists(), "the waiter never ran");
     assert_eq!(redis.get(&fence_key("restart")).as_deref(), Some("1"));

@@ -2,11 +2,7 @@
 //! or missing ones (69 / 64, never printed), and the README's least-privilege ACL user driving a
 //! held lock, a woken waiter, --fair, --min-interval, status, list and release --force.
 
-use std::time::Duration;
-
-use crate::util::*;
-
-const T: Duration = Duration::from_secs(20);
+use crate::common::*;
 const PW: &str = "s3cret-pa55word";
 const WRONG: &str = "wr0ng-pa55word";
 
@@ -15,14 +11,6 @@ fn server() -> RedisServer {
         password: Some(PW.into()),
         ..ServerOpts::default()
     })
-}
-
-fn run(url: &str, key: &str, opts: &[&str], script: &str) -> std::process::Command {
-    let mut cmd = redlock();
-    cmd.args(["run", "--url", url, "--key", key])
-        .args(opts)
-        .args(["--", "sh", "-c", script]);
-    cmd
 }
 
 #[track_caller]
@@ -68,19 +56,17 @@ fn password_file_and_variable_work_in_order_of_precedence() {
         (&url, Some(good), Some(bad), None, 0),
     ];
     for (i, (url, flag, file_env, pw_env, want)) in cases.into_iter().enumerate() {
-        let mut opts = vec!["-v"];
+        let mut redlock = Redlock::run_at(url).key("pw").arg("-v");
         if let Some(file) = flag {
-            opts.extend(["--password-file", file]);
+            redlock = redlock.args(["--password-file", file]);
         }
-        let mut cmd = run(url, "pw", &opts, "echo ran");
         if let Some(file) = file_env {
-            cmd.env("REDLOCK_PASSWORD_FILE", file);
+            redlock = redlock.env("REDLOCK_PASSWORD_FILE", file);
         }
         if let Some(pw) = pw_env {
-            cmd.env("REDLOCK_PASSWORD", pw);
+            redlock = redlock.env("REDLOCK_PASSWORD", pw);
         }
-        let out = run_timeout(cmd, T);
-        out.assert_code(want);
+        let out = redlock.sh("echo ran").status(want).output();
         assert_no_secret(&out);
         if want == 0 {
             assert_eq!(out.stdout, "ran\n", "case {i}");
@@ -102,18 +88,14 @@ fn a_missing_or_empty_password_file_is_a_usage_error() {
     std::fs::create_dir(&unreadable).unwrap();
     for file in [dir.join("missing"), empty, unreadable] {
         let file = file.to_str().unwrap();
-        let out = run_timeout(
-            run(
-                &redis.url_without_password(),
-                "pw",
-                &["--password-file", file],
-                &marker_script(&dir),
-            ),
-            T,
-        );
-        out.assert_code(64);
-        assert!(out.stderr.contains(file), "{}", out.stderr);
-        assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+        Redlock::run_at(&redis.url_without_password())
+            .key("pw")
+            .args(["--password-file", file])
+            .sh(&marker_script(&dir))
+            .status(64)
+            .stderr_contains(file)
+            .stderr_lines(1)
+            .output();
         assert!(!dir.join("marker").exists());
     }
     assert!(redis.all_keys().is_empty());
@@ -144,92 +126,53 @@ fn the_documented_acl_user_can_do_everything_redlock_does() {
         .exec(&mut con)
         .unwrap();
     let url = format!("redis://redlock@127.0.0.1:{}", redis.port());
-    let with_user = |mut cmd: std::process::Command| {
-        cmd.env("REDLOCK_PASSWORD", PW);
-        cmd
-    };
+    // The user's name is in the URL, its password in the environment.
+    let run = |key: &str| Redlock::run_at(&url).key(key).env("REDLOCK_PASSWORD", PW);
+    let admin = |sub: &str| Redlock::admin_at(sub, &url).env("REDLOCK_PASSWORD", PW);
     let mut outputs = Vec::new();
 
     // A holder with a long lease (renewed), and a waiter that only a wake-up can let in before
     // its --wait runs out: without one it would retry after min(ttl, 15s) > 10s.
-    let holder = Proc::spawn(with_user(run(
-        &url,
-        "acl",
-        &["--ttl", "30s"],
-        &hold_script(&dir, "a"),
-    )));
-    wait_for_file(&dir.join("a.ready"));
-    let waiter = Proc::spawn(with_user(run(
-        &url,
-        "acl",
-        &["--wait", "10s", "--ttl", "30s"],
-        "echo waited",
-    )));
-    wait_until(T, "the waiter to block", || {
+    let (holder, _) = run("acl").ttl("30s").hold(&dir, "a");
+    let waiter = run("acl").wait("10s").ttl("30s").sh("echo waited").spawn();
+    wait_until(PATIENCE, "the waiter to block", || {
         redis.info_field("blocked_clients") >= 1
     });
-    let admin = |sub: &str, args: &[&str]| {
-        let mut cmd = redlock();
-        cmd.args([sub, "--url", &url]).args(args);
-        run_timeout(with_user(cmd), T)
-    };
-    let status = admin("status", &["--key", "acl"]);
-    status.assert_code(0);
-    assert!(status.stdout.contains("is held"), "{}", status.stdout);
-    let list = admin("list", &[]);
-    list.assert_code(0);
+    let status = admin("status")
+        .key("acl")
+        .status(0)
+        .stdout_contains("is held")
+        .output();
+    let list = admin("list").status(0).output();
     assert!(list.stdout.starts_with("acl\t"), "{}", list.stdout);
     touch(&dir.join("a.go"));
-    let out = holder.finish(T);
+    let out = holder.finish();
     out.assert_code(0);
     outputs.push(out);
-    let out = waiter.finish(T);
+    let out = waiter.finish();
     out.assert_code(0);
     assert_eq!(out.stdout, "waited\n");
     outputs.push(out);
 
     // --fair and --min-interval: a success is recorded, the next run skips.
-    let out = run_timeout(
-        with_user(run(
-            &url,
-            "cron",
-            &["--fair", "--min-interval", "1h"],
-            "true",
-        )),
-        T,
-    );
-    out.assert_code(0);
-    outputs.push(out);
-    let out = run_timeout(
-        with_user(run(
-            &url,
-            "cron",
-            &["--fair", "--min-interval", "1h"],
-            "echo ran",
-        )),
-        T,
-    );
-    out.assert_code(75);
-    assert_eq!(out.stdout, "");
-    outputs.push(out);
+    let cron = || run("cron").args(["--fair", "--min-interval", "1h"]);
+    outputs.push(cron().sh("true").status(0).output());
+    outputs.push(cron().sh("echo ran").status(75).stdout("").output());
 
     // release --force breaks a holder's lock; the holder notices and stops.
-    let holder = Proc::spawn(with_user(run(
-        &url,
-        "forced",
-        &["--ttl", "1s"],
-        &hold_script(&dir, "b"),
-    )));
-    wait_for_file(&dir.join("b.ready"));
-    let out = admin("release", &["--key", "forced", "--force"]);
-    out.assert_code(0);
+    let (holder, _) = run("forced").ttl("1s").hold(&dir, "b");
+    let out = admin("release")
+        .key("forced")
+        .arg("--force")
+        .status(0)
+        .output();
     assert!(
         out.stdout.starts_with("released lock 'forced'"),
         "{}",
         out.stdout
     );
     outputs.push(out);
-    let out = holder.finish(T);
+    let out = holder.finish();
     out.assert_code(76);
     outputs.push(out);
 

@@ -4,11 +4,8 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
-use crate::util::*;
-
-const T: Duration = Duration::from_secs(20);
+use crate::common::*;
 
 /// The committed file at `path`, relative to the repository root.
 fn committed(path: &str) -> String {
@@ -16,11 +13,10 @@ fn committed(path: &str) -> String {
 }
 
 /// `redlock ARGS` with REDLOCK_URL pointing at a port nobody listens on: nothing may need Redis.
-fn offline(args: &[&str]) -> Output {
-    let mut cmd = redlock();
-    cmd.env("REDLOCK_URL", format!("redis://127.0.0.1:{}", free_port()))
-        .args(args);
-    run_timeout(cmd, T)
+fn offline(args: &[&str]) -> Redlock {
+    Redlock::new()
+        .env("REDLOCK_URL", format!("redis://127.0.0.1:{}", free_port()))
+        .args(args)
 }
 
 #[test]
@@ -36,9 +32,7 @@ fn subcommands_print_the_committed_files_without_redis() {
             "completions/_redlock.ps1",
         ),
     ] {
-        let out = offline(args);
-        out.assert_code(0);
-        assert_eq!(out.stderr, "", "{args:?} wrote to stderr");
+        let out = offline(args).status(0).stderr("").output();
         assert!(
             out.stdout == committed(path),
             "`redlock {}` differs from {path}; run scripts/gen-docs.sh",
@@ -61,7 +55,7 @@ words redlock completions ''
     );
     let mut cmd = Command::new("bash");
     cmd.args(["--norc", "--noprofile", "-c", &script]);
-    let out = run_timeout(cmd, T);
+    let out = Proc::spawn(cmd).finish();
     out.assert_code(0);
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(lines.len(), 4, "{}\n{}", out.stdout, out.stderr);
@@ -96,7 +90,7 @@ complete -C 'redlock completions '"#,
     );
     let mut cmd = Command::new("fish");
     cmd.args(["--no-config", "-c", &script]);
-    let out = run_timeout(cmd, T);
+    let out = Proc::spawn(cmd).finish();
     out.assert_code(0);
     let parts: Vec<Vec<&str>> = out
         .stdout
@@ -127,7 +121,7 @@ fn man_page_renders_without_warnings() {
     let mut cmd = Command::new("groff");
     cmd.args(["-man", "-Tascii", "-P-cbou", "-ww", "-rLL=100n"])
         .arg(&page);
-    let out = run_timeout(cmd, T);
+    let out = Proc::spawn(cmd).finish();
     out.assert_code(0);
     assert_eq!(out.stderr, "", "groff warned");
     let text = out.stdout;
@@ -200,11 +194,7 @@ fn documented_command_lines_are_accepted() {
                 words.push(word.as_str());
             }
         }
-        let mut cmd = redlock();
-        cmd.args(["run", "--url", &redis.url()])
-            .args(&words)
-            .args(["--", "true"]);
-        let out = run_timeout(cmd, T);
+        let out = Redlock::run(&redis).args(&words).command(["true"]).output();
         if out.code() != 0 {
             failures.push(format!("{source}\n  exit {}: {}", out.code(), out.stderr));
         }

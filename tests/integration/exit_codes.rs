@@ -3,16 +3,17 @@
 
 use std::time::{Duration, Instant};
 
-use crate::util::*;
-
-const T: Duration = Duration::from_secs(20);
+use crate::common::*;
 
 #[test]
 fn command_exit_code_is_passed_through() {
     let redis = RedisServer::start();
     for code in [0, 1, 2, 3, 42, 64, 69, 75, 76, 124, 200, 255] {
-        let out = run_timeout(run_sh(&redis, "codes", &[], &format!("exit {code}")), T);
-        out.assert_code(code);
+        Redlock::run(&redis)
+            .key("codes")
+            .sh(&format!("exit {code}"))
+            .status(code)
+            .output();
         assert_eq!(
             redis.get(&lock_key("codes")),
             None,
@@ -25,11 +26,11 @@ fn command_exit_code_is_passed_through() {
 fn signal_death_is_128_plus_n() {
     let redis = RedisServer::start();
     for (name, n) in [("HUP", 1), ("KILL", 9), ("USR1", 10), ("TERM", 15)] {
-        let out = run_timeout(
-            run_sh(&redis, "sigdeath", &[], &format!("kill -s {name} $$")),
-            T,
-        );
-        out.assert_code(128 + n);
+        Redlock::run(&redis)
+            .key("sigdeath")
+            .sh(&format!("kill -s {name} $$"))
+            .status(128 + n)
+            .output();
         assert_eq!(
             redis.get(&lock_key("sigdeath")),
             None,
@@ -45,12 +46,13 @@ fn command_not_found_is_127_and_lock_released() {
         "/nonexistent/redlock-test-cmd",
         "redlock-no-such-command-xyz",
     ] {
-        let mut cmd = redlock();
-        cmd.args(["run", "--url", &redis.url(), "--key", "nf", "--", program]);
-        let out = run_timeout(cmd, T);
-        out.assert_code(127);
+        let out = Redlock::run(&redis)
+            .key("nf")
+            .command([program])
+            .status(127)
+            .stderr_prefixed()
+            .output();
         assert!(!out.stderr.is_empty(), "no diagnostic for {program}");
-        out.assert_stderr_prefixed();
         assert_eq!(
             redis.get(&lock_key("nf")),
             None,
@@ -70,12 +72,12 @@ fn command_not_executable_is_126_and_lock_released() {
         0o644,
     );
     for program in [script.clone(), dir.path().to_path_buf()] {
-        let mut cmd = redlock();
-        cmd.args(["run", "--url", &redis.url(), "--key", "nx", "--"])
-            .arg(&program);
-        let out = run_timeout(cmd, T);
-        out.assert_code(126);
-        out.assert_stderr_prefixed();
+        let out = Redlock::run(&redis)
+            .key("nx")
+            .command([&program])
+            .status(126)
+            .stderr_prefixed()
+            .output();
         assert!(!out.stderr.is_empty(), "no diagnostic for {program:?}");
         assert_eq!(
             redis.get(&lock_key("nx")),
@@ -95,11 +97,12 @@ fn max_runtime_stops_the_command_with_124() {
         bg = dir.sh("bg"),
         hb = heartbeat_script(&dir, "w")
     );
-    let out = run_timeout(
-        run_sh(&redis, "maxrt", &["--max-runtime", "700ms"], &script),
-        T,
-    );
-    out.assert_code(124);
+    let out = Redlock::run(&redis)
+        .key("maxrt")
+        .args(["--max-runtime", "700ms"])
+        .sh(&script)
+        .status(124)
+        .output();
     assert!(
         out.elapsed >= Duration::from_millis(700),
         "stopped after {:?}, before --max-runtime",
@@ -128,10 +131,13 @@ fn max_runtime_kills_a_command_that_ignores_the_stop_signal() {
     let dir = TempDir::new();
     let script = format!("trap '' TERM; {}", heartbeat_script(&dir, "w"));
     let started = Instant::now();
-    let mut cmd = run_sh(&redis, "maxrt-kill", &["--kill-after", "300ms"], &script);
-    cmd.env("REDLOCK_MAX_RUNTIME", "500ms");
-    let out = run_timeout(cmd, T);
-    out.assert_code(124);
+    Redlock::run(&redis)
+        .key("maxrt-kill")
+        .args(["--kill-after", "300ms"])
+        .env("REDLOCK_MAX_RUNTIME", "500ms")
+        .sh(&script)
+        .status(124)
+        .output();
     assert!(
         started.elapsed() >= Duration::from_millis(800),
         "exited after {:?}: did not wait --kill-after",
@@ -146,10 +152,11 @@ fn max_runtime_kills_a_command_that_ignores_the_stop_signal() {
 #[test]
 fn max_runtime_not_reached_keeps_the_commands_code() {
     let redis = RedisServer::start();
-    let out = run_timeout(
-        run_sh(&redis, "maxrt-ok", &["--max-runtime", "30s"], "exit 7"),
-        T,
-    );
-    out.assert_code(7);
+    let out = Redlock::run(&redis)
+        .key("maxrt-ok")
+        .args(["--max-runtime", "30s"])
+        .sh("exit 7")
+        .status(7)
+        .output();
     assert!(out.elapsed < Duration::from_secs(10));
 }

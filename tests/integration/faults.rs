@@ -3,9 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::util::*;
-
-const T: Duration = Duration::from_secs(20);
+use crate::common::*;
 
 /// The earliest wall-clock time (ns since the epoch) at which the server could expire `key`: the
 /// moment before PTTL was sent plus the PTTL it answered (the server read it no earlier).
@@ -38,16 +36,15 @@ fn watch_group_death(pid: i32, timeout: Duration) -> i128 {
 fn fault_under_lock(prelude: &str, fault: impl FnOnce(&mut RedisServer)) {
     let mut redis = RedisServer::start();
     let dir = TempDir::new();
-    let proc = Proc::spawn(run_sh(
-        &redis,
-        "fault",
-        &["--ttl", "2s"],
-        &format!("{prelude}{}", heartbeat_script(&dir, "w")),
-    ));
+    let proc = Redlock::run(&redis)
+        .key("fault")
+        .ttl("2s")
+        .sh(&format!("{prelude}{}", heartbeat_script(&dir, "w")))
+        .spawn();
     wait_for_file(&dir.join("w.ready"));
     let pid = wait_for_pid(&dir.join("w.pid"));
     // Let a renewal or two happen first.
-    wait_until(T, "heartbeats", || {
+    wait_until(PATIENCE, "heartbeats", || {
         read_stamps(&dir.join("w.hb")).len() >= 10
     });
 
@@ -77,7 +74,7 @@ fn fault_under_lock(prelude: &str, fault: impl FnOnce(&mut RedisServer)) {
     );
 
     // Release against a dead or paused server is bounded.
-    let out = proc.finish(Duration::from_secs(8));
+    let out = proc.finish_within(Duration::from_secs(8));
     let exited_at = now_ns();
     eprintln!(
         "redlock exited {:.1} ms after the group died",
@@ -111,16 +108,15 @@ fn redis_paused_mid_run_sigkills_a_command_ignoring_term_before_the_lease_expire
 fn redis_restarted_empty_mid_run_exits_76() {
     let mut redis = RedisServer::start();
     let dir = TempDir::new();
-    let proc = Proc::spawn(run_sh(
-        &redis,
-        "restart",
-        &["--ttl", "1s"],
-        &heartbeat_script(&dir, "w"),
-    ));
+    let proc = Redlock::run(&redis)
+        .key("restart")
+        .ttl("1s")
+        .sh(&heartbeat_script(&dir, "w"))
+        .spawn();
     wait_for_file(&dir.join("w.ready"));
     let pid = wait_for_pid(&dir.join("w.pid"));
     redis.restart();
-    let out = proc.finish(T);
+    let out = proc.finish();
     out.assert_code(76);
     wait_pid_dead(pid, Duration::from_secs(1));
     assert!(!group_alive(pid));
@@ -135,7 +131,7 @@ fn redis_restarted_empty_mid_run_exits_76() {
 fn script_flush_mid_run_does_not_break_renewal_or_release() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let (proc, token) = spawn_holder(&redis, "flush", &["--ttl", "1s"], &dir, "w");
+    let (proc, token) = Redlock::run(&redis).key("flush").ttl("1s").hold(&dir, "w");
 
     let start = Instant::now();
     let mut flushes = 0;
@@ -159,7 +155,7 @@ fn script_flush_mid_run_does_not_break_renewal_or_release() {
         .exec(&mut redis.conn())
         .unwrap();
     touch(&dir.join("w.go"));
-    let out = proc.finish(T);
+    let out = proc.finish();
     out.assert_code(0);
     assert_eq!(
         redis.get(&lock_key("flush")),
@@ -176,18 +172,18 @@ fn unreachable_redis_exits_69_without_running_the_command() {
         format!("redis://127.0.0.1:{port}"),
         format!("unix://{}", dir.join("nobody.sock").display()),
     ] {
-        let mut cmd = redlock();
-        cmd.args(["run", "--url", &url, "--key", "k", "--", "sh", "-c"])
-            .arg(marker_script(&dir));
-        let out = run_timeout(cmd, T);
-        out.assert_code(69);
+        let out = Redlock::run_at(&url)
+            .key("k")
+            .sh(&marker_script(&dir))
+            .status(69)
+            .stderr_prefixed()
+            .output();
         assert!(
             out.elapsed < Duration::from_secs(5),
             "{url}: took {:?}",
             out.elapsed
         );
         assert!(!out.stderr.is_empty(), "{url}: no diagnostic");
-        out.assert_stderr_prefixed();
         assert!(!dir.join("marker").exists(), "{url}: command ran");
     }
 }
@@ -198,12 +194,11 @@ fn unreachable_redis_with_wait_ends_promptly_without_running_the_command() {
     // trying until the wait runs out (75), but it must not hang or run the command.
     let dir = TempDir::new();
     let url = format!("redis://127.0.0.1:{}", free_port());
-    let mut cmd = redlock();
-    cmd.args([
-        "run", "--url", &url, "--key", "k", "--wait", "1s", "--", "sh", "-c",
-    ])
-    .arg(marker_script(&dir));
-    let out = run_timeout(cmd, T);
+    let out = Redlock::run_at(&url)
+        .key("k")
+        .wait("1s")
+        .sh(&marker_script(&dir))
+        .output();
     assert!(
         [69, 75].contains(&out.code()),
         "exit {}, stderr: {}",
@@ -223,7 +218,10 @@ fn paused_redis_before_start_exits_69() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
     redis.pause();
-    let out = run_timeout(run_sh(&redis, "k", &[], &marker_script(&dir)), T);
+    let out = Redlock::run(&redis)
+        .key("k")
+        .sh(&marker_script(&dir))
+        .output();
     redis.resume();
     out.assert_code(69);
     out.assert_stderr_prefixed();
@@ -246,15 +244,14 @@ fn wrong_or_missing_password_exits_69_and_is_not_printed() {
         redis.url_without_password(),
     ] {
         for verbosity in [&[][..], &["-vv"][..]] {
-            let mut cmd = redlock();
-            cmd.args(["run", "--url", &url, "--key", "auth"])
+            let out = Redlock::run_at(&url)
+                .key("auth")
                 .args(verbosity)
-                .args(["--", "sh", "-c"])
-                .arg(marker_script(&dir));
-            let out = run_timeout(cmd, T);
-            out.assert_code(69);
+                .sh(&marker_script(&dir))
+                .status(69)
+                .stderr_prefixed()
+                .output();
             assert!(!out.stderr.is_empty(), "no diagnostic for a refused login");
-            out.assert_stderr_prefixed();
             assert!(
                 !out.stderr.contains(WRONG) && !out.stderr.contains(PW),
                 "password printed: {}",
@@ -275,12 +272,13 @@ fn password_in_url_works_and_is_never_printed() {
             password: Some(PW.into()),
             ..ServerOpts::default()
         });
-        let out = run_timeout(
-            run_sh(&redis, "authok", &["-vv"], "echo $REDLOCK_FENCING_TOKEN"),
-            T,
-        );
-        out.assert_code(0);
-        assert_eq!(out.stdout, "1\n", "url {}", redis.url());
+        let out = Redlock::run(&redis)
+            .key("authok")
+            .arg("-vv")
+            .sh("echo $REDLOCK_FENCING_TOKEN")
+            .status(0)
+            .stdout("1\n")
+            .output();
         assert!(!out.stderr.contains(PW), "password printed: {}", out.stderr);
         assert_eq!(redis.get(&lock_key("authok")), None);
     }
@@ -303,18 +301,20 @@ fn acl_user_and_password_in_url() {
         .exec(&mut redis.conn())
         .unwrap();
     let url = format!("redis://locker:{PW}@127.0.0.1:{}", redis.port());
-    let mut cmd = redlock();
-    cmd.args(["run", "--url", &url, "--key", "acl", "-vv", "--"])
-        .args(["sh", "-c", "echo $REDLOCK_FENCING_TOKEN"]);
-    let out = run_timeout(cmd, T);
-    out.assert_code(0);
-    assert_eq!(out.stdout, "1\n");
+    let out = Redlock::run_at(&url)
+        .key("acl")
+        .arg("-vv")
+        .sh("echo $REDLOCK_FENCING_TOKEN")
+        .status(0)
+        .stdout("1\n")
+        .output();
     assert!(!out.stderr.contains(PW), "password printed: {}", out.stderr);
 
     let url = format!("redis://locker:wrong-{PW}@127.0.0.1:{}", redis.port());
-    let mut cmd = redlock();
-    cmd.args(["run", "--url", &url, "--key", "acl", "--", "true"]);
-    let out = run_timeout(cmd, T);
-    out.assert_code(69);
+    let out = Redlock::run_at(&url)
+        .key("acl")
+        .command(["true"])
+        .status(69)
+        .output();
     assert!(!out.stderr.contains(PW), "password printed: {}", out.stderr);
 }

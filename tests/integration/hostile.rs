@@ -3,16 +3,14 @@
 //! Each gets one `redlock: ` line and its documented status, no panic, nothing run or locked;
 //! odd lock names the rules allow work end to end.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::thread;
 use std::time::Duration;
 
-use crate::util::*;
-
-const T: Duration = Duration::from_secs(20);
+use crate::common::*;
 
 fn os(s: &str) -> OsString {
     OsString::from(s)
@@ -51,15 +49,14 @@ fn assert_cases(redis: &RedisServer, cases: Vec<Case>) {
     let dir = TempDir::new();
     let mut failures = Vec::new();
     for c in &cases {
-        let mut cmd = redlock();
-        cmd.env("REDLOCK_URL", redis.url())
-            .arg("run")
+        let mut redlock = Redlock::sub("run")
+            .env("REDLOCK_URL", redis.url())
             .args(&c.args)
-            .args(["--", "sh", "-c", &marker_script(&dir)]);
+            .sh(&marker_script(&dir));
         for (k, v) in &c.env {
-            cmd.env(k, v);
+            redlock = redlock.env(k, v);
         }
-        let out = run_timeout(cmd, T);
+        let out = redlock.output();
         let mut problems = Vec::new();
         let lines: Vec<&str> = out.stderr.lines().collect();
         if out.status.code() != Some(c.want) {
@@ -249,26 +246,21 @@ fn every_flag_with_malformed_values() {
 
 #[test]
 fn non_utf8_values_name_the_flag_or_variable() {
-    let mut cmd = redlock();
-    cmd.args([os("run"), os("--key"), os("k"), os("--ttl"), not_utf8()])
-        .args(["--", "true"]);
-    let out = run_timeout(cmd, T);
-    out.assert_code(64);
-    assert!(
-        out.stderr.contains("--ttl is not valid UTF-8"),
-        "{}",
-        out.stderr
-    );
-    let mut cmd = redlock();
-    cmd.env("REDLOCK_WAIT", not_utf8())
-        .args(["run", "--key", "k", "--", "true"]);
-    let out = run_timeout(cmd, T);
-    out.assert_code(64);
-    assert!(
-        out.stderr.contains("REDLOCK_WAIT is not valid UTF-8"),
-        "{}",
-        out.stderr
-    );
+    Redlock::sub("run")
+        .key("k")
+        .arg("--ttl")
+        .arg(not_utf8())
+        .command(["true"])
+        .status(64)
+        .stderr_contains("--ttl is not valid UTF-8")
+        .output();
+    Redlock::sub("run")
+        .env("REDLOCK_WAIT", not_utf8())
+        .key("k")
+        .command(["true"])
+        .status(64)
+        .stderr_contains("REDLOCK_WAIT is not valid UTF-8")
+        .output();
 }
 
 #[test]
@@ -299,7 +291,7 @@ fn odd_lock_names_the_rules_allow_work_end_to_end() {
             shell_quote(&seen),
             hold_script(&dir, &tag)
         );
-        let proc = Proc::spawn(run_sh(&redis, name, &[], &script));
+        let proc = Redlock::run(&redis).key(name).sh(&script).spawn();
         wait_for_file(&dir.join(&format!("{tag}.ready")));
         let token = wait_for_line(&dir.join(&format!("{tag}.token")));
         assert_eq!(
@@ -309,7 +301,7 @@ fn odd_lock_names_the_rules_allow_work_end_to_end() {
         );
         assert_eq!(read(&seen), *name, "REDLOCK_KEY differs from the name");
         touch(&dir.join(&format!("{tag}.go")));
-        let out = proc.finish(T);
+        let out = proc.finish();
         out.assert_code(0);
         assert_eq!(
             redis.get(&lock_key(name)),
@@ -330,12 +322,18 @@ fn non_utf8_command_arguments_pass_through_unchanged() {
     let dir = TempDir::new();
     let out_file = dir.join("arg");
     let bytes = vec![0xffu8, 0xfe, b'\n', b'x'];
-    let mut cmd = redlock();
-    cmd.args(["run", "--url", &redis.url(), "--key", "k", "--"])
-        .args(["sh", "-c", "printf %s \"$1\" > \"$2\"", "sh"])
-        .arg(OsString::from_vec(bytes.clone()))
-        .arg(&out_file);
-    run_timeout(cmd, T).assert_code(0);
+    Redlock::run(&redis)
+        .key("k")
+        .command([
+            OsStr::new("sh"),
+            OsStr::new("-c"),
+            OsStr::new("printf %s \"$1\" > \"$2\""),
+            OsStr::new("sh"),
+            OsStr::from_bytes(&bytes),
+            out_file.as_os_str(),
+        ])
+        .status(0)
+        .output();
     assert_eq!(std::fs::read(&out_file).unwrap(), bytes);
 }
 
@@ -418,11 +416,12 @@ fn a_server_answering_garbage_exits_69_without_running_the_command() {
     let mut failures = Vec::new();
     for (what, reply, then) in cases {
         let port = garbage_server(reply, then);
-        let mut cmd = redlock();
-        cmd.args(["run", "--url", &format!("redis://127.0.0.1:{port}")])
-            .args(["--key", "k", "--ttl", "1s", "--wait", "2s"])
-            .args(["--", "sh", "-c", &marker_script(&dir)]);
-        let out = run_timeout(cmd, T);
+        let out = Redlock::run_at(&format!("redis://127.0.0.1:{port}"))
+            .key("k")
+            .ttl("1s")
+            .wait("2s")
+            .sh(&marker_script(&dir))
+            .output();
         let lines: Vec<&str> = out.stderr.lines().collect();
         let mut problems = Vec::new();
         if out.status.code() != Some(69) {

@@ -3,9 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::util::*;
-
-const T: Duration = Duration::from_secs(20);
+use crate::common::*;
 
 #[test]
 fn ttl_option_and_env_set_the_key_expiry() {
@@ -18,19 +16,18 @@ fn ttl_option_and_env_set_the_key_expiry() {
     ];
     for (i, (opts, env, lo, hi)) in cases.into_iter().enumerate() {
         let tag = format!("w{i}");
-        let mut cmd = run_sh(&redis, "ttl", opts, &hold_script(&dir, &tag));
+        let mut redlock = Redlock::run(&redis).key("ttl").args(opts);
         if let Some(v) = env {
-            cmd.env("REDLOCK_TTL", v);
+            redlock = redlock.env("REDLOCK_TTL", v);
         }
-        let proc = Proc::spawn(cmd);
-        wait_for_file(&dir.join(&format!("{tag}.ready")));
+        let (proc, _) = redlock.hold(&dir, &tag);
         let pttl = redis.pttl(&lock_key("ttl"));
         assert!(
             pttl > lo && pttl <= hi,
             "case {i} ({opts:?}, env {env:?}): PTTL {pttl} not in ({lo}, {hi}]"
         );
         touch(&dir.join(&format!("{tag}.go")));
-        proc.finish(T).assert_code(0);
+        proc.finish().assert_code(0);
     }
 }
 
@@ -38,7 +35,7 @@ fn ttl_option_and_env_set_the_key_expiry() {
 fn renewal_keeps_the_lock_past_its_ttl() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let (proc, token) = spawn_holder(&redis, "renew", &["--ttl", "1s"], &dir, "w");
+    let (proc, token) = Redlock::run(&redis).key("renew").ttl("1s").hold(&dir, "w");
 
     let start = Instant::now();
     let mut min_pttl = i64::MAX;
@@ -68,7 +65,7 @@ fn renewal_keeps_the_lock_past_its_ttl() {
     eprintln!("lowest PTTL seen over 3.2 s with ttl 1s: {min_pttl} ms");
 
     touch(&dir.join("w.go"));
-    let out = proc.finish(T);
+    let out = proc.finish();
     out.assert_code(0);
     assert_eq!(out.stderr, "");
     assert_eq!(redis.get(&lock_key("renew")), None);
@@ -83,15 +80,18 @@ fn lose_lease(
     prelude: &str,
     steal: impl FnOnce(),
 ) -> (i32, Output) {
-    let mut all = vec!["--ttl", "1s"];
-    all.extend_from_slice(opts);
     let script = format!("{prelude}{}", heartbeat_script(dir, "w"));
-    let proc = Proc::spawn(run_sh(redis, "lease", &all, &script));
+    let proc = Redlock::run(redis)
+        .key("lease")
+        .ttl("1s")
+        .args(opts)
+        .sh(&script)
+        .spawn();
     wait_for_file(&dir.join("w.ready"));
     let pid = wait_for_pid(&dir.join("w.pid"));
     steal();
     let stolen_at = Instant::now();
-    let out = proc.finish(T);
+    let out = proc.finish();
     out.assert_code(76);
     out.assert_stderr_prefixed();
     // A renewal runs every ttl/3; the stop follows at once.
@@ -195,16 +195,19 @@ fn a_redlock_paused_past_its_lease_while_its_command_ends_exits_76() {
     // ends meanwhile, and nothing shows it ended in time. Found by the chaos suite: it exited 0.
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let (proc, _) = spawn_holder(&redis, "frozen", &["--ttl", "500ms"], &dir, "w");
+    let (proc, _) = Redlock::run(&redis)
+        .key("frozen")
+        .ttl("500ms")
+        .hold(&dir, "w");
     let pid = wait_for_pid(&dir.join("w.pid"));
     proc.signal(nix::sys::signal::Signal::SIGSTOP);
     touch(&dir.join("w.go"));
-    wait_pid_dead(pid, T);
-    wait_until(T, "the paused holder's key to expire", || {
+    wait_pid_dead(pid, PATIENCE);
+    wait_until(PATIENCE, "the paused holder's key to expire", || {
         redis.get(&lock_key("frozen")).is_none()
     });
     proc.signal(nix::sys::signal::Signal::SIGCONT);
-    let out = proc.finish(T);
+    let out = proc.finish();
     out.assert_code(76);
     assert!(out.stderr.contains("ran out"), "stderr: {}", out.stderr);
     out.assert_stderr_prefixed();
@@ -218,7 +221,7 @@ fn a_lock_found_gone_at_release_exits_76_though_the_command_succeeded() {
     let dir = TempDir::new();
     for (key, intruder) in [("deleted", None), ("overwritten", Some("intruder"))] {
         // A 60 s ttl: no renewal (every 20 s) happens before the command ends.
-        let (holder, _) = spawn_holder(&redis, key, &["--ttl", "60s"], &dir, key);
+        let (holder, _) = Redlock::run(&redis).key(key).ttl("60s").hold(&dir, key);
         match intruder {
             None => redis.del(&lock_key(key)),
             Some(token) => redis::cmd("SET")
@@ -230,7 +233,7 @@ fn a_lock_found_gone_at_release_exits_76_though_the_command_succeeded() {
                 .unwrap(),
         }
         touch(&dir.join(&format!("{key}.go")));
-        let out = holder.finish(T);
+        let out = holder.finish();
         out.assert_code(76);
         assert!(
             out.stderr.contains("lost while the command ran"),

@@ -1,13 +1,9 @@
 //! Diagnostics: the -v lifecycle lines, and `--log-format json`: one JSON object per line on
 //! stderr with stable event names, errors included, exit statuses unchanged.
 
-use std::time::Duration;
-
 use nix::sys::signal::Signal;
 
-use crate::util::*;
-
-const T: Duration = Duration::from_secs(20);
+use crate::common::*;
 
 /// The stderr lines, each checked to be one flat JSON object with ts, level and event.
 fn json_lines(stderr: &str) -> Vec<String> {
@@ -37,16 +33,13 @@ fn event(line: &str) -> &str {
 #[test]
 fn json_lifecycle_events_in_order() {
     let redis = RedisServer::start();
-    let out = run_timeout(
-        run_sh(
-            &redis,
-            r#"q"uote"#,
-            &["--log-format", "json", "-vv", "--ttl", "300ms"],
-            "sleep 0.5",
-        ),
-        T,
-    );
-    out.assert_code(0);
+    let out = Redlock::run(&redis)
+        .key(r#"q"uote"#)
+        .args(["--log-format", "json", "-vv"])
+        .ttl("300ms")
+        .sh("sleep 0.5")
+        .status(0)
+        .output();
     let lines = json_lines(&out.stderr);
     let events: Vec<&str> = lines.iter().map(|l| event(l)).collect();
     assert_eq!(events.first(), Some(&"acquired"), "{events:?}");
@@ -77,40 +70,41 @@ fn json_errors_are_one_line_with_the_same_status() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
     // A usage error found by clap, with the format from the environment and from the flag.
-    let mut cmd = run_sh(&redis, "k", &["--ttl", "abc"], &marker_script(&dir));
-    cmd.env("REDLOCK_LOG_FORMAT", "json");
-    let out = run_timeout(cmd, T);
-    out.assert_code(64);
+    let out = Redlock::run(&redis)
+        .key("k")
+        .ttl("abc")
+        .env("REDLOCK_LOG_FORMAT", "json")
+        .sh(&marker_script(&dir))
+        .status(64)
+        .output();
     let lines = json_lines(&out.stderr);
     assert_eq!(lines.len(), 1);
     assert!(lines[0].contains(r#""level":"error""#), "{}", lines[0]);
-    let out = run_timeout(
-        run_sh(&redis, "k", &["--log-format=json", "--wait", "x"], "true"),
-        T,
-    );
-    out.assert_code(64);
+    let out = Redlock::run(&redis)
+        .key("k")
+        .arg("--log-format=json")
+        .wait("x")
+        .sh("true")
+        .status(64)
+        .output();
     assert_eq!(json_lines(&out.stderr).len(), 1);
     // Redis unreachable, for run and for an admin command.
     let port = free_port();
     let url = format!("redis://127.0.0.1:{port}");
-    let mut cmd = redlock();
-    cmd.args(["run", "--log-format", "json", "--url", &url, "--key", "k"])
-        .args(["--", "true"]);
-    let out = run_timeout(cmd, T);
-    out.assert_code(69);
+    let out = Redlock::sub("run")
+        .args(["--log-format", "json"])
+        .url(&url)
+        .key("k")
+        .command(["true"])
+        .status(69)
+        .output();
     assert_eq!(json_lines(&out.stderr).len(), 1, "{}", out.stderr);
-    let mut cmd = redlock();
-    cmd.args([
-        "status",
-        "--log-format",
-        "json",
-        "--url",
-        &url,
-        "--key",
-        "k",
-    ]);
-    let out = run_timeout(cmd, T);
-    out.assert_code(69);
+    let out = Redlock::sub("status")
+        .args(["--log-format", "json"])
+        .url(&url)
+        .key("k")
+        .status(69)
+        .output();
     assert_eq!(json_lines(&out.stderr).len(), 1, "{}", out.stderr);
     assert!(!dir.join("marker").exists());
 }
@@ -125,27 +119,26 @@ fn forwarded_signals_and_busy_locks_are_logged() {
         hold_script(&dir, "h"),
         got = dir.sh("got")
     );
-    let holder = Proc::spawn(run_sh(
-        &redis,
-        "sig",
-        &["-v", "--log-format", "json"],
-        &script,
-    ));
+    let holder = Redlock::run(&redis)
+        .key("sig")
+        .args(["-v", "--log-format", "json"])
+        .sh(&script)
+        .spawn();
     wait_for_file(&dir.join("h.ready"));
     holder.signal(Signal::SIGUSR1);
     wait_for_file(&dir.join("got"));
 
-    let busy = run_timeout(run_sh(&redis, "sig", &["-v"], "true"), T);
-    busy.assert_code(75);
-    busy.assert_stderr_prefixed();
-    assert!(
-        busy.stderr.contains("is held elsewhere; gave up after"),
-        "{}",
-        busy.stderr
-    );
+    Redlock::run(&redis)
+        .key("sig")
+        .arg("-v")
+        .sh("true")
+        .status(75)
+        .stderr_prefixed()
+        .stderr_contains("is held elsewhere; gave up after")
+        .output();
 
     touch(&dir.join("h.go"));
-    let out = holder.finish(T);
+    let out = holder.finish();
     out.assert_code(0);
     let lines = json_lines(&out.stderr);
     assert!(
@@ -160,19 +153,18 @@ fn forwarded_signals_and_busy_locks_are_logged() {
 #[test]
 fn verbose_text_says_how_long_the_acquire_waited() {
     let redis = RedisServer::start();
-    let out = run_timeout(run_sh(&redis, "text", &["-v"], "true"), T);
-    out.assert_code(0);
-    out.assert_stderr_prefixed();
-    assert!(
-        out.stderr.contains("acquired lock 'text' after "),
-        "{}",
-        out.stderr
-    );
-    assert!(
-        out.stderr.contains("released lock 'text'"),
-        "{}",
-        out.stderr
-    );
-    let quiet = run_timeout(run_sh(&redis, "text", &[], "true"), T);
-    assert_eq!(quiet.stderr, "");
+    Redlock::run(&redis)
+        .key("text")
+        .arg("-v")
+        .sh("true")
+        .status(0)
+        .stderr_prefixed()
+        .stderr_contains("acquired lock 'text' after ")
+        .stderr_contains("released lock 'text'")
+        .output();
+    Redlock::run(&redis)
+        .key("text")
+        .sh("true")
+        .stderr("")
+        .output();
 }

@@ -2,11 +2,8 @@
 //! the last success carried over from the previous file.
 
 use std::path::Path;
-use std::time::Duration;
 
-use crate::util::*;
-
-const T: Duration = Duration::from_secs(20);
+use crate::common::*;
 
 /// The value of the series starting with `head` (name and labels).
 fn value(text: &str, head: &str) -> Option<f64> {
@@ -45,16 +42,13 @@ fn every_exit_path_writes_the_file_and_keeps_the_last_success() {
     let key = r#"job "a"\b"#;
     let k = r#"{key="job \"a\"\\b""#;
 
-    run_timeout(
-        run_sh(
-            &redis,
-            key,
-            &["--metrics-file", file, "--ttl", "300ms"],
-            "sleep 0.5",
-        ),
-        T,
-    )
-    .assert_code(0);
+    Redlock::run(&redis)
+        .key(key)
+        .args(["--metrics-file", file])
+        .ttl("300ms")
+        .sh("sleep 0.5")
+        .status(0)
+        .output();
     let text = metrics_of(&prom);
     assert_eq!(
         value(&text, &format!("redlock_exit_status{k}}}")),
@@ -86,9 +80,12 @@ fn every_exit_path_writes_the_file_and_keeps_the_last_success() {
     );
 
     // A failure keeps the previous success.
-    let mut cmd = run_sh(&redis, key, &[], "exit 3");
-    cmd.env("REDLOCK_METRICS_FILE", file);
-    run_timeout(cmd, T).assert_code(3);
+    Redlock::run(&redis)
+        .key(key)
+        .env("REDLOCK_METRICS_FILE", file)
+        .sh("exit 3")
+        .status(3)
+        .output();
     let text = metrics_of(&prom);
     assert_eq!(
         value(&text, &format!("redlock_exit_status{k}}}")),
@@ -105,8 +102,13 @@ fn every_exit_path_writes_the_file_and_keeps_the_last_success() {
     );
 
     // A conflict, and an error after parsing (a bad URL), write it too.
-    let (holder, _) = spawn_holder(&redis, key, &[], &dir, "h");
-    run_timeout(run_sh(&redis, key, &["--metrics-file", file], "true"), T).assert_code(75);
+    let (holder, _) = Redlock::run(&redis).key(key).hold(&dir, "h");
+    Redlock::run(&redis)
+        .key(key)
+        .args(["--metrics-file", file])
+        .sh("true")
+        .status(75)
+        .output();
     let text = metrics_of(&prom);
     assert!(text.contains(",outcome=\"busy\"} 1"), "{text}");
     assert_eq!(
@@ -114,20 +116,14 @@ fn every_exit_path_writes_the_file_and_keeps_the_last_success() {
         Some(75.0)
     );
     touch(&dir.join("h.go"));
-    holder.finish(T).assert_code(0);
+    holder.finish().assert_code(0);
 
-    let mut cmd = redlock();
-    cmd.args([
-        "run",
-        "--url",
-        "http://nope",
-        "--key",
-        key,
-        "--metrics-file",
-        file,
-    ])
-    .args(["--", "true"]);
-    run_timeout(cmd, T).assert_code(64);
+    Redlock::run_at("http://nope")
+        .key(key)
+        .args(["--metrics-file", file])
+        .command(["true"])
+        .status(64)
+        .output();
     let text = metrics_of(&prom);
     assert!(text.contains(",outcome=\"usage\"} 1"), "{text}");
     assert_eq!(
@@ -146,21 +142,14 @@ fn a_min_interval_skip_reports_the_fleet_wide_last_success() {
     let dir = TempDir::new();
     let prom = dir.join("skip.prom");
     let file = prom.to_str().unwrap();
-    run_timeout(
-        run_sh(&redis, "fleet", &["--min-interval", "1h"], "true"),
-        T,
-    )
-    .assert_code(0);
-    run_timeout(
-        run_sh(
-            &redis,
-            "fleet",
-            &["--min-interval", "1h", "--metrics-file", file],
-            "true",
-        ),
-        T,
-    )
-    .assert_code(75);
+    let fleet = || {
+        Redlock::run(&redis)
+            .key("fleet")
+            .args(["--min-interval", "1h"])
+            .sh("true")
+    };
+    fleet().status(0).output();
+    fleet().args(["--metrics-file", file]).status(75).output();
     let text = metrics_of(&prom);
     assert!(text.contains(",outcome=\"skipped\"} 1"), "{text}");
     let success = value(
@@ -180,17 +169,13 @@ fn a_metrics_file_in_a_missing_directory_is_a_usage_error() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
     let missing = dir.join("no/such/dir/x.prom");
-    let out = run_timeout(
-        run_sh(
-            &redis,
-            "m",
-            &["--metrics-file", missing.to_str().unwrap()],
-            &marker_script(&dir),
-        ),
-        T,
-    );
-    out.assert_code(64);
-    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    Redlock::run(&redis)
+        .key("m")
+        .args(["--metrics-file", missing.to_str().unwrap()])
+        .sh(&marker_script(&dir))
+        .status(64)
+        .stderr_lines(1)
+        .output();
     assert!(!dir.join("marker").exists());
     assert!(redis.all_keys().is_empty());
 }

@@ -1,7 +1,7 @@
 //! The eviction preflight: a warning for a maxmemory-policy that can evict lock keys, silence
 //! when CONFIG is renamed away (as on managed services), and no extra round trip.
 
-use crate::util::*;
+use crate::common::*;
 
 fn server(args: &[&str]) -> RedisServer {
     RedisServer::start_with(ServerOpts {
@@ -15,13 +15,16 @@ fn an_evicting_policy_gets_one_warning_and_the_run_goes_on() {
     for policy in ["allkeys-lru", "volatile-ttl"] {
         let redis = server(&["--maxmemory-policy", policy]);
         redis.reset_stats();
-        let out = run_timeout(run_sh(&redis, "job", &[], "true"), PATIENCE);
-        out.assert_code(0);
-        assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+        let out = Redlock::run(&redis)
+            .key("job")
+            .sh("true")
+            .status(0)
+            .stderr_lines(1)
+            .stderr_contains(&format!("maxmemory-policy {policy}"))
+            .stderr_contains("noeviction")
+            .output();
         assert!(
-            out.stderr.starts_with("redlock: warning: ")
-                && out.stderr.contains(&format!("maxmemory-policy {policy}"))
-                && out.stderr.contains("noeviction"),
+            out.stderr.starts_with("redlock: warning: "),
             "{}",
             out.stderr
         );
@@ -32,32 +35,42 @@ fn an_evicting_policy_gets_one_warning_and_the_run_goes_on() {
             .unwrap();
         assert!(stats.contains("cmdstat_config|get:calls=1,"), "{stats}");
         // -q: errors only.
-        let out = run_timeout(run_sh(&redis, "job", &["-q"], "true"), PATIENCE);
-        out.assert_code(0);
-        assert_eq!(out.stderr, "");
+        Redlock::run(&redis)
+            .key("job")
+            .arg("-q")
+            .sh("true")
+            .status(0)
+            .stderr("")
+            .output();
     }
     // The default, noeviction, says nothing.
     let redis = RedisServer::start();
-    let out = run_timeout(run_sh(&redis, "job", &[], "true"), PATIENCE);
-    out.assert_code(0);
-    assert_eq!(out.stderr, "");
+    Redlock::run(&redis)
+        .key("job")
+        .sh("true")
+        .status(0)
+        .stderr("")
+        .output();
 }
 
 #[test]
 fn config_renamed_away_is_no_error() {
     let redis = server(&["--rename-command", "CONFIG", ""]);
     let dir = TempDir::new();
-    let out = run_timeout(run_sh(&redis, "job", &[], &marker_script(&dir)), PATIENCE);
-    out.assert_code(0);
-    assert_eq!(out.stderr, "");
+    Redlock::run(&redis)
+        .key("job")
+        .sh(&marker_script(&dir))
+        .status(0)
+        .stderr("")
+        .output();
     assert!(dir.join("marker").exists());
     assert_eq!(redis.get(&lock_key("job")), None);
     // -v says it was not checked.
-    let out = run_timeout(run_sh(&redis, "job", &["-v"], "true"), PATIENCE);
-    out.assert_code(0);
-    assert!(
-        out.stderr.contains("could not read maxmemory-policy"),
-        "{}",
-        out.stderr
-    );
+    Redlock::run(&redis)
+        .key("job")
+        .arg("-v")
+        .sh("true")
+        .status(0)
+        .stderr_contains("could not read maxmemory-policy")
+        .output();
 }

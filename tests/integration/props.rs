@@ -11,7 +11,7 @@ use redlock::cli::{parse_duration, parse_signal, parse_stop_signal, parse_ttl, p
 use redlock::lease::{MAX_DURATION, MIN_TTL, Wait};
 use redlock::transport::endpoint::{Endpoint, redact};
 
-use crate::util::*;
+use crate::common::*;
 
 const MAX_MS: u64 = 365 * 24 * 3600 * 1000;
 
@@ -169,13 +169,12 @@ proptest! {
     #[test]
     fn random_command_lines_get_one_line_and_64_or_69(args in command_line()) {
         let dir = TempDir::new();
-        let mut cmd = redlock();
-        // Nothing listens on port 1: a command line that parses ends at the connection.
-        cmd.env("REDLOCK_URL", "redis://127.0.0.1:1")
-            .arg("run")
+                // Nothing listens on port 1: a command line that parses ends at the connection.
+        let out = Redlock::sub("run")
+            .env("REDLOCK_URL", "redis://127.0.0.1:1")
             .args(&args)
-            .args(["--", "sh", "-c", &marker_script(&dir)]);
-        let out = run_timeout(cmd, Duration::from_secs(20));
+            .sh(&marker_script(&dir))
+            .output();
         let lines: Vec<&str> = out.stderr.lines().collect();
         prop_assert!(matches!(out.status.code(), Some(64 | 69)), "exit {:?}: {}", out.status, out.stderr);
         prop_assert!(lines.len() == 1 && lines[0].starts_with("redlock: "), "stderr {:?}", out.stderr);

@@ -3,11 +3,7 @@
 //! contenders never overlap and get strictly increasing fencing tokens, releases leave no lock
 //! keys, a release wakes a waiter, and the combinations that make no sense are usage errors.
 
-use std::time::Duration;
-
-use crate::util::*;
-
-const T: Duration = Duration::from_secs(20);
+use crate::common::*;
 
 /// The keys of `name` left on `server`, without its fencing counter and its wake list (which
 /// lingers a few seconds after a release, by design).
@@ -29,16 +25,12 @@ fn a_minority_down_or_paused_still_locks() {
         for server in &servers[killed..killed + paused] {
             server.pause();
         }
-        let out = run_timeout(
-            run_quorum(
-                &servers,
-                "q",
-                &["--ttl", "2s"],
-                "echo $REDLOCK_FENCING_TOKEN",
-            ),
-            T,
-        );
-        out.assert_code(0);
+        let out = Redlock::run_quorum(&servers)
+            .key("q")
+            .ttl("2s")
+            .sh("echo $REDLOCK_FENCING_TOKEN")
+            .status(0)
+            .output();
         let fence: i64 = out.stdout.trim().parse().expect("a fencing token");
         assert!(fence >= 1, "{fence}");
         for server in &servers[killed + paused..] {
@@ -59,18 +51,14 @@ fn a_majority_down_exits_69_and_runs_nothing() {
         for server in &mut servers[..down] {
             server.kill();
         }
-        let out = run_timeout(
-            run_quorum(&servers, "q", &["--ttl", "2s"], &marker_script(&dir)),
-            T,
-        );
-        out.assert_code(69);
-        assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
-        assert!(
-            out.stderr
-                .contains(&format!("only {} of {n} Redis nodes", n - down)),
-            "{}",
-            out.stderr
-        );
+        Redlock::run_quorum(&servers)
+            .key("q")
+            .ttl("2s")
+            .sh(&marker_script(&dir))
+            .status(69)
+            .stderr_lines(1)
+            .stderr_contains(&format!("only {} of {n} Redis nodes", n - down))
+            .output();
         assert!(!dir.join("marker").exists(), "the command ran");
         // The live nodes granted the lock and were told to let go of it at once.
         for server in &servers[down..] {
@@ -83,34 +71,33 @@ fn a_majority_down_exits_69_and_runs_nothing() {
 fn a_node_restarted_empty_under_a_hold_is_ridden_out() {
     let dir = TempDir::new();
     let mut servers = start_servers(3);
-    let holder = Proc::spawn(run_quorum(
-        &servers,
-        "q",
-        &["--ttl", "1s"],
-        &hold_script(&dir, "a"),
-    ));
-    wait_for_file(&dir.join("a.ready"));
+    let (holder, _) = Redlock::run_quorum(&servers)
+        .key("q")
+        .ttl("1s")
+        .hold(&dir, "a");
     let first: i64 = wait_for_line(&dir.join("a.fence")).parse().unwrap();
     servers[0].restart();
     assert_eq!(servers[0].get(&lock_key("q")), None);
     // Renewals go on with two of three: the lease on the others keeps being extended well past
     // the 1 s ttl while the restarted node stays empty.
     for _ in 0..3 {
-        wait_until(T, "a renewal", || servers[1].pttl(&lock_key("q")) > 800);
-        wait_until(T, "the lease to run down a little", || {
+        wait_until(PATIENCE, "a renewal", || {
+            servers[1].pttl(&lock_key("q")) > 800
+        });
+        wait_until(PATIENCE, "the lease to run down a little", || {
             servers[1].pttl(&lock_key("q")) <= 800
         });
     }
     assert_eq!(servers[0].get(&lock_key("q")), None);
     touch(&dir.join("a.go"));
-    holder.finish(T).assert_code(0);
+    holder.finish().assert_code(0);
     // The next holder's token is still higher: the majority it reads includes a node that kept
     // the counter. The write-back catches the restarted node up.
-    let out = run_timeout(
-        run_quorum(&servers, "q", &[], "echo $REDLOCK_FENCING_TOKEN"),
-        T,
-    );
-    out.assert_code(0);
+    let out = Redlock::run_quorum(&servers)
+        .key("q")
+        .sh("echo $REDLOCK_FENCING_TOKEN")
+        .status(0)
+        .output();
     let second: i64 = out.stdout.trim().parse().unwrap();
     assert!(second > first, "{second} after {first}");
     for server in &servers {
@@ -119,16 +106,13 @@ fn a_node_restarted_empty_under_a_hold_is_ridden_out() {
     }
 
     // Two of three restarted empty: the majority is gone, the holder stops its command (76).
-    let holder = Proc::spawn(run_quorum(
-        &servers,
-        "q",
-        &["--ttl", "1s"],
-        &hold_script(&dir, "b"),
-    ));
-    wait_for_file(&dir.join("b.ready"));
+    let (holder, _) = Redlock::run_quorum(&servers)
+        .key("q")
+        .ttl("1s")
+        .hold(&dir, "b");
     servers[0].restart();
     servers[1].restart();
-    let out = holder.finish(T);
+    let out = holder.finish();
     out.assert_code(76);
     assert!(out.stderr.contains("lost lock 'q'"), "{}", out.stderr);
 }
@@ -137,19 +121,16 @@ fn a_node_restarted_empty_under_a_hold_is_ridden_out() {
 fn a_silent_majority_under_a_hold_stops_the_command() {
     let dir = TempDir::new();
     let servers = start_servers(3);
-    let holder = Proc::spawn(run_quorum(
-        &servers,
-        "q",
-        &["--ttl", "1s"],
-        &hold_script(&dir, "a"),
-    ));
-    wait_for_file(&dir.join("a.ready"));
+    let (holder, _) = Redlock::run_quorum(&servers)
+        .key("q")
+        .ttl("1s")
+        .hold(&dir, "a");
     let pid = wait_for_pid(&dir.join("a.pid"));
     // One node still renews, which is not a majority: the command is stopped before the lease
     // could run out, and redlock says the lock is lost.
     servers[0].pause();
     servers[1].pause();
-    let out = holder.finish(T);
+    let out = holder.finish();
     servers[0].resume();
     servers[1].resume();
     out.assert_code(76);
@@ -177,16 +158,16 @@ fn contenders_never_overlap_and_fencing_tokens_increase() {
         );
         let contenders: Vec<Proc> = (0..6)
             .map(|_| {
-                Proc::spawn(run_quorum(
-                    &servers,
-                    "q",
-                    &["--ttl", "2s", "--wait", "15s"],
-                    &script,
-                ))
+                Redlock::run_quorum(&servers)
+                    .key("q")
+                    .ttl("2s")
+                    .wait("15s")
+                    .sh(&script)
+                    .spawn()
             })
             .collect();
         for contender in contenders {
-            contender.finish(T).assert_code(0);
+            contender.finish().assert_code(0);
         }
         assert!(!dir.join("overlap").exists(), "two holders at once");
         let tokens: Vec<i64> = read(&dir.join("tokens"))
@@ -214,18 +195,15 @@ fn fencing_tokens_increase_across_different_majorities() {
         .exec(&mut servers[0].conn())
         .unwrap();
     let token = |servers: &[RedisServer]| {
-        let out = run_timeout(
-            // --wait: a request to a paused node lands when it resumes, and its key (already
-            // released elsewhere) may linger there until it expires.
-            run_quorum(
-                servers,
-                "q",
-                &["--ttl", "2s", "--wait", "10s"],
-                "echo $REDLOCK_FENCING_TOKEN",
-            ),
-            T,
-        );
-        out.assert_code(0);
+        // --wait: a request to a paused node lands when it resumes, and its key (already
+        // released elsewhere) may linger there until it expires.
+        let out = Redlock::run_quorum(servers)
+            .key("q")
+            .ttl("2s")
+            .wait("10s")
+            .sh("echo $REDLOCK_FENCING_TOKEN")
+            .status(0)
+            .output();
         out.stdout.trim().parse::<i64>().unwrap()
     };
     // A runs on nodes 0 and 1 (node 2 silent), B on nodes 1 and 2 (node 0 silent): B never
@@ -244,26 +222,23 @@ fn fencing_tokens_increase_across_different_majorities() {
 fn a_release_wakes_a_quorum_waiter_and_costs_4_requests_a_node() {
     let dir = TempDir::new();
     let servers = start_servers(3);
-    let holder = Proc::spawn(run_quorum(
-        &servers,
-        "q",
-        &["--ttl", "30s"],
-        &hold_script(&dir, "a"),
-    ));
-    wait_for_file(&dir.join("a.ready"));
+    let (holder, _) = Redlock::run_quorum(&servers)
+        .key("q")
+        .ttl("30s")
+        .hold(&dir, "a");
     // Without a wake-up the waiter would try again only after min(ttl, 15s), past its --wait.
-    let waiter = Proc::spawn(run_quorum(
-        &servers,
-        "q",
-        &["--ttl", "30s", "--wait", "10s"],
-        "echo woken",
-    ));
-    wait_until(T, "the waiter to block on every node", || {
+    let waiter = Redlock::run_quorum(&servers)
+        .key("q")
+        .ttl("30s")
+        .wait("10s")
+        .sh("echo woken")
+        .spawn();
+    wait_until(PATIENCE, "the waiter to block on every node", || {
         servers.iter().all(|s| s.info_field("blocked_clients") >= 1)
     });
     touch(&dir.join("a.go"));
-    holder.finish(T).assert_code(0);
-    let out = waiter.finish(T);
+    holder.finish().assert_code(0);
+    let out = waiter.finish();
     out.assert_code(0);
     assert_eq!(out.stdout, "woken\n");
 
@@ -272,7 +247,11 @@ fn a_release_wakes_a_quorum_waiter_and_costs_4_requests_a_node() {
     for server in &servers {
         server.reset_stats();
     }
-    run_timeout(run_quorum(&servers, "q", &[], "true"), T).assert_code(0);
+    Redlock::run_quorum(&servers)
+        .key("q")
+        .sh("true")
+        .status(0)
+        .output();
     for server in &servers {
         assert_eq!(server.client_calls(), 4);
     }
@@ -283,18 +262,14 @@ fn quorum_urls_from_the_variable_and_min_interval() {
     let servers = start_servers(3);
     let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
     let run = |script: &str| {
-        let mut cmd = redlock();
-        cmd.env("REDLOCK_URL", format!(" {}\n", urls.join(" \t")))
-            .args(["run", "--key", "cron", "--min-interval", "1h"])
-            .args(["--", "sh", "-c", script]);
-        run_timeout(cmd, T)
+        Redlock::sub("run")
+            .env("REDLOCK_URL", format!(" {}\n", urls.join(" \t")))
+            .key("cron")
+            .args(["--min-interval", "1h"])
+            .sh(script)
     };
-    let out = run("echo ran");
-    out.assert_code(0);
-    assert_eq!(out.stdout, "ran\n");
-    let out = run("echo ran");
-    out.assert_code(75);
-    assert_eq!(out.stdout, "");
+    run("echo ran").status(0).stdout("ran\n").output();
+    run("echo ran").status(75).stdout("").output();
     for server in &servers {
         assert!(server.get("redlock:{cron}:done").is_some());
         assert_eq!(server.get(&lock_key("cron")), None);
@@ -305,18 +280,15 @@ fn quorum_urls_from_the_variable_and_min_interval() {
 fn release_force_reaches_every_node() {
     let dir = TempDir::new();
     let servers = start_servers(3);
-    let holder = Proc::spawn(run_quorum(
-        &servers,
-        "q",
-        &["--ttl", "1s"],
-        &hold_script(&dir, "a"),
-    ));
-    wait_for_file(&dir.join("a.ready"));
-    let out = run_timeout(
-        admin_quorum(&servers, "release", &["--key", "q", "--force"]),
-        T,
-    );
-    out.assert_code(0);
+    let (holder, _) = Redlock::run_quorum(&servers)
+        .key("q")
+        .ttl("1s")
+        .hold(&dir, "a");
+    let out = Redlock::admin_quorum("release", &servers)
+        .key("q")
+        .arg("--force")
+        .status(0)
+        .output();
     assert_eq!(out.stdout.lines().count(), 3, "{}", out.stdout);
     for (line, server) in out.stdout.lines().zip(&servers) {
         assert!(
@@ -324,7 +296,7 @@ fn release_force_reaches_every_node() {
             "{line}"
         );
     }
-    holder.finish(T).assert_code(76);
+    holder.finish().assert_code(76);
     for server in &servers {
         assert_eq!(lock_keys_left(server), Vec::<String>::new());
     }
@@ -342,7 +314,9 @@ fn status_reads_every_node_and_says_what_the_majority_holds() {
         } else {
             &["--key", "qs"]
         };
-        run_timeout(admin_quorum(&servers, "status", args), T)
+        Redlock::admin_quorum("status", &servers)
+            .args(args)
+            .output()
     };
 
     let out = status(false);
@@ -354,10 +328,8 @@ fn status_reads_every_node_and_says_what_the_majority_holds() {
         out.stdout
     );
 
-    let holder = Proc::spawn(run_quorum(&servers, "qs", &[], &hold_script(&dir, "a")));
-    wait_for_file(&dir.join("a.ready"));
-    let token = read(&dir.join("a.token"));
-    let token = token.trim();
+    let (holder, token) = Redlock::run_quorum(&servers).key("qs").hold(&dir, "a");
+    let token = token.as_str();
     let out = status(false);
     out.assert_code(0);
     assert_eq!(
@@ -376,7 +348,7 @@ fn status_reads_every_node_and_says_what_the_majority_holds() {
     }
     assert_eq!(out.stderr, "");
     std::fs::write(dir.join("a.go"), "").unwrap();
-    holder.finish(T).assert_code(0);
+    holder.finish().assert_code(0);
 
     // Nodes that stop answering (paused: their ports stay theirs). A lock written by hand, so
     // that no renewal or release changes it meanwhile.
@@ -471,7 +443,7 @@ fn list_reads_every_node_and_shows_what_a_majority_holds() {
         .unwrap();
     let list = |json: bool| {
         let args: &[&str] = if json { &["--json"] } else { &[] };
-        run_timeout(admin_quorum(&servers, "list", args), T)
+        Redlock::admin_quorum("list", &servers).args(args).output()
     };
 
     let out = list(false);
@@ -542,19 +514,18 @@ fn quorum_usage_errors() {
         ("list", vec!["--url", &a, "--url", &a], "twice"),
     ];
     for (sub, opts, says) in cases {
-        let mut cmd = redlock();
-        cmd.arg(sub).args(&opts).args(["--key", "q"]);
-        if sub == "list" {
-            cmd = redlock();
-            cmd.arg(sub).args(&opts);
+        let mut redlock = Redlock::sub(sub).args(&opts);
+        if sub != "list" {
+            redlock = redlock.key("q");
         }
         if sub == "run" {
-            cmd.args(["--", "sh", "-c", &marker_script(&dir)]);
+            redlock = redlock.sh(&marker_script(&dir));
         }
-        let out = run_timeout(cmd, T);
-        out.assert_code(64);
-        assert!(out.stderr.contains(says), "{sub} {opts:?}: {}", out.stderr);
-        assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+        redlock
+            .status(64)
+            .stderr_contains(says)
+            .stderr_lines(1)
+            .output();
     }
     assert!(!dir.join("marker").exists());
     for server in &servers {

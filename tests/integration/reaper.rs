@@ -3,13 +3,9 @@
 //! As PID 1 of a fresh PID namespace (a container entrypoint), redlock reaps adopted zombies
 //! and still hears TERM.
 
-use std::time::Duration;
-
 use nix::sys::signal::Signal;
 
-use crate::util::*;
-
-const T: Duration = Duration::from_secs(20);
+use crate::common::*;
 
 /// Starts a daemon out of the command's group and session (`setsid`, backgrounded, so its
 /// parent shell can exit under it), waits for its pid file, then runs `then`.
@@ -25,10 +21,11 @@ fn daemon_script(dir: &TempDir, then: &str) -> String {
 fn a_double_forked_daemon_does_not_outlive_a_normal_exit() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let out = run_timeout(
-        run_sh(&redis, "daemon", &["-v"], &daemon_script(&dir, "exit 0")),
-        T,
-    );
+    let out = Redlock::run(&redis)
+        .key("daemon")
+        .arg("-v")
+        .sh(&daemon_script(&dir, "exit 0"))
+        .output();
     let daemon = wait_for_pid(&dir.join("daemon.pid"));
     out.assert_code(0);
     assert!(
@@ -44,12 +41,16 @@ fn a_double_forked_daemon_is_stopped_when_the_lock_is_lost() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
     let script = daemon_script(&dir, &format!("touch {}; exec sleep 1000", dir.sh("ready")));
-    let proc = Proc::spawn(run_sh(&redis, "lost", &["--ttl", "1s"], &script));
+    let proc = Redlock::run(&redis)
+        .key("lost")
+        .ttl("1s")
+        .sh(&script)
+        .spawn();
     wait_for_file(&dir.join("ready"));
     let daemon = wait_for_pid(&dir.join("daemon.pid"));
     assert!(pid_alive(daemon));
     redis.del(&lock_key("lost"));
-    let out = proc.finish(T);
+    let out = proc.finish();
     out.assert_code(76);
     assert!(
         !pid_alive(daemon),
@@ -60,21 +61,11 @@ fn a_double_forked_daemon_is_stopped_when_the_lock_is_lost() {
 
 /// `unshare --pid --fork --mount-proc redlock ...`: redlock is PID 1 of a new PID namespace.
 fn as_pid1(redis: &RedisServer, key: &str, script: &str) -> Proc {
-    let mut cmd = std::process::Command::new("unshare");
-    clear_redlock_env(&mut cmd);
-    cmd.args(["--pid", "--fork", "--mount-proc", BIN, "run"])
-        .args([
-            "--url",
-            &redis.url(),
-            "--key",
-            key,
-            "--",
-            "sh",
-            "-c",
-            script,
-        ])
-        .stdin(std::process::Stdio::null());
-    Proc::spawn(cmd)
+    Redlock::run(redis)
+        .key(key)
+        .sh(script)
+        .through(["unshare", "--pid", "--fork", "--mount-proc"])
+        .spawn()
 }
 
 #[test]
@@ -93,7 +84,7 @@ fn as_pid1_it_reaps_adopted_zombies() {
         result = dir.sh("result"),
         ppid = dir.sh("ppid"),
     );
-    let out = as_pid1(&redis, "pid1", &script).finish(T);
+    let out = as_pid1(&redis, "pid1", &script).finish();
     out.assert_code(0);
     assert_eq!(read(&dir.join("ppid")).trim(), "1", "redlock was not PID 1");
     assert_eq!(read(&dir.join("result")).trim(), "reaped");
@@ -115,7 +106,7 @@ fn as_pid1_term_reaches_the_command() {
         std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", proc.pid())).unwrap();
     let redlock: i32 = children.split_whitespace().next().unwrap().parse().unwrap();
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(redlock), Signal::SIGTERM).unwrap();
-    let out = proc.finish(T);
+    let out = proc.finish();
     // The command's trap ran and it exited 0: TERM was forwarded, not ignored by PID 1.
     assert_eq!(read(&dir.join("got")).trim(), "term", "{}", out.stderr);
     out.assert_code(0);

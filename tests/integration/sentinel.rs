@@ -6,8 +6,8 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::topology::*;
-use crate::util::*;
+use super::topology::*;
+use crate::common::*;
 
 #[test]
 fn locks_on_the_master_the_sentinels_name() {
@@ -19,34 +19,44 @@ fn locks_on_the_master_the_sentinels_name() {
         "redis+sentinel://",
         &format!("redis+sentinel://127.0.0.1:{dead},"),
     );
-    let (holder, token) = spawn_holder_at(&url, "job", &[], &dir, "a");
+    let (holder, token) = Redlock::run_at(&url).key("job").hold(&dir, "a");
     assert_eq!(setup.master.get(&lock_key("job")).as_deref(), Some(&*token));
     // A second client finds it busy through the sentinels.
-    let out = run_timeout(run_url(&url, "job", &[], &marker_script(&dir)), PATIENCE);
-    out.assert_code(75);
+    Redlock::run_at(&url)
+        .key("job")
+        .sh(&marker_script(&dir))
+        .status(75)
+        .output();
     // The admin commands go through the sentinels too.
-    let mut status = redlock();
-    status.args(["status", "--url", &url, "--key", "job"]);
-    let status = run_timeout(status, PATIENCE);
-    status.assert_code(0);
-    assert!(status.stdout.contains(&token), "{}", status.stdout);
+    Redlock::admin_at("status", &url)
+        .key("job")
+        .status(0)
+        .stdout_contains(&token)
+        .output();
     touch(&dir.join("a.go"));
-    holder.finish(PATIENCE).assert_code(0);
+    holder.finish().assert_code(0);
     assert_eq!(setup.master.get(&lock_key("job")), None);
     assert!(!dir.join("marker").exists());
 
     // An unknown service name: one line, 69, nothing run, nothing locked.
     let wrong = setup.url().replace(SERVICE, "nosuch");
-    let out = run_timeout(run_url(&wrong, "job", &[], &marker_script(&dir)), PATIENCE);
-    out.assert_code(69);
-    assert!(out.stderr.contains("no service 'nosuch'"), "{}", out.stderr);
-    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    Redlock::run_at(&wrong)
+        .key("job")
+        .sh(&marker_script(&dir))
+        .status(69)
+        .stderr_contains("no service 'nosuch'")
+        .stderr_lines(1)
+        .output();
     assert!(!dir.join("marker").exists());
     assert_eq!(setup.master.get(&lock_key("job")), None);
     assert_eq!(setup.master.get(&fence_key("job")).as_deref(), Some("1"));
 
     // Every sentinel gone during a hold: the holder keeps renewing on the master it knows.
-    let (mut holder, _) = spawn_holder_at(&url, "job", &["--ttl", "1500ms", "-vv"], &dir, "b");
+    let (mut holder, _) = Redlock::run_at(&url)
+        .key("job")
+        .ttl("1500ms")
+        .arg("-vv")
+        .hold(&dir, "b");
     setup.sentinels.clear();
     let renewed = |p: &Proc| p.stderr_so_far().matches("renewed lock").count();
     let before = renewed(&holder);
@@ -54,7 +64,7 @@ fn locks_on_the_master_the_sentinels_name() {
         renewed(&holder) >= before + 2 || !holder.running()
     });
     touch(&dir.join("b.go"));
-    let out = holder.finish(PATIENCE);
+    let out = holder.finish();
     out.assert_code(0);
     assert!(
         out.stderr.contains("could not ask the sentinels"),
@@ -78,9 +88,12 @@ fn bad_sentinel_and_cluster_urls_are_usage_errors() {
         "redis+cluster://127.0.0.1:0",
         "redis+sentinel://:s3cret@127.0.0.1:1/m?sentinel_password=t0psecret&x=1",
     ] {
-        let out = run_timeout(run_url(url, "job", &[], &marker_script(&dir)), PATIENCE);
-        out.assert_code(64);
-        assert_eq!(out.stderr.lines().count(), 1, "{url}: {}", out.stderr);
+        let out = Redlock::run_at(url)
+            .key("job")
+            .sh(&marker_script(&dir))
+            .status(64)
+            .stderr_lines(1)
+            .output();
         assert!(
             !out.stderr.contains("s3cret") && !out.stderr.contains("t0psecret"),
             "{}",
@@ -98,7 +111,11 @@ fn renewals_follow_a_forced_failover() {
     let dir = TempDir::new();
     let url = setup.url();
     let key = "nightly";
-    let (holder, token) = spawn_holder_at(&url, key, &["--ttl", "3s", "-vv"], &dir, "a");
+    let (holder, token) = Redlock::run_at(&url)
+        .key(key)
+        .ttl("3s")
+        .arg("-vv")
+        .hold(&dir, "a");
     // Replication is asynchronous: the replica has the key before we fail over to it.
     wait_until(PATIENCE, "the replica to have the lock", || {
         setup.replica.get(&lock_key(key)).as_deref() == Some(&*token)
@@ -113,9 +130,12 @@ fn renewals_follow_a_forced_failover() {
         renewed(&holder) >= before + 2 || !holder.running()
     });
     // A contender that asks the sentinels now finds the lock busy on the new master.
-    let contender = run_timeout(run_url(&url, key, &[], &marker_script(&dir)), PATIENCE);
+    let contender = Redlock::run_at(&url)
+        .key(key)
+        .sh(&marker_script(&dir))
+        .output();
     touch(&dir.join("a.go"));
-    let out = holder.finish(PATIENCE);
+    let out = holder.finish();
     eprintln!("holder after the failover:\n{}", out.stderr);
     // Exit 0 means the holder never lost its lease: the contender must have found it busy.
     if out.code() == 0 {
@@ -142,28 +162,27 @@ fn min_replicas_waits_for_a_replica_or_refuses_to_run() {
     let setup = SentinelSetup::start();
     let dir = TempDir::new();
     // With the replica up: acknowledged, runs.
-    let out = run_timeout(
-        run_url(&setup.url(), "job", &["--min-replicas", "1"], "true"),
-        PATIENCE,
-    );
-    out.assert_code(0);
+    Redlock::run_at(&setup.url())
+        .key("job")
+        .args(["--min-replicas", "1"])
+        .sh("true")
+        .status(0)
+        .output();
     // The same on the master's own URL: any single master works.
-    let out = run_timeout(
-        run_sh(&setup.master, "job", &["--min-replicas", "1"], "true"),
-        PATIENCE,
-    );
-    out.assert_code(0);
+    Redlock::run(&setup.master)
+        .key("job")
+        .args(["--min-replicas", "1"])
+        .sh("true")
+        .status(0)
+        .output();
     // The replica stopped: not acknowledged; released, not run, 69.
     kill(Pid::from_raw(setup.replica.pid()), Signal::SIGSTOP).unwrap();
-    let out = run_timeout(
-        run_url(
-            &setup.url(),
-            "job",
-            &["--min-replicas", "1", "--ttl", "2s"],
-            &marker_script(&dir),
-        ),
-        PATIENCE,
-    );
+    let out = Redlock::run_at(&setup.url())
+        .key("job")
+        .args(["--min-replicas", "1"])
+        .ttl("2s")
+        .sh(&marker_script(&dir))
+        .output();
     kill(Pid::from_raw(setup.replica.pid()), Signal::SIGCONT).unwrap();
     out.assert_code(69);
     assert!(out.stderr.contains("only 0 of 1 replica"), "{}", out.stderr);

@@ -5,9 +5,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use crate::util::*;
-
-const T: Duration = Duration::from_secs(20);
+use crate::common::*;
 
 #[test]
 fn term_is_forwarded_and_the_trap_decides_the_exit_status() {
@@ -19,10 +17,10 @@ fn term_is_forwarded_and_the_trap_decides_the_exit_status() {
             f = dir.sh(&format!("{tag}.trapped")),
             hb = heartbeat_script(&dir, tag)
         );
-        let proc = Proc::spawn(run_sh(&redis, "term", &[], &script));
+        let proc = Redlock::run(&redis).key("term").sh(&script).spawn();
         wait_for_file(&dir.join(&format!("{tag}.ready")));
         proc.signal(Signal::SIGTERM);
-        let out = proc.finish(T);
+        let out = proc.finish();
         out.assert_code(code);
         assert_eq!(read(&dir.join(&format!("{tag}.trapped"))), "trapped\n");
         assert_eq!(redis.get(&lock_key("term")), None, "lock not released");
@@ -39,11 +37,14 @@ fn terminating_signals_kill_a_default_command_with_128_plus_n() {
         (Signal::SIGTERM, 15),
     ] {
         let tag = format!("{n}");
-        let proc = Proc::spawn(run_sh(&redis, "sig", &[], &heartbeat_script(&dir, &tag)));
+        let proc = Redlock::run(&redis)
+            .key("sig")
+            .sh(&heartbeat_script(&dir, &tag))
+            .spawn();
         wait_for_file(&dir.join(&format!("{tag}.ready")));
         let pid = wait_for_pid(&dir.join(&format!("{tag}.pid")));
         proc.signal(sig);
-        let out = proc.finish(T);
+        let out = proc.finish();
         out.assert_code(128 + n);
         assert!(!group_alive(pid), "{sig}: group survived");
         assert_eq!(redis.get(&lock_key("sig")), None);
@@ -56,17 +57,15 @@ fn terminating_signals_kill_a_default_command_with_128_plus_n() {
 fn signals_ignored_by_redlocks_parent_are_still_forwarded_and_reset_for_the_command() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let mut cmd = std::process::Command::new("sh");
-    clear_redlock_env(&mut cmd);
-    cmd.args(["-c", r#"trap '' HUP INT; exec "$0" "$@""#, BIN])
-        .args(["run", "--url", &redis.url(), "--key", "nohup", "--"])
-        .args(["sh", "-c", &heartbeat_script(&dir, "n")])
-        .stdin(std::process::Stdio::null());
-    let proc = Proc::spawn(cmd);
+    let proc = Redlock::run(&redis)
+        .key("nohup")
+        .sh(&heartbeat_script(&dir, "n"))
+        .through(["sh", "-c", r#"trap '' HUP INT; exec "$0" "$@""#])
+        .spawn();
     wait_for_file(&dir.join("n.ready"));
     let pid = wait_for_pid(&dir.join("n.pid"));
     proc.signal(Signal::SIGHUP);
-    let out = proc.finish(T);
+    let out = proc.finish();
     out.assert_code(129);
     assert!(!group_alive(pid), "group survived");
     assert_eq!(redis.get(&lock_key("nohup")), None);
@@ -83,7 +82,7 @@ fn every_listed_signal_is_forwarded() {
         .map(|s| format!("trap 'echo {s} >> {got}' {s}; "))
         .collect();
     let script = format!("{traps}{}", hold_script(&dir, "w"));
-    let proc = Proc::spawn(run_sh(&redis, "fwd", &[], &script));
+    let proc = Redlock::run(&redis).key("fwd").sh(&script).spawn();
     wait_for_file(&dir.join("w.ready"));
     for (sig, name) in [
         (Signal::SIGUSR1, "USR1"),
@@ -91,12 +90,12 @@ fn every_listed_signal_is_forwarded() {
         (Signal::SIGWINCH, "WINCH"),
     ] {
         proc.signal(sig);
-        wait_until(T, &format!("the command to trap {name}"), || {
+        wait_until(PATIENCE, &format!("the command to trap {name}"), || {
             read(&dir.join("got")).lines().any(|l| l == name)
         });
     }
     touch(&dir.join("w.go"));
-    proc.finish(T).assert_code(0);
+    proc.finish().assert_code(0);
 
     // Terminating ones: the command's trap exits and its status is redlock's.
     for (sig, name, code) in [
@@ -109,10 +108,10 @@ fn every_listed_signal_is_forwarded() {
             "trap 'echo {name} > {file}; exit {code}' {name}; {}",
             hold_script(&dir, name)
         );
-        let proc = Proc::spawn(run_sh(&redis, "fwd", &[], &script));
+        let proc = Redlock::run(&redis).key("fwd").sh(&script).spawn();
         wait_for_file(&dir.join(&format!("{name}.ready")));
         proc.signal(sig);
-        proc.finish(T).assert_code(code);
+        proc.finish().assert_code(code);
         assert_eq!(read(&dir.join(name)), format!("{name}\n"));
     }
 }
@@ -122,17 +121,16 @@ fn command_ignoring_term_is_killed_after_kill_after() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
     let script = format!("trap '' TERM; {}", heartbeat_script(&dir, "w"));
-    let proc = Proc::spawn(run_sh(
-        &redis,
-        "stubborn",
-        &["--kill-after", "400ms"],
-        &script,
-    ));
+    let proc = Redlock::run(&redis)
+        .key("stubborn")
+        .args(["--kill-after", "400ms"])
+        .sh(&script)
+        .spawn();
     wait_for_file(&dir.join("w.ready"));
     let pid = wait_for_pid(&dir.join("w.pid"));
     let sent = Instant::now();
     proc.signal(Signal::SIGTERM);
-    let out = proc.finish(T);
+    let out = proc.finish();
     let took = sent.elapsed();
     out.assert_code(137);
     assert!(
@@ -153,16 +151,16 @@ fn second_term_kills_at_once() {
         t = dir.sh("terms"),
         hb = heartbeat_script(&dir, "w")
     );
-    let proc = Proc::spawn(run_sh(
-        &redis,
-        "twice",
-        &["--ttl", "60s", "--kill-after", "25s"],
-        &script,
-    ));
+    let proc = Redlock::run(&redis)
+        .key("twice")
+        .ttl("60s")
+        .args(["--kill-after", "25s"])
+        .sh(&script)
+        .spawn();
     wait_for_file(&dir.join("w.ready"));
     let pid = wait_for_pid(&dir.join("w.pid"));
     proc.signal(Signal::SIGTERM);
-    wait_until(T, "the first TERM to reach the command", || {
+    wait_until(PATIENCE, "the first TERM to reach the command", || {
         !read(&dir.join("terms")).is_empty()
     });
     let mut proc = proc;
@@ -172,7 +170,7 @@ fn second_term_kills_at_once() {
     );
     let sent = Instant::now();
     proc.signal(Signal::SIGTERM);
-    let out = proc.finish(T);
+    let out = proc.finish();
     out.assert_code(137);
     assert!(
         sent.elapsed() < Duration::from_secs(2),
@@ -193,7 +191,11 @@ fn sigkill_of_redlock_takes_the_command_down_and_the_key_expires() {
         bg = dir.sh("bg"),
         worker = heartbeat_script(&dir, "w")
     );
-    let proc = Proc::spawn(run_sh(&redis, "orphan", &["--ttl", "1s"], &script));
+    let proc = Redlock::run(&redis)
+        .key("orphan")
+        .ttl("1s")
+        .sh(&script)
+        .spawn();
     wait_for_file(&dir.join("w.ready"));
     let pid = wait_for_pid(&dir.join("w.pid"));
     let bg = wait_for_pid(&dir.join("bg"));
@@ -217,7 +219,7 @@ fn sigkill_of_redlock_takes_the_command_down_and_the_key_expires() {
 fn terminating_signal_while_waiting_exits_at_once() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let (holder, token) = spawn_holder(&redis, "waiting", &[], &dir, "h");
+    let (holder, token) = Redlock::run(&redis).key("waiting").hold(&dir, "h");
 
     for (sig, n) in [
         (Signal::SIGTERM, 15),
@@ -225,19 +227,18 @@ fn terminating_signal_while_waiting_exits_at_once() {
         (Signal::SIGHUP, 1),
         (Signal::SIGQUIT, 3),
     ] {
-        let mut waiter = Proc::spawn(run_sh(
-            &redis,
-            "waiting",
-            &["--wait", "30s"],
-            &marker_script(&dir),
-        ));
-        wait_until(T, "the waiter to connect to redis", || {
+        let mut waiter = Redlock::run(&redis)
+            .key("waiting")
+            .wait("30s")
+            .sh(&marker_script(&dir))
+            .spawn();
+        wait_until(PATIENCE, "the waiter to connect to redis", || {
             has_tcp_connection(waiter.pid(), redis.port())
         });
         assert!(waiter.running(), "waiter ended: {}", waiter.stderr_so_far());
         let sent = Instant::now();
         waiter.signal(sig);
-        let out = waiter.finish(T);
+        let out = waiter.finish();
         out.assert_code(128 + n);
         assert!(
             sent.elapsed() < Duration::from_secs(2),
@@ -252,5 +253,5 @@ fn terminating_signal_while_waiting_exits_at_once() {
     }
 
     touch(&dir.join("h.go"));
-    holder.finish(T).assert_code(0);
+    holder.finish().assert_code(0);
 }

@@ -2,7 +2,7 @@
 
 use std::process::{Command, Stdio};
 
-use crate::util::*;
+use crate::common::*;
 
 /// A tmux server on its own socket inside the test's temp dir; killed on drop.
 struct Tmux {
@@ -97,10 +97,8 @@ fn command_reads_the_terminal() {
     );
     // The pane's shell runs redlock in the foreground and records its exit status.
     let pane = format!(
-        "{bin} run --url {url} --key tty -- sh -c {script}; echo $? > {status}; sleep 30",
-        bin = shell_quote(BIN.as_ref()),
-        url = redis.url(),
-        script = shell_quote(script.as_ref()),
+        "{redlock}; echo $? > {status}; sleep 30",
+        redlock = Redlock::run(&redis).key("tty").sh(&script).shell_line(),
         status = dir.sh("status"),
     );
     let tmux = Tmux::start(&dir, &pane);
@@ -123,9 +121,11 @@ fn ctrl_c_ends_cat_with_130_in_an_interactive_shell() {
     let dir = TempDir::new();
     let tmux = Tmux::interactive_bash(&dir);
     let line = format!(
-        "{bin} run --url {url} --key cat -- cat; echo $? > {status}",
-        bin = shell_quote(BIN.as_ref()),
-        url = redis.url(),
+        "{redlock}; echo $? > {status}",
+        redlock = Redlock::run(&redis)
+            .key("cat")
+            .command(["cat"])
+            .shell_line(),
         status = dir.sh("status"),
     );
     tmux.send_keys(&[&line, "Enter"]);
@@ -151,9 +151,11 @@ fn ctrl_c_ends_cat_with_130_under_a_non_interactive_shell() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
     let pane = format!(
-        "{bin} run --url {url} --key cat2 -- cat; echo $? > {status}; sleep 30",
-        bin = shell_quote(BIN.as_ref()),
-        url = redis.url(),
+        "{redlock}; echo $? > {status}; sleep 30",
+        redlock = Redlock::run(&redis)
+            .key("cat2")
+            .command(["cat"])
+            .shell_line(),
         status = dir.sh("status"),
     );
     let tmux = Tmux::start(&dir, &pane);
@@ -174,9 +176,11 @@ fn ctrl_z_does_not_hang_the_terminal_and_the_command_keeps_reading() {
     let dir = TempDir::new();
     let tmux = Tmux::interactive_bash(&dir);
     let line = format!(
-        "{bin} run --url {url} --key tstp -- cat 2> {stderr}; echo $? > {status}",
-        bin = shell_quote(BIN.as_ref()),
-        url = redis.url(),
+        "{redlock} 2> {stderr}; echo $? > {status}",
+        redlock = Redlock::run(&redis)
+            .key("tstp")
+            .command(["cat"])
+            .shell_line(),
         stderr = dir.sh("stderr"),
         status = dir.sh("status"),
     );

@@ -2,13 +2,11 @@
 //! certificate from an unknown CA is refused with 69, TLS against a plain port fails within the
 //! acquire timeout, mutual TLS with --tls-cert/--tls-key, and --tls-insecure warns.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::util::*;
-
-const T: Duration = Duration::from_secs(20);
+use crate::common::*;
 
 /// Makes a CA (`{name}-ca.crt`) and a server certificate for 127.0.0.1 signed by it, with openssl
 /// and P-256 keys (fast to generate). Returns (CA certificate, server certificate, server key).
@@ -52,14 +50,9 @@ fn tls_server(dir: &TempDir) -> (RedisServer, PathBuf) {
     (redis, ca)
 }
 
-/// redlock over TLS: `run --url <url> --key <key> -- sh -c <script>` with SSL_CERT_FILE=ca.
-fn tls_run(url: &str, ca: &PathBuf, key: &str, opts: &[&str], script: &str) -> Command {
-    let mut cmd = redlock();
-    cmd.env("SSL_CERT_FILE", ca)
-        .args(["run", "--url", url, "--key", key])
-        .args(opts)
-        .args(["--", "sh", "-c", script]);
-    cmd
+/// redlock over TLS: `run --url <url> --key <key>` with SSL_CERT_FILE=ca.
+fn tls_run(url: &str, ca: &Path, key: &str) -> Redlock {
+    Redlock::run_at(url).key(key).env("SSL_CERT_FILE", ca)
 }
 
 #[test]
@@ -69,11 +62,11 @@ fn lock_over_tls_with_a_trusted_ca() {
     let seen = dir.join("seen");
     let script = format!("echo \"$REDLOCK_TOKEN\" > {}", shell_quote(&seen));
     // The command checks nothing itself: the test reads the key over the plain port meanwhile.
-    let out = run_timeout(
-        tls_run(&redis.tls_url(), &ca, "tls", &["--ttl", "2s"], &script),
-        T,
-    );
-    out.assert_code(0);
+    tls_run(&redis.tls_url(), &ca, "tls")
+        .ttl("2s")
+        .sh(&script)
+        .status(0)
+        .output();
     let token = std::fs::read_to_string(&seen).unwrap();
     assert_eq!(token.trim().len(), 36, "token {token:?}");
     assert_eq!(
@@ -94,19 +87,12 @@ fn certificate_from_an_unknown_ca_is_refused_with_69() {
     let dir = TempDir::new();
     let (redis, _good_ca) = tls_server(&dir);
     let (other_ca, _, _) = make_certs(&dir, "other");
-    let out = run_timeout(
-        tls_run(
-            &redis.tls_url(),
-            &other_ca,
-            "tls",
-            &[],
-            &marker_script(&dir),
-        ),
-        T,
-    );
-    out.assert_code(69);
-    assert!(out.stderr.contains("certificate"), "stderr: {}", out.stderr);
-    assert_eq!(out.stderr.lines().count(), 1, "stderr: {}", out.stderr);
+    tls_run(&redis.tls_url(), &other_ca, "tls")
+        .sh(&marker_script(&dir))
+        .status(69)
+        .stderr_contains("certificate")
+        .stderr_lines(1)
+        .output();
     assert!(
         !dir.join("marker").exists(),
         "command ran without a verified server"
@@ -125,11 +111,11 @@ fn tls_against_a_plain_port_fails_with_69_within_the_acquire_timeout() {
     let (ca, _, _) = make_certs(&dir, "ca");
     let url = format!("rediss://127.0.0.1:{}", redis.port());
     // The acquire timeout is ttl/3: 1 s here.
-    let out = run_timeout(
-        tls_run(&url, &ca, "tls", &["--ttl", "3s"], &marker_script(&dir)),
-        T,
-    );
-    out.assert_code(69);
+    let out = tls_run(&url, &ca, "tls")
+        .ttl("3s")
+        .sh(&marker_script(&dir))
+        .status(69)
+        .output();
     assert!(
         out.elapsed < Duration::from_secs(5),
         "took {:?}",
@@ -160,14 +146,9 @@ fn make_client_cert(dir: &TempDir, ca: &str) -> (PathBuf, PathBuf) {
     (dir.join("client.crt"), dir.join("client.key"))
 }
 
-/// `redlock run --url <url> --key <key> <opts> -- sh -c <script>`, with no SSL_CERT_FILE.
-fn run_with(url: &str, key: &str, opts: &[&str], script: &str) -> Command {
-    let mut cmd = redlock();
-    cmd.env_remove("SSL_CERT_FILE")
-        .args(["run", "--url", url, "--key", key])
-        .args(opts)
-        .args(["--", "sh", "-c", script]);
-    cmd
+/// `redlock run --url <url> --key <key>`, with no SSL_CERT_FILE.
+fn run_with(url: &str, key: &str) -> Redlock {
+    Redlock::run_at(url).key(key).env_remove("SSL_CERT_FILE")
 }
 
 #[test]
@@ -175,33 +156,25 @@ fn tls_ca_cert_option_and_variable_trust_the_ca() {
     let dir = TempDir::new();
     let (redis, ca) = tls_server(&dir);
     let ca_arg = ca.to_str().unwrap();
-    let out = run_timeout(
-        run_with(
-            &redis.tls_url(),
-            "ca",
-            &["--tls-ca-cert", ca_arg],
-            "echo $REDLOCK_FENCING_TOKEN",
-        ),
-        T,
-    );
-    out.assert_code(0);
-    assert_eq!(out.stdout, "1\n");
-    assert_eq!(out.stderr, "");
-    let mut cmd = run_with(&redis.tls_url(), "ca", &[], "echo $REDLOCK_FENCING_TOKEN");
-    cmd.env("REDLOCK_TLS_CA_CERT", &ca);
-    let out = run_timeout(cmd, T);
-    out.assert_code(0);
-    assert_eq!(out.stdout, "2\n");
+    let fence = || run_with(&redis.tls_url(), "ca").sh("echo $REDLOCK_FENCING_TOKEN");
+    fence()
+        .args(["--tls-ca-cert", ca_arg])
+        .status(0)
+        .stdout("1\n")
+        .stderr("")
+        .output();
+    fence()
+        .env("REDLOCK_TLS_CA_CERT", &ca)
+        .status(0)
+        .stdout("2\n")
+        .output();
     // --tls-ca-cert wins over SSL_CERT_FILE.
     let (other_ca, _, _) = make_certs(&dir, "other");
-    let mut cmd = run_with(
-        &redis.tls_url(),
-        "ca",
-        &["--tls-ca-cert", ca_arg],
-        "echo $REDLOCK_FENCING_TOKEN",
-    );
-    cmd.env("SSL_CERT_FILE", &other_ca);
-    run_timeout(cmd, T).assert_code(0);
+    fence()
+        .args(["--tls-ca-cert", ca_arg])
+        .env("SSL_CERT_FILE", &other_ca)
+        .status(0)
+        .output();
 }
 
 #[test]
@@ -209,17 +182,12 @@ fn tls_ca_cert_of_the_wrong_ca_is_refused_with_69() {
     let dir = TempDir::new();
     let (redis, _good_ca) = tls_server(&dir);
     let (other_ca, _, _) = make_certs(&dir, "other");
-    let out = run_timeout(
-        run_with(
-            &redis.tls_url(),
-            "ca",
-            &["--tls-ca-cert", other_ca.to_str().unwrap()],
-            &marker_script(&dir),
-        ),
-        T,
-    );
-    out.assert_code(69);
-    assert!(out.stderr.contains("certificate"), "stderr: {}", out.stderr);
+    run_with(&redis.tls_url(), "ca")
+        .args(["--tls-ca-cert", other_ca.to_str().unwrap()])
+        .sh(&marker_script(&dir))
+        .status(69)
+        .stderr_contains("certificate")
+        .output();
     assert!(!dir.join("marker").exists());
     assert!(redis.all_keys().is_empty());
 }
@@ -243,26 +211,21 @@ fn mutual_tls_needs_the_client_certificate() {
         "--tls-key",
         client_key.to_str().unwrap(),
     ];
-    let out = run_timeout(
-        run_with(&redis.tls_url(), "mtls", &with_cert, "echo ran"),
-        T,
-    );
-    out.assert_code(0);
-    assert_eq!(out.stdout, "ran\n");
+    run_with(&redis.tls_url(), "mtls")
+        .args(with_cert)
+        .sh("echo ran")
+        .status(0)
+        .stdout("ran\n")
+        .output();
     assert_eq!(redis.get(&fence_key("mtls")).as_deref(), Some("1"));
 
     // Without a client certificate the server ends the handshake: refused, nothing run.
-    let out = run_timeout(
-        run_with(
-            &redis.tls_url(),
-            "mtls",
-            &["--tls-ca-cert", ca_arg],
-            &marker_script(&dir),
-        ),
-        T,
-    );
-    out.assert_code(69);
-    assert_eq!(out.stderr.lines().count(), 1, "stderr: {}", out.stderr);
+    let out = run_with(&redis.tls_url(), "mtls")
+        .args(["--tls-ca-cert", ca_arg])
+        .sh(&marker_script(&dir))
+        .status(69)
+        .stderr_lines(1)
+        .output();
     assert!(!dir.join("marker").exists());
     assert_eq!(redis.get(&fence_key("mtls")).as_deref(), Some("1"));
     assert!(
@@ -276,22 +239,15 @@ fn mutual_tls_needs_the_client_certificate() {
 fn tls_insecure_connects_to_an_untrusted_server_and_warns() {
     let dir = TempDir::new();
     let (redis, _ca) = tls_server(&dir);
-    let out = run_timeout(
-        run_with(
-            &redis.tls_url(),
-            "insecure",
-            &["--tls-insecure"],
-            "echo ran",
-        ),
-        T,
-    );
-    out.assert_code(0);
-    assert_eq!(out.stdout, "ran\n");
-    assert!(
-        out.stderr.contains("--tls-insecure") && out.stderr.contains("not verified"),
-        "no warning: {}",
-        out.stderr
-    );
+    // With a warning.
+    run_with(&redis.tls_url(), "insecure")
+        .arg("--tls-insecure")
+        .sh("echo ran")
+        .status(0)
+        .stdout("ran\n")
+        .stderr_contains("--tls-insecure")
+        .stderr_contains("not verified")
+        .output();
     assert_eq!(redis.get(&fence_key("insecure")).as_deref(), Some("1"));
 }
 
@@ -321,10 +277,13 @@ fn bad_tls_options_are_usage_errors() {
         ),
     ];
     for (url, opts, says) in cases {
-        let out = run_timeout(run_with(url, "bad", &opts, &marker_script(&dir)), T);
-        out.assert_code(64);
-        assert!(out.stderr.contains(says), "{opts:?}: {}", out.stderr);
-        assert_eq!(out.stderr.lines().count(), 1, "{opts:?}: {}", out.stderr);
+        run_with(url, "bad")
+            .args(&opts)
+            .sh(&marker_script(&dir))
+            .status(64)
+            .stderr_contains(says)
+            .stderr_lines(1)
+            .output();
         assert!(!dir.join("marker").exists());
     }
     assert!(redis.all_keys().is_empty());

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use crate::util::*;
+use crate::common::*;
 
 /// The service name the sentinels monitor.
 pub const SERVICE: &str = "mymaster";

@@ -1,11 +1,7 @@
 //! Bad command lines and environment values: exit 64 with one `redlock: ` line on stderr, the
 //! command not run, nothing locked. --help and --version exit 0; valid spellings are accepted.
 
-use std::time::Duration;
-
-use crate::util::*;
-
-const T: Duration = Duration::from_secs(20);
+use crate::common::*;
 
 /// One bad invocation: arguments after `run` (the marker command is appended unless
 /// `no_command`), plus environment variables.
@@ -28,15 +24,16 @@ fn assert_usage_errors(cases: Vec<Case>) {
     let dir = TempDir::new();
     let mut failures = Vec::new();
     for case in &cases {
-        let mut cmd = redlock();
-        cmd.env("REDLOCK_URL", redis.url()).args(&case.args);
+        let mut redlock = Redlock::new()
+            .env("REDLOCK_URL", redis.url())
+            .args(&case.args);
         if !case.no_command {
-            cmd.args(["--", "sh", "-c", &marker_script(&dir)]);
+            redlock = redlock.sh(&marker_script(&dir));
         }
         for (k, v) in case.env {
-            cmd.env(k, v);
+            redlock = redlock.env(k, v);
         }
-        let out = run_timeout(cmd, T);
+        let out = redlock.output();
         let mut problems = Vec::new();
         let lines: Vec<&str> = out
             .stderr
@@ -266,15 +263,11 @@ fn help_and_version_exit_0() {
         (&["--version"][..], env!("CARGO_PKG_VERSION")),
         (&["-V"][..], env!("CARGO_PKG_VERSION")),
     ] {
-        let mut cmd = redlock();
-        cmd.args(a);
-        let out = run_timeout(cmd, T);
-        assert_eq!(out.code(), 0, "{a:?}: stderr {}", out.stderr);
-        assert!(
-            out.stdout.contains(needle),
-            "{a:?}: stdout lacks {needle:?}:\n{}",
-            out.stdout
-        );
+        Redlock::new()
+            .args(a)
+            .status(0)
+            .stdout_contains(needle)
+            .output();
     }
 }
 
@@ -303,8 +296,12 @@ fn valid_spellings_are_accepted() {
     for (i, opts) in cases.iter().enumerate() {
         let marker = dir.join(&format!("m{i}"));
         let script = format!("touch {}", shell_quote(&marker));
-        let out = run_timeout(run_sh(&redis, "valid", opts, &script), T);
-        assert_eq!(out.code(), 0, "{opts:?} rejected: {}", out.stderr);
+        Redlock::run(&redis)
+            .key("valid")
+            .args(*opts)
+            .sh(&script)
+            .status(0)
+            .output();
         assert!(marker.exists(), "{opts:?}: command not run");
     }
 }

@@ -6,9 +6,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use crate::util::*;
-
-const T: Duration = Duration::from_secs(30);
+use crate::common::*;
 
 /// A waiter that missed its wake-up would retry only after 15 s (WAKE_CAP) with a ttl this long,
 /// so anything much faster than that was woken by the release.
@@ -61,26 +59,25 @@ fn queue_key(name: &str) -> String {
 fn a_release_wakes_the_waiter_long_before_its_fallback_retry() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let holder = Proc::spawn(run_sh(
-        &redis,
-        "wake",
-        &["--ttl", LONG_TTL],
-        &hold_then_stamp(&dir, "h"),
-    ));
+    let holder = Redlock::run(&redis)
+        .key("wake")
+        .ttl(LONG_TTL)
+        .sh(&hold_then_stamp(&dir, "h"))
+        .spawn();
     wait_for_file(&dir.join("h.ready"));
-    let waiter = Proc::spawn(run_sh(
-        &redis,
-        "wake",
-        &["--ttl", LONG_TTL, "--wait", "60s"],
-        &log_script(&dir, 0),
-    ));
-    wait_until(T, "the waiter to block on its wake list", || {
+    let waiter = Redlock::run(&redis)
+        .key("wake")
+        .ttl(LONG_TTL)
+        .wait("60s")
+        .sh(&log_script(&dir, 0))
+        .spawn();
+    wait_until(PATIENCE, "the waiter to block on its wake list", || {
         redis.info_field("blocked_clients") == 1
     });
 
     touch(&dir.join("h.go"));
-    holder.finish(T).assert_code(0);
-    waiter.finish(T).assert_code(0);
+    holder.finish().assert_code(0);
+    waiter.finish().assert_code(0);
     let gap = gap(&dir, "h.end", "0.start");
     assert!(
         gap < WOKEN_WITHIN,
@@ -93,7 +90,7 @@ fn waiting_costs_almost_nothing_and_a_release_wakes_one_waiter() {
     const N: usize = 10;
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let (holder, _) = spawn_holder(&redis, "herd", &[], &dir, "h");
+    let (holder, _) = Redlock::run(&redis).key("herd").hold(&dir, "h");
     // Each waiter holds the lock until `go` exists, so the next one can be counted.
     let go = dir.sh("go");
     let waiters: Vec<Proc> = (0..N)
@@ -102,10 +99,14 @@ fn waiting_costs_almost_nothing_and_a_release_wakes_one_waiter() {
                 "{}; while [ ! -e {go} ]; do sleep 0.02; done",
                 log_script(&dir, i)
             );
-            Proc::spawn(run_sh(&redis, "herd", &["--wait", "forever"], &script))
+            Redlock::run(&redis)
+                .key("herd")
+                .wait("forever")
+                .sh(&script)
+                .spawn()
         })
         .collect();
-    wait_until(T, "every waiter to block", || {
+    wait_until(PATIENCE, "every waiter to block", || {
         redis.info_field("blocked_clients") == N as u64
     });
 
@@ -121,8 +122,8 @@ fn waiting_costs_almost_nothing_and_a_release_wakes_one_waiter() {
     // A release: the holder's release, one waiter's wake-up and acquire; the others sleep on.
     redis.reset_stats();
     touch(&dir.join("h.go"));
-    holder.finish(T).assert_code(0);
-    wait_until(T, "a waiter to take the lock", || {
+    holder.finish().assert_code(0);
+    wait_until(PATIENCE, "a waiter to take the lock", || {
         lines(&dir, "order").len() == 1
     });
     std::thread::sleep(Duration::from_millis(500));
@@ -139,7 +140,7 @@ fn waiting_costs_almost_nothing_and_a_release_wakes_one_waiter() {
     let started = Instant::now();
     touch(&dir.join("go"));
     for waiter in waiters {
-        waiter.finish(T).assert_code(0);
+        waiter.finish().assert_code(0);
     }
     let mut order = lines(&dir, "order");
     order.sort();
@@ -157,16 +158,16 @@ fn fair_waiters_run_in_arrival_order() {
     const N: usize = 5;
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let (holder, _) = spawn_holder(&redis, "fifo", &[], &dir, "h");
+    let (holder, _) = Redlock::run(&redis).key("fifo").hold(&dir, "h");
     let waiters: Vec<Proc> = (0..N)
         .map(|i| {
-            let waiter = Proc::spawn(run_sh(
-                &redis,
-                "fifo",
-                &["--fair", "--wait", "forever"],
-                &log_script(&dir, i),
-            ));
-            wait_until(T, "the waiter to join the queue", || {
+            let waiter = Redlock::run(&redis)
+                .key("fifo")
+                .arg("--fair")
+                .wait("forever")
+                .sh(&log_script(&dir, i))
+                .spawn();
+            wait_until(PATIENCE, "the waiter to join the queue", || {
                 zcard(&redis, &queue_key("fifo")) == i as u64 + 1
             });
             waiter
@@ -174,9 +175,9 @@ fn fair_waiters_run_in_arrival_order() {
         .collect();
 
     touch(&dir.join("h.go"));
-    holder.finish(T).assert_code(0);
+    holder.finish().assert_code(0);
     for waiter in waiters {
-        waiter.finish(T).assert_code(0);
+        waiter.finish().assert_code(0);
     }
     let want: Vec<String> = (0..N).map(|i| i.to_string()).collect();
     assert_eq!(lines(&dir, "order"), want);
@@ -199,28 +200,29 @@ fn a_fair_newcomer_does_not_jump_the_queue() {
         .arg(2000)
         .exec(&mut redis.conn())
         .unwrap();
-    let waiter = Proc::spawn(run_sh(
-        &redis,
-        "queue",
-        &["--fair", "--wait", "20s"],
-        &log_script(&dir, 0),
-    ));
-    wait_until(T, "the waiter to join the queue", || {
+    let waiter = Redlock::run(&redis)
+        .key("queue")
+        .arg("--fair")
+        .wait("20s")
+        .sh(&log_script(&dir, 0))
+        .spawn();
+    wait_until(PATIENCE, "the waiter to join the queue", || {
         zcard(&redis, &queue_key("queue")) == 1
     });
     // Freed without a release, so nobody is woken: the waiter is asleep when the newcomer comes.
     redis.del(&lock_key("queue"));
-    let newcomer = run_timeout(
-        run_sh(&redis, "queue", &["--fair"], &marker_script(&dir)),
-        T,
-    );
-    newcomer.assert_code(75);
+    Redlock::run(&redis)
+        .key("queue")
+        .arg("--fair")
+        .sh(&marker_script(&dir))
+        .status(75)
+        .output();
     assert!(
         !dir.join("marker").exists(),
         "the newcomer jumped the queue"
     );
 
-    waiter.finish(T).assert_code(0);
+    waiter.finish().assert_code(0);
     assert_eq!(lines(&dir, "order"), ["0"]);
 }
 
@@ -228,30 +230,35 @@ fn a_fair_newcomer_does_not_jump_the_queue() {
 fn a_fair_waiter_that_gives_up_passes_its_turn_on_at_once() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let holder = Proc::spawn(run_sh(
-        &redis,
-        "leave",
-        &["--ttl", LONG_TTL],
-        &hold_then_stamp(&dir, "h"),
-    ));
+    let holder = Redlock::run(&redis)
+        .key("leave")
+        .ttl(LONG_TTL)
+        .sh(&hold_then_stamp(&dir, "h"))
+        .spawn();
     wait_for_file(&dir.join("h.ready"));
-    let opts = ["--fair", "--wait", "forever", "--ttl", LONG_TTL];
-    let first = Proc::spawn(run_sh(&redis, "leave", &opts, &log_script(&dir, 0)));
-    wait_until(T, "the first waiter to queue", || {
+    let fair_waiter = || {
+        Redlock::run(&redis)
+            .key("leave")
+            .arg("--fair")
+            .wait("forever")
+            .ttl(LONG_TTL)
+    };
+    let first = fair_waiter().sh(&log_script(&dir, 0)).spawn();
+    wait_until(PATIENCE, "the first waiter to queue", || {
         zcard(&redis, &queue_key("leave")) == 1
     });
-    let second = Proc::spawn(run_sh(&redis, "leave", &opts, &log_script(&dir, 1)));
-    wait_until(T, "the second waiter to queue", || {
+    let second = fair_waiter().sh(&log_script(&dir, 1)).spawn();
+    wait_until(PATIENCE, "the second waiter to queue", || {
         zcard(&redis, &queue_key("leave")) == 2
     });
 
     first.signal(Signal::SIGTERM);
-    first.finish(T).assert_code(128 + 15);
+    first.finish().assert_code(128 + 15);
     assert_eq!(zcard(&redis, &queue_key("leave")), 1, "the entry stayed");
 
     touch(&dir.join("h.go"));
-    holder.finish(T).assert_code(0);
-    second.finish(T).assert_code(0);
+    holder.finish().assert_code(0);
+    second.finish().assert_code(0);
     assert_eq!(lines(&dir, "order"), ["1"]);
     let gap = gap(&dir, "h.end", "1.start");
     assert!(
@@ -265,23 +272,29 @@ fn a_dead_fair_waiter_is_purged_from_the_queue() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
     // A 1 s ttl: queue entries live about 6 s without a refresh.
-    let (holder, _) = spawn_holder(&redis, "dead", &["--ttl", "1s"], &dir, "h");
-    let opts = ["--fair", "--wait", "forever", "--ttl", "1s"];
-    let first = Proc::spawn(run_sh(&redis, "dead", &opts, &log_script(&dir, 0)));
-    wait_until(T, "the first waiter to queue", || {
+    let (holder, _) = Redlock::run(&redis).key("dead").ttl("1s").hold(&dir, "h");
+    let fair_waiter = || {
+        Redlock::run(&redis)
+            .key("dead")
+            .arg("--fair")
+            .wait("forever")
+            .ttl("1s")
+    };
+    let first = fair_waiter().sh(&log_script(&dir, 0)).spawn();
+    wait_until(PATIENCE, "the first waiter to queue", || {
         zcard(&redis, &queue_key("dead")) == 1
     });
-    let second = Proc::spawn(run_sh(&redis, "dead", &opts, &log_script(&dir, 1)));
-    wait_until(T, "the second waiter to queue", || {
+    let second = fair_waiter().sh(&log_script(&dir, 1)).spawn();
+    wait_until(PATIENCE, "the second waiter to queue", || {
         zcard(&redis, &queue_key("dead")) == 2
     });
 
     // SIGKILL: no chance to leave the queue; its entry stays at the head until it lapses.
     first.signal(Signal::SIGKILL);
-    first.finish(T);
+    first.finish();
     touch(&dir.join("h.go"));
-    holder.finish(T).assert_code(0);
-    second.finish(T).assert_code(0);
+    holder.finish().assert_code(0);
+    second.finish().assert_code(0);
     assert_eq!(lines(&dir, "order"), ["1"]);
     assert_eq!(zcard(&redis, &queue_key("dead")), 0);
 }
@@ -290,21 +303,20 @@ fn a_dead_fair_waiter_is_purged_from_the_queue() {
 fn a_holder_that_dies_hands_over_when_its_lease_runs_out() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let (holder, _) = spawn_holder(&redis, "crash", &["--ttl", "2s"], &dir, "h");
-    let waiter = Proc::spawn(run_sh(
-        &redis,
-        "crash",
-        &["--wait", "forever"],
-        &log_script(&dir, 0),
-    ));
-    wait_until(T, "the waiter to block", || {
+    let (holder, _) = Redlock::run(&redis).key("crash").ttl("2s").hold(&dir, "h");
+    let waiter = Redlock::run(&redis)
+        .key("crash")
+        .wait("forever")
+        .sh(&log_script(&dir, 0))
+        .spawn();
+    wait_until(PATIENCE, "the waiter to block", || {
         redis.info_field("blocked_clients") == 1
     });
 
     let killed = now_ns();
     holder.signal(Signal::SIGKILL);
-    holder.finish(T);
-    waiter.finish(T).assert_code(0);
+    holder.finish();
+    waiter.finish().assert_code(0);
     let after = read_stamps(&dir.join("0.start"))[0] - killed;
     // Nobody released, so no wake-up: the waiter's own retry, bounded by the holder's
     // remaining lease (at most 2 s), takes over.

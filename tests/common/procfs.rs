@@ -1,0 +1,103 @@
+//! Processes as /proc shows them: alive or a zombie, the members of a process group, TCP
+//! connections to a port.
+
+use std::collections::HashSet;
+use std::fs;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::{now_ns, wait_until};
+
+/// `(state, pgrp)` from /proc/<pid>/stat, or None if the pid is gone.
+fn proc_stat(pid: i32) -> Option<(char, i32)> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // comm may contain spaces and parentheses; the fields we want follow the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let _ppid = fields.next()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some((state, pgrp))
+}
+
+fn live(state: char) -> bool {
+    !matches!(state, 'Z' | 'X' | 'x')
+}
+
+/// The pid exists and is not a zombie.
+pub fn pid_alive(pid: i32) -> bool {
+    proc_stat(pid).is_some_and(|(state, _)| live(state))
+}
+
+/// Live (non-zombie) members of process group `pgid`.
+pub fn group_members(pgid: i32) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if let Some((state, pgrp)) = proc_stat(pid)
+            && pgrp == pgid
+            && live(state)
+        {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+pub fn group_alive(pgid: i32) -> bool {
+    !group_members(pgid).is_empty()
+}
+
+/// Waits until `pid` is gone or a zombie.
+#[track_caller]
+pub fn wait_pid_dead(pid: i32, timeout: Duration) {
+    wait_until(timeout, &format!("pid {pid} to die"), || !pid_alive(pid));
+}
+
+/// Polls (every ~2 ms) until process group `pgid` has no live member and returns the wall-clock
+/// time (ns since the epoch) at which that was first seen; panics after `timeout`.
+#[track_caller]
+pub fn wait_group_dead_at(pgid: i32, timeout: Duration) -> i128 {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if !group_alive(pgid) {
+            return now_ns();
+        }
+        if Instant::now() > deadline {
+            panic!(
+                "process group {pgid} still alive after {timeout:?}: {:?}",
+                group_members(pgid)
+            );
+        }
+        thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Does `pid` have an established TCP connection to 127.0.0.1:`port`?
+pub fn has_tcp_connection(pid: i32, port: u16) -> bool {
+    let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    let inodes: HashSet<String> = fds
+        .flatten()
+        .filter_map(|fd| fs::read_link(fd.path()).ok())
+        .filter_map(|link| {
+            let l = link.to_string_lossy().into_owned();
+            l.strip_prefix("socket:[")
+                .and_then(|s| s.strip_suffix(']'))
+                .map(str::to_string)
+        })
+        .collect();
+    let tcp = fs::read_to_string(format!("/proc/{pid}/net/tcp")).unwrap_or_default();
+    let want = format!(":{port:04X}");
+    tcp.lines().skip(1).any(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        f.len() > 9 && f[2].ends_with(&want) && f[3] == "01" && inodes.contains(f[9])
+    })
+}

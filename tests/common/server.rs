@@ -1,0 +1,312 @@
+//! A throwaway `redis-server` per test on a free loopback port or a unix socket, its settings
+//! ([`ServerOpts`]), and helpers for inspecting what redlock left in it.
+
+use std::fs;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use super::TempDir;
+
+/// Extra settings for [`RedisServer::start_with`].
+#[derive(Default, Clone)]
+pub struct ServerOpts {
+    /// Listen on a unix socket only (no TCP port).
+    pub unix: bool,
+    /// Started with `--requirepass`.
+    pub password: Option<String>,
+    /// Also listen with TLS on a second free port, with this certificate and key (PEM files);
+    /// [`RedisServer::url`] stays the plain port, for inspecting keys.
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// Append-only file with `appendfsync always`: every acknowledged write survives a
+    /// [`RedisServer::restart`] (SIGKILL included).
+    pub persist: bool,
+    /// With `tls`: require client certificates signed by this CA (mutual TLS).
+    pub tls_client_ca: Option<PathBuf>,
+    /// More `redis-server` arguments (`--maxmemory-policy`, `--replicaof`, cluster settings).
+    pub args: Vec<String>,
+}
+
+/// A real `redis-server` owned by one test: no persistence unless asked, loopback TCP port or
+/// unix socket in a fresh temp dir; killed (and its dir removed) on drop.
+pub struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+    tls_port: u16,
+    opts: ServerOpts,
+    dir: TempDir,
+}
+
+impl RedisServer {
+    /// A TCP server on a free loopback port.
+    pub fn start() -> RedisServer {
+        RedisServer::start_with(ServerOpts::default())
+    }
+
+    pub fn start_with(opts: ServerOpts) -> RedisServer {
+        let mut server = RedisServer {
+            child: None,
+            port: 0,
+            tls_port: 0,
+            opts,
+            dir: TempDir::new(),
+        };
+        let mut last_err = String::new();
+        // The free port is found by binding :0 and letting go of it; another test can grab it in
+        // between, in which case redis-server fails to bind and we try another one.
+        for _ in 0..20 {
+            if !server.opts.unix {
+                server.port = free_port();
+            }
+            if server.opts.tls.is_some() {
+                server.tls_port = free_port();
+            }
+            match server.spawn() {
+                Ok(()) => return server,
+                Err(e) => last_err = e,
+            }
+        }
+        panic!("could not start redis-server: {last_err}");
+    }
+
+    fn socket_path(&self) -> PathBuf {
+        self.dir.join("redis.sock")
+    }
+
+    fn spawn(&mut self) -> Result<(), String> {
+        let log = self.dir.join("redis.log");
+        let mut cmd = Command::new("redis-server");
+        cmd.current_dir(self.dir.path())
+            .args(["--save", "", "--daemonize", "no"])
+            .args(if self.opts.persist {
+                ["--appendonly", "yes", "--appendfsync", "always"]
+            } else {
+                ["--appendonly", "no", "--appendfsync", "everysec"]
+            })
+            .args(["--bind", "127.0.0.1", "--protected-mode", "no"])
+            .arg("--port")
+            .arg(self.port.to_string())
+            .arg("--dir")
+            .arg(self.dir.path())
+            .arg("--logfile")
+            .arg(&log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if self.opts.unix {
+            cmd.arg("--unixsocket")
+                .arg(self.socket_path())
+                .args(["--unixsocketperm", "700"]);
+        }
+        if let Some(pw) = &self.opts.password {
+            cmd.args(["--requirepass", pw]);
+        }
+        cmd.args(&self.opts.args);
+        if let Some((cert, key)) = &self.opts.tls {
+            cmd.arg("--tls-port")
+                .arg(self.tls_port.to_string())
+                .arg("--tls-cert-file")
+                .arg(cert)
+                .arg("--tls-key-file")
+                .arg(key);
+            match &self.opts.tls_client_ca {
+                Some(ca) => cmd
+                    .arg("--tls-ca-cert-file")
+                    .arg(ca)
+                    .args(["--tls-auth-clients", "yes"]),
+                None => cmd.args(["--tls-auth-clients", "no"]),
+            };
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("spawning redis-server: {e}"))?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                let log = fs::read_to_string(&log).unwrap_or_default();
+                return Err(format!(
+                    "redis-server exited with {status} on port {}:\n{log}",
+                    self.port
+                ));
+            }
+            if let Ok(mut con) = self.try_conn(Duration::from_millis(200))
+                && redis::cmd("PING").query::<String>(&mut con).is_ok()
+            {
+                self.child = Some(child);
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err("redis-server did not answer PING within 10s".into());
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// URL that redlock should use; carries the password when the server has one.
+    pub fn url(&self) -> String {
+        match (&self.opts.password, self.opts.unix) {
+            (None, false) => format!("redis://127.0.0.1:{}", self.port),
+            (Some(pw), false) => format!("redis://:{pw}@127.0.0.1:{}", self.port),
+            (None, true) => format!("unix://{}", self.socket_path().display()),
+            (Some(pw), true) => {
+                format!("redis+unix://{}?pass={pw}", self.socket_path().display())
+            }
+        }
+    }
+
+    /// URL without credentials.
+    pub fn url_without_password(&self) -> String {
+        if self.opts.unix {
+            format!("unix://{}", self.socket_path().display())
+        } else {
+            format!("redis://127.0.0.1:{}", self.port)
+        }
+    }
+
+    /// `rediss://` URL of the TLS port (servers started with [`ServerOpts::tls`]).
+    pub fn tls_url(&self) -> String {
+        assert!(self.opts.tls.is_some(), "server has no TLS port");
+        format!("rediss://127.0.0.1:{}", self.tls_port)
+    }
+
+    pub fn port(&self) -> u16 {
+        assert!(!self.opts.unix, "unix-socket server has no port");
+        self.port
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().expect("server not running").id() as i32
+    }
+
+    /// SIGSTOP: the server keeps its sockets but answers nothing.
+    pub fn pause(&self) {
+        kill(Pid::from_raw(self.pid()), Signal::SIGSTOP).unwrap();
+    }
+
+    /// SIGCONT after [`pause`](Self::pause).
+    pub fn resume(&self) {
+        kill(Pid::from_raw(self.pid()), Signal::SIGCONT).unwrap();
+    }
+
+    /// SIGKILL the server and reap it; its data is gone unless it persists.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGCONT);
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Kill and start again on the same port / socket: empty, or from its append-only file.
+    pub fn restart(&mut self) {
+        self.kill();
+        if let Err(e) = self.spawn() {
+            panic!("restarting redis-server: {e}");
+        }
+    }
+
+    fn try_conn(&self, timeout: Duration) -> redis::RedisResult<redis::Connection> {
+        let client = redis::Client::open(self.url().as_str())?;
+        let con = client.get_connection_with_timeout(timeout)?;
+        con.set_read_timeout(Some(Duration::from_secs(5)))?;
+        con.set_write_timeout(Some(Duration::from_secs(5)))?;
+        Ok(con)
+    }
+
+    /// A fresh connection for inspecting keys (5 s read/write timeouts).
+    pub fn conn(&self) -> redis::Connection {
+        self.try_conn(Duration::from_secs(5))
+            .unwrap_or_else(|e| panic!("connecting to test redis: {e}"))
+    }
+
+    pub fn get(&self, key: &str) -> Option<String> {
+        redis::cmd("GET").arg(key).query(&mut self.conn()).unwrap()
+    }
+
+    pub fn pttl(&self, key: &str) -> i64 {
+        redis::cmd("PTTL").arg(key).query(&mut self.conn()).unwrap()
+    }
+
+    pub fn del(&self, key: &str) {
+        redis::cmd("DEL").arg(key).exec(&mut self.conn()).unwrap();
+    }
+
+    /// One numeric field of INFO, e.g. `blocked_clients`.
+    pub fn info_field(&self, field: &str) -> u64 {
+        let info: String = redis::cmd("INFO").query(&mut self.conn()).unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{field}:")))
+            .unwrap_or_else(|| panic!("no {field} in INFO"))
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    /// Calls of the commands clients send redlock-style (EVALSHA, EVAL, BLPOP) since the last
+    /// CONFIG RESETSTAT; commands run inside scripts are counted apart and not included.
+    pub fn client_calls(&self) -> u64 {
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.conn())
+            .unwrap();
+        stats
+            .lines()
+            .filter(|l| {
+                ["cmdstat_evalsha:", "cmdstat_eval:", "cmdstat_blpop:"]
+                    .iter()
+                    .any(|p| l.starts_with(p))
+            })
+            .map(|l| {
+                let calls = l.split(['=', ',']).nth(1).unwrap();
+                calls.parse::<u64>().unwrap()
+            })
+            .sum()
+    }
+
+    pub fn reset_stats(&self) {
+        redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .exec(&mut self.conn())
+            .unwrap();
+    }
+
+    /// Every key in every database.
+    pub fn all_keys(&self) -> Vec<String> {
+        let mut con = self.conn();
+        let mut keys = Vec::new();
+        for db in 0..16 {
+            redis::cmd("SELECT").arg(db).exec(&mut con).unwrap();
+            let mut k: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
+            keys.extend(k.drain(..).map(|k| format!("db{db}:{k}")));
+        }
+        keys
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// `n` plain servers, started in parallel (a quorum of independent masters).
+pub fn start_servers(n: usize) -> Vec<RedisServer> {
+    let starting: Vec<_> = (0..n).map(|_| thread::spawn(RedisServer::start)).collect();
+    starting.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
+/// A loopback port that was free a moment ago.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

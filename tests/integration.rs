@@ -1,0 +1,64 @@
+// Integration tests for redlock: each test starts its own redis-server and runs the real binary.
+
+// Fixtures shared with the chaos suite: redis-server per test, temp dirs, the redlock command,
+// polling helpers.
+mod common;
+
+// The test modules, in tests/integration/ (a crate root's `mod x;` looks beside it, in tests/;
+// the inline module adds the directory without a path attribute).
+mod integration {
+    // Fixtures of several servers: a master, a replica and three sentinels; a three-master Cluster.
+    mod topology;
+
+    // Admin subcommands: status and list show holders, release --force breaks a lock and fences it.
+    mod admin;
+    // Run a command under the lock: key while running, release, environment, fencing, URLs, output.
+    mod basic;
+    // Redis Cluster: the slot's owner found through any seed, waiters, list, a slot migration.
+    mod cluster;
+    // Moving the lock between contenders: busy exit, --conflict-exit-code, --wait, no overlap.
+    mod contention;
+    // --min-interval: a success recorded in Redis skips later runs and waiters on any host.
+    mod cron;
+    // `redlock completions` and `redlock man`: committed output, no Redis, bash, fish and groff
+    // accept it; every `redlock run` line in the README, man page and packaging/ is accepted.
+    mod docs;
+    // The exit-status table: passthrough, 128+N, 126, 127, --max-runtime's 124.
+    mod exit_codes;
+    // Passwords from --password-file and REDLOCK_PASSWORD; the README's least-privilege ACL user.
+    mod credentials;
+    // Redis failing under a lock: killed, paused, restarted, scripts flushed, unreachable, auth.
+    mod faults;
+    // -v lines and --log-format json: events in order, errors as JSON, statuses unchanged.
+    mod logs;
+    // --metrics-file: the Prometheus textfile on every exit path, last success carried over.
+    mod metrics;
+    // A quorum of independent masters: minority/majority down, restarts, no overlap, fencing.
+    mod quorum;
+    // Redis Sentinel: the master found through the sentinels, a forced failover, --min-replicas.
+    mod sentinel;
+    // The eviction preflight: a warning for an evicting maxmemory-policy, silence without CONFIG.
+    mod preflight;
+    // Child subreaper and PID 1: double-forked daemons stopped with the job, zombies reaped, TERM.
+    mod reaper;
+    // Hostile input: malformed values for every flag, odd lock names, garbage-speaking servers.
+    mod hostile;
+    // redlock's stdin, stdout or stderr closed, or a pipe's reader gone: no panic, no lock left.
+    mod stdio;
+    // Property tests: parsing durations, signals, URLs and whole command lines.
+    mod props;
+    // Renewal and losing the lease: TTLs, overwritten or deleted keys, the whole group stopped.
+    mod lease;
+    // Signals sent to redlock: forwarding, --kill-after, escalation, SIGKILL, while waiting.
+    mod signals;
+    // A real terminal in tmux: reading the tty, Ctrl-C.
+    mod terminal;
+    // rediss://: verified server certificates, an unknown CA refused, TLS against a plain port.
+    mod tls;
+    // Waiting: wake-ups on release, the cost of waiting, one waiter woken per release, --fair.
+    mod waiting;
+    // What redlock says when something is wrong: the culprit named, no part of a secret shown.
+    mod messages;
+    // Bad command lines and environment values: 64, nothing run, nothing locked; --help, --version.
+    mod usage;
+}
