@@ -82,8 +82,8 @@ impl Guard {
 }
 
 /// The guard, between clone and its end. It shares redlock's memory, errno included, so it
-/// makes no call that can fail while redlock runs: its descriptors are valid (0-2 are open,
-/// see `crate::startup`), and the only call that may fail, `kill` on a group already gone,
+/// makes no call that can fail while redlock runs: its descriptors are valid (0-2 are open:
+/// std's runtime reopens closed ones on `/dev/null`), and the only call that may fail, `kill` on a group already gone,
 /// comes after the pipe's end of file, once every thread of redlock has exited.
 extern "C" fn guard(data: *mut c_void) -> c_int {
     // SAFETY: `data` is the leaked `GuardFds`.

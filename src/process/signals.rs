@@ -17,7 +17,7 @@ pub const FORWARDED: [Signal; 7] = [SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, S
 
 /// Signals whose disposition in redlock must not reach the command: the forwarded ones (in case
 /// redlock was started with one ignored, as `nohup` does) and SIGPIPE, which redlock ignores
-/// (see `crate::startup`) and an ignored signal stays ignored across exec.
+/// (std's runtime does, before `main`) and an ignored signal stays ignored across exec.
 pub const RESET_IN_CHILD: [i32; 8] = [
     SIGHUP as i32,
     SIGINT as i32,
