@@ -20,12 +20,6 @@ use crate::{admin, error, exit, run};
 
 /// The whole program: parse, run, map the outcome to an exit status. Never panics on bad input.
 pub fn main() -> i32 {
-    // One malloc arena for all threads: each helper thread would otherwise get its own arena,
-    // costing mmaps and page faults at start-up and resident memory for a few small allocations.
-    // SAFETY: mallopt only tunes the allocator; called before any other thread exists.
-    unsafe {
-        nix::libc::mallopt(nix::libc::M_ARENA_MAX, 1);
-    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
