@@ -10,24 +10,15 @@ use std::io;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
 use nix::unistd::getpid;
 
-use Signal::{SIGCHLD, SIGHUP, SIGINT, SIGPIPE, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
+use Signal::{SIGCHLD, SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
 
 /// The signals forwarded to the command's process group.
 pub const FORWARDED: [Signal; 7] = [SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH];
 
-/// Signals whose disposition in redlock must not reach the command: the forwarded ones (in case
-/// redlock was started with one ignored, as `nohup` does) and SIGPIPE, which redlock ignores
-/// (std's runtime does, before `main`) and an ignored signal stays ignored across exec.
-pub const RESET_IN_CHILD: [i32; 8] = [
-    SIGHUP as i32,
-    SIGINT as i32,
-    SIGQUIT as i32,
-    SIGTERM as i32,
-    SIGUSR1 as i32,
-    SIGUSR2 as i32,
-    SIGWINCH as i32,
-    SIGPIPE as i32,
-];
+/// Signals whose disposition in redlock must not reach the command: the forwarded ones, in case
+/// redlock was started with one ignored (as `nohup` does), since an ignored signal stays ignored
+/// across exec. SIGPIPE, which std's runtime ignores in redlock, std's `Command` resets itself.
+pub const RESET_IN_CHILD: [Signal; 7] = FORWARDED;
 
 /// Whether `signal` asks redlock (and the command) to end.
 pub fn is_terminating(signal: Signal) -> bool {
