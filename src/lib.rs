@@ -7,7 +7,7 @@
 //!   hands plain options to `run` or `admin`.
 //! - [`run`] and [`admin`]: `redlock run` (acquire, supervise, release) and the admin
 //!   subcommands (status, list, release).
-//! - `process` and [`lease`]: the command's process group, signals, terminal and guard; the
+//! - `process` and [`lease`]: the command's process group, signals, terminal and watchdog; the
 //!   renewal thread and the lease arithmetic.
 //! - [`lock`]: the lock protocol (Lua scripts, keys, one server or a quorum).
 //! - [`transport`]: Redis URLs, connections with deadlines, Sentinel, Cluster redirects.
@@ -20,7 +20,7 @@ pub mod error;
 pub mod exit;
 pub mod lease;
 pub mod lock;
-pub mod process;
+pub(crate) mod process;
 pub mod report;
 pub mod run;
 pub mod transport;

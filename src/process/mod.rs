@@ -1,16 +1,24 @@
-//! The command: spawned without a shell in its own process group, handed the terminal's
-//! foreground when redlock has it, signalled as a group, and killed if redlock dies.
+//! The process layer: the command and every other process redlock deals with.
+//!
+//! It owns spawning the command (`std::process::Command` in a process group of its own, with
+//! the parent-death signal: `spawn`), the process group and redlock's other children (signalling
+//! the group, the processes redlock adopts as child subreaper, waiting for and reaping every
+//! child: `group`), signal intake (`signals`), handing the terminal's foreground to the command
+//! and back (`terminal`), and the watchdog that kills the group if redlock dies (`watchdog`).
+//!
+//! It may use std, nix, and the crate's `exit` and `report` modules; never `run`, `cli`, `lease`
+//! or `lock`, which sit above it.
 
 mod group;
-mod guard;
-pub mod signals;
+pub(crate) mod signals;
 mod spawn;
 mod terminal;
+mod watchdog;
 
-pub use group::{
+pub(crate) use group::{
     Waited, adopted, become_subreaper, group_alive, no_children, signal_adopted, signal_group,
     try_wait_any,
 };
-pub use guard::Guard;
 pub(crate) use spawn::{spawn, spawn_failure_status};
 pub(crate) use terminal::Terminal;
+pub(crate) use watchdog::Watchdog;

@@ -22,7 +22,7 @@ use crate::lease::{self, Lease, LeaseEvent, Wait};
 use crate::lock::quorum::Quorum;
 use crate::lock::{Held, Holder, Keys, Locker, SingleRedis};
 use crate::process::signals;
-use crate::process::{self, Guard, Terminal, Waited};
+use crate::process::{self, Terminal, Waited, Watchdog};
 use crate::report;
 
 mod supervisor;
@@ -77,7 +77,7 @@ pub fn run(options: Options, stats: &mut Stats) -> anyhow::Result<i32> {
     let endpoints = args.endpoints.clone();
     // Before any thread exists, so that every thread has them blocked.
     signals::block().context("cannot block signals")?;
-    let mut guard = Guard::start().context("cannot start the guard process")?;
+    let mut watchdog = Watchdog::start().context("cannot start the watchdog process")?;
     // Orphans of the command come to redlock, which stops them with the job and reaps them.
     process::become_subreaper();
     let (events, rx) = mpsc::channel::<Event>();
@@ -213,15 +213,15 @@ pub fn run(options: Options, stats: &mut Stats) -> anyhow::Result<i32> {
             return Ok(process::spawn_failure_status(&err));
         }
     };
-    guard.watch(Some(pgid));
+    watchdog.watch(Some(pgid));
     command_pid.store(pgid.as_raw(), Ordering::SeqCst);
     // It may have ended already, its SIGCHLD taken while its pid was unknown.
     signals::check_children();
 
     // Supervise.
-    let mut supervisor = Supervisor::new(args, kill_after, pgid, sent, guard.pid());
+    let mut supervisor = Supervisor::new(args, kill_after, pgid, sent, watchdog.pid());
     let status = supervisor.supervise(&rx);
-    guard.watch(None);
+    watchdog.watch(None);
 
     // Release.
     if let Some(terminal) = terminal {
