@@ -46,7 +46,7 @@ pub(crate) struct Supervisor<'a> {
     killed_at: Option<Instant>,
     terminations: u32,
     renew_failing: bool,
-    /// Children redlock knows of (the command, the guard): not adopted.
+    /// Children redlock knows of (the command, the watchdog): not adopted.
     known: [Pid; 2],
     /// Adopted processes already sent the stop signal.
     adopted_stopped: HashSet<Pid>,
@@ -60,7 +60,7 @@ impl<'a> Supervisor<'a> {
         kill_after: Duration,
         pgid: Pid,
         sent: Instant,
-        guard: Pid,
+        watchdog: Pid,
     ) -> Self {
         let started = Instant::now();
         Self {
@@ -77,7 +77,7 @@ impl<'a> Supervisor<'a> {
             killed_at: None,
             terminations: 0,
             renew_failing: false,
-            known: [pgid, guard],
+            known: [pgid, watchdog],
             adopted_stopped: HashSet::new(),
             renewals: 0,
             renewal_failures: 0,
