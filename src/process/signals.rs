@@ -10,27 +10,19 @@ use std::io;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
 use nix::unistd::getpid;
 
-use Signal::{SIGCHLD, SIGHUP, SIGINT, SIGPIPE, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
+use Signal::{SIGCHLD, SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
 
 /// The signals forwarded to the command's process group.
-pub const FORWARDED: [Signal; 7] = [SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH];
+pub(crate) const FORWARDED: [Signal; 7] =
+    [SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH];
 
-/// Signals whose disposition in redlock must not reach the command: the forwarded ones (in case
-/// redlock was started with one ignored, as `nohup` does) and SIGPIPE, which redlock ignores
-/// (see `crate::startup`) and an ignored signal stays ignored across exec.
-pub const RESET_IN_CHILD: [i32; 8] = [
-    SIGHUP as i32,
-    SIGINT as i32,
-    SIGQUIT as i32,
-    SIGTERM as i32,
-    SIGUSR1 as i32,
-    SIGUSR2 as i32,
-    SIGWINCH as i32,
-    SIGPIPE as i32,
-];
+/// Signals whose disposition in redlock must not reach the command: the forwarded ones, in case
+/// redlock was started with one ignored (as `nohup` does), since an ignored signal stays ignored
+/// across exec. SIGPIPE, which std's runtime ignores in redlock, std's `Command` resets itself.
+pub(crate) const RESET_IN_CHILD: [Signal; 7] = FORWARDED;
 
 /// Whether `signal` asks redlock (and the command) to end.
-pub fn is_terminating(signal: Signal) -> bool {
+pub(crate) fn is_terminating(signal: Signal) -> bool {
     matches!(signal, SIGHUP | SIGINT | SIGQUIT | SIGTERM)
 }
 
@@ -46,14 +38,14 @@ fn taken() -> SigSet {
 
 /// Block the signals the intake thread takes, in this thread and so in every thread it starts
 /// from now on. Call before starting any thread, and before [`start`].
-pub fn block() -> io::Result<()> {
+pub(crate) fn block() -> io::Result<()> {
     pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&taken()), None)?;
     Ok(())
 }
 
 /// Start the intake thread: each forwarded signal goes to `deliver`, and `children_changed` runs
 /// on each SIGCHLD (a child ended or stopped; several may coalesce into one).
-pub fn start(
+pub(crate) fn start(
     deliver: impl Fn(Signal) + Send + 'static,
     mut children_changed: impl FnMut() + Send + 'static,
 ) -> io::Result<()> {
@@ -73,7 +65,7 @@ pub fn start(
 }
 
 /// Have the intake thread look at the children now, as if a SIGCHLD had come.
-pub fn check_children() {
+pub(crate) fn check_children() {
     let _ = nix::sys::signal::kill(getpid(), SIGCHLD);
 }
 

@@ -1,161 +1,129 @@
-//! Starting the command: `clone(CLONE_VM | CLONE_VFORK)` and exec, as `posix_spawn` does, but
-//! with the parent-death signal set in between, which `posix_spawn` cannot do.
+//! Starting the command: `std::process::Command` in a new process group (`process_group(0)`),
+//! with a small `pre_exec` hook for what std does not do.
 //!
-//! A plain fork copies redlock's page tables (three threads, a few MiB) on every run and every
-//! hand-over; the shared-memory child costs a fraction of that. The price is a child that shares
-//! our memory until it execs: everything it needs is prepared beforehand, and it makes only
-//! async-signal-safe system calls, allocates nothing and never returns.
+//! std forks, puts the child in its group, resets SIGPIPE to its default, runs the hook and
+//! execs, reporting an exec failure as the error of `spawn()`. The hook adds the parent-death
+//! signal, the default disposition of the forwarded signals, the terminal's foreground, and an
+//! empty signal mask: std hands the parent's mask down unchanged since Rust 1.66
+//! (rust-lang/rust#101077), and redlock's main thread has the forwarded signals and SIGCHLD
+//! blocked for the signal thread (see `signals::block`).
 
-use std::ffi::{CString, OsString};
+use std::ffi::OsString;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
 
-use nix::libc::{self, c_char, c_int, c_void};
-use nix::unistd::Pid;
+use nix::errno::Errno;
+use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, Signal, pthread_sigmask};
+use nix::unistd::{Pid, getpid, getppid};
 
-/// What the child needs, built by the parent before the clone.
-struct Prepared {
-    file: CString,
-    argv: Vec<*const c_char>,
-    envp: Vec<*const c_char>,
-    /// Signals to reset to the default action (handlers and SIG_IGN survive until exec).
-    reset: &'static [c_int],
-    parent: libc::pid_t,
-    take_terminal: bool,
-    /// Set by the child when it fails before or at exec: the errno.
-    failed: AtomicI32,
-}
+use super::signals::RESET_IN_CHILD;
+use super::terminal::{self, Terminal};
 
-/// Stack for the child until it execs (the parent is suspended meanwhile). `execvpe` may use a
-/// little of it for PATH lookups and the script fallback's argument copy.
-const CHILD_STACK: usize = 256 * 1024;
-
-/// Start `argv` (looked up in PATH) with `env` (NAME=VALUE strings, the whole environment) in a
-/// new process group, dying with SIGKILL if the calling thread dies. `reset` lists the signals
-/// whose handlers or SIG_IGN must not reach the command. With `take_terminal`, the child makes
-/// its group the terminal's foreground group before exec.
-pub fn spawn(
+/// Start `argv` (looked up in PATH) in a new process group with `env` added, dying with SIGKILL
+/// if redlock dies, and in the terminal's foreground when redlock has it (`terminal`).
+///
+/// Must be called from a thread that lives as long as the child: the parent-death signal fires
+/// when the *thread* that forked exits (redlock spawns from its main thread). The child is left
+/// to the caller's reaper (`try_wait_any`): no `Child` waits for it.
+pub(crate) fn spawn(
     argv: &[OsString],
-    env: &[Vec<u8>],
-    reset: &'static [c_int],
-    take_terminal: bool,
+    env: &[(&str, String)],
+    terminal: Option<Terminal>,
 ) -> io::Result<Pid> {
-    let nul = |_| io::Error::new(io::ErrorKind::InvalidInput, "nul byte in argument");
-    let args: Vec<CString> = argv
-        .iter()
-        .map(|a| CString::new(a.as_bytes()).map_err(nul))
-        .collect::<io::Result<_>>()?;
-    let vars: Vec<CString> = env
-        .iter()
-        .map(|v| CString::new(v.as_slice()).map_err(nul))
-        .collect::<io::Result<_>>()?;
-    let Some(file) = args.first().cloned() else {
-        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    let Some((program, args)) = argv.split_first() else {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "no command"));
     };
-    let pointers = |strings: &[CString]| -> Vec<*const c_char> {
-        strings
-            .iter()
-            .map(|s| s.as_ptr())
-            .chain(std::iter::once(std::ptr::null()))
-            .collect()
-    };
-    let mut prepared = Prepared {
-        file,
-        argv: pointers(&args),
-        envp: pointers(&vars),
-        reset,
-        parent: std::process::id() as libc::pid_t,
-        take_terminal,
-        failed: AtomicI32::new(0),
-    };
-    let mut stack = vec![0u8; CHILD_STACK];
-    // The stack grows down: hand over its 16-byte aligned top.
-    let top = (stack.as_mut_ptr() as usize + CHILD_STACK) & !15;
-
-    // No signal handler may run in the child while it shares our memory: block everything
-    // around the clone; the child resets dispositions before unblocking.
-    // SAFETY: plain signal-mask calls on this thread with valid, initialised sets.
-    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
-    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
-    unsafe {
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+    // The terminal for the child's side, opened here: std's `stdin()` allocates on first use,
+    // which a forked child must not do. Close-on-exec, so the command does not inherit it.
+    let tty = terminal.map(Terminal::descriptor).transpose()?;
+    let redlock = getpid();
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .envs(env.iter().map(|(name, value)| (name, value)))
+        .process_group(0);
+    // SAFETY: the hook runs in the forked child before exec, and `before_exec` makes only
+    // async-signal-safe system calls (through nix): no allocation, no lock, no shared state.
+    unsafe { command.pre_exec(move || before_exec(redlock, tty.as_ref())) };
+    // A NUL byte in an argument, a program not found or not executable: an error, no child.
+    let child = command.spawn()?;
+    let pid = Pid::from_raw(child.id() as i32);
+    // Dropping a `Child` neither waits for it nor kills it: redlock's signal thread reaps every
+    // child with waitpid(-1), so this one must not be waited for here.
+    drop(child);
+    if let Some(terminal) = terminal {
+        // Also from the parent, as shells do, so the order of the two calls does not matter.
+        terminal.hand_to(pid);
     }
-    // SAFETY: `child` runs on its own stack, reads `prepared` (alive until the clone returns,
-    // which CLONE_VFORK delays until the child has exec'ed or exited), and never returns.
-    let pid = unsafe {
-        libc::clone(
-            child,
-            top as *mut c_void,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            &mut prepared as *mut Prepared as *mut c_void,
-        )
-    };
-    let clone_error = io::Error::last_os_error();
-    // SAFETY: restores the mask saved above.
-    unsafe {
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-    }
-    drop(stack);
-    if pid == -1 {
-        return Err(clone_error);
-    }
-    let pid = Pid::from_raw(pid);
-    match prepared.failed.load(Ordering::SeqCst) {
-        0 => Ok(pid),
-        errno => {
-            // It exited without exec'ing; reap it here, nobody else waits for it yet.
-            let _ = nix::sys::wait::waitpid(pid, None);
-            Err(io::Error::from_raw_os_error(errno))
-        }
-    }
+    Ok(pid)
 }
 
-/// The child, between clone and exec. Only async-signal-safe calls; never returns.
-extern "C" fn child(data: *mut c_void) -> c_int {
-    // SAFETY: `data` is the parent's `Prepared`, alive while the parent is suspended.
-    let prepared = unsafe { &*(data as *const Prepared) };
-    // SAFETY: raw system calls on values prepared by the parent; no allocation, no locks.
-    unsafe {
-        let mut default: libc::sigaction = std::mem::zeroed();
-        default.sa_sigaction = libc::SIG_DFL;
-        for &signal in prepared.reset {
-            libc::sigaction(signal, &default, std::ptr::null_mut());
-        }
-        let fail = |errno: c_int| -> ! {
-            prepared.failed.store(errno.max(1), Ordering::SeqCst);
-            libc::_exit(127)
-        };
-        if libc::setpgid(0, 0) != 0 {
-            fail(*libc::__errno_location());
-        }
-        if libc::prctl(
-            libc::PR_SET_PDEATHSIG,
-            libc::SIGKILL as libc::c_ulong,
-            0,
-            0,
-            0,
-        ) != 0
-        {
-            fail(*libc::__errno_location());
-        }
-        // redlock may have died before the prctl; then nobody would ever kill us.
-        if libc::getppid() != prepared.parent {
-            fail(libc::ESRCH);
-        }
-        if prepared.take_terminal {
-            // SIGTTOU is blocked (everything is): a background group may take the terminal.
-            libc::tcsetpgrp(0, libc::getpid());
-        }
-        let mut none: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut none);
-        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-        libc::execvpe(
-            prepared.file.as_ptr(),
-            prepared.argv.as_ptr(),
-            prepared.envp.as_ptr(),
-        );
-        fail(*libc::__errno_location())
+/// The child's side, between fork and exec; std has made it a group leader already.
+fn before_exec(redlock: Pid, tty: Option<&OwnedFd>) -> io::Result<()> {
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+    // redlock may have died before the prctl; then nobody would ever kill us.
+    if getppid() != redlock {
+        return Err(Errno::ESRCH.into());
+    }
+    // Handlers are reset by exec, but an ignored signal stays ignored.
+    for signal in RESET_IN_CHILD {
+        // SAFETY: SIG_DFL installs no handler, so no code of ours can run on a signal.
+        unsafe { nix::sys::signal::signal(signal, SigHandler::SigDfl) }?;
+    }
+    if let Some(tty) = tty {
+        terminal::take_foreground(tty, getpid());
+    }
+    // Last, so that a forwarded signal sent meanwhile waits, pending, for the defaults above.
+    pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use nix::sys::wait::{WaitStatus, waitpid};
+
+    use super::*;
+    use crate::process::group_alive;
+
+    #[test]
+    fn child_gets_its_own_group_and_environment() {
+        let script =
+            r#"read -r _ _ _ _ pgrp _ < /proc/$$/stat; test "$pgrp" = $$ && test "$X" = y"#;
+        let argv = ["sh", "-c", script].map(OsString::from);
+        let pid = spawn(&argv, &[("X", "y".into())], None).unwrap();
+        assert_eq!(waitpid(pid, None), Ok(WaitStatus::Exited(pid, 0)));
+        assert!(!group_alive(pid));
+    }
+
+    #[test]
+    fn child_starts_with_no_signal_blocked() {
+        // As redlock's main thread does (for the signal thread), in this test's thread.
+        let mut blocked = SigSet::empty();
+        blocked.add(Signal::SIGTERM);
+        blocked.add(Signal::SIGCHLD);
+        let mut old = SigSet::empty();
+        pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&blocked), Some(&mut old)).unwrap();
+        let argv = ["grep", "-q", "^SigBlk:[[:space:]]*0*$", "/proc/self/status"];
+        let spawned = spawn(&argv.map(OsString::from), &[], None);
+        pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None).unwrap();
+        let pid = spawned.unwrap();
+        assert_eq!(waitpid(pid, None), Ok(WaitStatus::Exited(pid, 0)));
+    }
+
+    #[test]
+    fn failures_to_exec_are_errors_and_leave_no_child() {
+        let missing = spawn(&[OsString::from("/nonexistent/redlock-test")], &[], None).unwrap_err();
+        assert_eq!(missing.kind(), io::ErrorKind::NotFound);
+        let plain = std::env::temp_dir().join(format!("redlock-plain-{}", std::process::id()));
+        std::fs::write(&plain, "echo not executable\n").unwrap();
+        let not_executable = spawn(&[plain.clone().into_os_string()], &[], None).unwrap_err();
+        std::fs::remove_file(&plain).unwrap();
+        assert_eq!(not_executable.kind(), io::ErrorKind::PermissionDenied);
+        let nul = spawn(&[OsString::from("a\0b")], &[], None).unwrap_err();
+        assert_eq!(nul.kind(), io::ErrorKind::InvalidInput);
+        let empty = spawn(&[], &[], None).unwrap_err();
+        assert_eq!(empty.kind(), io::ErrorKind::InvalidInput);
     }
 }

@@ -22,7 +22,7 @@ use crate::lease::{self, Lease, LeaseEvent, Wait};
 use crate::lock::quorum::Quorum;
 use crate::lock::{Held, Holder, Keys, Locker, SingleRedis};
 use crate::process::signals;
-use crate::process::{self, Guard, Terminal, Waited};
+use crate::process::{self, Terminal, Waited, Watchdog};
 use crate::report;
 
 mod supervisor;
@@ -81,7 +81,7 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
     let started = Instant::now();
     // Before any thread exists, so that every thread has them blocked.
     signals::block().context("cannot block signals")?;
-    let mut guard = Guard::start().context("cannot start the guard process")?;
+    let mut watchdog = Watchdog::start().context("cannot start the watchdog process")?;
     // Orphans of the command come to redlock, which stops them with the job and reaps them.
     process::become_subreaper();
     let (events, rx) = mpsc::channel::<Event>();
@@ -136,15 +136,15 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
             return Ok(outcome);
         }
     };
-    guard.watch(Some(pgid));
+    watchdog.watch(Some(pgid));
     command_pid.store(pgid.as_raw(), Ordering::SeqCst);
     // It may have ended already, its SIGCHLD taken while its pid was unknown.
     signals::check_children();
 
     // Supervise.
-    let mut supervisor = Supervisor::new(options, pgid, sent, guard.pid());
+    let mut supervisor = Supervisor::new(options, pgid, sent, watchdog.pid());
     let ended = supervisor.supervise(&rx);
-    guard.watch(None);
+    watchdog.watch(None);
     if let Some(terminal) = terminal {
         terminal.restore();
     }

@@ -76,7 +76,7 @@ pub(crate) struct Supervisor<'a> {
     /// Terminating signals forwarded so far (a second one escalates to SIGKILL).
     terminations: u32,
     renew_failing: bool,
-    /// Children redlock knows of (the command, the guard): not adopted.
+    /// Children redlock knows of (the command, the watchdog): not adopted.
     known: [Pid; 2],
     /// Adopted processes already sent the stop signal.
     adopted_stopped: HashSet<Pid>,
@@ -85,7 +85,7 @@ pub(crate) struct Supervisor<'a> {
 }
 
 impl<'a> Supervisor<'a> {
-    pub(crate) fn new(options: &'a Options, pgid: Pid, sent: Instant, guard: Pid) -> Self {
+    pub(crate) fn new(options: &'a Options, pgid: Pid, sent: Instant, watchdog: Pid) -> Self {
         let started = Instant::now();
         Self {
             options,
@@ -97,7 +97,7 @@ impl<'a> Supervisor<'a> {
             verdict: None,
             terminations: 0,
             renew_failing: false,
-            known: [pgid, guard],
+            known: [pgid, watchdog],
             adopted_stopped: HashSet::new(),
             renewals: 0,
             renewal_failures: 0,

@@ -116,3 +116,61 @@ fn as_pid1_term_reaches_the_command() {
         "the lock was not released"
     );
 }
+
+/// redlock's watchdog: its child that is a fork of redlock (so also named "redlock").
+fn watchdog_of(redlock: i32) -> i32 {
+    let mut children = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{redlock}/task"))
+        .unwrap()
+        .flatten()
+    {
+        children.extend(
+            read(&task.path().join("children"))
+                .split_whitespace()
+                .map(|pid| pid.parse::<i32>().unwrap()),
+        );
+    }
+    let named = |pid: &i32| read(format!("/proc/{pid}/comm").as_ref()).trim() == "redlock";
+    let watchdogs: Vec<i32> = children.into_iter().filter(named).collect();
+    assert_eq!(watchdogs.len(), 1, "redlock's watchdogs: {watchdogs:?}");
+    watchdogs[0]
+}
+
+#[test]
+fn the_watchdog_is_no_leftover_and_its_death_loses_nothing() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    // A plain run: the watchdog, also redlock's child, is neither stopped nor reaped with the job.
+    let out = Redlock::run(&redis)
+        .key("plain")
+        .arg("-vv")
+        .sh("exit 0")
+        .status(0)
+        .output();
+    assert!(
+        !out.stderr.contains("reaped") && !out.stderr.contains("left processes behind"),
+        "{}",
+        out.stderr
+    );
+
+    // The watchdog SIGKILLed while the command runs: redlock still sees the command end, keeps
+    // its status and releases the lock.
+    let script = format!(
+        "touch {ready}; while [ ! -e {go} ]; do sleep 0.01; done; exit 3",
+        ready = dir.sh("ready"),
+        go = dir.sh("go"),
+    );
+    let proc = Redlock::run(&redis)
+        .key("watched")
+        .arg("-vv")
+        .sh(&script)
+        .spawn();
+    wait_for_file(&dir.join("ready"));
+    let watchdog = watchdog_of(proc.pid());
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(watchdog), Signal::SIGKILL).unwrap();
+    touch(&dir.join("go"));
+    let out = proc.finish();
+    out.assert_code(3);
+    assert!(!out.stderr.contains("reaped"), "{}", out.stderr);
+    assert_eq!(redis.get(&lock_key("watched")), None);
+}

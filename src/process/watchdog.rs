@@ -1,0 +1,243 @@
+//! The watchdog: a small process that SIGKILLs the command's whole process group if redlock dies
+//! without saying it is done (the parent-death signal reaches only the command's first process).
+//!
+//! It is an ordinary fork of redlock, made before any thread starts, and shares nothing with it
+//! but a pipe: redlock writes orders into it ([`Order`], fixed-size records), and the end of file
+//! (every write end closed: redlock exited, however it died) is the watchdog's cue to kill the
+//! last group it was given and exit. It lives in its own process group, with every signal
+//! blocked, so a Ctrl-C or a signal sent to redlock's group does not reach it; it holds no
+//! descriptor but the pipe's read end, so no terminal or pipe of redlock's stays open because
+//! of it.
+//!
+//! It is a child of redlock: the reaper and the leftover checks (`group`) skip it by its pid.
+
+use std::io::{self, PipeReader, PipeWriter, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use nix::errno::Errno;
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, killpg, pthread_sigmask};
+use nix::unistd::{ForkResult, Pid, close, fork, read, setpgid};
+
+/// The running watchdog's pid (0: none). One per process, and the reaper, on the signal thread,
+/// must know it without being handed it.
+static PID: AtomicI32 = AtomicI32::new(0);
+
+/// The pid of redlock's watchdog, if one was started.
+pub(super) fn current_pid() -> Option<Pid> {
+    match PID.load(Ordering::Relaxed) {
+        0 => None,
+        pid => Some(Pid::from_raw(pid)),
+    }
+}
+
+/// One order to the watchdog: a fixed-size record, written with one `write` (atomic on a pipe up
+/// to PIPE_BUF bytes) and read whole. The watchdog is a fork of the same program, so the record
+/// can grow (a lease deadline beside the group, say) by changing this type alone: there is no
+/// reader of an older format to stay compatible with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Order {
+    /// The process group to SIGKILL if redlock dies; None: nothing to kill.
+    group: Option<Pid>,
+}
+
+impl Order {
+    const SIZE: usize = 4;
+
+    fn encode(self) -> [u8; Self::SIZE] {
+        self.group.map_or(0, Pid::as_raw).to_ne_bytes()
+    }
+
+    fn decode(record: [u8; Self::SIZE]) -> Self {
+        let group = i32::from_ne_bytes(record);
+        Self {
+            group: (group > 0).then(|| Pid::from_raw(group)),
+        }
+    }
+}
+
+/// redlock's end of the watchdog: the pipe its orders go through.
+pub(crate) struct Watchdog {
+    orders: PipeWriter,
+    pid: Pid,
+}
+
+impl Watchdog {
+    /// Fork the watchdog. Call before any thread starts: the child is a copy of the calling
+    /// thread alone, so no lock another thread held can be held in it.
+    pub(crate) fn start() -> io::Result<Self> {
+        let (orders_in, orders) = io::pipe()?;
+        // Listed here, since the watchdog allocates nothing after the fork: what it closes.
+        let open = open_descriptors();
+        // Every signal blocked in the watchdog from its first instruction: it inherits this
+        // thread's mask, restored here in redlock right after the fork.
+        let mut mask = SigSet::empty();
+        pthread_sigmask(
+            SigmaskHow::SIG_SETMASK,
+            Some(&SigSet::all()),
+            Some(&mut mask),
+        )?;
+        // SAFETY: the child runs only `watch`, which never returns and makes only
+        // async-signal-safe system calls (through nix), allocating nothing.
+        let forked = unsafe { fork() };
+        if let Ok(ForkResult::Child) = forked {
+            watch(&orders_in, orders.as_raw_fd(), &open);
+        }
+        pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&mask), None)?;
+        let ForkResult::Parent { child } = forked? else {
+            unreachable!("the watchdog never returns from watch")
+        };
+        // Its own process group, set from both sides as shells do: whichever runs first wins.
+        let _ = setpgid(child, child);
+        PID.store(child.as_raw(), Ordering::Relaxed);
+        Ok(Self { orders, pid: child })
+    }
+
+    /// The watchdog's pid (a child of redlock, not to be mistaken for an adopted one).
+    pub(crate) fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    /// Watch the group `pgid` (or nothing, with None) from now on.
+    pub(crate) fn watch(&mut self, pgid: Option<Pid>) {
+        let _ = self.orders.write_all(&Order { group: pgid }.encode());
+    }
+}
+
+/// The descriptors open in this process, from `/proc/self/fd` (the listing's own descriptor,
+/// closed by the time it returns, included); stdio alone where there is no `/proc`.
+fn open_descriptors() -> Vec<RawFd> {
+    match std::fs::read_dir("/proc/self/fd") {
+        Ok(entries) => entries
+            .flatten()
+            .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+            .collect(),
+        Err(_) => vec![0, 1, 2],
+    }
+}
+
+/// The watchdog's whole life, in the forked child: never returns. Async-signal-safe: system
+/// calls only, no allocation, no lock.
+fn watch(orders: &PipeReader, write_end: RawFd, open: &[RawFd]) -> ! {
+    let _ = setpgid(Pid::from_raw(0), Pid::from_raw(0));
+    // The write end first (redlock's death is the end of file only once no writer is left),
+    // then stdio and whatever else redlock had open.
+    let _ = close(write_end);
+    for &fd in open {
+        if fd != orders.as_raw_fd() && fd != write_end {
+            let _ = close(fd);
+        }
+    }
+    let mut group = None;
+    while let Some(order) = next_order(orders) {
+        group = order.group;
+    }
+    if let Some(group) = group {
+        let _ = killpg(group, Signal::SIGKILL);
+    }
+    // SAFETY: ends this process at once, without the exit handlers and buffers, which are
+    // redlock's (copied by the fork), not the watchdog's.
+    unsafe { nix::libc::_exit(0) }
+}
+
+/// The next order, or None at the end of file (redlock is gone) or on an error reading.
+fn next_order(orders: &PipeReader) -> Option<Order> {
+    let mut record = [0u8; Order::SIZE];
+    let mut filled = 0;
+    while filled < Order::SIZE {
+        match read(orders, &mut record[filled..]) {
+            Ok(0) => return None,
+            Ok(n) => filled += n,
+            Err(Errno::EINTR) => {}
+            Err(_) => return None,
+        }
+    }
+    Some(Order::decode(record))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    use std::time::{Duration, Instant};
+
+    use nix::sys::wait::{WaitStatus, waitpid};
+
+    use super::*;
+
+    #[test]
+    fn orders_are_fixed_size_records() {
+        let some = Order {
+            group: Some(Pid::from_raw(4242)),
+        };
+        assert_eq!(Order::decode(some.encode()), some);
+        let none = Order { group: None };
+        assert_eq!(none.encode(), [0; Order::SIZE]);
+        assert_eq!(Order::decode(none.encode()), none);
+    }
+
+    #[test]
+    fn orders_are_read_whole_until_the_end_of_file() {
+        let (reader, mut writer) = io::pipe().unwrap();
+        let order = Order {
+            group: Some(Pid::from_raw(7)),
+        };
+        writer.write_all(&order.encode()).unwrap();
+        // A record cut short by the end of file is no order.
+        writer.write_all(&order.encode()[..2]).unwrap();
+        drop(writer);
+        assert_eq!(next_order(&reader), Some(order));
+        assert_eq!(next_order(&reader), None);
+    }
+
+    fn wait_until(what: &str, done: impl Fn() -> bool) {
+        let give_up = Instant::now() + Duration::from_secs(5);
+        while !done() {
+            assert!(Instant::now() < give_up, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// The process group of `pid`, from /proc.
+    fn group_of(pid: Pid) -> i32 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let mut fields = stat[stat.rfind(')').unwrap() + 1..].split_whitespace();
+        fields.nth(2).unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn kills_the_last_group_given_when_redlock_goes_and_not_after_none() {
+        let mut sleeper = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let group = Pid::from_raw(sleeper.id() as i32);
+
+        // Told the group, then told it is done: the end of file kills nothing.
+        let mut watchdog = Watchdog::start().unwrap();
+        let pid = watchdog.pid();
+        assert_eq!(group_of(pid), pid.as_raw(), "its own process group");
+        wait_until("the watchdog to close its stdio", || {
+            (0..3).all(|fd| !std::path::Path::new(&format!("/proc/{pid}/fd/{fd}")).exists())
+        });
+        watchdog.watch(Some(group));
+        watchdog.watch(None);
+        drop(watchdog);
+        assert_eq!(waitpid(pid, None), Ok(WaitStatus::Exited(pid, 0)));
+        assert!(
+            sleeper.try_wait().unwrap().is_none(),
+            "the group was killed"
+        );
+
+        // Told the group, then redlock's end closes: the whole group is killed.
+        let mut watchdog = Watchdog::start().unwrap();
+        let pid = watchdog.pid();
+        watchdog.watch(Some(group));
+        drop(watchdog);
+        assert_eq!(waitpid(pid, None), Ok(WaitStatus::Exited(pid, 0)));
+        assert_eq!(
+            sleeper.wait().unwrap().signal(),
+            Some(Signal::SIGKILL as i32)
+        );
+    }
+}
