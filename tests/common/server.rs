@@ -1,5 +1,8 @@
 //! A throwaway `redis-server` per test on a free loopback port or a unix socket, its settings
 //! ([`ServerOpts`]), and helpers for inspecting what redlock left in it.
+//!
+//! `REDLOCK_TEST_SERVER` names another server binary to start instead (a `valkey-server`, say):
+//! `scripts/test.sh` runs the core of the suite on Valkey that way.
 
 use std::fs;
 use std::net::TcpListener;
@@ -12,6 +15,14 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use super::TempDir;
+
+/// The server binary the tests start: `REDLOCK_TEST_SERVER`, else `redis-server` from PATH.
+pub fn server_binary() -> String {
+    std::env::var("REDLOCK_TEST_SERVER")
+        .ok()
+        .filter(|b| !b.is_empty())
+        .unwrap_or_else(|| "redis-server".to_owned())
+}
 
 /// Extra settings for [`RedisServer::start_with`].
 #[derive(Default, Clone)]
@@ -80,7 +91,7 @@ impl RedisServer {
 
     fn spawn(&mut self) -> Result<(), String> {
         let log = self.dir.join("redis.log");
-        let mut cmd = Command::new("redis-server");
+        let mut cmd = Command::new(server_binary());
         cmd.current_dir(self.dir.path())
             .args(["--save", "", "--daemonize", "no"])
             .args(if self.opts.persist {

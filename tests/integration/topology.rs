@@ -40,7 +40,7 @@ impl Sentinel {
                 ),
             )
             .unwrap();
-            let mut child = Command::new("redis-server")
+            let mut child = Command::new(server_binary())
                 .arg(&conf)
                 .arg("--sentinel")
                 .stdin(Stdio::null())
