@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::lock::WAIT_SLACK;
 pub use crate::lock::validity::{MAX_DURATION, MIN_TTL, deadline, drift, random_unit};
 
 /// How long before the deadline the command's whole process group must be dead: room for
@@ -47,9 +48,6 @@ pub const RELEASE_BUDGET: Duration = Duration::from_secs(2);
 /// waiting: two requests (a BLPOP and an acquire) per period, under 0.2 a second.
 pub const WAKE_CAP: Duration = Duration::from_secs(15);
 
-/// How late past its timeout a waker may answer before the waiter stops waiting for it.
-pub(crate) const WAKER_GRACE: Duration = Duration::from_secs(1);
-
 /// How long a busy waiter blocks for a wake-up before trying again: until the holder's lease
 /// runs out (a holder that dies releases nothing), at most `min(ttl, WAKE_CAP)`, plus a little
 /// jitter so waiters do not all retry at the same instant. `random` is uniform in [0, 1).
@@ -61,9 +59,10 @@ pub fn wake_wait(ttl: Duration, holder_remaining: Option<Duration>, random: f64)
 }
 
 /// How long a `--fair` waiter's queue entry lives without a refresh: every attempt refreshes
-/// it, and attempts are at most [`wake_wait`] plus [`WAKER_GRACE`] apart, so three of those.
+/// it, and attempts are at most [`wake_wait`] plus [`WAIT_SLACK`] (a late BLPOP reply)
+/// apart, so three of those.
 pub fn queue_entry_lifetime(ttl: Duration) -> Duration {
-    (ttl.min(WAKE_CAP) + Duration::from_millis(50) + WAKER_GRACE) * 3
+    (ttl.min(WAKE_CAP) + Duration::from_millis(50) + WAIT_SLACK) * 3
 }
 
 const BACKOFF_BASE: Duration = Duration::from_millis(5);

@@ -8,7 +8,8 @@ pub(crate) struct Keys {
     pub lock: String,
     /// The fencing counter, advanced by every acquisition.
     pub fence: String,
-    /// The list a release pushes to wake one waiter (a fair waiter's own list adds `:TOKEN`).
+    /// The list a release pushes to wake one waiter; a waiter's own list adds `:TOKEN` (where
+    /// a fair waiter is woken, and an interrupt's marker lands).
     pub wake: String,
     /// The fair queue: waiter tokens scored by arrival (server time, µs).
     pub queue: String,
@@ -47,12 +48,14 @@ impl Keys {
         ]
     }
 
-    /// The list a waiter blocks on: the shared one, or its own when waiting in a fair queue.
-    pub fn wake_list(&self, token: &str, fair: bool) -> String {
+    /// The lists a waiter blocks on: its own first (where an interrupt's marker, and a fair
+    /// waiter's turn, arrive), then the shared one that a release wakes a plain waiter on.
+    pub fn wake_lists(&self, token: &str, fair: bool) -> Vec<String> {
+        let own = format!("{}:{token}", self.wake);
         if fair {
-            format!("{}:{token}", self.wake)
+            vec![own]
         } else {
-            self.wake.clone()
+            vec![own, self.wake.clone()]
         }
     }
 }

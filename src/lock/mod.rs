@@ -50,9 +50,17 @@ pub enum Held {
 /// The lock protocol as the lease and run code see it. One implementation per deployment kind
 /// ([`SingleRedis`]: one server, a Sentinel service's master or the Cluster node of the
 /// lock's slot; a quorum of masters composes several).
+///
+/// A waiter keeps one connection per server: [`Locker::wait`] blocks on the same connection
+/// that acquires. Redis's default `maxclients` is 10,000, and a fleet of waiters should not
+/// need two each. What cuts such a wait short from another thread is an [`Interrupt`].
 pub trait Locker: Send {
-    /// A second connection on which a waiter blocks until a release wakes it.
-    fn waker(&self, token: &str) -> Box<dyn Waker>;
+    /// Block until a release wakes this waiter, its [`Interrupt`] fires, or `timeout` passes
+    /// (the reply may come up to [`WAIT_SLACK`] late), over the connection the other requests
+    /// use. Ok(true) when woken, Ok(false) when the time ran out.
+    fn wait(&mut self, token: &str, timeout: Duration) -> Result<bool, Failure>;
+    /// What another thread uses to cut this waiter's [`Locker::wait`] short.
+    fn interrupter(&self, token: &str) -> Box<dyn Interrupt>;
     /// Stop waiting: leave the fair queue and, if the lock is free, pass on a wake-up this
     /// waiter may have taken.
     fn leave(&mut self, token: &str, timeout: Duration) -> Result<(), Failure>;
@@ -71,11 +79,28 @@ pub trait Locker: Send {
     -> Result<Held, Failure>;
 }
 
-/// Blocks until a release wakes this waiter.
-pub trait Waker: Send {
-    /// Block up to `timeout`: Ok(true) when woken, Ok(false) when the time ran out.
-    fn wait(&mut self, timeout: Duration) -> Result<bool, Failure>;
+/// Ends a waiter's blocked [`Locker::wait`] at once, from another thread.
+///
+/// The sync redis connection a wait blocks on cannot be interrupted from outside, and a
+/// read timeout in the middle of a BLPOP leaves its reply to be skipped later. So the stop goes
+/// through Redis: a short-lived connection of the interrupter's own, opened only at that
+/// moment, pushes a marker onto the waiter's own wake list, which its BLPOP always watches
+/// (`interrupt.lua`). The server answers the BLPOP with it at once, and the waiter, its
+/// connection free again, leaves over it as it always does ([`Locker::leave`]).
+///
+/// The alternatives were worse. CLIENT UNBLOCK is an @admin @dangerous command that the
+/// least-privilege ACL user in the README does not (and should not) have. Leaving from a second
+/// connection while the BLPOP is still blocked, then exiting, lets that BLPOP, often the
+/// longest blocked on the shared list, take the very wake-up the leave passes on, and lose it
+/// with the connection: the next waiter would sit until its fallback retry.
+pub trait Interrupt: Send + Sync {
+    /// Make the waiter's current (or next) wait return at once; within `timeout`.
+    fn interrupt(&self, timeout: Duration) -> Result<(), Failure>;
 }
+
+/// How late past its timeout a wait's reply may come before the connection is given up
+/// (Redis checks blocked clients' timeouts about every 100 ms).
+pub(crate) const WAIT_SLACK: Duration = Duration::from_secs(1);
 
 /// How long a wake-up waits in its list for a waiter to take it.
 pub(crate) const WAKE_LINGER: Duration = Duration::from_secs(5);

@@ -50,6 +50,9 @@ pub(crate) static RELEASE: Lua = script!("clock", "waiters", "release");
 /// A waiter gives up: leave the fair queue, pass on a wake-up it may have taken.
 pub(crate) static LEAVE: Lua = script!("clock", "waiters", "leave");
 
+/// Cut a waiter's BLPOP short with a marker on its own wake list.
+pub(crate) static INTERRUPT: Lua = script!("interrupt");
+
 /// Break-glass release: delete the lock whoever holds it, fence it, wake one waiter.
 pub(crate) static FORCE_RELEASE: Lua = script!("clock", "waiters", "force_release");
 

@@ -8,17 +8,19 @@ use redis::Value;
 use crate::lock::holder::holder_from;
 use crate::lock::preflight::preflight_report;
 use crate::lock::scripts::{
-    ACQUIRE, ACQUIRE_FAIR, EXTEND, FENCE_RAISE, FENCE_READ, FORCE_RELEASE, INSPECT, LEAVE, Lua,
-    RELEASE, UNDO,
+    ACQUIRE, ACQUIRE_FAIR, EXTEND, FENCE_RAISE, FENCE_READ, FORCE_RELEASE, INSPECT, INTERRUPT,
+    LEAVE, Lua, RELEASE, UNDO,
 };
 use crate::lock::{
-    Acquire, Failure, Forced, Held, Holder, Keys, LockInfo, Locker, WAKE_LINGER, Waker,
+    Acquire, Failure, Forced, Held, Holder, Interrupt, Keys, LockInfo, Locker, WAIT_SLACK,
+    WAKE_LINGER,
 };
 use crate::transport::Connection;
 use crate::transport::endpoint::Endpoint;
 
 /// A lock on one Redis server (one URL, a Sentinel service's master, or the Cluster node that
-/// owns the lock's slot), over one connection that is re-opened after any I/O failure.
+/// owns the lock's slot), over one connection that is re-opened after any I/O failure; a
+/// waiter blocks on it too ([`Locker::wait`]).
 pub(crate) struct SingleRedis {
     conn: Connection,
     keys: Keys,
@@ -332,10 +334,30 @@ impl Locker for SingleRedis {
         held(self.endpoint(), &reply)
     }
 
-    fn waker(&self, token: &str) -> Box<dyn Waker> {
-        Box::new(RedisWaker {
-            conn: Connection::new(self.endpoint().clone()),
-            list: self.keys.wake_list(token, self.fair),
+    fn wait(&mut self, token: &str, timeout: Duration) -> Result<bool, Failure> {
+        // BLPOP takes seconds; 0 would mean forever.
+        let seconds = format!("{:.3}", timeout.as_secs_f64().max(0.001));
+        let lists = self.keys.wake_lists(token, self.fair);
+        let reply = self
+            .conn
+            .request(Instant::now() + timeout + WAIT_SLACK, |node| {
+                redis::cmd("BLPOP")
+                    .arg(&lists)
+                    .arg(&seconds)
+                    .query::<Value>(&mut node.conn)
+            })?;
+        match reply {
+            Value::Nil => Ok(false),
+            Value::Array(_) => Ok(true),
+            other => Err(unexpected(self.endpoint(), &other)),
+        }
+    }
+
+    fn interrupter(&self, token: &str) -> Box<dyn Interrupt> {
+        Box::new(SingleInterrupt {
+            endpoint: self.endpoint().clone(),
+            keys: self.keys.clone(),
+            token: token.to_owned(),
         })
     }
 
@@ -345,34 +367,24 @@ impl Locker for SingleRedis {
     }
 }
 
-/// A BLPOP on the lock's wake list, over its own connection.
-struct RedisWaker {
-    conn: Connection,
-    list: String,
+/// Interrupts a [`SingleRedis`] waiter's wait from another thread, over a connection opened
+/// for that one request (see [`Interrupt`]): none is kept while waiting.
+struct SingleInterrupt {
+    endpoint: Endpoint,
+    keys: Keys,
+    token: String,
 }
 
-/// How long a waker may take to connect, and how late past its timeout a BLPOP reply may be
-/// (Redis checks blocked clients' timeouts about every 100 ms).
-const WAKER_SLACK: Duration = Duration::from_secs(2);
-
-impl Waker for RedisWaker {
-    fn wait(&mut self, timeout: Duration) -> Result<bool, Failure> {
-        // BLPOP takes seconds; 0 would mean forever.
-        let seconds = format!("{:.3}", timeout.as_secs_f64().max(0.001));
-        let list = &self.list;
-        let reply = self
-            .conn
-            .request(Instant::now() + timeout + WAKER_SLACK, |node| {
-                redis::cmd("BLPOP")
-                    .arg(list)
-                    .arg(&seconds)
-                    .query::<Value>(&mut node.conn)
-            })?;
-        match reply {
-            Value::Nil => Ok(false),
-            Value::Array(_) => Ok(true),
-            other => Err(unexpected(self.conn.endpoint(), &other)),
-        }
+impl Interrupt for SingleInterrupt {
+    fn interrupt(&self, timeout: Duration) -> Result<(), Failure> {
+        let mut once = SingleRedis::new(
+            self.endpoint.clone(),
+            self.keys.clone(),
+            false,
+            Duration::ZERO,
+        );
+        once.eval(&INTERRUPT, &[&self.token, &ms_arg(WAKE_LINGER)], timeout)
+            .map(drop)
     }
 }
 

@@ -1,6 +1,6 @@
 //! Waiting for a busy lock: a release wakes a waiter at once, waiting costs Redis almost
-//! nothing, one release wakes one waiter (no herd), `--fair` serves waiters in arrival order,
-//! and a waiter that dies or gives up does not hold up the rest.
+//! nothing (one connection per waiter), one release wakes one waiter (no herd), `--fair` serves waiters in arrival order, and a waiter that dies,
+//! gives up or is stopped does not hold up the rest.
 
 use std::time::{Duration, Instant};
 
@@ -150,6 +150,96 @@ fn waiting_costs_almost_nothing_and_a_release_wakes_one_waiter() {
         "{N} hand-overs took {:?}",
         started.elapsed()
     );
+}
+
+/// Blocked waiters, plain and `--fair`, hold one connection each, not two: Redis's
+/// `maxclients` (10,000 by default) caps a fleet of waiters at that many, not half.
+#[test]
+fn a_blocked_waiter_holds_one_connection() {
+    const N: usize = 4;
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let mut holders = Vec::new();
+    let mut waiters = Vec::new();
+    for (key, opts) in [("plain", vec![]), ("fair", vec!["--fair"])] {
+        holders.push(spawn_holder(&redis, key, &[], &dir, key).0);
+        let opts: Vec<&str> = opts.into_iter().chain(["--wait", "forever"]).collect();
+        for _ in 0..N {
+            waiters.push(Proc::spawn(run_sh(&redis, key, &opts, "true")));
+        }
+    }
+    wait_until(T, "every waiter to block", || {
+        redis.info_field("blocked_clients") == 2 * N as u64
+    });
+    for waiter in &waiters {
+        assert_eq!(tcp_connections(waiter.pid(), redis.port()), 1);
+    }
+    // The server's count too: the waiters, the two holders and the connection asking.
+    wait_until(Duration::from_secs(5), "2N + 3 clients", || {
+        redis.info_field("connected_clients") == 2 * N as u64 + 3
+    });
+
+    for key in ["plain", "fair"] {
+        touch(&dir.join(&format!("{key}.go")));
+    }
+    for proc in holders.into_iter().chain(waiters) {
+        proc.finish(T).assert_code(0);
+    }
+}
+
+/// A stop while blocked on the wake list is heard at once, although the BLPOP's connection is
+/// the waiter's only one; and the wake-up the waiter passes on as it leaves reaches the next
+/// waiter, not its own BLPOP, which has blocked longest (else the next would sit ~15 s).
+#[test]
+fn a_waiter_stopped_while_blocked_exits_at_once_and_passes_the_wake_up_on() {
+    for fair in [false, true] {
+        let redis = RedisServer::start();
+        let dir = TempDir::new();
+        let key = "stop";
+        // Someone else's lock, for a minute: only a wake-up lets a waiter in sooner than 15 s.
+        redis::cmd("SET")
+            .arg(lock_key(key))
+            .arg("someone")
+            .arg("PX")
+            .arg(60_000)
+            .exec(&mut redis.conn())
+            .unwrap();
+        let opts: &[&str] = if fair {
+            &["--fair", "--wait", "forever"]
+        } else {
+            &["--wait", "forever"]
+        };
+        let first = Proc::spawn(run_sh(&redis, key, opts, &log_script(&dir, 0)));
+        wait_until(T, "the first waiter to block", || {
+            redis.info_field("blocked_clients") == 1
+        });
+        let second = Proc::spawn(run_sh(&redis, key, opts, &log_script(&dir, 1)));
+        wait_until(T, "the second waiter to block", || {
+            redis.info_field("blocked_clients") == 2
+        });
+        // Freed without a release: nobody is woken.
+        redis.del(&lock_key(key));
+
+        let mut first = first;
+        let sent = Instant::now();
+        first.signal(Signal::SIGTERM);
+        first.wait_timeout(T);
+        let took = sent.elapsed();
+        first.finish(T).assert_code(128 + 15);
+        assert!(
+            took < Duration::from_secs(1),
+            "fair {fair}: exited {took:?} after TERM"
+        );
+        let left = Instant::now();
+        second.finish(T).assert_code(0);
+        assert!(
+            left.elapsed() < WOKEN_WITHIN,
+            "fair {fair}: the next waiter ran {:?} after the first left",
+            left.elapsed()
+        );
+        assert_eq!(lines(&dir, "order"), ["1"], "fair {fair}");
+        assert_eq!(zcard(&redis, &queue_key(key)), 0, "fair {fair}");
+    }
 }
 
 #[test]
