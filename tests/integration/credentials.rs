@@ -151,7 +151,7 @@ fn the_documented_acl_user_can_do_everything_redlock_does() {
     let mut outputs = Vec::new();
 
     // A holder with a long lease (renewed), and a waiter that only a wake-up can let in before
-    // its --wait runs out: without one it would retry after min(ttl, 15s) > 10s.
+    // its --wait runs out: without one it would retry after min(ttl, 20s) > 10s.
     let holder = Proc::spawn(with_user(run(
         &url,
         "acl",

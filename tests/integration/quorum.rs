@@ -254,7 +254,7 @@ fn a_release_wakes_a_quorum_waiter_and_costs_4_requests_a_node() {
         &hold_script(&dir, "a"),
     ));
     wait_for_file(&dir.join("a.ready"));
-    // Without a wake-up the waiter would try again only after min(ttl, 15s), past its --wait.
+    // Without a wake-up the waiter would try again only after min(ttl, 20s), past its --wait.
     let waiter = Proc::spawn(run_quorum(
         &servers,
         "q",

@@ -1,7 +1,9 @@
 //! Waiting for a busy lock: a release wakes a waiter at once, waiting costs Redis almost
-//! nothing (one connection per waiter), one release wakes one waiter (no herd), `--fair` serves waiters in arrival order, and a waiter that dies,
+//! nothing (one connection per waiter, an acquire and a BLPOP per period), one release wakes
+//! one waiter (no herd), `--fair` serves waiters in arrival order, and a waiter that dies,
 //! gives up or is stopped does not hold up the rest.
 
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
@@ -10,7 +12,7 @@ use crate::util::*;
 
 const T: Duration = Duration::from_secs(30);
 
-/// A waiter that missed its wake-up would retry only after 15 s (WAKE_CAP) with a ttl this long,
+/// A waiter that missed its wake-up would retry only after 20 s (WAKE_CAP) with a ttl this long,
 /// so anything much faster than that was woken by the release.
 const LONG_TTL: &str = "60s";
 const WOKEN_WITHIN: Duration = Duration::from_secs(5);
@@ -55,6 +57,40 @@ fn zcard(redis: &RedisServer, key: &str) -> u64 {
 
 fn queue_key(name: &str) -> String {
     format!("{}:queue", lock_key(name))
+}
+
+/// One command MONITOR saw: the client that sent it (`127.0.0.1:PORT`, or `lua` inside a
+/// script) and its words, unquoted (escapes left as they are).
+struct Seen {
+    client: String,
+    words: Vec<String>,
+}
+
+/// Every command the server runs from now on, as MONITOR reports them.
+fn monitor(redis: &RedisServer) -> mpsc::Receiver<Seen> {
+    let mut conn = redis.conn();
+    redis::cmd("MONITOR").exec(&mut conn).unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        // `1700000000.123456 [0 127.0.0.1:4321] "EVALSHA" "abc" "7" ...`, until the server goes.
+        while let Ok(redis::Value::SimpleString(line)) = conn.recv_response() {
+            let Some((client, rest)) = line
+                .split_once(" [")
+                .and_then(|(_, rest)| rest.split_once("] "))
+            else {
+                continue;
+            };
+            let client = client.split_once(' ').map_or(client, |(_, c)| c).to_owned();
+            let words = rest
+                .split("\" \"")
+                .map(|w| w.trim_matches('"').to_owned())
+                .collect();
+            if tx.send(Seen { client, words }).is_err() {
+                return;
+            }
+        }
+    });
+    rx
 }
 
 #[test]
@@ -135,7 +171,7 @@ fn waiting_costs_almost_nothing_and_a_release_wakes_one_waiter() {
     assert_eq!(lines(&dir, "order").len(), 1, "two waiters ran at once");
 
     // Each release hands over to the next waiter straight away: the chain takes nowhere near
-    // the 15 s per hop a missed wake-up would cost.
+    // the 20 s per hop a missed wake-up would cost.
     let started = Instant::now();
     touch(&dir.join("go"));
     for waiter in waiters {
@@ -150,6 +186,63 @@ fn waiting_costs_almost_nothing_and_a_release_wakes_one_waiter() {
         "{N} hand-overs took {:?}",
         started.elapsed()
     );
+}
+
+/// The whole cost of a blocked waiter, seen by MONITOR: one attempt (EVALSHA) and one BLPOP,
+/// over the same connection, the BLPOP for 20 s: at most 0.1 requests a second. Then nothing.
+#[test]
+fn a_waiter_sends_an_acquire_and_a_20_s_blpop_over_one_connection() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    // The default 30 s ttl, renewed every 10 s: a waiter always sees at least 20 s left.
+    let (holder, _) = spawn_holder(&redis, "cost", &[], &dir, "h");
+    let seen = monitor(&redis);
+    let waiter = Proc::spawn(run_sh(&redis, "cost", &["--wait", "forever"], "true"));
+    wait_until(T, "the waiter to block", || {
+        redis.info_field("blocked_clients") == 1
+    });
+    std::thread::sleep(Duration::from_secs(3));
+
+    let seen: Vec<Seen> = seen.try_iter().collect();
+    let pid = waiter.pid().to_string();
+    let requests: Vec<&Seen> = seen
+        .iter()
+        .filter(|s| ["EVALSHA", "EVAL", "BLPOP"].contains(&s.words[0].to_uppercase().as_str()))
+        .collect();
+    let blpop = requests
+        .iter()
+        .find(|s| s.words[0].eq_ignore_ascii_case("BLPOP"))
+        .expect("no BLPOP seen");
+    let from_waiter: Vec<&str> = requests
+        .iter()
+        .filter(|s| s.client == blpop.client)
+        .map(|s| s.words[0].as_str())
+        .collect();
+    assert_eq!(
+        from_waiter
+            .iter()
+            .map(|w| w.to_uppercase())
+            .collect::<Vec<_>>(),
+        ["EVALSHA", "BLPOP"],
+        "the waiter's requests in 3 s"
+    );
+    // Its acquire (which carries its pid) came over the connection it blocks on.
+    let acquires: Vec<&str> = requests
+        .iter()
+        .filter(|s| s.words.contains(&pid))
+        .map(|s| s.client.as_str())
+        .collect();
+    assert_eq!(acquires, [blpop.client.as_str()], "the waiter's acquires");
+    let timeout: f64 = blpop.words.last().unwrap().parse().unwrap();
+    assert!(
+        (20.0..21.0).contains(&timeout),
+        "BLPOP for {timeout} s: two requests per period cost {:.3} a second",
+        2.0 / timeout
+    );
+
+    touch(&dir.join("h.go"));
+    holder.finish(T).assert_code(0);
+    waiter.finish(T).assert_code(0);
 }
 
 /// Blocked waiters, plain and `--fair`, hold one connection each, not two: Redis's
@@ -189,14 +282,14 @@ fn a_blocked_waiter_holds_one_connection() {
 
 /// A stop while blocked on the wake list is heard at once, although the BLPOP's connection is
 /// the waiter's only one; and the wake-up the waiter passes on as it leaves reaches the next
-/// waiter, not its own BLPOP, which has blocked longest (else the next would sit ~15 s).
+/// waiter, not its own BLPOP, which has blocked longest (else the next would sit ~20 s).
 #[test]
 fn a_waiter_stopped_while_blocked_exits_at_once_and_passes_the_wake_up_on() {
     for fair in [false, true] {
         let redis = RedisServer::start();
         let dir = TempDir::new();
         let key = "stop";
-        // Someone else's lock, for a minute: only a wake-up lets a waiter in sooner than 15 s.
+        // Someone else's lock, for a minute: only a wake-up lets a waiter in sooner than 20 s.
         redis::cmd("SET")
             .arg(lock_key(key))
             .arg("someone")
