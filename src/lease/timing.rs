@@ -60,7 +60,7 @@ pub fn wake_wait(ttl: Duration, holder_remaining: Option<Duration>, random: f64)
 }
 
 /// How long a `--fair` waiter's queue entry lives without a refresh: every attempt refreshes
-/// it, and attempts are at most [`wake_wait`] plus [`WAIT_SLACK`] (a late BLPOP reply)
+/// it, and attempts are at most [`wake_wait`] plus `WAIT_SLACK` (a late BLPOP reply)
 /// apart, so three of those.
 pub fn queue_entry_lifetime(ttl: Duration) -> Duration {
     (ttl.min(WAKE_CAP) + Duration::from_millis(50) + WAIT_SLACK) * 3

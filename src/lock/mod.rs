@@ -1,8 +1,8 @@
-//! The lock protocol: the [`Locker`] trait the lease drives, the key layout ([`keys`]), the Lua
-//! scripts ([`scripts`], one `.lua` file each), a lock on one server ([`single`]) or on a
-//! quorum of independent masters ([`quorum`]), how long a lease is certainly ours
-//! ([`validity`]), and who holds a lock ([`holder`]); plus the eviction-policy warning
-//! ([`preflight`]).
+//! The lock protocol: the [`Locker`] trait the lease drives, the key layout (`keys`), the Lua
+//! scripts (`scripts`, one `.lua` file each), a lock on one server (`single`) or on a
+//! quorum of independent masters (`quorum`), how long a lease is certainly ours
+//! (`validity`), and who holds a lock (`holder`); plus the eviction-policy warning
+//! (`preflight`).
 //!
 //! May use `transport` (the connection to each server and its failures) and `report`
 //! (diagnostics); never `lease`, `run`, `cli` or `admin`, which use it.
@@ -48,7 +48,7 @@ pub enum Held {
 }
 
 /// The lock protocol as the lease and run code see it. One implementation per deployment kind
-/// ([`SingleRedis`]: one server, a Sentinel service's master or the Cluster node of the
+/// (`SingleRedis`: one server, a Sentinel service's master or the Cluster node of the
 /// lock's slot; a quorum of masters composes several).
 ///
 /// A waiter keeps one connection per server: [`Locker::wait`] blocks on the same connection
@@ -56,7 +56,7 @@ pub enum Held {
 /// need two each. What cuts such a wait short from another thread is an [`Interrupt`].
 pub trait Locker: Send {
     /// Block until a release wakes this waiter, its [`Interrupt`] fires, or `timeout` passes
-    /// (the reply may come up to [`WAIT_SLACK`] late), over the connection the other requests
+    /// (the reply may come up to `WAIT_SLACK` late), over the connection the other requests
     /// use. Ok(true) when woken, Ok(false) when the time ran out.
     fn wait(&mut self, token: &str, timeout: Duration) -> Result<bool, Failure>;
     /// What another thread uses to cut this waiter's [`Locker::wait`] short.
