@@ -10,10 +10,11 @@ pub mod timing;
 pub use timing::*;
 
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crate::lock::{Acquire, Failure, Held, Locker, Waker};
+use crate::lock::{Acquire, Failure, Held, Interrupt, Locker};
 
 /// How long to wait for a busy lock: up to a duration, or until it is free.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,16 +48,28 @@ pub enum LeaseEvent {
     Finished(Option<Result<Held, Failure>>),
 }
 
-/// What the lease thread hears: the supervisor's stop (saying whether the run succeeded), or
-/// its waker's "try again".
-enum Msg {
-    Stop { succeeded: bool },
-    Retry,
+/// The supervisor's stop, saying whether the run succeeded.
+struct Stop {
+    succeeded: bool,
+}
+
+/// What the handle and the thread share about a wait: whether a stop was asked for, and
+/// whether the thread is blocked in [`Locker::wait`], where it hears nothing else.
+#[derive(Default)]
+struct Waiting {
+    stopping: bool,
+    blocked: bool,
+    /// The blocked wait was interrupted already (once is enough).
+    interrupted: bool,
 }
 
 /// The handle the supervisor keeps on the lease thread.
 pub struct Lease {
-    stop: Sender<Msg>,
+    stop: Sender<Stop>,
+    waiting: Arc<Mutex<Waiting>>,
+    /// Cuts the thread's blocked wait short; shared with the thread that does it.
+    interrupt: Arc<dyn Interrupt>,
+    ttl: Duration,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -70,7 +83,9 @@ impl Lease {
         report: impl Fn(LeaseEvent) + Send + 'static,
     ) -> Self {
         let (stop, stop_rx) = mpsc::channel();
-        let retry = stop.clone();
+        let waiting = Arc::new(Mutex::new(Waiting::default()));
+        let interrupt = Arc::from(locker.interrupter(&token));
+        let shared = Arc::clone(&waiting);
         let thread = thread::Builder::new()
             .name("lease".into())
             .spawn(move || {
@@ -79,8 +94,7 @@ impl Lease {
                     token,
                     ttl,
                     inbox: stop_rx,
-                    retry,
-                    waker: None,
+                    waiting: shared,
                     report: &report,
                 };
                 let result = worker.run(wait);
@@ -89,6 +103,9 @@ impl Lease {
             .expect("spawning the lease thread");
         Self {
             stop,
+            waiting,
+            interrupt,
+            ttl,
             thread: Some(thread),
         }
     }
@@ -99,9 +116,35 @@ impl Lease {
     }
 
     /// [`Lease::stop`], telling the release whether the run succeeded (for `--min-interval`).
+    ///
+    /// A thread blocked waiting for a release hears nothing until its BLPOP answers, so that
+    /// wait is interrupted through Redis (see [`Interrupt`] for why this way), from a thread of
+    /// its own: the caller never blocks on Redis. Once unblocked, the lease thread leaves the
+    /// queue over its own connection and reports [`LeaseEvent::Finished`], as for any stop.
     pub fn finish(&self, succeeded: bool) {
-        let _ = self.stop.send(Msg::Stop { succeeded });
+        let interrupt = {
+            let mut waiting = lock(&self.waiting);
+            waiting.stopping = true;
+            let interrupt = waiting.blocked && !waiting.interrupted;
+            waiting.interrupted |= interrupt;
+            interrupt
+        };
+        let _ = self.stop.send(Stop { succeeded });
+        if interrupt {
+            let (interrupt, timeout) = (Arc::clone(&self.interrupt), acquire_timeout(self.ttl));
+            let spawned = thread::Builder::new()
+                .name("interrupt".into())
+                .spawn(move || interrupt.interrupt(timeout));
+            if spawned.is_err() {
+                let _ = self.interrupt.interrupt(timeout);
+            }
+        }
     }
+}
+
+/// The shared state, whatever a panicking holder left in it (a few booleans, always whole).
+fn lock(waiting: &Mutex<Waiting>) -> MutexGuard<'_, Waiting> {
+    waiting.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Drop for Lease {
@@ -116,11 +159,8 @@ struct Worker<'a> {
     locker: Box<dyn Locker>,
     token: String,
     ttl: Duration,
-    inbox: Receiver<Msg>,
-    /// Given to the waker thread, to say "try again".
-    retry: Sender<Msg>,
-    /// Arms the waker thread with a pause, once this waiter has found the lock busy.
-    waker: Option<Sender<Duration>>,
+    inbox: Receiver<Stop>,
+    waiting: Arc<Mutex<Waiting>>,
     report: &'a (dyn Fn(LeaseEvent) + Send),
 }
 
@@ -143,47 +183,47 @@ impl Worker<'_> {
 
     /// Sleep up to `duration`; Some(succeeded) when asked to stop (false if the supervisor is gone).
     fn sleep_or_stop(&self, duration: Duration) -> Option<bool> {
-        let until = Instant::now().checked_add(duration);
-        loop {
-            let left = until.map_or(Duration::MAX, |u| {
-                u.saturating_duration_since(Instant::now())
-            });
-            match self.inbox.recv_timeout(left) {
-                Ok(Msg::Retry) => {} // a late word from a waker no longer listened to
-                Ok(Msg::Stop { succeeded }) => return Some(succeeded),
-                Err(RecvTimeoutError::Disconnected) => return Some(false),
-                Err(RecvTimeoutError::Timeout) => return None,
-            }
+        match self.inbox.recv_timeout(duration) {
+            Ok(Stop { succeeded }) => Some(succeeded),
+            Err(RecvTimeoutError::Disconnected) => Some(false),
+            Err(RecvTimeoutError::Timeout) => None,
         }
     }
 
     /// Block until a release wakes us or `pause` passes; true when asked to stop.
     ///
-    /// The BLPOP runs on the waker thread's own connection so that a stop is heard at once.
-    /// We try again only after the waker answers (or is overdue), so it is never still
-    /// blocked, ready to swallow someone else's wake-up, once we hold the lock.
+    /// The BLPOP runs on the lock's own connection, so a waiter costs Redis one connection
+    /// (per node), not two, and it has always answered before we try again: nothing of ours
+    /// stays blocked to swallow someone else's wake-up once we hold the lock. A stop cannot
+    /// reach this thread while it blocks: [`Lease::finish`] sees `blocked` and interrupts the
+    /// BLPOP through Redis. Without a working connection the pause is sat out like a timer,
+    /// listening for a stop.
     fn wait_for_release(&mut self, pause: Duration) -> bool {
-        if self.waker.is_none() {
-            self.waker = spawn_waker(self.locker.waker(&self.token), self.retry.clone());
-        }
-        let armed = self.waker.as_ref().is_some_and(|w| w.send(pause).is_ok());
-        if !armed {
-            self.waker = None;
-            return self.sleep(pause);
-        }
-        let until = Instant::now() + pause + WAKER_GRACE;
-        match self
-            .inbox
-            .recv_timeout(until.saturating_duration_since(Instant::now()))
         {
-            Ok(Msg::Retry) | Err(RecvTimeoutError::Timeout) => false,
-            Ok(Msg::Stop { .. }) | Err(RecvTimeoutError::Disconnected) => true,
+            let mut waiting = lock(&self.waiting);
+            if waiting.stopping {
+                return true;
+            }
+            waiting.blocked = true;
+        }
+        let started = Instant::now();
+        let woken = self.locker.wait(&self.token, pause);
+        let stopping = {
+            let mut waiting = lock(&self.waiting);
+            waiting.blocked = false;
+            waiting.stopping
+        };
+        if stopping {
+            return true;
+        }
+        match woken {
+            Ok(_) => false,
+            Err(_) => self.sleep(pause.saturating_sub(started.elapsed())),
         }
     }
 
     /// A waiter stops waiting: leave the fair queue and pass on any wake-up it took.
     fn leave(&mut self) {
-        self.waker = None;
         let _ = self.locker.leave(&self.token, acquire_timeout(self.ttl));
     }
 
@@ -206,7 +246,6 @@ impl Worker<'_> {
             let sent = Instant::now();
             let stopped = match self.locker.acquire(&self.token, self.ttl, timeout) {
                 Ok(Acquire::Acquired { fence }) => {
-                    self.waker = None;
                     (self.report)(LeaseEvent::Acquired {
                         fence,
                         sent,
@@ -310,25 +349,4 @@ impl Worker<'_> {
             }
         }
     }
-}
-
-/// The waker thread: for each pause it is armed with, block on the wake list, then tell the
-/// worker to try again. Without a working connection it sits the pause out like a timer.
-fn spawn_waker(mut waker: Box<dyn Waker>, retry: Sender<Msg>) -> Option<Sender<Duration>> {
-    let (arm, armed) = mpsc::channel::<Duration>();
-    thread::Builder::new()
-        .name("waker".into())
-        .spawn(move || {
-            for pause in armed {
-                let started = Instant::now();
-                if waker.wait(pause).is_err() {
-                    thread::sleep(pause.saturating_sub(started.elapsed()));
-                }
-                if retry.send(Msg::Retry).is_err() {
-                    break;
-                }
-            }
-        })
-        .ok()
-        .map(|_| arm)
 }

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::lock::WAIT_SLACK;
 pub use crate::lock::validity::{MAX_DURATION, MIN_TTL, deadline, drift, random_unit};
 
 /// How long before the deadline the command's whole process group must be dead: room for
@@ -44,11 +45,9 @@ pub const RELEASE_BUDGET: Duration = Duration::from_secs(2);
 
 /// The longest a waiter blocks for a wake-up before trying again on its own. Wake-ups can be
 /// lost (a waiter that took one died), so this bounds the lag; it also sets the cost of
-/// waiting: two requests (a BLPOP and an acquire) per period, under 0.2 a second.
-pub const WAKE_CAP: Duration = Duration::from_secs(15);
-
-/// How late past its timeout a waker may answer before the waiter stops waiting for it.
-pub(crate) const WAKER_GRACE: Duration = Duration::from_secs(1);
+/// waiting: two requests (an acquire and a BLPOP) per period, at most 0.1 a second whenever
+/// the holder has 20 s of lease left (a renewing holder with the default 30 s ttl always has).
+pub const WAKE_CAP: Duration = Duration::from_secs(20);
 
 /// How long a busy waiter blocks for a wake-up before trying again: until the holder's lease
 /// runs out (a holder that dies releases nothing), at most `min(ttl, WAKE_CAP)`, plus a little
@@ -61,9 +60,10 @@ pub fn wake_wait(ttl: Duration, holder_remaining: Option<Duration>, random: f64)
 }
 
 /// How long a `--fair` waiter's queue entry lives without a refresh: every attempt refreshes
-/// it, and attempts are at most [`wake_wait`] plus [`WAKER_GRACE`] apart, so three of those.
+/// it, and attempts are at most [`wake_wait`] plus `WAIT_SLACK` (a late BLPOP reply)
+/// apart, so three of those.
 pub fn queue_entry_lifetime(ttl: Duration) -> Duration {
-    (ttl.min(WAKE_CAP) + Duration::from_millis(50) + WAKER_GRACE) * 3
+    (ttl.min(WAKE_CAP) + Duration::from_millis(50) + WAIT_SLACK) * 3
 }
 
 const BACKOFF_BASE: Duration = Duration::from_millis(5);
@@ -133,6 +133,17 @@ mod tests {
             let ttl = Duration::from_millis(ms);
             // WAIT's reply may take twice the wait (plus 10 ms) after the acquire.
             assert!(replica_wait(ttl) * 2 + Duration::from_millis(10) < renew_interval(ttl));
+        }
+    }
+
+    #[test]
+    fn waiting_costs_at_most_a_tenth_of_a_request_a_second() {
+        // Against a holder that renews every ttl/3, at least two thirds of its ttl are left
+        // whenever a waiter looks; each period costs an acquire and a BLPOP.
+        for secs in [30u64, 60, 3600, MAX_DURATION.as_secs()] {
+            let ttl = Duration::from_secs(secs);
+            let period = wake_wait(ttl, Some(ttl * 2 / 3), 0.0);
+            assert!(2.0 / period.as_secs_f64() <= 0.1, "ttl {secs}s: {period:?}");
         }
     }
 

@@ -7,21 +7,25 @@
 //! quorum acquisition is refused unless at least half the ttl of that validity is left when it
 //! completes, fencing phases included.
 
-use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::lock::validity::{deadline, random_unit};
-use crate::lock::{Acquire, Failure, Held, Locker, SingleRedis, Waker};
+use crate::lock::{Acquire, Failure, Held, Interrupt, Locker, SingleRedis};
 
 /// A lock on N independent masters, each a [`SingleRedis`] with its own connection; every
-/// request goes to all of them at once, one thread per node.
+/// request goes to all of them at once, one thread per node, except a waiter's wait, which
+/// blocks on one of them (see `wait` below).
 pub struct Quorum {
     nodes: Vec<SingleRedis>,
     /// Split votes in a row, for the retry delay's backoff.
     splits: u32,
     /// The ttl of the last acquire, to keep the release's per-node time limit small too.
     ttl: Option<Duration>,
+    /// The nodes by name (as shown), the order in which a waiter listens on them.
+    order: Vec<usize>,
+    /// The place in `order` of the node a waiter listens on.
+    listening: usize,
 }
 
 /// The time limit of one node's acquire-phase request: small against the ttl (a tenth, at least
@@ -53,10 +57,14 @@ fn valid(sent: Instant, ttl: Duration) -> bool {
 impl Quorum {
     pub fn new(nodes: Vec<SingleRedis>) -> Self {
         assert!(!nodes.is_empty(), "a quorum needs nodes");
+        let mut order: Vec<usize> = (0..nodes.len()).collect();
+        order.sort_by_cached_key(|&i| nodes[i].endpoint().to_string());
         Self {
             nodes,
             splits: 0,
             ttl: None,
+            order,
+            listening: 0,
         }
     }
 
@@ -91,7 +99,7 @@ impl Quorum {
 
     /// After a failed attempt: delete our key on every node, since a request that timed out
     /// may have landed. Best effort (the keys expire anyway), and quiet: no wake-ups, which
-    /// this waiter's own waker would take at once and spin on.
+    /// this waiter's own next wait would take at once and spin on.
     fn clean_up(&mut self, token: &str, timeout: Duration) {
         let all = self.all();
         self.each(&all, |node| node.undo(token, timeout));
@@ -276,9 +284,37 @@ impl Locker for Quorum {
         })
     }
 
-    fn waker(&self, token: &str) -> Box<dyn Waker> {
-        Box::new(QuorumWaker::new(
-            self.nodes.iter().map(|node| node.waker(token)).collect(),
+    /// Blocks on one node only: the one listened to last, or else the first by name, so that
+    /// waiters with the same URLs listen on the same node and each release (which wakes one
+    /// waiter on every node) wakes one of them. The other nodes' connections stay free for the
+    /// acquire that follows. A node that fails hands the rest of the wait to the next one, and
+    /// stays passed over until that one fails too.
+    fn wait(&mut self, token: &str, timeout: Duration) -> Result<bool, Failure> {
+        let until = Instant::now() + timeout;
+        let mut last = None;
+        for _ in 0..self.nodes.len() {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match self.nodes[self.order[self.listening]].wait(token, left) {
+                Ok(woken) => return Ok(woken),
+                Err(failure) => {
+                    self.listening = (self.listening + 1) % self.nodes.len();
+                    last = Some(failure);
+                }
+            }
+        }
+        last.map_or(Ok(false), Err)
+    }
+
+    /// Interrupts on every node at once: the one blocked on may change while it runs.
+    fn interrupter(&self, token: &str) -> Box<dyn Interrupt> {
+        Box::new(QuorumInterrupt(
+            self.nodes
+                .iter()
+                .map(|node| node.interrupter(token))
+                .collect(),
         ))
     }
 
@@ -294,85 +330,27 @@ impl Locker for Quorum {
     }
 }
 
-/// Blocks on every node's wake list at once, one thread per node: the first wake-up wins.
-///
-/// A node's BLPOP that is still blocked when another node woke us keeps going until its own
-/// timeout, in its thread; it is not armed again until it has answered. Each release pushes a
-/// wake-up on every node, so one release can wake up to N waiters.
-struct QuorumWaker {
-    /// Arms node i's thread with a timeout; None while that thread is still blocked.
-    arms: Vec<Sender<Duration>>,
-    busy: Vec<bool>,
-    answers: Receiver<(usize, bool)>,
-}
+/// Interrupts a quorum waiter's wait: a marker on every node, one short-lived connection and
+/// thread each; done when any node took it.
+struct QuorumInterrupt(Vec<Box<dyn Interrupt>>);
 
-impl QuorumWaker {
-    fn new(wakers: Vec<Box<dyn Waker>>) -> Self {
-        let (tell, answers) = mpsc::channel();
-        let arms = wakers
-            .into_iter()
-            .enumerate()
-            .map(|(i, mut waker)| {
-                let (arm, armed) = mpsc::channel::<Duration>();
-                let tell = tell.clone();
-                let spawned = thread::Builder::new()
-                    .name("quorum-waker".into())
-                    .spawn(move || {
-                        for timeout in armed {
-                            let started = Instant::now();
-                            let woken = waker.wait(timeout).unwrap_or_else(|_| {
-                                // No connection: sit the timeout out like a timer.
-                                thread::sleep(timeout.saturating_sub(started.elapsed()));
-                                false
-                            });
-                            if tell.send((i, woken)).is_err() {
-                                break;
-                            }
-                        }
-                    });
-                if spawned.is_err() {
-                    // Without the thread the node is never armed: it only never wakes us.
-                    let (dead, _) = mpsc::channel();
-                    return dead;
-                }
-                arm
-            })
-            .collect::<Vec<_>>();
-        let busy = vec![false; arms.len()];
-        Self {
-            arms,
-            busy,
-            answers,
+impl Interrupt for QuorumInterrupt {
+    fn interrupt(&self, timeout: Duration) -> Result<(), Failure> {
+        let replies: Vec<Option<Result<(), Failure>>> = thread::scope(|scope| {
+            let handles: Vec<_> = self
+                .0
+                .iter()
+                .map(|node| scope.spawn(move || node.interrupt(timeout)))
+                .collect();
+            handles.into_iter().map(|h| h.join().ok()).collect()
+        });
+        if replies.iter().flatten().any(Result::is_ok) {
+            return Ok(());
         }
-    }
-}
-
-impl Waker for QuorumWaker {
-    fn wait(&mut self, timeout: Duration) -> Result<bool, Failure> {
-        for (arm, busy) in self.arms.iter().zip(self.busy.iter_mut()) {
-            if !*busy && arm.send(timeout).is_ok() {
-                *busy = true;
-            }
-        }
-        let until = Instant::now() + timeout;
-        if !self.busy.iter().any(|b| *b) {
-            // No node thread to wait on: sit the timeout out, never spin.
-            thread::sleep(timeout);
-            return Ok(false);
-        }
-        while self.busy.iter().any(|b| *b) {
-            let left = until.saturating_duration_since(Instant::now());
-            match self.answers.recv_timeout(left) {
-                Ok((i, woken)) => {
-                    self.busy[i] = false;
-                    if woken {
-                        return Ok(true);
-                    }
-                }
-                Err(_) => return Ok(false),
-            }
-        }
-        Ok(false)
+        Err(first_failure(&replies).map_or_else(
+            || Failure::Unreachable("no Redis node took the interrupt".to_owned()),
+            |f| Failure::Unreachable(f.to_string()),
+        ))
     }
 }
 

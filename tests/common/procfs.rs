@@ -81,8 +81,13 @@ pub fn wait_group_dead_at(pgid: i32, timeout: Duration) -> i128 {
 
 /// Does `pid` have an established TCP connection to 127.0.0.1:`port`?
 pub fn has_tcp_connection(pid: i32, port: u16) -> bool {
+    tcp_connections(pid, port) > 0
+}
+
+/// How many established TCP connections `pid` has to 127.0.0.1:`port`.
+pub fn tcp_connections(pid: i32, port: u16) -> usize {
     let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
-        return false;
+        return 0;
     };
     let inodes: HashSet<String> = fds
         .flatten()
@@ -96,8 +101,11 @@ pub fn has_tcp_connection(pid: i32, port: u16) -> bool {
         .collect();
     let tcp = fs::read_to_string(format!("/proc/{pid}/net/tcp")).unwrap_or_default();
     let want = format!(":{port:04X}");
-    tcp.lines().skip(1).any(|line| {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        f.len() > 9 && f[2].ends_with(&want) && f[3] == "01" && inodes.contains(f[9])
-    })
+    tcp.lines()
+        .skip(1)
+        .filter(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            f.len() > 9 && f[2].ends_with(&want) && f[3] == "01" && inodes.contains(f[9])
+        })
+        .count()
 }

@@ -132,7 +132,7 @@ fn the_documented_acl_user_can_do_everything_redlock_does() {
     let mut outputs = Vec::new();
 
     // A holder with a long lease (renewed), and a waiter that only a wake-up can let in before
-    // its --wait runs out: without one it would retry after min(ttl, 15s) > 10s.
+    // its --wait runs out: without one it would retry after min(ttl, 20s) > 10s.
     let (holder, _) = run("acl").ttl("30s").hold(&dir, "a");
     let waiter = run("acl").wait("10s").ttl("30s").sh("echo waited").spawn();
     wait_until(PATIENCE, "the waiter to block", || {

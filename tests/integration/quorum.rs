@@ -1,7 +1,12 @@
 //! A quorum of independent masters (several --url): a minority down or paused still locks, a
 //! majority down exits 69 and runs nothing, a node restarted empty under a hold is ridden out,
 //! contenders never overlap and get strictly increasing fencing tokens, releases leave no lock
-//! keys, a release wakes a waiter, and the combinations that make no sense are usage errors.
+//! keys, a release wakes a waiter (blocked on one node, one connection to each), a stop while
+//! waiting is heard at once, and the combinations that make no sense are usage errors.
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
 
 use crate::common::*;
 
@@ -226,16 +231,25 @@ fn a_release_wakes_a_quorum_waiter_and_costs_4_requests_a_node() {
         .key("q")
         .ttl("30s")
         .hold(&dir, "a");
-    // Without a wake-up the waiter would try again only after min(ttl, 15s), past its --wait.
+    // Without a wake-up the waiter would try again only after min(ttl, 20s), past its --wait.
     let waiter = Redlock::run_quorum(&servers)
         .key("q")
         .ttl("30s")
         .wait("10s")
         .sh("echo woken")
         .spawn();
-    wait_until(PATIENCE, "the waiter to block on every node", || {
-        servers.iter().all(|s| s.info_field("blocked_clients") >= 1)
+    // It blocks on one node (every release wakes a waiter on each), keeping one connection
+    // to every node and no more.
+    wait_until(PATIENCE, "the waiter to block on one node", || {
+        servers
+            .iter()
+            .map(|s| s.info_field("blocked_clients"))
+            .sum::<u64>()
+            == 1
     });
+    for server in &servers {
+        assert_eq!(tcp_connections(waiter.pid(), server.port()), 1);
+    }
     touch(&dir.join("a.go"));
     holder.finish().assert_code(0);
     let out = waiter.finish();
@@ -255,6 +269,38 @@ fn a_release_wakes_a_quorum_waiter_and_costs_4_requests_a_node() {
     for server in &servers {
         assert_eq!(server.client_calls(), 4);
     }
+}
+
+/// A stop while a quorum waiter blocks (on one node) is heard at once; it leaves every node.
+#[test]
+fn a_quorum_waiter_stopped_while_blocked_exits_at_once() {
+    let dir = TempDir::new();
+    let servers = start_servers(3);
+    let (holder, _) = Redlock::run_quorum(&servers).key("qs").hold(&dir, "a");
+    let mut waiter = Redlock::run_quorum(&servers)
+        .key("qs")
+        .wait("forever")
+        .sh(&marker_script(&dir))
+        .spawn();
+    wait_until(PATIENCE, "the waiter to block", || {
+        servers
+            .iter()
+            .map(|s| s.info_field("blocked_clients"))
+            .sum::<u64>()
+            == 1
+    });
+    let sent = Instant::now();
+    waiter.signal(Signal::SIGTERM);
+    waiter.wait_timeout(PATIENCE);
+    let took = sent.elapsed();
+    waiter.finish().assert_code(128 + 15);
+    assert!(took < Duration::from_secs(1), "exited {took:?} after TERM");
+    assert!(!dir.join("marker").exists(), "the command ran");
+    for server in &servers {
+        assert_eq!(server.info_field("blocked_clients"), 0);
+    }
+    touch(&dir.join("a.go"));
+    holder.finish().assert_code(0);
 }
 
 #[test]

@@ -1,14 +1,16 @@
 //! Waiting for a busy lock: a release wakes a waiter at once, waiting costs Redis almost
-//! nothing, one release wakes one waiter (no herd), `--fair` serves waiters in arrival order,
-//! and a waiter that dies or gives up does not hold up the rest.
+//! nothing (one connection per waiter, an acquire and a BLPOP per period), one release wakes
+//! one waiter (no herd), `--fair` serves waiters in arrival order, and a waiter that dies,
+//! gives up or is stopped does not hold up the rest.
 
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
 use crate::common::*;
 
-/// A waiter that missed its wake-up would retry only after 15 s (WAKE_CAP) with a ttl this long,
+/// A waiter that missed its wake-up would retry only after 20 s (WAKE_CAP) with a ttl this long,
 /// so anything much faster than that was woken by the release.
 const LONG_TTL: &str = "60s";
 const WOKEN_WITHIN: Duration = Duration::from_secs(5);
@@ -53,6 +55,40 @@ fn zcard(redis: &RedisServer, key: &str) -> u64 {
 
 fn queue_key(name: &str) -> String {
     format!("{}:queue", lock_key(name))
+}
+
+/// One command MONITOR saw: the client that sent it (`127.0.0.1:PORT`, or `lua` inside a
+/// script) and its words, unquoted (escapes left as they are).
+struct Seen {
+    client: String,
+    words: Vec<String>,
+}
+
+/// Every command the server runs from now on, as MONITOR reports them.
+fn monitor(redis: &RedisServer) -> mpsc::Receiver<Seen> {
+    let mut conn = redis.conn();
+    redis::cmd("MONITOR").exec(&mut conn).unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        // `1700000000.123456 [0 127.0.0.1:4321] "EVALSHA" "abc" "7" ...`, until the server goes.
+        while let Ok(redis::Value::SimpleString(line)) = conn.recv_response() {
+            let Some((client, rest)) = line
+                .split_once(" [")
+                .and_then(|(_, rest)| rest.split_once("] "))
+            else {
+                continue;
+            };
+            let client = client.split_once(' ').map_or(client, |(_, c)| c).to_owned();
+            let words = rest
+                .split("\" \"")
+                .map(|w| w.trim_matches('"').to_owned())
+                .collect();
+            if tx.send(Seen { client, words }).is_err() {
+                return;
+            }
+        }
+    });
+    rx
 }
 
 #[test]
@@ -136,7 +172,7 @@ fn waiting_costs_almost_nothing_and_a_release_wakes_one_waiter() {
     assert_eq!(lines(&dir, "order").len(), 1, "two waiters ran at once");
 
     // Each release hands over to the next waiter straight away: the chain takes nowhere near
-    // the 15 s per hop a missed wake-up would cost.
+    // the 20 s per hop a missed wake-up would cost.
     let started = Instant::now();
     touch(&dir.join("go"));
     for waiter in waiters {
@@ -151,6 +187,167 @@ fn waiting_costs_almost_nothing_and_a_release_wakes_one_waiter() {
         "{N} hand-overs took {:?}",
         started.elapsed()
     );
+}
+
+/// The whole cost of a blocked waiter, seen by MONITOR: one attempt (EVALSHA) and one BLPOP,
+/// over the same connection, the BLPOP for 20 s: at most 0.1 requests a second. Then nothing.
+#[test]
+fn a_waiter_sends_an_acquire_and_a_20_s_blpop_over_one_connection() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    // The default 30 s ttl, renewed every 10 s: a waiter always sees at least 20 s left.
+    let (holder, _) = Redlock::run(&redis).key("cost").hold(&dir, "h");
+    let seen = monitor(&redis);
+    let waiter = Redlock::run(&redis)
+        .key("cost")
+        .wait("forever")
+        .sh("true")
+        .spawn();
+    wait_until(PATIENCE, "the waiter to block", || {
+        redis.info_field("blocked_clients") == 1
+    });
+    std::thread::sleep(Duration::from_secs(3));
+
+    let seen: Vec<Seen> = seen.try_iter().collect();
+    let pid = waiter.pid().to_string();
+    let requests: Vec<&Seen> = seen
+        .iter()
+        .filter(|s| ["EVALSHA", "EVAL", "BLPOP"].contains(&s.words[0].to_uppercase().as_str()))
+        .collect();
+    let blpop = requests
+        .iter()
+        .find(|s| s.words[0].eq_ignore_ascii_case("BLPOP"))
+        .expect("no BLPOP seen");
+    let from_waiter: Vec<&str> = requests
+        .iter()
+        .filter(|s| s.client == blpop.client)
+        .map(|s| s.words[0].as_str())
+        .collect();
+    assert_eq!(
+        from_waiter
+            .iter()
+            .map(|w| w.to_uppercase())
+            .collect::<Vec<_>>(),
+        ["EVALSHA", "BLPOP"],
+        "the waiter's requests in 3 s"
+    );
+    // Its acquire (which carries its pid) came over the connection it blocks on.
+    let acquires: Vec<&str> = requests
+        .iter()
+        .filter(|s| s.words.contains(&pid))
+        .map(|s| s.client.as_str())
+        .collect();
+    assert_eq!(acquires, [blpop.client.as_str()], "the waiter's acquires");
+    let timeout: f64 = blpop.words.last().unwrap().parse().unwrap();
+    assert!(
+        (20.0..21.0).contains(&timeout),
+        "BLPOP for {timeout} s: two requests per period cost {:.3} a second",
+        2.0 / timeout
+    );
+
+    touch(&dir.join("h.go"));
+    holder.finish().assert_code(0);
+    waiter.finish().assert_code(0);
+}
+
+/// Blocked waiters, plain and `--fair`, hold one connection each, not two: Redis's
+/// `maxclients` (10,000 by default) caps a fleet of waiters at that many, not half.
+#[test]
+fn a_blocked_waiter_holds_one_connection() {
+    const N: usize = 4;
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let mut holders = Vec::new();
+    let mut waiters = Vec::new();
+    for (key, opts) in [("plain", vec![]), ("fair", vec!["--fair"])] {
+        holders.push(Redlock::run(&redis).key(key).hold(&dir, key).0);
+        for _ in 0..N {
+            waiters.push(
+                Redlock::run(&redis)
+                    .key(key)
+                    .args(&opts)
+                    .wait("forever")
+                    .sh("true")
+                    .spawn(),
+            );
+        }
+    }
+    wait_until(PATIENCE, "every waiter to block", || {
+        redis.info_field("blocked_clients") == 2 * N as u64
+    });
+    for waiter in &waiters {
+        assert_eq!(tcp_connections(waiter.pid(), redis.port()), 1);
+    }
+    // The server's count too: the waiters, the two holders and the connection asking.
+    wait_until(Duration::from_secs(5), "2N + 3 clients", || {
+        redis.info_field("connected_clients") == 2 * N as u64 + 3
+    });
+
+    for key in ["plain", "fair"] {
+        touch(&dir.join(&format!("{key}.go")));
+    }
+    for proc in holders.into_iter().chain(waiters) {
+        proc.finish().assert_code(0);
+    }
+}
+
+/// A stop while blocked on the wake list is heard at once, although the BLPOP's connection is
+/// the waiter's only one; and the wake-up the waiter passes on as it leaves reaches the next
+/// waiter, not its own BLPOP, which has blocked longest (else the next would sit ~20 s).
+#[test]
+fn a_waiter_stopped_while_blocked_exits_at_once_and_passes_the_wake_up_on() {
+    for fair in [false, true] {
+        let redis = RedisServer::start();
+        let dir = TempDir::new();
+        let key = "stop";
+        // Someone else's lock, for a minute: only a wake-up lets a waiter in sooner than 20 s.
+        redis::cmd("SET")
+            .arg(lock_key(key))
+            .arg("someone")
+            .arg("PX")
+            .arg(60_000)
+            .exec(&mut redis.conn())
+            .unwrap();
+        let opts: &[&str] = if fair { &["--fair"] } else { &[] };
+        let waiter = |i| {
+            Redlock::run(&redis)
+                .key(key)
+                .args(opts)
+                .wait("forever")
+                .sh(&log_script(&dir, i))
+                .spawn()
+        };
+        let first = waiter(0);
+        wait_until(PATIENCE, "the first waiter to block", || {
+            redis.info_field("blocked_clients") == 1
+        });
+        let second = waiter(1);
+        wait_until(PATIENCE, "the second waiter to block", || {
+            redis.info_field("blocked_clients") == 2
+        });
+        // Freed without a release: nobody is woken.
+        redis.del(&lock_key(key));
+
+        let mut first = first;
+        let sent = Instant::now();
+        first.signal(Signal::SIGTERM);
+        first.wait_timeout(PATIENCE);
+        let took = sent.elapsed();
+        first.finish().assert_code(128 + 15);
+        assert!(
+            took < Duration::from_secs(1),
+            "fair {fair}: exited {took:?} after TERM"
+        );
+        let left = Instant::now();
+        second.finish().assert_code(0);
+        assert!(
+            left.elapsed() < WOKEN_WITHIN,
+            "fair {fair}: the next waiter ran {:?} after the first left",
+            left.elapsed()
+        );
+        assert_eq!(lines(&dir, "order"), ["1"], "fair {fair}");
+        assert_eq!(zcard(&redis, &queue_key(key)), 0, "fair {fair}");
+    }
 }
 
 #[test]

@@ -1,0 +1,76 @@
+//! The Redis keys of one lock, all under the `{name}` hash tag so that every script's keys
+//! live in one Cluster slot.
+
+/// The Redis keys of one lock; all share the `{name}` hash tag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Keys {
+    /// The lock itself: the holder's token, with the lease as its expiry.
+    pub lock: String,
+    /// The fencing counter, advanced by every acquisition.
+    pub fence: String,
+    /// The list a release pushes to wake one waiter; a waiter's own list adds `:TOKEN` (where
+    /// a fair waiter is woken, and an interrupt's marker lands).
+    pub wake: String,
+    /// The fair queue: waiter tokens scored by arrival (server time, µs).
+    pub queue: String,
+    /// When each fair waiter's queue entry lapses unless refreshed (server time, ms).
+    pub alive: String,
+    /// The holder's details (hash: token, host, pid, argv, started), with the lock's expiry.
+    pub holder: String,
+    /// When a run last succeeded (server time, ms), kept for `--min-interval`.
+    pub done: String,
+}
+
+impl Keys {
+    pub fn new(prefix: &str, name: &str) -> Self {
+        let lock = format!("{prefix}{{{name}}}");
+        Self {
+            fence: format!("{lock}:fence"),
+            wake: format!("{lock}:wake"),
+            queue: format!("{lock}:queue"),
+            alive: format!("{lock}:alive"),
+            holder: format!("{lock}:holder"),
+            done: format!("{lock}:done"),
+            lock,
+        }
+    }
+
+    /// Every key, in the order the scripts expect them in KEYS.
+    pub fn all(&self) -> [&str; 7] {
+        [
+            &self.lock,
+            &self.fence,
+            &self.wake,
+            &self.queue,
+            &self.alive,
+            &self.holder,
+            &self.done,
+        ]
+    }
+
+    /// The lists a waiter blocks on: its own first (where an interrupt's marker, and a fair
+    /// waiter's turn, arrive), then the shared one that a release wakes a plain waiter on.
+    pub fn wake_lists(&self, token: &str, fair: bool) -> Vec<String> {
+        let own = format!("{}:{token}", self.wake);
+        if fair {
+            vec![own]
+        } else {
+            vec![own, self.wake.clone()]
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_share_the_hash_tag() {
+        let keys = Keys::new("redlock:", "backup");
+        assert_eq!(keys.lock, "redlock:{backup}");
+        assert_eq!(keys.fence, "redlock:{backup}:fence");
+        let odd = Keys::new("p:", "a}b {c}");
+        assert_eq!(odd.lock, "p:{a}b {c}}");
+        assert!(odd.fence.starts_with(&odd.lock));
+    }
+}

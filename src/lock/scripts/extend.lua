@@ -1,0 +1,14 @@
+-- Extend the lease (and the holder's details with it) only while the key still holds our
+-- token.
+--
+-- KEYS: lock, fence, wake, queue, alive, holder, done (uses lock and holder).
+-- ARGV: token, ttl ms.
+-- Returns 1 extended, 0 key gone, -1 held by another owner.
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[6], ARGV[2])
+  return 1
+end
+if v then return -1 end
+return 0

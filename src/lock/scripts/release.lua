@@ -1,0 +1,22 @@
+-- Delete the key (and the holder's details) only while it holds our token, and wake one
+-- waiter: the head of the fair queue, or else whoever blocks first on the shared wake list.
+-- With a min-interval the run succeeded: record when, for that long, before waking anyone,
+-- so the woken waiter sees it.
+--
+-- KEYS: lock, fence, wake, queue, alive, holder, done.
+-- ARGV: token, wake-up linger ms, min-interval ms ('0' = none).
+-- Returns 1 released, 0 key already gone, -1 held by another owner (left untouched).
+local now = now_ms()
+if ARGV[3] ~= '0' then
+  redis.call('SET', KEYS[7], now, 'PX', ARGV[3])
+end
+local v = redis.call('GET', KEYS[1])
+if v and v ~= ARGV[1] then return -1 end
+if v then
+  redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS[6])
+end
+purge(now)
+wake(ARGV[2])
+if v then return 1 end
+return 0

@@ -1,0 +1,25 @@
+-- Helpers shared by the scripts that touch the waiters (included after clock.lua):
+-- purge(now_ms) drops fair-queue entries whose waiter stopped refreshing them and returns how
+-- many it dropped; wake(linger) wakes exactly one waiter, the head of the fair queue or else
+-- whoever blocks first on the shared wake list, with a wake-up that lingers `linger` ms.
+--
+-- KEYS are always [lock, fence, wake, queue, alive, holder, done] (see keys.rs). A waiter's
+-- own wake list is KEYS[3] .. ':' .. token: not declared in KEYS, but it carries the same
+-- hash tag and so lives in the same Cluster slot.
+local function purge(now_ms)
+  local stale = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now_ms)
+  for _, w in ipairs(stale) do
+    redis.call('ZREM', KEYS[4], w)
+    redis.call('DEL', KEYS[3] .. ':' .. w)
+  end
+  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now_ms)
+  return #stale
+end
+local function wake(linger)
+  local head = redis.call('ZRANGE', KEYS[4], 0, 0)[1]
+  local list = KEYS[3]
+  if head then list = KEYS[3] .. ':' .. head end
+  redis.call('DEL', list)
+  redis.call('RPUSH', list, '1')
+  redis.call('PEXPIRE', list, linger)
+end

@@ -1,0 +1,433 @@
+//! A lock on one Redis server: one URL, a Sentinel service's master, or the Cluster node that
+//! owns the lock's slot, over the one connection `transport` keeps to it.
+
+use std::time::{Duration, Instant};
+
+use redis::Value;
+
+use crate::lock::holder::holder_from;
+use crate::lock::preflight::preflight_report;
+use crate::lock::scripts::{
+    ACQUIRE, ACQUIRE_FAIR, EXTEND, FENCE_RAISE, FENCE_READ, FORCE_RELEASE, INSPECT, INTERRUPT,
+    LEAVE, Lua, RELEASE, UNDO,
+};
+use crate::lock::{
+    Acquire, Failure, Forced, Held, Holder, Interrupt, Keys, LockInfo, Locker, WAIT_SLACK,
+    WAKE_LINGER,
+};
+use crate::transport::Connection;
+use crate::transport::endpoint::Endpoint;
+
+/// A lock on one Redis server (one URL, a Sentinel service's master, or the Cluster node that
+/// owns the lock's slot), over one connection that is re-opened after any I/O failure; a
+/// waiter blocks on it too ([`Locker::wait`]).
+pub(crate) struct SingleRedis {
+    conn: Connection,
+    keys: Keys,
+    /// First come, first served among waiters (`--fair`).
+    fair: bool,
+    /// How long a fair waiter's queue entry lives without a refresh.
+    entry_lifetime: Duration,
+    /// Skip runs within this long of a successful one (`--min-interval`).
+    min_interval: Option<Duration>,
+    /// Stored beside the lock when taken.
+    holder: Holder,
+    /// After taking the lock, WAIT for this many replicas, this long (`--min-replicas`).
+    min_replicas: Option<(u32, Duration)>,
+    /// Check `maxmemory-policy` once per connection, in the same round trip as an acquire.
+    preflight: bool,
+}
+
+impl SingleRedis {
+    /// `entry_lifetime` matters only when `fair`: it must outlast the waiter's longest sleep
+    /// between attempts, since each attempt refreshes the entry.
+    pub fn new(endpoint: Endpoint, keys: Keys, fair: bool, entry_lifetime: Duration) -> Self {
+        Self {
+            conn: Connection::new(endpoint),
+            keys,
+            fair,
+            entry_lifetime,
+            min_interval: None,
+            holder: Holder::default(),
+            min_replicas: None,
+            preflight: false,
+        }
+    }
+
+    /// After taking the lock, wait up to `wait` for `replicas` replicas to acknowledge it
+    /// (WAIT); if fewer do, release it and fail (Refused). 0: do not wait.
+    pub fn with_min_replicas(mut self, replicas: u32, wait: Duration) -> Self {
+        self.min_replicas = (replicas > 0).then_some((replicas, wait));
+        self
+    }
+
+    /// Warn (once per connection) when the server's `maxmemory-policy` could evict lock keys.
+    /// The check rides in the same round trip as the first acquire on each connection.
+    pub fn with_preflight(mut self, on: bool) -> Self {
+        self.preflight = on;
+        self
+    }
+
+    /// Where this lock lives.
+    pub fn endpoint(&self) -> &Endpoint {
+        self.conn.endpoint()
+    }
+
+    /// Record `holder` beside the lock when taking it.
+    pub fn with_holder(mut self, holder: Holder) -> Self {
+        self.holder = holder;
+        self
+    }
+
+    /// Skip runs within `interval` of a successful one, and record successes for that long.
+    pub fn with_min_interval(mut self, interval: Option<Duration>) -> Self {
+        self.min_interval = interval;
+        self
+    }
+
+    /// Look at another lock's keys from now on (`redlock list` reuses one connection).
+    pub fn set_keys(&mut self, keys: Keys) {
+        self.keys = keys;
+    }
+
+    /// The lock's state, read in one script.
+    pub fn inspect(&mut self, timeout: Duration) -> Result<LockInfo, Failure> {
+        let reply = self.eval(&INSPECT, &[], timeout)?;
+        let items = strings(&reply).ok_or_else(|| unexpected(self.endpoint(), &reply))?;
+        let int = |i: usize| items.get(i).and_then(|s| s.parse::<i64>().ok());
+        let ms = |v: i64| u64::try_from(v).ok().map(Duration::from_millis);
+        let (Some(fence), Some(ago), Some(left), Some(pttl)) = (int(0), int(1), int(2), int(3))
+        else {
+            return Err(unexpected(self.endpoint(), &reply));
+        };
+        let held = match (pttl, items.get(4)) {
+            (-2, _) | (_, None) => None,
+            (pttl, Some(token)) => Some((token.clone(), ms(pttl))),
+        };
+        Ok(LockInfo {
+            keys: self.keys.clone(),
+            fence,
+            holder: held
+                .as_ref()
+                .and_then(|_| holder_from(&items[5.min(items.len())..])),
+            held,
+            done: ms(ago).map(|ago| (ago, ms(left))),
+        })
+    }
+
+    /// Break-glass: delete the lock whoever holds it (or only while it holds `expected`) and
+    /// advance the fencing counter.
+    pub fn force_release(
+        &mut self,
+        expected: Option<&str>,
+        timeout: Duration,
+    ) -> Result<Forced, Failure> {
+        let args = [&*ms_arg(WAKE_LINGER), expected.unwrap_or("")];
+        let reply = self.eval(&FORCE_RELEASE, &args, timeout)?;
+        let items = strings(&reply).ok_or_else(|| unexpected(self.endpoint(), &reply))?;
+        let fence = items.get(1).and_then(|s| s.parse::<i64>().ok());
+        match (items.first().map(String::as_str), fence) {
+            (Some("0"), Some(fence)) => Ok(Forced::Free { fence }),
+            (Some("-1"), Some(fence)) if items.len() >= 3 => Ok(Forced::Other {
+                token: items[2].clone(),
+                fence,
+            }),
+            (Some("1"), Some(fence)) if items.len() >= 7 => Ok(Forced::Removed {
+                token: items[2].clone(),
+                fence,
+                holder: holder_from(&items[3..]),
+            }),
+            _ => Err(unexpected(self.endpoint(), &reply)),
+        }
+    }
+
+    /// Undo a partial quorum acquire on this node, waking nobody.
+    pub fn undo(&mut self, token: &str, timeout: Duration) -> Result<(), Failure> {
+        self.eval(&UNDO, &[token], timeout).map(drop)
+    }
+
+    /// The fencing counter as it is (a quorum's read phase).
+    pub fn read_fence(&mut self, timeout: Duration) -> Result<i64, Failure> {
+        match self.eval(&FENCE_READ, &[], timeout)? {
+            Value::Int(fence) => Ok(fence),
+            other => Err(unexpected(self.endpoint(), &other)),
+        }
+    }
+
+    /// Raise the fencing counter to at least `to` (a quorum's write-back phase); the counter after.
+    pub fn raise_fence(&mut self, to: i64, timeout: Duration) -> Result<i64, Failure> {
+        match self.eval(&FENCE_RAISE, &[&to.to_string()], timeout)? {
+            Value::Int(fence) => Ok(fence),
+            other => Err(unexpected(self.endpoint(), &other)),
+        }
+    }
+
+    /// One SCAN step over keys matching `pattern`: the next cursor (0 when done) and the keys.
+    pub fn scan(
+        &mut self,
+        cursor: u64,
+        pattern: &str,
+        timeout: Duration,
+    ) -> Result<(u64, Vec<Vec<u8>>), Failure> {
+        self.conn.request(Instant::now() + timeout, |node| {
+            redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query::<(u64, Vec<Vec<u8>>)>(&mut node.conn)
+        })
+    }
+
+    /// Run `script` with EVALSHA, falling back to EVAL when the script cache was emptied
+    /// (failover, restart, SCRIPT FLUSH). Any I/O failure drops the connection.
+    fn eval(&mut self, script: &Lua, args: &[&str], timeout: Duration) -> Result<Value, Failure> {
+        self.eval_checked(script, args, timeout, false)
+    }
+
+    /// [`Self::eval`]; with `preflight`, the first request on a new connection also asks for
+    /// `maxmemory-policy` in the same round trip (pipelined) and warns about an evicting one.
+    fn eval_checked(
+        &mut self,
+        script: &Lua,
+        args: &[&str],
+        timeout: Duration,
+        preflight: bool,
+    ) -> Result<Value, Failure> {
+        let deadline = Instant::now() + timeout.max(Duration::from_millis(1));
+        let keys = self.keys.all();
+        let build = |verb: &str, body: &str| {
+            let mut cmd = redis::cmd(verb);
+            cmd.arg(body).arg(keys.len()).arg(&keys[..]).arg(args);
+            cmd
+        };
+        let mut policy = None;
+        let reply = self.conn.request(deadline, |node| {
+            let first = if preflight && node.fresh {
+                let mut pipe = redis::pipe();
+                pipe.ignore_errors()
+                    .add_command(build("EVALSHA", script.sha()))
+                    .cmd("CONFIG")
+                    .arg("GET")
+                    .arg("maxmemory-policy");
+                let mut replies: Vec<Value> = pipe.query(&mut node.conn)?;
+                let config = replies.pop();
+                let reply = replies.pop().unwrap_or(Value::Nil);
+                policy = Some((node.addr.clone(), config));
+                match reply {
+                    Value::ServerError(e) => Err(redis::RedisError::from(e)),
+                    other => Ok(other),
+                }
+            } else {
+                build("EVALSHA", script.sha()).query::<Value>(&mut node.conn)
+            };
+            match first {
+                Err(e) if e.code() == Some("NOSCRIPT") => {
+                    build("EVAL", script.body).query::<Value>(&mut node.conn)
+                }
+                other => other,
+            }
+        });
+        if let Some((addr, config)) = policy {
+            preflight_report(&addr, config);
+        }
+        reply
+    }
+
+    /// `--min-replicas`: WAIT until `replicas` replicas acknowledged the lock, at most `wait`.
+    /// Fewer: release it (compare-and-delete) and fail with Refused, so the command never runs.
+    fn replicated(&mut self, token: &str, replicas: u32, wait: Duration) -> Result<(), Failure> {
+        // The server gives up after `wait`; the reply gets as long again to arrive.
+        let deadline = Instant::now() + wait * 2 + Duration::from_millis(10);
+        let acked = self.conn.request(deadline, |node| {
+            redis::cmd("WAIT")
+                .arg(replicas)
+                .arg(ms_arg(wait))
+                .query::<i64>(&mut node.conn)
+        });
+        let why = match acked {
+            Ok(n) if n >= i64::from(replicas) => return Ok(()),
+            Ok(n) => format!(
+                "only {n} of {replicas} replica(s) acknowledged the lock within {}",
+                humantime::format_duration(wait)
+            ),
+            Err(failure) => format!("waiting for {replicas} replica(s) failed ({failure})"),
+        };
+        let released = match self.eval(&RELEASE, &[token, &ms_arg(WAKE_LINGER), "0"], wait * 2) {
+            Ok(_) => "released it".to_owned(),
+            Err(failure) => format!("releasing it failed ({failure}); it expires by itself"),
+        };
+        Err(Failure::Refused(format!(
+            "{why} (--min-replicas); {released}"
+        )))
+    }
+}
+
+/// A duration as a Redis argument in whole milliseconds, at least 1 (0 would mean "none").
+fn ms_arg(d: Duration) -> String {
+    d.as_millis().max(1).to_string()
+}
+
+impl Locker for SingleRedis {
+    fn acquire(
+        &mut self,
+        token: &str,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<Acquire, Failure> {
+        let interval = self.min_interval.map_or_else(|| "0".to_owned(), ms_arg);
+        let holder = self.holder.clone();
+        let (pid, started) = (holder.pid.to_string(), holder.started.to_string());
+        let ttl_ms = ms_arg(ttl);
+        let (entry, linger) = (ms_arg(self.entry_lifetime), ms_arg(WAKE_LINGER));
+        let mut args: Vec<&str> = vec![
+            token,
+            &ttl_ms,
+            &interval,
+            &holder.host,
+            &pid,
+            &holder.command,
+            &started,
+        ];
+        let script = if self.fair {
+            args.extend([entry.as_str(), linger.as_str()]);
+            &ACQUIRE_FAIR
+        } else {
+            &ACQUIRE
+        };
+        let reply = self.eval_checked(script, &args, timeout, self.preflight)?;
+        match integers(&reply).as_deref() {
+            Some([1, fence]) => {
+                let fence = *fence;
+                if let Some((replicas, wait)) = self.min_replicas {
+                    self.replicated(token, replicas, wait)?;
+                }
+                Ok(Acquire::Acquired { fence })
+            }
+            Some([0, pttl]) => Ok(Acquire::Busy {
+                remaining: u64::try_from(*pttl).ok().map(Duration::from_millis),
+            }),
+            Some([2, ago]) => Ok(Acquire::Skipped {
+                ago: Duration::from_millis(u64::try_from(*ago).unwrap_or(0)),
+            }),
+            _ => Err(unexpected(self.endpoint(), &reply)),
+        }
+    }
+
+    fn extend(&mut self, token: &str, ttl: Duration, timeout: Duration) -> Result<Held, Failure> {
+        let reply = self.eval(&EXTEND, &[token, &ms_arg(ttl)], timeout)?;
+        held(self.endpoint(), &reply)
+    }
+
+    fn release(
+        &mut self,
+        token: &str,
+        succeeded: bool,
+        timeout: Duration,
+    ) -> Result<Held, Failure> {
+        let done = match self.min_interval {
+            Some(interval) if succeeded => ms_arg(interval),
+            _ => "0".to_owned(),
+        };
+        let reply = self.eval(&RELEASE, &[token, &ms_arg(WAKE_LINGER), &done], timeout)?;
+        held(self.endpoint(), &reply)
+    }
+
+    fn wait(&mut self, token: &str, timeout: Duration) -> Result<bool, Failure> {
+        // BLPOP takes seconds; 0 would mean forever.
+        let seconds = format!("{:.3}", timeout.as_secs_f64().max(0.001));
+        let lists = self.keys.wake_lists(token, self.fair);
+        let reply = self
+            .conn
+            .request(Instant::now() + timeout + WAIT_SLACK, |node| {
+                redis::cmd("BLPOP")
+                    .arg(&lists)
+                    .arg(&seconds)
+                    .query::<Value>(&mut node.conn)
+            })?;
+        match reply {
+            Value::Nil => Ok(false),
+            Value::Array(_) => Ok(true),
+            other => Err(unexpected(self.endpoint(), &other)),
+        }
+    }
+
+    fn interrupter(&self, token: &str) -> Box<dyn Interrupt> {
+        Box::new(SingleInterrupt {
+            endpoint: self.endpoint().clone(),
+            keys: self.keys.clone(),
+            token: token.to_owned(),
+        })
+    }
+
+    fn leave(&mut self, token: &str, timeout: Duration) -> Result<(), Failure> {
+        self.eval(&LEAVE, &[token, &ms_arg(WAKE_LINGER)], timeout)
+            .map(drop)
+    }
+}
+
+/// Interrupts a [`SingleRedis`] waiter's wait from another thread, over a connection opened
+/// for that one request (see [`Interrupt`]): none is kept while waiting.
+struct SingleInterrupt {
+    endpoint: Endpoint,
+    keys: Keys,
+    token: String,
+}
+
+impl Interrupt for SingleInterrupt {
+    fn interrupt(&self, timeout: Duration) -> Result<(), Failure> {
+        let mut once = SingleRedis::new(
+            self.endpoint.clone(),
+            self.keys.clone(),
+            false,
+            Duration::ZERO,
+        );
+        once.eval(&INTERRUPT, &[&self.token, &ms_arg(WAKE_LINGER)], timeout)
+            .map(drop)
+    }
+}
+
+fn integers(value: &Value) -> Option<Vec<i64>> {
+    match value {
+        Value::Array(items) => items
+            .iter()
+            .map(|v| match v {
+                Value::Int(i) => Some(*i),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
+    }
+}
+
+/// A script's array reply as strings (integers written out, nil as "").
+fn strings(value: &Value) -> Option<Vec<String>> {
+    match value {
+        Value::Array(items) => items
+            .iter()
+            .map(|v| match v {
+                Value::Int(i) => Some(i.to_string()),
+                Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+                Value::Nil => Some(String::new()),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
+    }
+}
+
+fn held(endpoint: &Endpoint, reply: &Value) -> Result<Held, Failure> {
+    match reply {
+        Value::Int(1) => Ok(Held::Ours),
+        Value::Int(0) => Ok(Held::Gone),
+        Value::Int(-1) => Ok(Held::Theirs),
+        other => Err(unexpected(endpoint, other)),
+    }
+}
+
+fn unexpected(endpoint: &Endpoint, reply: &Value) -> Failure {
+    Failure::Refused(format!(
+        "unexpected reply from Redis at {endpoint}: {reply:?}"
+    ))
+}
