@@ -14,15 +14,15 @@
 //! - [`report`] (diagnostics, JSON events, metrics) and [`exit`] (the exit statuses and how a
 //!   run ended) are used by every layer.
 
-pub mod admin;
+pub(crate) mod admin;
 pub mod cli;
-pub mod error;
+pub(crate) mod error;
 pub mod exit;
 pub mod lease;
-pub mod lock;
+pub(crate) mod lock;
 pub(crate) mod process;
-pub mod report;
-pub mod run;
+pub(crate) mod report;
+pub(crate) mod run;
 pub mod transport;
 
 pub use cli::main;

@@ -6,8 +6,10 @@
 
 pub mod args;
 pub mod docs;
+pub mod parse;
 
 pub use args::*;
+pub use parse::*;
 
 use std::ffi::OsString;
 
