@@ -483,6 +483,12 @@ pub struct RunArgs {
 impl RunArgs {
     /// The options `run` works with, every value checked against the others.
     pub fn options(&self) -> anyhow::Result<Options> {
+        if self.command.first().is_some_and(|c| c.is_empty()) {
+            return Err(classified(
+                Class::Usage,
+                "the command is empty: give a program to run after '--'",
+            ));
+        }
         let kill_after = self.kill_after()?;
         let endpoints = self.conn.endpoints()?;
         if endpoints.len() > 1 && self.fair {

@@ -19,6 +19,6 @@ pub(crate) use group::{
     Waited, adopted, become_subreaper, group_alive, no_children, signal_adopted, signal_group,
     try_wait_any,
 };
-pub(crate) use spawn::spawn;
+pub(crate) use spawn::{explain_failure, spawn};
 pub(crate) use terminal::Terminal;
 pub(crate) use watchdog::Watchdog;

@@ -21,15 +21,16 @@ use nix::unistd::{Pid, getpid, getppid};
 use super::signals::RESET_IN_CHILD;
 use super::terminal::{self, Terminal};
 
-/// Start `argv` (looked up in PATH) in a new process group with `env` added, dying with SIGKILL
-/// if redlock dies, and in the terminal's foreground when redlock has it (`terminal`).
+/// Start `argv` (looked up in PATH) in a new process group with `env` applied (a value sets the
+/// variable, None removes it), dying with SIGKILL if redlock dies, and in the terminal's
+/// foreground when redlock has it (`terminal`).
 ///
 /// Must be called from a thread that lives as long as the child: the parent-death signal fires
 /// when the *thread* that forked exits (redlock spawns from its main thread). The child is left
 /// to the caller's reaper (`try_wait_any`): no `Child` waits for it.
 pub(crate) fn spawn(
     argv: &[OsString],
-    env: &[(&str, String)],
+    env: &[(&str, Option<String>)],
     terminal: Option<Terminal>,
 ) -> io::Result<Pid> {
     let Some((program, args)) = argv.split_first() else {
@@ -40,10 +41,13 @@ pub(crate) fn spawn(
     let tty = terminal.map(Terminal::descriptor).transpose()?;
     let redlock = getpid();
     let mut command = Command::new(program);
-    command
-        .args(args)
-        .envs(env.iter().map(|(name, value)| (name, value)))
-        .process_group(0);
+    command.args(args).process_group(0);
+    for (name, value) in env {
+        match value {
+            Some(value) => command.env(name, value),
+            None => command.env_remove(name),
+        };
+    }
     // SAFETY: the hook runs in the forked child before exec, and `before_exec` makes only
     // async-signal-safe system calls (through nix): no allocation, no lock, no shared state.
     unsafe { command.pre_exec(move || before_exec(redlock, tty.as_ref())) };
@@ -58,6 +62,67 @@ pub(crate) fn spawn(
         terminal.hand_to(pid);
     }
     Ok(pid)
+}
+
+/// Why `program` could not be started (`err`, from [`spawn`]), as a shell would say it: whether
+/// it was found at all (127 if not, 126 if found but not executable), and the message. A script
+/// whose interpreter is missing fails with "not found" too; it is named as a bad interpreter.
+pub(crate) fn explain_failure(program: &std::ffi::OsStr, err: &io::Error) -> (bool, String) {
+    let shown = program.to_string_lossy();
+    let Some(path) = resolve(program) else {
+        let mut message = format!("cannot run '{shown}': command not found");
+        if shown.contains(char::is_whitespace) {
+            message
+                .push_str("; no shell runs the command, so to run a shell line use: sh -c '...'");
+        }
+        return (false, message);
+    };
+    if path.is_dir() {
+        return (true, format!("cannot run '{shown}': it is a directory"));
+    }
+    if err.kind() == io::ErrorKind::NotFound
+        && let Some(interpreter) = interpreter(&path)
+    {
+        let mut message = format!(
+            "cannot run '{shown}': bad interpreter '{}': no such file",
+            interpreter.escape_default()
+        );
+        if interpreter.ends_with('\r') {
+            message.push_str(" (the #! line ends in a carriage return: DOS line endings?)");
+        }
+        return (true, message);
+    }
+    (true, format!("cannot run '{shown}': {err}"))
+}
+
+/// Where exec finds `program`: itself when it holds a `/`, else the first file of that name in
+/// a PATH directory (an empty PATH entry is the current directory).
+fn resolve(program: &std::ffi::OsStr) -> Option<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::path::Path::new(program);
+    if program.as_bytes().contains(&b'/') {
+        return path.exists().then(|| path.to_owned());
+    }
+    if program.is_empty() {
+        return None;
+    }
+    let dirs = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    std::env::split_paths(&dirs)
+        .map(|dir| dir.join(path))
+        .find(|candidate| candidate.is_file())
+}
+
+/// The interpreter a `#!` script names, when the file starts with one.
+fn interpreter(path: &std::path::Path) -> Option<String> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(path).ok()?.read(&mut head).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = line.split(|&b| b == b'\n').next()?;
+    let text = String::from_utf8_lossy(line);
+    let text = text.trim_start_matches([' ', '\t']);
+    let end = text.find([' ', '\t']).unwrap_or(text.len());
+    Some(text[..end].to_owned())
 }
 
 /// The child's side, between fork and exec; std has made it a group leader already.
@@ -92,7 +157,7 @@ mod tests {
         let script =
             r#"read -r _ _ _ _ pgrp _ < /proc/$$/stat; test "$pgrp" = $$ && test "$X" = y"#;
         let argv = ["sh", "-c", script].map(OsString::from);
-        let pid = spawn(&argv, &[("X", "y".into())], None).unwrap();
+        let pid = spawn(&argv, &[("X", Some("y".into()))], None).unwrap();
         assert_eq!(waitpid(pid, None), Ok(WaitStatus::Exited(pid, 0)));
         assert!(!group_alive(pid));
     }

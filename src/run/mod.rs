@@ -28,7 +28,7 @@ use crate::report;
 mod supervisor;
 
 use crate::report::metrics::Stats;
-use crate::transport::endpoint::Endpoint;
+use crate::transport::endpoint::{self, Endpoint};
 use supervisor::Supervisor;
 
 /// Everything the supervisor hears about.
@@ -111,25 +111,28 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
     };
 
     // Spawn.
+    // The lock's variables; and no credentials: a job that prints its environment (many CI
+    // steps do) must not print the password.
+    let url = std::env::var("REDLOCK_URL").ok().map(|urls| {
+        urls.split_ascii_whitespace()
+            .map(endpoint::without_password)
+            .collect::<Vec<_>>()
+            .join(" ")
+    });
     let env = [
-        ("REDLOCK_KEY", options.key.clone()),
-        ("REDLOCK_TOKEN", token),
-        ("REDLOCK_FENCING_TOKEN", fence.to_string()),
+        ("REDLOCK_KEY", Some(options.key.clone())),
+        ("REDLOCK_TOKEN", Some(token)),
+        ("REDLOCK_FENCING_TOKEN", Some(fence.to_string())),
+        ("REDLOCK_PASSWORD", None),
+        ("REDLOCK_URL", url),
     ];
     let terminal = Terminal::foreground();
     let pgid = match process::spawn(&options.command, &env, terminal) {
         Ok(pid) => pid,
         Err(err) => {
-            let outcome = Outcome::NotRun {
-                found: err.kind() != io::ErrorKind::NotFound,
-            };
-            report::error_event(
-                outcome.event(),
-                format!(
-                    "cannot run '{}': {err}",
-                    options.command[0].to_string_lossy()
-                ),
-            );
+            let (found, message) = process::explain_failure(&options.command[0], &err);
+            let outcome = Outcome::NotRun { found };
+            report::error_event(outcome.event(), message);
             lease.stop();
             finish(&rx, &options.key);
             stats.held = Some(sent.elapsed());

@@ -382,6 +382,31 @@ impl fmt::Debug for Endpoint {
     }
 }
 
+/// `url` with any password taken out (a `user:password@` keeps the user; a password query
+/// parameter goes), for the `REDLOCK_URL` the command sees: it can reuse the address, not the
+/// secret.
+pub fn without_password(url: &str) -> String {
+    let shown = redact(url);
+    let Some(scheme_end) = shown.find("://").map(|i| i + 3) else {
+        return shown;
+    };
+    let (head, rest) = shown.split_at(scheme_end);
+    let rest = match rest.split_once(":***@") {
+        Some(("", host)) => host.to_owned(),
+        Some((user, host)) if !user.contains('@') => format!("{user}@{host}"),
+        _ => rest.replacen("***@", "", 1),
+    };
+    // A password query parameter, hidden to the end by redact(): drop it and what follows.
+    let rest = match ["?pass=***", "&pass=***", "?password=***", "&password=***"]
+        .iter()
+        .find_map(|p| rest.find(p))
+    {
+        Some(at) => rest[..at].to_owned(),
+        None => rest,
+    };
+    format!("{head}{rest}")
+}
+
 /// `url` with any password replaced by `***`, for messages. A password may hold any character,
 /// spaces, `/`, `?`, `#` and `@` included: the user info runs to the *last* `@`, and a password
 /// query parameter (unix sockets, sentinels) to the end of the URL.
@@ -456,6 +481,24 @@ mod tests {
         assert_eq!(
             redact("unix:///tmp/a@b.sock?pass=x&y@z"),
             "unix:///tmp/a@b.sock?pass=***"
+        );
+    }
+
+    #[test]
+    fn the_commands_url_has_no_password() {
+        assert_eq!(
+            without_password("redis://alice:hunter2@host:6379/0"),
+            "redis://alice@host:6379/0"
+        );
+        assert_eq!(without_password("redis://:p@ss word@host"), "redis://host");
+        assert_eq!(without_password("redis://host:6379"), "redis://host:6379");
+        assert_eq!(
+            without_password("redis+unix:///tmp/r.sock?db=1&pass=hunter2"),
+            "redis+unix:///tmp/r.sock?db=1"
+        );
+        assert_eq!(
+            without_password("redis+sentinel://:pw@h1,h2/svc"),
+            "redis+sentinel://h1,h2/svc"
         );
     }
 

@@ -379,3 +379,110 @@ fn release_says_what_it_did_in_json() {
         out.stdout
     );
 }
+
+#[test]
+fn the_command_line_is_checked_and_failures_to_start_are_named_as_a_shell_would() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    // An empty command is a usage error, before any lock is taken.
+    Redlock::run(&redis)
+        .key("cmd")
+        .command([""])
+        .status(64)
+        .stderr_contains("the command is empty")
+        .stderr_lines(1)
+        .output();
+    // A shell line given as one word: not found, with the hint that no shell is involved.
+    Redlock::run(&redis)
+        .key("cmd")
+        .command(["echo hi"])
+        .status(127)
+        .stderr_contains("command not found")
+        .stderr_contains("sh -c")
+        .stderr_lines(1)
+        .output();
+    // A script whose interpreter is missing, or whose #! line ends in CR: 126, bad interpreter.
+    for (name, first_line, hint) in [
+        (
+            "missing",
+            "#!/nonexistent/interp",
+            "bad interpreter '/nonexistent/interp'",
+        ),
+        ("crlf", "#!/bin/sh\r", "DOS line endings"),
+    ] {
+        let script = dir.join(name);
+        std::fs::write(&script, format!("{first_line}\necho ran\n")).unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        Redlock::run(&redis)
+            .key("cmd")
+            .command([&script])
+            .status(126)
+            .stderr_contains("bad interpreter")
+            .stderr_contains(hint)
+            .stderr_lines(1)
+            .stdout("")
+            .output();
+    }
+    // A directory, and a file without the execute bit: 126.
+    Redlock::run(&redis)
+        .key("cmd")
+        .command([dir.path()])
+        .status(126)
+        .stderr_contains("is a directory")
+        .output();
+    let plain = dir.join("plain");
+    std::fs::write(&plain, "echo ran\n").unwrap();
+    Redlock::run(&redis)
+        .key("cmd")
+        .command([&plain])
+        .status(126)
+        .stderr_contains("Permission denied")
+        .output();
+    // Nothing stays locked.
+    assert_eq!(redis.get(&lock_key("cmd")), None);
+}
+
+#[test]
+fn the_command_gets_no_credentials() {
+    let redis = RedisServer::start_with(ServerOpts {
+        password: Some("env-s3cret".into()),
+        ..ServerOpts::default()
+    });
+    let port = redis.port();
+    // The password from REDLOCK_PASSWORD, a wrong one in REDLOCK_URL (REDLOCK_PASSWORD wins).
+    let out = Redlock::sub("run")
+        .env("REDLOCK_PASSWORD", "env-s3cret")
+        .env(
+            "REDLOCK_URL",
+            format!("redis://:url-s3cret@127.0.0.1:{port}"),
+        )
+        .key("creds")
+        .sh("env")
+        .status(0)
+        .output();
+    assert!(
+        !out.stdout.contains("s3cret"),
+        "the command saw a password:\n{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("REDLOCK_PASSWORD="), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .lines()
+            .any(|l| l == format!("REDLOCK_URL=redis://127.0.0.1:{port}")),
+        "{}",
+        out.stdout
+    );
+    // A user name stays; only the password goes.
+    let out = Redlock::sub("run")
+        .env(
+            "REDLOCK_URL",
+            format!("redis://default:env-s3cret@127.0.0.1:{port}"),
+        )
+        .key("creds")
+        .sh("echo \"$REDLOCK_URL\"")
+        .status(0)
+        .output();
+    assert_eq!(out.stdout, format!("redis://default@127.0.0.1:{port}\n"));
+}
