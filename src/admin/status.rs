@@ -5,7 +5,7 @@ use anyhow::Context;
 use crate::admin::render::{info_json, info_text, quorum_json, quorum_text};
 use crate::admin::{Servers, TIMEOUT, read_nodes, unavailable, verdict};
 use crate::error::{Class, classified};
-use crate::lock::{Keys, LockInfo, SingleRedis, WAKE_LINGER};
+use crate::lock::{Keys, LockInfo, Preflight, SingleRedis, WAKE_LINGER};
 use crate::report;
 
 /// `redlock status`: print the lock's state; exit 0 whether it is free or held.
@@ -19,7 +19,8 @@ pub fn status(servers: Servers, key: &str, json: bool) -> anyhow::Result<i32> {
         return quorum_status(&endpoints, &prefix, key, json);
     }
     let keys = Keys::new(&prefix, key);
-    let mut redis = SingleRedis::new(endpoints.remove(0), keys, false, WAKE_LINGER);
+    let mut redis = SingleRedis::new(endpoints.remove(0), keys, false, WAKE_LINGER)
+        .with_preflight(Preflight::Always);
     let info = redis
         .inspect(TIMEOUT)
         .map_err(unavailable)

@@ -19,6 +19,9 @@ pub(crate) struct Keys {
     pub holder: String,
     /// When a run last succeeded (server time, ms), kept for `--min-interval`.
     pub done: String,
+    /// Set for a week when a run warned that the server's eviction policy can evict this lock,
+    /// so the warning is not repeated on every run (cron mails every line).
+    pub warned: String,
 }
 
 impl Keys {
@@ -31,6 +34,7 @@ impl Keys {
             alive: format!("{lock}:alive"),
             holder: format!("{lock}:holder"),
             done: format!("{lock}:done"),
+            warned: format!("{lock}:warned"),
             lock,
         }
     }

@@ -13,6 +13,8 @@
 mod holder;
 mod keys;
 mod preflight;
+
+pub(crate) use preflight::Preflight;
 pub(crate) mod quorum;
 mod scripts;
 mod single;

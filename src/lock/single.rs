@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use crate::lock::holder::holder_from;
-use crate::lock::preflight::preflight_report;
+use crate::lock::preflight::{self, Preflight};
 use crate::lock::scripts::{
     ACQUIRE, ACQUIRE_FAIR, EXTEND, FENCE_RAISE, FENCE_READ, FORCE_RELEASE, INSPECT, INTERRUPT,
     LEAVE, Lua, RELEASE, UNDO,
@@ -35,7 +35,7 @@ pub(crate) struct SingleRedis {
     /// After taking the lock, WAIT for this many replicas, this long (`--min-replicas`).
     min_replicas: Option<(u32, Duration)>,
     /// Check `maxmemory-policy` once per connection, in the same round trip as an acquire.
-    preflight: bool,
+    preflight: Preflight,
 }
 
 impl SingleRedis {
@@ -50,7 +50,7 @@ impl SingleRedis {
             min_interval: None,
             holder: Holder::default(),
             min_replicas: None,
-            preflight: false,
+            preflight: Preflight::Off,
         }
     }
 
@@ -61,10 +61,11 @@ impl SingleRedis {
         self
     }
 
-    /// Warn (once per connection) when the server's `maxmemory-policy` could evict lock keys.
-    /// The check rides in the same round trip as the first acquire on each connection.
-    pub fn with_preflight(mut self, on: bool) -> Self {
-        self.preflight = on;
+    /// Check (once per connection) whether the server's `maxmemory-policy` could evict lock
+    /// keys, and warn as `preflight` says. The check rides in the same round trip as the first
+    /// acquire (or `inspect`) on each connection.
+    pub fn with_preflight(mut self, preflight: Preflight) -> Self {
+        self.preflight = preflight;
         self
     }
 
@@ -92,7 +93,7 @@ impl SingleRedis {
 
     /// The lock's state, read in one script.
     pub fn inspect(&mut self, timeout: Duration) -> Result<LockInfo, Failure> {
-        let reply = self.eval(&INSPECT, &[], timeout)?;
+        let reply = self.eval_checked(&INSPECT, &[], timeout, self.preflight)?;
         let items = strings(&reply).ok_or_else(|| unexpected(self.endpoint(), &reply))?;
         let int = |i: usize| items.get(i).and_then(|s| s.parse::<i64>().ok());
         let ms = |v: i64| u64::try_from(v).ok().map(Duration::from_millis);
@@ -183,7 +184,7 @@ impl SingleRedis {
     /// Run `script` with EVALSHA, falling back to EVAL when the script cache was emptied
     /// (failover, restart, SCRIPT FLUSH). Any I/O failure drops the connection.
     fn eval(&mut self, script: &Lua, args: &[&str], timeout: Duration) -> Result<Value, Failure> {
-        self.eval_checked(script, args, timeout, false)
+        self.eval_checked(script, args, timeout, Preflight::Off)
     }
 
     /// [`Self::eval`]; with `preflight`, the first request on a new connection also asks for
@@ -193,7 +194,7 @@ impl SingleRedis {
         script: &Lua,
         args: &[&str],
         timeout: Duration,
-        preflight: bool,
+        preflight: Preflight,
     ) -> Result<Value, Failure> {
         let deadline = Instant::now() + timeout.max(Duration::from_millis(1));
         let keys = self.keys.all();
@@ -204,7 +205,7 @@ impl SingleRedis {
         };
         let mut policy = None;
         let reply = self.conn.request(deadline, |node| {
-            let first = if preflight && node.fresh {
+            let first = if preflight != Preflight::Off && node.fresh {
                 let mut pipe = redis::pipe();
                 pipe.ignore_errors()
                     .add_command(build("EVALSHA", script.sha()))
@@ -230,9 +231,37 @@ impl SingleRedis {
             }
         });
         if let Some((addr, config)) = policy {
-            preflight_report(&addr, config);
+            let policy = preflight::policy(config.as_ref());
+            let loud = match policy.as_deref() {
+                Some(p) if preflight::evicting(p) => {
+                    // Under -q nobody would see it: the week is not spent on it.
+                    preflight == Preflight::Always
+                        || (crate::report::enabled(0) && self.first_warning(deadline))
+                }
+                _ => false,
+            };
+            preflight::report(&addr, policy.as_deref(), loud);
         }
         reply
+    }
+
+    /// Whether this is the first warning about the eviction policy for this lock in
+    /// [`preflight::WARN_EVERY`] (recorded with SET NX EX; a failed request counts as the first,
+    /// so the warning is not lost).
+    fn first_warning(&mut self, deadline: Instant) -> bool {
+        let key = self.keys.warned.clone();
+        let deadline = deadline.max(Instant::now() + Duration::from_millis(100));
+        self.conn
+            .request(deadline, |node| {
+                redis::cmd("SET")
+                    .arg(&key)
+                    .arg(1)
+                    .arg("NX")
+                    .arg("EX")
+                    .arg(preflight::WARN_EVERY.as_secs())
+                    .query::<Option<String>>(&mut node.conn)
+            })
+            .map_or(true, |set| set.is_some())
     }
 
     /// `--min-replicas`: WAIT until `replicas` replicas acknowledged the lock, at most `wait`.

@@ -20,7 +20,7 @@ use crate::error::{Class, classified};
 use crate::exit::Outcome;
 use crate::lease::{self, Lease, LeaseEvent, Wait};
 use crate::lock::quorum::Quorum;
-use crate::lock::{Held, Holder, Keys, Locker, SingleRedis};
+use crate::lock::{Held, Holder, Keys, Locker, Preflight, SingleRedis};
 use crate::process::signals;
 use crate::process::{self, Terminal, Waited, Watchdog};
 use crate::report;
@@ -201,7 +201,7 @@ fn locker(options: &Options) -> Box<dyn Locker> {
             .with_holder(holder.clone())
             .with_min_interval(options.min_interval)
             .with_min_replicas(options.min_replicas, lease::replica_wait(options.ttl))
-            .with_preflight(true)
+            .with_preflight(Preflight::Weekly)
     };
     match options.endpoints.as_slice() {
         [one] => Box::new(node(one)),

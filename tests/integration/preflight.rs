@@ -1,5 +1,6 @@
-//! The eviction preflight: a warning for a maxmemory-policy that can evict lock keys, silence
-//! when CONFIG is renamed away (as on managed services), and no extra round trip.
+//! The eviction preflight: a warning for a maxmemory-policy that can evict lock keys, once a week
+//! per lock (cron mails every line), every time from `status`; silence when CONFIG is renamed
+//! away (as on managed services), and no extra round trip for a server that does not evict.
 
 use crate::common::*;
 
@@ -11,7 +12,7 @@ fn server(args: &[&str]) -> RedisServer {
 }
 
 #[test]
-fn an_evicting_policy_gets_one_warning_and_the_run_goes_on() {
+fn an_evicting_policy_gets_one_warning_a_week_and_the_run_goes_on() {
     for policy in ["allkeys-lru", "volatile-ttl"] {
         let redis = server(&["--maxmemory-policy", policy]);
         redis.reset_stats();
@@ -34,20 +35,56 @@ fn an_evicting_policy_gets_one_warning_and_the_run_goes_on() {
             .query(&mut redis.conn())
             .unwrap();
         assert!(stats.contains("cmdstat_config|get:calls=1,"), "{stats}");
-        // -q: errors only.
+        // Recorded for a week, fleet-wide: the next runs of the lock say it only with -v.
+        let warned: i64 = redis::cmd("TTL")
+            .arg("redlock:{job}:warned")
+            .query(&mut redis.conn())
+            .unwrap();
+        assert!(
+            (7 * 24 * 3600 - 60..=7 * 24 * 3600).contains(&warned),
+            "{warned}"
+        );
         Redlock::run(&redis)
             .key("job")
+            .sh("true")
+            .status(0)
+            .stderr("")
+            .output();
+        Redlock::run(&redis)
+            .key("job")
+            .arg("-v")
+            .sh("true")
+            .status(0)
+            .stderr_contains(&format!("maxmemory-policy {policy}"))
+            .output();
+        // Another lock gets its own warning; -q: errors only.
+        Redlock::run(&redis)
+            .key("other")
             .arg("-q")
             .sh("true")
             .status(0)
             .stderr("")
             .output();
+        // status says it every time, on stderr; its answer on stdout is unchanged.
+        for _ in 0..2 {
+            Redlock::admin("status", &redis)
+                .key("job")
+                .status(0)
+                .stderr_contains(&format!("maxmemory-policy {policy}"))
+                .stdout_contains("lock 'job'")
+                .output();
+        }
     }
     // The default, noeviction, says nothing.
     let redis = RedisServer::start();
     Redlock::run(&redis)
         .key("job")
         .sh("true")
+        .status(0)
+        .stderr("")
+        .output();
+    Redlock::admin("status", &redis)
+        .key("job")
         .status(0)
         .stderr("")
         .output();
