@@ -163,6 +163,7 @@ mod tests {
             held: token.map(|t| (t.to_owned(), None)),
             holder: None,
             done: None,
+            queue: None,
         }
     }
 

@@ -79,8 +79,15 @@ pub(crate) fn quorum_json(
 pub(crate) fn forced_text(node: &str, key: &str, forced: &Forced) -> (String, bool) {
     let key = &field(key);
     match forced {
-        Forced::Free { fence } => (
+        Forced::Free { fence, cleared: 0 } => (
             format!("{node}lock '{key}' is free; nothing released (fencing counter {fence})\n"),
+            false,
+        ),
+        Forced::Free { fence, cleared } => (
+            format!(
+                "{node}lock '{key}' is free; cleared its --fair queue of {cleared} waiter(s) \
+                 (live ones join it again at their next attempt; fencing counter {fence})\n"
+            ),
             false,
         ),
         Forced::Other { token, fence } => (
@@ -151,8 +158,12 @@ pub(crate) fn forced_json(node: Option<&str>, key: &str, forced: &Forced) -> Str
     if let Some(node) = node {
         obj = obj.str("node", node);
     }
+    let cleared = match forced {
+        Forced::Free { cleared, .. } => *cleared,
+        _ => 0,
+    };
     let (result, token, fence, holder) = match forced {
-        Forced::Free { fence } => ("free", None, *fence, None),
+        Forced::Free { fence, .. } => ("free", None, *fence, None),
         Forced::Other { token, fence } => ("other_token", Some(token), *fence, None),
         Forced::Removed {
             token,
@@ -166,6 +177,7 @@ pub(crate) fn forced_json(node: Option<&str>, key: &str, forced: &Forced) -> Str
         None => obj.raw("token", "null"),
     };
     obj.int("fence", fence)
+        .int("queue_cleared", cleared)
         .raw(
             "holder",
             &holder.map_or_else(|| "null".to_owned(), holder_json),
@@ -251,6 +263,12 @@ pub(crate) fn info_text(name: &str, info: &LockInfo) -> String {
         });
         out.push_str(&format!("  last success: {ago} ago{left}\n"));
     }
+    if let Some((waiters, oldest)) = info.queue {
+        out.push_str(&format!(
+            "  fair queue: {waiters} waiting, the oldest for {}\n",
+            humantime::format_duration(Duration::from_secs(oldest.as_secs()))
+        ));
+    }
     out
 }
 
@@ -280,6 +298,11 @@ pub(crate) fn info_json(name: &str, info: &LockInfo) -> String {
     };
     obj.opt_int("last_success_ms_ago", ago)
         .opt_int("min_interval_left_ms", left)
+        .int("fair_queue", info.queue.map_or(0, |(n, _)| n))
+        .opt_int(
+            "fair_queue_oldest_ms",
+            info.queue.map(|(_, oldest)| ms(oldest)),
+        )
         .finish()
 }
 

@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use crate::lock::WAIT_SLACK;
 pub use crate::lock::validity::{MAX_DURATION, MIN_TTL, deadline, drift, random_unit};
 
 /// How long before the deadline the command's whole process group must be dead: room for
@@ -57,13 +56,6 @@ pub fn wake_wait(ttl: Duration, holder_remaining: Option<Duration>, random: f64)
     let base = holder_remaining.map_or(cap, |r| r.min(cap));
     let jitter = (base / 20).min(Duration::from_millis(50));
     (base + jitter.mul_f64(random.clamp(0.0, 1.0))).max(Duration::from_millis(1))
-}
-
-/// How long a `--fair` waiter's queue entry lives without a refresh: every attempt refreshes
-/// it, and attempts are at most [`wake_wait`] plus `WAIT_SLACK` (a late BLPOP reply)
-/// apart, so three of those.
-pub fn queue_entry_lifetime(ttl: Duration) -> Duration {
-    (ttl.min(WAKE_CAP) + Duration::from_millis(50) + WAIT_SLACK) * 3
 }
 
 const BACKOFF_BASE: Duration = Duration::from_millis(5);

@@ -61,13 +61,16 @@ pub(crate) struct LockInfo {
     pub holder: Option<Holder>,
     /// How long ago a run last succeeded, and how long that record still holds off new runs.
     pub done: Option<(Duration, Option<Duration>)>,
+    /// Live `--fair` waiters, and how long the oldest of them has waited (None: nobody waits).
+    pub queue: Option<(u64, Duration)>,
 }
 
 /// What a forced release removed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Forced {
-    /// The lock was free; nothing changed. The fencing counter as it is.
-    Free { fence: i64 },
+    /// The lock was free; only its `--fair` queue was cleared, of `cleared` waiters. The fencing
+    /// counter as it is.
+    Free { fence: i64, cleared: u64 },
     /// The lock holds `token`, not the one expected; nothing changed.
     Other { token: String, fence: i64 },
     /// Removed the lock holding `token`; the fencing counter is now `fence`.

@@ -104,5 +104,14 @@ pub trait Interrupt: Send + Sync {
 /// (Redis checks blocked clients' timeouts about every 100 ms).
 pub(crate) const WAIT_SLACK: Duration = Duration::from_secs(1);
 
+/// The longest a `--fair` waiter blocks before it tries again, which refreshes its place in the
+/// queue.
+pub(crate) const FAIR_BEAT: Duration = Duration::from_millis(1500);
+
+/// How long a `--fair` waiter's place in the queue lasts without a refresh: a waiter that died
+/// (SIGKILL, a lost host) is forgotten this long after its last attempt, so it holds up the
+/// others no longer. Three beats and a late reply fit in it.
+pub const FAIR_ENTRY_LIFETIME: Duration = Duration::from_secs(5);
+
 /// How long a wake-up waits in its list for a waiter to take it.
 pub(crate) const WAKE_LINGER: Duration = Duration::from_secs(5);

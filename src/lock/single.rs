@@ -12,8 +12,8 @@ use crate::lock::scripts::{
     LEAVE, Lua, RELEASE, UNDO,
 };
 use crate::lock::{
-    Acquire, Failure, Forced, Held, Holder, Interrupt, Keys, LockInfo, Locker, WAIT_SLACK,
-    WAKE_LINGER,
+    Acquire, FAIR_BEAT, Failure, Forced, Held, Holder, Interrupt, Keys, LockInfo, Locker,
+    WAIT_SLACK, WAKE_LINGER,
 };
 use crate::transport::Connection;
 use crate::transport::endpoint::Endpoint;
@@ -97,11 +97,12 @@ impl SingleRedis {
         let items = strings(&reply).ok_or_else(|| unexpected(self.endpoint(), &reply))?;
         let int = |i: usize| items.get(i).and_then(|s| s.parse::<i64>().ok());
         let ms = |v: i64| u64::try_from(v).ok().map(Duration::from_millis);
-        let (Some(fence), Some(ago), Some(left), Some(pttl)) = (int(0), int(1), int(2), int(3))
+        let (Some(fence), Some(ago), Some(left), Some(pttl), Some(queued), Some(oldest)) =
+            (int(0), int(1), int(2), int(3), int(4), int(5))
         else {
             return Err(unexpected(self.endpoint(), &reply));
         };
-        let held = match (pttl, items.get(4)) {
+        let held = match (pttl, items.get(6)) {
             (-2, _) | (_, None) => None,
             (pttl, Some(token)) => Some((token.clone(), ms(pttl))),
         };
@@ -110,9 +111,13 @@ impl SingleRedis {
             fence,
             holder: held
                 .as_ref()
-                .and_then(|_| holder_from(&items[5.min(items.len())..])),
+                .and_then(|_| holder_from(&items[7.min(items.len())..])),
             held,
             done: ms(ago).map(|ago| (ago, ms(left))),
+            queue: match (u64::try_from(queued), ms(oldest)) {
+                (Ok(n), Some(oldest)) if n > 0 => Some((n, oldest)),
+                _ => None,
+            },
         })
     }
 
@@ -128,7 +133,10 @@ impl SingleRedis {
         let items = strings(&reply).ok_or_else(|| unexpected(self.endpoint(), &reply))?;
         let fence = items.get(1).and_then(|s| s.parse::<i64>().ok());
         match (items.first().map(String::as_str), fence) {
-            (Some("0"), Some(fence)) => Ok(Forced::Free { fence }),
+            (Some("0"), Some(fence)) => Ok(Forced::Free {
+                fence,
+                cleared: items.get(2).and_then(|s| s.parse().ok()).unwrap_or(0),
+            }),
             (Some("-1"), Some(fence)) if items.len() >= 3 => Ok(Forced::Other {
                 token: items[2].clone(),
                 fence,
@@ -364,6 +372,13 @@ impl Locker for SingleRedis {
     }
 
     fn wait(&mut self, token: &str, timeout: Duration) -> Result<bool, Failure> {
+        // A --fair waiter comes back every FAIR_BEAT to refresh its place (its attempt does),
+        // so that a waiter that died is forgotten within FAIR_ENTRY_LIFETIME.
+        let timeout = if self.fair {
+            timeout.min(FAIR_BEAT)
+        } else {
+            timeout
+        };
         // BLPOP takes seconds; 0 would mean forever.
         let seconds = format!("{:.3}", timeout.as_secs_f64().max(0.001));
         let lists = self.keys.wake_lists(token, self.fair);

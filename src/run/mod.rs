@@ -19,6 +19,7 @@ use nix::unistd::Pid;
 use crate::error::{Class, classified};
 use crate::exit::Outcome;
 use crate::lease::{self, Lease, LeaseEvent, Wait};
+use crate::lock;
 use crate::lock::quorum::Quorum;
 use crate::lock::{Held, Holder, Keys, Locker, Preflight, SingleRedis};
 use crate::process::signals;
@@ -194,14 +195,18 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
 /// The lock protocol for the servers given: one server, or a quorum of several.
 fn locker(options: &Options) -> Box<dyn Locker> {
     let keys = Keys::new(&options.prefix, &options.key);
-    let entry_lifetime = lease::queue_entry_lifetime(options.ttl);
     let holder = Holder::current(&options.command);
     let node = |endpoint: &Endpoint| {
-        SingleRedis::new(endpoint.clone(), keys.clone(), options.fair, entry_lifetime)
-            .with_holder(holder.clone())
-            .with_min_interval(options.min_interval)
-            .with_min_replicas(options.min_replicas, lease::replica_wait(options.ttl))
-            .with_preflight(Preflight::Weekly)
+        SingleRedis::new(
+            endpoint.clone(),
+            keys.clone(),
+            options.fair,
+            lock::FAIR_ENTRY_LIFETIME,
+        )
+        .with_holder(holder.clone())
+        .with_min_interval(options.min_interval)
+        .with_min_replicas(options.min_replicas, lease::replica_wait(options.ttl))
+        .with_preflight(Preflight::Weekly)
     };
     match options.endpoints.as_slice() {
         [one] => Box::new(node(one)),

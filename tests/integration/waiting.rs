@@ -464,18 +464,18 @@ fn a_fair_waiter_that_gives_up_passes_its_turn_on_at_once() {
     );
 }
 
+/// A `--fair` waiter that dies (SIGKILL: no chance to leave) is forgotten within 5 s: `status`
+/// stops counting it, the next waiter takes the lock, and meanwhile `status` explains the wait.
 #[test]
-fn a_dead_fair_waiter_is_purged_from_the_queue() {
+fn a_dead_fair_waiter_is_forgotten_within_5_s() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    // A 1 s ttl: queue entries live about 6 s without a refresh.
-    let (holder, _) = Redlock::run(&redis).key("dead").ttl("1s").hold(&dir, "h");
+    let (holder, _) = Redlock::run(&redis).key("dead").ttl("30s").hold(&dir, "h");
     let fair_waiter = || {
         Redlock::run(&redis)
             .key("dead")
             .arg("--fair")
             .wait("forever")
-            .ttl("1s")
     };
     let first = fair_waiter().sh(&log_script(&dir, 0)).spawn();
     wait_until(PATIENCE, "the first waiter to queue", || {
@@ -485,15 +485,93 @@ fn a_dead_fair_waiter_is_purged_from_the_queue() {
     wait_until(PATIENCE, "the second waiter to queue", || {
         zcard(&redis, &queue_key("dead")) == 2
     });
+    Redlock::admin("status", &redis)
+        .key("dead")
+        .status(0)
+        .stdout_contains("fair queue: 2 waiting")
+        .output();
 
-    // SIGKILL: no chance to leave the queue; its entry stays at the head until it lapses.
+    // SIGKILL: its entry stays at the head until it lapses. The lock is released meanwhile, so
+    // the wake-up goes to the dead head, as it would in a fleet.
     first.signal(Signal::SIGKILL);
+    let killed = Instant::now();
     first.finish();
     touch(&dir.join("h.go"));
     holder.finish().assert_code(0);
+    wait_until(PATIENCE, "status to forget the dead waiter", || {
+        Redlock::admin("status", &redis)
+            .key("dead")
+            .output()
+            .stdout
+            .contains("fair queue: 1 waiting")
+            || dir.join("1.start").exists()
+    });
+    let forgotten = killed.elapsed();
     second.finish().assert_code(0);
+    let ran = killed.elapsed();
     assert_eq!(lines(&dir, "order"), ["1"]);
     assert_eq!(zcard(&redis, &queue_key("dead")), 0);
+    // The entry lapses 5 s after the dead waiter's last refresh, which was at most a beat
+    // (1.5 s) before it died; the next waiter's own beat then finds it gone.
+    assert!(
+        forgotten < Duration::from_millis(5_500),
+        "forgotten after {forgotten:?}"
+    );
+    assert!(
+        ran < Duration::from_secs(8),
+        "the next waiter ran after {ran:?}"
+    );
+}
+
+/// `release --force` on a free lock clears a stuck `--fair` queue; live waiters join it again.
+#[test]
+fn release_force_clears_the_fair_queue_of_a_free_lock() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let (holder, _) = Redlock::run(&redis).key("q").ttl("30s").hold(&dir, "h");
+    let waiter = Redlock::run(&redis)
+        .key("q")
+        .arg("--fair")
+        .wait("forever")
+        .sh(&log_script(&dir, 0))
+        .spawn();
+    wait_until(PATIENCE, "the waiter to queue", || {
+        zcard(&redis, &queue_key("q")) == 1
+    });
+    // A dead waiter's entry, as a SIGKILLed fair waiter leaves it, ahead of the live one.
+    let _: () = redis::cmd("ZADD")
+        .arg(queue_key("q"))
+        .arg(0)
+        .arg("ghost")
+        .query(&mut redis.conn())
+        .unwrap();
+    let _: () = redis::cmd("ZADD")
+        .arg("redlock:{q}:alive")
+        .arg(i64::MAX / 2)
+        .arg("ghost")
+        .query(&mut redis.conn())
+        .unwrap();
+    // Held: release --force breaks the lock and leaves the queue alone.
+    Redlock::admin("release", &redis)
+        .key("q")
+        .args(["--force", "--json"])
+        .status(0)
+        .stdout_contains(r#""result":"released""#)
+        .stdout_contains(r#""queue_cleared":0"#)
+        .output();
+    holder.signal(Signal::SIGTERM);
+    holder.finish();
+    assert_eq!(zcard(&redis, &queue_key("q")), 2);
+    // Free, with the ghost at the head: release --force clears the queue; the live waiter joins
+    // it again and takes the lock.
+    Redlock::admin("release", &redis)
+        .key("q")
+        .arg("--force")
+        .status(0)
+        .stdout_contains("cleared its --fair queue of 2 waiter(s)")
+        .output();
+    waiter.finish().assert_code(0);
+    assert_eq!(lines(&dir, "order"), ["0"]);
 }
 
 #[test]
