@@ -34,7 +34,8 @@ ENVIRONMENT:
   REDLOCK_TLS_INSECURE give defaults for the options of the same name; a flag
   wins over its variable. REDLOCK_PASSWORD holds the Redis password (below
   --password-file, above a password in the URL).
-  The command sees REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_FENCING_TOKEN.";
+  The command sees REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_FENCING_TOKEN, and no
+  credentials: REDLOCK_PASSWORD is removed, REDLOCK_URL loses its password.";
 
 const ADMIN_ENV_HELP: &str = "\
 ENVIRONMENT:

@@ -313,7 +313,11 @@ fn environment_section(roff: &mut Roff, subcommands: &[&clap::Command]) {
         italic("REDLOCK_URL"),
         roman(" (or an environment file) rather than "),
         bold("--url"),
-        roman(" to keep it out of process listings."),
+        roman(" to keep it out of process listings. The command gets no credentials: "),
+        italic("REDLOCK_PASSWORD"),
+        roman(" is removed from its environment, and its "),
+        italic("REDLOCK_URL"),
+        roman(" keeps the servers and any user name but not the password."),
     ]);
 }
 
