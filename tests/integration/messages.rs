@@ -3,7 +3,7 @@
 //! part of a password.
 
 use crate::common::*;
-use crate::integration::topology::SentinelSetup;
+use crate::integration::topology::{Cluster, SentinelSetup};
 
 /// A password with spaces, an `@` and a `/` in it: every message is checked for each word.
 const PASSWORD: &str = "correct horse@battery/staple";
@@ -485,4 +485,18 @@ fn the_command_gets_no_credentials() {
         .status(0)
         .output();
     assert_eq!(out.stdout, format!("redis://default@127.0.0.1:{port}\n"));
+}
+
+#[test]
+fn a_cluster_node_given_as_plain_redis_names_the_url_to_use() {
+    let cluster = Cluster::start();
+    let slot = cluster.slot("{k}");
+    let owner = cluster.owner(slot, 0);
+    let other = (owner + 1) % cluster.nodes.len();
+    let line = refused_line(&cluster.nodes[other].url());
+    assert!(
+        line.contains("is a Cluster node that does not serve the lock's slot")
+            && line.contains("redis+cluster://"),
+        "{line}"
+    );
 }
