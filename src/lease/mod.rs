@@ -33,7 +33,8 @@ pub enum LeaseEvent {
         waited: Duration,
     },
     /// The lock stayed busy for the whole wait.
-    Busy { waited: Duration },
+    /// `queued`: the lock was free, but `--fair` waiters were ahead.
+    Busy { waited: Duration, queued: bool },
     /// Not run: a run of this lock succeeded `ago`, within the min-interval.
     Skipped { ago: Duration, waited: Duration },
     /// Redis could not be used to take the lock.
@@ -264,13 +265,14 @@ impl Worker<'_> {
                     });
                     return None;
                 }
-                Ok(Acquire::Busy { remaining }) => {
+                Ok(Acquire::Busy { remaining, queued }) => {
                     busy_seen = true;
                     let left = until_give_up();
                     if left.is_zero() {
                         self.leave();
                         (self.report)(LeaseEvent::Busy {
                             waited: start.elapsed(),
+                            queued,
                         });
                         return None;
                     }

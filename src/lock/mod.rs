@@ -32,8 +32,12 @@ pub(crate) use single::SingleRedis;
 pub enum Acquire {
     /// Taken; the fencing counter after this acquisition.
     Acquired { fence: i64 },
-    /// Held by someone else, who has this much lease left (None: no expiry, or unknown).
-    Busy { remaining: Option<Duration> },
+    /// Held by someone else, who has this much lease left (None: no expiry, or unknown); or,
+    /// with `queued`, free but promised to the `--fair` waiters ahead of this one.
+    Busy {
+        remaining: Option<Duration>,
+        queued: bool,
+    },
     /// Not attempted: a run of this lock succeeded this long ago, within the min-interval.
     Skipped { ago: Duration },
 }

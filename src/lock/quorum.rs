@@ -180,7 +180,7 @@ impl Locker for Quorum {
             .iter()
             .flatten()
             .filter_map(|r| match r {
-                Ok(Acquire::Busy { remaining }) => Some(*remaining),
+                Ok(Acquire::Busy { remaining, .. }) => Some(*remaining),
                 _ => None,
             })
             .collect::<Vec<_>>();
@@ -193,7 +193,10 @@ impl Locker for Quorum {
             // Someone may hold a majority: wait for its release (a wake-up) or for the first of
             // the leases seen to run out.
             let remaining = busy.iter().flatten().min().copied();
-            return Ok(Acquire::Busy { remaining });
+            return Ok(Acquire::Busy {
+                remaining,
+                queued: false,
+            });
         }
         if !busy.is_empty() {
             // A split vote (contenders took a node or two each, or a node is down): nobody may
@@ -202,6 +205,7 @@ impl Locker for Quorum {
             let delay = split_delay(self.splits, random_unit());
             let remaining = busy.iter().flatten().min().map_or(delay, |r| delay.min(*r));
             return Ok(Acquire::Busy {
+                queued: false,
                 remaining: Some(remaining),
             });
         }

@@ -344,6 +344,8 @@ impl Locker for SingleRedis {
             }
             Some([0, pttl]) => Ok(Acquire::Busy {
                 remaining: u64::try_from(*pttl).ok().map(Duration::from_millis),
+                // acquire_fair.lua's "free, but not our turn".
+                queued: *pttl == -2 && self.fair,
             }),
             Some([2, ago]) => Ok(Acquire::Skipped {
                 ago: Duration::from_millis(u64::try_from(*ago).unwrap_or(0)),

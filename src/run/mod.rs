@@ -265,12 +265,17 @@ fn acquire(
                 stats.waited = Some(waited);
                 return Ok(Ok(Taken { fence, sent }));
             }
-            Event::Lease(LeaseEvent::Busy { waited }) => {
+            Event::Lease(LeaseEvent::Busy { waited, queued }) => {
                 stats.waited = Some(waited);
+                let why = if queued {
+                    "is free but promised to --fair waiters ahead of this one"
+                } else {
+                    "is held elsewhere"
+                };
                 report!(
                     1,
-                    "busy" { "waited_ms" => waited.as_millis() },
-                    "lock '{key}' is held elsewhere; gave up after {}",
+                    "busy" { "waited_ms" => waited.as_millis(), "queued" => u32::from(queued) },
+                    "lock '{key}' {why}; gave up after {}",
                     report::millis(waited)
                 );
                 return Ok(Err(Outcome::Busy));

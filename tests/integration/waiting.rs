@@ -490,6 +490,14 @@ fn a_dead_fair_waiter_is_forgotten_within_5_s() {
         .status(0)
         .stdout_contains("fair queue: 2 waiting")
         .output();
+    // The lock is held: a --fair newcomer that does not wait hears that.
+    Redlock::run(&redis)
+        .key("dead")
+        .args(["--fair", "-v"])
+        .sh("true")
+        .status(75)
+        .stderr_contains("is held elsewhere")
+        .output();
 
     // SIGKILL: its entry stays at the head until it lapses. The lock is released meanwhile, so
     // the wake-up goes to the dead head, as it would in a fleet.
@@ -562,8 +570,15 @@ fn release_force_clears_the_fair_queue_of_a_free_lock() {
     holder.signal(Signal::SIGTERM);
     holder.finish();
     assert_eq!(zcard(&redis, &queue_key("q")), 2);
-    // Free, with the ghost at the head: release --force clears the queue; the live waiter joins
-    // it again and takes the lock.
+    // Free, but promised to the ghost at the head: a --fair newcomer hears why it cannot have it.
+    Redlock::run(&redis)
+        .key("q")
+        .args(["--fair", "-v"])
+        .sh("true")
+        .status(75)
+        .stderr_contains("lock 'q' is free but promised to --fair waiters ahead of this one")
+        .output();
+    // release --force clears the queue; the live waiter joins it again and takes the lock.
     Redlock::admin("release", &redis)
         .key("q")
         .arg("--force")
