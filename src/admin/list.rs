@@ -5,8 +5,9 @@ use std::collections::BTreeSet;
 use anyhow::Context;
 
 use crate::admin::render::{info_json, list_line, quorum_json};
-use crate::admin::{Servers, TIMEOUT, Verdict, lock_names, read_nodes, unavailable, verdict};
-use crate::error::{Class, classified};
+use crate::admin::{
+    Servers, TIMEOUT, Verdict, lock_names, need_majority, read_nodes, unavailable, verdict,
+};
 use crate::lock::{Failure, Keys, LockInfo, SingleRedis, WAKE_LINGER};
 use crate::report;
 use crate::transport::endpoint::Endpoint;
@@ -78,15 +79,7 @@ fn quorum_list(endpoints: Vec<Endpoint>, prefix: &str, json: bool) -> anyhow::Re
             Err(_) => report::error(format!("{endpoint}: cannot list locks")),
         }
     }
-    if answered < total / 2 + 1 {
-        return Err(classified(
-            Class::Unavailable,
-            format!(
-                "cannot list locks on a majority: {} of {total} nodes did not answer",
-                total - answered
-            ),
-        ));
-    }
+    need_majority(answered, total, "cannot list locks")?;
     let mut text = String::new();
     let mut objects = Vec::new();
     for name in names {

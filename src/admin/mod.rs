@@ -30,6 +30,20 @@ pub struct Servers {
     pub prefix: String,
 }
 
+/// Fine when a majority of `total` nodes answered; else exit 69 saying that `doing` failed.
+pub(crate) fn need_majority(answered: usize, total: usize, doing: &str) -> anyhow::Result<()> {
+    if answered >= total / 2 + 1 {
+        return Ok(());
+    }
+    Err(classified(
+        Class::Unavailable,
+        format!(
+            "{doing} on a majority: {} of {total} nodes did not answer",
+            total - answered
+        ),
+    ))
+}
+
 /// The time limit of each admin request.
 const TIMEOUT: Duration = Duration::from_secs(5);
 

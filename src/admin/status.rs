@@ -3,8 +3,7 @@
 use anyhow::Context;
 
 use crate::admin::render::{info_json, info_text, quorum_json, quorum_text};
-use crate::admin::{Servers, TIMEOUT, read_nodes, unavailable, verdict};
-use crate::error::{Class, classified};
+use crate::admin::{Servers, TIMEOUT, need_majority, read_nodes, unavailable, verdict};
 use crate::lock::{Keys, LockInfo, Preflight, SingleRedis, WAKE_LINGER};
 use crate::report;
 
@@ -59,14 +58,6 @@ fn quorum_status(
         quorum_text(key, &verdict, &results)
     };
     report::stdout(text.as_bytes())?;
-    if answered < total / 2 + 1 {
-        return Err(classified(
-            Class::Unavailable,
-            format!(
-                "cannot read lock '{key}' on a majority: {} of {total} nodes did not answer",
-                total - answered
-            ),
-        ));
-    }
+    need_majority(answered, total, &format!("cannot read lock '{key}'"))?;
     Ok(0)
 }
