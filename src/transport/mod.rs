@@ -6,6 +6,7 @@
 pub mod cluster;
 mod diagnose;
 pub mod endpoint;
+pub mod redact;
 pub mod sentinel;
 
 use std::fmt;
