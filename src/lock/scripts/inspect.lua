@@ -11,7 +11,7 @@ local now = now_ms()
 local at = tonumber(redis.call('GET', KEYS[7]) or '')
 local ago, left = -1, -2
 if at then ago = math.max(now - at, 0); left = redis.call('PTTL', KEYS[7]) end
-local queued, oldest = redis.call('ZCOUNT', KEYS[5], '(' .. now, '+inf'), -1
+local queued, oldest = #redis.call('ZRANGEBYSCORE', KEYS[5], '(' .. now, '+inf'), -1
 -- The first live entry in arrival order (dead ones ahead of it are not yet purged).
 for _, w in ipairs(redis.call('ZRANGE', KEYS[4], 0, 15)) do
   if tonumber(redis.call('ZSCORE', KEYS[5], w) or '0') > now then
