@@ -6,6 +6,8 @@
 //!
 //! Every line is an event with a stable name (`acquired`, `released`, ...; see the README's
 //! table), so the JSON form is an interface: rename nothing, add fields freely.
+//!
+//! Used by every layer; uses only std and `exit` (the metrics file's outcome label).
 
 pub mod json;
 pub mod metrics;

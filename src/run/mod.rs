@@ -3,6 +3,9 @@
 //! One supervisor loop on the main thread owns every decision. The lease thread and the signal
 //! thread (which also reaps children) only report into its channel, and the supervisor never
 //! blocks on Redis, so a hung server cannot delay stopping the command before its lease ends.
+//!
+//! May use `process`, `lease`, `lock`, `transport` (the endpoints it is given), `report` and
+//! `exit`; never `cli` or `admin` (the command line builds an [`Options`] and calls in).
 
 use std::ffi::OsString;
 use std::io;

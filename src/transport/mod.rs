@@ -2,6 +2,11 @@
 //! name, or the Cluster node that owns the lock's hash slot; found again after a failover (a
 //! dropped connection, READONLY, the sentinels naming another master) or a slot move (MOVED,
 //! ASK). Every step of a request — sentinel lookup, connect, redirects — fits in one deadline.
+//! Also what a URL means (`endpoint`), how it is shown (`redact`), and, when a first request
+//! fails in a way that says little, what kind of server answered (`diagnose`).
+//!
+//! May use the redis crate and `report`; nothing else of redlock's. The transport error,
+//! [`Failure`], lives here and every layer above passes it on.
 
 pub mod cluster;
 mod diagnose;
