@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crate::lock::{Acquire, Failure, Held, Interrupt, Locker};
+use crate::lock::{Acquire, Failure, Held, Interrupt, Locker, Renewal};
 
 /// How long to wait for a busy lock: up to a duration, or until it is free.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +43,10 @@ pub enum LeaseEvent {
     Renewed { sent: Instant },
     /// A renewal got no answer or an error; the thread keeps trying.
     RenewFailed(Failure),
+    /// The master extended the lease but fewer replicas than `--min-replicas` acknowledged it
+    /// (the message says how many): a failed renewal as far as the lease goes, since a
+    /// promoted replica could still carry the older expiry. The thread keeps trying.
+    Unacknowledged(String),
     /// A renewal found the key gone or held by another owner: the lock is lost.
     Lost(Held),
     /// The thread is done: the release result, or None if the lock was never ours or already lost.
@@ -316,12 +320,17 @@ impl Worker<'_> {
             let left = deadline(last_sent, self.ttl).saturating_duration_since(sent);
             let timeout = renew_timeout(self.ttl).min(left.max(Duration::from_millis(1)));
             match self.locker.extend(&self.token, self.ttl, timeout) {
-                Ok(Held::Ours) => {
+                Ok(Renewal::Extended) => {
                     last_sent = sent;
                     next = sent + renew_interval(self.ttl);
                     (self.report)(LeaseEvent::Renewed { sent });
                 }
-                Ok(lost) => {
+                // The lease still counts from the last acknowledged renewal (`last_sent`).
+                Ok(Renewal::Unacknowledged(why)) => {
+                    next = Instant::now() + retry_interval(self.ttl);
+                    (self.report)(LeaseEvent::Unacknowledged(why));
+                }
+                Ok(Renewal::Lost(lost)) => {
                     (self.report)(LeaseEvent::Lost(lost));
                     return None;
                 }

@@ -53,6 +53,31 @@ pub enum Held {
     Theirs,
 }
 
+/// What one renewal came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Renewal {
+    /// The key held our token and was extended (and, with `--min-replicas`, that many replicas
+    /// acknowledged the extension): the lease counts from when the renewal was sent.
+    Extended,
+    /// The key held our token and was extended on the master, but fewer replicas than
+    /// `--min-replicas` acknowledged it in time (the message says how many). A replica promoted
+    /// now could carry an older expiry, so the lease must not count from this renewal: the
+    /// lease thread treats it as a failed renewal and tries again.
+    Unacknowledged(String),
+    /// Not extended: the key was gone ([`Held::Gone`]) or held by another owner ([`Held::Theirs`]).
+    Lost(Held),
+}
+
+impl From<Held> for Renewal {
+    /// A renewal made without `--min-replicas`.
+    fn from(held: Held) -> Self {
+        match held {
+            Held::Ours => Renewal::Extended,
+            lost => Renewal::Lost(lost),
+        }
+    }
+}
+
 /// The lock protocol as the lease and run code see it. One implementation per deployment kind
 /// (`SingleRedis`: one server, a Sentinel service's master or the Cluster node of the
 /// lock's slot; a quorum of masters composes several).
@@ -77,8 +102,10 @@ pub trait Locker: Send {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<Acquire, Failure>;
-    /// Extend the lease to `ttl` from now if the lock still holds `token`.
-    fn extend(&mut self, token: &str, ttl: Duration, timeout: Duration) -> Result<Held, Failure>;
+    /// Extend the lease to `ttl` from now if the lock still holds `token`; with
+    /// `--min-replicas`, wait (within `timeout`) for that many replicas to acknowledge it.
+    fn extend(&mut self, token: &str, ttl: Duration, timeout: Duration)
+    -> Result<Renewal, Failure>;
     /// Delete the lock if it still holds `token`; `succeeded` records a successful run for
     /// the min-interval, if one is set.
     fn release(&mut self, token: &str, succeeded: bool, timeout: Duration)

@@ -11,7 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::lock::validity::{deadline, random_unit};
-use crate::lock::{Acquire, Failure, Held, Interrupt, Locker, SingleRedis};
+use crate::lock::{Acquire, Failure, Held, Interrupt, Locker, Renewal, SingleRedis};
 
 /// A lock on N independent masters, each a [`SingleRedis`] with its own connection; every
 /// request goes to all of them at once, one thread per node, except a waiter's wait, which
@@ -220,23 +220,37 @@ impl Locker for Quorum {
         })
     }
 
-    fn extend(&mut self, token: &str, ttl: Duration, timeout: Duration) -> Result<Held, Failure> {
+    /// With `--min-replicas`, it applies per node: a node whose replicas did not acknowledge
+    /// its extension counts as not renewed, so the lease needs a majority of nodes each
+    /// extended and acknowledged by that many of its own replicas.
+    fn extend(
+        &mut self,
+        token: &str,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<Renewal, Failure> {
         let sent = Instant::now();
         let all = self.all();
         let replies = self.each(&all, |node| node.extend(token, ttl, timeout));
-        let count = |held: Held| {
+        let count = |found: Renewal| {
             replies
                 .iter()
                 .flatten()
-                .filter(|r| matches!(r, Ok(h) if *h == held))
+                .filter(|r| matches!(r, Ok(f) if *f == found))
                 .count()
         };
-        let (ours, gone, taken) = (count(Held::Ours), count(Held::Gone), count(Held::Theirs));
+        let ours = count(Renewal::Extended);
+        let gone = count(Renewal::Lost(Held::Gone));
+        let taken = count(Renewal::Lost(Held::Theirs));
+        let unacknowledged = replies.iter().flatten().find_map(|r| match r {
+            Ok(Renewal::Unacknowledged(why)) => Some(why),
+            _ => None,
+        });
         let n = self.nodes.len();
         if ours >= self.majority() {
             // Each node extended on receipt, after `sent`: the lease counts from `sent`.
             if deadline(sent, ttl) > Instant::now() {
-                return Ok(Held::Ours);
+                return Ok(Renewal::Extended);
             }
             return Err(Failure::Unreachable(format!(
                 "the renewal of the lock on {n} Redis nodes answered too late"
@@ -244,7 +258,18 @@ impl Locker for Quorum {
         }
         if n - gone - taken < self.majority() {
             // No majority can be ours any more, whatever the silent nodes say.
-            return Ok(if taken > 0 { Held::Theirs } else { Held::Gone });
+            return Ok(Renewal::Lost(if taken > 0 {
+                Held::Theirs
+            } else {
+                Held::Gone
+            }));
+        }
+        if let Some(why) = unacknowledged {
+            return Ok(Renewal::Unacknowledged(format!(
+                "only {ours} of {n} Redis nodes renewed the lock with their replicas \
+                 acknowledging it (a majority is {}): {why}",
+                self.majority()
+            )));
         }
         Err(Failure::Unreachable(shortfall(
             "renewed the lock",

@@ -12,7 +12,7 @@ use crate::lock::scripts::{
     LEAVE, Lua, RELEASE, UNDO,
 };
 use crate::lock::{
-    Acquire, FAIR_BEAT, Failure, Forced, Held, Holder, Interrupt, Keys, LockInfo, Locker,
+    Acquire, FAIR_BEAT, Failure, Forced, Held, Holder, Interrupt, Keys, LockInfo, Locker, Renewal,
     WAIT_SLACK, WAKE_LINGER,
 };
 use crate::transport::Connection;
@@ -32,7 +32,8 @@ pub(crate) struct SingleRedis {
     min_interval: Option<Duration>,
     /// Stored beside the lock when taken.
     holder: Holder,
-    /// After taking the lock, WAIT for this many replicas, this long (`--min-replicas`).
+    /// After taking the lock, after every renewal and after raising a quorum's fencing
+    /// counter, WAIT for this many replicas, this long at most (`--min-replicas`).
     min_replicas: Option<(u32, Duration)>,
     /// Check `maxmemory-policy` once per connection, in the same round trip as an acquire.
     preflight: Preflight,
@@ -55,7 +56,9 @@ impl SingleRedis {
     }
 
     /// After taking the lock, wait up to `wait` for `replicas` replicas to acknowledge it
-    /// (WAIT); if fewer do, release it and fail (Refused). 0: do not wait.
+    /// (WAIT); if fewer do, release it and fail (Refused). Every renewal is followed by the
+    /// same WAIT in its round trip, and one that too few replicas acknowledged is
+    /// [`Renewal::Unacknowledged`]. 0: do not wait.
     pub fn with_min_replicas(mut self, replicas: u32, wait: Duration) -> Self {
         self.min_replicas = (replicas > 0).then_some((replicas, wait));
         self
@@ -164,8 +167,28 @@ impl SingleRedis {
     }
 
     /// Raise the fencing counter to at least `to` (a quorum's write-back phase); the counter after.
+    /// With `--min-replicas`, only once that many replicas acknowledged the raise, as the
+    /// acquire's own INCR is: a failover of this node must not lower the counter again.
     pub fn raise_fence(&mut self, to: i64, timeout: Duration) -> Result<i64, Failure> {
-        match self.eval(&FENCE_RAISE, &[&to.to_string()], timeout)? {
+        let to = to.to_string();
+        let reply = match self.min_replicas {
+            None => self.eval(&FENCE_RAISE, &[&to], timeout)?,
+            Some((replicas, wait)) => {
+                let wait = wait.min(timeout / 2);
+                let (reply, acked) =
+                    self.eval_acked(&FENCE_RAISE, &[&to], replicas, wait, timeout)?;
+                if acked < i64::from(replicas) {
+                    return Err(Failure::Unreachable(format!(
+                        "only {acked} of {replicas} replica(s) of Redis at {} acknowledged the \
+                         fencing counter within {} (--min-replicas)",
+                        self.endpoint(),
+                        humantime::format_duration(wait)
+                    )));
+                }
+                reply
+            }
+        };
+        match reply {
             Value::Int(fence) => Ok(fence),
             other => Err(unexpected(self.endpoint(), &other)),
         }
@@ -272,6 +295,55 @@ impl SingleRedis {
             .map_or(true, |set| set.is_some())
     }
 
+    /// `script` (EVALSHA, EVAL on NOSCRIPT) and `WAIT replicas wait` pipelined in one round
+    /// trip: the script's reply, and how many replicas acknowledged every write this
+    /// connection made so far, the script's own included. WAIT goes beside the script, not
+    /// into it: inside a script it does not block. Fit `wait` into `timeout` (the server holds
+    /// the reply that long when replicas are missing).
+    fn eval_acked(
+        &mut self,
+        script: &Lua,
+        args: &[&str],
+        replicas: u32,
+        wait: Duration,
+        timeout: Duration,
+    ) -> Result<(Value, i64), Failure> {
+        let deadline = Instant::now() + timeout.max(Duration::from_millis(1));
+        let keys = self.keys.all();
+        let wait_ms = ms_arg(wait);
+        let send = |verb: &str, body: &str, conn: &mut redis::Connection| {
+            let mut pipe = redis::pipe();
+            pipe.ignore_errors();
+            pipe.cmd(verb)
+                .arg(body)
+                .arg(keys.len())
+                .arg(&keys[..])
+                .arg(args);
+            pipe.cmd("WAIT").arg(replicas).arg(&wait_ms);
+            let mut replies: Vec<Value> = pipe.query(conn)?;
+            let acked = replies.pop().unwrap_or(Value::Nil);
+            let reply = replies.pop().unwrap_or(Value::Nil);
+            Ok::<_, redis::RedisError>((reply, acked))
+        };
+        let (reply, acked) = self.conn.request(deadline, |node| {
+            let (mut reply, mut acked) = send("EVALSHA", script.sha(), &mut node.conn)?;
+            if matches!(&reply, Value::ServerError(e) if e.code() == "NOSCRIPT") {
+                (reply, acked) = send("EVAL", script.body, &mut node.conn)?;
+            }
+            // The script's error first: MOVED, ASK and READONLY are followed as for any request.
+            for value in [&reply, &acked] {
+                if let Value::ServerError(e) = value {
+                    return Err(redis::RedisError::from(e.clone()));
+                }
+            }
+            Ok((reply, acked))
+        })?;
+        match acked {
+            Value::Int(acked) => Ok((reply, acked)),
+            other => Err(unexpected(self.endpoint(), &other)),
+        }
+    }
+
     /// `--min-replicas`: WAIT until `replicas` replicas acknowledged the lock, at most `wait`.
     /// Fewer: release it (compare-and-delete) and fail with Refused, so the command never runs.
     fn replicated(&mut self, token: &str, replicas: u32, wait: Duration) -> Result<(), Failure> {
@@ -354,9 +426,28 @@ impl Locker for SingleRedis {
         }
     }
 
-    fn extend(&mut self, token: &str, ttl: Duration, timeout: Duration) -> Result<Held, Failure> {
-        let reply = self.eval(&EXTEND, &[token, &ms_arg(ttl)], timeout)?;
-        held(self.endpoint(), &reply)
+    fn extend(
+        &mut self,
+        token: &str,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<Renewal, Failure> {
+        let ttl = ms_arg(ttl);
+        let Some((replicas, wait)) = self.min_replicas else {
+            let reply = self.eval(&EXTEND, &[token, &ttl], timeout)?;
+            return held(self.endpoint(), &reply).map(Renewal::from);
+        };
+        // Half the time limit at most: the server holds the reply up to `wait`, then sends it.
+        let wait = wait.min(timeout / 2);
+        let (reply, acked) = self.eval_acked(&EXTEND, &[token, &ttl], replicas, wait, timeout)?;
+        Ok(match held(self.endpoint(), &reply)? {
+            Held::Ours if acked >= i64::from(replicas) => Renewal::Extended,
+            Held::Ours => Renewal::Unacknowledged(format!(
+                "only {acked} of {replicas} replica(s) acknowledged the renewal within {}",
+                humantime::format_duration(wait)
+            )),
+            lost => Renewal::Lost(lost),
+        })
     }
 
     fn release(

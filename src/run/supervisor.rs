@@ -76,6 +76,8 @@ pub(crate) struct Supervisor<'a> {
     /// Terminating signals forwarded so far (a second one escalates to SIGKILL).
     terminations: u32,
     renew_failing: bool,
+    /// Since the last renewal that counted, too few replicas acknowledged one (`--min-replicas`).
+    unacknowledged: bool,
     /// Children redlock knows of (the command, the watchdog): not adopted.
     known: [Pid; 2],
     /// Adopted processes already sent the stop signal.
@@ -97,6 +99,7 @@ impl<'a> Supervisor<'a> {
             verdict: None,
             terminations: 0,
             renew_failing: false,
+            unacknowledged: false,
             known: [pgid, watchdog],
             adopted_stopped: HashSet::new(),
             renewals: 0,
@@ -238,9 +241,14 @@ impl<'a> Supervisor<'a> {
                 self.kill(now);
             } else if !self.lease_ending() && now >= self.stop_line() {
                 let key = &self.options.key;
+                let why = if self.unacknowledged {
+                    ": its replicas stopped acknowledging the renewals (--min-replicas)"
+                } else {
+                    ""
+                };
                 self.lose_lease(
                     now,
-                    format_args!("could not renew lock '{key}' before its lease ran low"),
+                    format_args!("could not renew lock '{key}' before its lease ran low{why}"),
                 );
             }
             if let Phase::Stopping { kill_at } = self.phase
@@ -370,6 +378,7 @@ impl<'a> Supervisor<'a> {
                     );
                     self.renew_failing = false;
                 }
+                self.unacknowledged = false;
                 report!(
                     2,
                     "renewed" { "renewals" => self.renewals },
@@ -386,6 +395,18 @@ impl<'a> Supervisor<'a> {
                     "warning: renewing lock '{key}' failed ({failure}); retrying"
                 );
                 self.renew_failing = true;
+            }
+            Event::Lease(LeaseEvent::Unacknowledged(why)) => {
+                self.renewal_failures += 1;
+                let level = if self.unacknowledged { 2 } else { 0 };
+                report!(
+                    level,
+                    "renew_unacknowledged" { "error" => why.as_str() },
+                    "warning: the replicas stopped acknowledging renewals of lock '{key}' ({why}; \
+                     --min-replicas); the lease is not extended until they do"
+                );
+                self.renew_failing = true;
+                self.unacknowledged = true;
             }
             Event::Lease(LeaseEvent::Lost(held)) => {
                 let why = match held {
