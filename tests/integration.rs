@@ -27,6 +27,9 @@ mod integration {
     mod exit_codes;
     // Passwords from --password-file and REDLOCK_PASSWORD; the README's least-privilege ACL user.
     mod credentials;
+    // --min-replicas through failovers: a replica that stopped following and was promoted never
+    // gives the lock away early, plain and through Sentinel; fencing tokens never repeat.
+    mod failover;
     // Redis failing under a lock: killed, paused, restarted, scripts flushed, unreachable, auth.
     mod faults;
     // -v lines and --log-format json: events in order, errors as JSON, statuses unchanged.

@@ -100,17 +100,7 @@ pub struct SentinelSetup {
 impl SentinelSetup {
     pub fn start() -> SentinelSetup {
         let master = RedisServer::start();
-        let replica = RedisServer::start_with(ServerOpts {
-            args: vec![
-                "--replicaof".into(),
-                "127.0.0.1".into(),
-                master.port().to_string(),
-            ],
-            ..ServerOpts::default()
-        });
-        wait_until(PATIENCE, "the replica to sync", || {
-            info(&replica, "replication").contains("master_link_status:up")
-        });
+        let replica = replica_of(&master);
         let sentinels: Vec<Sentinel> = (0..3).map(|_| Sentinel::start(master.port())).collect();
         // Each sentinel must know the replica (learnt from the master's INFO) before a
         // failover can pick it.
@@ -175,6 +165,32 @@ impl SentinelSetup {
         }
         eprintln!("sentinel failover took {:?}", started.elapsed());
     }
+}
+
+/// A replica of `master`, in sync with it.
+pub fn replica_of(master: &RedisServer) -> RedisServer {
+    let replica = RedisServer::start_with(ServerOpts {
+        args: vec![
+            "--replicaof".into(),
+            "127.0.0.1".into(),
+            master.port().to_string(),
+        ],
+        ..ServerOpts::default()
+    });
+    wait_until(PATIENCE, "the replica to sync", || {
+        info(&replica, "replication").contains("master_link_status:up")
+    });
+    replica
+}
+
+/// Make `server` a replica of `port` (a port nobody listens on: it stops following its
+/// master and keeps its data), or a master with `None` (promoted, as a sentinel does).
+pub fn replicaof(server: &RedisServer, port: Option<u16>) {
+    let cmd = match port {
+        Some(port) => redis::cmd("REPLICAOF").arg("127.0.0.1").arg(port).clone(),
+        None => redis::cmd("REPLICAOF").arg("NO").arg("ONE").clone(),
+    };
+    cmd.exec(&mut server.conn()).unwrap();
 }
 
 /// One section of INFO.
