@@ -266,8 +266,8 @@ impl Locker for Quorum {
         }
         if let Some(why) = unacknowledged {
             return Ok(Renewal::Unacknowledged(format!(
-                "only {ours} of {n} Redis nodes renewed the lock with their replicas \
-                 acknowledging it (a majority is {}): {why}",
+                "{ours} of {n} Redis nodes renewed the lock with their replicas acknowledging \
+                 it, a majority is {}; {why}",
                 self.majority()
             )));
         }

@@ -199,3 +199,44 @@ fn a_failover_to_an_acknowledging_replica_never_repeats_a_fencing_token() {
         "token {after} handed out again after the failover: {tokens:?}"
     );
 }
+
+/// With several `--url`, `--min-replicas` applies per node: each master must have that many of
+/// its own replicas acknowledge its acquire and renewals, and a renewal counts when a majority
+/// of nodes extended the lease and were acknowledged. One node's replica stopping does not
+/// stop the command; a second one does (76).
+#[test]
+fn on_a_quorum_min_replicas_applies_per_node() {
+    let masters = start_servers(3);
+    let replicas: Vec<RedisServer> = masters.iter().map(replica_of).collect();
+    let dir = TempDir::new();
+    let (mut holder, token) = Redlock::run_quorum(&masters)
+        .key("job")
+        .ttl("1500ms")
+        .args(["--min-replicas", "1", "-vv"])
+        .hold(&dir, "a");
+    for replica in &replicas {
+        wait_until(PATIENCE, "every replica to have the lock", || {
+            replica.get(&lock_key("job")).as_deref() == Some(&*token)
+        });
+    }
+    replicaof(&replicas[0], Some(free_port()));
+    let renewed = |p: &Proc| p.stderr_so_far().matches("renewed lock").count();
+    let before = renewed(&holder);
+    wait_until(
+        PATIENCE,
+        "two renewals with one node unacknowledged",
+        || renewed(&holder) >= before + 2 || !holder.running(),
+    );
+    assert!(holder.running(), "{}", holder.stderr_so_far());
+    assert!(!holder.stderr_so_far().contains("stopped acknowledging"));
+    replicaof(&replicas[1], Some(free_port()));
+    let out = holder.finish();
+    eprintln!("holder:\n{}", out.stderr);
+    assert_stopped_for_replicas(&out);
+    assert!(
+        out.stderr
+            .contains("1 of 3 Redis nodes renewed the lock with their replicas acknowledging"),
+        "{}",
+        out.stderr
+    );
+}
