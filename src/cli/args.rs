@@ -449,8 +449,11 @@ pub struct RunArgs {
     #[arg(long, env = "REDLOCK_KILL_AFTER", hide_env_values = true, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
     pub kill_after: Option<Duration>,
 
-    /// After taking the lock, wait for N replicas to acknowledge it (WAIT, up to ttl/10, at most
-    /// 1s); if fewer do, release it, do not run the command, exit 69. 0: do not wait.
+    /// After taking the lock and after every renewal, wait for N replicas to acknowledge it
+    /// (WAIT, up to ttl/10, at most 1s). Too few after taking it: release it, do not run the
+    /// command, exit 69. A renewal too few acknowledged does not extend the lease: if none is
+    /// acknowledged before it runs low, the command is stopped (76). With several --url: N
+    /// replicas of each node. 0: do not wait.
     #[arg(
         long,
         env = "REDLOCK_MIN_REPLICAS",
