@@ -121,9 +121,9 @@ fn renewals_follow_a_slot_migration() {
     }
 }
 
-/// The master that holds the lock hands over to its replica (CLUSTER FAILOVER) during a hold:
-/// the old master now answers MOVED, renewals follow it to the new one, or the holder stops
-/// its command with 76. Never two at once.
+/// The master that holds the lock hands over to its replica (CLUSTER FAILOVER) during a hold
+/// under --min-replicas: the old master now answers MOVED, renewals follow it to the new one,
+/// or the holder stops its command with 76. Never two at once.
 #[test]
 fn renewals_follow_a_cluster_failover() {
     let cluster = Cluster::start_with(true);
@@ -140,10 +140,12 @@ fn renewals_follow_a_cluster_failover() {
         .sh("true")
         .status(0)
         .output();
+    // Renewals with WAIT behind them (--min-replicas) follow MOVED like any request: after the
+    // failover the old master follows the new one and acknowledges them.
     let (mut holder, token) = Redlock::run_at(&url)
         .key(key)
         .ttl("3s")
-        .arg("-vv")
+        .args(["--min-replicas", "1", "-vv"])
         .hold(&dir, "a");
     cluster.failover(replica, slot);
     assert_eq!(
