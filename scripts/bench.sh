@@ -11,6 +11,8 @@
 # that take turns between the tools, so drift during a run weighs on every column alike.
 #
 # Usage: scripts/bench.sh [--quick]     (--quick: fewer runs, for checking the script)
+# BENCH_BASELINE=PATH adds a column for another redlock binary (an earlier build, say), measured
+# in the same interleaved passes: a before/after comparison that the machine's drift cannot skew.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -101,12 +103,15 @@ fi
 wrap() { # tool lockname
     case $1 in
     redlock) echo "$redlock run --url $url --key $2 --wait forever --" ;;
+    baseline) echo "$BENCH_BASELINE run --url $url --key $2 --wait forever --" ;;
     flock) echo "flock $work/$2.flock" ;;
     etcdctl) echo "etcdctl --endpoints=$ep lock $2 --" ;;
     esac
 }
 tools=(flock redlock)
+[ -n "${BENCH_BASELINE:-}" ] && tools+=(baseline)
 $have_etcd && tools+=(etcdctl)
+is_redlock() { [ "$1" = redlock ] || [ "$1" = baseline ]; }
 
 say() { echo "bench: $*" >&2; }
 
@@ -175,7 +180,7 @@ for n in 10 100; do
         stats=$(sort -n "$work/gaps-$t-$n" | awk '{ g[NR] = $1 } END {
             printf "%.2f / %.2f ms (n=%d)", g[int((NR - 1) * 0.50) + 1], g[int((NR - 1) * 0.99) + 1], NR }')
         per=-
-        [ "$t" = redlock ] && per=$(awk -v c="${calls[$t]}" -v n="$(((n * r + 1) * hand_passes))" 'BEGIN {printf "%.1f", c / n}')
+        is_redlock "$t" && per=$(awk -v c="${calls[$t]}" -v n="$(((n * r + 1) * hand_passes))" 'BEGIN {printf "%.1f", c / n}')
         if [ "$n" = 10 ]; then h10[$t]=$stats per10[$t]=$per; else h100[$t]=$stats per100[$t]=$per; fi
     done
 done
@@ -185,6 +190,7 @@ say "wait cost"
 waiters=10
 declare -A cost
 cost[flock]="0 (kernel)"
+cost[baseline]="-"
 $redlock run --url "$url" --key idle -- sleep $((idle + 15)) &
 holder=$!
 sleep 0.5
@@ -233,6 +239,7 @@ for t in "${tools[@]}"; do per[$t]="${per10[$t]} / ${per100[$t]}"; done
 for t in "${tools[@]}"; do
     w=$(wrap "$t" rss)
     [ "$t" = redlock ] && w="$redlock run --url $url --key rss --ttl 1s --"
+    [ "$t" = baseline ] && w="$BENCH_BASELINE run --url $url --key rss --ttl 1s --"
     kb=$($w sh -c 'sleep 1.2; awk "/^VmHWM/ {print \$2}" /proc/$PPID/status')
     rss[$t]=$(awk -v k="$kb" 'BEGIN {printf "%.1f MiB", k / 1024}')
 done
