@@ -47,7 +47,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             [CompletionResult]::new('--conflict-exit-code', '--conflict-exit-code', [CompletionResultType]::ParameterName, 'Exit status when the lock was not acquired (or the run was skipped by --min-interval)')
             [CompletionResult]::new('--min-interval', '--min-interval', [CompletionResultType]::ParameterName, 'Skip the run (conflict status) if a run of this lock succeeded this recently, on any host')
             [CompletionResult]::new('--stop-signal', '--stop-signal', [CompletionResultType]::ParameterName, 'Signal that asks the command to stop (lock lost, --max-runtime): a name or number')
-            [CompletionResult]::new('--kill-after', '--kill-after', [CompletionResultType]::ParameterName, 'Grace between a stop signal and SIGKILL [default: 5s, at most ttl/4]; at most ttl/2')
+            [CompletionResult]::new('--kill-after', '--kill-after', [CompletionResultType]::ParameterName, 'Grace between the stop signal and SIGKILL [default: 5s]. After the loss of the lease it is at most what is left of the lease')
             [CompletionResult]::new('--min-replicas', '--min-replicas', [CompletionResultType]::ParameterName, 'After taking the lock, wait for N replicas to acknowledge it (WAIT, up to ttl/10, at most 1s); if fewer do, release it, do not run the command, exit 69. 0: do not wait')
             [CompletionResult]::new('--max-runtime', '--max-runtime', [CompletionResultType]::ParameterName, 'Stop the command after this long and exit 124')
             [CompletionResult]::new('--metrics-file', '--metrics-file', [CompletionResultType]::ParameterName, 'Write Prometheus metrics (textfile collector format) to PATH when redlock exits')

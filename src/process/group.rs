@@ -182,6 +182,12 @@ pub(crate) fn signal_group(pgid: Pid, signal: Signal) {
     let _ = killpg(pgid, signal);
 }
 
+/// Send `signal` to redlock's own process group (redlock included; it takes the signal like
+/// any other, on its signal thread).
+pub(crate) fn signal_own_group(signal: Signal) {
+    let _ = killpg(nix::unistd::getpgrp(), signal);
+}
+
 /// Whether any process (zombies included) is left in the group `pgid`.
 pub(crate) fn group_alive(pgid: Pid) -> bool {
     !matches!(killpg(pgid, None), Err(Errno::ESRCH))
