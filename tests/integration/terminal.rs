@@ -319,3 +319,43 @@ fn terminal_modes_are_restored_when_the_command_is_killed() {
         assert!(flags.contains(&flag), "{flag} not restored:\n{modes}");
     }
 }
+
+/// Ctrl-Z with stdin not a terminal: the command has no terminal to be stopped through, so the
+/// TSTP reaches redlock, which stops the command's group, then itself; `fg` continues both.
+#[test]
+fn ctrl_z_with_stdin_not_a_terminal_stops_the_command_too() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let tmux = Tmux::interactive_bash(&dir);
+    let line = format!(
+        "{redlock} < /dev/null",
+        redlock = Redlock::run(&redis)
+            .key("notty")
+            .sh(&hold_script(&dir, "n"))
+            .shell_line(),
+    );
+    tmux.send_keys(&[&line, "Enter"]);
+    wait_for_file(&dir.join("n.ready"));
+    let pid = wait_for_pid(&dir.join("n.pid"));
+    let redlock = parent_of(pid);
+    tmux.send_keys(&["C-z"]);
+    wait_until(PATIENCE, "the command and redlock to stop", || {
+        proc_state(pid) == Some('T') && proc_state(redlock) == Some('T')
+    });
+    tmux.send_keys(&["fg", "Enter"]);
+    wait_until(PATIENCE, "the command to run again", || {
+        proc_state(pid).is_some_and(|s| s != 'T')
+    });
+    touch(&dir.join("n.go"));
+    wait_until(PATIENCE, "redlock to end", || {
+        proc_state(redlock).is_none_or(|s| s == 'Z')
+    });
+    tmux.send_keys(&[&format!("echo $? > {}", dir.sh("status")), "Enter"]);
+    assert_eq!(
+        wait_for_line(&dir.join("status")),
+        "0",
+        "screen:\n{}",
+        tmux.capture()
+    );
+    assert_eq!(redis.get(&lock_key("notty")), None, "lock not released");
+}
