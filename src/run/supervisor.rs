@@ -487,6 +487,14 @@ impl<'a> Supervisor<'a> {
                 // frozen, and the watchdog may have killed it): nothing shows it ended in time,
                 // and the lock may have been someone else's.
                 if seen >= self.kill_line() && !self.lease_ending() {
+                    use std::os::unix::process::ExitStatusExt;
+                    if status.signal() == Some(Signal::SIGKILL as i32) && !self.killed() {
+                        report!(
+                            1,
+                            "killed" { "reason" => "the watchdog: the lease ran out while redlock was stopped" },
+                            "the watchdog sent SIGKILL to the command's process group: the lease ran out while redlock was stopped"
+                        );
+                    }
                     self.judge(Verdict::LockLost);
                     report::error_event(
                         "lock_lost",
