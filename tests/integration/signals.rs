@@ -430,11 +430,7 @@ fn a_stopped_redlocks_command_is_dead_before_a_contender_starts() {
     out.assert_code(76);
     // A SIGKILL is reported once redlock runs again (the watchdog's, or redlock's own if its
     // timer woke first: the command is dead either way).
-    assert!(
-        out.stderr.contains(r#""event":"killed""#),
-        "{}",
-        out.stderr
-    );
+    assert!(out.stderr.contains(r#""event":"killed""#), "{}", out.stderr);
 }
 
 /// Spawns redlock in a process group of its own, whose parent (this test) is outside it in the
