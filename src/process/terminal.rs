@@ -53,10 +53,13 @@ impl Terminal {
         });
     }
 
-    /// Give the terminal back to redlock's group, if the group `pgid` (the command's) has it:
+    /// Give the terminal back to redlock's group, if the group `pgid` (the command's) has it, or
+    /// a group that no longer exists does (one the command made, an interactive shell's job):
     /// after `bg` the shell has it, and must keep it. True if taken back.
     pub(crate) fn take_back(&self, pgid: Pid) -> bool {
-        let has_it = tcgetpgrp(io::stdin()).is_ok_and(|fg| fg == pgid);
+        let has_it = tcgetpgrp(io::stdin()).is_ok_and(|fg| {
+            fg == pgid || nix::sys::signal::killpg(fg, None) == Err(nix::errno::Errno::ESRCH)
+        });
         if has_it {
             self.hand_to(self.owner);
         }

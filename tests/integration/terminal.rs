@@ -177,11 +177,24 @@ fn ctrl_c_ends_cat_with_130_under_a_non_interactive_shell() {
     assert_eq!(redis.get(&lock_key("cat2")), None, "lock not released");
 }
 
-/// The parent of `pid`, from /proc.
-fn parent_of(pid: i32) -> i32 {
+/// Field `n` (counted from the state, 0) of /proc/<pid>/stat.
+fn stat_field(pid: i32, n: usize) -> i32 {
     let stat = read(std::path::Path::new(&format!("/proc/{pid}/stat")));
     let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    rest.split_whitespace().nth(1).unwrap().parse().unwrap()
+    rest.split_whitespace().nth(n).unwrap().parse().unwrap()
+}
+
+/// The parent of `pid`, from /proc.
+fn parent_of(pid: i32) -> i32 {
+    stat_field(pid, 1)
+}
+
+/// Waits until the group of `leader` runs and is its terminal's foreground group (tpgid), so
+/// that what is typed next is echoed with the command's modes, not the shell's.
+fn wait_for_foreground(leader: i32) {
+    wait_until(PATIENCE, "the command to run in the foreground", || {
+        proc_state(leader).is_some_and(|s| s != 'T') && stat_field(leader, 5) == leader
+    });
 }
 
 /// Ctrl-C in a bash script that calls redlock stops the script, as with the bare command: the
@@ -253,6 +266,7 @@ fn ctrl_z_fg_and_bg_behave_as_with_the_bare_command() {
         tmux.capture().contains("Stopped")
     });
     tmux.send_keys(&["fg", "Enter"]);
+    wait_for_foreground(cat);
     tmux.send_keys(&["after-fg", "Enter"]);
     tmux.wait_for_echo("after-fg");
 
@@ -273,6 +287,7 @@ fn ctrl_z_fg_and_bg_behave_as_with_the_bare_command() {
     assert_eq!(wait_for_line(&dir.join("shell")), "shell");
 
     tmux.send_keys(&["fg", "Enter"]);
+    wait_for_foreground(cat);
     tmux.send_keys(&["after-bg", "Enter"]);
     tmux.wait_for_echo("after-bg");
     tmux.send_keys(&["C-d"]);
