@@ -455,13 +455,23 @@ fn tstp_stops_the_command_then_redlock_and_cont_continues_both() {
         Redlock::run(&redis)
             .key("tstp")
             .ttl("3s")
+            .arg("-v")
             .sh(&hold_script(&dir, "t")),
     );
     wait_for_file(&dir.join("t.ready"));
     let pid = wait_for_pid(&dir.join("t.pid"));
     proc.signal(Signal::SIGTSTP);
-    wait_for_state(pid, 'T', "the command to stop");
-    wait_for_state(proc.pid(), 'T', "redlock to stop");
+    let give_up = Instant::now() + PATIENCE;
+    while !(proc_state(pid) == Some('T') && proc_state(proc.pid()) == Some('T')) {
+        assert!(
+            Instant::now() < give_up,
+            "not both stopped: command {:?}, redlock {:?}\n{}",
+            proc_state(pid),
+            proc_state(proc.pid()),
+            proc.stderr_so_far()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     proc.signal(Signal::SIGCONT);
     wait_until(PATIENCE, "the command to run again", || {
         proc_state(pid).is_some_and(|s| s != 'T')
