@@ -212,6 +212,11 @@ impl<'a> Supervisor<'a> {
         if self.killed() {
             return;
         }
+        // `--stop-signal KILL`: a SIGKILL like any other, reported.
+        if self.options.stop_signal == Signal::SIGKILL {
+            self.kill(now, "the stop signal is KILL");
+            return;
+        }
         if !self.stopping() {
             process::signal_group(self.pgid, self.options.stop_signal);
         }

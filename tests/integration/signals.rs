@@ -509,3 +509,24 @@ fn continued_after_the_lease_ran_out_the_command_never_runs_again_and_exit_76() 
     out.assert_code(76);
     assert_eq!(read_stamps(&dir.join("l.hb")).len(), beats, "it ran again");
 }
+
+/// `--stop-signal KILL`: the stop request is a SIGKILL, reported like every other one.
+#[test]
+fn a_kill_stop_signal_is_reported_as_a_sigkill() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let proc = Redlock::run(&redis)
+        .key("kill")
+        .args(["--stop-signal", "KILL", "-v"])
+        .sh(&heartbeat_script(&dir, "k"))
+        .spawn();
+    wait_for_file(&dir.join("k.ready"));
+    proc.signal(Signal::SIGTERM);
+    let out = proc.finish();
+    out.assert_signal(9);
+    assert!(
+        out.stderr.contains("sending SIGKILL") && out.stderr.contains("the stop signal is KILL"),
+        "{}",
+        out.stderr
+    );
+}
