@@ -45,7 +45,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand run" -l wait -d 'How lon
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l conflict-exit-code -d 'Exit status when the lock was not acquired (or the run was skipped by --min-interval)' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l min-interval -d 'Skip the run (conflict status) if a run of this lock succeeded this recently, on any host' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l stop-signal -d 'Signal that asks the command to stop (lock lost, --max-runtime): a name or number' -r
-complete -c redlock -n "__fish_redlock_using_subcommand run" -l kill-after -d 'Grace between a stop signal and SIGKILL [default: 5s, at most ttl/4]; at most ttl/2' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l kill-after -d 'Grace between the stop signal and SIGKILL [default: 5s]. After the loss of the lease it is at most what is left of the lease' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l min-replicas -d 'After taking the lock and after every renewal, wait for N replicas to acknowledge it (WAIT, up to ttl/10, at most 1s). Too few after taking it: release it, do not run the command, exit 69. A renewal too few acknowledged does not extend the lease: if none is acknowledged before it runs low, the command is stopped (76). With several --url: N replicas of each node. 0: do not wait' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l max-runtime -d 'Stop the command after this long and exit 124' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l metrics-file -d 'Write Prometheus metrics (textfile collector format) to PATH when redlock exits' -r -F

@@ -114,6 +114,16 @@ impl Outcome {
         }
     }
 
+    /// The signal redlock dies of once the lock is released, as timeout(1) does: the one the
+    /// command died of, or the one that interrupted the wait for the lock. Its parent then sees
+    /// a signal death (a shell shows 128+N, and stops a script on SIGINT).
+    pub fn death_signal(self) -> Option<i32> {
+        match self {
+            Outcome::Signaled(signal) | Outcome::Interrupted(signal) => Some(signal),
+            _ => None,
+        }
+    }
+
     /// Whether the run counts as a success (for `--min-interval` and the metrics).
     pub fn succeeded(self) -> bool {
         self == Outcome::Exited(0)
@@ -134,7 +144,12 @@ const fn row(status: &'static str, meaning: &'static str) -> Row {
 /// The exit statuses of `redlock run`.
 pub const RUN: &[Row] = &[
     row("N", "the command's own exit status"),
-    row("128+N", "the command died from signal N"),
+    row(
+        "128+N",
+        "the command died from signal N, or signal N interrupted the wait for the lock: \
+         redlock releases the lock, then dies of signal N itself, so a shell shows 128+N \
+         and a script stops on Ctrl-C (as PID 1, which cannot, it exits 128+N)",
+    ),
     row(
         "64",
         "usage error: bad flag or value, missing key or command",
@@ -246,6 +261,11 @@ mod tests {
         assert_eq!(of(11 | 0x80).status(75), 139);
         assert_eq!(of(9).label(), "failed");
         assert_eq!(Outcome::Interrupted(2).status(75), 130);
+        assert_eq!(of(15).death_signal(), Some(15));
+        assert_eq!(Outcome::Interrupted(2).death_signal(), Some(2));
+        assert_eq!(of(3 << 8).death_signal(), None);
+        assert_eq!(Outcome::LockLost.death_signal(), None);
+        assert_eq!(Outcome::MaxRuntime.death_signal(), None);
     }
 
     #[test]

@@ -236,9 +236,11 @@ fn run_client(client: usize, url: &str, ttl: &str, socket: &std::path::Path, wri
         .env("CHAOS_WRITES", writes)
         .into_command();
     cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    let spawned = mono_ns();
     let child = cmd.spawn().expect("running redlock");
     let pid = child.id() as i32;
     let out = child.wait_with_output().expect("waiting for redlock");
+    let reaped = mono_ns();
     use std::os::unix::process::ExitStatusExt;
     let code = out
         .status
@@ -247,6 +249,8 @@ fn run_client(client: usize, url: &str, ttl: &str, socket: &std::path::Path, wri
     Run {
         client,
         pid,
+        spawned,
+        reaped,
         code,
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
@@ -362,11 +366,18 @@ fn expect_persistent(r: &mut Report) {
             .push("a frozen holder resumed but no stale write was refused".into());
     }
     // A holder frozen past its lease ran its command without the lock: redlock must say so.
+    // Its run is the one with its pid whose life spans the worker's start: a long run reuses
+    // pids (32768 of them, three a run: redlock, its watchdog, its command).
     for w in r.state.workers.iter().filter(|w| frozen.contains(&w.fence)) {
         let code = r
             .runs
             .iter()
-            .find(|run| run.pid == w.redlock)
+            .find(|run| {
+                run.pid == w.redlock
+                    && run.client == w.client
+                    && run.spawned <= w.start
+                    && w.start <= run.reaped
+            })
             .map(|run| run.code);
         if code != Some(76) {
             r.problems.push(format!(

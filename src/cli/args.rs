@@ -445,7 +445,8 @@ pub struct RunArgs {
     #[arg(long, env = "REDLOCK_STOP_SIGNAL", hide_env_values = true, default_value = "TERM", value_name = "SIG", value_parser = parse_stop_signal)]
     pub stop_signal: Signal,
 
-    /// Grace between a stop signal and SIGKILL [default: 5s, at most ttl/4]; at most ttl/2.
+    /// Grace between the stop signal and SIGKILL [default: 5s]. After the loss of the lease it is
+    /// at most what is left of the lease.
     #[arg(long, env = "REDLOCK_KILL_AFTER", hide_env_values = true, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
     pub kill_after: Option<Duration>,
 
@@ -521,20 +522,11 @@ impl RunArgs {
         })
     }
 
-    /// The grace before SIGKILL: as given (checked against the ttl), or the default.
+    /// The grace before SIGKILL after a stop request or `--max-runtime`: as given, or the
+    /// default. It need not fit in the ttl: the lease is renewed meanwhile, and after the loss
+    /// of the lease the supervisor cuts it to what is left of the lease.
     pub fn kill_after(&self) -> anyhow::Result<Duration> {
-        match self.kill_after {
-            None => Ok(DEFAULT_KILL_AFTER.min(self.ttl / 4)),
-            Some(grace) if grace > self.ttl / 2 => Err(classified(
-                Class::Usage,
-                format!(
-                    "--kill-after {} must be at most half the ttl ({}), so the command can be stopped before the lease expires",
-                    humantime::format_duration(grace),
-                    humantime::format_duration(self.ttl / 2)
-                ),
-            )),
-            Some(grace) => Ok(grace),
-        }
+        Ok(self.kill_after.unwrap_or(DEFAULT_KILL_AFTER))
     }
 }
 
@@ -565,15 +557,15 @@ mod tests {
             run_args("30s", None).kill_after().unwrap(),
             Duration::from_secs(5)
         );
+        // Not cut to the ttl: the lease is renewed during the grace.
         assert_eq!(
-            run_args("2s", None).kill_after().unwrap(),
-            Duration::from_millis(500)
+            run_args("1s", None).kill_after().unwrap(),
+            Duration::from_secs(5)
         );
         assert_eq!(
-            run_args("2s", Some("1s")).kill_after().unwrap(),
-            Duration::from_secs(1)
+            run_args("2s", Some("10s")).kill_after().unwrap(),
+            Duration::from_secs(10)
         );
-        assert!(run_args("2s", Some("1001ms")).kill_after().is_err());
     }
 
     #[test]

@@ -46,12 +46,52 @@ const DESCRIPTION: &[&str] = &[
      things go wrong.",
     "It takes the lock atomically with a random owner token (SET NX PX) and advances a fencing \
      counter in the same step, runs the command without a shell in its own process group, \
-     renews the lease every ttl/3 from a background thread, forwards HUP, INT, QUIT, TERM, \
-     USR1, USR2 and WINCH to the command, and releases the lock with a token check when the \
-     command ends. If the lease cannot be renewed, redlock stops the command (the stop signal, \
-     then SIGKILL after --kill-after) before the lease can run out, and exits 76.",
+     renews the lease every ttl/3 from a background thread, forwards signals to the command \
+     (see SIGNALS), and releases the lock with a token check when the command ends. If the \
+     lease cannot be renewed, redlock stops the command (the stop signal, then SIGKILL) before \
+     the lease can run out, and exits 76. A watchdog process that knows the lease deadline \
+     kills the command if redlock itself is stopped or frozen past it: the command never runs \
+     while another holder could hold the lock.",
     "redlock is silent on success: diagnostics go to stderr prefixed \"redlock: \", stdout \
      belongs to the command, and the exit status says what happened.",
+];
+
+/// SIGNALS: how redlock passes signals on, stops, suspends and exits, one paragraph each.
+const SIGNALS: &[&str] = &[
+    "Forwarded: HUP, INT, QUIT, USR1, USR2 and WINCH go to the command's process group, and the \
+     command decides what they mean (a reload, a thread dump, its end); redlock never escalates \
+     them to SIGKILL.",
+    "Stop requests: TERM, or the --stop-signal, from outside (systemd, Kubernetes, timeout(1)) \
+     sends the stop signal to the group and SIGKILL after --kill-after, while the lease goes on \
+     being renewed, so the grace may be longer than the ttl. The same request again within \
+     500 ms is the same request (timeout(1) sends TERM to redlock, then to its process group); \
+     a later second one sends SIGKILL at once. --max-runtime and the loss of the lease stop the \
+     command the same way; after the loss of the lease the grace is at most what is left of \
+     the lease. Every SIGKILL redlock sends is reported (-v; the JSON event killed).",
+    "Ignored signals: a signal ignored when redlock starts (nohup, a shell's cmd &) stays \
+     ignored, for redlock and for the command, and is not forwarded, as POSIX shells do: under \
+     nohup a logout's SIGHUP ends neither. Every other signal reaches the command with its \
+     default disposition.",
+    "Job control: on TSTP, TTIN or TTOU (Ctrl-Z, sent to redlock or stopping the command, in a \
+     terminal or not) redlock stops the command's group, takes the terminal back, and stops \
+     itself with the same signal, as a shell job stops. Continued (fg, bg, SIGCONT): if the \
+     lease ran out meanwhile, the command is killed without running again and redlock exits \
+     76; otherwise the lease is renewed at once and the command continued. After fg the \
+     command gets the terminal back; after bg the terminal stays with the shell and the command \
+     runs in the background, stopped by SIGTTIN if it reads the terminal, as a bare command.",
+    "The watchdog: a small process of redlock's, in its own process group, is told the lease \
+     deadline at every renewal and SIGKILLs the command's group if it passes without a \
+     renewal, so a redlock that is stopped (SIGSTOP, a debugger, Ctrl-Z) or frozen cannot leave \
+     its command running unlocked; it also kills the group if redlock dies. A whole machine \
+     frozen past the ttl stays out of reach: only a fencing token protects the resource then.",
+    "Exit by signal: when the command died of a signal, or a signal interrupted the wait for \
+     the lock, redlock releases the lock, restores the signal's default disposition and kills \
+     itself with it (without a core dump), as timeout(1) does, so its parent sees a signal death \
+     (a shell shows 128+N) and a calling script stops at Ctrl-C. When the command had the \
+     terminal and died of INT or QUIT, redlock also sends that signal to its own process group, \
+     where the terminal would have sent it without redlock. As PID 1, which the kernel does not \
+     let kill itself so, redlock exits 128+N. When redlock handed the terminal to the command \
+     and the command was killed, redlock restores the terminal modes it saved.",
 ];
 
 /// EXAMPLES: what each does, then the command line.
@@ -201,6 +241,13 @@ pub fn man_page() -> Vec<u8> {
     }
 
     let mut roff = Roff::new();
+    roff.control("SH", ["SIGNALS"]);
+    for (i, paragraph) in SIGNALS.iter().enumerate() {
+        if i > 0 {
+            roff.control("PP", []);
+        }
+        roff.text([roman(*paragraph)]);
+    }
     exit_status_section(&mut roff);
     environment_section(&mut roff, &subcommands);
     roff.control("SH", ["EXAMPLES"]);
@@ -428,6 +475,7 @@ mod tests {
             ".SH SYNOPSIS",
             ".SH COMMANDS",
             ".SS \"redlock run\"",
+            ".SH SIGNALS",
             ".SH \"EXIT STATUS\"",
             ".SH ENVIRONMENT",
             ".SH EXAMPLES",

@@ -140,6 +140,7 @@ fn run_with_metrics(args: &RunArgs) -> i32 {
             path.display()
         );
     }
+    run::die_like(outcome);
     code
 }
 

@@ -53,9 +53,12 @@ pub enum LeaseEvent {
     Finished(Option<Result<Held, Failure>>),
 }
 
-/// The supervisor's stop, saying whether the run succeeded.
-struct Stop {
-    succeeded: bool,
+/// What the supervisor asks of the lease thread.
+enum Stop {
+    /// Stop, saying whether the run succeeded.
+    Stop { succeeded: bool },
+    /// Renew now rather than at the next ttl/3 (redlock was stopped, and is continued).
+    RenewNow,
 }
 
 /// What the handle and the thread share about a wait: whether a stop was asked for, and
@@ -134,7 +137,7 @@ impl Lease {
             waiting.interrupted |= interrupt;
             interrupt
         };
-        let _ = self.stop.send(Stop { succeeded });
+        let _ = self.stop.send(Stop::Stop { succeeded });
         if interrupt {
             let (interrupt, timeout) = (Arc::clone(&self.interrupt), acquire_timeout(self.ttl));
             let spawned = thread::Builder::new()
@@ -150,6 +153,14 @@ impl Lease {
 /// The shared state, whatever a panicking holder left in it (a few booleans, always whole).
 fn lock(waiting: &Mutex<Waiting>) -> MutexGuard<'_, Waiting> {
     waiting.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Lease {
+    /// Renew at once, if the lock is held (redlock was stopped and is continued: the lease may
+    /// be nearly spent). The answer comes as usual, a [`LeaseEvent::Renewed`] or a failure.
+    pub fn renew_now(&self) {
+        let _ = self.stop.send(Stop::RenewNow);
+    }
 }
 
 impl Drop for Lease {
@@ -176,7 +187,7 @@ impl Worker<'_> {
             Some(self.release(succeeded))
         } else {
             // Lost: wait for the supervisor's stop; there is nothing of ours to release.
-            self.sleep(Duration::MAX);
+            while !self.sleep(Duration::MAX) {}
             None
         }
     }
@@ -186,12 +197,13 @@ impl Worker<'_> {
         self.sleep_or_stop(duration).is_some()
     }
 
-    /// Sleep up to `duration`; Some(succeeded) when asked to stop (false if the supervisor is gone).
+    /// Sleep up to `duration`; Some(succeeded) when asked to stop (false if the supervisor is
+    /// gone). A request to renew now cuts the sleep short (None, as when it ran out).
     fn sleep_or_stop(&self, duration: Duration) -> Option<bool> {
         match self.inbox.recv_timeout(duration) {
-            Ok(Stop { succeeded }) => Some(succeeded),
+            Ok(Stop::Stop { succeeded }) => Some(succeeded),
             Err(RecvTimeoutError::Disconnected) => Some(false),
-            Err(RecvTimeoutError::Timeout) => None,
+            Ok(Stop::RenewNow) | Err(RecvTimeoutError::Timeout) => None,
         }
     }
 

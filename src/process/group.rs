@@ -130,9 +130,17 @@ fn children() -> Option<Vec<Pid>> {
 }
 
 fn listed_children() -> Option<Vec<Pid>> {
+    // The kernel has the file or not; the main thread's says which (it outlives every other).
+    let main = format!("/proc/self/task/{}/children", getpid());
+    if !std::path::Path::new(&main).exists() {
+        return None;
+    }
     let mut pids = Vec::new();
     for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
-        let text = std::fs::read_to_string(task.path().join("children")).ok()?;
+        // A thread that ended since the listing has no file any more, and no children.
+        let Ok(text) = std::fs::read_to_string(task.path().join("children")) else {
+            continue;
+        };
         pids.extend(
             text.split_whitespace()
                 .filter_map(|p| p.parse().ok())
@@ -180,6 +188,12 @@ pub(crate) fn signal_adopted(adopted: &[(Pid, Pid)], signal: Signal) {
 /// Send `signal` to every process of the group `pgid`; a group already gone is not an error.
 pub(crate) fn signal_group(pgid: Pid, signal: Signal) {
     let _ = killpg(pgid, signal);
+}
+
+/// Send `signal` to redlock's own process group (redlock included; it takes the signal like
+/// any other, on its signal thread).
+pub(crate) fn signal_own_group(signal: Signal) {
+    let _ = killpg(nix::unistd::getpgrp(), signal);
 }
 
 /// Whether any process (zombies included) is left in the group `pgid`.

@@ -17,7 +17,7 @@ mod watchdog;
 
 pub(crate) use group::{
     Waited, adopted, become_subreaper, group_alive, no_children, signal_adopted, signal_group,
-    try_wait_any,
+    signal_own_group, try_wait_any,
 };
 pub(crate) use spawn::{explain_failure, spawn};
 pub(crate) use terminal::Terminal;

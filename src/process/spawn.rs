@@ -3,10 +3,11 @@
 //!
 //! std forks, puts the child in its group, resets SIGPIPE to its default, runs the hook and
 //! execs, reporting an exec failure as the error of `spawn()`. The hook adds the parent-death
-//! signal, the default disposition of the forwarded signals, the terminal's foreground, and an
-//! empty signal mask: std hands the parent's mask down unchanged since Rust 1.66
-//! (rust-lang/rust#101077), and redlock's main thread has the forwarded signals and SIGCHLD
-//! blocked for the signal thread (see `signals::block`).
+//! signal, the terminal's foreground, and an empty signal mask: std hands the parent's mask down
+//! unchanged since Rust 1.66 (rust-lang/rust#101077), and redlock's main thread has the signals
+//! it takes blocked for the signal thread (see `signals::Intake::block`). Dispositions are left
+//! as redlock got them: redlock installs no handler, so a signal reaches the command with its
+//! default action, and one ignored when redlock started stays ignored, as a shell leaves it.
 
 use std::ffi::OsString;
 use std::io;
@@ -15,10 +16,9 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 
 use nix::errno::Errno;
-use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, Signal, pthread_sigmask};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
 use nix::unistd::{Pid, getpid, getppid};
 
-use super::signals::RESET_IN_CHILD;
 use super::terminal::{self, Terminal};
 
 /// Start `argv` (looked up in PATH) in a new process group with `env` applied (a value sets the
@@ -31,7 +31,7 @@ use super::terminal::{self, Terminal};
 pub(crate) fn spawn(
     argv: &[OsString],
     env: &[(&str, Option<String>)],
-    terminal: Option<Terminal>,
+    terminal: Option<&Terminal>,
 ) -> io::Result<Pid> {
     let Some((program, args)) = argv.split_first() else {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "no command"));
@@ -132,15 +132,10 @@ fn before_exec(redlock: Pid, tty: Option<&OwnedFd>) -> io::Result<()> {
     if getppid() != redlock {
         return Err(Errno::ESRCH.into());
     }
-    // Handlers are reset by exec, but an ignored signal stays ignored.
-    for signal in RESET_IN_CHILD {
-        // SAFETY: SIG_DFL installs no handler, so no code of ours can run on a signal.
-        unsafe { nix::sys::signal::signal(signal, SigHandler::SigDfl) }?;
-    }
     if let Some(tty) = tty {
         terminal::take_foreground(tty, getpid());
     }
-    // Last, so that a forwarded signal sent meanwhile waits, pending, for the defaults above.
+    // Last, so that a signal sent meanwhile waits, pending, until the command runs.
     pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)?;
     Ok(())
 }

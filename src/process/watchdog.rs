@@ -1,10 +1,15 @@
 //! The watchdog: a small process that SIGKILLs the command's whole process group if redlock dies
-//! without saying it is done (the parent-death signal reaches only the command's first process).
+//! without saying it is done (the parent-death signal reaches only the command's first process),
+//! or if the lease deadline it was last given passes without a later one: a redlock that is
+//! stopped (SIGSTOP, a debugger, Ctrl-Z) or frozen renews nothing, and its command must not run
+//! on once another host could hold the lock.
 //!
 //! It is an ordinary fork of redlock, made before any thread starts, and shares nothing with it
-//! but a pipe: redlock writes orders into it ([`Order`], fixed-size records), and the end of file
-//! (every write end closed: redlock exited, however it died) is the watchdog's cue to kill the
-//! last group it was given and exit. It lives in its own process group, with every signal
+//! but a pipe: redlock writes orders into it ([`Order`], fixed-size records: the group and the
+//! instant by which it must be dead, on CLOCK_MONOTONIC, sent again on every renewal). The
+//! watchdog sleeps in `poll` until the next order or that instant; at that instant it kills the
+//! group. The end of file (every write end closed: redlock exited, however it died) is its cue
+//! to kill the last group it was given and exit. Only a whole frozen machine stops it too. It lives in its own process group, with every signal
 //! blocked, so a Ctrl-C or a signal sent to redlock's group does not reach it; it holds no
 //! descriptor but the pipe's read end, so no terminal or pipe of redlock's stays open because
 //! of it.
@@ -15,8 +20,13 @@ use std::io::{self, PipeReader, PipeWriter, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 
+use std::os::fd::AsFd;
+use std::time::Instant;
+
 use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, killpg, pthread_sigmask};
+use nix::time::{ClockId, clock_gettime};
 use nix::unistd::{ForkResult, Pid, close, fork, read, setpgid};
 
 /// The running watchdog's pid (0: none). One per process, and the reaper, on the signal thread,
@@ -33,27 +43,59 @@ pub(super) fn current_pid() -> Option<Pid> {
 
 /// One order to the watchdog: a fixed-size record, written with one `write` (atomic on a pipe up
 /// to PIPE_BUF bytes) and read whole. The watchdog is a fork of the same program, so the record
-/// can grow (a lease deadline beside the group, say) by changing this type alone: there is no
-/// reader of an older format to stay compatible with.
+/// can grow by changing this type alone: there is no reader of an older format to stay
+/// compatible with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Order {
     /// The process group to SIGKILL if redlock dies; None: nothing to kill.
     group: Option<Pid>,
+    /// When to SIGKILL the group although redlock lives (CLOCK_MONOTONIC, ns): the lease's
+    /// kill line. None: only when redlock dies.
+    kill_at: Option<u64>,
 }
 
 impl Order {
-    const SIZE: usize = 4;
+    const SIZE: usize = 12;
 
     fn encode(self) -> [u8; Self::SIZE] {
-        self.group.map_or(0, Pid::as_raw).to_ne_bytes()
+        let mut record = [0u8; Self::SIZE];
+        record[..4].copy_from_slice(&self.group.map_or(0, Pid::as_raw).to_ne_bytes());
+        record[4..].copy_from_slice(&self.kill_at.unwrap_or(0).to_ne_bytes());
+        record
     }
 
     fn decode(record: [u8; Self::SIZE]) -> Self {
-        let group = i32::from_ne_bytes(record);
+        let (group, kill_at) = record.split_at(4);
+        let group = i32::from_ne_bytes(group.try_into().unwrap_or_default());
+        let kill_at = u64::from_ne_bytes(kill_at.try_into().unwrap_or_default());
         Self {
             group: (group > 0).then(|| Pid::from_raw(group)),
+            kill_at: (kill_at > 0).then_some(kill_at),
         }
     }
+}
+
+/// CLOCK_MONOTONIC now, in nanoseconds: the clock std's `Instant` reads on Linux, and one the
+/// watchdog can read without allocating. 0 if it cannot be read (never, on Linux).
+fn monotonic_now() -> u64 {
+    clock_gettime(ClockId::CLOCK_MONOTONIC).map_or(0, |t| {
+        (t.tv_sec() as u64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(t.tv_nsec() as u64)
+    })
+}
+
+/// `at` on CLOCK_MONOTONIC, in nanoseconds (at least 1: 0 means none).
+fn monotonic(at: Instant) -> u64 {
+    let (now, clock) = (Instant::now(), monotonic_now());
+    let ns = match at.checked_duration_since(now) {
+        Some(ahead) => clock.saturating_add(ahead.as_nanos().try_into().unwrap_or(u64::MAX)),
+        None => {
+            let behind = now.duration_since(at).as_nanos();
+            clock.saturating_sub(behind.try_into().unwrap_or(u64::MAX))
+        }
+    };
+    ns.max(1)
 }
 
 /// redlock's end of the watchdog: the pipe its orders go through.
@@ -98,9 +140,25 @@ impl Watchdog {
         self.pid
     }
 
-    /// Watch the group `pgid` (or nothing, with None) from now on.
-    pub(crate) fn watch(&mut self, pgid: Option<Pid>) {
-        let _ = self.orders.write_all(&Order { group: pgid }.encode());
+    /// Watch the group `pgid` from now on: SIGKILL it if redlock dies, and at `kill_at` (the
+    /// lease's kill line) unless a later instant comes first. Sent again on every renewal.
+    pub(crate) fn watch(&mut self, pgid: Pid, kill_at: Instant) {
+        self.send(Order {
+            group: Some(pgid),
+            kill_at: Some(monotonic(kill_at)),
+        });
+    }
+
+    /// Nothing to kill any more: the command and its group are gone.
+    pub(crate) fn done(&mut self) {
+        self.send(Order {
+            group: None,
+            kill_at: None,
+        });
+    }
+
+    fn send(&mut self, order: Order) {
+        let _ = self.orders.write_all(&order.encode());
     }
 }
 
@@ -128,11 +186,41 @@ fn watch(orders: &PipeReader, write_end: RawFd, open: &[RawFd]) -> ! {
             let _ = close(fd);
         }
     }
-    let mut group = None;
-    while let Some(order) = next_order(orders) {
-        group = order.group;
+    let mut current = Order {
+        group: None,
+        kill_at: None,
+    };
+    loop {
+        let timeout = match current.kill_at {
+            None => PollTimeout::NONE,
+            Some(at) => {
+                let now = monotonic_now();
+                if now >= at {
+                    // The lease ran out and no renewal came: redlock is stopped or frozen.
+                    if let Some(group) = current.group {
+                        let _ = killpg(group, Signal::SIGKILL);
+                    }
+                    current.kill_at = None;
+                    continue;
+                }
+                // Rounded up: waking a little late is covered by the kill margin, which
+                // leaves room for a late wake-up; waking early only loops once more.
+                let ms = (at - now).div_ceil(1_000_000);
+                PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)
+            }
+        };
+        let mut fds = [PollFd::new(orders.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, timeout) {
+            Ok(0) | Err(Errno::EINTR) => continue,
+            Ok(_) => {}
+            Err(_) => break,
+        }
+        match next_order(orders) {
+            Some(order) => current = order,
+            None => break,
+        }
     }
-    if let Some(group) = group {
+    if let Some(group) = current.group {
         let _ = killpg(group, Signal::SIGKILL);
     }
     // SAFETY: ends this process at once, without the exit handlers and buffers, which are
@@ -168,11 +256,29 @@ mod tests {
     fn orders_are_fixed_size_records() {
         let some = Order {
             group: Some(Pid::from_raw(4242)),
+            kill_at: Some(u64::MAX - 1),
         };
         assert_eq!(Order::decode(some.encode()), some);
-        let none = Order { group: None };
+        let none = Order {
+            group: None,
+            kill_at: None,
+        };
         assert_eq!(none.encode(), [0; Order::SIZE]);
         assert_eq!(Order::decode(none.encode()), none);
+    }
+
+    #[test]
+    fn instants_map_onto_the_monotonic_clock() {
+        let now = Instant::now();
+        let clock = monotonic(now);
+        let later = monotonic(now + Duration::from_secs(3));
+        let earlier = monotonic(now - Duration::from_millis(1));
+        assert!(
+            later.abs_diff(clock + 3_000_000_000) < 50_000_000,
+            "{later} vs {clock}"
+        );
+        assert!(earlier < clock && clock > 0);
+        assert!(monotonic_now() >= clock - 50_000_000);
     }
 
     #[test]
@@ -180,6 +286,7 @@ mod tests {
         let (reader, mut writer) = io::pipe().unwrap();
         let order = Order {
             group: Some(Pid::from_raw(7)),
+            kill_at: Some(12345),
         };
         writer.write_all(&order.encode()).unwrap();
         // A record cut short by the end of file is no order.
@@ -220,8 +327,8 @@ mod tests {
         wait_until("the watchdog to close its stdio", || {
             (0..3).all(|fd| !std::path::Path::new(&format!("/proc/{pid}/fd/{fd}")).exists())
         });
-        watchdog.watch(Some(group));
-        watchdog.watch(None);
+        watchdog.watch(group, Instant::now() + Duration::from_secs(60));
+        watchdog.done();
         drop(watchdog);
         assert_eq!(waitpid(pid, None), Ok(WaitStatus::Exited(pid, 0)));
         assert!(
@@ -232,12 +339,38 @@ mod tests {
         // Told the group, then redlock's end closes: the whole group is killed.
         let mut watchdog = Watchdog::start().unwrap();
         let pid = watchdog.pid();
-        watchdog.watch(Some(group));
+        watchdog.watch(group, Instant::now() + Duration::from_secs(60));
         drop(watchdog);
         assert_eq!(waitpid(pid, None), Ok(WaitStatus::Exited(pid, 0)));
         assert_eq!(
             sleeper.wait().unwrap().signal(),
             Some(Signal::SIGKILL as i32)
         );
+    }
+
+    #[test]
+    fn kills_the_group_at_the_deadline_unless_a_later_one_came() {
+        let mut sleeper = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let group = Pid::from_raw(sleeper.id() as i32);
+        let mut watchdog = Watchdog::start().unwrap();
+        // A deadline pushed back (a renewal) before it passed: nothing happens at the first.
+        let first = Instant::now() + Duration::from_millis(100);
+        watchdog.watch(group, first);
+        watchdog.watch(group, Instant::now() + Duration::from_millis(400));
+        std::thread::sleep(Duration::from_millis(250));
+        assert!(
+            sleeper.try_wait().unwrap().is_none(),
+            "killed at the first deadline"
+        );
+        // No later deadline: killed at the second, with redlock (this test) still alive.
+        let status = sleeper.wait().unwrap();
+        let killed = Instant::now();
+        assert_eq!(status.signal(), Some(Signal::SIGKILL as i32));
+        assert!(killed >= first + Duration::from_millis(250), "killed early");
+        drop(watchdog);
     }
 }

@@ -25,7 +25,7 @@ use crate::lease::{self, Lease, LeaseEvent, Wait};
 use crate::lock;
 use crate::lock::quorum::Quorum;
 use crate::lock::{Held, Holder, Keys, Locker, Preflight, SingleRedis};
-use crate::process::signals;
+use crate::process::signals::{self, Intake, Meaning};
 use crate::process::{self, Terminal, Waited, Watchdog};
 use crate::report;
 
@@ -33,7 +33,7 @@ mod supervisor;
 
 use crate::report::metrics::Stats;
 use crate::transport::endpoint::{self, Endpoint};
-use supervisor::Supervisor;
+use supervisor::{Supervised, Supervisor};
 
 /// Everything the supervisor hears about.
 #[derive(Debug)]
@@ -84,12 +84,13 @@ struct Taken {
 pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
     let started = Instant::now();
     // Before any thread exists, so that every thread has them blocked.
-    signals::block().context("cannot block signals")?;
+    let intake = Intake::new(options.stop_signal);
+    intake.block().context("cannot block signals")?;
     let mut watchdog = Watchdog::start().context("cannot start the watchdog process")?;
     // Orphans of the command come to redlock, which stops them with the job and reaps them.
     process::become_subreaper();
     let (events, rx) = mpsc::channel::<Event>();
-    let command_pid = start_intake(&events)?;
+    let command_pid = start_intake(intake, &events)?;
 
     let token = uuid::Uuid::new_v4().to_string();
     let tx = events.clone();
@@ -103,7 +104,7 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
         },
     );
 
-    let Taken { fence, sent } = match acquire(options, &rx, stats, started)? {
+    let Taken { fence, sent } = match acquire(options, intake, &rx, stats, started)? {
         Ok(taken) => taken,
         Err(outcome) => {
             if matches!(outcome, Outcome::Interrupted(_)) {
@@ -131,7 +132,7 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
         ("REDLOCK_URL", url),
     ];
     let terminal = Terminal::foreground();
-    let pgid = match process::spawn(&options.command, &env, terminal) {
+    let pgid = match process::spawn(&options.command, &env, terminal.as_ref()) {
         Ok(pid) => pid,
         Err(err) => {
             let (found, message) = process::explain_failure(&options.command[0], &err);
@@ -143,17 +144,27 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
             return Ok(outcome);
         }
     };
-    watchdog.watch(Some(pgid));
     command_pid.store(pgid.as_raw(), Ordering::SeqCst);
     // It may have ended already, its SIGCHLD taken while its pid was unknown.
     signals::check_children();
 
-    // Supervise.
-    let mut supervisor = Supervisor::new(options, pgid, sent, watchdog.pid());
-    let ended = supervisor.supervise(&rx);
-    watchdog.watch(None);
-    if let Some(terminal) = terminal {
-        terminal.restore();
+    // Supervise (the supervisor tells the watchdog the group and the kill line at once).
+    let context = Supervised {
+        pgid,
+        sent,
+        watchdog: &mut watchdog,
+        lease: &lease,
+        intake,
+        terminal: terminal.as_ref(),
+    };
+    let ended = Supervisor::new(options, context).supervise(&rx);
+    watchdog.done();
+    if let Some(terminal) = &terminal {
+        terminal.take_back(pgid);
+        // A command killed by a signal (a vi stopped by --max-runtime) left the modes it set.
+        if ended.signaled {
+            terminal.restore_modes();
+        }
     }
     let code = ended.outcome.status(options.conflict_status);
     report!(
@@ -168,31 +179,55 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
     lease.finish(ended.outcome.succeeded());
     let released = finish(&rx, &options.key);
     let mut outcome = ended.outcome;
-    // Released before the lease could have run out, yet the key was gone or someone else's:
-    // it was deleted, evicted or broken (`release --force`) while the command ran, which the
-    // command's own status must not hide.
-    if release_in_time
-        && !ended.overridden
-        && let Some(found @ (Held::Gone | Held::Theirs)) = released
+    // A lost lease is always reported, whatever the command's status (or another verdict)
+    // says: the lease ran out before the release (redlock was stopped or frozen while the
+    // command ended, or while it ran), or the release found the key gone or someone else's
+    // (deleted, evicted, broken with `release --force`, or expired and taken).
+    if outcome != Outcome::LockLost {
+        let lost = match released {
+            Some(Held::Gone) => Some("it was gone at release"),
+            Some(Held::Theirs) => Some("another owner held it at release"),
+            _ if !release_in_time => Some("its lease ran out before the release"),
+            _ => None,
+        };
+        if let Some(why) = lost {
+            outcome = Outcome::LockLost;
+            report::error_event(
+                outcome.event(),
+                format!(
+                    "lock '{}' was lost while the command ran ({why})",
+                    options.key
+                ),
+            );
+        }
+    }
+    // Ctrl-C or Ctrl-\ in the terminal reached only the command's group, which had the
+    // terminal. Without redlock it would have reached redlock's group too (the calling script,
+    // a pipeline), so pass it on there now the command died of it: a script stops at Ctrl-C
+    // as it does around the bare command (bash stops only when it got the SIGINT itself).
+    if terminal.is_some()
+        && let Outcome::Signaled(n) = outcome
+        && let Ok(signal @ (Signal::SIGINT | Signal::SIGQUIT)) = Signal::try_from(n)
     {
-        outcome = Outcome::LockLost;
-        report::error_event(
-            outcome.event(),
-            format!(
-                "lock '{}' was lost while the command ran (found {} at release)",
-                options.key,
-                if found == Held::Gone {
-                    "gone"
-                } else {
-                    "held by another owner"
-                }
-            ),
-        );
+        process::signal_own_group(signal);
     }
     stats.held = Some(sent.elapsed());
     stats.renewals = ended.renewals;
     stats.renewal_failures = ended.renewal_failures;
     Ok(outcome)
+}
+
+/// End redlock as the run ended: by the signal the command died of (or that interrupted the
+/// wait), once everything is released and written, so that its parent sees a signal death.
+/// Returns (then the caller exits with the status) for any other outcome, or where redlock
+/// cannot kill itself (PID 1).
+pub fn die_like(outcome: Outcome) {
+    if let Some(signal) = outcome
+        .death_signal()
+        .and_then(|n| Signal::try_from(n).ok())
+    {
+        signals::die_of(signal);
+    }
 }
 
 /// The lock protocol for the servers given: one server, or a quorum of several.
@@ -222,13 +257,14 @@ fn locker(options: &Options) -> Box<dyn Locker> {
 /// spawning reaps a child whose exec failed itself): the command (reported), then anything
 /// adopted (as subreaper or PID 1), so no orphan lingers as a zombie. Returns where to put the
 /// command's pid once it is known.
-fn start_intake(events: &Sender<Event>) -> anyhow::Result<Arc<AtomicI32>> {
+fn start_intake(intake: Intake, events: &Sender<Event>) -> anyhow::Result<Arc<AtomicI32>> {
     let command_pid = Arc::new(AtomicI32::new(0));
     let tx = events.clone();
     let tx_child = events.clone();
     let command = Arc::clone(&command_pid);
     let mut ended = false;
     signals::start(
+        intake,
         move |signal| {
             let _ = tx.send(Event::Signal(signal));
         },
@@ -247,6 +283,7 @@ fn start_intake(events: &Sender<Event>) -> anyhow::Result<Arc<AtomicI32>> {
 /// (busy, skipped, interrupted by a signal). An error: Redis could not be used.
 fn acquire(
     options: &Options,
+    intake: Intake,
     rx: &Receiver<Event>,
     stats: &mut Stats,
     started: Instant,
@@ -300,7 +337,11 @@ fn acquire(
                 return Err(classified(Class::Unavailable, failure.to_string()))
                     .with_context(|| format!("cannot take lock '{key}'"));
             }
-            Event::Signal(signal) if signals::is_terminating(signal) => {
+            // Job control while waiting: nothing of the command's to stop yet; redlock stops.
+            Event::Signal(signal) if intake.meaning(signal) == Meaning::Suspend => {
+                signals::stop_self(signal);
+            }
+            Event::Signal(signal) if intake.ends_a_wait(signal) => {
                 stats.waited = Some(started.elapsed());
                 report!(
                     1,

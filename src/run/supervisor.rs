@@ -1,6 +1,21 @@
 //! The supervisor: from the spawn until the command and everything it left behind are gone,
-//! it hears signals, the command's end and the lease's news, and decides when to forward, stop
-//! and kill.
+//! it hears signals, the command's end and the lease's news, and decides when to forward, stop,
+//! suspend, continue and kill.
+//!
+//! The rules, in one place:
+//! - HUP, INT, QUIT, USR1, USR2 and WINCH are forwarded, and the command decides what they mean.
+//! - Only a stop request (TERM or `--stop-signal`), `--max-runtime` and the loss of the lease
+//!   start stop → grace → SIGKILL. The same stop request twice within [`SAME_REQUEST`] (as
+//!   timeout(1) sends it, to redlock and then to its group) is one request; a later second one
+//!   kills at once.
+//! - The grace after a stop request or `--max-runtime` is `--kill-after`, the lease being renewed
+//!   meanwhile; after the loss of the lease it is at most what is left of the lease.
+//! - Job control (TSTP, TTIN, TTOU, to redlock or stopping the command): stop the command's
+//!   group, then redlock. Continued: if the lease ran out meanwhile, kill the command (it never
+//!   runs again) and exit 76; otherwise renew at once and continue the command.
+//! - The watchdog is told the kill line on every renewal: a redlock stopped or frozen cannot
+//!   leave its command running past its lease.
+//! - Every SIGKILL is reported (`killed`).
 
 use std::collections::HashSet;
 use std::process::ExitStatus;
@@ -11,10 +26,10 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
 use crate::exit::Outcome;
-use crate::lease::{self, LeaseEvent};
+use crate::lease::{self, Lease, LeaseEvent};
 use crate::lock::Held;
-use crate::process::signals;
-use crate::process::{self, Waited};
+use crate::process::signals::{self, Intake, Meaning};
+use crate::process::{self, Terminal, Waited, Watchdog};
 use crate::report;
 use crate::run::{Event, Options};
 
@@ -26,6 +41,10 @@ const IDLE_WAKE: Duration = Duration::from_secs(60);
 const GROUP_POLL: Duration = Duration::from_millis(10);
 /// How often to look for newly adopted processes while the command is being stopped.
 const ADOPT_POLL: Duration = Duration::from_millis(50);
+/// A stop request repeated within this window is the same request: timeout(1) sends TERM to
+/// redlock, then to its whole process group, redlock included. A person or a supervisor that
+/// insists does so later, and is obeyed at once.
+pub(crate) const SAME_REQUEST: Duration = Duration::from_millis(500);
 
 /// Where stopping the command stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,8 +72,8 @@ enum Verdict {
 pub(crate) struct Ended {
     /// How the run ended: the command's status, or redlock's verdict over it.
     pub outcome: Outcome,
-    /// Whether redlock's verdict replaced the command's own status.
-    pub overridden: bool,
+    /// Whether the command died of a signal (its terminal modes are then redlock's to restore).
+    pub signaled: bool,
     /// The lease deadline when the command ended: past it the lock may be someone else's.
     pub deadline: Instant,
     pub renewals: u64,
@@ -66,6 +85,11 @@ pub(crate) struct Ended {
 pub(crate) struct Supervisor<'a> {
     options: &'a Options,
     pgid: Pid,
+    watchdog: &'a mut Watchdog,
+    lease: &'a Lease,
+    intake: Intake,
+    /// The terminal redlock handed to the command, if it did.
+    terminal: Option<&'a Terminal>,
     /// The lease deadline: past it the lock may be someone else's.
     deadline: Instant,
     max_runtime_at: Option<Instant>,
@@ -73,8 +97,10 @@ pub(crate) struct Supervisor<'a> {
     /// How the command ended, once it has (processes may linger in its group).
     status: Option<ExitStatus>,
     verdict: Option<Verdict>,
-    /// Terminating signals forwarded so far (a second one escalates to SIGKILL).
-    terminations: u32,
+    /// When the first stop request from outside came (a later second one kills at once).
+    stop_requested: Option<Instant>,
+    /// redlock stopped the command's group for job control, and has not continued it yet.
+    job_stopped: bool,
     renew_failing: bool,
     /// Since the last renewal that counted, too few replicas acknowledged one (`--min-replicas`).
     unacknowledged: bool,
@@ -86,25 +112,59 @@ pub(crate) struct Supervisor<'a> {
     renewal_failures: u64,
 }
 
+/// What the supervisor works with besides the options: the command's group, when the lease
+/// was taken, the watchdog, the lease, the signal intake and the terminal handed over.
+pub(crate) struct Supervised<'a> {
+    pub pgid: Pid,
+    pub sent: Instant,
+    pub watchdog: &'a mut Watchdog,
+    pub lease: &'a Lease,
+    pub intake: Intake,
+    pub terminal: Option<&'a Terminal>,
+}
+
 impl<'a> Supervisor<'a> {
-    pub(crate) fn new(options: &'a Options, pgid: Pid, sent: Instant, watchdog: Pid) -> Self {
+    pub(crate) fn new(options: &'a Options, context: Supervised<'a>) -> Self {
         let started = Instant::now();
-        Self {
+        let Supervised {
+            pgid,
+            sent,
+            watchdog,
+            lease,
+            intake,
+            terminal,
+        } = context;
+        let known = [pgid, watchdog.pid()];
+        let mut supervisor = Self {
             options,
             pgid,
+            watchdog,
+            lease,
+            intake,
+            terminal,
             deadline: lease::deadline(sent, options.ttl),
             max_runtime_at: options.max_runtime.and_then(|d| started.checked_add(d)),
             phase: Phase::Running,
             status: None,
             verdict: None,
-            terminations: 0,
+            stop_requested: None,
+            job_stopped: false,
             renew_failing: false,
             unacknowledged: false,
-            known: [pgid, watchdog],
+            known,
             adopted_stopped: HashSet::new(),
             renewals: 0,
             renewal_failures: 0,
-        }
+        };
+        supervisor.guard();
+        supervisor
+    }
+
+    /// Tell the watchdog the kill line: if no later one comes (redlock stopped or frozen), it
+    /// kills the group then itself.
+    fn guard(&mut self) {
+        let kill_line = self.kill_line();
+        self.watchdog.watch(self.pgid, kill_line);
     }
 
     fn lease_ending(&self) -> bool {
@@ -134,11 +194,18 @@ impl<'a> Supervisor<'a> {
             .unwrap_or(self.deadline)
     }
 
-    /// The instant the stop signal must go out so that SIGKILL after --kill-after still lands in time.
+    /// The grace after the loss of the lease: `--kill-after`, at most half the ttl, so that a
+    /// lease renewed every ttl/3 is never found running low while the renewals succeed.
+    fn lease_grace(&self) -> Duration {
+        self.options.kill_after.min(self.options.ttl / 2)
+    }
+
+    /// The instant the stop signal must go out, if the lease was not renewed, so that SIGKILL
+    /// after the lease's grace still lands in time.
     fn stop_line(&self) -> Instant {
         let kill_line = self.kill_line();
         kill_line
-            .checked_sub(self.options.kill_after)
+            .checked_sub(self.lease_grace())
             .unwrap_or(kill_line)
     }
 
@@ -146,6 +213,11 @@ impl<'a> Supervisor<'a> {
     /// the grace.
     fn stop(&mut self, now: Instant) {
         if self.killed() {
+            return;
+        }
+        // `--stop-signal KILL`: a SIGKILL like any other, reported.
+        if self.options.stop_signal == Signal::SIGKILL {
+            self.kill(now, "the stop signal is KILL");
             return;
         }
         if !self.stopping() {
@@ -186,11 +258,94 @@ impl<'a> Supervisor<'a> {
         };
     }
 
-    fn kill(&mut self, now: Instant) {
+    /// SIGKILL the group (and what redlock adopted), once, saying why.
+    fn kill(&mut self, now: Instant, why: &str) {
         if !self.killed() {
             self.phase = Phase::Killed { at: now };
+            report!(
+                1,
+                "killed" { "reason" => why },
+                "sending SIGKILL to the command's process group: {why}"
+            );
             process::signal_group(self.pgid, Signal::SIGKILL);
             self.tend_adopted();
+        }
+    }
+
+    /// A stop request from outside (TERM or the stop signal): the stop signal, then SIGKILL
+    /// after --kill-after; the same request again within [`SAME_REQUEST`] changes nothing, a
+    /// later one kills at once.
+    fn stop_requested(&mut self, now: Instant, signal: Signal) {
+        match self.stop_requested {
+            None => {
+                self.stop_requested = Some(now);
+                report!(
+                    1,
+                    "stop_requested" { "signal" => signal.as_str() },
+                    "{} received; sending {} to the command, SIGKILL after {}",
+                    signal.as_str(),
+                    self.options.stop_signal.as_str(),
+                    report::millis(self.options.kill_after)
+                );
+                self.stop(now);
+            }
+            Some(first) if now.duration_since(first) < SAME_REQUEST => {
+                report!(
+                    2,
+                    "stop_repeated" { "signal" => signal.as_str() },
+                    "{} again within {}: the same stop request",
+                    signal.as_str(),
+                    report::millis(SAME_REQUEST)
+                );
+            }
+            Some(_) => self.kill(now, &format!("a second {}", signal.as_str())),
+        }
+    }
+
+    /// Job control: stop the command's group, give the terminal back to redlock's group if the
+    /// command has it, then stop redlock with the same signal, as a shell job stops. Returns
+    /// once redlock is continued (`fg`, `bg`, SIGCONT), having resumed.
+    fn suspend(&mut self, signal: Signal) {
+        // SIGSTOP: the whole group stops, also what ignores or handles the terminal's stop.
+        process::signal_group(self.pgid, Signal::SIGSTOP);
+        self.job_stopped = true;
+        if let Some(terminal) = self.terminal {
+            terminal.take_back(self.pgid);
+        }
+        report!(
+            1,
+            "suspended" { "signal" => signal.as_str() },
+            "{}: stopped the command, stopping redlock (the lease is not renewed meanwhile;              if it runs out, the command is killed)",
+            signal.as_str()
+        );
+        signals::stop_self(signal);
+        self.resume();
+    }
+
+    /// redlock was continued: if the lease ran out meanwhile, kill the command without letting
+    /// it run again; otherwise renew at once, and continue the command if redlock stopped it
+    /// (with the terminal, if redlock's group has it again: `fg`, not `bg`).
+    fn resume(&mut self) {
+        let now = Instant::now();
+        if now >= self.kill_line() {
+            let key = &self.options.key;
+            self.lose_lease(
+                now,
+                format_args!("the lease on lock '{key}' ran out while redlock was stopped"),
+            );
+            self.kill(now, "the lease ran out while redlock was stopped");
+            return;
+        }
+        self.lease.renew_now();
+        if self.job_stopped {
+            self.job_stopped = false;
+            if let Some(terminal) = self.terminal
+                && terminal.ours()
+            {
+                terminal.hand_to(self.pgid);
+            }
+            report!(1, "continued" {}, "continued; continuing the command");
+            process::signal_group(self.pgid, Signal::SIGCONT);
         }
     }
 
@@ -207,6 +362,7 @@ impl<'a> Supervisor<'a> {
 
     /// What the run comes to, now that the command is gone.
     fn ended(&self) -> Ended {
+        use std::os::unix::process::ExitStatusExt;
         let outcome = match (self.verdict, self.status) {
             (Some(Verdict::LockLost), _) => Outcome::LockLost,
             (Some(Verdict::MaxRuntime), _) => Outcome::MaxRuntime,
@@ -215,7 +371,7 @@ impl<'a> Supervisor<'a> {
         };
         Ended {
             outcome,
-            overridden: self.verdict.is_some(),
+            signaled: self.status.is_some_and(|s| s.signal().is_some()),
             deadline: self.deadline,
             renewals: self.renewals,
             renewal_failures: self.renewal_failures,
@@ -238,7 +394,7 @@ impl<'a> Supervisor<'a> {
                     now,
                     format_args!("the lease on lock '{key}' ran out without a renewal"),
                 );
-                self.kill(now);
+                self.kill(now, "the lease ran out");
             } else if !self.lease_ending() && now >= self.stop_line() {
                 let key = &self.options.key;
                 let why = if self.unacknowledged {
@@ -254,7 +410,7 @@ impl<'a> Supervisor<'a> {
             if let Phase::Stopping { kill_at } = self.phase
                 && now >= kill_at
             {
-                self.kill(now);
+                self.kill(now, "the grace after the stop signal ran out");
             }
             if self.max_runtime_at.is_some_and(|m| now >= m) && self.verdict.is_none() {
                 self.judge(Verdict::MaxRuntime);
@@ -322,51 +478,58 @@ impl<'a> Supervisor<'a> {
         let now = Instant::now();
         let key = &self.options.key;
         match event {
-            Event::Signal(signal) => {
-                report!(
-                    1,
-                    "signal_forwarded" { "signal" => signal.as_str() },
-                    "forwarding {} to the command",
-                    signal.as_str()
-                );
-                process::signal_group(self.pgid, signal);
-                if signals::is_terminating(signal) {
-                    self.terminations += 1;
-                    if self.terminations >= 2 {
-                        self.kill(now);
-                    } else {
-                        self.schedule_kill(now + self.options.kill_after);
-                    }
+            Event::Signal(signal) => match self.intake.meaning(signal) {
+                Meaning::Stop => self.stop_requested(now, signal),
+                Meaning::Forward => {
+                    report!(
+                        1,
+                        "signal_forwarded" { "signal" => signal.as_str() },
+                        "forwarding {} to the command",
+                        signal.as_str()
+                    );
+                    process::signal_group(self.pgid, signal);
                 }
-            }
+                Meaning::Suspend if self.status.is_none() => self.suspend(signal),
+                // The command is gone: stop as the job, nothing of it to stop or continue.
+                Meaning::Suspend => signals::stop_self(signal),
+                Meaning::Continued => self.resume(),
+            },
             Event::Child(Ok(Waited::Exited(status)), seen) => {
                 self.status = Some(status);
-                // Seen to end only after the lease ran out (redlock itself was paused, say):
-                // nothing shows it ended in time, and the lock may have been someone else's.
-                if seen > self.deadline && !self.lease_ending() {
+                // Seen to end only at the kill line or later (redlock itself was stopped or
+                // frozen, and the watchdog may have killed it): nothing shows it ended in time,
+                // and the lock may have been someone else's.
+                if seen >= self.kill_line() && !self.lease_ending() {
+                    use std::os::unix::process::ExitStatusExt;
+                    if status.signal() == Some(Signal::SIGKILL as i32) && !self.killed() {
+                        report!(
+                            1,
+                            "killed" { "reason" => "the watchdog: the lease ran out while redlock was stopped" },
+                            "the watchdog sent SIGKILL to the command's process group: the lease ran out while redlock was stopped"
+                        );
+                    }
                     self.judge(Verdict::LockLost);
-                    report::error(format!(
-                        "the lease on lock '{key}' ran out before the command was seen to end"
-                    ));
+                    report::error_event(
+                        "lock_lost",
+                        format!(
+                            "the lease on lock '{key}' ran out before the command was seen to end"
+                        ),
+                    );
                 }
             }
-            Event::Child(Ok(Waited::Stopped(signal)), _) if signal != Signal::SIGSTOP => {
-                // A stopped command would hang the terminal: the shell regains it only when
-                // redlock stops, and a stopped redlock could not renew the lease.
-                report!(
-                    0,
-                    "job_control" { "signal" => signal.as_str() },
-                    "the command was stopped by {}; job control is not supported under a lock, continuing it",
-                    signal.as_str()
-                );
-                process::signal_group(self.pgid, Signal::SIGCONT);
+            // Stopped by the terminal (Ctrl-Z, or reading it from the background) or by itself:
+            // the job stops, redlock with it, as under a shell.
+            Event::Child(Ok(Waited::Stopped(signal)), _)
+                if signals::JOB_CONTROL.contains(&signal) =>
+            {
+                self.suspend(signal);
             }
-            // Someone paused it on purpose with SIGSTOP: theirs to continue.
+            // Someone paused it on purpose with SIGSTOP (or redlock did): not a job stop.
             Event::Child(Ok(Waited::Stopped(_)), _) => {}
             Event::Child(Err(err), _) => {
                 report::error_event("error", format!("lost track of the command: {err}"));
                 self.judge(Verdict::Internal);
-                self.kill(now);
+                self.kill(now, "redlock lost track of the command");
             }
             Event::Lease(LeaseEvent::Renewed { sent }) => {
                 self.renewals += 1;
@@ -385,6 +548,7 @@ impl<'a> Supervisor<'a> {
                     "renewed lock '{key}'"
                 );
                 self.deadline = lease::deadline(sent, self.options.ttl);
+                self.guard();
             }
             Event::Lease(LeaseEvent::RenewFailed(failure)) => {
                 self.renewal_failures += 1;

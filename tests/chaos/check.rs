@@ -13,6 +13,10 @@ use super::store::State;
 pub struct Run {
     pub client: usize,
     pub pid: i32,
+    /// CLOCK_MONOTONIC when redlock was spawned and when it was reaped: while it lives, and
+    /// until it is reaped, no other process has its pid (pids are reused over a long run).
+    pub spawned: u64,
+    pub reaped: u64,
     /// Exit code, or 128+N if redlock itself died from signal N (never expected).
     pub code: i32,
     pub stderr: String,

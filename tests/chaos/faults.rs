@@ -14,10 +14,12 @@ use crate::{Rng, mono_ns};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Kind {
-    /// The holder's redlock SIGSTOPped past its ttl (its command keeps running), then SIGCONTed.
+    /// The holder's redlock SIGSTOPped past its ttl, then SIGCONTed: its watchdog, not stopped,
+    /// kills the command when the lease runs out.
     StopRedlock,
-    /// The holder's redlock and command both SIGSTOPped past the ttl (a frozen machine), until
-    /// another holder has written; the command resumes first.
+    /// The holder's redlock, its watchdog and its command all SIGSTOPped past the ttl (a frozen
+    /// machine, which nothing on it can guard against), until another holder has written; the
+    /// command resumes first.
     StopJob,
     RedisPause,
     /// Redis SIGKILLed and restarted from its append-only file (`appendfsync always`).
@@ -100,6 +102,27 @@ pub struct World<'a> {
     pub bound: Duration,
 }
 
+/// The children of `parent` other than `except`, from /proc (redlock's watchdog, beside its
+/// command).
+fn other_children(parent: i32, except: i32) -> Vec<Pid> {
+    let mut found = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{parent}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        found.extend(
+            children
+                .split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok())
+                .filter(|&p| p != except)
+                .map(Pid::from_raw),
+        );
+    }
+    found
+}
+
 fn ms(d: Duration) -> u64 {
     d.as_millis() as u64
 }
@@ -156,7 +179,12 @@ impl World<'_> {
                     fence = Some(me.fence);
                     let redlock = Pid::from_raw(me.redlock);
                     let job = Pid::from_raw(me.pid);
+                    // The whole machine freezes: redlock's watchdog (its other child) too.
+                    let watchdogs = other_children(me.redlock, me.pid);
                     let _ = kill(redlock, Signal::SIGSTOP);
+                    for &watchdog in &watchdogs {
+                        let _ = kill(watchdog, Signal::SIGSTOP);
+                    }
                     let _ = killpg(job, Signal::SIGSTOP);
                     // Frozen until the lock has expired and a new holder has written.
                     let give_up = mono_ns() + ms(self.bound) * 1_000_000;
@@ -174,6 +202,9 @@ impl World<'_> {
                             break;
                         }
                         thread::sleep(Duration::from_millis(1));
+                    }
+                    for &watchdog in &watchdogs {
+                        let _ = kill(watchdog, Signal::SIGCONT);
                     }
                     let _ = kill(redlock, Signal::SIGCONT);
                 }

@@ -47,6 +47,25 @@ impl Output {
         );
     }
 
+    /// The signal redlock died of, if it did (it dies of the signal its command died of).
+    pub fn signal(&self) -> Option<i32> {
+        use std::os::unix::process::ExitStatusExt;
+        self.status.signal()
+    }
+
+    /// redlock died of signal `want` (as its command did): a shell shows 128+N.
+    #[track_caller]
+    pub fn assert_signal(&self, want: i32) {
+        assert_eq!(
+            self.signal(),
+            Some(want),
+            "redlock ended with {:?}, expected death by signal {want}\nstdout:\n{}\nstderr:\n{}",
+            self.status,
+            self.stdout,
+            self.stderr
+        );
+    }
+
     /// Every diagnostic line carries the `redlock: ` prefix.
     #[track_caller]
     pub fn assert_stderr_prefixed(&self) {

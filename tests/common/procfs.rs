@@ -24,6 +24,21 @@ fn live(state: char) -> bool {
     !matches!(state, 'Z' | 'X' | 'x')
 }
 
+/// The state letter of `pid` in /proc (`R`, `S`, `T` stopped, `Z` zombie...), None if gone.
+pub fn proc_state(pid: i32) -> Option<char> {
+    proc_stat(pid).map(|(state, _)| state)
+}
+
+/// The signals `pid` ignores (the `SigIgn` mask of /proc/<pid>/status, bit N-1 for signal N).
+pub fn ignored_signals(pid: i32) -> u64 {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or(0)
+}
+
 /// The pid exists and is not a zombie.
 pub fn pid_alive(pid: i32) -> bool {
     proc_stat(pid).is_some_and(|(state, _)| live(state))

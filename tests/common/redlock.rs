@@ -96,6 +96,7 @@ pub struct Redlock {
 #[derive(Default)]
 struct Expect {
     status: Option<i32>,
+    signal: Option<i32>,
     stdout: Option<String>,
     stderr: Option<String>,
     stdout_contains: Vec<String>,
@@ -107,6 +108,7 @@ struct Expect {
 impl Expect {
     fn is_empty(&self) -> bool {
         self.status.is_none()
+            && self.signal.is_none()
             && self.stdout.is_none()
             && self.stderr.is_none()
             && self.stdout_contains.is_empty()
@@ -129,6 +131,15 @@ impl Expect {
                 got,
                 want,
                 "redlock exited {got}, expected {want}{}",
+                context()
+            );
+        }
+        if let Some(want) = self.signal {
+            let got = out.signal();
+            assert_eq!(
+                got,
+                Some(want),
+                "redlock ended with {got:?}, expected death by signal {want}{}",
                 context()
             );
         }
@@ -294,6 +305,12 @@ impl Redlock {
     /// Expect this exit status.
     pub fn status(mut self, code: i32) -> Self {
         self.expect.status = Some(code);
+        self
+    }
+
+    /// Expect redlock to die of signal `n`, as its command did (a shell shows 128+N).
+    pub fn signal(mut self, n: i32) -> Self {
+        self.expect.signal = Some(n);
         self
     }
 

@@ -26,11 +26,27 @@ fn command_exit_code_is_passed_through() {
 fn signal_death_is_128_plus_n() {
     let redis = RedisServer::start();
     for (name, n) in [("HUP", 1), ("KILL", 9), ("USR1", 10), ("TERM", 15)] {
+        // redlock dies of the command's signal, so its parent sees a signal death.
         Redlock::run(&redis)
             .key("sigdeath")
             .sh(&format!("kill -s {name} $$"))
-            .status(128 + n)
+            .signal(n)
             .output();
+        // Through a shell, which shows 128+N.
+        let line = format!(
+            "{}; echo $?",
+            Redlock::run(&redis)
+                .key("sigdeath")
+                .sh(&format!("kill -s {name} $$"))
+                .shell_line()
+        );
+        let mut sh = std::process::Command::new("sh");
+        clear_redlock_env(&mut sh);
+        let out = sh.args(["-c", &line]).output().unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("{}\n", 128 + n)
+        );
         assert_eq!(
             redis.get(&lock_key("sigdeath")),
             None,

@@ -117,6 +117,16 @@ fn as_pid1_term_reaches_the_command() {
     );
 }
 
+/// As PID 1 redlock cannot die of its command's signal (the kernel keeps signals without a
+/// handler from PID 1, even its own): it exits 128+N, as a shell would show the death.
+#[test]
+fn as_pid1_a_signal_death_exits_128_plus_n() {
+    let redis = RedisServer::start();
+    let out = as_pid1(&redis, "pid1-sig", "kill -s TERM $$").finish();
+    out.assert_code(143);
+    assert_eq!(redis.get(&lock_key("pid1-sig")), None, "lock not released");
+}
+
 /// redlock's watchdog: its child that is a fork of redlock (so also named "redlock").
 fn watchdog_of(redlock: i32) -> i32 {
     let mut children = Vec::new();

@@ -1,9 +1,14 @@
-//! Signals sent to redlock: forwarded to the command's group, --kill-after after a terminating
-//! one, a second one escalating to SIGKILL, SIGKILL of redlock itself, and signals while waiting.
+//! Signals sent to redlock: forwarded to the command's group without escalation, a stop request
+//! (TERM) with --kill-after and a later second one escalating to SIGKILL (timeout(1)'s double
+//! TERM being one request), signals ignored at start (nohup), redlock dying of its command's
+//! signal, job control without a terminal, SIGSTOP of redlock, SIGKILL of redlock itself, and
+//! signals while waiting.
 
+use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
+use nix::unistd::Pid;
 
 use crate::common::*;
 
@@ -27,8 +32,9 @@ fn term_is_forwarded_and_the_trap_decides_the_exit_status() {
     }
 }
 
+/// The command died of the signal: redlock releases the lock and dies of it too.
 #[test]
-fn terminating_signals_kill_a_default_command_with_128_plus_n() {
+fn terminating_signals_kill_a_default_command_and_redlock_dies_of_it() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
     for (sig, n) in [
@@ -45,30 +51,75 @@ fn terminating_signals_kill_a_default_command_with_128_plus_n() {
         let pid = wait_for_pid(&dir.join(&format!("{tag}.pid")));
         proc.signal(sig);
         let out = proc.finish();
-        out.assert_code(128 + n);
+        out.assert_signal(n);
         assert!(!group_alive(pid), "{sig}: group survived");
         assert_eq!(redis.get(&lock_key("sig")), None);
     }
 }
 
-/// Started with HUP and INT ignored (as `nohup` and a shell's `cmd &` do): redlock still hears
-/// them and forwards them, and the command starts with their default action, so HUP ends it.
+/// `nohup redlock ...` (and INT ignored, as a shell's `cmd &` does): a signal ignored when
+/// redlock starts stays ignored, by redlock and by the command, and is not forwarded, so a
+/// logout's SIGHUP ends neither, as under `nohup flock`.
 #[test]
-fn signals_ignored_by_redlocks_parent_are_still_forwarded_and_reset_for_the_command() {
+fn signals_ignored_at_start_stay_ignored_and_are_not_forwarded() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
     let proc = Redlock::run(&redis)
         .key("nohup")
-        .sh(&heartbeat_script(&dir, "n"))
-        .through(["sh", "-c", r#"trap '' HUP INT; exec "$0" "$@""#])
+        .sh(&hold_script(&dir, "n"))
+        .through(["nohup", "sh", "-c", r#"trap '' INT; exec "$0" "$@""#])
         .spawn();
     wait_for_file(&dir.join("n.ready"));
     let pid = wait_for_pid(&dir.join("n.pid"));
+    // HUP (bit 0) and INT (bit 1) are ignored by the command too.
+    assert_eq!(ignored_signals(pid) & 0b11, 0b11, "the command's SigIgn");
+    // The logout: HUP to redlock and to the command's group.
     proc.signal(Signal::SIGHUP);
-    let out = proc.finish();
-    out.assert_code(129);
-    assert!(!group_alive(pid), "group survived");
+    proc.signal(Signal::SIGINT);
+    nix::sys::signal::killpg(Pid::from_raw(pid), Signal::SIGHUP).unwrap();
+    // Something redlock does hear, to know the two above were taken (or not) by now.
+    proc.signal(Signal::SIGWINCH);
+    let mut proc = proc;
+    assert!(proc.running(), "redlock ended on an ignored signal");
+    assert!(pid_alive(pid), "the command ended on an ignored signal");
+    touch(&dir.join("n.go"));
+    proc.finish().assert_code(0);
     assert_eq!(redis.get(&lock_key("nohup")), None);
+}
+
+/// HUP (a reload), QUIT (a thread dump) and INT are the command's to interpret: one that handles
+/// them and keeps running is never killed for it, however long past --kill-after.
+#[test]
+fn forwarded_signals_never_escalate() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let got = dir.sh("got");
+    let script = format!(
+        "trap 'echo HUP >> {got}' HUP; trap 'echo QUIT >> {got}' QUIT; \
+         trap 'echo INT >> {got}' INT; {}",
+        hold_script(&dir, "r")
+    );
+    let proc = Redlock::run(&redis)
+        .key("reload")
+        .args(["--kill-after", "100ms", "-v"])
+        .sh(&script)
+        .spawn();
+    wait_for_file(&dir.join("r.ready"));
+    for sig in [Signal::SIGHUP, Signal::SIGQUIT, Signal::SIGINT] {
+        proc.signal(sig);
+        let name = &sig.as_str()[3..];
+        wait_until(PATIENCE, &format!("the command to trap {name}"), || {
+            read(&dir.join("got")).lines().any(|l| l == name)
+        });
+    }
+    // Well past --kill-after: nothing was escalated.
+    std::thread::sleep(Duration::from_millis(400));
+    let mut proc = proc;
+    assert!(proc.running(), "{}", proc.stderr_so_far());
+    touch(&dir.join("r.go"));
+    let out = proc.finish();
+    out.assert_code(0);
+    assert!(!out.stderr.contains("SIGKILL"), "{}", out.stderr);
 }
 
 #[test]
@@ -123,7 +174,7 @@ fn command_ignoring_term_is_killed_after_kill_after() {
     let script = format!("trap '' TERM; {}", heartbeat_script(&dir, "w"));
     let proc = Redlock::run(&redis)
         .key("stubborn")
-        .args(["--kill-after", "400ms"])
+        .args(["--kill-after", "400ms", "-v", "--log-format", "json"])
         .sh(&script)
         .spawn();
     wait_for_file(&dir.join("w.ready"));
@@ -132,7 +183,13 @@ fn command_ignoring_term_is_killed_after_kill_after() {
     proc.signal(Signal::SIGTERM);
     let out = proc.finish();
     let took = sent.elapsed();
-    out.assert_code(137);
+    out.assert_signal(9);
+    // The SIGKILL is reported, with why.
+    assert!(
+        out.stderr.contains(r#""event":"killed""#) && out.stderr.contains("grace"),
+        "{}",
+        out.stderr
+    );
     assert!(
         took >= Duration::from_millis(350),
         "SIGKILL after {took:?}, before --kill-after 400ms"
@@ -154,11 +211,12 @@ fn second_term_kills_at_once() {
     let proc = Redlock::run(&redis)
         .key("twice")
         .ttl("60s")
-        .args(["--kill-after", "25s"])
+        .args(["--kill-after", "25s", "-v"])
         .sh(&script)
         .spawn();
     wait_for_file(&dir.join("w.ready"));
     let pid = wait_for_pid(&dir.join("w.pid"));
+    let first = Instant::now();
     proc.signal(Signal::SIGTERM);
     wait_until(PATIENCE, "the first TERM to reach the command", || {
         !read(&dir.join("terms")).is_empty()
@@ -168,10 +226,17 @@ fn second_term_kills_at_once() {
         proc.running(),
         "one TERM ended it although the command trapped it"
     );
+    // A deliberate second request comes later than timeout(1)'s repeat (500 ms).
+    std::thread::sleep(Duration::from_millis(600).saturating_sub(first.elapsed()));
     let sent = Instant::now();
     proc.signal(Signal::SIGTERM);
     let out = proc.finish();
-    out.assert_code(137);
+    out.assert_signal(9);
+    assert!(
+        out.stderr.contains("sending SIGKILL") && out.stderr.contains("a second SIGTERM"),
+        "{}",
+        out.stderr
+    );
     assert!(
         sent.elapsed() < Duration::from_secs(2),
         "second TERM took {:?}",
@@ -239,7 +304,7 @@ fn terminating_signal_while_waiting_exits_at_once() {
         let sent = Instant::now();
         waiter.signal(sig);
         let out = waiter.finish();
-        out.assert_code(128 + n);
+        out.assert_signal(n);
         assert!(
             sent.elapsed() < Duration::from_secs(2),
             "{sig} while waiting took {:?}",
@@ -254,4 +319,214 @@ fn terminating_signal_while_waiting_exits_at_once() {
 
     touch(&dir.join("h.go"));
     holder.finish().assert_code(0);
+}
+
+/// timeout(1) sends TERM to redlock, then to its own process group, redlock included: one stop
+/// request, so the command's TERM handler runs to its end rather than being SIGKILLed.
+#[test]
+fn timeouts_double_term_is_one_stop_request() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    // Several at once, each its own lock: the race showed 2 times in 5.
+    let tries: Vec<_> = (0..6)
+        .map(|i| {
+            let script = format!(
+                "trap 'sleep 0.3; echo cleaned > {cleaned}; exit 3' TERM; touch {ready}; \
+                 while :; do sleep 0.05; done",
+                cleaned = dir.sh(&format!("{i}.cleaned")),
+                ready = dir.sh(&format!("{i}.ready")),
+            );
+            Redlock::run(&redis)
+                .key(format!("timeout{i}"))
+                .ttl("5s")
+                .sh(&script)
+                .through(["timeout", "1"])
+                .spawn()
+        })
+        .collect();
+    let mut ready = 0;
+    for (i, proc) in tries.into_iter().enumerate() {
+        let out = proc.finish();
+        // Under a loaded machine a try may not have started its command within the second.
+        if !dir.join(&format!("{i}.ready")).exists() {
+            continue;
+        }
+        ready += 1;
+        out.assert_code(124);
+        assert_eq!(
+            read(&dir.join(&format!("{i}.cleaned"))),
+            "cleaned\n",
+            "try {i}: the command's cleanup did not run\n{}",
+            out.stderr
+        );
+        assert_eq!(redis.get(&lock_key(&format!("timeout{i}"))), None);
+    }
+    assert!(
+        ready >= 3,
+        "only {ready} of 6 tries started their command in time"
+    );
+}
+
+/// A stop request from outside gets the whole --kill-after, even longer than the ttl: the lease
+/// is renewed meanwhile.
+#[test]
+fn the_grace_after_a_stop_request_may_outlast_the_ttl() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let script = format!(
+        "trap 'sleep 1.5; echo done > {done}; exit 5' TERM; {hb}",
+        done = dir.sh("done"),
+        hb = heartbeat_script(&dir, "g")
+    );
+    let proc = Redlock::run(&redis)
+        .key("grace")
+        .ttl("1s")
+        .args(["--kill-after", "4s"])
+        .sh(&script)
+        .spawn();
+    wait_for_file(&dir.join("g.ready"));
+    proc.signal(Signal::SIGTERM);
+    let out = proc.finish();
+    out.assert_code(5);
+    assert_eq!(read(&dir.join("done")), "done\n");
+    assert_eq!(redis.get(&lock_key("grace")), None);
+}
+
+/// `kill -STOP <redlock>` (a debugger, a stuck parent): redlock renews nothing, so the watchdog
+/// kills the command before the lease runs out, before any contender can take the lock; when
+/// redlock is continued, it exits 76.
+#[test]
+fn a_stopped_redlocks_command_is_dead_before_a_contender_starts() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let first = Redlock::run(&redis)
+        .key("frozen")
+        .ttl("1s")
+        .args(["-v", "--log-format", "json"])
+        .sh(&heartbeat_script(&dir, "a"))
+        .spawn();
+    wait_for_file(&dir.join("a.ready"));
+    let pid = wait_for_pid(&dir.join("a.pid"));
+    first.signal(Signal::SIGSTOP);
+    // The contender's command records what it finds of the first command when it starts:
+    // a zombie nobody reaped yet (redlock is stopped) or nothing.
+    let contender = Redlock::run(&redis)
+        .key("frozen")
+        .ttl("1s")
+        .wait("10s")
+        .sh(&format!(
+            "s=$(cut -d' ' -f3 /proc/{pid}/stat 2>/dev/null); echo \"${{s:-gone}}\" > {found}",
+            found = dir.sh("found")
+        ))
+        .spawn();
+    contender.finish().assert_code(0);
+    let found = read(&dir.join("found"));
+    assert!(
+        found == "Z\n" || found == "gone\n",
+        "the first command was {found:?} when the contender's started"
+    );
+    first.signal(Signal::SIGCONT);
+    let out = first.finish();
+    out.assert_code(76);
+    // A SIGKILL is reported once redlock runs again (the watchdog's, or redlock's own if its
+    // timer woke first: the command is dead either way).
+    assert!(out.stderr.contains(r#""event":"killed""#), "{}", out.stderr);
+}
+
+/// Spawns redlock in a process group of its own, whose parent (this test) is outside it in the
+/// same session: a group that job-control stops are not discarded for.
+fn spawn_in_own_group(redlock: Redlock) -> Proc {
+    let mut cmd = redlock.into_command();
+    cmd.process_group(0);
+    Proc::spawn(cmd)
+}
+
+fn wait_for_state(pid: i32, want: char, what: &str) {
+    wait_until(PATIENCE, what, || proc_state(pid) == Some(want));
+}
+
+/// `kill -TSTP <redlock>` without a terminal: the command's group stops, then redlock; SIGCONT
+/// renews the lease and continues the command.
+#[test]
+fn tstp_stops_the_command_then_redlock_and_cont_continues_both() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let proc = spawn_in_own_group(
+        Redlock::run(&redis)
+            .key("tstp")
+            .ttl("3s")
+            .arg("-v")
+            .sh(&hold_script(&dir, "t")),
+    );
+    wait_for_file(&dir.join("t.ready"));
+    let pid = wait_for_pid(&dir.join("t.pid"));
+    proc.signal(Signal::SIGTSTP);
+    let give_up = Instant::now() + PATIENCE;
+    while !(proc_state(pid) == Some('T') && proc_state(proc.pid()) == Some('T')) {
+        assert!(
+            Instant::now() < give_up,
+            "not both stopped: command {:?}, redlock {:?}\n{}",
+            proc_state(pid),
+            proc_state(proc.pid()),
+            proc.stderr_so_far()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    proc.signal(Signal::SIGCONT);
+    wait_until(PATIENCE, "the command to run again", || {
+        proc_state(pid).is_some_and(|s| s != 'T')
+    });
+    touch(&dir.join("t.go"));
+    proc.finish().assert_code(0);
+    assert_eq!(redis.get(&lock_key("tstp")), None);
+}
+
+/// Continued after its lease ran out: the command is killed without running again, exit 76.
+#[test]
+fn continued_after_the_lease_ran_out_the_command_never_runs_again_and_exit_76() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let proc = spawn_in_own_group(
+        Redlock::run(&redis)
+            .key("late")
+            .ttl("500ms")
+            .sh(&heartbeat_script(&dir, "l")),
+    );
+    wait_for_file(&dir.join("l.ready"));
+    let pid = wait_for_pid(&dir.join("l.pid"));
+    proc.signal(Signal::SIGTSTP);
+    wait_for_state(proc.pid(), 'T', "redlock to stop");
+    // The watchdog kills the stopped command when the lease runs out.
+    wait_until(PATIENCE, "the watchdog to kill the command", || {
+        proc_state(pid) != Some('T')
+    });
+    let beats = read_stamps(&dir.join("l.hb")).len();
+    wait_until(PATIENCE, "the key to expire", || {
+        redis.get(&lock_key("late")).is_none()
+    });
+    proc.signal(Signal::SIGCONT);
+    let out = proc.finish();
+    out.assert_code(76);
+    assert_eq!(read_stamps(&dir.join("l.hb")).len(), beats, "it ran again");
+}
+
+/// `--stop-signal KILL`: the stop request is a SIGKILL, reported like every other one.
+#[test]
+fn a_kill_stop_signal_is_reported_as_a_sigkill() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let proc = Redlock::run(&redis)
+        .key("kill")
+        .args(["--stop-signal", "KILL", "-v"])
+        .sh(&heartbeat_script(&dir, "k"))
+        .spawn();
+    wait_for_file(&dir.join("k.ready"));
+    proc.signal(Signal::SIGTERM);
+    let out = proc.finish();
+    out.assert_signal(9);
+    assert!(
+        out.stderr.contains("sending SIGKILL") && out.stderr.contains("the stop signal is KILL"),
+        "{}",
+        out.stderr
+    );
 }
