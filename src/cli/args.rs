@@ -446,7 +446,7 @@ pub struct RunArgs {
     pub stop_signal: Signal,
 
     /// Grace between the stop signal and SIGKILL [default: 5s]. After the loss of the lease it is
-    /// at most what is left of the lease.
+    /// at most a quarter of the ttl, and never past the lease.
     #[arg(long, env = "REDLOCK_KILL_AFTER", hide_env_values = true, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
     pub kill_after: Option<Duration>,
 

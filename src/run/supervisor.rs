@@ -194,10 +194,12 @@ impl<'a> Supervisor<'a> {
             .unwrap_or(self.deadline)
     }
 
-    /// The grace after the loss of the lease: `--kill-after`, at most half the ttl, so that a
-    /// lease renewed every ttl/3 is never found running low while the renewals succeed.
+    /// The grace after the loss of the lease: `--kill-after`, at most a quarter of the ttl. The
+    /// stop for a lease running low then comes after two renewals (every ttl/3) and their
+    /// retries had their chance, not after the first blip; and the news of a renewal that too
+    /// few replicas acknowledged has arrived, so the message can say so.
     fn lease_grace(&self) -> Duration {
-        self.options.kill_after.min(self.options.ttl / 2)
+        self.options.kill_after.min(self.options.ttl / 4)
     }
 
     /// The instant the stop signal must go out, if the lease was not renewed, so that SIGKILL
