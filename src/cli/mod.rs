@@ -5,6 +5,7 @@
 //! else imports from here.
 
 pub mod args;
+mod conn;
 pub mod docs;
 pub mod parse;
 

@@ -52,6 +52,22 @@ fn assert_stopped_for_replicas(out: &Output) {
     );
 }
 
+/// A contender takes the lock on the promoted server; the holder, done, must have been stopped
+/// for want of replica acknowledgements, and its command must never overlap the contender's.
+fn contend_after_the_failover(contender: Redlock, dir: &TempDir, holder: Proc) {
+    let started = dir.join("b.start");
+    contender
+        .key("job")
+        .wait("20s")
+        .sh(&stamp_script(&started))
+        .status(0)
+        .output();
+    let out = holder.finish();
+    eprintln!("holder:\n{}", out.stderr);
+    assert_stopped_for_replicas(&out);
+    assert_no_overlap(dir, "a", &started);
+}
+
 /// Main's failure, replayed: the replica stops following while the lock is held and renewed;
 /// the master keeps accepting the renewals, then dies, and the replica is promoted with the
 /// expiry of the last write it received. The holder stopped counting its lease at the last
@@ -79,17 +95,7 @@ fn a_promoted_replica_that_stopped_following_never_gives_the_lock_away_early() {
     );
     master.kill();
     replicaof(&replica, None);
-    let started = dir.join("b.start");
-    Redlock::run(&replica)
-        .key("job")
-        .wait("20s")
-        .sh(&stamp_script(&started))
-        .status(0)
-        .output();
-    let out = holder.finish();
-    eprintln!("holder:\n{}", out.stderr);
-    assert_stopped_for_replicas(&out);
-    assert_no_overlap(&dir, "a", &started);
+    contend_after_the_failover(Redlock::run(&replica), &dir, holder);
 }
 
 /// The same through Sentinel. A sentinel puts back a replica that follows the wrong master,
@@ -130,17 +136,7 @@ fn through_sentinel_a_promoted_replica_that_stopped_following_never_gives_the_lo
                 && info(&setup.replica, "replication").contains("role:master")
         });
     }
-    let started = dir.join("b.start");
-    Redlock::run_at(&url)
-        .key("job")
-        .wait("20s")
-        .sh(&stamp_script(&started))
-        .status(0)
-        .output();
-    let out = holder.finish();
-    eprintln!("holder:\n{}", out.stderr);
-    assert_stopped_for_replicas(&out);
-    assert_no_overlap(&dir, "a", &started);
+    contend_after_the_failover(Redlock::run_at(&url), &dir, holder);
 }
 
 /// The acquire script's INCR of the fencing counter is a write like the lock's own, so the

@@ -3,7 +3,7 @@
 //! part of a password.
 
 use crate::common::*;
-use crate::integration::topology::{Cluster, SentinelSetup};
+use crate::integration::topology::{Cluster, SentinelSetup, replica_of};
 
 /// A password with spaces, an `@` and a `/` in it: every message is checked for each word.
 const PASSWORD: &str = "correct horse@battery/staple";
@@ -206,14 +206,7 @@ fn refused_line(url: &str) -> String {
 fn the_wrong_kind_of_server_is_named_with_what_to_use_instead() {
     // A replica given as plain Redis: it says so and names the master, without retrying.
     let master = RedisServer::start();
-    let replica = RedisServer::start_with(ServerOpts {
-        args: vec![
-            "--replicaof".into(),
-            "127.0.0.1".into(),
-            master.port().to_string(),
-        ],
-        ..ServerOpts::default()
-    });
+    let replica = replica_of(&master);
     let line = refused_line(&replica.url());
     assert!(
         line.contains("is a replica")

@@ -1,0 +1,180 @@
+//! What `--url`, the password sources and the TLS options come to: the endpoints redlock
+//! talks to, each with its credentials and TLS settings, read and checked once at start-up.
+
+use std::path::Path;
+
+use crate::admin::Servers;
+use crate::cli::args::{ConnArgs, PASSWORD_ENV};
+use crate::error::{Class, classified};
+use crate::transport::endpoint::{Endpoint, Tls};
+
+impl ConnArgs {
+    /// [`ConnArgs::endpoints`] with the key prefix: what the admin subcommands work on.
+    pub fn servers(&self) -> anyhow::Result<Servers> {
+        Ok(Servers {
+            endpoints: self.endpoints()?,
+            prefix: self.prefix.clone(),
+        })
+    }
+
+    /// Every Redis named by --url / REDLOCK_URL (split on whitespace), with the TLS options and
+    /// the password applied. Several make a quorum; the same host:port twice is refused.
+    pub fn endpoints(&self) -> anyhow::Result<Vec<Endpoint>> {
+        let usage = |message: String| classified(Class::Usage, message);
+        let tls = self.tls().map_err(usage)?;
+        let password = password(self.password_file.as_deref()).map_err(usage)?;
+        let urls: Vec<&str> = if self.url_from_env {
+            let urls: Vec<&str> = self
+                .url
+                .iter()
+                .flat_map(|url| url.split_ascii_whitespace())
+                .collect();
+            // A piece without a scheme is most likely part of a password with a space in it:
+            // say so without showing any piece.
+            if urls.iter().any(|url| !url.contains("://")) {
+                return Err(usage(
+                    "REDLOCK_URL holds a word that is not a URL: several URLs are separated by \
+                     whitespace, so a password with a space must be percent-encoded (%20)"
+                        .into(),
+                ));
+            }
+            urls
+        } else {
+            // Each --url is one URL, whatever it holds (a password may contain spaces).
+            self.url.iter().map(|url| url.trim()).collect()
+        };
+        if urls.iter().all(|url| url.is_empty()) {
+            return Err(usage(
+                "'' is not a Redis URL (use redis://, rediss://, unix:// or redis+unix://)".into(),
+            ));
+        }
+        let mut endpoints: Vec<Endpoint> = Vec::with_capacity(urls.len());
+        for url in urls {
+            let mut endpoint = Endpoint::parse(url)
+                .and_then(|e| e.with_tls(&tls))
+                .map_err(usage)?;
+            if let Some(password) = &password {
+                endpoint = endpoint.with_password(password);
+            }
+            if endpoints
+                .iter()
+                .any(|e| e.to_string() == endpoint.to_string())
+            {
+                return Err(usage(format!(
+                    "{endpoint} is given twice: the nodes of a quorum must be independent servers"
+                )));
+            }
+            endpoints.push(endpoint);
+        }
+        if tls.insecure {
+            crate::report!(
+                0,
+                "warning: --tls-insecure: the Redis server's certificate is not verified, so anyone on the network path can pose as it; for testing only"
+            );
+        }
+        Ok(endpoints)
+    }
+
+    fn tls(&self) -> Result<Tls, String> {
+        let client = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some((
+                read_pem("--tls-cert", cert, "CERTIFICATE-----")?,
+                read_pem("--tls-key", key, "PRIVATE KEY-----")?,
+            )),
+            _ => None,
+        };
+        let ca_cert = self
+            .tls_ca_cert
+            .as_deref()
+            .map(|path| read_pem("--tls-ca-cert", path, "CERTIFICATE-----"))
+            .transpose()?;
+        Ok(Tls {
+            ca_cert,
+            client,
+            insecure: self.tls_insecure,
+        })
+    }
+}
+
+/// The contents of `path`; the error names the option and the file, never the contents.
+fn read_file(option: &str, path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("cannot read {option} file {}: {e}", path.display()))
+}
+
+/// A PEM file that must hold a section whose header ends with `marker`: a key given as a
+/// certificate would otherwise mean an empty trust store, found out only at the handshake.
+fn read_pem(option: &str, path: &Path, marker: &str) -> Result<Vec<u8>, String> {
+    let bytes = read_file(option, path)?;
+    let found = String::from_utf8_lossy(&bytes)
+        .lines()
+        .any(|line| line.starts_with("-----BEGIN ") && line.trim_end().ends_with(marker));
+    if !found {
+        let what = marker.trim_end_matches('-').to_lowercase();
+        return Err(format!(
+            "{option} file {} holds no PEM {what}",
+            path.display()
+        ));
+    }
+    Ok(bytes)
+}
+
+/// The password given apart from the URL: the file's first line (a trailing newline dropped),
+/// else REDLOCK_PASSWORD when set and not empty, else None (the URL's password, if any).
+fn password(file: Option<&Path>) -> Result<Option<String>, String> {
+    if let Some(path) = file {
+        let bytes = read_file("--password-file", path)?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| format!("--password-file {} is not UTF-8 text", path.display()))?;
+        let password = text.strip_suffix('\n').unwrap_or(&text);
+        let password = password.strip_suffix('\r').unwrap_or(password);
+        if password.is_empty() {
+            return Err(format!("--password-file {} is empty", path.display()));
+        }
+        return Ok(Some(password.to_owned()));
+    }
+    match std::env::var_os(PASSWORD_ENV) {
+        None => Ok(None),
+        Some(value) if value.is_empty() => Ok(None),
+        Some(value) => value
+            .into_string()
+            .map(Some)
+            .map_err(|_| format!("{PASSWORD_ENV} is not valid UTF-8")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn password_files() {
+        let dir = std::env::temp_dir().join(format!("redlock-pw-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = |name: &str, text: &str| {
+            let path = dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let read = |path: &Path| password(Some(path));
+        assert_eq!(read(&file("lf", "pw\n")), Ok(Some("pw".into())));
+        assert_eq!(read(&file("crlf", "pw\r\n")), Ok(Some("pw".into())));
+        assert_eq!(read(&file("bare", "p w")), Ok(Some("p w".into())));
+        // Only one newline goes: the rest is the password, as written.
+        assert_eq!(read(&file("two", "pw\n\n")), Ok(Some("pw\n".into())));
+        for (name, text) in [("empty", ""), ("newline", "\n")] {
+            let err = read(&file(name, text)).unwrap_err();
+            assert!(err.contains("is empty"), "{err}");
+        }
+        let utf8 = read(&file("utf8", "\u{ff}hunter2")).unwrap();
+        assert_eq!(utf8, Some("\u{ff}hunter2".into()));
+        std::fs::write(dir.join("binary"), [0xffu8, b'h', b'u', b'n']).unwrap();
+        let err = read(&dir.join("binary")).unwrap_err();
+        assert!(!err.contains("hun"), "{err}");
+        let err = read(&dir.join("missing")).unwrap_err();
+        assert!(
+            err.contains("missing") && err.contains("--password-file"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
