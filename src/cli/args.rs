@@ -14,6 +14,7 @@ use crate::cli::parse::{
 use crate::error::{Class, classified};
 use crate::exit;
 use crate::lease::Wait;
+use crate::lock::Kind;
 use crate::report::metrics;
 use crate::run::Options;
 
@@ -297,6 +298,18 @@ pub struct RunArgs {
     #[arg(long, env = "REDLOCK_FAIR", hide_env_values = true, value_parser = clap::builder::BoolishValueParser::new())]
     pub fair: bool,
 
+    /// A semaphore: at most N holders of the lock at once, across every host, each with its own
+    /// token and lease. Every client of the lock must give the same N (not read from the
+    /// environment, like --key).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), conflicts_with = "shared")]
+    pub limit: Option<u32>,
+
+    /// Hold the lock shared: any number of --shared holders at once, but never beside a holder
+    /// without it (an exclusive one), and not ahead of one that waits (not read from the
+    /// environment, like --key).
+    #[arg(long)]
+    pub shared: bool,
+
     /// Exit status when the lock was not acquired (or the run was skipped by --min-interval).
     #[arg(long, env = "REDLOCK_CONFLICT_EXIT_CODE", hide_env_values = true, default_value_t = exit::CONFLICT as u8, value_name = "N")]
     pub conflict_exit_code: u8,
@@ -366,6 +379,27 @@ impl RunArgs {
                 "--fair does not work with several --url (a quorum): each node would keep its own queue, in its own order",
             ));
         }
+        let kind = match (self.limit, self.shared) {
+            (Some(n), _) => Kind::Limit(n),
+            (None, true) => Kind::Shared,
+            (None, false) => Kind::Exclusive,
+        };
+        if endpoints.len() > 1 && kind != Kind::Exclusive {
+            return Err(classified(
+                Class::Usage,
+                "--limit and --shared do not work with several --url (a quorum): counted on \
+                 independent masters, more than N holders can each win a majority (with 3 nodes \
+                 and --limit 3, 4 holders on 2 nodes each fit in 3 slots a node); use one Redis, \
+                 a Sentinel service or a Cluster",
+            ));
+        }
+        if kind == Kind::Shared && self.fair {
+            return Err(classified(
+                Class::Usage,
+                "--shared does not take --fair: shared holders never wait for each other, and \
+                 they already queue behind a waiting exclusive holder",
+            ));
+        }
         if let Some(path) = &self.metrics_file {
             metrics::check_path(path).map_err(|message| classified(Class::Usage, message))?;
         }
@@ -376,6 +410,7 @@ impl RunArgs {
             ttl: self.ttl,
             wait: self.wait,
             fair: self.fair,
+            kind,
             conflict_status: self.conflict_exit_code,
             min_interval: self.min_interval,
             stop_signal: self.stop_signal,

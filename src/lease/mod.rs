@@ -37,6 +37,9 @@ pub enum LeaseEvent {
     Busy { waited: Duration, queued: bool },
     /// Not run: a run of this lock succeeded `ago`, within the min-interval.
     Skipped { ago: Duration, waited: Duration },
+    /// Not run: the lock's holders use it otherwise (another `--limit`, a semaphore against an
+    /// exclusive lock); what they use it as, as stored.
+    Mismatch { used: String },
     /// Redis could not be used to take the lock.
     Failed(Failure),
     /// A renewal succeeded; the lease now counts from `sent`.
@@ -279,6 +282,13 @@ impl Worker<'_> {
                         ago,
                         waited: start.elapsed(),
                     });
+                    return None;
+                }
+                Ok(Acquire::Mismatch { used }) => {
+                    if busy_seen {
+                        self.leave();
+                    }
+                    (self.report)(LeaseEvent::Mismatch { used });
                     return None;
                 }
                 Ok(Acquire::Busy { remaining, queued }) => {

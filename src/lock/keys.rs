@@ -22,6 +22,12 @@ pub(crate) struct Keys {
     /// Set for a week when a run warned that the server's eviction policy can evict this lock,
     /// so the warning is not repeated on every run (cron mails every line).
     pub warned: String,
+    /// While the lock is a sorted set: how its holders use it, `limit N` or `shared`, so a
+    /// client that asks for something else is told; expires with the set.
+    pub kind: String,
+    /// While the lock is a sorted set: each holder's details (hash: token → JSON of host, pid,
+    /// argv, started); expires with the set.
+    pub holders: String,
 }
 
 impl Keys {
@@ -35,12 +41,14 @@ impl Keys {
             holder: format!("{lock}:holder"),
             done: format!("{lock}:done"),
             warned: format!("{lock}:warned"),
+            kind: format!("{lock}:kind"),
+            holders: format!("{lock}:holders"),
             lock,
         }
     }
 
     /// Every key, in the order the scripts expect them in KEYS.
-    pub fn all(&self) -> [&str; 7] {
+    pub fn all(&self) -> [&str; 9] {
         [
             &self.lock,
             &self.fence,
@@ -49,6 +57,8 @@ impl Keys {
             &self.alive,
             &self.holder,
             &self.done,
+            &self.kind,
+            &self.holders,
         ]
     }
 

@@ -25,10 +25,68 @@ use std::time::Duration;
 pub use crate::transport::Failure;
 pub(crate) use holder::{Forced, Holder, LockInfo, shell_quote};
 pub(crate) use keys::Keys;
+
+/// What a key's holders use it as, for the message that refuses a client that asks otherwise.
+pub fn describe_use(used: &str) -> String {
+    match Kind::from_stored(used) {
+        Some(kind) => kind.flags(),
+        None if used.starts_with("type ") => {
+            format!("a Redis key of {used} that redlock did not make")
+        }
+        None => format!("'{used}'"),
+    }
+}
 pub(crate) use single::SingleRedis;
 
+/// How a client holds a lock: alone, as one of at most N (a semaphore), or beside other shared
+/// holders (and never beside an exclusive one). Every client of a key must agree, except that
+/// shared and exclusive clients of a key are meant to meet (readers and a writer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Kind {
+    /// One holder at a time (no `--limit`, no `--shared`).
+    #[default]
+    Exclusive,
+    /// At most N holders at once (`--limit N`).
+    Limit(u32),
+    /// Any number of shared holders at once, never beside an exclusive one (`--shared`).
+    Shared,
+}
+
+impl Kind {
+    /// How the lock's holders record it in Redis (`PREFIX{NAME}:kind`); None for exclusive,
+    /// which the key's own type says.
+    pub(crate) fn stored(self) -> Option<String> {
+        match self {
+            Kind::Exclusive => None,
+            Kind::Limit(n) => Some(format!("limit {n}")),
+            Kind::Shared => Some("shared".to_owned()),
+        }
+    }
+
+    /// The kind a key's holders recorded (`lock`, `limit N`, `shared`), None when unknown.
+    pub(crate) fn from_stored(stored: &str) -> Option<Kind> {
+        match stored {
+            "lock" => Some(Kind::Exclusive),
+            "shared" => Some(Kind::Shared),
+            other => other
+                .strip_prefix("limit ")
+                .and_then(|n| n.parse().ok())
+                .map(Kind::Limit),
+        }
+    }
+
+    /// As a user would write it on the command line.
+    pub fn flags(self) -> String {
+        match self {
+            Kind::Exclusive => "an exclusive lock (no --limit or --shared)".to_owned(),
+            Kind::Limit(n) => format!("a semaphore of {n} (--limit {n})"),
+            Kind::Shared => "shared (--shared)".to_owned(),
+        }
+    }
+}
+
 /// The result of one acquire attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Acquire {
     /// Taken; the fencing counter after this acquisition.
     Acquired { fence: i64 },
@@ -40,6 +98,9 @@ pub enum Acquire {
     },
     /// Not attempted: a run of this lock succeeded this long ago, within the min-interval.
     Skipped { ago: Duration },
+    /// Not attempted: the lock's holders use it otherwise (another `--limit`, a semaphore
+    /// against an exclusive lock, a key of another type); what they use it as, as stored.
+    Mismatch { used: String },
 }
 
 /// What a compare-and-extend or compare-and-delete found.

@@ -162,6 +162,15 @@ impl Locker for Quorum {
             self.clean_up(token, per_node);
             return Ok(Acquire::Skipped { ago });
         }
+        // A node whose holders use the key otherwise (a semaphore): the key is not this lock.
+        let used = replies.iter().flatten().find_map(|r| match r {
+            Ok(Acquire::Mismatch { used }) => Some(used.clone()),
+            _ => None,
+        });
+        if let Some(used) = used {
+            self.clean_up(token, per_node);
+            return Ok(Acquire::Mismatch { used });
+        }
         let taken = replies
             .iter()
             .flatten()

@@ -2,7 +2,7 @@
 //! KEYS and ARGV it takes and what it returns), and how they are called: EVALSHA with the SHA1
 //! hashed once per process, EVAL when the server's script cache lost it.
 //!
-//! The helper files (`clock.lua`, `waiters.lua`, `acquire_helpers.lua`) are not scripts of
+//! The helper files (`clock.lua`, `waiters.lua`, `holders.lua`, `acquire_helpers.lua`) are not scripts of
 //! their own: they define Lua functions, and are put in front of the scripts that call them.
 
 use std::sync::OnceLock;
@@ -35,17 +35,39 @@ macro_rules! script {
 }
 
 /// Take the lock if free, advance the fencing counter, record the holder.
-pub(crate) static ACQUIRE: Lua = script!("clock", "acquire_helpers", "acquire");
+pub(crate) static ACQUIRE: Lua =
+    script!("clock", "waiters", "holders", "acquire_helpers", "acquire");
 
 /// ACQUIRE for `--fair`: only the head of the waiters' queue may take the lock.
-pub(crate) static ACQUIRE_FAIR: Lua =
-    script!("clock", "waiters", "acquire_helpers", "acquire_fair");
+pub(crate) static ACQUIRE_FAIR: Lua = script!(
+    "clock",
+    "waiters",
+    "holders",
+    "acquire_helpers",
+    "acquire_fair"
+);
+
+/// Take a place among several holders: a semaphore's slot (`--limit N`) or a shared hold
+/// (`--shared`).
+pub(crate) static ACQUIRE_MANY: Lua = script!(
+    "clock",
+    "waiters",
+    "holders",
+    "acquire_helpers",
+    "acquire_many"
+);
 
 /// Extend the lease while the key still holds our token.
 pub(crate) static EXTEND: Lua = script!("extend");
 
+/// Extend our place among several holders while we still have it.
+pub(crate) static EXTEND_MANY: Lua = script!("clock", "holders", "extend_many");
+
 /// Delete the key while it holds our token, and wake one waiter.
 pub(crate) static RELEASE: Lua = script!("clock", "waiters", "release");
+
+/// Give up our place among several holders, and wake a waiter the place may let in.
+pub(crate) static RELEASE_MANY: Lua = script!("clock", "waiters", "holders", "release_many");
 
 /// A waiter gives up: leave the fair queue, pass on a wake-up it may have taken.
 pub(crate) static LEAVE: Lua = script!("clock", "waiters", "leave");
@@ -77,7 +99,12 @@ mod tests {
     #[test]
     fn every_script_file_opens_with_what_it_takes_and_returns() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lock/scripts");
-        let helpers = ["clock.lua", "waiters.lua", "acquire_helpers.lua"];
+        let helpers = [
+            "clock.lua",
+            "waiters.lua",
+            "holders.lua",
+            "acquire_helpers.lua",
+        ];
         let mut seen = 0;
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();

@@ -8,12 +8,12 @@ use redis::Value;
 use crate::lock::holder::holder_from;
 use crate::lock::preflight::{self, Preflight};
 use crate::lock::scripts::{
-    ACQUIRE, ACQUIRE_FAIR, EXTEND, FENCE_RAISE, FENCE_READ, FORCE_RELEASE, INSPECT, INTERRUPT,
-    LEAVE, Lua, RELEASE, UNDO,
+    ACQUIRE, ACQUIRE_FAIR, ACQUIRE_MANY, EXTEND, EXTEND_MANY, FENCE_RAISE, FENCE_READ,
+    FORCE_RELEASE, INSPECT, INTERRUPT, LEAVE, Lua, RELEASE, RELEASE_MANY, UNDO,
 };
 use crate::lock::{
-    Acquire, FAIR_BEAT, Failure, Forced, Held, Holder, Interrupt, Keys, LockInfo, Locker, Renewal,
-    WAIT_SLACK, WAKE_LINGER,
+    Acquire, FAIR_BEAT, Failure, Forced, Held, Holder, Interrupt, Keys, Kind, LockInfo, Locker,
+    Renewal, WAIT_SLACK, WAKE_LINGER,
 };
 use crate::transport::Connection;
 use crate::transport::endpoint::Endpoint;
@@ -37,6 +37,14 @@ pub(crate) struct SingleRedis {
     min_replicas: Option<(u32, Duration)>,
     /// Check `maxmemory-policy` once per connection, in the same round trip as an acquire.
     preflight: Preflight,
+    /// Alone, one of at most N, or shared (`--limit`, `--shared`).
+    kind: Kind,
+    /// The last acquire turned this waiter away (a semaphore's waiter let in with room left
+    /// then wakes the next).
+    turned_away: bool,
+    /// This waiter is in the waiters' queue without `--fair` (an exclusive waiter behind shared
+    /// holders): it must come back every [`FAIR_BEAT`] to keep its place, as a fair one does.
+    queued: bool,
 }
 
 impl SingleRedis {
@@ -52,7 +60,16 @@ impl SingleRedis {
             holder: Holder::default(),
             min_replicas: None,
             preflight: Preflight::Off,
+            kind: Kind::Exclusive,
+            turned_away: false,
+            queued: false,
         }
+    }
+
+    /// Hold the lock as `kind`: alone (the default), as one of at most N, or shared.
+    pub fn with_kind(mut self, kind: Kind) -> Self {
+        self.kind = kind;
+        self
     }
 
     /// After taking the lock, wait up to `wait` for `replicas` replicas to acknowledge it
@@ -363,13 +380,37 @@ impl SingleRedis {
             ),
             Err(failure) => format!("waiting for {replicas} replica(s) failed ({failure})"),
         };
-        let released = match self.eval(&RELEASE, &[token, &ms_arg(WAKE_LINGER), "0"], wait * 2) {
+        let script = self.release_script();
+        let released = match self.eval(script, &[token, &ms_arg(WAKE_LINGER), "0"], wait * 2) {
             Ok(_) => "released it".to_owned(),
             Err(failure) => format!("releasing it failed ({failure}); it expires by itself"),
         };
         Err(Failure::Refused(format!(
             "{why} (--min-replicas); {released}"
         )))
+    }
+}
+
+impl SingleRedis {
+    /// The release for how this client holds the lock.
+    fn release_script(&self) -> &'static Lua {
+        match self.kind {
+            Kind::Exclusive => &RELEASE,
+            Kind::Limit(_) | Kind::Shared => &RELEASE_MANY,
+        }
+    }
+}
+
+/// An acquire's `{3, how the lock is used}`: its holders use it otherwise.
+fn mismatch(value: &Value) -> Option<String> {
+    match value {
+        Value::Array(items) => match items.as_slice() {
+            [Value::Int(3), Value::BulkString(used)] => {
+                Some(String::from_utf8_lossy(used).into_owned())
+            }
+            _ => None,
+        },
+        _ => None,
     }
 }
 
@@ -398,32 +439,59 @@ impl Locker for SingleRedis {
             &pid,
             &holder.command,
             &started,
+            &entry,
+            &linger,
         ];
-        let script = if self.fair {
-            args.extend([entry.as_str(), linger.as_str()]);
-            &ACQUIRE_FAIR
-        } else {
-            &ACQUIRE
+        let stored = self.kind.stored();
+        let limit = match self.kind {
+            Kind::Limit(n) => n.to_string(),
+            _ => "0".to_owned(),
+        };
+        let script = match &stored {
+            Some(stored) => {
+                args.extend([
+                    stored.as_str(),
+                    &limit,
+                    if self.fair { "1" } else { "0" },
+                    if self.turned_away { "1" } else { "0" },
+                ]);
+                &ACQUIRE_MANY
+            }
+            None if self.fair => &ACQUIRE_FAIR,
+            None => &ACQUIRE,
         };
         let reply = self.eval_checked(script, &args, timeout, self.preflight)?;
-        match integers(&reply).as_deref() {
+        if let Some(used) = mismatch(&reply) {
+            return Ok(Acquire::Mismatch { used });
+        }
+        let acquire = match integers(&reply).as_deref() {
             Some([1, fence]) => {
                 let fence = *fence;
                 if let Some((replicas, wait)) = self.min_replicas {
                     self.replicated(token, replicas, wait)?;
                 }
-                Ok(Acquire::Acquired { fence })
+                Acquire::Acquired { fence }
             }
-            Some([0, pttl]) => Ok(Acquire::Busy {
+            // acquire_fair.lua's "free, but not our turn" is a PTTL of -2.
+            Some([0, pttl]) => Acquire::Busy {
                 remaining: u64::try_from(*pttl).ok().map(Duration::from_millis),
-                // acquire_fair.lua's "free, but not our turn".
                 queued: *pttl == -2 && self.fair,
-            }),
-            Some([2, ago]) => Ok(Acquire::Skipped {
+            },
+            // 1: room, but promised to waiters ahead; 2: in the queue behind shared holders.
+            Some([0, ms, why]) => {
+                self.queued = *why == 2;
+                Acquire::Busy {
+                    remaining: u64::try_from(*ms).ok().map(Duration::from_millis),
+                    queued: *why == 1,
+                }
+            }
+            Some([2, ago]) => Acquire::Skipped {
                 ago: Duration::from_millis(u64::try_from(*ago).unwrap_or(0)),
-            }),
-            _ => Err(unexpected(self.endpoint(), &reply)),
-        }
+            },
+            _ => return Err(unexpected(self.endpoint(), &reply)),
+        };
+        self.turned_away = matches!(acquire, Acquire::Busy { .. });
+        Ok(acquire)
     }
 
     fn extend(
@@ -433,13 +501,17 @@ impl Locker for SingleRedis {
         timeout: Duration,
     ) -> Result<Renewal, Failure> {
         let ttl = ms_arg(ttl);
+        let script = match self.kind {
+            Kind::Exclusive => &EXTEND,
+            Kind::Limit(_) | Kind::Shared => &EXTEND_MANY,
+        };
         let Some((replicas, wait)) = self.min_replicas else {
-            let reply = self.eval(&EXTEND, &[token, &ttl], timeout)?;
+            let reply = self.eval(script, &[token, &ttl], timeout)?;
             return held(self.endpoint(), &reply).map(Renewal::from);
         };
         // Half the time limit at most: the server holds the reply up to `wait`, then sends it.
         let wait = wait.min(timeout / 2);
-        let (reply, acked) = self.eval_acked(&EXTEND, &[token, &ttl], replicas, wait, timeout)?;
+        let (reply, acked) = self.eval_acked(script, &[token, &ttl], replicas, wait, timeout)?;
         Ok(match held(self.endpoint(), &reply)? {
             Held::Ours if acked >= i64::from(replicas) => Renewal::Extended,
             Held::Ours => Renewal::Unacknowledged(format!(
@@ -460,14 +532,19 @@ impl Locker for SingleRedis {
             Some(interval) if succeeded => ms_arg(interval),
             _ => "0".to_owned(),
         };
-        let reply = self.eval(&RELEASE, &[token, &ms_arg(WAKE_LINGER), &done], timeout)?;
+        let reply = self.eval(
+            self.release_script(),
+            &[token, &ms_arg(WAKE_LINGER), &done],
+            timeout,
+        )?;
         held(self.endpoint(), &reply)
     }
 
     fn wait(&mut self, token: &str, timeout: Duration) -> Result<bool, Failure> {
-        // A --fair waiter comes back every FAIR_BEAT to refresh its place (its attempt does),
-        // so that a waiter that died is forgotten within FAIR_ENTRY_LIFETIME.
-        let timeout = if self.fair {
+        // A --fair waiter (or an exclusive one queued behind shared holders) comes back every
+        // FAIR_BEAT to refresh its place (its attempt does), so that a waiter that died is
+        // forgotten within FAIR_ENTRY_LIFETIME.
+        let timeout = if self.fair || self.queued {
             timeout.min(FAIR_BEAT)
         } else {
             timeout

@@ -59,6 +59,8 @@ pub struct Options {
     pub ttl: Duration,
     pub wait: Wait,
     pub fair: bool,
+    /// Alone, one of at most N (`--limit`), or shared (`--shared`).
+    pub kind: lock::Kind,
     /// The exit status when the lock was not taken or the run was skipped.
     pub conflict_status: u8,
     pub min_interval: Option<Duration>,
@@ -245,6 +247,7 @@ fn locker(options: &Options) -> Box<dyn Locker> {
         .with_min_interval(options.min_interval)
         .with_min_replicas(options.min_replicas, lease::replica_wait(options.ttl))
         .with_preflight(Preflight::Weekly)
+        .with_kind(options.kind)
     };
     match options.endpoints.as_slice() {
         [one] => Box::new(node(one)),
@@ -307,7 +310,9 @@ fn acquire(
             }
             Event::Lease(LeaseEvent::Busy { waited, queued }) => {
                 stats.waited = Some(waited);
-                let why = if queued {
+                let why = if queued && options.kind == lock::Kind::Shared {
+                    "is promised to an exclusive waiter ahead of this --shared one"
+                } else if queued {
                     "is free but promised to --fair waiters ahead of this one"
                 } else {
                     "is held elsewhere"
@@ -331,6 +336,19 @@ fn acquire(
                     report::millis(waited)
                 );
                 return Ok(Err(Outcome::Skipped));
+            }
+            Event::Lease(LeaseEvent::Mismatch { used }) => {
+                stats.waited = Some(started.elapsed());
+                return Err(classified(
+                    Class::Usage,
+                    format!(
+                        "lock '{key}' is held as {}, but this run asks for {}: all clients of \
+                         a lock must give the same --limit, and --shared mixes only with \
+                         exclusive clients; not running the command",
+                        lock::describe_use(&used),
+                        options.kind.flags()
+                    ),
+                ));
             }
             Event::Lease(LeaseEvent::Failed(failure)) => {
                 stats.waited = Some(started.elapsed());

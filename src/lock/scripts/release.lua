@@ -3,14 +3,16 @@
 -- With a min-interval the run succeeded: record when, for that long, before waking anyone,
 -- so the woken waiter sees it.
 --
--- KEYS: lock, fence, wake, queue, alive, holder, done.
+-- KEYS: lock, fence, wake, queue, alive, holder, done, kind, holders.
 -- ARGV: token, wake-up linger ms, min-interval ms ('0' = none).
 -- Returns 1 released, 0 key already gone, -1 held by another owner (left untouched).
 local now = now_ms()
 if ARGV[3] ~= '0' then
   redis.call('SET', KEYS[7], now, 'PX', ARGV[3])
 end
-local v = redis.call('GET', KEYS[1])
+-- A set (held by several since our lease ended) is another owner's: GET fails on it.
+local v = redis.pcall('GET', KEYS[1])
+if type(v) == 'table' then return -1 end
 if v and v ~= ARGV[1] then return -1 end
 if v then
   redis.call('DEL', KEYS[1])

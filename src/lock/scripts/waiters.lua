@@ -1,9 +1,11 @@
 -- Helpers shared by the scripts that touch the waiters (included after clock.lua):
 -- purge(now_ms) drops fair-queue entries whose waiter stopped refreshing them and returns how
 -- many it dropped; wake(linger) wakes exactly one waiter, the head of the fair queue or else
--- whoever blocks first on the shared wake list, with a wake-up that lingers `linger` ms.
+-- whoever blocks first on the shared wake list, with a wake-up that lingers `linger` ms;
+-- enqueue(me, now_us, entry) puts a waiter in the queue (keeping its place if there) and keeps
+-- it there `entry` ms unless refreshed; dequeue(me) takes it out.
 --
--- KEYS are always [lock, fence, wake, queue, alive, holder, done] (see keys.rs). A waiter's
+-- KEYS are always [lock, fence, wake, queue, alive, holder, done, kind, holders] (see keys.rs). A waiter's
 -- own wake list is KEYS[3] .. ':' .. token: not declared in KEYS, but it carries the same
 -- hash tag and so lives in the same Cluster slot.
 local function purge(now_ms)
@@ -22,4 +24,17 @@ local function wake(linger)
   redis.call('DEL', list)
   redis.call('RPUSH', list, '1')
   redis.call('PEXPIRE', list, linger)
+end
+local function enqueue(me, now_us, entry)
+  if not redis.call('ZSCORE', KEYS[4], me) then
+    redis.call('ZADD', KEYS[4], now_us, me)
+  end
+  redis.call('ZADD', KEYS[5], math.floor(now_us / 1000) + entry, me)
+  for i = 4, 5 do
+    if redis.call('PTTL', KEYS[i]) < entry then redis.call('PEXPIRE', KEYS[i], entry) end
+  end
+end
+local function dequeue(me)
+  redis.call('ZREM', KEYS[4], me)
+  redis.call('ZREM', KEYS[5], me)
 end
