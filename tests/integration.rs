@@ -54,6 +54,9 @@ mod integration {
     mod lease;
     // Signals sent to redlock: forwarding, --kill-after, escalation, SIGKILL, while waiting.
     mod signals;
+    // --limit N and --shared: N at once, a freed slot wakes a waiter, crashed holders' slots
+    // free at their lease's end, clients that disagree refused, readers and a writer.
+    mod semaphore;
     // A real terminal in tmux: reading the tty, Ctrl-C.
     mod terminal;
     // rediss://: verified server certificates, an unknown CA refused, TLS against a plain port.

@@ -301,7 +301,7 @@ pub struct RunArgs {
     /// A semaphore: at most N holders of the lock at once, across every host, each with its own
     /// token and lease. Every client of the lock must give the same N (not read from the
     /// environment, like --key).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), conflicts_with = "shared")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), conflicts_with = "shared", allow_hyphen_values = true)]
     pub limit: Option<u32>,
 
     /// Hold the lock shared: any number of --shared holders at once, but never beside a holder
