@@ -42,6 +42,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-key -d 'For 
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l key -d 'Name of the lock (not read from the environment: REDLOCK_KEY is what the command sees)' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l ttl -d 'Lease length; renewed every ttl/3 while the command runs' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l wait -d 'How long to wait for a busy lock: 0 tries once, `forever` waits without limit' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l limit -d 'A semaphore: at most N holders of the lock at once, across every host, each with its own token and lease. Every client of the lock must give the same N (not read from the environment, like --key)' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l conflict-exit-code -d 'Exit status when the lock was not acquired (or the run was skipped by --min-interval)' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l min-interval -d 'Skip the run (conflict status) if a run of this lock succeeded this recently, on any host' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l stop-signal -d 'Signal that asks the command to stop (lock lost, --max-runtime): a name or number' -r
@@ -53,6 +54,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand run" -l log-format -d 'D
 json\t''"
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-insecure -d 'TESTING ONLY: do not verify the server\'s TLS certificate, so anyone on the network path can pose as Redis. Warns on every use'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l fair -d 'Waiters take the lock first come, first served (use it on every client of the lock)'
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l shared -d 'Hold the lock shared: any number of --shared holders at once, but never beside a holder without it (an exclusive one), and not ahead of one that waits (not read from the environment, like --key)'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s v -l verbose -d 'Say more on stderr (repeat for more)'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s q -l quiet -d 'Say nothing on stderr but errors'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s h -l help -d 'Print help'

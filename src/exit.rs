@@ -152,7 +152,8 @@ pub const RUN: &[Row] = &[
     ),
     row(
         "64",
-        "usage error: bad flag or value, missing key or command",
+        "usage error: bad flag or value, missing key or command; or the lock's holders hold \
+         it another way (another --limit, a semaphore against a plain lock)",
     ),
     row(
         "69",

@@ -113,6 +113,15 @@ const EXAMPLES: &[(&str, &str)] = &[
         "redlock run --key export -- sh -c 'exec ./export --fence \"$REDLOCK_FENCING_TOKEN\"'",
     ),
     (
+        "At most three database dumps at once across the fleet (a semaphore; every client gives the same --limit):",
+        "redlock run --key pg-dump --limit 3 --wait 2h -- ./dump.sh",
+    ),
+    (
+        "Readers share a dataset; the rebuild, without --shared, runs alone, and readers that come while it waits queue behind it:",
+        "redlock run --key dataset --shared --wait 10m -- ./report.sh\n\
+         redlock run --key dataset --wait 1h -- ./rebuild.sh",
+    ),
+    (
         "Lock on a TLS Redis with a password, kept out of the command line:",
         "REDLOCK_URL='rediss://:secret@redis.internal:6380/0' redlock run --key report -- ./report.sh",
     ),
