@@ -473,10 +473,14 @@ impl Locker for SingleRedis {
                 Acquire::Acquired { fence }
             }
             // acquire_fair.lua's "free, but not our turn" is a PTTL of -2.
-            Some([0, pttl]) => Acquire::Busy {
-                remaining: u64::try_from(*pttl).ok().map(Duration::from_millis),
-                queued: *pttl == -2 && self.fair,
-            },
+            Some([0, pttl]) => {
+                // Held by one exclusive holder: no queue entry of ours is refreshed any more.
+                self.queued = false;
+                Acquire::Busy {
+                    remaining: u64::try_from(*pttl).ok().map(Duration::from_millis),
+                    queued: *pttl == -2 && self.fair,
+                }
+            }
             // 1: room, but promised to waiters ahead; 2: in the queue behind shared holders.
             Some([0, ms, why]) => {
                 self.queued = *why == 2;
