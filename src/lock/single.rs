@@ -42,6 +42,9 @@ pub(crate) struct SingleRedis {
     /// The last acquire turned this waiter away (a semaphore's waiter let in with room left
     /// then wakes the next).
     turned_away: bool,
+    /// How long an attempt that is turned away counts as waiting in the registry of waiters
+    /// (None: the ttl, [`WAIT_SLACK`] and a second, which covers any wait between attempts).
+    waiting_lifetime: Option<Duration>,
     /// This waiter is in the waiters' queue without `--fair` (an exclusive waiter behind shared
     /// holders): it must come back every [`FAIR_BEAT`] to keep its place, as a fair one does.
     queued: bool,
@@ -62,8 +65,16 @@ impl SingleRedis {
             preflight: Preflight::Off,
             kind: Kind::Exclusive,
             turned_away: false,
+            waiting_lifetime: None,
             queued: false,
         }
+    }
+
+    /// Count a waiter turned away as waiting this long (`redlock status`); it must cover the
+    /// longest wait before the next attempt.
+    pub fn with_waiting_lifetime(mut self, lifetime: Duration) -> Self {
+        self.waiting_lifetime = Some(lifetime);
+        self
     }
 
     /// Hold the lock as `kind`: alone (the default), as one of at most N, or shared.
@@ -431,6 +442,10 @@ impl Locker for SingleRedis {
         let (pid, started) = (holder.pid.to_string(), holder.started.to_string());
         let ttl_ms = ms_arg(ttl);
         let (entry, linger) = (ms_arg(self.entry_lifetime), ms_arg(WAKE_LINGER));
+        let waiting = ms_arg(
+            self.waiting_lifetime
+                .unwrap_or(ttl + WAIT_SLACK + Duration::from_secs(1)),
+        );
         let mut args: Vec<&str> = vec![
             token,
             &ttl_ms,
@@ -441,6 +456,7 @@ impl Locker for SingleRedis {
             &started,
             &entry,
             &linger,
+            &waiting,
         ];
         let stored = self.kind.stored();
         let limit = match self.kind {

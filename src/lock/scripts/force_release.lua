@@ -1,7 +1,7 @@
 -- Break-glass release: delete the lock whoever holds it (or only while it holds ARGV[2],
 -- when not ''), advance the fencing counter past the old holder's token, and wake one waiter.
 --
--- KEYS: lock, fence, wake, queue, alive, holder, done, kind, holders.
+-- KEYS: lock, fence, wake, queue, alive, holder, done, kind, holders, waiting.
 -- ARGV: wake-up linger ms, expected token or ''.
 -- Returns {0, fencing counter, --fair waiters dropped} when the lock was free (its fair queue,
 -- if any, is cleared: live waiters join it again at their next attempt; a dead one no longer

@@ -1,6 +1,6 @@
 -- Read a lock's state without changing anything (redlock status and list).
 --
--- KEYS: lock, fence, wake, queue, alive, holder, done, kind, holders.
+-- KEYS: lock, fence, wake, queue, alive, holder, done, kind, holders, waiting.
 -- ARGV: none.
 -- Returns {fencing counter, ms since the last recorded success (-1 none), ms left of that
 -- record, lock PTTL (-2 free), live --fair waiters, ms the oldest of them has waited (-1 none),
