@@ -27,9 +27,9 @@ end
 complete -c redlock -n "__fish_redlock_needs_command" -s h -l help -d 'Print help'
 complete -c redlock -n "__fish_redlock_needs_command" -s V -l version -d 'Print version'
 complete -c redlock -n "__fish_redlock_needs_command" -f -a "run" -d 'Run COMMAND while holding the lock NAME; release it when COMMAND ends'
-complete -c redlock -n "__fish_redlock_needs_command" -f -a "status" -d 'Show whether the lock NAME is free or held, by whom, for how long, and its fencing counter'
-complete -c redlock -n "__fish_redlock_needs_command" -f -a "list" -d 'List the locks under a prefix (SCAN, never KEYS), held ones with their holder'
-complete -c redlock -n "__fish_redlock_needs_command" -f -a "release" -d 'Break-glass: delete the lock NAME whoever holds it, and advance its fencing counter'
+complete -c redlock -n "__fish_redlock_needs_command" -f -a "status" -d 'Show whether the lock NAME is free or held, by whom (each holder of a semaphore or shared lock), for how long, its fencing counter and its waiters'
+complete -c redlock -n "__fish_redlock_needs_command" -f -a "list" -d 'List the locks under a prefix (SCAN, never KEYS), held ones with their holders and waiters'
+complete -c redlock -n "__fish_redlock_needs_command" -f -a "release" -d 'Break-glass: delete the lock NAME whoever holds it (or one of its several holders), and advance its fencing counter'
 complete -c redlock -n "__fish_redlock_needs_command" -f -a "completions" -d 'Print a shell completion script to stdout (no Redis needed)'
 complete -c redlock -n "__fish_redlock_needs_command" -f -a "man" -d 'Print the man page, redlock(1), to stdout as roff (no Redis needed)'
 complete -c redlock -n "__fish_redlock_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -95,7 +95,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand release" -l tls-ca-cert 
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l tls-cert -d 'For rediss:// with mutual TLS: the client certificate (PEM; needs --tls-key)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l tls-key -d 'For rediss:// with mutual TLS: the client\'s private key (PEM; needs --tls-cert)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l key -d 'Name of the lock' -r
-complete -c redlock -n "__fish_redlock_using_subcommand release" -l token -d 'Only if the lock still holds this owner token (as shown by status): never break the lock of a holder that took it since you looked' -r
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l token -d 'Only if the lock still holds this owner token (as shown by status): never break the lock of a holder that took it since you looked. Of several holders, the one to remove' -r
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l log-format -d 'Diagnostics as text lines, or as one JSON object per line (stable event names)' -r -f -a "text\t''
 json\t''"
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l tls-insecure -d 'TESTING ONLY: do not verify the server\'s TLS certificate, so anyone on the network path can pose as Redis. Warns on every use'
@@ -110,9 +110,9 @@ complete -c redlock -n "__fish_redlock_using_subcommand completions" -s V -l ver
 complete -c redlock -n "__fish_redlock_using_subcommand man" -s h -l help -d 'Print help'
 complete -c redlock -n "__fish_redlock_using_subcommand man" -s V -l version -d 'Print version'
 complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list release completions man help" -f -a "run" -d 'Run COMMAND while holding the lock NAME; release it when COMMAND ends'
-complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list release completions man help" -f -a "status" -d 'Show whether the lock NAME is free or held, by whom, for how long, and its fencing counter'
-complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list release completions man help" -f -a "list" -d 'List the locks under a prefix (SCAN, never KEYS), held ones with their holder'
-complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list release completions man help" -f -a "release" -d 'Break-glass: delete the lock NAME whoever holds it, and advance its fencing counter'
+complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list release completions man help" -f -a "status" -d 'Show whether the lock NAME is free or held, by whom (each holder of a semaphore or shared lock), for how long, its fencing counter and its waiters'
+complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list release completions man help" -f -a "list" -d 'List the locks under a prefix (SCAN, never KEYS), held ones with their holders and waiters'
+complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list release completions man help" -f -a "release" -d 'Break-glass: delete the lock NAME whoever holds it (or one of its several holders), and advance its fencing counter'
 complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list release completions man help" -f -a "completions" -d 'Print a shell completion script to stdout (no Redis needed)'
 complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list release completions man help" -f -a "man" -d 'Print the man page, redlock(1), to stdout as roff (no Redis needed)'
 complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list release completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -199,12 +199,18 @@ pub const LIST: &[Row] = &[
 
 /// The exit statuses of `redlock release`.
 pub const RELEASE: &[Row] = &[
-    row("0", "the lock was removed, or was already free (says so)"),
-    row("64", "usage error, or --force missing"),
+    row(
+        "0",
+        "the lock (of several holders, the one named) was removed, or was already free (says so)",
+    ),
+    row(
+        "64",
+        "usage error, --force missing, or several hold the lock and no --token names one",
+    ),
     row("69", "Redis unreachable or answered with an error"),
     row(
         "75",
-        "--token given and the lock holds another token (left alone)",
+        "--token given and the lock holds another token, or none of its holders has it (left alone)",
     ),
 ];
 

@@ -12,6 +12,8 @@ mod integration {
 
     // Admin subcommands: status and list show holders, release --force breaks a lock and fences it.
     mod admin;
+    // Admin subcommands on semaphores and shared locks: holders, waiters, one holder removed.
+    mod holders_admin;
     // Run a command under the lock: key while running, release, environment, fencing, URLs, output.
     mod basic;
     // Redis Cluster: the slot's owner found through any seed, waiters, list, a slot migration.

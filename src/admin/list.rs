@@ -32,7 +32,7 @@ pub fn list(servers: Servers, json: bool) -> anyhow::Result<i32> {
     for name in found {
         redis.set_keys(Keys::new(prefix, &name));
         match redis.inspect(TIMEOUT) {
-            Ok(info) if info.held.is_some() => locks.push((name, info)),
+            Ok(info) if info.is_held() => locks.push((name, info)),
             // Released since the SCAN, or a key of another kind that looks like a lock.
             Ok(_) | Err(Failure::Refused(_)) => {}
             Err(failure) => return Err(unavailable(failure)).context("cannot list locks"),
@@ -96,9 +96,9 @@ fn quorum_list(endpoints: Vec<Endpoint>, prefix: &str, json: bool) -> anyhow::Re
         // The line of the first node holding the majority's token (or any token, split).
         let shown = results.iter().find_map(|(_, r)| {
             let info = r.as_ref().ok()?;
-            let (token, _) = info.held.as_ref()?;
+            let token = info.owner()?;
             match &verdict {
-                Verdict::Held { token: t, .. } if t != token => None,
+                Verdict::Held { token: t, .. } if *t != token => None,
                 _ => Some(info),
             }
         });

@@ -67,20 +67,21 @@ pub(crate) fn verdict(infos: &[Option<&LockInfo>]) -> Verdict {
     let majority = infos.len() / 2 + 1;
     let free = infos
         .iter()
-        .filter(|i| i.is_some_and(|i| i.held.is_none()))
+        .filter(|i| i.is_some_and(|i| !i.is_held()))
         .count();
     if free >= majority {
         return Verdict::Free { nodes: free };
     }
-    let tokens: Vec<&str> = infos
+    // Several holders on a node (a semaphore run against it alone) agree only on the same set.
+    let tokens: Vec<String> = infos
         .iter()
-        .filter_map(|i| i.and_then(|i| i.held.as_ref()).map(|(t, _)| t.as_str()))
+        .filter_map(|i| i.and_then(LockInfo::owner))
         .collect();
-    for &token in &tokens {
-        let nodes = tokens.iter().filter(|&&t| t == token).count();
+    for token in &tokens {
+        let nodes = tokens.iter().filter(|t| *t == token).count();
         if nodes >= majority {
             return Verdict::Held {
-                token: token.to_owned(),
+                token: token.clone(),
                 nodes,
             };
         }
@@ -176,8 +177,10 @@ mod tests {
             fence: 1,
             held: token.map(|t| (t.to_owned(), None)),
             holder: None,
+            several: None,
             done: None,
             queue: None,
+            waiting: 0,
         }
     }
 

@@ -13,7 +13,10 @@ use crate::report::json::{self, Object};
 /// `redlock release --force`: delete the lock whoever holds it and advance the fencing counter.
 ///
 /// The command line checks `--force` first; this breaks the lock whoever holds it, unless
-/// `token` is given and the lock holds another.
+/// `token` is given and the lock holds another. A lock held by several (a semaphore, shared
+/// holders) loses one holder: the one `token` names, or the only one; with several holders and
+/// no `token` nothing is removed and it exits 64 (removing them all would stop jobs nobody
+/// named; `status` shows the tokens).
 /// With `json`, one JSON object on stdout: what was done (one server), or `per_node` (a quorum).
 pub fn release(
     servers: Servers,
@@ -26,6 +29,8 @@ pub fn release(
     let (quorum, nodes) = (endpoints.len() > 1, endpoints.len());
     let mut code = 0;
     let mut failed = 0;
+    // Held by several and no --token: which holder to remove is the operator's to say.
+    let mut refused = None;
     let mut objects = Vec::new();
     // On a quorum every node is released, one after another; a node that fails does not stop
     // the others, and its failure decides the status once all were tried.
@@ -53,15 +58,16 @@ pub fn release(
                 continue;
             }
         };
-        let (text, left_alone) = forced_text(&node, key, &forced);
+        let (text, status) = forced_text(&node, key, &forced);
         if json {
             objects.push(forced_json(quorum.then_some(&endpoint_name), key, &forced));
-        } else {
+        } else if quorum || status != exit::USAGE {
             report::stdout(text.as_bytes())?;
         }
-        if left_alone {
-            code = exit::CONFLICT;
+        if status == exit::USAGE {
+            refused = Some(text.trim_end().to_owned());
         }
+        code = code.max(status);
     }
     if json {
         let text = match objects.as_slice() {
@@ -72,6 +78,14 @@ pub fn release(
                 .finish(),
         };
         report::stdout(format!("{text}\n").as_bytes())?;
+    }
+    if let Some(why) = refused {
+        let why = if quorum {
+            format!("lock '{key}' is held by several on some nodes; nothing removed there")
+        } else {
+            why
+        };
+        return Err(classified(Class::Usage, why));
     }
     if failed > 0 {
         return Err(classified(

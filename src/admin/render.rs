@@ -3,7 +3,8 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use crate::admin::Verdict;
-use crate::lock::{Failure, Forced, Holder, LockInfo};
+use crate::exit;
+use crate::lock::{Failure, Forced, Holder, Kind, LockInfo, Place, Several, shell_quote};
 use crate::report::json::{self, Object};
 
 /// `status` over a quorum as text: the majority's verdict, then each node's view, its lines
@@ -74,64 +75,134 @@ pub(crate) fn quorum_json(
         .finish()
 }
 
-/// What a forced release did on one node (`node` prefixes the line), and whether it left the
-/// lock alone because another token holds it.
-pub(crate) fn forced_text(node: &str, key: &str, forced: &Forced) -> (String, bool) {
+/// What a forced release did on one node (`node` prefixes the line), and the exit status it
+/// asks for (0, or 75/64 when it left the lock alone).
+pub(crate) fn forced_text(node: &str, key: &str, forced: &Forced) -> (String, i32) {
+    let raw_key = key;
     let key = &field(key);
     match forced {
         Forced::Free { fence, cleared: 0 } => (
             format!("{node}lock '{key}' is free; nothing released (fencing counter {fence})\n"),
-            false,
+            0,
         ),
         Forced::Free { fence, cleared } => (
             format!(
                 "{node}lock '{key}' is free; cleared its --fair queue of {cleared} waiter(s) \
                  (live ones join it again at their next attempt; fencing counter {fence})\n"
             ),
-            false,
+            0,
         ),
         Forced::Other { token, fence } => (
             format!(
                 "{node}lock '{key}' is held by token {token}, not the one given; left alone (fencing counter {fence})\n"
             ),
-            true,
+            exit::CONFLICT,
+        ),
+        Forced::NotAHolder {
+            used,
+            holders,
+            fence,
+        } => (
+            format!(
+                "{node}lock '{key}' is held by {holders} ({}), none with the token given; left alone (fencing counter {fence})\n",
+                used_text(used)
+            ),
+            exit::CONFLICT,
+        ),
+        Forced::Several {
+            used,
+            holders,
+            fence,
+        } => (
+            format!(
+                "{node}lock '{key}' is held by {holders} ({}); name the one to remove with --token (`redlock status --key {}` shows their tokens); left alone (fencing counter {fence})\n",
+                used_text(used),
+                field(&shell_quote(raw_key))
+            ),
+            exit::USAGE,
         ),
         Forced::Removed {
             token,
             fence,
             holder,
+            used,
+            left,
         } => {
             let whose = holder
                 .as_ref()
                 .map_or_else(|| "an unknown holder".to_owned(), holder_text);
-            (
+            let what = if used == "lock" {
+                format!("released lock '{key}' held by {whose}")
+            } else {
                 format!(
-                    "{node}released lock '{key}' held by {whose}, token {token}; fencing counter now {fence}\n"
-                ),
-                false,
+                    "removed {whose} from lock '{key}' ({}; {left} holder(s) left)",
+                    used_text(used)
+                )
+            };
+            (
+                format!("{node}{what}, token {token}; fencing counter now {fence}\n"),
+                0,
             )
         }
     }
 }
 
-/// One line of `list` for a held lock: name, lease left, fencing counter, holder (or token),
+/// How several holders hold a lock, as stored (`limit N`, `shared`), for people.
+pub(crate) fn used_text(used: &str) -> String {
+    match Kind::from_stored(used) {
+        Some(Kind::Limit(n)) => format!("a semaphore, --limit {n}"),
+        Some(Kind::Shared) => "shared, --shared".to_owned(),
+        _ => format!("held as '{}', not recorded by redlock", field(used)),
+    }
+}
+
+/// One line of `list` for a held lock: name, lease left (the last lease of several),
+/// fencing counter, waiters, holder (or token; several: how they hold it and each of them),
 /// and `extra` (a quorum's node count) as a last field.
 pub(crate) fn list_line(name: &str, info: &LockInfo, extra: Option<&str>) -> String {
-    let Some((token, ttl)) = &info.held else {
-        return String::new();
+    let (ttl, holders) = match (&info.held, &info.several) {
+        (Some((token, ttl)), _) => (
+            *ttl,
+            info.holder
+                .as_ref()
+                .map_or_else(|| format!("token {token}"), holder_text),
+        ),
+        (None, Some(several)) => {
+            let each: Vec<String> = several
+                .places
+                .iter()
+                .map(|p| {
+                    p.holder
+                        .as_ref()
+                        .map_or_else(|| format!("token {}", p.token), holder_text)
+                })
+                .collect();
+            (
+                several.ttl,
+                format!("{}: {}", several_text(several), each.join("; ")),
+            )
+        }
+        (None, None) => return String::new(),
     };
-    let holder = info
-        .holder
-        .as_ref()
-        .map_or_else(|| format!("token {token}"), holder_text);
     let extra = extra.map_or_else(String::new, |e| format!("\t{e}"));
     format!(
-        "{}\t{}\tfence {}\t{}{extra}\n",
+        "{}\t{}\tfence {}\t{} waiting\t{}{extra}\n",
         field(name),
-        expiry_text(*ttl),
+        expiry_text(ttl),
         info.fence,
-        field(&holder)
+        info.waiters(),
+        field(&holders)
     )
+}
+
+/// `semaphore 2/3`, `shared by 2`: how many hold a lock held by several, and how.
+fn several_text(several: &Several) -> String {
+    let n = several.places.len();
+    match several.kind() {
+        Some(Kind::Limit(limit)) => format!("semaphore {n}/{limit}"),
+        Some(Kind::Shared) => format!("shared by {n}"),
+        _ => format!("{n} holders, {}", used_text(&several.used)),
+    }
 }
 
 /// `text` as one tab-separated field of one line: a backslash, tab, newline or other control
@@ -165,25 +236,53 @@ pub(crate) fn forced_json(node: Option<&str>, key: &str, forced: &Forced) -> Str
     let (result, token, fence, holder) = match forced {
         Forced::Free { fence, .. } => ("free", None, *fence, None),
         Forced::Other { token, fence } => ("other_token", Some(token), *fence, None),
+        Forced::NotAHolder { fence, .. } => ("other_token", None, *fence, None),
+        Forced::Several { fence, .. } => ("several_holders", None, *fence, None),
         Forced::Removed {
             token,
             fence,
             holder,
+            ..
         } => ("released", Some(token), *fence, holder.as_ref()),
+    };
+    let (used, left) = match forced {
+        Forced::Free { .. } => (None, None),
+        Forced::Other { .. } => (Some("lock"), Some(1)),
+        Forced::NotAHolder { used, holders, .. } | Forced::Several { used, holders, .. } => {
+            (Some(used.as_str()), Some(*holders))
+        }
+        Forced::Removed { used, left, .. } => (Some(used.as_str()), Some(*left)),
     };
     obj = obj.str("result", result);
     obj = match token {
         Some(token) => obj.str("token", token),
         None => obj.raw("token", "null"),
     };
-    obj.int("fence", fence)
-        .int("queue_cleared", cleared)
-        .raw(
-            "holder",
-            &holder.map_or_else(|| "null".to_owned(), holder_json),
-        )
+    obj = obj.int("fence", fence).int("queue_cleared", cleared).raw(
+        "holder",
+        &holder.map_or_else(|| "null".to_owned(), holder_json),
+    );
+    obj = kind_fields(obj, used);
+    obj.opt_int("holders_left", left.map(i128::from))
         .raw("error", "null")
         .finish()
+}
+
+/// `kind` (`lock`, `semaphore`, `shared`, or the stored text when unknown; null when free) and
+/// `limit` (a semaphore's N, else null), from how the lock is held as stored.
+fn kind_fields(obj: Object, used: Option<&str>) -> Object {
+    let (kind, limit) = match used.map(|u| (u, Kind::from_stored(u))) {
+        None => (None, None),
+        Some((_, Some(Kind::Exclusive))) => (Some("lock".to_owned()), None),
+        Some((_, Some(Kind::Limit(n)))) => (Some("semaphore".to_owned()), Some(n)),
+        Some((_, Some(Kind::Shared))) => (Some("shared".to_owned()), None),
+        Some((u, None)) => (Some(u.to_owned()), None),
+    };
+    let obj = match kind {
+        Some(kind) => obj.str("kind", &kind),
+        None => obj.raw("kind", "null"),
+    };
+    obj.opt_int("limit", limit.map(i128::from))
 }
 
 /// A node of a quorum where `release --force` failed, as a JSON object.
@@ -233,9 +332,28 @@ fn since(unix: u64) -> String {
     format!("{} ({ago})", humantime::format_rfc3339_seconds(at))
 }
 
+/// `status` as text: the state, the holder (or each of several), the lease, the fencing
+/// counter, the last success, the queue and the waiters.
 pub(crate) fn info_text(name: &str, info: &LockInfo) -> String {
     let mut out = String::new();
-    let state = if info.held.is_some() { "held" } else { "free" };
+    let state = match &info.several {
+        Some(several) => match several.kind() {
+            Some(Kind::Limit(n)) => {
+                format!(
+                    "held by {} of {n} (a semaphore, --limit {n})",
+                    several.places.len()
+                )
+            }
+            Some(Kind::Shared) => format!("held shared by {} (--shared)", several.places.len()),
+            _ => format!(
+                "held by {} ({})",
+                several.places.len(),
+                used_text(&several.used)
+            ),
+        },
+        None if info.held.is_some() => "held".to_owned(),
+        None => "free".to_owned(),
+    };
     out.push_str(&format!(
         "lock '{}' ({}) is {state}\n",
         field(name),
@@ -251,6 +369,15 @@ pub(crate) fn info_text(name: &str, info: &LockInfo) -> String {
         }
         out.push_str(&format!("  lease:    {}\n", expiry_text(*ttl)));
         out.push_str(&format!("  token:    {token}\n"));
+    }
+    if let Some(several) = &info.several {
+        for place in &several.places {
+            out.push_str(&format!("  holder:   {}\n", place_text(place)));
+        }
+        out.push_str(&format!(
+            "  lease:    {} (the last of them)\n",
+            expiry_text(several.ttl)
+        ));
     }
     out.push_str(&format!("  fencing:  {}\n", info.fence));
     if let Some((ago, left)) = info.done {
@@ -269,29 +396,84 @@ pub(crate) fn info_text(name: &str, info: &LockInfo) -> String {
             humantime::format_duration(Duration::from_secs(oldest.as_secs()))
         ));
     }
+    let queued = info.queue.map_or(0, |(n, _)| n);
+    out.push_str(&match info.waiters() {
+        0 => "  waiters:  none\n".to_owned(),
+        n if queued > 0 => {
+            format!("  waiters:  {n} ({queued} of them in the first-come-first-served queue)\n")
+        }
+        n => format!("  waiters:  {n}\n"),
+    });
     out
+}
+
+/// One of several holders on one line: who, for how long, its lease, its token, its command.
+fn place_text(place: &Place) -> String {
+    let secs = |d: Duration| humantime::format_duration(Duration::from_secs(d.as_secs()));
+    let who = place.holder.as_ref().map_or_else(
+        || "unknown (no details stored)".to_owned(),
+        |h| format!("{} pid {}", h.host, h.pid),
+    );
+    let age = place
+        .age
+        .map_or_else(String::new, |age| format!(", for {}", secs(age)));
+    let command = place
+        .holder
+        .as_ref()
+        .map_or_else(String::new, |h| format!(": {}", field(&h.command)));
+    format!(
+        "{who}{age}, lease {} left, token {}{command}",
+        humantime::format_duration(Duration::from_millis(
+            place.lease.as_millis() as u64 / 100 * 100
+        )),
+        place.token
+    )
 }
 
 fn ms(d: Duration) -> i128 {
     d.as_millis() as i128
 }
 
+/// `status` as one JSON object. `holders` lists every holder, the exclusive one too; `token`,
+/// `ttl_ms` and `holder` keep describing the exclusive holder (`ttl_ms`: the last lease of
+/// several).
 pub(crate) fn info_json(name: &str, info: &LockInfo) -> String {
     let mut obj = Object::new()
         .str("key", name)
         .str("redis_key", &info.keys.lock)
-        .str("state", if info.held.is_some() { "held" } else { "free" })
+        .str("state", if info.is_held() { "held" } else { "free" })
         .int("fence", info.fence);
-    match &info.held {
-        Some((token, ttl)) => {
+    match (&info.held, &info.several) {
+        (Some((token, ttl)), _) => {
             obj = obj.str("token", token).opt_int("ttl_ms", ttl.map(ms));
         }
-        None => obj = obj.raw("token", "null").raw("ttl_ms", "null"),
+        (None, Some(several)) => {
+            obj = obj
+                .raw("token", "null")
+                .opt_int("ttl_ms", several.ttl.map(ms));
+        }
+        (None, None) => obj = obj.raw("token", "null").raw("ttl_ms", "null"),
     }
     obj = match &info.holder {
         Some(h) => obj.raw("holder", &holder_json(h)),
         None => obj.raw("holder", "null"),
     };
+    let used = match (&info.held, &info.several) {
+        (Some(_), _) => Some("lock"),
+        (None, Some(several)) => Some(several.used.as_str()),
+        (None, None) => None,
+    };
+    obj = kind_fields(obj, used);
+    let holders: Vec<String> = match (&info.held, &info.several) {
+        (Some((token, ttl)), _) => vec![place_json(token, *ttl, info.holder.as_ref(), None)],
+        (None, Some(several)) => several
+            .places
+            .iter()
+            .map(|p| place_json(&p.token, Some(p.lease), p.holder.as_ref(), p.age))
+            .collect(),
+        (None, None) => Vec::new(),
+    };
+    obj = obj.raw("holders", &json::array(holders));
     let (ago, left) = match info.done {
         Some((ago, left)) => (Some(ms(ago)), left.map(ms)),
         None => (None, None),
@@ -303,7 +485,33 @@ pub(crate) fn info_json(name: &str, info: &LockInfo) -> String {
             "fair_queue_oldest_ms",
             info.queue.map(|(_, oldest)| ms(oldest)),
         )
+        .int("waiting", info.waiters())
         .finish()
+}
+
+/// One holder in `status --json`'s `holders`.
+fn place_json(
+    token: &str,
+    ttl: Option<Duration>,
+    holder: Option<&Holder>,
+    age: Option<Duration>,
+) -> String {
+    let obj = Object::new()
+        .str("token", token)
+        .opt_int("ttl_ms", ttl.map(ms));
+    let obj = match holder {
+        Some(h) => obj
+            .str("host", &h.host)
+            .int("pid", h.pid)
+            .str("command", &h.command)
+            .int("started", h.started),
+        None => obj
+            .raw("host", "null")
+            .raw("pid", "null")
+            .raw("command", "null")
+            .raw("started", "null"),
+    };
+    obj.opt_int("age_ms", age.map(ms)).finish()
 }
 
 #[cfg(test)]

@@ -84,14 +84,16 @@ pub enum Command {
         override_usage = "redlock run [OPTIONS] --key <NAME> -- <COMMAND> [ARGS]..."
     )]
     Run(RunArgs),
-    /// Show whether the lock NAME is free or held, by whom, for how long, and its fencing counter.
+    /// Show whether the lock NAME is free or held, by whom (each holder of a semaphore or shared
+    /// lock), for how long, its fencing counter and its waiters.
     #[command(after_help = format!("{}\n\n{ADMIN_ENV_HELP}", exit::help_table(exit::STATUS)))]
     Status(StatusArgs),
-    /// List the locks under a prefix (SCAN, never KEYS), held ones with their holder.
+    /// List the locks under a prefix (SCAN, never KEYS), held ones with their holders and waiters.
     #[command(after_help = format!("{}\n\n{ADMIN_ENV_HELP}", exit::help_table(exit::LIST)))]
     List(ListArgs),
-    /// Break-glass: delete the lock NAME whoever holds it, and advance its fencing counter.
-    #[command(after_help = format!("The holder's renewals then fail and it stops its command (exit {}); the fencing\ncounter moves past the holder's token, so a resource that checks it refuses the\nold holder's writes. One waiter is woken, as by a normal release.\n\n{}\n\n{ADMIN_ENV_HELP}", exit::LOCK_LOST, exit::help_table(exit::RELEASE)))]
+    /// Break-glass: delete the lock NAME whoever holds it (or one of its several holders), and
+    /// advance its fencing counter.
+    #[command(after_help = format!("The holder's renewals then fail and it stops its command (exit {}); the fencing\ncounter moves past the holder's token, so a resource that checks it refuses the\nold holder's writes. One waiter is woken, as by a normal release.\n\nHeld by several (a semaphore, shared holders), one holder is removed: the one\n--token names, or the only one. Several and no --token: nothing is removed (exit\n{}); `redlock status` shows their tokens.\n\n{}\n\n{ADMIN_ENV_HELP}", exit::LOCK_LOST, exit::USAGE, exit::help_table(exit::RELEASE)))]
     Release(ReleaseArgs),
 
     /// Print a shell completion script to stdout (no Redis needed).
@@ -265,7 +267,7 @@ pub struct ReleaseArgs {
     pub force: bool,
 
     /// Only if the lock still holds this owner token (as shown by status): never break the
-    /// lock of a holder that took it since you looked.
+    /// lock of a holder that took it since you looked. Of several holders, the one to remove.
     #[arg(long, value_name = "TOKEN")]
     pub token: Option<String>,
 

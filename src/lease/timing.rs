@@ -58,6 +58,15 @@ pub fn wake_wait(ttl: Duration, holder_remaining: Option<Duration>, random: f64)
     (base + jitter.mul_f64(random.clamp(0.0, 1.0))).max(Duration::from_millis(1))
 }
 
+/// How long a waiter turned away counts as waiting in the lock's registry of waiters (what
+/// `redlock status` counts; each attempt refreshes it): its longest block before it tries again
+/// ([`wake_wait`]: `min(ttl, WAKE_CAP)` and 50 ms of jitter), the wait's allowed lateness
+/// ([`crate::lock::WAIT_SLACK`]), and a second for the next attempt's round trip. A waiter
+/// that died is still counted for up to this long after its last attempt.
+pub fn waiting_lifetime(ttl: Duration) -> Duration {
+    ttl.min(WAKE_CAP) + Duration::from_millis(50) + crate::lock::WAIT_SLACK + Duration::from_secs(1)
+}
+
 const BACKOFF_BASE: Duration = Duration::from_millis(5);
 const BACKOFF_CAP: Duration = Duration::from_millis(500);
 
@@ -137,6 +146,24 @@ mod tests {
             let period = wake_wait(ttl, Some(ttl * 2 / 3), 0.0);
             assert!(2.0 / period.as_secs_f64() <= 0.1, "ttl {secs}s: {period:?}");
         }
+    }
+
+    #[test]
+    fn a_waiter_counts_as_waiting_until_its_next_attempt() {
+        for ms in [
+            100u64,
+            1000,
+            30_000,
+            3_600_000,
+            MAX_DURATION.as_millis() as u64,
+        ] {
+            let ttl = Duration::from_millis(ms);
+            for remaining in [None, Some(Duration::ZERO), Some(ttl), Some(ttl * 2)] {
+                let longest = wake_wait(ttl, remaining, 0.999_999) + crate::lock::WAIT_SLACK;
+                assert!(longest < waiting_lifetime(ttl), "ttl {ms}ms, {remaining:?}");
+            }
+        }
+        assert!(waiting_lifetime(Duration::from_secs(3600)) < Duration::from_secs(23));
     }
 
     #[test]

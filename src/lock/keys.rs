@@ -28,6 +28,9 @@ pub(crate) struct Keys {
     /// While the lock is a sorted set: each holder's details (hash: token → JSON of host, pid,
     /// argv, started); expires with the set.
     pub holders: String,
+    /// Every waiter turned away lately, any kind of lock: token → until when it counts as
+    /// waiting (server time, ms), refreshed by each of its attempts, for `redlock status`.
+    pub waiting: String,
 }
 
 impl Keys {
@@ -43,12 +46,13 @@ impl Keys {
             warned: format!("{lock}:warned"),
             kind: format!("{lock}:kind"),
             holders: format!("{lock}:holders"),
+            waiting: format!("{lock}:waiting"),
             lock,
         }
     }
 
     /// Every key, in the order the scripts expect them in KEYS.
-    pub fn all(&self) -> [&str; 9] {
+    pub fn all(&self) -> [&str; 10] {
         [
             &self.lock,
             &self.fence,
@@ -59,6 +63,7 @@ impl Keys {
             &self.done,
             &self.kind,
             &self.holders,
+            &self.waiting,
         ]
     }
 

@@ -23,7 +23,7 @@ pub(crate) mod validity;
 use std::time::Duration;
 
 pub use crate::transport::Failure;
-pub(crate) use holder::{Forced, Holder, LockInfo, shell_quote};
+pub(crate) use holder::{Forced, Holder, LockInfo, Place, Several, shell_quote};
 pub(crate) use keys::Keys;
 
 /// What a key's holders use it as, for the message that refuses a client that asks otherwise.

@@ -76,7 +76,7 @@ pub(crate) static LEAVE: Lua = script!("clock", "waiters", "leave");
 pub(crate) static INTERRUPT: Lua = script!("interrupt");
 
 /// Break-glass release: delete the lock whoever holds it, fence it, wake one waiter.
-pub(crate) static FORCE_RELEASE: Lua = script!("clock", "waiters", "force_release");
+pub(crate) static FORCE_RELEASE: Lua = script!("clock", "waiters", "holders", "force_release");
 
 /// Undo a quorum's partial acquire, waking nobody.
 pub(crate) static UNDO: Lua = script!("undo");
@@ -88,7 +88,7 @@ pub(crate) static FENCE_READ: Lua = script!("fence_read");
 pub(crate) static FENCE_RAISE: Lua = script!("fence_raise");
 
 /// Read a lock's state without changing anything.
-pub(crate) static INSPECT: Lua = script!("clock", "inspect");
+pub(crate) static INSPECT: Lua = script!("clock", "holders", "inspect");
 
 #[cfg(test)]
 mod tests {

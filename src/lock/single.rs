@@ -5,7 +5,6 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use crate::lock::holder::holder_from;
 use crate::lock::preflight::{self, Preflight};
 use crate::lock::scripts::{
     ACQUIRE, ACQUIRE_FAIR, ACQUIRE_MANY, EXTEND, EXTEND_MANY, FENCE_RAISE, FENCE_READ,
@@ -42,6 +41,9 @@ pub(crate) struct SingleRedis {
     /// The last acquire turned this waiter away (a semaphore's waiter let in with room left
     /// then wakes the next).
     turned_away: bool,
+    /// How long an attempt that is turned away counts as waiting in the registry of waiters
+    /// (None: the ttl, [`WAIT_SLACK`] and a second, which covers any wait between attempts).
+    waiting_lifetime: Option<Duration>,
     /// This waiter is in the waiters' queue without `--fair` (an exclusive waiter behind shared
     /// holders): it must come back every [`FAIR_BEAT`] to keep its place, as a fair one does.
     queued: bool,
@@ -62,8 +64,16 @@ impl SingleRedis {
             preflight: Preflight::Off,
             kind: Kind::Exclusive,
             turned_away: false,
+            waiting_lifetime: None,
             queued: false,
         }
+    }
+
+    /// Count a waiter turned away as waiting this long (`redlock status`); it must cover the
+    /// longest wait before the next attempt.
+    pub fn with_waiting_lifetime(mut self, lifetime: Duration) -> Self {
+        self.waiting_lifetime = Some(lifetime);
+        self
     }
 
     /// Hold the lock as `kind`: alone (the default), as one of at most N, or shared.
@@ -114,35 +124,14 @@ impl SingleRedis {
     /// The lock's state, read in one script.
     pub fn inspect(&mut self, timeout: Duration) -> Result<LockInfo, Failure> {
         let reply = self.eval_checked(&INSPECT, &[], timeout, self.preflight)?;
-        let items = strings(&reply).ok_or_else(|| unexpected(self.endpoint(), &reply))?;
-        let int = |i: usize| items.get(i).and_then(|s| s.parse::<i64>().ok());
-        let ms = |v: i64| u64::try_from(v).ok().map(Duration::from_millis);
-        let (Some(fence), Some(ago), Some(left), Some(pttl), Some(queued), Some(oldest)) =
-            (int(0), int(1), int(2), int(3), int(4), int(5))
-        else {
-            return Err(unexpected(self.endpoint(), &reply));
-        };
-        let held = match (pttl, items.get(6)) {
-            (-2, _) | (_, None) => None,
-            (pttl, Some(token)) => Some((token.clone(), ms(pttl))),
-        };
-        Ok(LockInfo {
-            keys: self.keys.clone(),
-            fence,
-            holder: held
-                .as_ref()
-                .and_then(|_| holder_from(&items[7.min(items.len())..])),
-            held,
-            done: ms(ago).map(|ago| (ago, ms(left))),
-            queue: match (u64::try_from(queued), ms(oldest)) {
-                (Ok(n), Some(oldest)) if n > 0 => Some((n, oldest)),
-                _ => None,
-            },
-        })
+        strings(&reply)
+            .and_then(|items| LockInfo::parse(self.keys.clone(), &items))
+            .ok_or_else(|| unexpected(self.endpoint(), &reply))
     }
 
     /// Break-glass: delete the lock whoever holds it (or only while it holds `expected`) and
-    /// advance the fencing counter.
+    /// advance the fencing counter; held by several, remove the one holder of `expected`
+    /// (or the only one).
     pub fn force_release(
         &mut self,
         expected: Option<&str>,
@@ -150,24 +139,9 @@ impl SingleRedis {
     ) -> Result<Forced, Failure> {
         let args = [&*ms_arg(WAKE_LINGER), expected.unwrap_or("")];
         let reply = self.eval(&FORCE_RELEASE, &args, timeout)?;
-        let items = strings(&reply).ok_or_else(|| unexpected(self.endpoint(), &reply))?;
-        let fence = items.get(1).and_then(|s| s.parse::<i64>().ok());
-        match (items.first().map(String::as_str), fence) {
-            (Some("0"), Some(fence)) => Ok(Forced::Free {
-                fence,
-                cleared: items.get(2).and_then(|s| s.parse().ok()).unwrap_or(0),
-            }),
-            (Some("-1"), Some(fence)) if items.len() >= 3 => Ok(Forced::Other {
-                token: items[2].clone(),
-                fence,
-            }),
-            (Some("1"), Some(fence)) if items.len() >= 7 => Ok(Forced::Removed {
-                token: items[2].clone(),
-                fence,
-                holder: holder_from(&items[3..]),
-            }),
-            _ => Err(unexpected(self.endpoint(), &reply)),
-        }
+        strings(&reply)
+            .and_then(|items| Forced::parse(&items))
+            .ok_or_else(|| unexpected(self.endpoint(), &reply))
     }
 
     /// Undo a partial quorum acquire on this node, waking nobody.
@@ -431,6 +405,10 @@ impl Locker for SingleRedis {
         let (pid, started) = (holder.pid.to_string(), holder.started.to_string());
         let ttl_ms = ms_arg(ttl);
         let (entry, linger) = (ms_arg(self.entry_lifetime), ms_arg(WAKE_LINGER));
+        let waiting = ms_arg(
+            self.waiting_lifetime
+                .unwrap_or(ttl + WAIT_SLACK + Duration::from_secs(1)),
+        );
         let mut args: Vec<&str> = vec![
             token,
             &ttl_ms,
@@ -441,6 +419,7 @@ impl Locker for SingleRedis {
             &started,
             &entry,
             &linger,
+            &waiting,
         ];
         let stored = self.kind.stored();
         let limit = match self.kind {

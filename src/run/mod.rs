@@ -248,6 +248,7 @@ fn locker(options: &Options) -> Box<dyn Locker> {
         .with_min_replicas(options.min_replicas, lease::replica_wait(options.ttl))
         .with_preflight(Preflight::Weekly)
         .with_kind(options.kind)
+        .with_waiting_lifetime(lease::waiting_lifetime(options.ttl))
     };
     match options.endpoints.as_slice() {
         [one] => Box::new(node(one)),

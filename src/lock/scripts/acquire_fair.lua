@@ -3,7 +3,7 @@
 -- entry there, which lives ARGV[8] ms unless refreshed. Purging a dead head of a free lock
 -- wakes the next one.
 --
--- KEYS: lock, fence, wake, queue, alive, holder, done, kind, holders.
+-- KEYS: lock, fence, wake, queue, alive, holder, done, kind, holders, waiting.
 -- ARGV: as acquire.lua.
 -- Returns {1, fencing counter}, {0, holder's PTTL in ms (-2 when free but not our turn)},
 -- {2, ms since a success within the min-interval}, or as acquire.lua behind shared holders
@@ -12,7 +12,7 @@ local ago = done_ago()
 if ago then return {2, ago} end
 local me = ARGV[1]
 local several = held_by_several(me)
-if several then return several end
+if several then return turned_away(several) end
 local now = now_us()
 local purged = purge(math.floor(now / 1000))
 local head = redis.call('ZRANGE', KEYS[4], 0, 0)[1]
@@ -29,4 +29,4 @@ if redis.call('GET', KEYS[1]) == me then
 end
 enqueue(me, now, tonumber(ARGV[8]))
 if purged > 0 and redis.call('EXISTS', KEYS[1]) == 0 then wake(ARGV[9]) end
-return {0, redis.call('PTTL', KEYS[1])}
+return turned_away({0, redis.call('PTTL', KEYS[1])})

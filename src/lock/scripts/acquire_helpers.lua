@@ -1,10 +1,12 @@
 -- Helpers of the acquire scripts (included after clock.lua, waiters.lua and holders.lua):
 -- done_ago() is the ms since a run succeeded within the --min-interval (nil when none or
 -- off); holder() records an exclusive holder's details beside the lock, with the lock's
--- expiry; held_by_several(me) is below.
+-- expiry; turned_away(reply) records a waiter turned away ({0, ...}) in the registry of
+-- waiters (see waiters.lua) and returns the reply; held_by_several(me) is below.
 --
 -- ARGV of every acquire script starts: token, ttl ms, min-interval ms ('0' = off), host, pid,
--- command line, start time (unix seconds), queue entry lifetime ms, wake-up linger ms.
+-- command line, start time (unix seconds), queue entry lifetime ms, wake-up linger ms, how
+-- long a waiter turned away counts as waiting ms.
 local function done_ago()
   if ARGV[3] == '0' then return nil end
   local at = tonumber(redis.call('GET', KEYS[7]) or '')
@@ -12,6 +14,10 @@ local function done_ago()
   local ago = now_ms() - at
   if ago < tonumber(ARGV[3]) then return math.max(ago, 0) end
   return nil
+end
+local function turned_away(reply)
+  if reply[1] == 0 then waiting(ARGV[1], now_ms(), tonumber(ARGV[10])) end
+  return reply
 end
 local function holder()
   redis.call('DEL', KEYS[6])

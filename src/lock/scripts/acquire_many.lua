@@ -5,8 +5,8 @@
 -- purged first, by the server's clock. Each place advances the lock's one fencing counter.
 -- A retry of our own acquire whose reply was lost finds our token and succeeds again.
 --
--- KEYS: lock, fence, wake, queue, alive, holder, done, kind, holders.
--- ARGV: as acquire.lua, then how it is held ('limit N' or 'shared'), N (0 for shared),
+-- KEYS: lock, fence, wake, queue, alive, holder, done, kind, holders, waiting.
+-- ARGV: as acquire.lua (ten), then how it is held ('limit N' or 'shared'), N (0 for shared),
 -- fair ('1' = first come, first served among waiters), waited ('1' when this waiter was
 -- turned away before: let in with room left, it passes a wake-up on to the next waiter).
 -- Returns {1, fencing counter}, {2, ms since a success within the min-interval},
@@ -15,12 +15,12 @@
 -- promised to waiters ahead}.
 local ago = done_ago()
 if ago then return {2, ago} end
-local me, kind, limit, fair = ARGV[1], ARGV[10], tonumber(ARGV[11]), ARGV[12] == '1'
+local me, kind, limit, fair = ARGV[1], ARGV[11], tonumber(ARGV[12]), ARGV[13] == '1'
 local shared = limit == 0
 local t = lock_type()
 if t == 'string' then
   -- An exclusive holder: shared holders wait for it; a semaphore never meets one.
-  if shared then return {0, redis.call('PTTL', KEYS[1]), 0} end
+  if shared then return turned_away({0, redis.call('PTTL', KEYS[1]), 0}) end
   return {3, 'lock'}
 end
 if t ~= 'zset' and t ~= 'none' then return {3, 'type ' .. t} end
@@ -59,7 +59,7 @@ if room then
   redis.call('DEL', KEYS[3] .. ':' .. me)
   local fence = redis.call('INCR', KEYS[2])
   -- A release wakes one waiter; room enough for more: wake the next, and so on.
-  if ARGV[13] == '1' and (shared or held + 1 < limit) then wake(ARGV[9]) end
+  if ARGV[14] == '1' and (shared or held + 1 < limit) then wake(ARGV[9]) end
   return {1, fence}
 end
 if fair then
@@ -69,7 +69,7 @@ end
 if shared then
   -- Behind a queued exclusive waiter: it is let in, or its entry lapses, by then.
   local last = redis.call('ZRANGE', KEYS[5], -1, -1, 'WITHSCORES')
-  return {0, math.max(tonumber(last[2]) - now, 1), 1}
+  return turned_away({0, math.max(tonumber(last[2]) - now, 1), 1})
 end
-if held < limit then return {0, -1, 1} end
-return {0, soonest(now), 0}
+if held < limit then return turned_away({0, -1, 1}) end
+return turned_away({0, soonest(now), 0})

@@ -1,7 +1,7 @@
 -- Extend the lease (and the holder's details with it) only while the key still holds our
 -- token.
 --
--- KEYS: lock, fence, wake, queue, alive, holder, done, kind, holders (uses lock and holder).
+-- KEYS: lock, fence, wake, queue, alive, holder, done, kind, holders, waiting (uses lock and holder).
 -- ARGV: token, ttl ms.
 -- Returns 1 extended, 0 key gone, -1 held by another owner.
 -- A set (held by several since our lease ended) is another owner's: GET fails on it.

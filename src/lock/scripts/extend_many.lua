@@ -1,7 +1,7 @@
 -- Extend our place among several holders (acquire_many.lua) while we still have it: our lease
 -- has not ended (by the server's clock) and nobody removed us.
 --
--- KEYS: lock, fence, wake, queue, alive, holder, done, kind, holders.
+-- KEYS: lock, fence, wake, queue, alive, holder, done, kind, holders, waiting.
 -- ARGV: token, ttl ms.
 -- Returns 1 extended, 0 gone (our lease ended, or we were removed), -1 held by an exclusive
 -- holder.

@@ -1,7 +1,7 @@
 -- Raise the fencing counter to at least ARGV[1], for a quorum's write-back phase; never
 -- lowers it.
 --
--- KEYS: lock, fence, wake, queue, alive, holder, done, kind, holders (uses fence).
+-- KEYS: lock, fence, wake, queue, alive, holder, done, kind, holders, waiting (uses fence).
 -- ARGV: the counter's new floor.
 -- Returns the counter afterwards.
 local c = tonumber(redis.call('GET', KEYS[2]) or '0') or 0

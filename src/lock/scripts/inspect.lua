@@ -1,11 +1,18 @@
--- Read a lock's state without changing anything (redlock status and list).
+-- Read a lock's state without changing anything (redlock status and list). Entries that lapsed
+-- by the server's clock (holders whose lease ended, waiters that stopped coming back) are
+-- skipped, not purged: purging is for the scripts that write.
 --
--- KEYS: lock, fence, wake, queue, alive, holder, done, kind, holders.
+-- KEYS: lock, fence, wake, queue, alive, holder, done, kind, holders, waiting.
 -- ARGV: none.
 -- Returns {fencing counter, ms since the last recorded success (-1 none), ms left of that
--- record, lock PTTL (-2 free), live --fair waiters, ms the oldest of them has waited (-1 none),
--- token, holder host, pid, command line, start time}; only the first six when the lock is free.
--- A waiter whose entry lapsed (it stopped refreshing it: dead) is not counted.
+-- record, lock PTTL (-2 free), live waiters in the queue, ms the oldest of them has waited (-1
+-- none), live waiters in the registry of waiters, how the lock is held}, then:
+-- - held by one ('lock'): token, holder host, pid, command line, start time;
+-- - held by several ('limit N', 'shared', or 'set' when the kind is not recorded): for each
+--   live holder, soonest lease end first, token, ms of lease left, host, pid, command line,
+--   start time, ms since it took its place by the server clock (-1 unknown);
+-- - free (''): nothing more (also a set whose leases all ended).
+-- A key of another type is an error reply.
 local fence = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
 local now = now_ms()
 local at = tonumber(redis.call('GET', KEYS[7]) or '')
@@ -20,9 +27,44 @@ for _, w in ipairs(redis.call('ZRANGE', KEYS[4], 0, 15)) do
     break
   end
 end
-local v = redis.call('GET', KEYS[1])
-if not v then return {fence, ago, left, -2, queued, oldest} end
-local h = redis.call('HMGET', KEYS[6], 'token', 'host', 'pid', 'argv', 'started')
-if h[1] ~= v then h = {} end
-return {fence, ago, left, redis.call('PTTL', KEYS[1]), queued, oldest, v, h[2] or '', h[3] or '',
-  h[4] or '', h[5] or ''}
+local waiting = redis.call('ZCOUNT', KEYS[10], '(' .. now, '+inf')
+local head = {fence, ago, left, -2, queued, oldest, waiting, ''}
+local t = lock_type()
+if t == 'none' then return head end
+if t == 'string' then
+  local v = redis.call('GET', KEYS[1])
+  local h = redis.call('HMGET', KEYS[6], 'token', 'host', 'pid', 'argv', 'started')
+  if h[1] ~= v then h = {} end
+  head[4], head[8] = redis.call('PTTL', KEYS[1]), 'lock'
+  for _, x in ipairs({v, h[2] or '', h[3] or '', h[4] or '', h[5] or ''}) do
+    head[#head + 1] = x
+  end
+  return head
+end
+if t ~= 'zset' then
+  return redis.error_reply('the lock key is a Redis ' .. t .. ' that redlock did not make')
+end
+local function str(x)
+  if type(x) == 'string' or type(x) == 'number' then return tostring(x) end
+  return ''
+end
+local live = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf', 'WITHSCORES')
+if #live == 0 then return head end
+head[4], head[8] = redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[8]) or 'set'
+for i = 1, #live, 2 do
+  local token = live[i]
+  local d = {}
+  local raw = redis.call('HGET', KEYS[9], token)
+  if raw then
+    local ok, decoded = pcall(cjson.decode, raw)
+    if ok and type(decoded) == 'table' then d = decoded end
+  end
+  local since = tonumber(d.since)
+  local age = -1
+  if since then age = math.max(now - since, 0) end
+  for _, x in ipairs({token, tonumber(live[i + 1]) - now, str(d.host), str(d.pid),
+      str(d.argv), str(d.started), age}) do
+    head[#head + 1] = x
+  end
+end
+return head

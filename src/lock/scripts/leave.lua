@@ -1,11 +1,12 @@
--- A waiter gives up: drop its queue entry and its own wake list, and unless one exclusive
--- holder has the lock pass on a wake-up it may have taken.
+-- A waiter gives up: drop its queue entry, its entry in the registry of waiters and its own
+-- wake list, and unless one exclusive holder has the lock pass on a wake-up it may have taken.
 --
--- KEYS: lock, fence, wake, queue, alive, holder, done, kind, holders.
+-- KEYS: lock, fence, wake, queue, alive, holder, done, kind, holders, waiting.
 -- ARGV: token, wake-up linger ms.
 -- Returns 1.
 redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('ZREM', KEYS[5], ARGV[1])
+redis.call('ZREM', KEYS[10], ARGV[1])
 redis.call('DEL', KEYS[3] .. ':' .. ARGV[1])
 -- Free, or held by several (a semaphore may have room): pass it on.
 if redis.call('TYPE', KEYS[1]).ok ~= 'string' then

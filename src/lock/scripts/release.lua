@@ -3,10 +3,12 @@
 -- With a min-interval the run succeeded: record when, for that long, before waking anyone,
 -- so the woken waiter sees it.
 --
--- KEYS: lock, fence, wake, queue, alive, holder, done, kind, holders.
+-- KEYS: lock, fence, wake, queue, alive, holder, done, kind, holders, waiting.
 -- ARGV: token, wake-up linger ms, min-interval ms ('0' = none).
 -- Returns 1 released, 0 key already gone, -1 held by another owner (left untouched).
 local now = now_ms()
+-- On a quorum a node may have turned us away while a majority let us in: we wait no more.
+redis.call('ZREM', KEYS[10], ARGV[1])
 if ARGV[3] ~= '0' then
   redis.call('SET', KEYS[7], now, 'PX', ARGV[3])
 end

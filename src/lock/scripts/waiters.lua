@@ -3,11 +3,15 @@
 -- many it dropped; wake(linger) wakes exactly one waiter, the head of the fair queue or else
 -- whoever blocks first on the shared wake list, with a wake-up that lingers `linger` ms;
 -- enqueue(me, now_us, entry) puts a waiter in the queue (keeping its place if there) and keeps
--- it there `entry` ms unless refreshed; dequeue(me) takes it out.
+-- it there `entry` ms unless refreshed; dequeue(me) takes it out, and out of the registry of
+-- waiters. waiting(me, now_ms, lifetime) records in that registry (KEYS[10], any kind of lock,
+-- --fair or not) that `me` was turned away and counts as waiting for `lifetime` ms, which
+-- covers its longest sleep before its next attempt (each attempt refreshes it), and drops
+-- entries that lapsed; `redlock status` counts the live ones.
 --
--- KEYS are always [lock, fence, wake, queue, alive, holder, done, kind, holders] (see keys.rs). A waiter's
--- own wake list is KEYS[3] .. ':' .. token: not declared in KEYS, but it carries the same
--- hash tag and so lives in the same Cluster slot.
+-- KEYS are always [lock, fence, wake, queue, alive, holder, done, kind, holders, waiting]
+-- (see keys.rs). A waiter's own wake list is KEYS[3] .. ':' .. token: not declared in KEYS,
+-- but it carries the same hash tag and so lives in the same Cluster slot.
 local function purge(now_ms)
   local stale = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now_ms)
   for _, w in ipairs(stale) do
@@ -37,4 +41,10 @@ end
 local function dequeue(me)
   redis.call('ZREM', KEYS[4], me)
   redis.call('ZREM', KEYS[5], me)
+  redis.call('ZREM', KEYS[10], me)
+end
+local function waiting(me, now_ms, lifetime)
+  redis.call('ZREMRANGEBYSCORE', KEYS[10], '-inf', now_ms)
+  redis.call('ZADD', KEYS[10], now_ms + lifetime, me)
+  if redis.call('PTTL', KEYS[10]) < lifetime then redis.call('PEXPIRE', KEYS[10], lifetime) end
 end
