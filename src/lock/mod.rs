@@ -1,5 +1,5 @@
 //! The lock protocol: the [`Locker`] trait the lease drives, the key layout (`keys`), the Lua
-//! scripts (`scripts`, one `.lua` file each), a lock on one server (`single`) or on a
+//! scripts (`scripts`, one `.lua` file each) and the shapes of their replies (`reply`), a lock on one server (`single`) or on a
 //! quorum of independent masters (`quorum`), how long a lease is certainly ours
 //! (`validity`), and who holds a lock (`holder`); plus the eviction-policy warning
 //! (`preflight`).
@@ -16,6 +16,7 @@ mod preflight;
 
 pub(crate) use preflight::Preflight;
 pub(crate) mod quorum;
+mod reply;
 mod scripts;
 mod single;
 pub(crate) mod validity;

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use crate::lock::preflight::{self, Preflight};
+use crate::lock::reply::{held, integers, mismatch, ms_arg, strings, unexpected};
 use crate::lock::scripts::{
     ACQUIRE, ACQUIRE_FAIR, ACQUIRE_MANY, EXTEND, EXTEND_MANY, FENCE_RAISE, FENCE_READ,
     FORCE_RELEASE, INSPECT, INTERRUPT, LEAVE, Lua, RELEASE, RELEASE_MANY, UNDO,
@@ -375,24 +376,6 @@ impl SingleRedis {
     }
 }
 
-/// An acquire's `{3, how the lock is used}`: its holders use it otherwise.
-fn mismatch(value: &Value) -> Option<String> {
-    match value {
-        Value::Array(items) => match items.as_slice() {
-            [Value::Int(3), Value::BulkString(used)] => {
-                Some(String::from_utf8_lossy(used).into_owned())
-            }
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-/// A duration as a Redis argument in whole milliseconds, at least 1 (0 would mean "none").
-fn ms_arg(d: Duration) -> String {
-    d.as_millis().max(1).to_string()
-}
-
 impl Locker for SingleRedis {
     fn acquire(
         &mut self,
@@ -583,48 +566,4 @@ impl Interrupt for SingleInterrupt {
         once.eval(&INTERRUPT, &[&self.token, &ms_arg(WAKE_LINGER)], timeout)
             .map(drop)
     }
-}
-
-fn integers(value: &Value) -> Option<Vec<i64>> {
-    match value {
-        Value::Array(items) => items
-            .iter()
-            .map(|v| match v {
-                Value::Int(i) => Some(*i),
-                _ => None,
-            })
-            .collect(),
-        _ => None,
-    }
-}
-
-/// A script's array reply as strings (integers written out, nil as "").
-fn strings(value: &Value) -> Option<Vec<String>> {
-    match value {
-        Value::Array(items) => items
-            .iter()
-            .map(|v| match v {
-                Value::Int(i) => Some(i.to_string()),
-                Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
-                Value::Nil => Some(String::new()),
-                _ => None,
-            })
-            .collect(),
-        _ => None,
-    }
-}
-
-fn held(endpoint: &Endpoint, reply: &Value) -> Result<Held, Failure> {
-    match reply {
-        Value::Int(1) => Ok(Held::Ours),
-        Value::Int(0) => Ok(Held::Gone),
-        Value::Int(-1) => Ok(Held::Theirs),
-        other => Err(unexpected(endpoint, other)),
-    }
-}
-
-fn unexpected(endpoint: &Endpoint, reply: &Value) -> Failure {
-    Failure::Refused(format!(
-        "unexpected reply from Redis at {endpoint}: {reply:?}"
-    ))
 }
