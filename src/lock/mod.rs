@@ -1,8 +1,8 @@
 //! The lock protocol: the [`Locker`] trait the lease drives, the key layout (`keys`), the Lua
-//! scripts (`scripts`, one `.lua` file each) and the shapes of their replies (`reply`), a lock on one server (`single`) or on a
-//! quorum of independent masters (`quorum`), how long a lease is certainly ours
-//! (`validity`), and who holds a lock (`holder`); plus the eviction-policy warning
-//! (`preflight`).
+//! scripts (`scripts`, one `.lua` file each) and the shapes of their replies (`reply`), a lock
+//! on one server (`single`) or on a quorum of independent masters (`quorum`), how long a lease
+//! is certainly ours (`validity`), and who holds a lock (`holder`); plus the eviction-policy
+//! warning (`preflight`).
 //!
 //! May use `transport` (the connection to each server and its failures) and `report`
 //! (diagnostics); never `lease`, `run`, `cli` or `admin`, which use it.
