@@ -8,7 +8,7 @@
 #   slot       the same for a semaphore (`--limit 3`, 30 waiters): from a holder's command
 #              ending to the command of the waiter that took the freed slot starting, beside
 #              the plain lock's and flock's 30-waiter hand-over of the same passes
-#   wait cost  requests each waiter sends per second while the lock stays held
+#   wait cost  requests each waiter sends per second while the lock (or every slot) stays held
 #   peak RSS   VmHWM of the wrapper process while it holds the lock
 # Timings depend on the machine: compare the columns of one run. Rows are measured in passes
 # that take turns between the tools, so drift during a run weighs on every column alike.
@@ -236,28 +236,44 @@ for spec in "10 $rounds10 $hand_passes" "30 1 $passes30" "100 $rounds100 $hand_p
 done
 
 # --- requests per waiter per second while waiting ---------------------------------------------
+# WAITERS wait while HOLDERS hold every slot (or the lock); their requests are counted over
+# $idle seconds once every waiter blocks. The holders take a 300 s ttl so that no renewal of
+# theirs falls in the window and only the waiters' requests are counted (each renewal would
+# add 1 / (waiters x idle): 0.01 a holder here, three times that for a semaphore's three). A
+# waiter's fallback timer is the same either way: its own min(ttl, 20 s), or the holder's lease
+# left if shorter, which it is not here, nor with a default-ttl holder (20-30 s, renewed).
+idle_cost() { # holders waiters wrapper-for-the-holders wrapper-for-the-waiters
+    local h=$1 n=$2 holders=() others=() calls
+    for _ in $(seq "$h"); do
+        $3 sleep $((idle + 15)) &
+        holders+=($!)
+    done
+    sleep 0.5
+    for _ in $(seq "$n"); do
+        $4 true &
+        others+=($!)
+    done
+    until [ "$(redis-cli -p "$rport" info clients | awk -F: '/^blocked_clients/ {print $2+0}')" = "$n" ]; do
+        sleep 0.1
+    done
+    redis-cli -p "$rport" config resetstat >/dev/null
+    sleep "$idle"
+    calls=$(client_calls)
+    kill "${holders[@]}"
+    wait "${holders[@]}" "${others[@]}" || true
+    awk -v c="$calls" -v n="$n" -v s="$idle" 'BEGIN {printf "%.3f", c / n / s}'
+}
 say "wait cost"
 waiters=10
-declare -A cost
+declare -A cost semcost
 cost[flock]="0 (kernel)"
 cost[baseline]="-"
-$redlock run --url "$url" --key idle -- sleep $((idle + 15)) &
-holder=$!
-sleep 0.5
-others=()
-for _ in $(seq "$waiters"); do
-    $redlock run --url "$url" --key idle --wait forever -- true &
-    others+=($!)
-done
-until [ "$(redis-cli -p "$rport" info clients | awk -F: '/^blocked_clients/ {print $2+0}')" = "$waiters" ]; do
-    sleep 0.1
-done
-redis-cli -p "$rport" config resetstat >/dev/null
-sleep "$idle"
-calls=$(client_calls)
-cost[redlock]=$(awk -v c="$calls" -v n="$waiters" -v s="$idle" 'BEGIN {printf "%.3f", c / n / s}')
-kill "$holder"
-wait "$holder" "${others[@]}" || true
+cost[redlock]=$(idle_cost 1 "$waiters" "$redlock run --url $url --key idle --ttl 300s --" \
+    "$redlock run --url $url --key idle --wait forever --")
+say "wait cost, --limit $slots"
+semcost[redlock]=$(idle_cost "$slots" "$waiters" \
+    "$redlock run --url $url --key idlesem --limit $slots --ttl 300s --" \
+    "$redlock run --url $url --key idlesem --limit $slots --wait forever --")
 
 if $have_etcd; then
     grpc_msgs() {
@@ -313,6 +329,7 @@ row "handoff p50 / p99, 100 waiters" h100
 row "Redis requests per run, 10 / 30 / 100 waiters" per
 row "Redis requests per run, \`--limit $slots\`, 30 waiters" per -sem
 row "requests per waiter per second while waiting" cost
+row "requests per waiter per second while waiting, \`--limit $slots\` (all slots held)" semcost
 row "peak RSS while holding" rss
 echo
 # The semaphore against the plain lock and flock's (exclusive) lock, 30 waiters, same passes.
