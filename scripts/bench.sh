@@ -195,9 +195,10 @@ handoff_pass() { # tool waiters rounds file lockname [holders]
     if [ -s "$f.err" ]; then echo "$t: $(wc -l <"$f.err") runs failed" >&2; fi
     gaps "$first" "$f" >>"$work/gaps-$t-$n"
 }
-# p50 / p99 of a gaps file: "P50 P99 COUNT".
+# p50 / p99 / longest of a gaps file: "P50 P99 COUNT MAX". The longest tells a waiter that sat
+# out its fallback timer (seconds) from a slow minute (tens of ms).
 percentiles() {
-    sort -n "$1" | awk '{ g[NR] = $1 } END { print g[int((NR - 1) * 0.50) + 1], g[int((NR - 1) * 0.99) + 1], NR }'
+    sort -n "$1" | awk '{ g[NR] = $1 } END { print g[int((NR - 1) * 0.50) + 1], g[int((NR - 1) * 0.99) + 1], NR, g[NR] }'
 }
 declare -A h10 h30 h100 per10 per30 per100 calls p50 p99
 # Rows: waiters rounds passes. The 30-waiter row runs once per waiter, like the 100-waiter one
@@ -218,9 +219,9 @@ for spec in "10 $rounds10 $hand_passes" "30 1 $passes30" "100 $rounds100 $hand_p
         done
     done
     for t in "${row_tools[@]}"; do
-        read -r a b c < <(percentiles "$work/gaps-$t-$n")
+        read -r a b c d < <(percentiles "$work/gaps-$t-$n")
         p50[$t-$n]=$a p99[$t-$n]=$b
-        stats=$(printf "%.2f / %.2f ms (n=%d)" "$a" "$b" "$c")
+        stats=$(printf "%.2f / %.2f ms (n=%d, max %.0f)" "$a" "$b" "$c" "$d")
         first=1
         case $t in *-sem) first=$slots ;; esac
         per=-
