@@ -3,9 +3,12 @@
 # against a local etcd when etcd is installed. Prints one markdown table:
 #   overhead   median wall time of `WRAPPER -- true` minus that of bare `true` (hyperfine)
 #   handoff    gap from one holder's command ending to the next waiter's command starting,
-#              p50 and p99, with 10 and with 100 waiters (timed by examples/stamp.rs, built
+#              p50 and p99, with 10, 30 and 100 waiters (timed by examples/stamp.rs, built
 #              static like redlock so that its own start-up adds little to every column)
-#   wait cost  requests each waiter sends per second while the lock stays held
+#   slot       the same for a semaphore (`--limit 3`, 30 waiters): from a holder's command
+#              ending to the command of the waiter that took the freed slot starting, beside
+#              the plain lock's and flock's 30-waiter hand-over of the same passes
+#   wait cost  requests each waiter sends per second while the lock (or every slot) stays held
 #   peak RSS   VmHWM of the wrapper process while it holds the lock
 # Timings depend on the machine: compare the columns of one run. Rows are measured in passes
 # that take turns between the tools, so drift during a run weighs on every column alike.
@@ -18,12 +21,14 @@ cd "$(dirname "$0")/.."
 
 quick=false
 [ "${1:-}" = "--quick" ] && quick=true
-# rounds10 and rounds100: runs per waiter in each of the hand_passes hand-over passes.
+# rounds10 and rounds100: runs per waiter in each of the hand_passes hand-over passes; the
+# 30-waiter rows (plain and --limit 3) run once per waiter, in passes30 passes.
 if $quick; then
-    runs=30 hand_passes=1 rounds10=5 rounds100=1 idle=6
+    runs=30 hand_passes=1 rounds10=5 rounds100=1 passes30=2 idle=6
 else
-    runs=300 hand_passes=3 rounds10=10 rounds100=1 idle=30
+    runs=300 hand_passes=3 rounds10=10 rounds100=1 passes30=10 idle=30
 fi
+slots=3 # the semaphore's N
 
 . scripts/need.sh
 need_packages hyperfine curl
@@ -100,10 +105,13 @@ if command -v etcd >/dev/null && command -v etcdctl >/dev/null; then
 fi
 
 # The wrappers, as prefixes of a command line: WRAPPER NAME -- CMD...
+# redlock-sem and baseline-sem hold one of $slots slots of a semaphore.
 wrap() { # tool lockname
     case $1 in
     redlock) echo "$redlock run --url $url --key $2 --wait forever --" ;;
     baseline) echo "$BENCH_BASELINE run --url $url --key $2 --wait forever --" ;;
+    redlock-sem) echo "$redlock run --url $url --key $2 --limit $slots --wait forever --" ;;
+    baseline-sem) echo "$BENCH_BASELINE run --url $url --key $2 --limit $slots --wait forever --" ;;
     flock) echo "flock $work/$2.flock" ;;
     etcdctl) echo "etcdctl --endpoints=$ep lock $2 --" ;;
     esac
@@ -111,7 +119,11 @@ wrap() { # tool lockname
 tools=(flock redlock)
 [ -n "${BENCH_BASELINE:-}" ] && tools+=(baseline)
 $have_etcd && tools+=(etcdctl)
-is_redlock() { [ "$1" = redlock ] || [ "$1" = baseline ]; }
+# The semaphore's hand-over is measured for the redlock builds that have --limit.
+sems=(redlock-sem)
+if [ -n "${BENCH_BASELINE:-}" ] && "$BENCH_BASELINE" run --help 2>/dev/null | grep -q -- --limit; then
+    sems+=(baseline-sem)
+fi
 
 say() { echo "bench: $*" >&2; }
 
@@ -143,16 +155,37 @@ for t in "${tools[@]}"; do
 done
 
 # --- handoff ---------------------------------------------------------------------------------
-# One pass: a first holder takes the lock and holds it until N waiters have started and blocked
-# (300 ms + 25 ms per waiter: etcdctl starts slowest), then each waiter runs the wrapper ROUNDS
-# times around `stamp FILE 1` (1 ms hold). Gaps are taken within a pass, then pooled: every gap is
-# a hand-over to a waiter that was already waiting, not to one still starting up.
-handoff_pass() { # tool waiters rounds file
-    local t=$1 n=$2 r=$3 f=$4 w running=()
+# One pass: first holders (one, or N for a semaphore) take the lock and hold it until every
+# waiter has started and blocked (300 ms + 25 ms per waiter: etcdctl starts slowest), then each
+# waiter runs the wrapper ROUNDS times around `stamp FILE 1` (1 ms hold), which appends its
+# command's start and end (CLOCK_MONOTONIC). Gaps are taken within a pass, then pooled: every gap
+# is a hand-over to a waiter that was already waiting, not to one still starting up.
+#
+# Which end a start follows (gaps): the stamps are walked in time order, ends free a slot
+# and starts take one; each start is matched to the earliest end whose freed slot nobody has
+# taken yet (first freed, first taken), and the gap is start minus that end. With one slot this
+# is simply the previous holder's end. With N slots it is the time a freed slot stood empty: a
+# slot left empty (a waiter not woken, sitting out its fallback timer) shows up as long gaps
+# instead of hiding behind the other slots' quick hand-overs, and the gaps always add up to
+# the slots' total empty time whichever end a start is matched to. A start that finds no freed
+# slot took one of the free slots the lock began with (the first holders): not a hand-over.
+# More than N commands running at once is reported as OVERLAP (a broken lock).
+gaps() { # slots file: one gap (ms) per hand-over
+    # Events `TIME KIND`, kind 0 an end and 1 a start: on a tie a slot is freed before it is taken.
+    awk '{ print $1, 1; print $2, 0 }' "$2" | sort -k1,1n -k2,2n | awk -v slots="$1" '
+        BEGIN { next_freed = 1 }
+        $2 == 0 { running--; freed[++last] = $1; next }
+        ++running > slots { print "OVERLAP" > "/dev/stderr" }
+        next_freed <= last { printf "%.6f\n", ($1 - freed[next_freed++]) / 1e6 }'
+}
+handoff_pass() { # tool waiters rounds file lockname [holders]
+    local t=$1 n=$2 r=$3 f=$4 first=${6:-1} w running=()
     : >"$f"
-    w=$(wrap "$t" "hand$n")
-    $w "$stamp" "$f" $((300 + n * 25)) >/dev/null 2>&1 &
-    running+=($!)
+    w=$(wrap "$t" "$5")
+    for _ in $(seq "$first"); do
+        $w "$stamp" "$f" $((300 + n * 25)) >/dev/null 2>&1 &
+        running+=($!)
+    done
     sleep 0.1
     for _ in $(seq "$n"); do
         (for _ in $(seq "$r"); do $w "$stamp" "$f" 1 >/dev/null 2>&1 || echo "failed" >>"$f.err"; done) &
@@ -160,54 +193,88 @@ handoff_pass() { # tool waiters rounds file
     done
     wait "${running[@]}"
     if [ -s "$f.err" ]; then echo "$t: $(wc -l <"$f.err") runs failed" >&2; fi
-    sort -n "$f" | awk '
-        NR > 1 { printf "%.6f\n", ($1 - prev_end) / 1e6; if ($1 < prev_end) print "OVERLAP" > "/dev/stderr" }
-        { prev_end = $2 }' >>"$work/gaps-$t-$n"
+    gaps "$first" "$f" >>"$work/gaps-$t-$n"
 }
-declare -A h10 h100 per10 per100 calls
-for n in 10 100; do
-    [ "$n" = 10 ] && r=$rounds10 || r=$rounds100
-    say "handoff: $n waiters, $hand_passes passes of $r rounds"
-    for t in "${tools[@]}"; do : >"$work/gaps-$t-$n"; calls[$t]=0; done
-    for p in $(seq "$hand_passes"); do
-        for t in "${tools[@]}"; do
+# p50 / p99 / longest of a gaps file: "P50 P99 COUNT MAX". The longest tells a waiter that sat
+# out its fallback timer (seconds) from a slow minute (tens of ms).
+percentiles() {
+    sort -n "$1" | awk '{ g[NR] = $1 } END { print g[int((NR - 1) * 0.50) + 1], g[int((NR - 1) * 0.99) + 1], NR, g[NR] }'
+}
+declare -A h10 h30 h100 per10 per30 per100 calls p50 p99
+# Rows: waiters rounds passes. The 30-waiter row runs once per waiter, like the 100-waiter one
+# (the queue shrinks from 30 to none), in more passes, and takes the semaphore along.
+for spec in "10 $rounds10 $hand_passes" "30 1 $passes30" "100 $rounds100 $hand_passes"; do
+    read -r n r np <<<"$spec"
+    row_tools=("${tools[@]}")
+    [ "$n" = 30 ] && row_tools+=("${sems[@]}")
+    say "handoff: $n waiters, $np passes of $r rounds"
+    for t in "${row_tools[@]}"; do : >"$work/gaps-$t-$n"; calls[$t]=0; done
+    for p in $(seq "$np"); do
+        for t in "${row_tools[@]}"; do
+            first=1
+            case $t in *-sem) first=$slots ;; esac
             redis-cli -p "$rport" config resetstat >/dev/null
-            handoff_pass "$t" "$n" "$r" "$work/hand-$t-$n-$p"
+            handoff_pass "$t" "$n" "$r" "$work/hand-$t-$n-$p" "hand$n-$p" "$first"
             calls[$t]=$((calls[$t] + $(client_calls)))
         done
     done
-    for t in "${tools[@]}"; do
-        stats=$(sort -n "$work/gaps-$t-$n" | awk '{ g[NR] = $1 } END {
-            printf "%.2f / %.2f ms (n=%d)", g[int((NR - 1) * 0.50) + 1], g[int((NR - 1) * 0.99) + 1], NR }')
+    for t in "${row_tools[@]}"; do
+        read -r a b c d < <(percentiles "$work/gaps-$t-$n")
+        p50[$t-$n]=$a p99[$t-$n]=$b
+        stats=$(printf "%.2f / %.2f ms (n=%d, max %.0f)" "$a" "$b" "$c" "$d")
+        first=1
+        case $t in *-sem) first=$slots ;; esac
         per=-
-        is_redlock "$t" && per=$(awk -v c="${calls[$t]}" -v n="$(((n * r + 1) * hand_passes))" 'BEGIN {printf "%.1f", c / n}')
-        if [ "$n" = 10 ]; then h10[$t]=$stats per10[$t]=$per; else h100[$t]=$stats per100[$t]=$per; fi
+        case $t in redlock* | baseline*)
+            per=$(awk -v c="${calls[$t]}" -v n="$(((n * r + first) * np))" 'BEGIN {printf "%.1f", c / n}') ;;
+        esac
+        case $n in
+        10) h10[$t]=$stats per10[$t]=$per ;;
+        30) h30[$t]=$stats per30[$t]=$per ;;
+        100) h100[$t]=$stats per100[$t]=$per ;;
+        esac
     done
 done
 
 # --- requests per waiter per second while waiting ---------------------------------------------
+# WAITERS wait while HOLDERS hold every slot (or the lock); their requests are counted over
+# $idle seconds once every waiter blocks. The holders take a 300 s ttl so that no renewal of
+# theirs falls in the window and only the waiters' requests are counted (each renewal would
+# add 1 / (waiters x idle): 0.01 a holder here, three times that for a semaphore's three). A
+# waiter's fallback timer is the same either way: its own min(ttl, 20 s), or the holder's lease
+# left if shorter, which it is not here, nor with a default-ttl holder (20-30 s, renewed).
+idle_cost() { # holders waiters wrapper-for-the-holders wrapper-for-the-waiters
+    local h=$1 n=$2 holders=() others=() calls
+    for _ in $(seq "$h"); do
+        $3 sleep $((idle + 15)) &
+        holders+=($!)
+    done
+    sleep 0.5
+    for _ in $(seq "$n"); do
+        $4 true &
+        others+=($!)
+    done
+    until [ "$(redis-cli -p "$rport" info clients | awk -F: '/^blocked_clients/ {print $2+0}')" = "$n" ]; do
+        sleep 0.1
+    done
+    redis-cli -p "$rport" config resetstat >/dev/null
+    sleep "$idle"
+    calls=$(client_calls)
+    kill "${holders[@]}"
+    wait "${holders[@]}" "${others[@]}" || true
+    awk -v c="$calls" -v n="$n" -v s="$idle" 'BEGIN {printf "%.3f", c / n / s}'
+}
 say "wait cost"
 waiters=10
-declare -A cost
+declare -A cost semcost
 cost[flock]="0 (kernel)"
 cost[baseline]="-"
-$redlock run --url "$url" --key idle -- sleep $((idle + 15)) &
-holder=$!
-sleep 0.5
-others=()
-for _ in $(seq "$waiters"); do
-    $redlock run --url "$url" --key idle --wait forever -- true &
-    others+=($!)
-done
-until [ "$(redis-cli -p "$rport" info clients | awk -F: '/^blocked_clients/ {print $2+0}')" = "$waiters" ]; do
-    sleep 0.1
-done
-redis-cli -p "$rport" config resetstat >/dev/null
-sleep "$idle"
-calls=$(client_calls)
-cost[redlock]=$(awk -v c="$calls" -v n="$waiters" -v s="$idle" 'BEGIN {printf "%.3f", c / n / s}')
-kill "$holder"
-wait "$holder" "${others[@]}" || true
+cost[redlock]=$(idle_cost 1 "$waiters" "$redlock run --url $url --key idle --ttl 300s --" \
+    "$redlock run --url $url --key idle --wait forever --")
+say "wait cost, --limit $slots"
+semcost[redlock]=$(idle_cost "$slots" "$waiters" \
+    "$redlock run --url $url --key idlesem --limit $slots --ttl 300s --" \
+    "$redlock run --url $url --key idlesem --limit $slots --wait forever --")
 
 if $have_etcd; then
     grpc_msgs() {
@@ -235,7 +302,6 @@ fi
 # --- peak RSS while holding -------------------------------------------------------------------
 say "peak RSS"
 declare -A rss per
-for t in "${tools[@]}"; do per[$t]="${per10[$t]} / ${per100[$t]}"; done
 for t in "${tools[@]}"; do
     w=$(wrap "$t" rss)
     [ "$t" = redlock ] && w="$redlock run --url $url --key rss --ttl 1s --"
@@ -248,17 +314,29 @@ done
 echo
 echo "| | $(printf '%s | ' "${tools[@]}")"
 echo "|---|$(printf -- '---|%.0s' "${tools[@]}")"
-row() { # title assoc-name
+row() { # title assoc-name [suffix: the entries come from TOOL-SUFFIX]
     local -n m=$2
     printf '| %s |' "$1"
-    for t in "${tools[@]}"; do printf ' %s |' "${m[$t]}"; done
+    for t in "${tools[@]}"; do printf ' %s |' "${m[$t${3:-}]:--}"; done
     echo
 }
+for t in "${tools[@]}"; do per[$t]="${per10[$t]} / ${per30[$t]} / ${per100[$t]}"; done
+for t in "${sems[@]}"; do per[$t]=${per30[$t]}; done
 row "overhead (median, minus bare \`true\`)" overhead
 row "handoff p50 / p99, 10 waiters" h10
+row "handoff p50 / p99, 30 waiters" h30
+row "handoff of a freed slot p50 / p99, \`--limit $slots\`, 30 waiters" h30 -sem
 row "handoff p50 / p99, 100 waiters" h100
-row "Redis requests per run, 10 / 100 waiters" per
+row "Redis requests per run, 10 / 30 / 100 waiters" per
+row "Redis requests per run, \`--limit $slots\`, 30 waiters" per -sem
 row "requests per waiter per second while waiting" cost
+row "requests per waiter per second while waiting, \`--limit $slots\` (all slots held)" semcost
 row "peak RSS while holding" rss
 echo
+# The semaphore against the plain lock and flock's (exclusive) lock, 30 waiters, same passes.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
+for t in "${sems[@]}"; do
+    plain=${t%-sem}
+    echo "$plain \`--limit $slots\` hand-over, 30 waiters: $(ratio "${p50[$t-30]}" "${p50[$plain-30]}") / $(ratio "${p99[$t-30]}" "${p99[$plain-30]}") x the plain lock's p50 / p99, $(ratio "${p50[$t-30]}" "${p50[flock-30]}") / $(ratio "${p99[$t-30]}" "${p99[flock-30]}") x flock's"
+done
 echo "bare \`true\`: $(awk -v b="$base" 'BEGIN {printf "%.2f ms", b * 1000}') median; $(nproc) cores; $(redis-server --version | awk '{print $3}')$($have_etcd && echo ", etcd $(etcd --version | awk 'NR==1 {print $3}')")"
