@@ -10,7 +10,7 @@
 //! `CHAOS_SEED` the random seed. The semaphore and the mix run one round of every fault unless
 //! `CHAOS_MULTI_SECS` says longer, with `CHAOS_MULTI_CLIENTS` clients (6), `CHAOS_MULTI_TTL_MS`
 //! (1000) and `CHAOS_LIMIT` (3). `CHAOS_PHASES=semaphore,mix` runs only the phases named (main,
-//! empty, semaphore, mix). The binary re-executes itself as the worker
+//! empty, semaphore, mix; a deterministic replay always runs first, alone with `replay`). The binary re-executes itself as the worker
 //! (`--chaos-worker <store socket>`).
 
 // Fixtures shared with the integration suite: redis-server, temp dirs, the redlock command. This
@@ -28,6 +28,8 @@ mod chaos {
     pub mod faults;
     // The fault-injecting TCP proxy.
     pub mod proxy;
+    // A history the semaphore phase met, replayed deterministically.
+    pub mod replay;
     // The fenced store.
     pub mod store;
     // The worker the clients run under the lock.
@@ -419,8 +421,17 @@ fn main() {
         .iter()
         .filter(|p| only.is_empty() || only.split(',').any(|n| n.trim() == p.name))
         .collect();
-    assert!(!chosen.is_empty(), "CHAOS_PHASES={only:?} names no phase");
+    // The replay always runs first; CHAOS_PHASES=replay runs it alone.
+    assert!(
+        !chosen.is_empty() || only == "replay",
+        "CHAOS_PHASES={only:?} names no phase"
+    );
     let mut failed = 0;
+    let replayed = chaos::replay::retried_acquire();
+    for p in &replayed {
+        println!("chaos: FAILED: {p}");
+    }
+    failed += usize::from(!replayed.is_empty());
     for phase in &chosen {
         let mut report = phase.run(&mut rng);
         if phase.persist {
@@ -443,7 +454,7 @@ fn main() {
     println!(
         "\ntest result: {}. {} passed; {failed} failed",
         if failed == 0 { "ok" } else { "FAILED" },
-        chosen.len() - failed
+        chosen.len() + 1 - failed
     );
     if failed > 0 {
         std::process::exit(1);
