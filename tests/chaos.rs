@@ -9,8 +9,9 @@
 //! test --test chaos` the long one. `CHAOS_TTL_MS` sets the lease (default 1000) and
 //! `CHAOS_SEED` the random seed. The semaphore and the mix run one round of every fault unless
 //! `CHAOS_MULTI_SECS` says longer, with `CHAOS_MULTI_CLIENTS` clients (6), `CHAOS_MULTI_TTL_MS`
-//! (1000) and `CHAOS_LIMIT` (3). `CHAOS_PHASES=semaphore,mix` runs only the phases named (main,
-//! empty, semaphore, mix; a deterministic replay always runs first, alone with `replay`). The binary re-executes itself as the worker
+//! (500: a round in about 10 s each) and `CHAOS_LIMIT` (3). `CHAOS_PHASES=semaphore,mix` runs
+//! only the phases named (main, empty, semaphore, mix; a deterministic replay always runs
+//! first, alone with `CHAOS_PHASES=replay`). The binary re-executes itself as the worker
 //! (`--chaos-worker <store socket>`).
 
 // Fixtures shared with the integration suite: redis-server, temp dirs, the redlock command. This
@@ -362,7 +363,7 @@ fn main() {
     // The semaphore and the shared/exclusive mix: one round of every fault unless told more.
     let multi_secs = env_num("CHAOS_MULTI_SECS", 0);
     let multi_clients = env_num("CHAOS_MULTI_CLIENTS", 6) as usize;
-    let multi_ttl = Duration::from_millis(env_num("CHAOS_MULTI_TTL_MS", 1000));
+    let multi_ttl = Duration::from_millis(env_num("CHAOS_MULTI_TTL_MS", 500));
     let limit = env_num("CHAOS_LIMIT", 3) as u32;
     let seed = env_num("CHAOS_SEED", mono_ns());
     println!("chaos: seed {seed} (CHAOS_SEED={seed} repeats the fault schedule)");
@@ -557,18 +558,17 @@ fn expect_semaphore(r: &mut Report, n: usize) {
 
 /// Shared and exclusive: shared workers did run together (so the sweep could catch an
 /// exclusive one among them), and exclusive workers got in despite the stream of shared ones:
-/// at least one for every fault, on average.
+/// at least a tenth of all workers (a third of the clients are exclusive; with new shared
+/// holders queued behind a waiting exclusive one they get about 45%, without that queue 2%).
 fn expect_mix(r: &mut Report) {
     if r.max_shared < 2 {
         r.problems
             .push("shared workers never ran together outside fault windows".into());
     }
-    if r.exclusive_runs < r.faults.len() {
+    if r.exclusive_runs * 10 < r.state.workers.len() {
         r.problems.push(format!(
-            "exclusive workers starved: {} ran ({} shared) across {} faults",
-            r.exclusive_runs,
-            r.shared_runs,
-            r.faults.len()
+            "exclusive workers starved: {} ran beside {} shared ones",
+            r.exclusive_runs, r.shared_runs
         ));
     }
 }
