@@ -67,7 +67,6 @@ pub struct Report {
 }
 
 impl Report {
-    #[allow(clippy::too_many_arguments)]
     pub fn check(
         title: String,
         rules: Rules,
