@@ -1,11 +1,17 @@
 //! The chaos suite: clients race `redlock run --wait` for one lock while faults are injected at
 //! random moments, and a checker proves from the recorded history that no two workers ran at once
 //! outside the windows where a fault robbed a holder, and that the fenced store refused the stale
-//! writers inside them.
+//! writers inside them. Then the same faults hit a semaphore (`--limit 3`: never more than 3 at
+//! once outside the windows) and a mix of `--shared` and exclusive clients (an exclusive worker
+//! never beside another), with tokens following the order of acquisitions.
 //!
 //! `cargo test --test chaos` runs the short form (CI); `CHAOS_SECS=180 CHAOS_CLIENTS=16 cargo
 //! test --test chaos` the long one. `CHAOS_TTL_MS` sets the lease (default 1000) and
-//! `CHAOS_SEED` the random seed. The binary re-executes itself as the worker
+//! `CHAOS_SEED` the random seed. The semaphore and the mix run one round of every fault unless
+//! `CHAOS_MULTI_SECS` says longer, with `CHAOS_MULTI_CLIENTS` clients (6), `CHAOS_MULTI_TTL_MS`
+//! (500: a round in about 10 s each) and `CHAOS_LIMIT` (3). `CHAOS_PHASES=semaphore,mix` runs
+//! only the phases named (main, empty, semaphore, mix; a deterministic replay always runs
+//! first, alone with `CHAOS_PHASES=replay`). The binary re-executes itself as the worker
 //! (`--chaos-worker <store socket>`).
 
 // Fixtures shared with the integration suite: redis-server, temp dirs, the redlock command. This
@@ -23,6 +29,8 @@ mod chaos {
     pub mod faults;
     // The fault-injecting TCP proxy.
     pub mod proxy;
+    // A history the semaphore phase met, replayed deterministically.
+    pub mod replay;
     // The fenced store.
     pub mod store;
     // The worker the clients run under the lock.
@@ -36,7 +44,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use chaos::check::{Report, Run};
+use chaos::check::{Report, Rules, Run};
 use chaos::faults::{self, Kind, World};
 use chaos::proxy::Proxy;
 use chaos::store::Store;
@@ -91,9 +99,49 @@ fn env_num(name: &str, default: u64) -> u64 {
     }
 }
 
+/// How the clients take the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum How {
+    /// `redlock run` alone: one holder at a time.
+    Exclusive,
+    /// `redlock run --limit N`: a semaphore.
+    Limit(u32),
+    /// Every `exclusive_every`-th client exclusive (the first of all among them), the others
+    /// `--shared`.
+    Mix { exclusive_every: usize },
+}
+
+impl How {
+    fn shared(self, client: usize) -> bool {
+        match self {
+            How::Mix { exclusive_every } => !client.is_multiple_of(exclusive_every),
+            _ => false,
+        }
+    }
+
+    fn flags(self, client: usize) -> Vec<String> {
+        match self {
+            How::Limit(n) => vec!["--limit".into(), n.to_string()],
+            _ if self.shared(client) => vec!["--shared".into()],
+            _ => Vec::new(),
+        }
+    }
+
+    fn rules(self, clients: usize) -> Rules {
+        match self {
+            How::Exclusive => Rules::Limit(1),
+            How::Limit(n) => Rules::Limit(n as usize),
+            How::Mix { .. } => Rules::Mix((0..clients).map(|c| self.shared(c)).collect()),
+        }
+    }
+}
+
 /// One phase: Redis (persistent or not), a proxy before it, a fenced store, clients and faults.
 struct Phase {
-    title: &'static str,
+    /// What `CHAOS_PHASES` calls it.
+    name: &'static str,
+    title: String,
+    how: How,
     persist: bool,
     kinds: &'static [Kind],
     secs: u64,
@@ -130,13 +178,15 @@ impl Phase {
             let ttl = format!("{}ms", self.ttl.as_millis());
             let socket = store.path().to_owned();
             let writes = format!("{} {}", self.writes.0, self.writes.1);
+            let flags = self.how.flags(client);
             let (stop, runs) = (Arc::clone(&stop), Arc::clone(&runs));
             clients.push(thread::spawn(move || {
                 while !stop.load(Ordering::SeqCst) {
-                    let run = run_client(client, &url, &ttl, &socket, &writes);
-                    let unreachable = run.code == 69;
+                    let run = run_client(client, &url, &ttl, &flags, &socket, &writes);
+                    // Unreachable, or (a semaphore's client) refused beside the intruder's key.
+                    let pause = matches!(run.code, 64 | 69);
                     runs.lock().unwrap().push(run);
-                    if unreachable {
+                    if pause {
                         thread::sleep(Duration::from_millis(50));
                     }
                 }
@@ -179,6 +229,7 @@ impl Phase {
                 self.clients,
                 self.ttl.as_millis()
             ),
+            self.how.rules(self.clients),
             wall,
             faults,
             store.snapshot(),
@@ -199,10 +250,20 @@ impl Phase {
                 .push(format!("the lock key is left with PTTL {pttl} ms"));
         }
         thread::sleep(Duration::from_millis(pttl.max(0) as u64 + 50));
-        if let Some(v) = redis.get(&key) {
-            report
-                .problems
-                .push(format!("the lock key still holds {v:?} after its ttl"));
+        // The lock (a string or a sorted set of holders), how a set is used, its holders'
+        // details, the exclusive holder's details: all gone with the last lease.
+        for k in ["", ":kind", ":holders", ":holder"] {
+            let k = format!("{key}{k}");
+            let exists: bool = redis::cmd("EXISTS")
+                .arg(&k)
+                .query(&mut redis.conn())
+                .unwrap();
+            if exists {
+                let kind: String = redis::cmd("TYPE").arg(&k).query(&mut redis.conn()).unwrap();
+                report.problems.push(format!(
+                    "{k} (a {kind}) is still there after the lock's ttl"
+                ));
+            }
         }
         let socket = store.path().to_string_lossy().into_owned();
         let give_up = Instant::now() + Duration::from_secs(5);
@@ -220,13 +281,21 @@ impl Phase {
 }
 
 /// One `redlock run --wait` of the worker, to its end.
-fn run_client(client: usize, url: &str, ttl: &str, socket: &std::path::Path, writes: &str) -> Run {
+fn run_client(
+    client: usize,
+    url: &str,
+    ttl: &str,
+    flags: &[String],
+    socket: &std::path::Path,
+    writes: &str,
+) -> Run {
     let exe = std::env::current_exe().expect("current_exe");
     // Spawned by hand: no patience (a waiter may wait 30 s and then run), stdout not kept.
     let mut cmd = Redlock::run_at(url)
         .key(KEY)
         .ttl(ttl)
         .wait("30s")
+        .args(flags)
         .command([
             exe.as_os_str(),
             OsStr::new("--chaos-worker"),
@@ -291,12 +360,19 @@ fn main() {
     let secs = env_num("CHAOS_SECS", 45);
     let clients = env_num("CHAOS_CLIENTS", 8) as usize;
     let ttl = Duration::from_millis(env_num("CHAOS_TTL_MS", 1000));
+    // The semaphore and the shared/exclusive mix: one round of every fault unless told more.
+    let multi_secs = env_num("CHAOS_MULTI_SECS", 0);
+    let multi_clients = env_num("CHAOS_MULTI_CLIENTS", 6) as usize;
+    let multi_ttl = Duration::from_millis(env_num("CHAOS_MULTI_TTL_MS", 500));
+    let limit = env_num("CHAOS_LIMIT", 3) as u32;
     let seed = env_num("CHAOS_SEED", mono_ns());
     println!("chaos: seed {seed} (CHAOS_SEED={seed} repeats the fault schedule)");
     let mut rng = Rng::new(seed);
     let phases = [
         Phase {
-            title: "Redis with appendfsync always",
+            name: "main",
+            title: "Redis with appendfsync always".into(),
+            how: How::Exclusive,
             persist: true,
             kinds: faults::MAIN,
             secs,
@@ -305,7 +381,9 @@ fn main() {
             writes: (5, 16),
         },
         Phase {
-            title: "limit: Redis restarted without persistence",
+            name: "empty",
+            title: "limit: Redis restarted without persistence".into(),
+            how: How::Exclusive,
             persist: false,
             kinds: &[Kind::RestartEmpty],
             secs: 0,
@@ -315,14 +393,58 @@ fn main() {
             // back empty, and learns it lost the lock only at its next renewal.
             writes: (30, 60),
         },
+        Phase {
+            name: "semaphore",
+            title: format!("semaphore: --limit {limit}, Redis with appendfsync always"),
+            how: How::Limit(limit),
+            persist: true,
+            kinds: faults::MAIN,
+            secs: multi_secs,
+            clients: multi_clients,
+            ttl: multi_ttl,
+            writes: (5, 16),
+        },
+        Phase {
+            name: "mix",
+            title: "shared and exclusive: every third client exclusive, the others --shared".into(),
+            how: How::Mix { exclusive_every: 3 },
+            persist: true,
+            kinds: faults::MAIN,
+            secs: multi_secs,
+            clients: multi_clients,
+            ttl: multi_ttl,
+            writes: (5, 16),
+        },
     ];
+    // CHAOS_PHASES=semaphore,mix runs only those (all four by default).
+    let only = std::env::var("CHAOS_PHASES").unwrap_or_default();
+    let chosen: Vec<&Phase> = phases
+        .iter()
+        .filter(|p| only.is_empty() || only.split(',').any(|n| n.trim() == p.name))
+        .collect();
+    // The replay always runs first; CHAOS_PHASES=replay runs it alone.
+    assert!(
+        !chosen.is_empty() || only == "replay",
+        "CHAOS_PHASES={only:?} names no phase"
+    );
     let mut failed = 0;
-    for (i, phase) in phases.iter().enumerate() {
+    let replayed = chaos::replay::retried_acquire();
+    for p in &replayed {
+        println!("chaos: FAILED: {p}");
+    }
+    failed += usize::from(!replayed.is_empty());
+    for phase in &chosen {
         let mut report = phase.run(&mut rng);
-        if i == 0 {
+        if phase.persist {
             expect_persistent(&mut report);
         } else {
             expect_limit_shown(&mut report);
+        }
+        match phase.how {
+            How::Exclusive if phase.persist => expect_fenced_store(&mut report),
+            How::Exclusive => {}
+            How::Limit(n) => expect_semaphore(&mut report, n as usize),
+            How::Mix { .. } => expect_mix(&mut report),
         }
         println!("{}", report.table());
         for p in &report.problems {
@@ -333,27 +455,51 @@ fn main() {
     println!(
         "\ntest result: {}. {} passed; {failed} failed",
         if failed == 0 { "ok" } else { "FAILED" },
-        phases.len() - failed
+        chosen.len() + 1 - failed
     );
     if failed > 0 {
         std::process::exit(1);
     }
 }
 
-/// With Redis keeping its data: one worker at a time outside fault windows, tokens never repeat,
-/// only robbed holders are refused, and the frozen holders' stale writes were refused.
+/// With Redis keeping its data: tokens never repeat and follow the order of acquisitions, and a
+/// holder frozen past its lease had its stale write refused and its redlock said so.
 fn expect_persistent(r: &mut Report) {
     if r.tokens_repeated > 0 {
+        let t0 = r.state.workers.first().map_or(0, |w| w.start);
+        let ms = |t: u64| (t.saturating_sub(t0)) as f64 / 1e6;
+        let who: Vec<String> = r
+            .state
+            .workers
+            .iter()
+            .filter(|w| r.repeated.contains(&w.fence))
+            .map(|w| {
+                let run = r.run_of(w);
+                format!(
+                    "token {} client {} ran {:.0}..{:.0} ms, redlock exited {:?}",
+                    w.fence,
+                    w.client,
+                    ms(w.start),
+                    ms(w.last),
+                    run.map(|run| run.code)
+                )
+            })
+            .collect();
+        let faults: Vec<String> = r
+            .faults
+            .iter()
+            .map(|f| format!("{} {:.0}..{:.0} ms", f.kind.name(), ms(f.at), ms(f.healed)))
+            .collect();
         r.problems.push(format!(
-            "{} fencing tokens repeated although Redis kept its data",
-            r.tokens_repeated
+            "{} fencing tokens repeated although Redis kept its data: {}; faults: {}",
+            r.tokens_repeated,
+            who.join("; "),
+            faults.join(", ")
         ));
     }
-    if r.rejected != r.rejected_stale {
-        r.problems.push(format!(
-            "{} writes refused from holders no fault had robbed",
-            r.rejected - r.rejected_stale
-        ));
+    if r.out_of_order > 0 {
+        let detail = r.order_detail.clone();
+        r.problems.push(detail);
     }
     let frozen: Vec<i64> = r
         .faults
@@ -368,23 +514,62 @@ fn expect_persistent(r: &mut Report) {
     // A holder frozen past its lease ran its command without the lock: redlock must say so.
     // Its run is the one with its pid whose life spans the worker's start: a long run reuses
     // pids (32768 of them, three a run: redlock, its watchdog, its command).
+    let mut wrong = Vec::new();
     for w in r.state.workers.iter().filter(|w| frozen.contains(&w.fence)) {
-        let code = r
-            .runs
-            .iter()
-            .find(|run| {
-                run.pid == w.redlock
-                    && run.client == w.client
-                    && run.spawned <= w.start
-                    && w.start <= run.reaped
-            })
-            .map(|run| run.code);
+        let code = r.run_of(w).map(|run| run.code);
         if code != Some(76) {
-            r.problems.push(format!(
+            wrong.push(format!(
                 "the redlock frozen past its lease with token {} exited {code:?}, not 76",
                 w.fence
             ));
         }
+    }
+    r.problems.extend(wrong);
+}
+
+/// One holder at a time: the fenced store refuses only robbed holders' writes.
+fn expect_fenced_store(r: &mut Report) {
+    if r.rejected != r.rejected_stale {
+        r.problems.push(format!(
+            "{} writes refused from holders no fault had robbed",
+            r.rejected - r.rejected_stale
+        ));
+    }
+}
+
+/// A semaphore of N: N workers did run at once (so the sweep can see more than one), and it
+/// kept making progress: on average more than one worker per fault.
+fn expect_semaphore(r: &mut Report, n: usize) {
+    if r.max_outside < n {
+        r.problems.push(format!(
+            "never {n} workers at once outside fault windows (at most {}): the semaphore ran \
+             below its limit",
+            r.max_outside
+        ));
+    }
+    if r.state.workers.len() <= r.faults.len() {
+        r.problems.push(format!(
+            "only {} workers ran across {} faults",
+            r.state.workers.len(),
+            r.faults.len()
+        ));
+    }
+}
+
+/// Shared and exclusive: shared workers did run together (so the sweep could catch an
+/// exclusive one among them), and exclusive workers got in despite the stream of shared ones:
+/// at least a tenth of all workers (a third of the clients are exclusive; with new shared
+/// holders queued behind a waiting exclusive one they get about 45%, without that queue 2%).
+fn expect_mix(r: &mut Report) {
+    if r.max_shared < 2 {
+        r.problems
+            .push("shared workers never ran together outside fault windows".into());
+    }
+    if r.exclusive_runs * 10 < r.state.workers.len() {
+        r.problems.push(format!(
+            "exclusive workers starved: {} ran beside {} shared ones",
+            r.exclusive_runs, r.shared_runs
+        ));
     }
 }
 

@@ -6,7 +6,17 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use super::faults::{Fault, Kind};
-use super::store::State;
+use super::store::{State, Worker};
+
+/// What may run at once outside fault windows.
+#[derive(Debug, Clone)]
+pub enum Rules {
+    /// At most N workers at once: 1 for the plain lock, N for `--limit N`.
+    Limit(usize),
+    /// Shared and exclusive clients of one lock (`shared[client]`: it runs `--shared`): an
+    /// exclusive worker beside nobody, shared workers beside each other.
+    Mix(Vec<bool>),
+}
 
 /// One finished redlock run.
 #[derive(Debug, Clone)]
@@ -25,6 +35,7 @@ pub struct Run {
 /// What a phase of the suite recorded, and what the checker made of it.
 pub struct Report {
     pub title: String,
+    pub rules: Rules,
     pub wall: Duration,
     pub faults: Vec<Fault>,
     pub state: State,
@@ -34,12 +45,23 @@ pub struct Report {
     pub max_outside: usize,
     /// Most workers at once inside a fault window (a paused or robbed holder and its successor).
     pub max_inside: usize,
+    /// Mix: most shared workers at once outside fault windows, and the workers run of each kind.
+    pub max_shared: usize,
+    pub shared_runs: usize,
+    pub exclusive_runs: usize,
+    /// Workers whose token was not above that of every worker that had started before their
+    /// redlock was spawned (so whose acquisition came before theirs).
+    pub out_of_order: usize,
+    /// The first few of them, for the failure message of a phase that expects none.
+    pub order_detail: String,
     /// Write attempts refused because a higher token had been accepted.
     pub rejected: usize,
     /// ... of which came from a worker whose lock a fault had taken away (stale writes).
     pub rejected_stale: usize,
     /// Acquisitions that got a fencing token an earlier one had already had.
     pub tokens_repeated: usize,
+    /// The first few tokens repeated.
+    pub repeated: Vec<i64>,
     /// Problems: the suite fails if any.
     pub problems: Vec<String>,
 }
@@ -47,6 +69,7 @@ pub struct Report {
 impl Report {
     pub fn check(
         title: String,
+        rules: Rules,
         wall: Duration,
         faults: Vec<Fault>,
         state: State,
@@ -55,6 +78,7 @@ impl Report {
     ) -> Report {
         let mut r = Report {
             title,
+            rules,
             wall,
             faults,
             state,
@@ -62,13 +86,20 @@ impl Report {
             bound,
             max_outside: 0,
             max_inside: 0,
+            max_shared: 0,
+            shared_runs: 0,
+            exclusive_runs: 0,
+            out_of_order: 0,
+            order_detail: String::new(),
             rejected: 0,
             rejected_stale: 0,
             tokens_repeated: 0,
+            repeated: Vec::new(),
             problems: Vec::new(),
         };
         r.exclusion();
         r.fencing();
+        r.order();
         r.liveness();
         r.exits();
         r
@@ -112,19 +143,37 @@ impl Report {
         self.faults.iter().flat_map(|f| self.robbed(f)).collect()
     }
 
-    /// Sweep the workers' [start, last action] intervals on CLOCK_MONOTONIC.
+    /// Whether a worker ran `--shared` (never, outside a mix).
+    fn is_shared(&self, w: &Worker) -> bool {
+        match &self.rules {
+            Rules::Limit(_) => false,
+            Rules::Mix(shared) => shared.get(w.client).copied().unwrap_or(false),
+        }
+    }
+
+    /// Sweep the workers' [start, last action] intervals on CLOCK_MONOTONIC. Outside the fault
+    /// windows: at most N at once (`Limit`), or an exclusive worker alone (`Mix`).
     fn exclusion(&mut self) {
         let windows = self.windows();
-        let mut edges: Vec<(u64, i32)> = Vec::new();
+        let mut edges: Vec<(u64, i32, i32)> = Vec::new();
         for w in &self.state.workers {
-            edges.push((w.start, 1));
-            edges.push((w.last, -1));
+            let excl = i32::from(!self.is_shared(w));
+            edges.push((w.start, 1, excl));
+            edges.push((w.last, -1, -excl));
         }
+        self.exclusive_runs = self
+            .state
+            .workers
+            .iter()
+            .filter(|w| !self.is_shared(w))
+            .count();
+        self.shared_runs = self.state.workers.len() - self.exclusive_runs;
         // Ends before starts at the same instant: touching intervals do not overlap.
         edges.sort();
-        let mut active = 0i32;
-        for (i, &(t, delta)) in edges.iter().enumerate() {
+        let (mut active, mut exclusive) = (0i32, 0i32);
+        for (i, &(t, delta, excl)) in edges.iter().enumerate() {
             active += delta;
+            exclusive += excl;
             let next = edges.get(i + 1).map_or(t, |e| e.0);
             if next <= t || active <= 1 {
                 continue;
@@ -136,13 +185,23 @@ impl Report {
                 &mut self.max_outside
             };
             *slot = (*slot).max(active as usize);
-            if !inside {
+            if !inside && exclusive == 0 {
+                self.max_shared = self.max_shared.max(active as usize);
+            }
+            let allowed = match self.rules {
+                Rules::Limit(n) => active as usize <= n,
+                Rules::Mix(_) => exclusive == 0,
+            };
+            if !inside && !allowed {
                 let who: Vec<String> = self
                     .state
                     .workers
                     .iter()
                     .filter(|w| w.start <= t && next <= w.last)
-                    .map(|w| format!("client {} token {}", w.client, w.fence))
+                    .map(|w| {
+                        let how = if self.is_shared(w) { " (shared)" } else { "" };
+                        format!("client {}{how} token {}", w.client, w.fence)
+                    })
                     .collect();
                 self.problems.push(format!(
                     "{active} workers at once outside any fault window, for {:.1} ms: {}",
@@ -153,6 +212,60 @@ impl Report {
         }
         self.max_outside = self.max_outside.max(1);
         self.max_inside = self.max_inside.max(self.max_outside);
+    }
+
+    /// The run (redlock process) that ran worker `w`: its pid, its client, and a life that
+    /// spans the worker's start (pids are reused over a long run).
+    pub fn run_of(&self, w: &Worker) -> Option<&Run> {
+        self.runs.iter().find(|run| {
+            run.pid == w.redlock
+                && run.client == w.client
+                && run.spawned <= w.start
+                && w.start <= run.reaped
+        })
+    }
+
+    /// Fencing tokens follow the order of acquisitions: a worker that started before another's
+    /// redlock was even spawned acquired first, so its token must be lower. Holds for one
+    /// holder and for several (a semaphore's slots, shared holders) alike, as long as Redis
+    /// keeps the counter.
+    fn order(&mut self) {
+        let mut by_start: Vec<(u64, i64)> = self
+            .state
+            .workers
+            .iter()
+            .map(|w| (w.start, w.fence))
+            .collect();
+        by_start.sort();
+        // highest[i]: the highest token among the first i workers to start.
+        let mut highest = vec![i64::MIN];
+        for &(_, fence) in &by_start {
+            highest.push((*highest.last().unwrap()).max(fence));
+        }
+        let mut first = Vec::new();
+        for w in &self.state.workers {
+            let Some(run) = self.run_of(w) else {
+                self.problems.push(format!(
+                    "client {} token {}: no redlock run found for its worker",
+                    w.client, w.fence
+                ));
+                continue;
+            };
+            let before = by_start.partition_point(|&(start, _)| start < run.spawned);
+            if highest[before] >= w.fence {
+                self.out_of_order += 1;
+                if first.len() < 3 {
+                    first.push(format!(
+                        "client {} got token {} after a worker with token {} had started",
+                        w.client, w.fence, highest[before]
+                    ));
+                }
+            }
+        }
+        if !first.is_empty() {
+            first.insert(0, format!("{} tokens out of order:", self.out_of_order));
+            self.order_detail = first.join("; ");
+        }
     }
 
     /// Replay the store's log: every write accepted iff its token is at least the highest
@@ -187,6 +300,9 @@ impl Report {
         for w in &self.state.workers {
             if !seen.insert(w.fence) {
                 self.tokens_repeated += 1;
+                if self.repeated.len() < 5 {
+                    self.repeated.push(w.fence);
+                }
             }
         }
     }
@@ -207,15 +323,31 @@ impl Report {
         for run in &self.runs {
             // 0: the worker finished; 76: redlock stopped it for a lost lease; 75: --wait ran
             // out; 69: Redis unreachable on the first attempt (killed, cut off).
-            if !matches!(run.code, 0 | 69 | 75 | 76) {
-                self.problems.push(format!(
-                    "client {}: redlock exited {}: {}",
-                    run.client,
-                    run.code,
-                    run.stderr.trim()
-                ));
+            if matches!(run.code, 0 | 69 | 75 | 76) || self.refused_intruder(run) {
+                continue;
             }
+            self.problems.push(format!(
+                "client {}: redlock exited {}: {}",
+                run.client,
+                run.code,
+                run.stderr.trim()
+            ));
         }
+    }
+
+    /// 64 from a semaphore's client that met the intruder's key (a string, as an exclusive
+    /// holder's would be) and said so: by design it refuses to run beside an exclusive lock
+    /// rather than wait. Only after an overwrite, within the bound of its healing.
+    fn refused_intruder(&self, run: &Run) -> bool {
+        let bound = self.bound.as_nanos() as u64;
+        matches!(self.rules, Rules::Limit(n) if n > 1)
+            && run.code == 64
+            && run.stderr.contains("is held as an exclusive lock")
+            && self.faults.iter().any(|f| {
+                f.kind == Kind::KeyOverwrite
+                    && f.at <= run.reaped
+                    && run.spawned <= f.healed + bound
+            })
     }
 
     pub fn longest_recovery(&self) -> Duration {
@@ -277,6 +409,10 @@ impl Report {
             ),
             ("fencing tokens repeated", self.tokens_repeated.to_string()),
             (
+                "tokens out of acquisition order",
+                self.out_of_order.to_string(),
+            ),
+            (
                 "most workers at once outside fault windows",
                 self.max_outside.to_string(),
             ),
@@ -294,6 +430,18 @@ impl Report {
             ),
         ] {
             let _ = writeln!(t, "| {what} | {value} |");
+        }
+        if let Rules::Mix(_) = self.rules {
+            let _ = writeln!(
+                t,
+                "| workers run shared / exclusive | {} / {} |",
+                self.shared_runs, self.exclusive_runs
+            );
+            let _ = writeln!(
+                t,
+                "| most shared workers at once outside fault windows | {} |",
+                self.max_shared
+            );
         }
         t
     }

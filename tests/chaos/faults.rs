@@ -186,9 +186,18 @@ impl World<'_> {
                         let _ = kill(watchdog, Signal::SIGSTOP);
                     }
                     let _ = killpg(job, Signal::SIGSTOP);
-                    // Frozen until the lock has expired and a new holder has written.
-                    let give_up = mono_ns() + ms(self.bound) * 1_000_000;
-                    while self.store.highest() <= me.fence && mono_ns() < give_up {
+                    // Frozen until its lease has ended (a ttl at most after its last renewal,
+                    // before the freeze) and a holder that came in later has written. With one
+                    // holder the second implies the first; beside a semaphore's other slots or
+                    // shared holders, a later holder may have come in at once.
+                    let frozen = mono_ns();
+                    let later = self.store.snapshot().workers.iter().map(|w| w.fence).max();
+                    let later = later.unwrap_or(me.fence).max(me.fence);
+                    let lease_over = frozen + ms(self.ttl.mul_f64(1.1)) * 1_000_000;
+                    let give_up = frozen + ms(self.bound) * 1_000_000;
+                    while (self.store.highest() <= later || mono_ns() < lease_over)
+                        && mono_ns() < give_up
+                    {
                         thread::sleep(Duration::from_millis(2));
                     }
                     // The command wakes first and writes with its stale token; then redlock,

@@ -3,7 +3,8 @@
 -- not ahead of a queued exclusive waiter). The lock key is then a sorted set of the holders'
 -- tokens scored by when each lease ends (see holders.lua). Holders whose lease ended are
 -- purged first, by the server's clock. Each place advances the lock's one fencing counter.
--- A retry of our own acquire whose reply was lost finds our token and succeeds again.
+-- A retry of our own acquire whose reply was lost finds our token and succeeds again, with
+-- the fencing token it was given (kept in the holder's details).
 --
 -- KEYS: lock, fence, wake, queue, alive, holder, done, kind, holders, waiting.
 -- ARGV: as acquire.lua (ten), then how it is held ('limit N' or 'shared'), N (0 for shared),
@@ -34,9 +35,17 @@ if held > 0 then
 end
 local ttl = tonumber(ARGV[2])
 if redis.call('ZSCORE', KEYS[1], me) then
-  redis.call('ZADD', KEYS[1], now + ttl, me)
-  settle()
-  return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
+  -- Our own token, from the details recorded with it: the counter has moved on if another
+  -- holder came in since, and its value is that holder's token.
+  local mine = cjson.decode(redis.call('HGET', KEYS[9], me) or '{}').fence
+  if mine then
+    redis.call('ZADD', KEYS[1], now + ttl, me)
+    settle()
+    return {1, mine}
+  end
+  -- Recorded without it (by an older redlock): take the place again, with a new token.
+  redis.call('ZREM', KEYS[1], me)
+  held = held - 1
 end
 local dropped = purge(now)
 local room
@@ -50,14 +59,15 @@ else
   room = held < limit
 end
 if room then
+  local fence = redis.call('INCR', KEYS[2])
   redis.call('ZADD', KEYS[1], now + ttl, me)
   redis.call('SET', KEYS[8], kind)
   redis.call('HSET', KEYS[9], me, cjson.encode({
-    host = ARGV[4], pid = ARGV[5], argv = ARGV[6], started = ARGV[7], since = now }))
+    host = ARGV[4], pid = ARGV[5], argv = ARGV[6], started = ARGV[7], since = now,
+    fence = fence }))
   settle()
   dequeue(me)
   redis.call('DEL', KEYS[3] .. ':' .. me)
-  local fence = redis.call('INCR', KEYS[2])
   -- A release wakes one waiter; room enough for more: wake the next, and so on.
   if ARGV[14] == '1' and (shared or held + 1 < limit) then wake(ARGV[9]) end
   return {1, fence}
