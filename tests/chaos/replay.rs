@@ -17,14 +17,20 @@ const SCRIPT: &str = concat!(
 fn acquire(redis: &RedisServer, token: &str) -> Option<i64> {
     let lock = "redlock:{replay}";
     let mut cmd = redis::cmd("EVAL");
-    cmd.arg(SCRIPT).arg(9).arg(lock);
+    // KEYS and ARGV as src/lock/keys.rs and the script's header list them.
+    cmd.arg(SCRIPT).arg(10).arg(lock);
     for k in [
-        "fence", "wake", "queue", "alive", "holder", "done", "kind", "holders",
+        "fence", "wake", "queue", "alive", "holder", "done", "kind", "holders", "waiting",
     ] {
         cmd.arg(format!("{lock}:{k}"));
     }
     cmd.arg(token)
-        .arg(["10000", "0", "host", "1", "cmd", "0", "5000", "100"].as_slice())
+        .arg(
+            [
+                "10000", "0", "host", "1", "cmd", "0", "5000", "100", "20000",
+            ]
+            .as_slice(),
+        )
         .arg(["limit 3", "3", "0", "0"].as_slice());
     let reply: Vec<i64> = cmd.query(&mut redis.conn()).expect("acquire_many");
     match reply[..] {
