@@ -466,8 +466,10 @@ fn fair_semaphore_waiters_go_in_arrival_order() {
 }
 
 #[test]
-fn min_interval_max_runtime_and_json_logs_work_with_a_limit() {
+fn min_interval_max_runtime_metrics_and_json_logs_work_with_a_limit() {
     let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let metrics = dir.join("cron.prom");
     let limit = || Redlock::run(&redis).key("cron").args(["--limit", "2"]);
     let out = limit()
         .args(["--min-interval", "1h", "--log-format", "json", "-v"])
@@ -488,9 +490,16 @@ fn min_interval_max_runtime_and_json_logs_work_with_a_limit() {
         .output();
     limit()
         .args(["--max-runtime", "300ms"])
+        .arg("--metrics-file")
+        .arg(&metrics)
         .sh("sleep 30")
         .status(124)
         .output();
+    let text = read(&metrics);
+    assert!(
+        text.contains("redlock_exit_status{key=\"cron\"} 124"),
+        "{text}"
+    );
     assert_eq!(holders(&redis, "cron"), Vec::<String>::new());
 }
 
