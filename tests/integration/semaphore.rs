@@ -537,3 +537,40 @@ fn a_semaphore_through_sentinel_and_on_a_cluster() {
         assert_eq!(master.get(&fence_key(key)).as_deref(), Some("3"));
     }
 }
+
+/// `--min-replicas` covers a slot as it covers a lock: taking it, and every renewal. A slot
+/// no replica acknowledged is given back before the command could run (69), and a holder whose
+/// renewals stop being acknowledged stops its command before its lease could end (76).
+#[test]
+fn min_replicas_covers_a_semaphores_slots() {
+    let master = RedisServer::start();
+    let replica = replica_of(&master);
+    let dir = TempDir::new();
+    let limit = || {
+        Redlock::run(&master)
+            .key("rep")
+            .args(["--limit", "2", "--min-replicas", "1"])
+            .ttl("1s")
+    };
+    // Renewed (and acknowledged) past its ttl.
+    limit().sh("sleep 2").status(0).output();
+    let (holder, token) = limit().hold(&dir, "h");
+    wait_until(PATIENCE, "the slot on the replica", || {
+        holders(&replica, "rep") == [token.clone()]
+    });
+    replica.pause();
+    let out = limit().sh(&marker_script(&dir)).output();
+    let left = holders(&master, "rep");
+    let gone = holder.finish_within(PATIENCE);
+    replica.resume();
+    out.assert_code(69);
+    assert!(out.stderr.contains("only 0 of 1 replica"), "{}", out.stderr);
+    assert!(!dir.join("marker").exists(), "ran on a slot no replica had");
+    // Only the holder's own place may be left (it may be stopped and gone by now).
+    assert!(
+        left.iter().all(|t| *t == token),
+        "the unacknowledged slot was not given back: {left:?}"
+    );
+    gone.assert_code(76);
+    assert!(gone.stderr.contains("--min-replicas"), "{}", gone.stderr);
+}
