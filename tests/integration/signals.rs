@@ -397,11 +397,25 @@ fn the_grace_after_a_stop_request_may_outlast_the_ttl() {
 /// redlock is continued, it exits 76.
 #[test]
 fn a_stopped_redlocks_command_is_dead_before_a_contender_starts() {
+    stopped_holder_then_contender(&[], &[]);
+}
+
+/// The same for a semaphore's slot, and for a shared holder against an exclusive contender.
+#[test]
+fn a_stopped_semaphore_or_shared_holders_command_is_dead_before_a_contender_starts() {
+    stopped_holder_then_contender(&["--limit", "1"], &["--limit", "1"]);
+    stopped_holder_then_contender(&["--shared"], &[]);
+}
+
+/// A holder (with `first` options) stopped with SIGSTOP; a contender (with `contender`) must
+/// find its command dead when its own starts; the holder, continued, exits 76.
+fn stopped_holder_then_contender(first: &[&str], contender: &[&str]) {
     let redis = RedisServer::start();
     let dir = TempDir::new();
     let first = Redlock::run(&redis)
         .key("frozen")
         .ttl("1s")
+        .args(first)
         .args(["-v", "--log-format", "json"])
         .sh(&heartbeat_script(&dir, "a"))
         .spawn();
@@ -413,6 +427,7 @@ fn a_stopped_redlocks_command_is_dead_before_a_contender_starts() {
     let contender = Redlock::run(&redis)
         .key("frozen")
         .ttl("1s")
+        .args(contender)
         .wait("10s")
         .sh(&format!(
             "s=$(cut -d' ' -f3 /proc/{pid}/stat 2>/dev/null); echo \"${{s:-gone}}\" > {found}",
