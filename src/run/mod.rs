@@ -311,12 +311,21 @@ fn acquire(
             }
             Event::Lease(LeaseEvent::Busy { waited, queued }) => {
                 stats.waited = Some(waited);
-                let why = if queued && options.kind == lock::Kind::Shared {
-                    "is promised to an exclusive waiter ahead of this --shared one"
-                } else if queued {
-                    "is free but promised to --fair waiters ahead of this one"
-                } else {
-                    "is held elsewhere"
+                let why = match (options.kind, queued) {
+                    (lock::Kind::Exclusive, false) => "is held elsewhere".to_owned(),
+                    (lock::Kind::Exclusive, true) => {
+                        "is free but promised to --fair waiters ahead of this one".to_owned()
+                    }
+                    (lock::Kind::Limit(n), false) => {
+                        format!("has all {n} slots held elsewhere (--limit {n})")
+                    }
+                    (lock::Kind::Limit(_), true) => {
+                        "has a free slot, promised to --fair waiters ahead of this one".to_owned()
+                    }
+                    (lock::Kind::Shared, false) => "is held exclusively elsewhere".to_owned(),
+                    (lock::Kind::Shared, true) => {
+                        "is promised to an exclusive waiter ahead of this --shared one".to_owned()
+                    }
                 };
                 report!(
                     1,

@@ -99,9 +99,10 @@ fn limit_lets_n_in_and_turns_the_next_away() {
     // The fourth is turned away at once and runs nothing.
     Redlock::run(&redis)
         .key("dumps")
-        .args(["--limit", "3"])
+        .args(["--limit", "3", "-v"])
         .sh(&marker_script(&dir))
         .status(75)
+        .stderr_contains("lock 'dumps' has all 3 slots held elsewhere (--limit 3); gave up")
         .output();
     assert!(!dir.join("marker").exists(), "a fourth ran beside three");
 
