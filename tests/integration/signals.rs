@@ -466,10 +466,13 @@ fn wait_for_state(pid: i32, want: char, what: &str) {
 fn tstp_stops_the_command_then_redlock_and_cont_continues_both() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
+    // A long lease: while redlock is stopped its watchdog kills the command at the lease's
+    // kill line, and on a loaded machine a few seconds were once too short a window to see
+    // both stopped.
     let proc = spawn_in_own_group(
         Redlock::run(&redis)
             .key("tstp")
-            .ttl("3s")
+            .ttl("20s")
             .arg("-v")
             .sh(&hold_script(&dir, "t")),
     );
