@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A demo with a throwaway Redis: three jobs race for one lock. One runs, one skips (exit 75),
-# one waits its turn. Installs redis-server when missing; leaves nothing running.
+# one waits its turn. Then three jobs share a semaphore of two (--limit 2): two run together,
+# the third waits for a free slot. Installs redis-server when missing; leaves nothing running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/need.sh
@@ -37,3 +38,11 @@ echo "  [C] redlock exited $?"
 wait "$a"
 echo "  [A] redlock exited $?"
 echo "== the lock is free again: $(redis-cli -s "$dir/redis.sock" exists 'redlock:{backup}') keys held"
+
+echo "== jobs D, E and F share the semaphore 'dumps' (--limit 2): two at once, F waits for a slot"
+for j in D E F; do
+  "$redlock" run --key dumps --limit 2 --ttl 3s --wait 10s -- sh -c "$job" sh "$j" &
+  sleep 0.2
+done
+wait
+echo "== the semaphore is free again: $(redis-cli -s "$dir/redis.sock" exists 'redlock:{dumps}') keys held"
