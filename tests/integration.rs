@@ -63,8 +63,10 @@ mod integration {
     mod terminal;
     // rediss://: verified server certificates, an unknown CA refused, TLS against a plain port.
     mod tls;
-    // Waiting: wake-ups on release, the cost of waiting, one waiter woken per release, --fair.
+    // Waiting: wake-ups on release, the cost of waiting, one waiter woken per release.
     mod waiting;
+    // --fair: arrival order, no queue jumping, turns passed on, dead waiters forgotten.
+    mod fair;
     // What redlock says when something is wrong: the culprit named, no part of a secret shown.
     mod messages;
     // Bad command lines and environment values: 64, nothing run, nothing locked; --help, --version.
