@@ -83,6 +83,22 @@ impl SingleRedis {
         self
     }
 
+    /// The renewal for how this client holds the lock: its key, or its place among several.
+    fn extend_script(&self) -> &'static Lua {
+        match self.kind {
+            Kind::Exclusive => &EXTEND,
+            Kind::Limit(_) | Kind::Shared => &EXTEND_MANY,
+        }
+    }
+
+    /// The release for how this client holds the lock.
+    fn release_script(&self) -> &'static Lua {
+        match self.kind {
+            Kind::Exclusive => &RELEASE,
+            Kind::Limit(_) | Kind::Shared => &RELEASE_MANY,
+        }
+    }
+
     /// After taking the lock, wait up to `wait` for `replicas` replicas to acknowledge it
     /// (WAIT); if fewer do, release it and fail (Refused). Every renewal is followed by the
     /// same WAIT in its round trip, and one that too few replicas acknowledged is
@@ -366,16 +382,6 @@ impl SingleRedis {
     }
 }
 
-impl SingleRedis {
-    /// The release for how this client holds the lock.
-    fn release_script(&self) -> &'static Lua {
-        match self.kind {
-            Kind::Exclusive => &RELEASE,
-            Kind::Limit(_) | Kind::Shared => &RELEASE_MANY,
-        }
-    }
-}
-
 impl Locker for SingleRedis {
     fn acquire(
         &mut self,
@@ -467,10 +473,7 @@ impl Locker for SingleRedis {
         timeout: Duration,
     ) -> Result<Renewal, Failure> {
         let ttl = ms_arg(ttl);
-        let script = match self.kind {
-            Kind::Exclusive => &EXTEND,
-            Kind::Limit(_) | Kind::Shared => &EXTEND_MANY,
-        };
+        let script = self.extend_script();
         let Some((replicas, wait)) = self.min_replicas else {
             let reply = self.eval(script, &[token, &ttl], timeout)?;
             return held(self.endpoint(), &reply).map(Renewal::from);

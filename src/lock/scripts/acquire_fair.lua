@@ -18,7 +18,6 @@ local purged = purge(math.floor(now / 1000))
 local head = redis.call('ZRANGE', KEYS[4], 0, 0)[1]
 if (head == nil or head == me) and redis.call('SET', KEYS[1], me, 'NX', 'PX', ARGV[2]) then
   dequeue(me)
-  redis.call('DEL', KEYS[3] .. ':' .. me)
   holder()
   return {1, redis.call('INCR', KEYS[2])}
 end

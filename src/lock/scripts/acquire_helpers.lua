@@ -37,12 +37,8 @@ local function held_by_several(me)
   if t ~= 'zset' then return {3, 'type ' .. t} end
   local now_u = now_us()
   local now = math.floor(now_u / 1000)
-  purge_holders(now)
-  if redis.call('ZCARD', KEYS[1]) == 0 then
-    settle()
-    return nil
-  end
-  local used = redis.call('GET', KEYS[8]) or ''
+  local held, used = holders_now(now)
+  if held == 0 then return nil end
   if used ~= 'shared' then return {3, used} end
   enqueue(me, now_u, tonumber(ARGV[8]))
   return {0, soonest(now), 2}

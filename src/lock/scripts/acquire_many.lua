@@ -27,17 +27,13 @@ end
 if t ~= 'zset' and t ~= 'none' then return {3, 'type ' .. t} end
 local now_u = now_us()
 local now = math.floor(now_u / 1000)
-purge_holders(now)
-local held = redis.call('ZCARD', KEYS[1])
-if held > 0 then
-  local used = redis.call('GET', KEYS[8]) or ''
-  if used ~= kind then return {3, used} end
-end
+local held, used = holders_now(now)
+if held > 0 and used ~= kind then return {3, used} end
 local ttl = tonumber(ARGV[2])
 if redis.call('ZSCORE', KEYS[1], me) then
   -- Our own token, from the details recorded with it: the counter has moved on if another
   -- holder came in since, and its value is that holder's token.
-  local mine = cjson.decode(redis.call('HGET', KEYS[9], me) or '{}').fence
+  local mine = tonumber(details(me).fence)
   if mine then
     redis.call('ZADD', KEYS[1], now + ttl, me)
     settle()
@@ -67,7 +63,6 @@ if room then
     fence = fence }))
   settle()
   dequeue(me)
-  redis.call('DEL', KEYS[3] .. ':' .. me)
   -- A release wakes one waiter; room enough for more: wake the next, and so on.
   if ARGV[14] == '1' and (shared or held + 1 < limit) then wake(ARGV[9]) end
   return {1, fence}

@@ -16,19 +16,15 @@
 -- unknown), how it was held ('lock' for one holder), holders left}.
 -- A key of another type is an error reply.
 local t = lock_type()
-if t ~= 'none' and t ~= 'string' and t ~= 'zset' then
-  return redis.error_reply('the lock key is a Redis ' .. t .. ' that redlock did not make')
-end
+if t ~= 'none' and t ~= 'string' and t ~= 'zset' then return foreign(t) end
 local now = now_ms()
 local function counter() return tonumber(redis.call('GET', KEYS[2]) or '0') end
 if t == 'zset' then
-  purge_holders(now)
-  local n = redis.call('ZCARD', KEYS[1])
+  local n, used = holders_now(now)
   if n == 0 then
-    settle()
     t = 'none'
   else
-    local kind = redis.call('GET', KEYS[8]) or 'set'
+    local kind = used ~= '' and used or 'set'
     local me = ARGV[2]
     if me == '' then
       if n > 1 then return {-2, counter(), kind, n} end
@@ -36,16 +32,7 @@ if t == 'zset' then
     elseif not redis.call('ZSCORE', KEYS[1], me) then
       return {-1, counter(), '', kind, n}
     end
-    local d = {}
-    local raw = redis.call('HGET', KEYS[9], me)
-    if raw then
-      local ok, decoded = pcall(cjson.decode, raw)
-      if ok and type(decoded) == 'table' then d = decoded end
-    end
-    local function str(x)
-      if type(x) == 'string' or type(x) == 'number' then return tostring(x) end
-      return ''
-    end
+    local d = details(me)
     redis.call('ZREM', KEYS[1], me)
     redis.call('HDEL', KEYS[9], me)
     local fence = redis.call('INCR', KEYS[2])
@@ -53,7 +40,7 @@ if t == 'zset' then
     purge(now)
     -- A semaphore's slot is free; shared holders let a waiter in only when the last one goes.
     if kind ~= 'shared' or redis.call('EXISTS', KEYS[1]) == 0 then wake(ARGV[1]) end
-    return {1, fence, me, str(d.host), str(d.pid), str(d.argv), str(d.started), kind, n - 1}
+    return {1, fence, me, text(d.host), text(d.pid), text(d.argv), text(d.started), kind, n - 1}
   end
 end
 if t == 'none' then

@@ -10,6 +10,11 @@
 -- settle() makes the set, its kind and the details expire with the last lease, or deletes
 -- them when nobody holds.
 -- soonest(now) is the ms until the first lease ends (-1: nobody holds).
+-- holders_now(now) purges, then returns how many hold the lock and how they hold it (nil when
+-- nobody does, the leftovers of the last holder deleted).
+-- details(token) is a holder's recorded details as a table ({} when none or unreadable), and
+-- text(x) one of its fields as a string ('' when missing).
+-- foreign(t) is the error reply for a lock key of a type redlock does not make.
 local function lock_type()
   return redis.call('TYPE', KEYS[1]).ok
 end
@@ -35,4 +40,27 @@ local function soonest(now)
   local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
   if #first == 0 then return -1 end
   return math.max(tonumber(first[2]) - now, 1)
+end
+local function holders_now(now)
+  purge_holders(now)
+  local held = redis.call('ZCARD', KEYS[1])
+  if held == 0 then
+    settle()
+    return 0, nil
+  end
+  return held, redis.call('GET', KEYS[8]) or ''
+end
+local function details(token)
+  local raw = redis.call('HGET', KEYS[9], token)
+  if not raw then return {} end
+  local ok, decoded = pcall(cjson.decode, raw)
+  if ok and type(decoded) == 'table' then return decoded end
+  return {}
+end
+local function text(x)
+  if type(x) == 'string' or type(x) == 'number' then return tostring(x) end
+  return ''
+end
+local function foreign(t)
+  return redis.error_reply('the lock key is a Redis ' .. t .. ' that redlock did not make')
 end

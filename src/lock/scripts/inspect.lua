@@ -41,29 +41,18 @@ if t == 'string' then
   end
   return head
 end
-if t ~= 'zset' then
-  return redis.error_reply('the lock key is a Redis ' .. t .. ' that redlock did not make')
-end
-local function str(x)
-  if type(x) == 'string' or type(x) == 'number' then return tostring(x) end
-  return ''
-end
+if t ~= 'zset' then return foreign(t) end
 local live = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf', 'WITHSCORES')
 if #live == 0 then return head end
 head[4], head[8] = redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[8]) or 'set'
 for i = 1, #live, 2 do
   local token = live[i]
-  local d = {}
-  local raw = redis.call('HGET', KEYS[9], token)
-  if raw then
-    local ok, decoded = pcall(cjson.decode, raw)
-    if ok and type(decoded) == 'table' then d = decoded end
-  end
+  local d = details(token)
   local since = tonumber(d.since)
   local age = -1
   if since then age = math.max(now - since, 0) end
-  for _, x in ipairs({token, tonumber(live[i + 1]) - now, str(d.host), str(d.pid),
-      str(d.argv), str(d.started), age}) do
+  for _, x in ipairs({token, tonumber(live[i + 1]) - now, text(d.host), text(d.pid),
+      text(d.argv), text(d.started), age}) do
     head[#head + 1] = x
   end
 end

@@ -4,10 +4,7 @@
 -- KEYS: lock, fence, wake, queue, alive, holder, done, kind, holders, waiting.
 -- ARGV: token, wake-up linger ms.
 -- Returns 1.
-redis.call('ZREM', KEYS[4], ARGV[1])
-redis.call('ZREM', KEYS[5], ARGV[1])
-redis.call('ZREM', KEYS[10], ARGV[1])
-redis.call('DEL', KEYS[3] .. ':' .. ARGV[1])
+dequeue(ARGV[1])
 -- Free, or held by several (a semaphore may have room): pass it on.
 if redis.call('TYPE', KEYS[1]).ok ~= 'string' then
   purge(now_ms())

@@ -3,7 +3,8 @@
 -- many it dropped; wake(linger) wakes exactly one waiter, the head of the fair queue or else
 -- whoever blocks first on the shared wake list, with a wake-up that lingers `linger` ms;
 -- enqueue(me, now_us, entry) puts a waiter in the queue (keeping its place if there) and keeps
--- it there `entry` ms unless refreshed; dequeue(me) takes it out, and out of the registry of
+-- it there `entry` ms unless refreshed; dequeue(me) takes it out, drops its own wake list, and
+-- takes it out of the registry of
 -- waiters. waiting(me, now_ms, lifetime) records in that registry (KEYS[10], any kind of lock,
 -- --fair or not) that `me` was turned away and counts as waiting for `lifetime` ms, which
 -- covers its longest sleep before its next attempt (each attempt refreshes it), and drops
@@ -42,6 +43,7 @@ local function dequeue(me)
   redis.call('ZREM', KEYS[4], me)
   redis.call('ZREM', KEYS[5], me)
   redis.call('ZREM', KEYS[10], me)
+  redis.call('DEL', KEYS[3] .. ':' .. me)
 end
 local function waiting(me, now_ms, lifetime)
   redis.call('ZREMRANGEBYSCORE', KEYS[10], '-inf', now_ms)
