@@ -7,25 +7,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 server=${REDLOCK_TEST_SERVER:-redis-server}
 cargo build --release --locked --example renew_cost >&2
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
+. scripts/bench-lib.sh
 "$server" --version >&2
-start() { # name port [more args]
-    local name=$1 port=$2
-    shift 2
-    "$server" --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" \
-        --dbfilename "$name.rdb" --logfile "$work/$name.log" "$@" &
-    pids+=($!)
-}
-mport=$((20000 + RANDOM % 30000))
-start master "$mport"
-start replica "$((mport + 1))" --replicaof 127.0.0.1 "$mport"
+common=(--bind 127.0.0.1 --save '' --appendonly no --dir "$work")
+start_on_free_port "redis-cli -p PORT ping" "$server" --port PORT "${common[@]}" \
+    --dbfilename master.rdb --logfile "$work/master.log"
+mport=$port
+start_on_free_port "redis-cli -p PORT ping" "$server" --port PORT "${common[@]}" \
+    --dbfilename replica.rdb --logfile "$work/replica.log" --replicaof 127.0.0.1 "$mport"
 for _ in $(seq 200); do
     grep -q "sync: Finished with success" "$work/replica.log" 2>/dev/null && break
     sleep 0.05

@@ -37,52 +37,12 @@ release_cargo build --release --locked --bin redlock --example stamp >&2
 redlock=$PWD/$release_dir/redlock
 stamp=$PWD/$release_dir/examples/stamp
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-# A loopback port nothing listens on (random, checked).
-free_port() {
-    local p
-    while :; do
-        p=$((20000 + RANDOM % 30000))
-        (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null || { echo "$p"; return; }
-    done
-}
+. scripts/bench-lib.sh
 
 # --- servers ---------------------------------------------------------------------------------
-# A server on a random port, started again on another one if the port turns out to be taken
-# (free_port cannot see a port held by an outgoing connection). Sets $port and $spid.
-start_on_free_port() { # ready-check-command server-command... (PORT, and PEER in the command,
-    local check=$1 tries peer #                                   are replaced by free ports)
-    shift
-    for tries in 1 2 3 4 5; do
-        port=$(free_port)
-        peer=$(free_port)
-        local cmd=("${@//PORT/$port}")
-        "${cmd[@]//PEER/$peer}" &
-        spid=$!
-        for _ in $(seq 100); do
-            if ${check//PORT/$port} >/dev/null 2>&1; then return 0; fi
-            kill -0 "$spid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill "$spid" 2>/dev/null || true
-        wait "$spid" 2>/dev/null || true
-    done
-    echo "bench: cannot start $1" >&2
-    exit 1
-}
-
 start_on_free_port "redis-cli -p PORT ping" redis-server --port PORT --bind 127.0.0.1 --save '' \
     --appendonly no --dir "$work" --logfile "$work/redis.log"
 rport=$port
-pids+=("$spid")
 url=redis://127.0.0.1:$rport
 # Requests clients sent (commands run inside scripts are counted apart, and not here).
 client_calls() {
@@ -100,7 +60,6 @@ if command -v etcd >/dev/null && command -v etcdctl >/dev/null; then
         --initial-advertise-peer-urls http://127.0.0.1:PEER \
         --initial-cluster default=http://127.0.0.1:PEER >'$work/etcd.log' 2>&1"
     eport=$port
-    pids+=("$spid")
     ep=127.0.0.1:$eport
 fi
 
