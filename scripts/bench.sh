@@ -13,6 +13,10 @@
 # Timings depend on the machine: compare the columns of one run. Rows are measured in passes
 # that take turns between the tools, so drift during a run weighs on every column alike.
 #
+# The overhead and the 10/30/100-waiter hand-over rows are also drawn as an SVG chart
+# (scripts/bench-chart.py) into docs/img/bench.svg, or BENCH_CHART=PATH, which
+# docs/performance.md shows; the numbers it was drawn from go beside it (the same name, .tsv).
+#
 # Usage: scripts/bench.sh [--quick]     (--quick: fewer runs, for checking the script)
 # BENCH_BASELINE=PATH adds a column for another redlock binary (an earlier build, say), measured
 # in the same interleaved passes: a before/after comparison that the machine's drift cannot skew.
@@ -31,7 +35,8 @@ fi
 slots=3 # the semaphore's N
 
 . scripts/need.sh
-need_packages hyperfine curl
+# etcd-server and etcd-client: the etcdctl column (without them the run leaves it out).
+need_packages hyperfine curl etcd:etcd-server etcdctl:etcd-client
 . scripts/release-env.sh
 release_cargo build --release --locked --bin redlock --example stamp >&2
 redlock=$PWD/$release_dir/redlock
@@ -298,4 +303,22 @@ for t in "${sems[@]}"; do
     plain=${t%-sem}
     echo "$plain \`--limit $slots\` hand-over, 30 waiters: $(ratio "${p50[$t-30]}" "${p50[$plain-30]}") / $(ratio "${p99[$t-30]}" "${p99[$plain-30]}") x the plain lock's p50 / p99, $(ratio "${p50[$t-30]}" "${p50[flock-30]}") / $(ratio "${p99[$t-30]}" "${p99[flock-30]}") x flock's"
 done
-echo "bare \`true\`: $(awk -v b="$base" 'BEGIN {printf "%.2f ms", b * 1000}') median; $(nproc) cores; $(redis-server --version | awk '{print $3}')$($have_etcd && echo ", etcd $(etcd --version | awk 'NR==1 {print $3}')")"
+machine="$(awk -v b="$base" 'BEGIN {printf "%.2f ms", b * 1000}') median; $(nproc) cores; $(redis-server --version | awk '{sub("v=", "", $3); print "Redis " $3}')$($have_etcd && echo ", etcd $(etcd --version | awk 'NR==1 {print $3}')")"
+echo "bare \`true\`: $machine"
+
+# --- chart -------------------------------------------------------------------------------------
+# The numbers above, as computed (p50, p99 unrounded), as `tool metric waiters value` lines, then drawn.
+chart=${BENCH_CHART:-docs/img/bench.svg}
+mkdir -p "$(dirname "$chart")"
+{
+    echo "# $(date -u +%F), scripts/bench.sh$($quick && echo " --quick"): $((runs / passes)) runs x $passes passes per overhead, hand-over gaps of $hand_passes passes (10, 100 waiters) and $passes30 (30 waiters)"
+    echo "# bare true $machine; $(uname -m)"
+    for t in "${tools[@]}"; do
+        printf '%s\toverhead\t-\t%s\n' "$t" "${overhead[$t]% ms}"
+        for n in 10 30 100; do
+            printf '%s\tp50\t%s\t%s\n%s\tp99\t%s\t%s\n' "$t" "$n" "${p50[$t-$n]}" "$t" "$n" "${p99[$t-$n]}"
+        done
+    done
+} >"${chart%.svg}.tsv"
+python3 scripts/bench-chart.py "${chart%.svg}.tsv" >"$chart"
+say "chart: $chart (numbers: ${chart%.svg}.tsv)"
