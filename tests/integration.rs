@@ -23,11 +23,12 @@ mod integration {
     // --min-interval: a success recorded in Redis skips later runs and waiters on any host.
     mod cron;
     // `redlock completions` and `redlock man`: committed output, no Redis, bash, fish and groff
-    // accept it; every `redlock run` line in the README, man page and packaging/ is accepted.
+    // accept it; every `redlock run` line in the README, docs/, man page and packaging/ is
+    // accepted; every relative link resolves; the options and environment tables are true.
     mod docs;
     // The exit-status table: passthrough, 128+N, 126, 127, --max-runtime's 124.
     mod exit_codes;
-    // Passwords from --password-file and REDLOCK_PASSWORD; the README's least-privilege ACL user.
+    // Passwords from --password-file and REDLOCK_PASSWORD; docs/security.md's least-privilege ACL user.
     mod credentials;
     // --min-replicas through failovers: a replica that stopped following and was promoted never
     // gives the lock away early, plain and through Sentinel; fencing tokens never repeat.

@@ -444,7 +444,7 @@ mod tests {
         let readme =
             std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
         let table = &readme[readme
-            .find("### Exit status")
+            .find("## Exit status")
             .expect("an exit status section")..];
         // The first cell of each row of the section's table: "64", "126 / 127".
         let listed: Vec<&str> = table

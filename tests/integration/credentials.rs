@@ -1,5 +1,5 @@
 //! Passwords off the command line: --password-file, REDLOCK_PASSWORD and their precedence, wrong
-//! or missing ones (69 / 64, never printed), and the README's least-privilege ACL user driving a
+//! or missing ones (69 / 64, never printed), and docs/security.md's least-privilege ACL user driving a
 //! held lock, a woken waiter, --fair, --min-interval, status, list and release --force.
 
 use crate::common::*;
@@ -101,15 +101,15 @@ fn a_missing_or_empty_password_file_is_a_usage_error() {
     assert!(redis.all_keys().is_empty());
 }
 
-/// The README's `ACL SETUSER` line, with its password placeholder filled in.
+/// The `ACL SETUSER` line of docs/security.md, with its password placeholder filled in.
 fn documented_acl_line(password: &str) -> Vec<String> {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let line = readme
+    let page =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/security.md")).unwrap();
+    let line = page
         .lines()
         .map(str::trim)
         .find(|l| l.starts_with("ACL SETUSER redlock "))
-        .expect("README documents an ACL SETUSER line");
+        .expect("docs/security.md documents an ACL SETUSER line");
     line.split_whitespace()
         .skip(1)
         .map(|word| word.replace(">PASSWORD", &format!(">{password}")))

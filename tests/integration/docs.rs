@@ -1,6 +1,8 @@
 //! `redlock completions` and `redlock man`: they print the committed files, need no Redis, and
 //! what they print works in bash and fish and renders as a man page without warnings. Every `redlock run`
-//! line in the README, the man page and packaging/ runs as written, so recipes cannot rot.
+//! line in the README, docs/, the man page and packaging/ runs as written, so recipes cannot rot.
+//! Every relative link and anchor in the Markdown resolves, and the tables of options and of the
+//! command's environment in docs/running-jobs.md say what the code does.
 
 use std::path::Path;
 use std::process::Command;
@@ -134,23 +136,58 @@ fn man_page_renders_without_warnings() {
     );
 }
 
-/// The options of every `redlock run` line in the README, the man page and packaging/, as words
-/// (a YAML `command:` list counts as one line), with the file each came from.
+/// Every file under `dir` (relative to the repository root), recursively, as relative paths.
+fn files_under(dir: &str) -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut found = Vec::new();
+    let mut pending = vec![root.join(dir)];
+    while let Some(path) = pending.pop() {
+        for entry in std::fs::read_dir(&path).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                let relative = path.strip_prefix(root).unwrap();
+                found.push(relative.to_string_lossy().into_owned());
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The Markdown files a reader follows links through: the README, docs/ and packaging/'s README.
+fn markdown_files() -> Vec<String> {
+    let mut files = vec!["README.md".to_owned(), "packaging/README.md".to_owned()];
+    files.extend(
+        files_under("docs")
+            .into_iter()
+            .filter(|f| f.ends_with(".md")),
+    );
+    files
+}
+
+/// The options of every `redlock run` line in the README, docs/, the man page and packaging/, as
+/// words (a YAML `command:` list counts as one line), with the file each came from.
 fn documented_run_options() -> Vec<(String, Vec<String>)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut found = Vec::new();
-    for file in [
-        "README.md",
-        "man/redlock.1",
-        "packaging/systemd/redlock-backup.service",
-        "packaging/homebrew/redlock.rb",
-    ] {
+    let mut files = vec!["README.md".to_owned(), "man/redlock.1".to_owned()];
+    files.extend(
+        files_under("docs")
+            .into_iter()
+            .filter(|f| f.ends_with(".md")),
+    );
+    files.extend(files_under("packaging"));
+    for file in &files {
         let text = read(&root.join(file)).replace("\\-", "-");
         for line in text.lines() {
             let Some((_, rest)) = line.split_once("redlock run ") else {
                 continue;
             };
+            // The invocation ends at its ` -- ` or where its `code span` does.
             let options = rest.split(" -- ").next().unwrap_or_default();
+            let options = options.split('`').next().unwrap_or_default();
             if options.contains(['<', '[']) {
                 continue; // a synopsis, not an invocation
             }
@@ -204,4 +241,236 @@ fn documented_command_lines_are_accepted() {
         "documented command lines redlock refuses:\n{}",
         failures.join("\n")
     );
+}
+
+/// GitHub's anchor for a heading: lower case, punctuation dropped (letters, digits, `-` and `_`
+/// kept, non-ASCII letters too), spaces turned into `-`.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            '-' | '_' => Some(c),
+            c if c.is_alphanumeric() => Some(c.to_lowercase().next().unwrap_or(c)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The prose of a Markdown file, without code: indented and fenced blocks and `code spans` are
+/// dropped (a link inside them is an example, not a link).
+fn prose(markdown: &str) -> String {
+    let mut text = String::new();
+    let mut fenced = false;
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        let indent = line.len() - line.trim_start().len();
+        if fenced || indent >= 4 {
+            continue;
+        }
+        text.push_str(line);
+        text.push('\n');
+    }
+    text.split('`').step_by(2).collect::<Vec<_>>().join(" ")
+}
+
+/// The anchors a Markdown file's headings give, a repeated one with `-1`, `-2`, ... as GitHub does.
+fn anchors(markdown: &str) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::new();
+    for line in prose(markdown).lines() {
+        let Some(heading) = line.strip_prefix('#') else {
+            continue;
+        };
+        let base = anchor(heading.trim_start_matches('#'));
+        let repeats = seen
+            .iter()
+            .filter(|a| **a == base || a.starts_with(&format!("{base}-")))
+            .count();
+        seen.push(if repeats == 0 {
+            base
+        } else {
+            format!("{base}-{repeats}")
+        });
+    }
+    seen
+}
+
+/// Every `[text](target)` and `![alt](target)` of a Markdown file's prose: the targets.
+fn link_targets(markdown: &str) -> Vec<String> {
+    prose(markdown)
+        .split("](")
+        .skip(1)
+        .filter_map(|rest| rest.split_once(')').map(|(target, _)| target.to_owned()))
+        .collect()
+}
+
+#[test]
+fn every_relative_link_and_anchor_resolves() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for file in markdown_files() {
+        let text = committed(&file);
+        let dir = Path::new(&file).parent().unwrap();
+        for target in link_targets(&text) {
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            checked += 1;
+            let (path, fragment) = match target.split_once('#') {
+                Some((path, fragment)) => (path, Some(fragment)),
+                None => (target.as_str(), None),
+            };
+            // "#x" is in the file itself; "a.md#x" and "../b/" relative to the file's folder.
+            let linked = if path.is_empty() {
+                root.join(&file)
+            } else {
+                root.join(dir).join(path)
+            };
+            if !linked.exists() {
+                broken.push(format!("{file}: {target}: no such file"));
+                continue;
+            }
+            if let Some(fragment) = fragment {
+                let headings = anchors(&read(&linked));
+                if !headings.iter().any(|a| a == fragment) {
+                    broken.push(format!("{file}: {target}: no such heading in {headings:?}"));
+                }
+            }
+        }
+    }
+    assert!(checked >= 50, "only {checked} links found");
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn anchors_are_made_as_github_makes_them() {
+    assert_eq!(
+        anchor("More than one holder: --limit and --shared"),
+        "more-than-one-holder---limit-and---shared"
+    );
+    assert_eq!(anchor("What redlock says when…"), "what-redlock-says-when");
+    assert_eq!(anchor("`status` and `list`"), "status-and-list");
+    assert_eq!(
+        anchors("# A\n## B\n    # not a heading\n## B\n## B\n"),
+        ["a", "b", "b-1", "b-2"]
+    );
+    assert_eq!(
+        link_targets("see [a](x.md#y), `[b](z.md)`, ![c](img/d.svg)\n    [e](f)\n"),
+        ["x.md#y", "img/d.svg"]
+    );
+}
+
+/// The rows of the first Markdown table after `heading` in `file`: each row's cells, trimmed.
+fn table_after(file: &str, heading: &str) -> Vec<Vec<String>> {
+    let text = committed(file);
+    let start = text
+        .find(heading)
+        .unwrap_or_else(|| panic!("{file} has no {heading:?}"));
+    text[start..]
+        .lines()
+        .skip_while(|line| !line.starts_with('|'))
+        .take_while(|line| line.starts_with('|'))
+        .skip(2) // the header and the |---| line
+        .map(|line| {
+            // `\|` inside a cell is a literal bar, not a column.
+            let line = line.replace("\\|", "\u{0}");
+            line.trim_matches('|')
+                .split('|')
+                .map(|cell| cell.replace('\u{0}', "|").trim().to_owned())
+                .collect()
+        })
+        .collect()
+}
+
+/// The `code spans` of a table cell: "`--tls-cert <FILE>`, `--tls-key <FILE>`" gives both.
+fn spans(cell: &str) -> Vec<String> {
+    cell.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn the_options_table_lists_every_option_of_run_with_its_variable() {
+    let rows = table_after("docs/running-jobs.md", "## The command line");
+    // flag (its long name) -> variables in the same row
+    let mut documented: Vec<(String, Vec<String>)> = Vec::new();
+    for row in &rows {
+        let flags: Vec<String> = spans(&row[0])
+            .iter()
+            .flat_map(|span| span.split(", ").map(str::to_owned).collect::<Vec<_>>())
+            .filter_map(|span| {
+                let flag = span.split([' ', '<']).next().unwrap_or_default();
+                flag.strip_prefix("--").map(str::to_owned)
+            })
+            .collect();
+        let vars = spans(&row[1]);
+        documented.push((flags.join(" "), vars));
+    }
+    let command = redlock::cli::command();
+    let run = command.find_subcommand("run").expect("a run subcommand");
+    let mut problems = Vec::new();
+    let mut in_code = Vec::new();
+    for arg in run.get_arguments() {
+        let Some(long) = arg.get_long() else { continue };
+        if ["help", "version"].contains(&long) || arg.is_hide_set() {
+            continue;
+        }
+        let env = arg.get_env().map(|e| e.to_string_lossy().into_owned());
+        in_code.extend(env.clone());
+        let Some((_, vars)) = documented
+            .iter()
+            .find(|(flags, _)| flags.split(' ').any(|f| f == long))
+        else {
+            problems.push(format!("--{long} is not in the table"));
+            continue;
+        };
+        if let Some(env) = env {
+            if !vars.contains(&env) {
+                problems.push(format!("--{long}: the table lacks {env}, has {vars:?}"));
+            }
+        }
+    }
+    // Every variable the table names is one the code reads (REDLOCK_PASSWORD has no flag).
+    for (flags, vars) in &documented {
+        for var in vars {
+            if !in_code.contains(var) && var != "REDLOCK_PASSWORD" {
+                problems.push(format!("{flags}: {var} is read by no option"));
+            }
+        }
+    }
+    assert!(documented.len() >= 20, "{documented:?}");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_environment_table_lists_what_the_command_is_given() {
+    let rows = table_after(
+        "docs/running-jobs.md",
+        "## Environment given to the command",
+    );
+    let mut documented: Vec<String> = rows.iter().flat_map(|row| spans(&row[0])).collect();
+    documented.sort();
+    let redis = RedisServer::start();
+    let out = Redlock::run(&redis)
+        .key("env")
+        .command(["env"])
+        .status(0)
+        .output();
+    // The builder clears the developer's REDLOCK_* variables and passes the URL as a flag, so
+    // every REDLOCK_* variable the command sees is one redlock set.
+    let mut given: Vec<String> = out
+        .stdout
+        .lines()
+        .filter_map(|line| line.split_once('=').map(|(name, _)| name.to_owned()))
+        .filter(|name| name.starts_with("REDLOCK_"))
+        .collect();
+    given.sort();
+    assert_eq!(given, documented);
 }
