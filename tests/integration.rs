@@ -70,6 +70,9 @@ mod integration {
     mod fair;
     // What redlock says when something is wrong: the culprit named, no part of a secret shown.
     mod messages;
+    // Outputs as documented, snapshot-tested (trycmd, snapbox): --help, usage errors, the
+    // messages docs/messages.md quotes, status and list lines; the docs checked against them.
+    mod snapshots;
     // Bad command lines and environment values: 64, nothing run, nothing locked; --help, --version.
     mod usage;
 }

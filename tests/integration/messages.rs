@@ -3,6 +3,7 @@
 //! part of a password.
 
 use crate::common::*;
+use crate::integration::snapshots::assert_snapshot;
 use crate::integration::topology::{Cluster, SentinelSetup, replica_of};
 
 /// A password with spaces, an `@` and a `/` in it: every message is checked for each word.
@@ -208,6 +209,15 @@ fn the_wrong_kind_of_server_is_named_with_what_to_use_instead() {
     let master = RedisServer::start();
     let replica = replica_of(&master);
     let line = refused_line(&replica.url());
+    let ports = [
+        (format!(":{}", replica.port()), ":6380".to_owned()),
+        (format!(":{}", master.port()), ":6379".to_owned()),
+    ];
+    let shown: Vec<(&str, &str)> = ports
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    assert_snapshot("replica-as-redis.stderr", &line, &shown);
     assert!(
         line.contains("is a replica")
             && line.contains(&format!("redis://127.0.0.1:{}", master.port())),
@@ -220,12 +230,15 @@ fn the_wrong_kind_of_server_is_named_with_what_to_use_instead() {
         ..ServerOpts::default()
     });
     let line = refused_line(&locked.url_without_password());
+    let port = format!(":{}", locked.port());
+    assert_snapshot("password-needed.stderr", &line, &[(&port, ":6379")]);
     assert!(
         line.contains("needs a password") && line.contains("REDLOCK_PASSWORD"),
         "{line}"
     );
     // And a wrong one: refused credentials, the password not shown.
     let line = refused_line(&format!("redis://:wrong-pw@127.0.0.1:{}", locked.port()));
+    assert_snapshot("credentials-refused.stderr", &line, &[(&port, ":6379")]);
     assert!(
         line.contains("refused the credentials") && !line.contains("wrong-pw"),
         "{line}"
@@ -243,6 +256,8 @@ fn the_wrong_kind_of_server_is_named_with_what_to_use_instead() {
         }
     });
     let line = refused_line(&format!("redis://127.0.0.1:{http_port}"));
+    let port = format!(":{http_port}");
+    assert_snapshot("http-server.stderr", &line, &[(&port, ":8080")]);
     assert!(
         line.contains("answered in HTTP") && !line.contains("\\n"),
         "{line}"
@@ -276,11 +291,15 @@ fn the_wrong_kind_of_server_is_named_with_what_to_use_instead() {
     });
     let tls_port = tls.tls_url().rsplit(':').next().unwrap().to_owned();
     let line = refused_line(&format!("redis://127.0.0.1:{tls_port}"));
+    let port = format!(":{tls_port}");
+    assert_snapshot("tls-port-as-redis.stderr", &line, &[(&port, ":6380")]);
     assert!(
         line.contains("TLS port") && line.contains("rediss://"),
         "{line}"
     );
     let line = refused_line(&format!("rediss://127.0.0.1:{}", master.port()));
+    let port = format!(":{}", master.port());
+    assert_snapshot("plain-port-as-rediss.stderr", &line, &[(&port, ":6379")]);
     assert!(
         line.contains("not TLS") && line.contains("redis://"),
         "{line}"
@@ -293,6 +312,8 @@ fn a_sentinel_given_as_plain_redis_names_the_url_to_use() {
     let port = setup.sentinels[0].port;
     let url = format!("redis://127.0.0.1:{port}");
     let line = refused_line(&url);
+    let shown = format!(":{port}");
+    assert_snapshot("sentinel-as-redis.stderr", &line, &[(&shown, ":26379")]);
     assert!(
         line.contains("is a Redis Sentinel")
             && line.contains(&format!("redis+sentinel://127.0.0.1:{port}/mymaster")),
@@ -487,6 +508,8 @@ fn a_cluster_node_given_as_plain_redis_names_the_url_to_use() {
     let owner = cluster.owner(slot, 0);
     let other = (owner + 1) % cluster.nodes.len();
     let line = refused_line(&cluster.nodes[other].url());
+    let port = format!(":{}", cluster.nodes[other].port());
+    assert_snapshot("cluster-node-as-redis.stderr", &line, &[(&port, ":7000")]);
     assert!(
         line.contains("is a Cluster node that does not serve the lock's slot")
             && line.contains("redis+cluster://"),
