@@ -431,10 +431,10 @@ fn the_options_table_lists_every_option_of_run_with_its_variable() {
             problems.push(format!("--{long} is not in the table"));
             continue;
         };
-        if let Some(env) = env {
-            if !vars.contains(&env) {
-                problems.push(format!("--{long}: the table lacks {env}, has {vars:?}"));
-            }
+        if let Some(env) = env
+            && !vars.contains(&env)
+        {
+            problems.push(format!("--{long}: the table lacks {env}, has {vars:?}"));
         }
     }
     // Every variable the table names is one the code reads (REDLOCK_PASSWORD has no flag).
