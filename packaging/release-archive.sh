@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Release archives in dist/:
-#   redlock-VERSION-TARGET.tar.gz   the release binary (static on glibc, see scripts/release-env.sh), man page, completions, README (and LICENSE*)
+#   redlock-VERSION-TARGET.tar.gz   the release binary (static on glibc, see scripts/release-env.sh), man page, completions, README and docs/ (and LICENSE*)
 #   redlock-VERSION.tar.gz          the source at HEAD (git archive), what the Homebrew formula builds
 #   *.sha256                        one `sha256sum` line per archive
 #   redlock.rb                      packaging/homebrew/redlock.rb with version, url and sha256 filled in
@@ -34,11 +34,13 @@ mkdir -p dist
 name=redlock-$version-$target
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-mkdir -p "$stage/$name/man" "$stage/$name/completions"
+mkdir -p "$stage/$name/man" "$stage/$name/completions" "$stage/$name/docs/img"
 install -m 755 "$release_dir/redlock" "$stage/$name/redlock"
 install -m 644 man/redlock.1 "$stage/$name/man/"
 install -m 644 completions/* "$stage/$name/completions/"
 install -m 644 README.md "$stage/$name/"
+install -m 644 docs/*.md "$stage/$name/docs/"
+install -m 644 docs/img/bench.svg "$stage/$name/docs/img/"
 for license in LICENSE*; do
   [ -e "$license" ] && install -m 644 "$license" "$stage/$name/"
 done

@@ -58,6 +58,10 @@ declare -A want=(
   [/usr/share/fish/vendor_completions.d/redlock.fish]=completions/redlock.fish
   [/usr/share/doc/redlock/README.md]=README.md
 )
+# The guide beside the README, every page and the chart.
+for page in docs/*.md docs/img/bench.svg; do
+  want[/usr/share/doc/redlock/$page]=$page
+done
 
 exec 9>"${TMPDIR:-/tmp}/redlock-check-deb.lock"
 flock -w 300 9 || fail "another check-deb has held the lock for 5 minutes"
@@ -97,4 +101,4 @@ for path in /usr/bin/redlock "${!want[@]}"; do
 done
 
 size=$(stat -c %s "$deb")
-echo "check-deb: ok: dpkg -i put redlock, its man page and bash/zsh/fish completions in place; dpkg -r removed them (.deb $size bytes, $((SECONDS - start)) s)" >&2
+echo "check-deb: ok: dpkg -i put redlock, its man page, bash/zsh/fish completions and the docs in place; dpkg -r removed them (.deb $size bytes, $((SECONDS - start)) s)" >&2
