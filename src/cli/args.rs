@@ -52,7 +52,7 @@ pub const COMMAND_ENV: [(&str, &str); 3] = [
     ),
     (
         "REDLOCK_FENCING_TOKEN",
-        "the fencing counter after this acquisition: strictly increasing for a name, while Redis keeps its data (with several --url: read from a majority and raised on a majority, see the README)",
+        "the fencing counter after this acquisition: strictly increasing for a name, while Redis keeps its data (with several --url: read from a majority and raised on a majority, see docs/high-availability.md)",
     ),
 ];
 

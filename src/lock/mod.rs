@@ -184,7 +184,7 @@ pub trait Locker: Send {
 /// connection free again, leaves over it as it always does ([`Locker::leave`]).
 ///
 /// The alternatives were worse. CLIENT UNBLOCK is an @admin @dangerous command that the
-/// least-privilege ACL user in the README does not (and should not) have. Leaving from a second
+/// least-privilege ACL user in docs/security.md does not (and should not) have. Leaving from a second
 /// connection while the BLPOP is still blocked, then exiting, lets that BLPOP, often the
 /// longest blocked on the shared list, take the very wake-up the leave passes on, and lose it
 /// with the connection: the next waiter would sit until its fallback retry.

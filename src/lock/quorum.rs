@@ -105,7 +105,7 @@ impl Quorum {
         self.each(&all, |node| node.undo(token, timeout));
     }
 
-    /// The fencing token for a holder of a majority (see the README): read the counters of a
+    /// The fencing token for a holder of a majority (see docs/high-availability.md): read the counters of a
     /// majority, then raise a majority to one past the highest. None when no majority answered.
     fn fence(&mut self, answered: &[bool], timeout: Duration) -> Option<i64> {
         let read = self.each(answered, |node| node.read_fence(timeout));

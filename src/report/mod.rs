@@ -4,8 +4,8 @@
 //! Neither may fail a run: a diagnostic that cannot be written (stderr closed, or a pipe whose
 //! reader left) is dropped, and a reader of stdout that left early (`| head`) is no error.
 //!
-//! Every line is an event with a stable name (`acquired`, `released`, ...; see the README's
-//! table), so the JSON form is an interface: rename nothing, add fields freely.
+//! Every line is an event with a stable name (`acquired`, `released`, ...; see the table in
+//! docs/operating.md), so the JSON form is an interface: rename nothing, add fields freely.
 //!
 //! Used by every layer; uses only std and `exit` (the metrics file's outcome label).
 
