@@ -26,7 +26,7 @@ use crate::lock;
 use crate::lock::quorum::Quorum;
 use crate::lock::{Held, Holder, Keys, Locker, Preflight, SingleRedis};
 use crate::process::signals::{self, Intake, Meaning};
-use crate::process::{self, Terminal, Waited, Watchdog};
+use crate::process::{self, Signo, Terminal, Waited, Watchdog};
 use crate::report;
 
 mod supervisor;
@@ -38,9 +38,11 @@ use supervisor::{Supervised, Supervisor};
 /// Everything the supervisor hears about.
 #[derive(Debug)]
 pub(crate) enum Event {
-    Signal(Signal),
+    Signal(Signo),
     /// What waiting on the command found, and when it was seen.
     Child(io::Result<Waited>, Instant),
+    /// Someone killed or stopped the watchdog (a stopped one was continued already).
+    Watchdog(Waited),
     Lease(LeaseEvent),
 }
 
@@ -224,10 +226,7 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
 /// Returns (then the caller exits with the status) for any other outcome, or where redlock
 /// cannot kill itself (PID 1).
 pub fn die_like(outcome: Outcome) {
-    if let Some(signal) = outcome
-        .death_signal()
-        .and_then(|n| Signal::try_from(n).ok())
-    {
+    if let Some(signal) = outcome.death_signal().and_then(Signo::new) {
         signals::die_of(signal);
     }
 }
@@ -373,22 +372,34 @@ fn acquire(
                 stats.waited = Some(started.elapsed());
                 report!(
                     1,
-                    "interrupted" { "signal" => signal.as_str() },
-                    "{} while waiting for lock '{key}'; not running the command",
-                    signal.as_str()
+                    "interrupted" { "signal" => signal.to_string() },
+                    "{signal} while waiting for lock '{key}'; not running the command"
                 );
-                return Ok(Err(Outcome::Interrupted(signal as i32)));
+                return Ok(Err(Outcome::Interrupted(signal.raw())));
             }
+            Event::Signal(signal) => report!(
+                1,
+                "signal_ignored" { "signal" => signal.to_string() },
+                "{signal} while waiting for lock '{key}': nothing to pass it to yet; ignored"
+            ),
             _ => {}
         }
     }
 }
 
-/// Reap every child that ended, reporting the command's end (or stop) once; called on SIGCHLD.
+/// Reap every child that ended, reporting the command's end (or stop) once, and the watchdog's;
+/// called on SIGCHLD.
 fn reap(pgid: Pid, ended: &mut bool, events: &Sender<Event>) {
     loop {
         match process::try_wait_any() {
             Ok(None) => return,
+            Ok(Some((pid, waited))) if Some(pid) == process::watchdog_pid() => {
+                if let Waited::Stopped(_) = waited {
+                    // It must be running to kill at the kill line: continue it at once.
+                    process::signal_group(pid, Signal::SIGCONT);
+                }
+                let _ = events.send(Event::Watchdog(waited));
+            }
             Ok(Some((pid, waited))) if pid == pgid && !*ended => {
                 *ended = !matches!(waited, Waited::Stopped(_));
                 let _ = events.send(Event::Child(Ok(waited), Instant::now()));
@@ -401,11 +412,11 @@ fn reap(pgid: Pid, ended: &mut bool, events: &Sender<Event>) {
                 "reaped adopted process {pid}"
             ),
             // No child at all for now; an orphan may still be adopted later.
-            Err(Errno::ECHILD) if *ended => return,
-            Err(errno) => {
+            Err(err) if err.raw_os_error() == Some(Errno::ECHILD as i32) && *ended => return,
+            Err(err) => {
                 if !*ended {
                     *ended = true;
-                    let _ = events.send(Event::Child(Err(errno.into()), Instant::now()));
+                    let _ = events.send(Event::Child(Err(err), Instant::now()));
                 }
                 return;
             }
