@@ -26,7 +26,8 @@ pub enum Wait {
 /// What the lease thread tells the supervisor.
 #[derive(Debug)]
 pub enum LeaseEvent {
-    /// The lock is ours; the lease counts from `sent`.
+    /// The lock is ours; the lease counts from `sent`, the request that took it, whose answer
+    /// (a majority's, on a quorum) came `waited` after the first attempt.
     Acquired {
         fence: i64,
         sent: Instant,
@@ -269,7 +270,7 @@ impl Worker<'_> {
                     (self.report)(LeaseEvent::Acquired {
                         fence,
                         sent,
-                        waited: sent - start,
+                        waited: start.elapsed(),
                     });
                     return Some(sent);
                 }

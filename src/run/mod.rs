@@ -77,10 +77,12 @@ pub struct Options {
     pub command: Vec<OsString>,
 }
 
-/// The lock, once taken: its fencing token and when the winning request was sent.
+/// The lock, once taken: its fencing token, when the winning request was sent (the lease counts
+/// from then), and when its answer came (the lock is held from then).
 struct Taken {
     fence: i64,
     sent: Instant,
+    held: Instant,
 }
 
 /// Run the command under the lock; how the run ended. An error is a failure before the command
@@ -108,7 +110,7 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
         },
     );
 
-    let Taken { fence, sent } = match acquire(options, intake, &rx, stats, started)? {
+    let Taken { fence, sent, held } = match acquire(options, intake, &rx, stats, started)? {
         Ok(taken) => taken,
         Err(outcome) => {
             if matches!(outcome, Outcome::Interrupted(_)) {
@@ -144,7 +146,7 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
             report::error_event(outcome.event(), message);
             lease.stop();
             finish(&rx, &options.key);
-            stats.held = Some(sent.elapsed());
+            stats.held = Some(held.elapsed());
             return Ok(outcome);
         }
     };
@@ -173,9 +175,9 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
     let code = ended.outcome.status(options.conflict_status);
     report!(
         1,
-        "exited" { "status" => code, "held_ms" => sent.elapsed().as_millis() },
+        "exited" { "status" => code, "held_ms" => held.elapsed().as_millis() },
         "the command ended; exit status {code} after {}",
-        report::millis(sent.elapsed())
+        report::millis(held.elapsed())
     );
 
     // Release.
@@ -215,7 +217,7 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
     {
         process::signal_own_group(signal);
     }
-    stats.held = Some(sent.elapsed());
+    stats.held = Some(held.elapsed());
     stats.renewals = ended.renewals;
     stats.renewal_failures = ended.renewal_failures;
     Ok(outcome)
@@ -306,7 +308,11 @@ fn acquire(
                     report::millis(waited)
                 );
                 stats.waited = Some(waited);
-                return Ok(Ok(Taken { fence, sent }));
+                return Ok(Ok(Taken {
+                    fence,
+                    sent,
+                    held: Instant::now(),
+                }));
             }
             Event::Lease(LeaseEvent::Busy { waited, queued }) => {
                 stats.waited = Some(waited);
