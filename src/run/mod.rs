@@ -365,6 +365,25 @@ fn acquire(
                     ),
                 ));
             }
+            Event::Lease(LeaseEvent::Unreachable { failure, first }) => {
+                let until = match options.wait {
+                    Wait::Forever => "for as long as it waits (--wait forever)".to_owned(),
+                    Wait::Up(wait) => format!(
+                        "until the wait ends (--wait {})",
+                        humantime::format_duration(wait)
+                    ),
+                };
+                let (level, what) = if first {
+                    (0, "warning: ")
+                } else {
+                    (2, "still: ")
+                };
+                report!(
+                    level,
+                    "unreachable" { "error" => failure.to_string() },
+                    "{what}cannot take lock '{key}': {failure}; retrying {until}"
+                );
+            }
             Event::Lease(LeaseEvent::Failed(failure)) => {
                 stats.waited = Some(started.elapsed());
                 return Err(classified(Class::Unavailable, failure.to_string()))
