@@ -48,6 +48,9 @@ pub(crate) enum Event {
 
 /// How long to wait for the lease thread to report its release before giving up on it.
 const FINISH_WAIT: Duration = Duration::from_secs(5);
+/// How long a waiter that is told to stop waits for the lease thread to leave the waiters'
+/// queue: a healthy Redis takes a millisecond; a frozen one must not keep a TERM waiting.
+const LEAVE_WAIT: Duration = Duration::from_secs(1);
 
 /// What `redlock run` was asked to do, checked: the command line builds it.
 #[derive(Debug)]
@@ -115,7 +118,7 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
         Err(outcome) => {
             if matches!(outcome, Outcome::Interrupted(_)) {
                 lease.stop();
-                finish(&rx, &options.key);
+                left_the_queue(&rx, &options.key);
             }
             return Ok(outcome);
         }
@@ -443,6 +446,27 @@ fn reap(pgid: Pid, ended: &mut bool, events: &Sender<Event>) {
                     *ended = true;
                     let _ = events.send(Event::Child(Err(err), Instant::now()));
                 }
+                return;
+            }
+        }
+    }
+}
+
+/// Wait a little for the lease thread of a waiter told to stop to leave the waiters' queue.
+/// Nothing was held, so nothing is lost if it cannot: the waiter's place lapses by itself.
+fn left_the_queue(rx: &Receiver<Event>, key: &str) {
+    let give_up = Instant::now() + LEAVE_WAIT;
+    loop {
+        match rx.recv_timeout(give_up.saturating_duration_since(Instant::now())) {
+            Ok(Event::Lease(LeaseEvent::Finished(_))) => return,
+            Ok(_) => {}
+            Err(_) => {
+                report!(
+                    1,
+                    "leave_failed" {},
+                    "no answer from Redis while leaving the waiters of lock '{key}'; \
+                     the place lapses by itself"
+                );
                 return;
             }
         }

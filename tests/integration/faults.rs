@@ -3,6 +3,8 @@
 
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::Signal;
+
 use crate::common::*;
 
 /// The earliest wall-clock time (ns since the epoch) at which the server could expire `key`: the
@@ -239,6 +241,34 @@ fn a_wait_rides_out_a_redis_that_comes_up_late() {
     assert!(dir.join("marker").exists());
     assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
     assert_eq!(redis.get(&lock_key("late")), None);
+}
+
+/// A waiter told to stop while Redis is frozen ends within a second, and says nothing of a
+/// release: it never held the lock (its place among the waiters lapses by itself).
+#[test]
+fn a_waiter_stopped_while_redis_is_frozen_ends_promptly() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let (holder, _) = Redlock::run(&redis).key("f").hold(&dir, "h");
+    let waiter = Redlock::run(&redis)
+        .key("f")
+        .wait("60s")
+        .sh(&marker_script(&dir))
+        .spawn();
+    wait_until(PATIENCE, "the waiter to connect to redis", || {
+        has_tcp_connection(waiter.pid(), redis.port())
+    });
+    redis.pause();
+    let sent = Instant::now();
+    waiter.signal(Signal::SIGTERM);
+    let out = waiter.finish();
+    let took = sent.elapsed();
+    redis.resume();
+    out.assert_signal(15);
+    assert!(took < Duration::from_millis(2500), "took {took:?}");
+    assert_eq!(out.stderr, "", "nothing was held, nothing to warn about");
+    touch(&dir.join("h.go"));
+    holder.finish().assert_code(0);
 }
 
 #[test]
