@@ -39,7 +39,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --tls-key 'For rediss:// with mutual TLS: the client''s private key (PEM; needs --tls-cert)'
             cand --key 'Name of the lock (not read from the environment: REDLOCK_KEY is what the command sees)'
             cand --ttl 'Lease length; renewed every ttl/3 while the command runs'
-            cand --wait 'How long to wait for a busy lock: 0 tries once, `forever` waits without limit'
+            cand --wait 'How long to wait for a busy lock, or for an unreachable Redis to come back (retried with back-off): 0 tries once, `forever` waits without limit'
             cand --limit 'A semaphore: at most N holders of the lock at once, across every host, each with its own token and lease. Every client of the lock must give the same N (not read from the environment, like --key)'
             cand --conflict-exit-code 'Exit status when the lock was not acquired (or the run was skipped by --min-interval)'
             cand --min-interval 'Skip the run (conflict status) if a run of this lock succeeded this recently, on any host'

@@ -41,7 +41,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-cert -d 'For
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-key -d 'For rediss:// with mutual TLS: the client\'s private key (PEM; needs --tls-cert)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l key -d 'Name of the lock (not read from the environment: REDLOCK_KEY is what the command sees)' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l ttl -d 'Lease length; renewed every ttl/3 while the command runs' -r
-complete -c redlock -n "__fish_redlock_using_subcommand run" -l wait -d 'How long to wait for a busy lock: 0 tries once, `forever` waits without limit' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l wait -d 'How long to wait for a busy lock, or for an unreachable Redis to come back (retried with back-off): 0 tries once, `forever` waits without limit' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l limit -d 'A semaphore: at most N holders of the lock at once, across every host, each with its own token and lease. Every client of the lock must give the same N (not read from the environment, like --key)' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l conflict-exit-code -d 'Exit status when the lock was not acquired (or the run was skipped by --min-interval)' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l min-interval -d 'Skip the run (conflict status) if a run of this lock succeeded this recently, on any host' -r

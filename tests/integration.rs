@@ -57,6 +57,8 @@ mod integration {
     mod lease;
     // Signals sent to redlock: forwarding, --kill-after, escalation, SIGKILL, while waiting.
     mod signals;
+    // Signals nobody listed: every terminating one, real-time ones too; the watchdog killed.
+    mod strays;
     // --limit N and --shared: N at once, a freed slot wakes a waiter, crashed holders' slots
     // free at their lease's end, clients that disagree refused, readers and a writer.
     mod semaphore;

@@ -292,7 +292,8 @@ pub struct RunArgs {
     #[arg(long, env = "REDLOCK_TTL", hide_env_values = true, default_value = "30s", value_name = "DURATION", value_parser = parse_ttl, allow_hyphen_values = true)]
     pub ttl: Duration,
 
-    /// How long to wait for a busy lock: 0 tries once, `forever` waits without limit.
+    /// How long to wait for a busy lock, or for an unreachable Redis to come back (retried
+    /// with back-off): 0 tries once, `forever` waits without limit.
     #[arg(long, env = "REDLOCK_WAIT", hide_env_values = true, default_value = "0", value_name = "DURATION|forever", value_parser = parse_wait, allow_hyphen_values = true)]
     pub wait: Wait,
 

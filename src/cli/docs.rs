@@ -58,9 +58,18 @@ const DESCRIPTION: &[&str] = &[
 
 /// SIGNALS: how redlock passes signals on, stops, suspends and exits, one paragraph each.
 const SIGNALS: &[&str] = &[
-    "Forwarded: HUP, INT, QUIT, USR1, USR2 and WINCH go to the command's process group, and the \
-     command decides what they mean (a reload, a thread dump, its end); redlock never escalates \
-     them to SIGKILL.",
+    "Forwarded: every signal whose default action would end redlock goes to the command's \
+     process group, and the command decides what it means (a reload, a thread dump, its end): \
+     HUP, INT, QUIT, ILL, TRAP, ABRT, BUS, FPE, USR1, SEGV, USR2, PIPE, ALRM, STKFLT, XCPU, \
+     XFSZ, VTALRM, PROF, IO, PWR, SYS and the real-time signals SIGRTMIN to SIGRTMAX, and WINCH \
+     as well; redlock never escalates them to SIGKILL. None of them can end redlock with its \
+     lock held: a command that dies of one makes redlock release the lock and die of it too. \
+     A fault of redlock's own (SEGV, BUS, ABRT...) still ends it, as the kernel delivers those \
+     to the faulting thread. While waiting for the lock there is no command yet: the stop \
+     request and those signals end the wait, and redlock dies of them (128+N), but USR1, USR2, \
+     WINCH and the real-time signals, which the application defines, are ignored (said at -v). \
+     Not taken: KILL and STOP (they cannot be), CHLD (redlock reaps), URG (ignored by default), \
+     and signals 32 and 33 (the C library's own).",
     "Stop requests: TERM, or the --stop-signal, from outside (systemd, Kubernetes, timeout(1)) \
      sends the stop signal to the group and SIGKILL after --kill-after, while the lease goes on \
      being renewed, so the grace may be longer than the ttl. The same request again within \
@@ -71,7 +80,9 @@ const SIGNALS: &[&str] = &[
     "Ignored signals: a signal ignored when redlock starts (nohup, a shell's cmd &) stays \
      ignored, for redlock and for the command, and is not forwarded, as POSIX shells do: under \
      nohup a logout's SIGHUP ends neither. Every other signal reaches the command with its \
-     default disposition.",
+     default disposition. PIPE is the exception: Rust programs start with it ignored, so \
+     redlock cannot tell whether its parent ignored it; it is forwarded like the others (and \
+     the command gets its default disposition back).",
     "Job control: on TSTP, TTIN or TTOU (Ctrl-Z, sent to redlock or stopping the command, in a \
      terminal or not) redlock stops the command's group, takes the terminal back, and stops \
      itself with the same signal, as a shell job stops. Continued (fg, bg, SIGCONT): if the \
@@ -82,8 +93,11 @@ const SIGNALS: &[&str] = &[
     "The watchdog: a small process of redlock's, in its own process group, is told the lease \
      deadline at every renewal and SIGKILLs the command's group if it passes without a \
      renewal, so a redlock that is stopped (SIGSTOP, a debugger, Ctrl-Z) or frozen cannot leave \
-     its command running unlocked; it also kills the group if redlock dies. A whole machine \
-     frozen past the ttl stays out of reach: only a fencing token protects the resource then.",
+     its command running unlocked; it also kills the group if redlock dies. A watchdog that is \
+     killed is replaced at once and given the deadline again (if none can be started, the \
+     command is stopped as for a lost lease); one that is stopped is continued. A whole \
+     machine frozen past the ttl stays out of reach: only a fencing token protects the \
+     resource then.",
     "Exit by signal: when the command died of a signal, or a signal interrupted the wait for \
      the lock, redlock releases the lock, restores the signal's default disposition and kills \
      itself with it (without a core dump), as timeout(1) does, so its parent sees a signal death \

@@ -14,7 +14,7 @@ pub use parse::*;
 
 use std::ffi::OsString;
 
-use clap::error::ErrorKind;
+use clap::error::{ContextKind, ContextValue, ErrorKind};
 
 use crate::report;
 use crate::report::metrics;
@@ -179,7 +179,15 @@ fn usage_error(err: &clap::Error) -> i32 {
         }
         _ => {
             let argv: Vec<OsString> = std::env::args_os().collect();
-            let mut line = one_line(&err.render().to_string(), &argv);
+            let mut rendered = err.render().to_string();
+            // A value of 10 KB, or one with a newline in it, is not echoed as it is into a
+            // one-line error.
+            for kind in [ContextKind::InvalidValue, ContextKind::InvalidArg] {
+                if let Some(ContextValue::String(value)) = err.get(kind) {
+                    rendered = rendered.replace(value.as_str(), &shown_value(value));
+                }
+            }
+            let mut line = one_line(&rendered, &argv);
             if let Some((shown, variable)) = from_variable(err, &argv) {
                 line = line.replacen(
                     &format!("for '{shown}'"),
@@ -193,10 +201,22 @@ fn usage_error(err: &clap::Error) -> i32 {
     }
 }
 
+/// The longest value a usage error repeats whole.
+const SHOWN_VALUE: usize = 64;
+
+/// `value` as a usage error shows it: control characters escaped (`\n`), and cut to its first
+/// [`SHOWN_VALUE`] characters and its length when it is longer.
+fn shown_value(value: &str) -> String {
+    let escaped = parse::printable(value);
+    match escaped.char_indices().nth(SHOWN_VALUE) {
+        Some((cut, _)) => format!("{}... ({} bytes)", &escaped[..cut], value.len()),
+        None => escaped,
+    }
+}
+
 /// For a bad value that came from an environment variable rather than the command line: the
 /// argument as clap shows it (`--ttl <DURATION>`) and the variable's name.
 fn from_variable(err: &clap::Error, argv: &[OsString]) -> Option<(String, String)> {
-    use clap::error::{ContextKind, ContextValue};
     if !matches!(
         err.kind(),
         ErrorKind::InvalidValue | ErrorKind::ValueValidation

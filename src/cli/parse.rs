@@ -17,6 +17,19 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     if text.starts_with('-') {
         return Err(format!("'{text}' is negative; a duration is 0 or more"));
     }
+    // humantime takes "1h 30m", but also "1 0s" (and "1\n0s") as 10 s: inside a duration,
+    // a space may only follow a unit.
+    let words: Vec<&str> = text.split_whitespace().collect();
+    if words.len() > 1
+        && words
+            .iter()
+            .any(|word| !word.ends_with(|c: char| c.is_ascii_alphabetic()))
+    {
+        return Err(format!(
+            "'{}' is not a duration (a space may only follow a unit; examples: 30s, 1500ms, 1h 30m)",
+            printable(text)
+        ));
+    }
     let number = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
     let duration = if number(text) {
         // A bare number is seconds, except that it must not overflow.
@@ -40,6 +53,19 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         return Err(format!("'{text}' is longer than the maximum of 365 days"));
     }
     Ok(duration)
+}
+
+/// `text` with its control characters escaped (`\n`, `\u{1b}`), for a one-line message.
+pub(crate) fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 pub fn parse_positive(text: &str) -> Result<Duration, String> {
@@ -161,9 +187,15 @@ mod tests {
             "99999999999h",
             "99999999999999999999999",
             "1.5.2s",
+            "1 0s",
+            "1\n0s",
+            "1\t0s",
+            "1 30s",
         ] {
             assert!(parse_duration(bad).is_err(), "{bad:?} should be rejected");
         }
+        assert_eq!(parse_duration("1h  30m"), Ok(Duration::from_secs(5400)));
+        assert!(parse_duration("1\n0s").unwrap_err().starts_with("'1\\n0s'"));
         assert!(parse_duration("366days").is_err());
     }
 

@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 
 use crate::lock::{Acquire, Failure, Held, Interrupt, Locker, Renewal};
 
+/// The shortest time limit an attempt gets within a wait that is nearly over.
+const MIN_ATTEMPT: Duration = Duration::from_millis(100);
+
 /// How long to wait for a busy lock: up to a duration, or until it is free.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {
@@ -26,7 +29,8 @@ pub enum Wait {
 /// What the lease thread tells the supervisor.
 #[derive(Debug)]
 pub enum LeaseEvent {
-    /// The lock is ours; the lease counts from `sent`.
+    /// The lock is ours; the lease counts from `sent`, the request that took it, whose answer
+    /// (a majority's, on a quorum) came `waited` after the first attempt.
     Acquired {
         fence: i64,
         sent: Instant,
@@ -42,6 +46,10 @@ pub enum LeaseEvent {
     Mismatch { used: String },
     /// Redis could not be used to take the lock.
     Failed(Failure),
+    /// Redis could not be reached (or did not answer) while waiting for the lock: the thread
+    /// tries again, backing off, until the wait runs out. Reported for every failed attempt
+    /// (`first`: the first since Redis last answered).
+    Unreachable { failure: Failure, first: bool },
     /// A renewal succeeded; the lease now counts from `sent`.
     Renewed { sent: Instant },
     /// A renewal got no answer or an error; the thread keeps trying.
@@ -254,22 +262,30 @@ impl Worker<'_> {
             Wait::Up(d) => start.checked_add(d),
             Wait::Forever => None,
         };
-        let timeout = acquire_timeout(self.ttl);
         let until_give_up = || {
             give_up.map_or(Duration::MAX, |g| {
                 g.saturating_duration_since(Instant::now())
             })
         };
         let mut attempt = 0u32;
+        // Failed attempts in a row for want of an answer (0: Redis answered the last one).
+        let mut unreachable = 0u32;
         let mut busy_seen = false;
         loop {
+            // Within a wait, an attempt ends with the wait (a silent server must not keep a
+            // `--wait 2s` waiting 5 s); the first attempt, or one without a wait, gets its
+            // whole time limit.
+            let timeout = match until_give_up() {
+                left if attempt == 0 || left.is_zero() => acquire_timeout(self.ttl),
+                left => acquire_timeout(self.ttl).min(left.max(MIN_ATTEMPT)),
+            };
             let sent = Instant::now();
             let stopped = match self.locker.acquire(&self.token, self.ttl, timeout) {
                 Ok(Acquire::Acquired { fence }) => {
                     (self.report)(LeaseEvent::Acquired {
                         fence,
                         sent,
-                        waited: sent - start,
+                        waited: start.elapsed(),
                     });
                     return Some(sent);
                 }
@@ -293,6 +309,7 @@ impl Worker<'_> {
                 }
                 Ok(Acquire::Busy { remaining, queued }) => {
                     busy_seen = true;
+                    unreachable = 0;
                     let left = until_give_up();
                     if left.is_zero() {
                         self.leave();
@@ -304,17 +321,29 @@ impl Worker<'_> {
                     }
                     self.wait_for_release(wake_wait(self.ttl, remaining, random_unit()).min(left))
                 }
-                // A first failure is a misconfiguration more often than a blip: report it at once.
+                // Redis answered with an error (credentials, a replica, a Sentinel given as a
+                // server...): no wait makes it right.
                 Err(failure @ Failure::Refused(_)) => {
                     (self.report)(LeaseEvent::Failed(failure));
                     return None;
                 }
-                Err(failure) if attempt == 0 || until_give_up().is_zero() => {
+                // No wait (`--wait 0`), or the wait ran out with Redis still unreachable.
+                Err(failure) if until_give_up().is_zero() => {
                     (self.report)(LeaseEvent::Failed(failure));
                     return None;
                 }
-                Err(_) => self.sleep(backoff(attempt, None, random_unit()).min(until_give_up())),
+                // Within a wait, Redis being down (a failover, a restart, a pod that starts
+                // before Redis) is waited out like a busy lock, backing off with jitter so that
+                // a fleet does not hammer a recovering server in step.
+                Err(failure) => {
+                    let first = unreachable == 0;
+                    (self.report)(LeaseEvent::Unreachable { failure, first });
+                    let pause = unreachable_backoff(unreachable, random_unit());
+                    unreachable = unreachable.saturating_add(1);
+                    self.sleep(pause.min(until_give_up()))
+                }
             };
+
             if stopped {
                 if busy_seen {
                     self.leave();

@@ -67,21 +67,20 @@ pub fn waiting_lifetime(ttl: Duration) -> Duration {
     ttl.min(WAKE_CAP) + Duration::from_millis(50) + crate::lock::WAIT_SLACK + Duration::from_secs(1)
 }
 
-const BACKOFF_BASE: Duration = Duration::from_millis(5);
-const BACKOFF_CAP: Duration = Duration::from_millis(500);
-
-/// Capped exponential backoff with full jitter for attempt `attempt` (0-based), never longer
-/// than the holder's remaining lease, and at least 1 ms. `random` is a uniform value in [0, 1).
-pub fn backoff(attempt: u32, holder_remaining: Option<Duration>, random: f64) -> Duration {
-    let ceiling = BACKOFF_BASE
-        .saturating_mul(1u32 << attempt.min(16))
-        .min(BACKOFF_CAP);
-    let mut sleep = ceiling.mul_f64(random.clamp(0.0, 1.0));
-    if let Some(remaining) = holder_remaining {
-        sleep = sleep.min(remaining);
-    }
-    sleep.max(Duration::from_millis(1))
+/// The pause before retrying a server that did not answer while waiting for the lock, after
+/// `failures` such attempts in a row (0-based): 100 ms doubling to at most 2 s, of which a random
+/// half (`random` is uniform in [0, 1)), so that a fleet's waiters spread out instead of
+/// reconnecting to a recovering server in step.
+pub fn unreachable_backoff(failures: u32, random: f64) -> Duration {
+    let ceiling = UNREACHABLE_BASE
+        .saturating_mul(1u32 << failures.min(16))
+        .min(UNREACHABLE_CAP);
+    ceiling / 2 + (ceiling / 2).mul_f64(random.clamp(0.0, 1.0))
 }
+
+const UNREACHABLE_BASE: Duration = Duration::from_millis(100);
+/// The longest pause between two attempts to reach a server that is down.
+pub const UNREACHABLE_CAP: Duration = Duration::from_secs(2);
 
 #[cfg(test)]
 mod tests {
@@ -113,19 +112,24 @@ mod tests {
     }
 
     #[test]
-    fn backoff_is_jittered_capped_and_bounded_by_the_holder() {
-        assert_eq!(backoff(0, None, 0.0), Duration::from_millis(1));
-        assert_eq!(backoff(0, None, 0.999_999), Duration::from_nanos(4_999_995));
-        assert!(backoff(3, None, 0.5) <= Duration::from_millis(20));
-        assert_eq!(backoff(40, None, 0.999_999), BACKOFF_CAP.mul_f64(0.999_999));
+    fn an_unreachable_server_is_retried_with_a_capped_jittered_backoff() {
+        let ms = Duration::from_millis;
+        assert_eq!(unreachable_backoff(0, 0.0), ms(50));
         assert_eq!(
-            backoff(40, Some(Duration::from_millis(7)), 0.999_999),
-            Duration::from_millis(7)
+            unreachable_backoff(0, 0.999_999),
+            ms(100) - Duration::from_nanos(50)
         );
-        assert_eq!(
-            backoff(u32::MAX, Some(Duration::ZERO), 1.0),
-            Duration::from_millis(1)
-        );
+        assert_eq!(unreachable_backoff(1, 0.0), ms(100));
+        assert_eq!(unreachable_backoff(3, 0.0), ms(400));
+        assert_eq!(unreachable_backoff(5, 0.0), UNREACHABLE_CAP / 2);
+        assert_eq!(unreachable_backoff(u32::MAX, 1.0), UNREACHABLE_CAP);
+        for failures in 0..40 {
+            let pause = unreachable_backoff(failures, 0.5);
+            assert!(
+                pause >= ms(50) && pause <= UNREACHABLE_CAP,
+                "{failures}: {pause:?}"
+            );
+        }
     }
 
     #[test]

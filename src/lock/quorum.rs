@@ -28,11 +28,15 @@ pub struct Quorum {
     listening: usize,
 }
 
-/// The time limit of one node's acquire-phase request: small against the ttl (a tenth, at least
-/// 10 ms), so a node that does not answer costs little of the lease, and never more than the
-/// caller's `timeout`.
+/// The time limit of one node's request (connecting included): small against the ttl, as the
+/// Redlock algorithm asks, so that a node that does not answer costs little: a fiftieth of the
+/// ttl (600 ms at the default 30 s), at least 100 ms (a new connection's few round trips, TLS
+/// included, on a slow network) and at most 1 s; never more than the caller's `timeout`. A dead
+/// node of three delays the start by this once, and the release by this once.
 pub fn node_timeout(ttl: Duration, timeout: Duration) -> Duration {
-    (ttl / 10).max(Duration::from_millis(10)).min(timeout)
+    (ttl / 50)
+        .clamp(Duration::from_millis(100), Duration::from_secs(1))
+        .min(timeout)
 }
 
 /// The wait before retrying after the `splits`-th split vote in a row: 50 to 250 ms at first
@@ -240,6 +244,7 @@ impl Locker for Quorum {
     ) -> Result<Renewal, Failure> {
         let sent = Instant::now();
         let all = self.all();
+        let timeout = node_timeout(ttl, timeout);
         let replies = self.each(&all, |node| node.extend(token, ttl, timeout));
         let count = |found: Renewal| {
             replies
@@ -407,22 +412,18 @@ mod tests {
 
     #[test]
     fn node_timeouts_are_small_against_the_ttl() {
-        // With the acquire timeouts of a 30 s, a 100 ms and a year-long ttl.
-        let ttl = Duration::from_secs(30);
-        assert_eq!(
-            node_timeout(ttl, Duration::from_secs(5)),
-            Duration::from_secs(3)
-        );
-        let ttl = Duration::from_millis(100);
-        assert_eq!(
-            node_timeout(ttl, Duration::from_millis(33)),
-            Duration::from_millis(10)
-        );
-        let ttl = crate::lock::validity::MAX_DURATION;
-        assert_eq!(
-            node_timeout(ttl, Duration::from_secs(5)),
-            Duration::from_secs(5)
-        );
+        // With the acquire timeouts of a 30 s, a 1 s, a 100 ms and a year-long ttl.
+        let ms = Duration::from_millis;
+        assert_eq!(node_timeout(Duration::from_secs(30), ms(5000)), ms(600));
+        assert_eq!(node_timeout(Duration::from_secs(1), ms(333)), ms(100));
+        assert_eq!(node_timeout(ms(100), ms(33)), ms(33));
+        let year = crate::lock::validity::MAX_DURATION;
+        assert_eq!(node_timeout(year, ms(5000)), ms(1000));
+        // A fiftieth of the ttl at most, once the ttl is 5 s or more.
+        for secs in [5u64, 30, 60, 3600] {
+            let ttl = Duration::from_secs(secs);
+            assert!(node_timeout(ttl, ms(5000)) <= ttl / 50, "{secs}s");
+        }
     }
 
     #[test]

@@ -2,88 +2,42 @@
 //! processes redlock adopts as child subreaper, and reaping.
 //!
 //! redlock's children are the command, the processes it adopted, and the watchdog. The
-//! watchdog is never waited for, counted as adopted or taken for a leftover of the command.
+//! watchdog is never counted as adopted or taken for a leftover of the command; the reaper
+//! collects it like any child if someone kills it, and says so (`run` starts another).
 
+use std::io;
 use std::process::ExitStatus;
 
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
-use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
 use nix::unistd::{Pid, getpid};
 
+use super::signo::{self, Change, Signo};
 use super::watchdog;
 
-/// What waiting on the command found.
+/// What waiting on a child found.
 #[derive(Debug)]
 pub(crate) enum Waited {
     /// It ended, with this status.
     Exited(ExitStatus),
-    /// A terminal stop signal (Ctrl-Z) stopped it.
-    Stopped(Signal),
+    /// A signal stopped it (a terminal's Ctrl-Z, or someone's SIGSTOP).
+    Stopped(Signo),
 }
 
-/// A child of redlock that ended or was stopped, if any: the command, or a process redlock
-/// adopted as subreaper (or PID 1); None while children remain but none changed. Reaping
-/// every child in one place is what keeps adopted orphans from staying zombies without ever
-/// taking the command's status from its waiter: this is that waiter.
-///
-/// It looks first (`waitid` with WNOWAIT) and collects only what is not the watchdog.
-pub(crate) fn try_wait_any() -> Result<Option<(Pid, Waited)>, Errno> {
-    let changed = loop {
-        match waitid(
-            Id::All,
-            WaitPidFlag::WEXITED
-                | WaitPidFlag::WSTOPPED
-                | WaitPidFlag::WNOHANG
-                | WaitPidFlag::WNOWAIT,
-        ) {
-            Err(Errno::EINTR) => {}
-            other => break other?.pid(),
-        }
-    };
-    match changed {
-        None => Ok(None),
-        Some(pid) if Some(pid) == watchdog::current_pid() => wait_others(pid),
-        Some(pid) => wait_for(pid),
-    }
-}
-
-/// [`try_wait_any`] when the watchdog ended or stopped while redlock runs (someone killed or
-/// stopped it): it is the first child `waitid` reports, in fork order, so every other child is
-/// asked by its pid. Left a zombie, its pid is not reused while redlock runs.
-fn wait_others(watchdog: Pid) -> Result<Option<(Pid, Waited)>, Errno> {
-    // Without /proc, other children could not be told apart from it: redlock has lost track.
-    let others = children().ok_or(Errno::ENOENT)?;
-    for pid in others.into_iter().filter(|&pid| pid != watchdog) {
-        if let Some(found) = wait_for(pid)? {
-            return Ok(Some(found));
-        }
-    }
-    Ok(None)
-}
-
-/// Collect the child `pid` if it ended or stopped.
-fn wait_for(pid: Pid) -> Result<Option<(Pid, Waited)>, Errno> {
+/// A child of redlock that ended or was stopped, if any: the command, a process redlock
+/// adopted as subreaper (or PID 1), or the watchdog (which only someone else can have killed or
+/// stopped: the caller tells it by its pid); None while children remain but none changed.
+/// Reaping every child in one place is what keeps adopted orphans from staying zombies without
+/// ever taking the command's status from its waiter: this is that waiter. ECHILD: no child.
+pub(crate) fn try_wait_any() -> io::Result<Option<(Pid, Waited)>> {
     use std::os::unix::process::ExitStatusExt;
-    loop {
-        match waitpid(pid, Some(WaitPidFlag::WUNTRACED | WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::Exited(pid, code)) => {
-                let status = ExitStatus::from_raw((code & 0xff) << 8);
-                return Ok(Some((pid, Waited::Exited(status))));
-            }
-            Ok(WaitStatus::Signaled(pid, signal, core)) => {
-                let raw = signal as i32 | if core { 0x80 } else { 0 };
-                return Ok(Some((pid, Waited::Exited(ExitStatus::from_raw(raw)))));
-            }
-            Ok(WaitStatus::Stopped(pid, signal)) => {
-                return Ok(Some((pid, Waited::Stopped(signal))));
-            }
-            Err(Errno::EINTR) => {}
-            // Gone already, or nothing to report.
-            Ok(_) | Err(Errno::ECHILD) => return Ok(None),
-            Err(errno) => return Err(errno),
-        }
-    }
+    Ok(signo::try_wait(None)?.map(|(pid, change)| {
+        let waited = match change {
+            Change::Ended(status) => Waited::Exited(ExitStatus::from_raw(status)),
+            Change::Stopped(signal) => Waited::Stopped(signal),
+        };
+        (pid, waited)
+    }))
 }
 
 /// Make redlock the reaper of its orphaned descendants (PR_SET_CHILD_SUBREAPER): a process that
@@ -179,19 +133,16 @@ fn stat(pid: Pid) -> Option<(char, i32, i32)> {
 
 /// Send `signal` to adopted processes: to the whole group of one that leads its own group
 /// (`setsid`), else to the process alone (its own children are adopted in turn when it dies).
-pub(crate) fn signal_adopted(adopted: &[(Pid, Pid)], signal: Signal) {
+pub(crate) fn signal_adopted(adopted: &[(Pid, Pid)], signal: impl Into<Signo>) {
+    let signal = signal.into();
     for &(pid, pgrp) in adopted {
-        if pgrp == pid {
-            signal_group(pgrp, signal);
-        } else {
-            let _ = nix::sys::signal::kill(pid, signal);
-        }
+        let _ = signo::send(pid, pgrp == pid, signal);
     }
 }
 
 /// Send `signal` to every process of the group `pgid`; a group already gone is not an error.
-pub(crate) fn signal_group(pgid: Pid, signal: Signal) {
-    let _ = killpg(pgid, signal);
+pub(crate) fn signal_group(pgid: Pid, signal: impl Into<Signo>) {
+    let _ = signo::send(pgid, true, signal.into());
 }
 
 /// Send `signal` to redlock's own process group (redlock included; it takes the signal like

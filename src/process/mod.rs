@@ -3,14 +3,16 @@
 //! It owns spawning the command (`std::process::Command` in a process group of its own, with
 //! the parent-death signal: `spawn`), the process group and redlock's other children (signalling
 //! the group, the processes redlock adopts as child subreaper, waiting for and reaping every
-//! child: `group`), signal intake (`signals`), handing the terminal's foreground to the command
-//! and back (`terminal`), and the watchdog that kills the group if redlock dies (`watchdog`).
+//! child: `group`), signal intake (`signals`) and signal numbers nix cannot name, real-time
+//! ones (`signo`), handing the terminal's foreground to the command and back (`terminal`), and
+//! the watchdog that kills the group if redlock dies (`watchdog`).
 //!
 //! It may use std, nix, and the crate's `exit` and `report` modules; never `run`, `cli`, `lease`
 //! or `lock`, which sit above it.
 
 mod group;
 pub(crate) mod signals;
+mod signo;
 mod spawn;
 mod terminal;
 mod watchdog;
@@ -19,6 +21,7 @@ pub(crate) use group::{
     Waited, adopted, become_subreaper, group_alive, no_children, signal_adopted, signal_group,
     signal_own_group, try_wait_any,
 };
+pub(crate) use signo::Signo;
 pub(crate) use spawn::{explain_failure, spawn};
 pub(crate) use terminal::Terminal;
-pub(crate) use watchdog::Watchdog;
+pub(crate) use watchdog::{Watchdog, current_pid as watchdog_pid};

@@ -34,7 +34,7 @@ use nix::unistd::{ForkResult, Pid, close, fork, read, setpgid};
 static PID: AtomicI32 = AtomicI32::new(0);
 
 /// The pid of redlock's watchdog, if one was started.
-pub(super) fn current_pid() -> Option<Pid> {
+pub(crate) fn current_pid() -> Option<Pid> {
     match PID.load(Ordering::Relaxed) {
         0 => None,
         pid => Some(Pid::from_raw(pid)),
@@ -105,8 +105,8 @@ pub(crate) struct Watchdog {
 }
 
 impl Watchdog {
-    /// Fork the watchdog. Call before any thread starts: the child is a copy of the calling
-    /// thread alone, so no lock another thread held can be held in it.
+    /// Fork the watchdog. Call before any thread starts where possible (see [`Self::restart`]
+    /// for the one later fork): the child is a copy of the calling thread alone.
     pub(crate) fn start() -> io::Result<Self> {
         let (orders_in, orders) = io::pipe()?;
         // Listed here, since the watchdog allocates nothing after the fork: what it closes.
@@ -120,7 +120,9 @@ impl Watchdog {
             Some(&mut mask),
         )?;
         // SAFETY: the child runs only `watch`, which never returns and makes only
-        // async-signal-safe system calls (through nix), allocating nothing.
+        // async-signal-safe system calls (through nix), allocating nothing: so no lock another
+        // thread held at the fork is ever needed in the child, and a fork from a process with
+        // threads (a restart) is as sound as the first.
         let forked = unsafe { fork() };
         if let Ok(ForkResult::Child) = forked {
             watch(&orders_in, orders.as_raw_fd(), &open);
@@ -133,6 +135,17 @@ impl Watchdog {
         let _ = setpgid(child, child);
         PID.store(child.as_raw(), Ordering::Relaxed);
         Ok(Self { orders, pid: child })
+    }
+
+    /// Start a new watchdog in place of this one, which someone killed (it is reaped already):
+    /// redlock must not run its command on without one. The caller gives it its orders again.
+    ///
+    /// This fork comes after redlock's threads started. The descriptors the new watchdog closes
+    /// are listed just before it; one another thread opens in between (a Redis connection) stays
+    /// open in the watchdog until it exits with redlock, which holds no one up.
+    pub(crate) fn restart(&mut self) -> io::Result<()> {
+        *self = Self::start()?;
+        Ok(())
     }
 
     /// The watchdog's pid (a child of redlock, not to be mistaken for an adopted one).

@@ -26,7 +26,7 @@ use crate::lock;
 use crate::lock::quorum::Quorum;
 use crate::lock::{Held, Holder, Keys, Locker, Preflight, SingleRedis};
 use crate::process::signals::{self, Intake, Meaning};
-use crate::process::{self, Terminal, Waited, Watchdog};
+use crate::process::{self, Signo, Terminal, Waited, Watchdog};
 use crate::report;
 
 mod supervisor;
@@ -38,14 +38,19 @@ use supervisor::{Supervised, Supervisor};
 /// Everything the supervisor hears about.
 #[derive(Debug)]
 pub(crate) enum Event {
-    Signal(Signal),
+    Signal(Signo),
     /// What waiting on the command found, and when it was seen.
     Child(io::Result<Waited>, Instant),
+    /// Someone killed or stopped the watchdog (a stopped one was continued already).
+    Watchdog(Waited),
     Lease(LeaseEvent),
 }
 
 /// How long to wait for the lease thread to report its release before giving up on it.
 const FINISH_WAIT: Duration = Duration::from_secs(5);
+/// How long a waiter that is told to stop waits for the lease thread to leave the waiters'
+/// queue: a healthy Redis takes a millisecond; a frozen one must not keep a TERM waiting.
+const LEAVE_WAIT: Duration = Duration::from_secs(1);
 
 /// What `redlock run` was asked to do, checked: the command line builds it.
 #[derive(Debug)]
@@ -75,10 +80,12 @@ pub struct Options {
     pub command: Vec<OsString>,
 }
 
-/// The lock, once taken: its fencing token and when the winning request was sent.
+/// The lock, once taken: its fencing token, when the winning request was sent (the lease counts
+/// from then), and when its answer came (the lock is held from then).
 struct Taken {
     fence: i64,
     sent: Instant,
+    held: Instant,
 }
 
 /// Run the command under the lock; how the run ended. An error is a failure before the command
@@ -106,12 +113,12 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
         },
     );
 
-    let Taken { fence, sent } = match acquire(options, intake, &rx, stats, started)? {
+    let Taken { fence, sent, held } = match acquire(options, intake, &rx, stats, started)? {
         Ok(taken) => taken,
         Err(outcome) => {
             if matches!(outcome, Outcome::Interrupted(_)) {
                 lease.stop();
-                finish(&rx, &options.key);
+                left_the_queue(&rx, &options.key);
             }
             return Ok(outcome);
         }
@@ -142,7 +149,7 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
             report::error_event(outcome.event(), message);
             lease.stop();
             finish(&rx, &options.key);
-            stats.held = Some(sent.elapsed());
+            stats.held = Some(held.elapsed());
             return Ok(outcome);
         }
     };
@@ -171,9 +178,9 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
     let code = ended.outcome.status(options.conflict_status);
     report!(
         1,
-        "exited" { "status" => code, "held_ms" => sent.elapsed().as_millis() },
+        "exited" { "status" => code, "held_ms" => held.elapsed().as_millis() },
         "the command ended; exit status {code} after {}",
-        report::millis(sent.elapsed())
+        report::millis(held.elapsed())
     );
 
     // Release.
@@ -213,7 +220,7 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
     {
         process::signal_own_group(signal);
     }
-    stats.held = Some(sent.elapsed());
+    stats.held = Some(held.elapsed());
     stats.renewals = ended.renewals;
     stats.renewal_failures = ended.renewal_failures;
     Ok(outcome)
@@ -224,10 +231,7 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
 /// Returns (then the caller exits with the status) for any other outcome, or where redlock
 /// cannot kill itself (PID 1).
 pub fn die_like(outcome: Outcome) {
-    if let Some(signal) = outcome
-        .death_signal()
-        .and_then(|n| Signal::try_from(n).ok())
-    {
+    if let Some(signal) = outcome.death_signal().and_then(Signo::new) {
         signals::die_of(signal);
     }
 }
@@ -307,7 +311,11 @@ fn acquire(
                     report::millis(waited)
                 );
                 stats.waited = Some(waited);
-                return Ok(Ok(Taken { fence, sent }));
+                return Ok(Ok(Taken {
+                    fence,
+                    sent,
+                    held: Instant::now(),
+                }));
             }
             Event::Lease(LeaseEvent::Busy { waited, queued }) => {
                 stats.waited = Some(waited);
@@ -360,6 +368,25 @@ fn acquire(
                     ),
                 ));
             }
+            Event::Lease(LeaseEvent::Unreachable { failure, first }) => {
+                let until = match options.wait {
+                    Wait::Forever => "for as long as it waits (--wait forever)".to_owned(),
+                    Wait::Up(wait) => format!(
+                        "until the wait ends (--wait {})",
+                        humantime::format_duration(wait)
+                    ),
+                };
+                let (level, what) = if first {
+                    (0, "warning: ")
+                } else {
+                    (2, "still: ")
+                };
+                report!(
+                    level,
+                    "unreachable" { "error" => failure.to_string() },
+                    "{what}cannot take lock '{key}': {failure}; retrying {until}"
+                );
+            }
             Event::Lease(LeaseEvent::Failed(failure)) => {
                 stats.waited = Some(started.elapsed());
                 return Err(classified(Class::Unavailable, failure.to_string()))
@@ -373,22 +400,34 @@ fn acquire(
                 stats.waited = Some(started.elapsed());
                 report!(
                     1,
-                    "interrupted" { "signal" => signal.as_str() },
-                    "{} while waiting for lock '{key}'; not running the command",
-                    signal.as_str()
+                    "interrupted" { "signal" => signal.to_string() },
+                    "{signal} while waiting for lock '{key}'; not running the command"
                 );
-                return Ok(Err(Outcome::Interrupted(signal as i32)));
+                return Ok(Err(Outcome::Interrupted(signal.raw())));
             }
+            Event::Signal(signal) => report!(
+                1,
+                "signal_ignored" { "signal" => signal.to_string() },
+                "{signal} while waiting for lock '{key}': nothing to pass it to yet; ignored"
+            ),
             _ => {}
         }
     }
 }
 
-/// Reap every child that ended, reporting the command's end (or stop) once; called on SIGCHLD.
+/// Reap every child that ended, reporting the command's end (or stop) once, and the watchdog's;
+/// called on SIGCHLD.
 fn reap(pgid: Pid, ended: &mut bool, events: &Sender<Event>) {
     loop {
         match process::try_wait_any() {
             Ok(None) => return,
+            Ok(Some((pid, waited))) if Some(pid) == process::watchdog_pid() => {
+                if let Waited::Stopped(_) = waited {
+                    // It must be running to kill at the kill line: continue it at once.
+                    process::signal_group(pid, Signal::SIGCONT);
+                }
+                let _ = events.send(Event::Watchdog(waited));
+            }
             Ok(Some((pid, waited))) if pid == pgid && !*ended => {
                 *ended = !matches!(waited, Waited::Stopped(_));
                 let _ = events.send(Event::Child(Ok(waited), Instant::now()));
@@ -401,12 +440,33 @@ fn reap(pgid: Pid, ended: &mut bool, events: &Sender<Event>) {
                 "reaped adopted process {pid}"
             ),
             // No child at all for now; an orphan may still be adopted later.
-            Err(Errno::ECHILD) if *ended => return,
-            Err(errno) => {
+            Err(err) if err.raw_os_error() == Some(Errno::ECHILD as i32) && *ended => return,
+            Err(err) => {
                 if !*ended {
                     *ended = true;
-                    let _ = events.send(Event::Child(Err(errno.into()), Instant::now()));
+                    let _ = events.send(Event::Child(Err(err), Instant::now()));
                 }
+                return;
+            }
+        }
+    }
+}
+
+/// Wait a little for the lease thread of a waiter told to stop to leave the waiters' queue.
+/// Nothing was held, so nothing is lost if it cannot: the waiter's place lapses by itself.
+fn left_the_queue(rx: &Receiver<Event>, key: &str) {
+    let give_up = Instant::now() + LEAVE_WAIT;
+    loop {
+        match rx.recv_timeout(give_up.saturating_duration_since(Instant::now())) {
+            Ok(Event::Lease(LeaseEvent::Finished(_))) => return,
+            Ok(_) => {}
+            Err(_) => {
+                report!(
+                    1,
+                    "leave_failed" {},
+                    "no answer from Redis while leaving the waiters of lock '{key}'; \
+                     the place lapses by itself"
+                );
                 return;
             }
         }

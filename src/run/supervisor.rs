@@ -29,7 +29,7 @@ use crate::exit::Outcome;
 use crate::lease::{self, Lease, LeaseEvent};
 use crate::lock::Held;
 use crate::process::signals::{self, Intake, Meaning};
-use crate::process::{self, Terminal, Waited, Watchdog};
+use crate::process::{self, Signo, Terminal, Waited, Watchdog};
 use crate::report;
 use crate::run::{Event, Options};
 
@@ -277,15 +277,14 @@ impl<'a> Supervisor<'a> {
     /// A stop request from outside (TERM or the stop signal): the stop signal, then SIGKILL
     /// after --kill-after; the same request again within [`SAME_REQUEST`] changes nothing, a
     /// later one kills at once.
-    fn stop_requested(&mut self, now: Instant, signal: Signal) {
+    fn stop_requested(&mut self, now: Instant, signal: Signo) {
         match self.stop_requested {
             None => {
                 self.stop_requested = Some(now);
                 report!(
                     1,
-                    "stop_requested" { "signal" => signal.as_str() },
-                    "{} received; sending {} to the command, SIGKILL after {}",
-                    signal.as_str(),
+                    "stop_requested" { "signal" => signal.to_string() },
+                    "{signal} received; sending {} to the command, SIGKILL after {}",
                     self.options.stop_signal.as_str(),
                     report::millis(self.options.kill_after)
                 );
@@ -294,20 +293,19 @@ impl<'a> Supervisor<'a> {
             Some(first) if now.duration_since(first) < SAME_REQUEST => {
                 report!(
                     2,
-                    "stop_repeated" { "signal" => signal.as_str() },
-                    "{} again within {}: the same stop request",
-                    signal.as_str(),
+                    "stop_repeated" { "signal" => signal.to_string() },
+                    "{signal} again within {}: the same stop request",
                     report::millis(SAME_REQUEST)
                 );
             }
-            Some(_) => self.kill(now, &format!("a second {}", signal.as_str())),
+            Some(_) => self.kill(now, &format!("a second {signal}")),
         }
     }
 
     /// Job control: stop the command's group, give the terminal back to redlock's group if the
     /// command has it, then stop redlock with the same signal, as a shell job stops. Returns
     /// once redlock is continued (`fg`, `bg`, SIGCONT), having resumed.
-    fn suspend(&mut self, signal: Signal) {
+    fn suspend(&mut self, signal: Signo) {
         // SIGSTOP: the whole group stops, also what ignores or handles the terminal's stop.
         process::signal_group(self.pgid, Signal::SIGSTOP);
         self.job_stopped = true;
@@ -316,9 +314,9 @@ impl<'a> Supervisor<'a> {
         }
         report!(
             1,
-            "suspended" { "signal" => signal.as_str() },
-            "{}: stopped the command, stopping redlock (the lease is not renewed meanwhile;              if it runs out, the command is killed)",
-            signal.as_str()
+            "suspended" { "signal" => signal.to_string() },
+            "{signal}: stopped the command, stopping redlock (the lease is not renewed meanwhile; \
+             if it runs out, the command is killed)"
         );
         signals::stop_self(signal);
         self.resume();
@@ -359,6 +357,48 @@ impl<'a> Supervisor<'a> {
             }
             self.stop(now);
             self.schedule_kill(self.kill_line());
+        }
+    }
+
+    /// Someone killed the watchdog (or stopped it: the reaper continued it already). Without
+    /// it a redlock that is stopped or frozen could leave the command running past the kill
+    /// line, so a new one is started at once and given the kill line; if none can be, the
+    /// command is stopped as for a lost lease.
+    fn watchdog_changed(&mut self, now: Instant, waited: Waited) {
+        let how = match waited {
+            Waited::Stopped(signal) => {
+                report!(
+                    0,
+                    "watchdog_stopped" { "signal" => signal.to_string() },
+                    "warning: redlock's watchdog was stopped ({signal}); continued it"
+                );
+                return;
+            }
+            Waited::Exited(status) => describe(status),
+        };
+        match self.watchdog.restart() {
+            Ok(()) => {
+                report!(
+                    0,
+                    "watchdog_restarted" { "how" => how.as_str(), "pid" => self.watchdog.pid().as_raw() },
+                    "warning: redlock's watchdog {how}; started a new one (pid {})",
+                    self.watchdog.pid()
+                );
+                self.known[1] = self.watchdog.pid();
+                if self.status.is_none() {
+                    self.guard();
+                }
+            }
+            Err(err) => {
+                let key = &self.options.key;
+                self.lose_lease(
+                    now,
+                    format_args!(
+                        "redlock's watchdog {how} and no new one could be started ({err}), so \
+                         nothing would stop the command if redlock froze past the lease of lock '{key}'"
+                    ),
+                );
+            }
         }
     }
 
@@ -485,9 +525,8 @@ impl<'a> Supervisor<'a> {
                 Meaning::Forward => {
                     report!(
                         1,
-                        "signal_forwarded" { "signal" => signal.as_str() },
-                        "forwarding {} to the command",
-                        signal.as_str()
+                        "signal_forwarded" { "signal" => signal.to_string() },
+                        "forwarding {signal} to the command"
                     );
                     process::signal_group(self.pgid, signal);
                 }
@@ -522,12 +561,15 @@ impl<'a> Supervisor<'a> {
             // Stopped by the terminal (Ctrl-Z, or reading it from the background) or by itself:
             // the job stops, redlock with it, as under a shell.
             Event::Child(Ok(Waited::Stopped(signal)), _)
-                if signals::JOB_CONTROL.contains(&signal) =>
+                if signal
+                    .standard()
+                    .is_some_and(|s| signals::JOB_CONTROL.contains(&s)) =>
             {
                 self.suspend(signal);
             }
             // Someone paused it on purpose with SIGSTOP (or redlock did): not a job stop.
             Event::Child(Ok(Waited::Stopped(_)), _) => {}
+            Event::Watchdog(waited) => self.watchdog_changed(now, waited),
             Event::Child(Err(err), _) => {
                 report::error_event("error", format!("lost track of the command: {err}"));
                 self.judge(Verdict::Internal);
@@ -590,5 +632,15 @@ impl<'a> Supervisor<'a> {
             }
             Event::Lease(_) => {}
         }
+    }
+}
+
+/// How a process ended, for a message: `was killed by SIGKILL`, `exited with status 1`.
+fn describe(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal().and_then(Signo::new)) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(signal)) => format!("was killed by {signal}"),
+        (None, None) => "ended".to_owned(),
     }
 }

@@ -124,3 +124,22 @@ pub fn tcp_connections(pid: i32, port: u16) -> usize {
         })
         .count()
 }
+
+/// redlock's watchdog: its child that is a fork of redlock (so also named "redlock").
+pub fn watchdog_of(redlock: i32) -> i32 {
+    let mut children = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{redlock}/task"))
+        .unwrap()
+        .flatten()
+    {
+        children.extend(
+            super::read(&task.path().join("children"))
+                .split_whitespace()
+                .map(|pid| pid.parse::<i32>().unwrap()),
+        );
+    }
+    let named = |pid: &i32| super::read(format!("/proc/{pid}/comm").as_ref()).trim() == "redlock";
+    let watchdogs: Vec<i32> = children.into_iter().filter(named).collect();
+    assert_eq!(watchdogs.len(), 1, "redlock's watchdogs: {watchdogs:?}");
+    watchdogs[0]
+}

@@ -3,6 +3,8 @@
 
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::Signal;
+
 use crate::common::*;
 
 /// The earliest wall-clock time (ns since the epoch) at which the server could expire `key`: the
@@ -188,29 +190,85 @@ fn unreachable_redis_exits_69_without_running_the_command() {
     }
 }
 
+/// Within `--wait`, Redis being down is waited out: one warning line names the server at once
+/// (a wrong URL shows), attempts back off, and a wait that runs out with Redis still down exits
+/// 69 without running the command; `--wait 0` exits 69 at once (above).
 #[test]
-fn unreachable_redis_with_wait_ends_promptly_without_running_the_command() {
-    // Waiting is for a busy lock; with no server at all redlock may fail at once (69) or keep
-    // trying until the wait runs out (75), but it must not hang or run the command.
+fn unreachable_redis_with_wait_retries_until_the_wait_ends_then_exits_69() {
     let dir = TempDir::new();
-    let url = format!("redis://127.0.0.1:{}", free_port());
-    let out = Redlock::run_at(&url)
+    let port = free_port();
+    let out = Redlock::run_at(&format!("redis://127.0.0.1:{port}"))
         .key("k")
         .wait("1s")
         .sh(&marker_script(&dir))
+        .status(69)
+        .stderr_lines(2)
+        .stderr_contains(&format!(
+            "warning: cannot take lock 'k': cannot reach Redis at 127.0.0.1:{port}: Connection \
+             refused (os error 111); retrying until the wait ends (--wait 1s)"
+        ))
         .output();
     assert!(
-        [69, 75].contains(&out.code()),
-        "exit {}, stderr: {}",
-        out.code(),
-        out.stderr
-    );
-    assert!(
-        out.elapsed < Duration::from_secs(6),
+        out.elapsed >= Duration::from_millis(900) && out.elapsed < Duration::from_secs(4),
         "took {:?}",
         out.elapsed
     );
     assert!(!dir.join("marker").exists());
+}
+
+/// A cron job that fires while Redis restarts (or a pod that starts before Redis): with a
+/// `--wait`, the run waits for Redis to come up and runs.
+#[test]
+fn a_wait_rides_out_a_redis_that_comes_up_late() {
+    let mut redis = RedisServer::start();
+    redis.kill();
+    let dir = TempDir::new();
+    let proc = Redlock::run(&redis)
+        .key("late")
+        .wait("20s")
+        .sh(&marker_script(&dir))
+        .spawn();
+    let mut proc = proc;
+    wait_until(PATIENCE, "the first failed attempt's warning", || {
+        proc.stderr_so_far()
+            .contains("retrying until the wait ends")
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(proc.running(), "{}", proc.stderr_so_far());
+    redis.restart();
+    let out = proc.finish();
+    out.assert_code(0);
+    assert!(dir.join("marker").exists());
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert_eq!(redis.get(&lock_key("late")), None);
+}
+
+/// A waiter told to stop while Redis is frozen ends within a second, and says nothing of a
+/// release: it never held the lock (its place among the waiters lapses by itself).
+#[test]
+fn a_waiter_stopped_while_redis_is_frozen_ends_promptly() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let (holder, _) = Redlock::run(&redis).key("f").hold(&dir, "h");
+    let waiter = Redlock::run(&redis)
+        .key("f")
+        .wait("60s")
+        .sh(&marker_script(&dir))
+        .spawn();
+    wait_until(PATIENCE, "the waiter to connect to redis", || {
+        has_tcp_connection(waiter.pid(), redis.port())
+    });
+    redis.pause();
+    let sent = Instant::now();
+    waiter.signal(Signal::SIGTERM);
+    let out = waiter.finish();
+    let took = sent.elapsed();
+    redis.resume();
+    out.assert_signal(15);
+    assert!(took < Duration::from_millis(2500), "took {took:?}");
+    assert_eq!(out.stderr, "", "nothing was held, nothing to warn about");
+    touch(&dir.join("h.go"));
+    holder.finish().assert_code(0);
 }
 
 #[test]

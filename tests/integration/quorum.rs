@@ -578,3 +578,47 @@ fn quorum_usage_errors() {
         assert!(server.all_keys().is_empty());
     }
 }
+
+/// A silent node (paused: it accepts connections and never answers) costs a run little: the
+/// per-node time limit is small against the ttl (a fiftieth: 200 ms at 10 s), for the acquire
+/// and for the release, and `-v` says how long the acquire really took.
+#[test]
+fn a_silent_node_delays_the_start_and_the_exit_by_little() {
+    let servers = start_servers(3);
+    servers[2].pause();
+    let dir = TempDir::new();
+    let before = now_ns();
+    let out = Redlock::run_quorum(&servers)
+        .key("slow")
+        .ttl("10s")
+        .arg("-v")
+        .sh(&format!("date +%s%N > {}", dir.sh("at")))
+        .status(0)
+        .output();
+    let after = now_ns();
+    let ran: i128 = read(&dir.join("at")).trim().parse().unwrap();
+    let ms = |ns: i128| Duration::from_millis((ns / 1_000_000) as u64);
+    let (start_delay, exit_after) = (ms(ran - before), ms(after - ran));
+    // Before: 2 s to start (a tenth of the ttl, twice) and 1 s to exit.
+    assert!(
+        start_delay < Duration::from_millis(1500),
+        "started after {start_delay:?}"
+    );
+    assert!(
+        exit_after < Duration::from_millis(800),
+        "exited {exit_after:?} after the command"
+    );
+    let waited: u64 = out
+        .stderr
+        .split("acquired lock 'slow' after ")
+        .nth(1)
+        .and_then(|rest| rest.split("ms").next())
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or_else(|| panic!("{}", out.stderr));
+    assert!(
+        waited >= 150,
+        "the acquire took {waited}ms, not the node's time limit: {}",
+        out.stderr
+    );
+    servers[2].resume();
+}

@@ -127,25 +127,6 @@ fn as_pid1_a_signal_death_exits_128_plus_n() {
     assert_eq!(redis.get(&lock_key("pid1-sig")), None, "lock not released");
 }
 
-/// redlock's watchdog: its child that is a fork of redlock (so also named "redlock").
-fn watchdog_of(redlock: i32) -> i32 {
-    let mut children = Vec::new();
-    for task in std::fs::read_dir(format!("/proc/{redlock}/task"))
-        .unwrap()
-        .flatten()
-    {
-        children.extend(
-            read(&task.path().join("children"))
-                .split_whitespace()
-                .map(|pid| pid.parse::<i32>().unwrap()),
-        );
-    }
-    let named = |pid: &i32| read(format!("/proc/{pid}/comm").as_ref()).trim() == "redlock";
-    let watchdogs: Vec<i32> = children.into_iter().filter(named).collect();
-    assert_eq!(watchdogs.len(), 1, "redlock's watchdogs: {watchdogs:?}");
-    watchdogs[0]
-}
-
 #[test]
 fn the_watchdog_is_no_leftover_and_its_death_loses_nothing() {
     let redis = RedisServer::start();

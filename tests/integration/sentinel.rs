@@ -191,3 +191,26 @@ fn min_replicas_waits_for_a_replica_or_refuses_to_run() {
     assert_eq!(setup.master.get(&lock_key("job")), None);
     assert!(out.elapsed < Duration::from_secs(10));
 }
+
+/// A run that starts while the master is down waits (`--wait`) through the sentinels' failover
+/// and takes the lock on the new master.
+#[test]
+fn a_wait_rides_out_a_failover_through_the_sentinels() {
+    let mut setup = SentinelSetup::start();
+    let dir = TempDir::new();
+    setup.master.kill();
+    let out = Redlock::run_at(&setup.url())
+        .key("job")
+        .wait("30s")
+        .sh(&marker_script(&dir))
+        .status(0)
+        .stderr_contains("retrying until the wait ends (--wait 30s)")
+        .output();
+    assert!(dir.join("marker").exists());
+    assert_eq!(
+        setup.master_port(),
+        setup.replica.port(),
+        "no failover happened"
+    );
+    eprintln!("waited out the failover in {:?}", out.elapsed);
+}
