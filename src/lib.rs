@@ -11,11 +11,12 @@
 //!   renewal thread and the lease arithmetic.
 //! - [`lock`]: the lock protocol (Lua scripts, keys, one server or a quorum).
 //! - [`transport`]: Redis URLs, connections with deadlines, Sentinel, Cluster redirects.
-//! - [`report`] (diagnostics, JSON events, metrics) and [`exit`] (the exit statuses and how a
-//!   run ended) are used by every layer.
+//! - [`report`] (diagnostics, JSON events, metrics), [`exit`] (the exit statuses and how a
+//!   run ended) and [`clock`] (CLOCK_BOOTTIME, the lease's clock) are used by every layer.
 
 pub(crate) mod admin;
 pub mod cli;
+pub mod clock;
 pub(crate) mod error;
 pub mod exit;
 pub mod lease;

@@ -1,23 +1,29 @@
 //! The lease: a thread that acquires the lock (waiting if asked), renews it every ttl/3,
-//! releases it on request, and reports what happened; and, in [`timing`], the arithmetic of
-//! when a lease ends and when to renew, retry and give up. It never touches the command: the
+//! releases it on request, and reports what happened; its decisions (`schedule`) and the
+//! arithmetic of a lease (`timing`) apart from it. It never touches the command: the
 //! supervisor in `run` decides.
 //!
-//! May use `lock` (the protocol it drives) and `transport` (its failures); nothing above.
+//! The thread reads time through a [`Clock`], so that its tests run it against a fake clock and
+//! a fake [`Locker`] without Redis (`tests`).
+//!
+//! May use `lock` (the protocol it drives), `transport` (its failures) and `clock`; nothing
+//! above.
 
+pub mod schedule;
 pub mod timing;
+#[cfg(test)]
+mod tests;
 
 pub use timing::*;
 
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::lock::{Acquire, Failure, Held, Interrupt, Locker, Renewal};
-
-/// The shortest time limit an attempt gets within a wait that is nearly over.
-const MIN_ATTEMPT: Duration = Duration::from_millis(100);
+use crate::clock::Moment;
+use crate::lock::{Failure, Held, Interrupt, Locker, Renewal};
+use schedule::{Ending, Next, Renewals, Waiting};
 
 /// How long to wait for a busy lock: up to a duration, or until it is free.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,14 +32,15 @@ pub enum Wait {
     Forever,
 }
 
-/// What the lease thread tells the supervisor.
+/// What the lease thread tells the supervisor while it waits for the lock. The last one it
+/// sends is the first of these that ends the wait (all but [`WaitEvent::Unreachable`]).
 #[derive(Debug)]
-pub enum LeaseEvent {
+pub enum WaitEvent {
     /// The lock is ours; the lease counts from `sent`, the request that took it, whose answer
     /// (a majority's, on a quorum) came `waited` after the first attempt.
     Acquired {
         fence: i64,
-        sent: Instant,
+        sent: Moment,
         waited: Duration,
     },
     /// The lock stayed busy for the whole wait.
@@ -42,7 +49,7 @@ pub enum LeaseEvent {
     /// Not run: a run of this lock succeeded `ago`, within the min-interval.
     Skipped { ago: Duration, waited: Duration },
     /// Not run: the lock's holders use it otherwise (another `--limit`, a semaphore against an
-    /// exclusive lock); what they use it as, as stored.
+    /// exclusive lock, a key of another type); what they use it as, as stored.
     Mismatch { used: String },
     /// Redis could not be used to take the lock.
     Failed(Failure),
@@ -50,8 +57,15 @@ pub enum LeaseEvent {
     /// tries again, backing off, until the wait runs out. Reported for every failed attempt
     /// (`first`: the first since Redis last answered).
     Unreachable { failure: Failure, first: bool },
+    /// Asked to stop while waiting: the thread left the waiters' queue (or tried to).
+    Stopped,
+}
+
+/// What the lease thread tells the supervisor once the lock is held.
+#[derive(Debug)]
+pub enum HoldEvent {
     /// A renewal succeeded; the lease now counts from `sent`.
-    Renewed { sent: Instant },
+    Renewed { sent: Moment },
     /// A renewal got no answer or an error; the thread keeps trying.
     RenewFailed(Failure),
     /// The master extended the lease but fewer replicas than `--min-replicas` acknowledged it
@@ -60,22 +74,55 @@ pub enum LeaseEvent {
     Unacknowledged(String),
     /// A renewal found the key gone or held by another owner: the lock is lost.
     Lost(Held),
-    /// The thread is done: the release result, or None if the lock was never ours or already lost.
-    Finished(Option<Result<Held, Failure>>),
+    /// The thread is done, as asked: what the release found (None: the lock was lost before,
+    /// there was nothing to release).
+    Released(Option<Result<Held, Failure>>),
 }
 
 /// What the supervisor asks of the lease thread.
-enum Stop {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
     /// Stop, saying whether the run succeeded.
     Stop { succeeded: bool },
     /// Renew now rather than at the next ttl/3 (redlock was stopped, and is continued).
     RenewNow,
 }
 
-/// What the handle and the thread share about a wait: whether a stop was asked for, and
-/// whether the thread is blocked in [`Locker::wait`], where it hears nothing else.
+/// The lease thread's time: the real clock, or a fake one in tests.
+pub trait Clock: Send {
+    fn now(&self) -> Moment;
+    /// The next message on `inbox`, if one comes before `until`; None when the time came
+    /// first. A supervisor that went away counts as asking to stop.
+    fn wait(&self, inbox: &Receiver<Stop>, until: Moment) -> Option<Stop>;
+    /// Sleep `duration` (a short pause between two attempts of a release).
+    fn sleep(&self, duration: Duration);
+}
+
+/// CLOCK_BOOTTIME, and the thread's own waiting.
+pub struct RealClock;
+
+impl Clock for RealClock {
+    fn now(&self) -> Moment {
+        Moment::now()
+    }
+
+    fn wait(&self, inbox: &Receiver<Stop>, until: Moment) -> Option<Stop> {
+        match inbox.recv_timeout(until.until()) {
+            Ok(stop) => Some(stop),
+            Err(RecvTimeoutError::Disconnected) => Some(Stop::Stop { succeeded: false }),
+            Err(RecvTimeoutError::Timeout) => None,
+        }
+    }
+
+    fn sleep(&self, duration: Duration) {
+        thread::sleep(duration);
+    }
+}
+
+/// What the handle and the thread share about a blocked wait: whether a stop was asked for,
+/// and whether the thread is blocked in [`Locker::wait`], where it hears nothing else.
 #[derive(Default)]
-struct Waiting {
+struct Blocked {
     stopping: bool,
     blocked: bool,
     /// The blocked wait was interrupted already (once is enough).
@@ -85,11 +132,17 @@ struct Waiting {
 /// The handle the supervisor keeps on the lease thread.
 pub struct Lease {
     stop: Sender<Stop>,
-    waiting: Arc<Mutex<Waiting>>,
+    waiting: Arc<Mutex<Blocked>>,
     /// Cuts the thread's blocked wait short; shared with the thread that does it.
     interrupt: Arc<dyn Interrupt>,
     ttl: Duration,
     thread: Option<JoinHandle<()>>,
+}
+
+/// Where the thread's reports go.
+pub struct Reports {
+    pub wait: Box<dyn Fn(WaitEvent) + Send>,
+    pub hold: Box<dyn Fn(HoldEvent) + Send>,
 }
 
 impl Lease {
@@ -99,10 +152,10 @@ impl Lease {
         token: String,
         ttl: Duration,
         wait: Wait,
-        report: impl Fn(LeaseEvent) + Send + 'static,
+        reports: Reports,
     ) -> Self {
         let (stop, stop_rx) = mpsc::channel();
-        let waiting = Arc::new(Mutex::new(Waiting::default()));
+        let waiting = Arc::new(Mutex::new(Blocked::default()));
         let interrupt = Arc::from(locker.interrupter(&token));
         let shared = Arc::clone(&waiting);
         let thread = thread::Builder::new()
@@ -114,10 +167,10 @@ impl Lease {
                     ttl,
                     inbox: stop_rx,
                     waiting: shared,
-                    report: &report,
+                    clock: RealClock,
+                    reports,
                 };
-                let result = worker.run(wait);
-                report(LeaseEvent::Finished(result));
+                worker.run(wait);
             })
             .expect("spawning the lease thread");
         Self {
@@ -139,7 +192,7 @@ impl Lease {
     /// A thread blocked waiting for a release hears nothing until its BLPOP answers, so that
     /// wait is interrupted through Redis (see [`Interrupt`] for why this way), from a thread of
     /// its own: the caller never blocks on Redis. Once unblocked, the lease thread leaves the
-    /// queue over its own connection and reports [`LeaseEvent::Finished`], as for any stop.
+    /// queue over its own connection and reports [`WaitEvent::Stopped`], as for any stop.
     pub fn finish(&self, succeeded: bool) {
         let interrupt = {
             let mut waiting = lock(&self.waiting);
@@ -159,19 +212,17 @@ impl Lease {
             }
         }
     }
-}
 
-/// The shared state, whatever a panicking holder left in it (a few booleans, always whole).
-fn lock(waiting: &Mutex<Waiting>) -> MutexGuard<'_, Waiting> {
-    waiting.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-impl Lease {
     /// Renew at once, if the lock is held (redlock was stopped and is continued: the lease may
-    /// be nearly spent). The answer comes as usual, a [`LeaseEvent::Renewed`] or a failure.
+    /// be nearly spent). The answer comes as usual, a [`HoldEvent::Renewed`] or a failure.
     pub fn renew_now(&self) {
         let _ = self.stop.send(Stop::RenewNow);
     }
+}
+
+/// The shared state, whatever a panicking holder left in it (a few booleans, always whole).
+fn lock(waiting: &Mutex<Blocked>) -> MutexGuard<'_, Blocked> {
+    waiting.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Drop for Lease {
@@ -182,39 +233,48 @@ impl Drop for Lease {
     }
 }
 
-struct Worker<'a> {
+/// The lease thread's work: the wait, the renewals, the release.
+struct Worker<C: Clock> {
     locker: Box<dyn Locker>,
     token: String,
     ttl: Duration,
     inbox: Receiver<Stop>,
-    waiting: Arc<Mutex<Waiting>>,
-    report: &'a (dyn Fn(LeaseEvent) + Send),
+    waiting: Arc<Mutex<Blocked>>,
+    clock: C,
+    reports: Reports,
 }
 
-impl Worker<'_> {
-    fn run(&mut self, wait: Wait) -> Option<Result<Held, Failure>> {
-        let sent = self.acquire(wait)?;
-        if let Some(succeeded) = self.renew(sent) {
-            Some(self.release(succeeded))
-        } else {
+impl<C: Clock> Worker<C> {
+    fn run(&mut self, wait: Wait) {
+        let Some(sent) = self.acquire(wait) else {
+            return;
+        };
+        let released = match self.renew(sent) {
+            Some(succeeded) => Some(self.release(succeeded)),
             // Lost: wait for the supervisor's stop; there is nothing of ours to release.
-            while !self.sleep(Duration::MAX) {}
-            None
-        }
+            None => {
+                while !matches!(self.next_message(None), Some(Stop::Stop { .. })) {}
+                None
+            }
+        };
+        (self.reports.hold)(HoldEvent::Released(released));
     }
 
-    /// Sleep up to `duration`; true when asked to stop (or the supervisor is gone).
-    fn sleep(&self, duration: Duration) -> bool {
-        self.sleep_or_stop(duration).is_some()
+    /// The next message before `until` (None: forever); None when the time came first.
+    fn next_message(&self, until: Option<Moment>) -> Option<Stop> {
+        let until = until.unwrap_or_else(|| self.clock.now() + MAX_DURATION);
+        self.clock.wait(&self.inbox, until)
     }
 
-    /// Sleep up to `duration`; Some(succeeded) when asked to stop (false if the supervisor is
-    /// gone). A request to renew now cuts the sleep short (None, as when it ran out).
-    fn sleep_or_stop(&self, duration: Duration) -> Option<bool> {
-        match self.inbox.recv_timeout(duration) {
-            Ok(Stop::Stop { succeeded }) => Some(succeeded),
-            Err(RecvTimeoutError::Disconnected) => Some(false),
-            Ok(Stop::RenewNow) | Err(RecvTimeoutError::Timeout) => None,
+    /// Sleep until `until`; true when asked to stop meanwhile.
+    fn sleep(&self, until: Moment) -> bool {
+        loop {
+            match self.next_message(Some(until)) {
+                Some(Stop::Stop { .. }) => return true,
+                // Nothing to renew while waiting: a request to renew changes nothing.
+                Some(Stop::RenewNow) => {}
+                None => return false,
+            }
         }
     }
 
@@ -234,7 +294,7 @@ impl Worker<'_> {
             }
             waiting.blocked = true;
         }
-        let started = Instant::now();
+        let until = self.clock.now() + pause;
         let woken = self.locker.wait(&self.token, pause);
         let stopping = {
             let mut waiting = lock(&self.waiting);
@@ -246,7 +306,7 @@ impl Worker<'_> {
         }
         match woken {
             Ok(_) => false,
-            Err(_) => self.sleep(pause.saturating_sub(started.elapsed())),
+            Err(_) => self.sleep(until),
         }
     }
 
@@ -255,139 +315,89 @@ impl Worker<'_> {
         let _ = self.locker.leave(&self.token, acquire_timeout(self.ttl));
     }
 
-    /// Take the lock, waiting as asked. When taken (and reported): when the winning request was sent.
-    fn acquire(&mut self, wait: Wait) -> Option<Instant> {
-        let start = Instant::now();
-        let give_up = match wait {
-            Wait::Up(d) => start.checked_add(d),
-            Wait::Forever => None,
-        };
-        let until_give_up = || {
-            give_up.map_or(Duration::MAX, |g| {
-                g.saturating_duration_since(Instant::now())
-            })
-        };
-        let mut attempt = 0u32;
-        // Failed attempts in a row for want of an answer (0: Redis answered the last one).
-        let mut unreachable = 0u32;
-        let mut busy_seen = false;
+    /// Take the lock, waiting as asked. When taken (and reported): when the winning request was
+    /// sent. Every other ending is reported here.
+    fn acquire(&mut self, wait: Wait) -> Option<Moment> {
+        let mut waiting = Waiting::new(self.clock.now(), wait, self.ttl);
         loop {
-            // Within a wait, an attempt ends with the wait (a silent server must not keep a
-            // `--wait 2s` waiting 5 s); the first attempt, or one without a wait, gets its
-            // whole time limit.
-            let timeout = match until_give_up() {
-                left if attempt == 0 || left.is_zero() => acquire_timeout(self.ttl),
-                left => acquire_timeout(self.ttl).min(left.max(MIN_ATTEMPT)),
-            };
-            let sent = Instant::now();
-            let stopped = match self.locker.acquire(&self.token, self.ttl, timeout) {
-                Ok(Acquire::Acquired { fence }) => {
-                    (self.report)(LeaseEvent::Acquired {
+            let sent = self.clock.now();
+            let result = self
+                .locker
+                .acquire(&self.token, self.ttl, waiting.timeout(sent));
+            let now = self.clock.now();
+            let waited = waiting.waited(now);
+            let stopped = match waiting.after(result, now, random_unit()) {
+                Next::Acquired { fence } => {
+                    (self.reports.wait)(WaitEvent::Acquired {
                         fence,
                         sent,
-                        waited: start.elapsed(),
+                        waited,
                     });
                     return Some(sent);
                 }
-                Ok(Acquire::Skipped { ago }) => {
-                    // Pass on a wake-up we may have taken: the next waiter skips too, at once.
-                    if busy_seen {
+                Next::Over { ending, leave } => {
+                    // Pass on a wake-up we may have taken: the next waiter finds out at once.
+                    if leave {
                         self.leave();
                     }
-                    (self.report)(LeaseEvent::Skipped {
-                        ago,
-                        waited: start.elapsed(),
+                    (self.reports.wait)(match ending {
+                        Ending::Busy { queued } => WaitEvent::Busy { waited, queued },
+                        Ending::Skipped { ago } => WaitEvent::Skipped { ago, waited },
+                        Ending::Mismatch { used } => WaitEvent::Mismatch { used },
+                        Ending::Failed(failure) => WaitEvent::Failed(failure),
                     });
                     return None;
                 }
-                Ok(Acquire::Mismatch { used }) => {
-                    if busy_seen {
-                        self.leave();
-                    }
-                    (self.report)(LeaseEvent::Mismatch { used });
-                    return None;
-                }
-                Ok(Acquire::Busy { remaining, queued }) => {
-                    busy_seen = true;
-                    unreachable = 0;
-                    let left = until_give_up();
-                    if left.is_zero() {
-                        self.leave();
-                        (self.report)(LeaseEvent::Busy {
-                            waited: start.elapsed(),
-                            queued,
-                        });
-                        return None;
-                    }
-                    self.wait_for_release(wake_wait(self.ttl, remaining, random_unit()).min(left))
-                }
-                // Redis answered with an error (credentials, a replica, a Sentinel given as a
-                // server...): no wait makes it right.
-                Err(failure @ Failure::Refused(_)) => {
-                    (self.report)(LeaseEvent::Failed(failure));
-                    return None;
-                }
-                // No wait (`--wait 0`), or the wait ran out with Redis still unreachable.
-                Err(failure) if until_give_up().is_zero() => {
-                    (self.report)(LeaseEvent::Failed(failure));
-                    return None;
-                }
-                // Within a wait, Redis being down (a failover, a restart, a pod that starts
-                // before Redis) is waited out like a busy lock, backing off with jitter so that
-                // a fleet does not hammer a recovering server in step.
-                Err(failure) => {
-                    let first = unreachable == 0;
-                    (self.report)(LeaseEvent::Unreachable { failure, first });
-                    let pause = unreachable_backoff(unreachable, random_unit());
-                    unreachable = unreachable.saturating_add(1);
-                    self.sleep(pause.min(until_give_up()))
+                Next::WaitForRelease(pause) => self.wait_for_release(pause),
+                Next::Retry {
+                    failure,
+                    pause,
+                    first,
+                } => {
+                    (self.reports.wait)(WaitEvent::Unreachable { failure, first });
+                    self.sleep(self.clock.now() + pause)
                 }
             };
-
             if stopped {
-                if busy_seen {
+                if waiting.registered() {
                     self.leave();
                 }
+                (self.reports.wait)(WaitEvent::Stopped);
                 return None;
             }
-            attempt = attempt.saturating_add(1);
         }
     }
 
-    /// Renew (the lease sent at `acquired`) until asked to stop (Some(whether the run succeeded)) or until the lock is found
-    /// lost (None).
-    fn renew(&mut self, acquired: Instant) -> Option<bool> {
-        // Counted from the acquire request, as the supervisor counts the lease: time spent
-        // after it (WAIT for replicas, reporting) does not push the first renewal later.
-        let mut next = acquired + renew_interval(self.ttl);
-        let mut last_sent = acquired;
+    /// Renew (the lease sent at `acquired`) until asked to stop (Some(whether the run
+    /// succeeded)) or until the lock is found lost (None).
+    fn renew(&mut self, acquired: Moment) -> Option<bool> {
+        let mut renewals = Renewals::new(acquired, self.ttl);
         loop {
-            if let Some(succeeded) =
-                self.sleep_or_stop(next.saturating_duration_since(Instant::now()))
-            {
-                return Some(succeeded);
+            match self.next_message(Some(renewals.due())) {
+                Some(Stop::Stop { succeeded }) => return Some(succeeded),
+                Some(Stop::RenewNow) | None => {}
             }
-            let sent = Instant::now();
-            let left = deadline(last_sent, self.ttl).saturating_duration_since(sent);
-            let timeout = renew_timeout(self.ttl).min(left.max(Duration::from_millis(1)));
-            match self.locker.extend(&self.token, self.ttl, timeout) {
+            let sent = self.clock.now();
+            let result = self
+                .locker
+                .extend(&self.token, self.ttl, renewals.timeout(sent));
+            match result {
                 Ok(Renewal::Extended) => {
-                    last_sent = sent;
-                    next = sent + renew_interval(self.ttl);
-                    (self.report)(LeaseEvent::Renewed { sent });
+                    renewals.extended(sent);
+                    (self.reports.hold)(HoldEvent::Renewed { sent });
                 }
-                // The lease still counts from the last acknowledged renewal (`last_sent`).
+                // The lease still counts from the last acknowledged renewal.
                 Ok(Renewal::Unacknowledged(why)) => {
-                    next = Instant::now() + retry_interval(self.ttl);
-                    (self.report)(LeaseEvent::Unacknowledged(why));
+                    renewals.not_counted(self.clock.now());
+                    (self.reports.hold)(HoldEvent::Unacknowledged(why));
                 }
                 Ok(Renewal::Lost(lost)) => {
-                    (self.report)(LeaseEvent::Lost(lost));
+                    (self.reports.hold)(HoldEvent::Lost(lost));
                     return None;
                 }
                 Err(failure) => {
-                    next = Instant::now() + retry_interval(self.ttl);
-                    (self.report)(LeaseEvent::RenewFailed(failure));
+                    renewals.not_counted(self.clock.now());
+                    (self.reports.hold)(HoldEvent::RenewFailed(failure));
                 }
             }
         }
@@ -395,17 +405,15 @@ impl Worker<'_> {
 
     /// Compare-and-delete, retrying an unanswered request within [`RELEASE_BUDGET`].
     fn release(&mut self, succeeded: bool) -> Result<Held, Failure> {
-        let give_up = Instant::now() + RELEASE_BUDGET;
+        let give_up = self.clock.now() + RELEASE_BUDGET;
         loop {
-            let left = give_up.saturating_duration_since(Instant::now());
+            let left = give_up.saturating_since(self.clock.now());
             match self
                 .locker
                 .release(&self.token, succeeded, left.min(Duration::from_secs(1)))
             {
-                Err(Failure::Unreachable(_))
-                    if give_up > Instant::now() + Duration::from_millis(50) =>
-                {
-                    thread::sleep(Duration::from_millis(50));
+                Err(Failure::Unreachable(_)) if left > Duration::from_millis(50) => {
+                    self.clock.sleep(Duration::from_millis(50));
                 }
                 other => return other,
             }

@@ -85,7 +85,7 @@ pub const UNREACHABLE_CAP: Duration = Duration::from_secs(2);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Instant;
+
 
     #[test]
     fn the_group_can_be_stopped_before_the_lease_ends() {
@@ -103,7 +103,7 @@ mod tests {
         ] {
             let ttl = Duration::from_millis(ms);
             let kill_after = ttl / 2;
-            let start = Instant::now();
+            let start = crate::clock::Moment::now();
             let kill_at = deadline(start, ttl) - kill_margin(ttl);
             let stop_at = kill_at - kill_after;
             assert!(stop_at > start + renew_interval(ttl), "ttl {ms}ms");

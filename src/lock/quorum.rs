@@ -10,6 +10,7 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::clock::Moment;
 use crate::lock::validity::{deadline, random_unit};
 use crate::lock::{Acquire, Failure, Held, Interrupt, Locker, Renewal, SingleRedis};
 
@@ -54,8 +55,8 @@ pub fn majority(n: usize) -> usize {
 }
 
 /// Whether a lease counted from `sent` still has at least half the ttl of validity left.
-fn valid(sent: Instant, ttl: Duration) -> bool {
-    deadline(sent, ttl).saturating_duration_since(Instant::now()) >= ttl / 2
+fn valid(sent: Moment, ttl: Duration) -> bool {
+    deadline(sent, ttl).until() >= ttl / 2
 }
 
 impl Quorum {
@@ -148,7 +149,7 @@ impl Locker for Quorum {
         timeout: Duration,
     ) -> Result<Acquire, Failure> {
         // The lease thread took its `sent` just before this call: no earlier than this.
-        let sent = Instant::now();
+        let sent = Moment::now();
         self.ttl = Some(ttl);
         let per_node = node_timeout(ttl, timeout);
         let all = self.all();
@@ -242,7 +243,7 @@ impl Locker for Quorum {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<Renewal, Failure> {
-        let sent = Instant::now();
+        let sent = Moment::now();
         let all = self.all();
         let timeout = node_timeout(ttl, timeout);
         let replies = self.each(&all, |node| node.extend(token, ttl, timeout));
@@ -263,7 +264,7 @@ impl Locker for Quorum {
         let n = self.nodes.len();
         if ours >= self.majority() {
             // Each node extended on receipt, after `sent`: the lease counts from `sent`.
-            if deadline(sent, ttl) > Instant::now() {
+            if deadline(sent, ttl) > Moment::now() {
                 return Ok(Renewal::Extended);
             }
             return Err(Failure::Unreachable(format!(
@@ -440,8 +441,8 @@ mod tests {
     #[test]
     fn validity_needs_half_the_ttl() {
         let ttl = Duration::from_secs(10);
-        assert!(valid(Instant::now(), ttl));
-        let long_ago = Instant::now() - Duration::from_secs(6);
+        assert!(valid(Moment::now(), ttl));
+        let long_ago = Moment::now() - Duration::from_secs(6);
         assert!(!valid(long_ago, ttl));
     }
 }

@@ -3,7 +3,9 @@
 //! A lease counts from when its acquire or renew request was *sent*, minus an allowance for
 //! clock drift, and every sum saturates instead of overflowing.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::clock::Moment;
 
 /// The shortest lease redlock accepts: below it the drift allowance and scheduling noise eat the lease.
 pub const MIN_TTL: Duration = Duration::from_millis(100);
@@ -15,8 +17,9 @@ pub fn drift(ttl: Duration) -> Duration {
     ttl / 100 + Duration::from_millis(2)
 }
 
-/// The last instant at which the lease sent at `sent` is certainly still ours.
-pub fn deadline(sent: Instant, ttl: Duration) -> Instant {
+/// The last moment at which the lease sent at `sent` is certainly still ours (on CLOCK_BOOTTIME:
+/// a suspend counts, as it does for Redis).
+pub fn deadline(sent: Moment, ttl: Duration) -> Moment {
     sent + ttl.saturating_sub(drift(ttl))
 }
 
@@ -40,7 +43,7 @@ mod tests {
 
     #[test]
     fn deadline_never_underflows_or_overflows() {
-        let now = Instant::now();
+        let now = Moment::now();
         // A ttl shorter than its drift allowance gives a lease that is already over, not a huge one.
         assert_eq!(deadline(now, Duration::from_millis(1)), now);
         assert_eq!(deadline(now, Duration::ZERO), now);

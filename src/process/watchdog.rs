@@ -6,13 +6,15 @@
 //!
 //! It is an ordinary fork of redlock, made before any thread starts, and shares nothing with it
 //! but a pipe: redlock writes orders into it ([`Order`], fixed-size records: the group and the
-//! instant by which it must be dead, on CLOCK_MONOTONIC, sent again on every renewal). The
-//! watchdog sleeps in `poll` until the next order or that instant; at that instant it kills the
-//! group. The end of file (every write end closed: redlock exited, however it died) is its cue
-//! to kill the last group it was given and exit. Only a whole frozen machine stops it too. It lives in its own process group, with every signal
-//! blocked, so a Ctrl-C or a signal sent to redlock's group does not reach it; it holds no
-//! descriptor but the pipe's read end, so no terminal or pipe of redlock's stays open because
-//! of it.
+//! moment by which it must be dead, on CLOCK_BOOTTIME, sent again on every renewal). The
+//! watchdog sleeps in `poll` until the next order or until a timer on CLOCK_BOOTTIME set to that
+//! moment fires; then it kills the group. A suspend (a laptop's lid, a VM hibernated) counts:
+//! a kill line that passed while the machine slept fires the timer on resume, at once. The end
+//! of file (every write end closed: redlock exited, however it died) is its cue to kill the last
+//! group it was given and exit. Only a whole frozen machine stops it too. It lives in its own
+//! process group, with every signal blocked, so a Ctrl-C or a signal sent to redlock's group
+//! does not reach it; it holds no descriptor but the pipe's read end and its timer, so no
+//! terminal or pipe of redlock's stays open because of it.
 //!
 //! It is a child of redlock: the reaper and the leftover checks (`group`) skip it by its pid.
 
@@ -21,13 +23,16 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use std::os::fd::AsFd;
-use std::time::Instant;
+use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, killpg, pthread_sigmask};
-use nix::time::{ClockId, clock_gettime};
+use nix::sys::time::TimeSpec;
+use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 use nix::unistd::{ForkResult, Pid, close, fork, read, setpgid};
+
+use crate::clock::Moment;
 
 /// The running watchdog's pid (0: none). One per process, and the reaper, on the signal thread,
 /// must know it without being handed it.
@@ -49,8 +54,8 @@ pub(crate) fn current_pid() -> Option<Pid> {
 struct Order {
     /// The process group to SIGKILL if redlock dies; None: nothing to kill.
     group: Option<Pid>,
-    /// When to SIGKILL the group although redlock lives (CLOCK_MONOTONIC, ns): the lease's
-    /// kill line. None: only when redlock dies.
+    /// When to SIGKILL the group although redlock lives (CLOCK_BOOTTIME, ns since boot): the
+    /// lease's kill line. None: only when redlock dies.
     kill_at: Option<u64>,
 }
 
@@ -75,27 +80,11 @@ impl Order {
     }
 }
 
-/// CLOCK_MONOTONIC now, in nanoseconds: the clock std's `Instant` reads on Linux, and one the
-/// watchdog can read without allocating. 0 if it cannot be read (never, on Linux).
-fn monotonic_now() -> u64 {
-    clock_gettime(ClockId::CLOCK_MONOTONIC).map_or(0, |t| {
-        (t.tv_sec() as u64)
-            .saturating_mul(1_000_000_000)
-            .saturating_add(t.tv_nsec() as u64)
-    })
-}
-
-/// `at` on CLOCK_MONOTONIC, in nanoseconds (at least 1: 0 means none).
-fn monotonic(at: Instant) -> u64 {
-    let (now, clock) = (Instant::now(), monotonic_now());
-    let ns = match at.checked_duration_since(now) {
-        Some(ahead) => clock.saturating_add(ahead.as_nanos().try_into().unwrap_or(u64::MAX)),
-        None => {
-            let behind = now.duration_since(at).as_nanos();
-            clock.saturating_sub(behind.try_into().unwrap_or(u64::MAX))
-        }
-    };
-    ns.max(1)
+/// `at` as the watchdog's order carries it: nanoseconds since boot (at least 1: 0 means none).
+fn boot_ns(at: Moment) -> u64 {
+    u64::try_from(at.since_boot().as_nanos())
+        .unwrap_or(u64::MAX)
+        .max(1)
 }
 
 /// redlock's end of the watchdog: the pipe its orders go through.
@@ -154,11 +143,11 @@ impl Watchdog {
     }
 
     /// Watch the group `pgid` from now on: SIGKILL it if redlock dies, and at `kill_at` (the
-    /// lease's kill line) unless a later instant comes first. Sent again on every renewal.
-    pub(crate) fn watch(&mut self, pgid: Pid, kill_at: Instant) {
+    /// lease's kill line) unless a later moment comes first. Sent again on every renewal.
+    pub(crate) fn watch(&mut self, pgid: Pid, kill_at: Moment) {
         self.send(Order {
             group: Some(pgid),
-            kill_at: Some(monotonic(kill_at)),
+            kill_at: Some(boot_ns(kill_at)),
         });
     }
 
@@ -203,30 +192,51 @@ fn watch(orders: &PipeReader, write_end: RawFd, open: &[RawFd]) -> ! {
         group: None,
         kill_at: None,
     };
+    // The kill line's timer, on CLOCK_BOOTTIME so that a suspend counts. Without one (never, on
+    // Linux), redlock's death is still watched for.
+    let timer = TimerFd::new(ClockId::CLOCK_BOOTTIME, TimerFlags::TFD_CLOEXEC).ok();
     loop {
-        let timeout = match current.kill_at {
-            None => PollTimeout::NONE,
-            Some(at) => {
-                let now = monotonic_now();
-                if now >= at {
-                    // The lease ran out and no renewal came: redlock is stopped or frozen.
-                    if let Some(group) = current.group {
-                        let _ = killpg(group, Signal::SIGKILL);
-                    }
-                    current.kill_at = None;
-                    continue;
-                }
-                // Rounded up: waking a little late is covered by the kill margin, which
-                // leaves room for a late wake-up; waking early only loops once more.
-                let ms = (at - now).div_ceil(1_000_000);
-                PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)
+        if let Some(timer) = &timer {
+            let armed = match current.kill_at {
+                Some(at) => timer.set(
+                    Expiration::OneShot(TimeSpec::from_duration(Duration::from_nanos(at))),
+                    TimerSetTimeFlags::TFD_TIMER_ABSTIME,
+                ),
+                None => timer.unset(),
+            };
+            if armed.is_err() {
+                break;
             }
-        };
-        let mut fds = [PollFd::new(orders.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, timeout) {
-            Ok(0) | Err(Errno::EINTR) => continue,
+        }
+        let mut fds = [
+            PollFd::new(orders.as_fd(), PollFlags::POLLIN),
+            match &timer {
+                Some(timer) => PollFd::new(timer.as_fd(), PollFlags::POLLIN),
+                None => PollFd::new(orders.as_fd(), PollFlags::empty()),
+            },
+        ];
+        match poll(&mut fds, PollTimeout::NONE) {
             Ok(_) => {}
+            Err(Errno::EINTR) => continue,
             Err(_) => break,
+        }
+        let fired = fds[1]
+            .revents()
+            .is_some_and(|r| r.contains(PollFlags::POLLIN));
+        if fired && timer.is_some() {
+            // The lease ran out and no renewal came: redlock is stopped or frozen (or the
+            // machine slept through the kill line).
+            if let Some(group) = current.group {
+                let _ = killpg(group, Signal::SIGKILL);
+            }
+            current.kill_at = None;
+            continue;
+        }
+        let readable = fds[0]
+            .revents()
+            .is_some_and(|r| r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP));
+        if !readable {
+            continue;
         }
         match next_order(orders) {
             Some(order) => current = order,
@@ -261,6 +271,8 @@ mod tests {
     use std::os::unix::process::{CommandExt, ExitStatusExt};
     use std::time::{Duration, Instant};
 
+    use crate::clock::Moment;
+
     use nix::sys::wait::{WaitStatus, waitpid};
 
     use super::*;
@@ -281,17 +293,11 @@ mod tests {
     }
 
     #[test]
-    fn instants_map_onto_the_monotonic_clock() {
-        let now = Instant::now();
-        let clock = monotonic(now);
-        let later = monotonic(now + Duration::from_secs(3));
-        let earlier = monotonic(now - Duration::from_millis(1));
-        assert!(
-            later.abs_diff(clock + 3_000_000_000) < 50_000_000,
-            "{later} vs {clock}"
-        );
-        assert!(earlier < clock && clock > 0);
-        assert!(monotonic_now() >= clock - 50_000_000);
+    fn kill_lines_go_as_nanoseconds_since_boot() {
+        let at = Moment::from_boot(Duration::from_millis(1500));
+        assert_eq!(boot_ns(at), 1_500_000_000);
+        assert_eq!(boot_ns(Moment::from_boot(Duration::ZERO)), 1, "0 means none");
+        assert_eq!(boot_ns(Moment::from_boot(Duration::MAX)), u64::MAX);
     }
 
     #[test]
@@ -337,10 +343,14 @@ mod tests {
         let mut watchdog = Watchdog::start().unwrap();
         let pid = watchdog.pid();
         assert_eq!(group_of(pid), pid.as_raw(), "its own process group");
+        // Its stdio closed: nothing there, or the timer it opened since (the lowest free number).
         wait_until("the watchdog to close its stdio", || {
-            (0..3).all(|fd| !std::path::Path::new(&format!("/proc/{pid}/fd/{fd}")).exists())
+            (0..3).all(|fd| match std::fs::read_link(format!("/proc/{pid}/fd/{fd}")) {
+                Ok(target) => target.to_string_lossy() == "anon_inode:[timerfd]",
+                Err(_) => true,
+            })
         });
-        watchdog.watch(group, Instant::now() + Duration::from_secs(60));
+        watchdog.watch(group, Moment::now() + Duration::from_secs(60));
         watchdog.done();
         drop(watchdog);
         assert_eq!(waitpid(pid, None), Ok(WaitStatus::Exited(pid, 0)));
@@ -352,7 +362,7 @@ mod tests {
         // Told the group, then redlock's end closes: the whole group is killed.
         let mut watchdog = Watchdog::start().unwrap();
         let pid = watchdog.pid();
-        watchdog.watch(group, Instant::now() + Duration::from_secs(60));
+        watchdog.watch(group, Moment::now() + Duration::from_secs(60));
         drop(watchdog);
         assert_eq!(waitpid(pid, None), Ok(WaitStatus::Exited(pid, 0)));
         assert_eq!(
@@ -372,8 +382,8 @@ mod tests {
         let mut watchdog = Watchdog::start().unwrap();
         // A deadline pushed back (a renewal) before it passed: nothing happens at the first.
         let first = Instant::now() + Duration::from_millis(100);
-        watchdog.watch(group, first);
-        watchdog.watch(group, Instant::now() + Duration::from_millis(400));
+        watchdog.watch(group, Moment::now() + Duration::from_millis(100));
+        watchdog.watch(group, Moment::now() + Duration::from_millis(400));
         std::thread::sleep(Duration::from_millis(250));
         assert!(
             sleeper.try_wait().unwrap().is_none(),

@@ -21,7 +21,8 @@ use nix::unistd::Pid;
 
 use crate::error::{Class, classified};
 use crate::exit::Outcome;
-use crate::lease::{self, Lease, LeaseEvent, Wait};
+use crate::clock::Moment;
+use crate::lease::{self, HoldEvent, Lease, Reports, Wait, WaitEvent};
 use crate::lock;
 use crate::lock::quorum::Quorum;
 use crate::lock::{Held, Holder, Keys, Locker, Preflight, SingleRedis};
@@ -29,6 +30,8 @@ use crate::process::signals::{self, Intake, Meaning};
 use crate::process::{self, Signo, Terminal, Waited, Watchdog};
 use crate::report;
 
+mod core;
+mod notes;
 mod supervisor;
 
 use crate::report::metrics::Stats;
@@ -40,10 +43,13 @@ use supervisor::{Supervised, Supervisor};
 pub(crate) enum Event {
     Signal(Signo),
     /// What waiting on the command found, and when it was seen.
-    Child(io::Result<Waited>, Instant),
+    Child(io::Result<Waited>, Moment),
     /// Someone killed or stopped the watchdog (a stopped one was continued already).
     Watchdog(Waited),
-    Lease(LeaseEvent),
+    /// The lease thread's news while it waits for the lock.
+    Wait(WaitEvent),
+    /// The lease thread's news once the lock is held.
+    Hold(HoldEvent),
 }
 
 /// How long to wait for the lease thread to report its release before giving up on it.
@@ -84,8 +90,8 @@ pub struct Options {
 /// from then), and when its answer came (the lock is held from then).
 struct Taken {
     fence: i64,
-    sent: Instant,
-    held: Instant,
+    sent: Moment,
+    held: Moment,
 }
 
 /// Run the command under the lock; how the run ended. An error is a failure before the command
@@ -102,15 +108,21 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
     let command_pid = start_intake(intake, &events)?;
 
     let token = uuid::Uuid::new_v4().to_string();
-    let tx = events.clone();
+    let (wait_tx, hold_tx) = (events.clone(), events.clone());
+    let reports = Reports {
+        wait: Box::new(move |event| {
+            let _ = wait_tx.send(Event::Wait(event));
+        }),
+        hold: Box::new(move |event| {
+            let _ = hold_tx.send(Event::Hold(event));
+        }),
+    };
     let lease = Lease::start(
         locker(options),
         token.clone(),
         options.ttl,
         options.wait,
-        move |event| {
-            let _ = tx.send(Event::Lease(event));
-        },
+        reports,
     );
 
     let Taken { fence, sent, held } = match acquire(options, intake, &rx, stats, started)? {
@@ -184,7 +196,7 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
     );
 
     // Release.
-    let release_in_time = Instant::now() < ended.deadline;
+    let release_in_time = Moment::now() < ended.deadline;
     lease.finish(ended.outcome.succeeded());
     let released = finish(&rx, &options.key);
     let mut outcome = ended.outcome;
@@ -299,7 +311,7 @@ fn acquire(
     let key = &options.key;
     loop {
         match rx.recv().context("event channel closed")? {
-            Event::Lease(LeaseEvent::Acquired {
+            Event::Wait(WaitEvent::Acquired {
                 fence,
                 sent,
                 waited,
@@ -314,10 +326,10 @@ fn acquire(
                 return Ok(Ok(Taken {
                     fence,
                     sent,
-                    held: Instant::now(),
+                    held: Moment::now(),
                 }));
             }
-            Event::Lease(LeaseEvent::Busy { waited, queued }) => {
+            Event::Wait(WaitEvent::Busy { waited, queued }) => {
                 stats.waited = Some(waited);
                 let why = match (options.kind, queued) {
                     (lock::Kind::Exclusive, false) => "is held elsewhere".to_owned(),
@@ -343,7 +355,7 @@ fn acquire(
                 );
                 return Ok(Err(Outcome::Busy));
             }
-            Event::Lease(LeaseEvent::Skipped { ago, waited }) => {
+            Event::Wait(WaitEvent::Skipped { ago, waited }) => {
                 stats.waited = Some(waited);
                 stats.success_ago = Some(ago);
                 report!(
@@ -355,7 +367,7 @@ fn acquire(
                 );
                 return Ok(Err(Outcome::Skipped));
             }
-            Event::Lease(LeaseEvent::Mismatch { used }) => {
+            Event::Wait(WaitEvent::Mismatch { used }) => {
                 stats.waited = Some(started.elapsed());
                 return Err(classified(
                     Class::Usage,
@@ -368,7 +380,7 @@ fn acquire(
                     ),
                 ));
             }
-            Event::Lease(LeaseEvent::Unreachable { failure, first }) => {
+            Event::Wait(WaitEvent::Unreachable { failure, first }) => {
                 let until = match options.wait {
                     Wait::Forever => "for as long as it waits (--wait forever)".to_owned(),
                     Wait::Up(wait) => format!(
@@ -387,7 +399,7 @@ fn acquire(
                     "{what}cannot take lock '{key}': {failure}; retrying {until}"
                 );
             }
-            Event::Lease(LeaseEvent::Failed(failure)) => {
+            Event::Wait(WaitEvent::Failed(failure)) => {
                 stats.waited = Some(started.elapsed());
                 return Err(classified(Class::Unavailable, failure.to_string()))
                     .with_context(|| format!("cannot take lock '{key}'"));
@@ -410,7 +422,17 @@ fn acquire(
                 "signal_ignored" { "signal" => signal.to_string() },
                 "{signal} while waiting for lock '{key}': nothing to pass it to yet; ignored"
             ),
-            _ => {}
+            // The lease thread ends a wait only with one of the above; a stop ends it here.
+            Event::Wait(WaitEvent::Stopped) => {
+                return Err(anyhow::anyhow!("the wait for lock '{key}' stopped unasked"));
+            }
+            // Nothing of a command or a hold before the lock is taken (the reaper starts with
+            // the command): a bug, said as one.
+            event @ (Event::Hold(_) | Event::Child(..) | Event::Watchdog(_)) => {
+                report::error(format!(
+                    "internal error: {event:?} while waiting for lock '{key}'"
+                ));
+            }
         }
     }
 }
@@ -430,7 +452,7 @@ fn reap(pgid: Pid, ended: &mut bool, events: &Sender<Event>) {
             }
             Ok(Some((pid, waited))) if pid == pgid && !*ended => {
                 *ended = !matches!(waited, Waited::Stopped(_));
-                let _ = events.send(Event::Child(Ok(waited), Instant::now()));
+                let _ = events.send(Event::Child(Ok(waited), Moment::now()));
             }
             // A stopped adopted process is not reaped; it is stopped with the job.
             Ok(Some((_, Waited::Stopped(_)))) => {}
@@ -444,7 +466,7 @@ fn reap(pgid: Pid, ended: &mut bool, events: &Sender<Event>) {
             Err(err) => {
                 if !*ended {
                     *ended = true;
-                    let _ = events.send(Event::Child(Err(err), Instant::now()));
+                    let _ = events.send(Event::Child(Err(err), Moment::now()));
                 }
                 return;
             }
@@ -458,8 +480,11 @@ fn left_the_queue(rx: &Receiver<Event>, key: &str) {
     let give_up = Instant::now() + LEAVE_WAIT;
     loop {
         match rx.recv_timeout(give_up.saturating_duration_since(Instant::now())) {
-            Ok(Event::Lease(LeaseEvent::Finished(_))) => return,
-            Ok(_) => {}
+            Ok(Event::Wait(WaitEvent::Stopped)) => return,
+            // Redlock is on its way out already: another signal adds nothing, and the rest
+            // (a last attempt's news) is moot.
+            Ok(Event::Signal(_) | Event::Wait(_) | Event::Hold(_)) => {}
+            Ok(Event::Child(..) | Event::Watchdog(_)) => {}
             Err(_) => {
                 report!(
                     1,
@@ -479,7 +504,7 @@ fn finish(rx: &Receiver<Event>, key: &str) -> Option<Held> {
     let give_up = Instant::now() + FINISH_WAIT;
     loop {
         match rx.recv_timeout(give_up.saturating_duration_since(Instant::now())) {
-            Ok(Event::Lease(LeaseEvent::Finished(result))) => {
+            Ok(Event::Hold(HoldEvent::Released(result))) => {
                 match &result {
                     Some(Ok(Held::Ours)) => report!(1, "released" {}, "released lock '{key}'"),
                     Some(Ok(Held::Gone)) => {
@@ -505,7 +530,18 @@ fn finish(rx: &Receiver<Event>, key: &str) -> Option<Held> {
                 }
                 return result.and_then(Result::ok);
             }
-            Ok(_) => {}
+            // The command is gone and the release under way: a signal (a second TERM) adds
+            // nothing; a renewal's news, a reaped orphan's or the watchdog's changes nothing.
+            Ok(Event::Hold(
+                HoldEvent::Renewed { .. }
+                | HoldEvent::RenewFailed(_)
+                | HoldEvent::Unacknowledged(_)
+                | HoldEvent::Lost(_),
+            )) => {}
+            Ok(Event::Signal(_) | Event::Child(..) | Event::Watchdog(_)) => {}
+            Ok(Event::Wait(event)) => report::error(format!(
+                "internal error: news of the wait for lock '{key}' during its release ({event:?})"
+            )),
             Err(_) => {
                 report!(
                     0,

@@ -1,0 +1,162 @@
+//! What the supervisor says: each [`Note`] of the decision core as one line (or one JSON
+//! event), at its level. The words live here, the decisions in `core`.
+
+use crate::report;
+use crate::run::Options;
+use crate::run::core::{KillReason, LostWhy, Note};
+
+/// Say `note` about the run of `options`.
+pub(crate) fn say(note: &Note, options: &Options) {
+    let key = &options.key;
+    match note {
+        Note::StopRequested(signal) => report!(
+            1,
+            "stop_requested" { "signal" => signal.to_string() },
+            "{signal} received; sending {} to the command, SIGKILL after {}",
+            options.stop_signal.as_str(),
+            report::millis(options.kill_after)
+        ),
+        Note::StopRepeated(signal) => report!(
+            2,
+            "stop_repeated" { "signal" => signal.to_string() },
+            "{signal} again within {}: the same stop request",
+            report::millis(crate::run::core::SAME_REQUEST)
+        ),
+        Note::Forwarded(signal) => report!(
+            1,
+            "signal_forwarded" { "signal" => signal.to_string() },
+            "forwarding {signal} to the command"
+        ),
+        Note::Suspended(signal) => report!(
+            1,
+            "suspended" { "signal" => signal.to_string() },
+            "{signal}: stopped the command, stopping redlock (the lease is not renewed \
+             meanwhile; if it runs out, the command is killed)"
+        ),
+        Note::Continued => report!(1, "continued" {}, "continued; continuing the command"),
+        Note::LockLost(why) => {
+            let message = match why {
+                LostWhy::Gone => format!("lost lock '{key}': its key is gone; stopping the command"),
+                LostWhy::Theirs => {
+                    format!("lost lock '{key}': another owner holds it; stopping the command")
+                }
+                LostWhy::RanOut => format!(
+                    "the lease on lock '{key}' ran out without a renewal; stopping the command"
+                ),
+                LostWhy::RanOutWhileStopped => format!(
+                    "the lease on lock '{key}' ran out while redlock was stopped; stopping the \
+                     command"
+                ),
+                LostWhy::RanOutBeforeSeen => {
+                    format!("the lease on lock '{key}' ran out before the command was seen to end")
+                }
+                LostWhy::RunningLow { unacknowledged } => format!(
+                    "could not renew lock '{key}' before its lease ran low{}; stopping the command",
+                    if *unacknowledged {
+                        ": its replicas stopped acknowledging the renewals (--min-replicas)"
+                    } else {
+                        ""
+                    }
+                ),
+                LostWhy::LeaseEnded => {
+                    format!("cannot renew lock '{key}'; stopping the command")
+                }
+                LostWhy::NoWatchdog => format!(
+                    "no watchdog guards lock '{key}' any more (nothing would stop the command if \
+                     redlock froze past the lease); stopping the command"
+                ),
+            };
+            report::error_event("lock_lost", message);
+        }
+        Note::Killed(reason) => {
+            let why = kill_reason(*reason);
+            match reason {
+                KillReason::Watchdog => report!(
+                    1,
+                    "killed" { "reason" => reason_name(*reason), "by" => "watchdog" },
+                    "the watchdog sent SIGKILL to the command's process group: {why}"
+                ),
+                _ => report!(
+                    1,
+                    "killed" { "reason" => reason_name(*reason) },
+                    "sending SIGKILL to the command's process group: {why}"
+                ),
+            }
+        }
+        Note::MaxRuntime => report!(
+            0,
+            "max_runtime" {},
+            "the command ran past --max-runtime; stopping it"
+        ),
+        Note::Leftovers => report!(
+            1,
+            "leftovers" {},
+            "the command left processes behind (in its group, or double-forked out of it); \
+             stopping them"
+        ),
+        Note::Renewed { renewals } => {
+            report!(2, "renewed" { "renewals" => *renewals }, "renewed lock '{key}'")
+        }
+        Note::RenewRecovered => {
+            report!(0, "renew_recovered" {}, "renewing lock '{key}' works again")
+        }
+        Note::RenewFailed { error, first } => report!(
+            if *first { 0 } else { 2 },
+            "renew_failed" { "error" => error.as_str() },
+            "warning: renewing lock '{key}' failed ({error}); retrying"
+        ),
+        Note::Unacknowledged { why, first } => report!(
+            if *first { 0 } else { 2 },
+            "renew_unacknowledged" { "error" => why.as_str() },
+            "warning: the replicas stopped acknowledging renewals of lock '{key}' ({why}; \
+             --min-replicas); the lease is not extended until they do"
+        ),
+        Note::LostTrack(error) => {
+            report::error_event("error", format!("lost track of the command: {error}"))
+        }
+        Note::LeaseEnded => report::error(format!(
+            "the lease thread for lock '{key}' ended unexpectedly"
+        )),
+        Note::WatchdogRestarted { how, pid } => report!(
+            0,
+            "watchdog_restarted" { "how" => how.as_str(), "pid" => *pid },
+            "warning: redlock's watchdog {how}; started a new one (pid {pid})"
+        ),
+        Note::WatchdogFailed { how, error } => report!(
+            0,
+            "watchdog_failed" { "how" => how.as_str(), "error" => error.as_str() },
+            "warning: redlock's watchdog {how}, and no new one could be started ({error})"
+        ),
+        Note::WatchdogStopped(signal) => report!(
+            0,
+            "watchdog_stopped" { "signal" => signal.to_string() },
+            "warning: redlock's watchdog was stopped ({signal}); continued it"
+        ),
+    }
+}
+
+/// Why the group was SIGKILLed, as a message says it.
+fn kill_reason(reason: KillReason) -> String {
+    match reason {
+        KillReason::LeaseRanOut => "the lease ran out".to_owned(),
+        KillReason::LeaseRanOutWhileStopped | KillReason::Watchdog => {
+            "the lease ran out while redlock was stopped".to_owned()
+        }
+        KillReason::GraceRanOut => "the grace after the stop signal ran out".to_owned(),
+        KillReason::SecondRequest(signal) => format!("a second {signal}"),
+        KillReason::StopSignalIsKill => "the stop signal is KILL".to_owned(),
+        KillReason::LostTrack => "redlock lost track of the command".to_owned(),
+    }
+}
+
+/// The JSON `reason` of a `killed` event: a stable name.
+fn reason_name(reason: KillReason) -> &'static str {
+    match reason {
+        KillReason::LeaseRanOut => "lease_ran_out",
+        KillReason::LeaseRanOutWhileStopped | KillReason::Watchdog => "lease_ran_out_while_stopped",
+        KillReason::GraceRanOut => "grace_ran_out",
+        KillReason::SecondRequest(_) => "second_stop_request",
+        KillReason::StopSignalIsKill => "stop_signal_is_kill",
+        KillReason::LostTrack => "lost_track",
+    }
+}
