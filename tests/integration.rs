@@ -9,6 +9,8 @@ mod common;
 mod integration {
     // Fixtures of several servers: a master, a replica and three sentinels; a three-master Cluster.
     mod topology;
+    // A hostile fake server: silent, trickling its reply, or flooding one without end.
+    mod fake;
 
     // Admin subcommands: status and list show holders, release --force breaks a lock and fences it.
     mod admin;
@@ -16,6 +18,8 @@ mod integration {
     mod holders_admin;
     // Run a command under the lock: key while running, release, environment, fencing, URLs, output.
     mod basic;
+    // Every request bounded: silent, trickling and flooding servers end in 69 in time, in memory.
+    mod bounded;
     // Redis Cluster: the slot's owner found through any seed, waiters, list, a slot migration.
     mod cluster;
     // Moving the lock between contenders: busy exit, --conflict-exit-code, --wait, no overlap.

@@ -34,14 +34,13 @@ pub(crate) fn masters(
     let mut last = None;
     for (host, port) in seeds {
         let at = transport::node_name(host, *port);
-        let reply = transport::connect_to(endpoint.node(host, *port), &at, deadline).and_then(
-            |mut conn| {
+        let reply = transport::connect_to(endpoint, endpoint.node(host, *port), &at, deadline)
+            .and_then(|mut conn| {
                 redis::cmd("CLUSTER")
                     .arg("SLOTS")
                     .query::<Value>(&mut conn)
                     .map_err(|e| classify(&at, e))
-            },
-        );
+            });
         match reply {
             Ok(Value::Array(ranges)) => {
                 let mut out: Vec<(String, u16)> = Vec::new();
@@ -70,12 +69,13 @@ pub(crate) fn masters(
                 return Ok(out);
             }
             Ok(other) => {
-                last = Some(Failure::Refused(format!(
-                    "unexpected reply to CLUSTER SLOTS from {at}: {other:?}"
-                )))
+                last = Some(Failure::Refused(
+                    format!("unexpected reply to CLUSTER SLOTS from {at}: {other:?}").into(),
+                ))
             }
             Err(failure) => last = Some(failure),
         }
     }
-    Err(last.unwrap_or_else(|| Failure::Unreachable(format!("no node of {endpoint} answered"))))
+    Err(last
+        .unwrap_or_else(|| Failure::Unreachable(format!("no node of {endpoint} answered").into())))
 }

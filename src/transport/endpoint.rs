@@ -3,9 +3,11 @@
 //! printed without secrets.
 
 use std::fmt;
+use std::sync::Arc;
 
 pub use crate::transport::redact::{redact, without_password};
-use redis::{ClientTlsConfig, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, TlsCertificates};
+use crate::transport::tls::TlsClient;
+use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
 
 /// TLS settings given apart from the URL, applied to every `rediss://` endpoint: PEM contents,
 /// read once at start-up.
@@ -55,6 +57,8 @@ pub struct Endpoint {
     pub(crate) info: ConnectionInfo,
     pub(crate) target: Target,
     shown: String,
+    /// How its TLS connections are made (`rediss://` only).
+    tls: Option<TlsClient>,
 }
 
 impl Endpoint {
@@ -82,11 +86,27 @@ impl Endpoint {
         }
         let info = connection_info(url, &shown)?;
         let shown = info.addr().to_string();
-        Ok(Self {
+        Ok(Self::tls_default(Self {
             info,
             target: Target::Direct,
             shown,
-        })
+            tls: None,
+        }))
+    }
+
+    /// A `rediss://` endpoint verifies servers against the system's trust store until
+    /// [`Endpoint::with_tls`] says otherwise.
+    fn tls_default(mut self) -> Self {
+        if matches!(self.info.addr(), ConnectionAddr::TcpTls { .. }) {
+            self.tls = Some(TlsClient::new(Tls::default()));
+        }
+        self
+    }
+
+    /// The TLS client configuration of this endpoint's connections (None without TLS); an
+    /// error when the trust store cannot be read.
+    pub(crate) fn tls_config(&self) -> Result<Option<Arc<rustls::ClientConfig>>, String> {
+        self.tls.as_ref().map(TlsClient::config).transpose()
     }
 
     /// Authenticate with `password` instead of any password in the URL (the URL's user name,
@@ -127,18 +147,14 @@ impl Endpoint {
             };
             self.info = self.info.set_addr(addr);
         }
+        let client = TlsClient::new(tls.clone());
         if tls.ca_cert.is_some() || tls.client.is_some() {
-            let certificates = TlsCertificates {
-                client_tls: tls.client.as_ref().map(|(cert, key)| ClientTlsConfig {
-                    client_cert: cert.clone(),
-                    client_key: key.clone(),
-                }),
-                root_cert: tls.ca_cert.clone(),
-            };
-            let client = redis::Client::build_with_tls(self.info.clone(), certificates)
+            // Bad certificates or keys are a usage error, found before anything runs.
+            client
+                .config()
                 .map_err(|e| format!("cannot use the TLS certificates or key: {e}"))?;
-            self.info = client.get_connection_info().clone();
         }
+        self.tls = Some(client);
         Ok(self)
     }
 
@@ -235,11 +251,12 @@ impl Endpoint {
             Target::Cluster { seeds } => format!("cluster {}", list(seeds)),
             Target::Direct => unreachable!(),
         };
-        Ok(Self {
+        Ok(Self::tls_default(Self {
             info,
             target,
             shown,
-        })
+            tls: None,
+        }))
     }
 
     /// The connection details of the data node at `host:port`: this endpoint's credentials,
@@ -269,6 +286,7 @@ impl Endpoint {
             info,
             target: Target::Direct,
             shown,
+            tls: self.tls.clone(),
         }
     }
 
