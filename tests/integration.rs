@@ -46,6 +46,8 @@ mod integration {
     mod quorum;
     // Redis Sentinel: the master found through the sentinels, a forced failover, --min-replicas.
     mod sentinel;
+    // Only a master holds a lock: replicas refused, read-only or not; ROLE forbidden by an ACL.
+    mod roles;
     // The eviction preflight: a warning for an evicting maxmemory-policy, silence without CONFIG.
     mod preflight;
     // Child subreaper and PID 1: double-forked daemons stopped with the job, zombies reaped, TERM.

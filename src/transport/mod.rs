@@ -1,12 +1,14 @@
 //! The connection to the server that holds a lock: the one Redis, the master the sentinels
 //! name, or the Cluster node that owns the lock's hash slot; found again after a failover (a
 //! dropped connection, READONLY, the sentinels naming another master) or a slot move (MOVED,
-//! ASK). Every step of a request — sentinel lookup, connect, redirects — fits in one deadline.
+//! ASK). Every step of a request — sentinel lookup, connect, set-up, redirects — fits in one
+//! deadline, and no reply larger than redlock needs is read (`link`: redlock's own connection,
+//! `tls`: its rustls set-up). Only a master may hold a lock (`role`: ROLE in the set-up).
 //! Also what a URL means (`endpoint`), how it is shown (`redact`), and, when a first request
 //! fails in a way that says little, what kind of server answered (`diagnose`).
 //!
-//! May use the redis crate and `report`; nothing else of redlock's. The transport error,
-//! [`Failure`], lives here and every layer above passes it on.
+//! May use the redis crate, rustls and `report`; nothing else of redlock's. The transport
+//! error, [`Failure`] (`failure`), lives here and every layer above passes it on.
 
 pub mod cluster;
 mod diagnose;
