@@ -75,6 +75,8 @@ mod integration {
     mod fair;
     // What redlock says when something is wrong: the culprit named, no part of a secret shown.
     mod messages;
+    // No part of a password printed, whatever the URL form, subcommand or log format.
+    mod redaction;
     // Bad command lines and environment values: 64, nothing run, nothing locked; --help, --version.
     mod usage;
 }

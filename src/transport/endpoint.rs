@@ -67,10 +67,19 @@ impl Endpoint {
     pub fn parse(url: &str) -> Result<Self, String> {
         let url = url.trim();
         let shown = redact(url);
-        let scheme = url
-            .split_once("://")
-            .map(|(scheme, _)| scheme.to_ascii_lowercase());
+        let Some((scheme, rest)) = url.split_once("://") else {
+            return Err(no_scheme(url));
+        };
+        let scheme = Some(scheme.to_ascii_lowercase());
         match scheme.as_deref() {
+            // The crate refuses user info on a socket URL; say where its password goes.
+            Some("unix" | "redis+unix") if !rest.starts_with('/') && rest.contains('@') => {
+                return Err(format!(
+                    "invalid Redis URL '{shown}': a unix socket URL takes no user name or \
+                     password before its path; give the password as ?pass=PASSWORD, or in \
+                     REDLOCK_PASSWORD or --password-file"
+                ));
+            }
             Some("redis" | "rediss" | "unix" | "redis+unix") => {}
             Some(
                 s @ ("redis+sentinel" | "rediss+sentinel" | "redis+cluster" | "rediss+cluster"),
@@ -308,6 +317,26 @@ impl Endpoint {
     }
 }
 
+/// Why `word`, which has no `://`, is not a URL. It is quoted, with the URL it most likely
+/// means, only when it is `host:port`: anything else may be part of a password.
+pub fn no_scheme(word: &str) -> String {
+    let address = word.rsplit_once(':').is_some_and(|(host, port)| {
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        !host.is_empty()
+            && host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | ':' | '-' | '_'))
+            && port.parse::<u16>().is_ok()
+    });
+    if address {
+        format!("'{word}' is not a URL: it has no scheme; use redis://{word}")
+    } else {
+        "the URL has no scheme (use redis://, rediss://, unix://, redis+unix://, \
+         redis+sentinel:// or redis+cluster://)"
+            .to_owned()
+    }
+}
+
 /// The crate's connection details for a plain URL; errors without secrets.
 fn connection_info(url: &str, shown: &str) -> Result<ConnectionInfo, String> {
     let info = url.into_connection_info().map_err(|e| {
@@ -454,6 +483,19 @@ mod tests {
         assert!(Endpoint::parse("http://127.0.0.1").is_err());
         assert!(Endpoint::parse("").is_err());
         assert!(Endpoint::parse("unix:///tmp/redis.sock").is_ok());
+    }
+
+    #[test]
+    fn a_url_without_a_scheme_says_so() {
+        let err = Endpoint::parse("127.0.0.1:6379").unwrap_err();
+        assert!(err.contains("use redis://127.0.0.1:6379"), "{err}");
+        let err = Endpoint::parse(":hunter2@127.0.0.1:6379").unwrap_err();
+        assert!(
+            err.contains("no scheme") && !err.contains("hunter2"),
+            "{err}"
+        );
+        let err = Endpoint::parse("unix://:hunter2@/tmp/r.sock").unwrap_err();
+        assert!(err.contains("?pass=") && !err.contains("hunter2"), "{err}");
     }
 
     #[test]
