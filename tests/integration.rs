@@ -9,7 +9,7 @@ mod common;
 mod integration {
     // Fixtures of several servers: a master, a replica and three sentinels; a three-master Cluster.
     mod topology;
-    // A hostile fake server: silent, trickling its reply, or flooding one without end.
+    // A hostile fake server: silent, trickling its reply, flooding one, or answering garbage.
     mod fake;
 
     // Admin subcommands: status and list show holders, release --force breaks a lock and fences it.

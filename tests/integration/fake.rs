@@ -1,5 +1,6 @@
 //! A hostile server on a free loopback port: it reads each connection's first request and then
-//! answers as a test says (never, a byte at a time, or with an endless flood). Stopped on drop.
+//! answers as a test says (never, a byte at a time, with an endless flood, or with the same
+//! bytes to every request). Stopped on drop.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -9,7 +10,7 @@ use std::thread;
 use std::time::Duration;
 
 /// What the server does after a connection's first request.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub enum Answer {
     /// Nothing: it keeps the connection open and silent.
     Silent,
@@ -18,6 +19,19 @@ pub enum Answer {
     Trickle { every: Duration },
     /// `$999999999999\r\n`, then data as fast as the client reads it.
     Flood,
+    /// `reply` to each request, then `then`.
+    Reply { reply: Vec<u8>, then: Then },
+}
+
+/// What a [`Answer::Reply`] server does after a reply.
+#[derive(Clone, Copy, Debug)]
+pub enum Then {
+    /// Close the connection.
+    Close,
+    /// Keep it open and say nothing more.
+    Hang,
+    /// Answer the next request the same way.
+    Repeat,
 }
 
 pub struct FakeServer {
@@ -37,7 +51,7 @@ impl FakeServer {
                     return;
                 }
                 let Ok(conn) = conn else { continue };
-                let stopped = Arc::clone(&stopped);
+                let (stopped, answer) = (Arc::clone(&stopped), answer.clone());
                 thread::spawn(move || serve(conn, answer, &stopped));
             }
         });
@@ -70,11 +84,7 @@ fn serve(mut conn: TcpStream, answer: Answer, stop: &AtomicBool) {
     }
     let _ = conn.set_write_timeout(Some(Duration::from_secs(1)));
     match answer {
-        Answer::Silent => {
-            while !stop.load(Ordering::SeqCst) {
-                thread::sleep(Duration::from_millis(50));
-            }
-        }
+        Answer::Silent => hang(stop),
         Answer::Trickle { every } => {
             if conn.write_all(b"$100000\r\n").is_err() {
                 return;
@@ -88,13 +98,28 @@ fn serve(mut conn: TcpStream, answer: Answer, stop: &AtomicBool) {
                 return;
             }
             let chunk = vec![b'x'; 64 * 1024];
-            while !stop.load(Ordering::SeqCst) {
-                match conn.write_all(&chunk) {
-                    Ok(()) => {}
-                    // The client stopped reading for a second, or went away.
-                    Err(_) => return,
-                }
-            }
+            // Until the client stops reading for a second, or goes away.
+            while !stop.load(Ordering::SeqCst) && conn.write_all(&chunk).is_ok() {}
         }
+        Answer::Reply { reply, then } => loop {
+            if conn.write_all(&reply).is_err() {
+                return;
+            }
+            match then {
+                Then::Close => return,
+                Then::Hang => return hang(stop),
+                Then::Repeat => {}
+            }
+            if !matches!(conn.read(&mut buf), Ok(n) if n > 0) {
+                return;
+            }
+        },
+    }
+}
+
+/// Keep the connection open, silent, until the server stops.
+fn hang(stop: &AtomicBool) {
+    while !stop.load(Ordering::SeqCst) {
+        thread::sleep(Duration::from_millis(50));
     }
 }
