@@ -420,3 +420,91 @@ fn tcp(host: &str, port: u16, deadline: Instant) -> io::Result<Timed<TcpStream>>
     }
     Err(last)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::thread;
+
+    /// A link over one end of a socket pair; `server` writes to the other end.
+    fn pair(server: impl FnOnce(UnixStream) + Send + 'static) -> Link {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        thread::spawn(move || server(theirs));
+        Link {
+            stream: Stream::Unix(Timed {
+                socket: ours,
+                deadline: Instant::now(),
+            }),
+            parser: redis::Parser::new(),
+            db: 0,
+            resp3: false,
+            broken: false,
+            oversized: false,
+        }
+    }
+
+    #[test]
+    fn the_deadline_bounds_a_reply_however_slowly_it_comes() {
+        let mut link = pair(|mut s| {
+            let _ = s.write_all(b"$1000\r\n");
+            // A byte every 20 ms: each read is quick, the reply never completes in time.
+            while s.write_all(b"x").is_ok() {
+                thread::sleep(Duration::from_millis(20));
+            }
+        });
+        let started = Instant::now();
+        link.set_deadline(started + Duration::from_millis(200));
+        let err = redis::cmd("GET")
+            .arg("k")
+            .query::<Value>(&mut link)
+            .unwrap_err();
+        assert!(err.is_timeout(), "{err}");
+        let took = started.elapsed();
+        assert!(took < Duration::from_millis(1_500), "took {took:?}");
+        assert!(!link.is_open() && !link.oversized());
+    }
+
+    #[test]
+    fn a_reply_past_the_cap_fails_without_being_read_into_memory() {
+        let mut link = pair(|mut s| {
+            let _ = s.write_all(b"$999999999999\r\n");
+            let chunk = vec![b'x'; 64 * 1024];
+            while s.write_all(&chunk).is_ok() {}
+        });
+        link.set_deadline(Instant::now() + Duration::from_secs(30));
+        let err = redis::cmd("GET")
+            .arg("k")
+            .query::<Value>(&mut link)
+            .unwrap_err();
+        assert!(link.oversized(), "{err}");
+        assert!(!link.is_open());
+    }
+
+    #[test]
+    fn pipelined_replies_and_server_errors_are_read_in_order() {
+        let mut link = pair(|mut s| {
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(b"+OK\r\n-NOSCRIPT no\r\n:7\r\n");
+            let _ = s.read(&mut buf);
+        });
+        link.set_deadline(Instant::now() + Duration::from_secs(30));
+        let replies: Vec<Value> = redis::pipe()
+            .ignore_errors()
+            .cmd("SET")
+            .arg("k")
+            .arg(1)
+            .cmd("EVALSHA")
+            .arg("x")
+            .arg(0)
+            .cmd("INCR")
+            .arg("c")
+            .query(&mut link)
+            .unwrap();
+        assert_eq!(replies.len(), 3);
+        assert_eq!(replies[0], Value::Okay);
+        assert!(matches!(&replies[1], Value::ServerError(e) if e.code() == "NOSCRIPT"));
+        assert_eq!(replies[2], Value::Int(7));
+        assert!(link.is_open());
+    }
+}
