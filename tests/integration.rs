@@ -9,6 +9,8 @@ mod common;
 mod integration {
     // Fixtures of several servers: a master, a replica and three sentinels; a three-master Cluster.
     mod topology;
+    // A hostile fake server: silent, trickling its reply, flooding one, or answering garbage.
+    mod fake;
 
     // Admin subcommands: status and list show holders, release --force breaks a lock and fences it.
     mod admin;
@@ -16,6 +18,8 @@ mod integration {
     mod holders_admin;
     // Run a command under the lock: key while running, release, environment, fencing, URLs, output.
     mod basic;
+    // Every request bounded: silent, trickling and flooding servers end in 69 in time, in memory.
+    mod bounded;
     // Redis Cluster: the slot's owner found through any seed, waiters, list, a slot migration.
     mod cluster;
     // Moving the lock between contenders: busy exit, --conflict-exit-code, --wait, no overlap.
@@ -43,6 +47,8 @@ mod integration {
     mod quorum;
     // Redis Sentinel: the master found through the sentinels, a forced failover, --min-replicas.
     mod sentinel;
+    // Only a master holds a lock: replicas refused, read-only or not; ROLE forbidden by an ACL.
+    mod roles;
     // The eviction preflight: a warning for an evicting maxmemory-policy, silence without CONFIG.
     mod preflight;
     // Child subreaper and PID 1: double-forked daemons stopped with the job, zombies reaped, TERM.
@@ -75,6 +81,8 @@ mod integration {
     // Outputs as documented, snapshot-tested (trycmd, snapbox): --help, usage errors, the
     // messages docs/messages.md quotes, status and list lines; the docs checked against them.
     mod snapshots;
+    // No part of a password printed, whatever the URL form, subcommand or log format.
+    mod redaction;
     // Bad command lines and environment values: 64, nothing run, nothing locked; --help, --version.
     mod usage;
 }

@@ -29,8 +29,17 @@ impl ConnArgs {
                 .iter()
                 .flat_map(|url| url.split_ascii_whitespace())
                 .collect();
-            // A piece without a scheme is most likely part of a password with a space in it:
-            // say so without showing any piece.
+            // One word without a scheme is just that (`127.0.0.1:6379`); among several, a
+            // piece without one is most likely part of a password with a space in it: say so
+            // without showing any piece.
+            if let [url] = urls[..]
+                && !url.contains("://")
+            {
+                return Err(usage(format!(
+                    "REDLOCK_URL: {}",
+                    crate::transport::endpoint::no_scheme(url)
+                )));
+            }
             if urls.iter().any(|url| !url.contains("://")) {
                 return Err(usage(
                     "REDLOCK_URL holds a word that is not a URL: several URLs are separated by \

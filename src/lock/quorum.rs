@@ -229,8 +229,8 @@ impl Locker for Quorum {
             shortfall("granted the lock", taken, n, first_failure(&replies))
         };
         Err(match first_failure(&replies) {
-            Some(Failure::Refused(_)) => Failure::Refused(message),
-            _ => Failure::Unreachable(message),
+            Some(Failure::Refused(_)) => Failure::Refused(message.into()),
+            _ => Failure::Unreachable(message.into()),
         })
     }
 
@@ -267,9 +267,9 @@ impl Locker for Quorum {
             if deadline(sent, ttl) > Moment::now() {
                 return Ok(Renewal::Extended);
             }
-            return Err(Failure::Unreachable(format!(
-                "the renewal of the lock on {n} Redis nodes answered too late"
-            )));
+            return Err(Failure::Unreachable(
+                format!("the renewal of the lock on {n} Redis nodes answered too late").into(),
+            ));
         }
         if n - gone - taken < self.majority() {
             // No majority can be ours any more, whatever the silent nodes say.
@@ -286,12 +286,9 @@ impl Locker for Quorum {
                 self.majority()
             )));
         }
-        Err(Failure::Unreachable(shortfall(
-            "renewed the lock",
-            ours,
-            n,
-            first_failure(&replies),
-        )))
+        Err(Failure::Unreachable(
+            shortfall("renewed the lock", ours, n, first_failure(&replies)).into(),
+        ))
     }
 
     fn release(
@@ -312,12 +309,15 @@ impl Locker for Quorum {
             .collect();
         let n = self.nodes.len();
         if answers.len() < self.majority() {
-            return Err(Failure::Unreachable(shortfall(
-                "answered the release",
-                answers.len(),
-                n,
-                first_failure(&replies),
-            )));
+            return Err(Failure::Unreachable(
+                shortfall(
+                    "answered the release",
+                    answers.len(),
+                    n,
+                    first_failure(&replies),
+                )
+                .into(),
+            ));
         }
         Ok(if answers.contains(&Held::Ours) {
             Held::Ours
@@ -367,7 +367,7 @@ impl Locker for Quorum {
         let replies = self.each(&all, |node| node.leave(token, timeout));
         match first_failure(&replies) {
             Some(_) if replies.iter().flatten().all(Result::is_err) => Err(Failure::Unreachable(
-                shortfall("answered", 0, self.nodes.len(), first_failure(&replies)),
+                shortfall("answered", 0, self.nodes.len(), first_failure(&replies)).into(),
             )),
             _ => Ok(()),
         }
@@ -392,8 +392,8 @@ impl Interrupt for QuorumInterrupt {
             return Ok(());
         }
         Err(first_failure(&replies).map_or_else(
-            || Failure::Unreachable("no Redis node took the interrupt".to_owned()),
-            |f| Failure::Unreachable(f.to_string()),
+            || Failure::Unreachable("no Redis node took the interrupt".to_owned().into()),
+            |f| Failure::Unreachable(f.to_string().into()),
         ))
     }
 }

@@ -65,7 +65,5 @@ pub(super) fn held(endpoint: &Endpoint, reply: &Value) -> Result<Held, Failure> 
 }
 
 pub(super) fn unexpected(endpoint: &Endpoint, reply: &Value) -> Failure {
-    Failure::Refused(format!(
-        "unexpected reply from Redis at {endpoint}: {reply:?}"
-    ))
+    Failure::Refused(format!("unexpected reply from Redis at {endpoint}: {reply:?}").into())
 }

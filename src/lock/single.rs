@@ -179,23 +179,24 @@ impl SingleRedis {
     /// acquire's own INCR is: a failover of this node must not lower the counter again.
     pub fn raise_fence(&mut self, to: i64, timeout: Duration) -> Result<i64, Failure> {
         let to = to.to_string();
-        let reply = match self.min_replicas {
-            None => self.eval(&FENCE_RAISE, &[&to], timeout)?,
-            Some((replicas, wait)) => {
-                let wait = wait.min(timeout / 2);
-                let (reply, acked) =
-                    self.eval_acked(&FENCE_RAISE, &[&to], replicas, wait, timeout)?;
-                if acked < i64::from(replicas) {
-                    return Err(Failure::Unreachable(format!(
+        let reply =
+            match self.min_replicas {
+                None => self.eval(&FENCE_RAISE, &[&to], timeout)?,
+                Some((replicas, wait)) => {
+                    let wait = wait.min(timeout / 2);
+                    let (reply, acked) =
+                        self.eval_acked(&FENCE_RAISE, &[&to], replicas, wait, timeout)?;
+                    if acked < i64::from(replicas) {
+                        return Err(Failure::Unreachable(format!(
                         "only {acked} of {replicas} replica(s) of Redis at {} acknowledged the \
                          fencing counter within {} (--min-replicas)",
                         self.endpoint(),
                         humantime::format_duration(wait)
-                    )));
+                    ).into()));
+                    }
+                    reply
                 }
-                reply
-            }
-        };
+            };
         match reply {
             Value::Int(fence) => Ok(fence),
             other => Err(unexpected(self.endpoint(), &other)),
@@ -319,7 +320,7 @@ impl SingleRedis {
         let deadline = Instant::now() + timeout.max(Duration::from_millis(1));
         let keys = self.keys.all();
         let wait_ms = ms_arg(wait);
-        let send = |verb: &str, body: &str, conn: &mut redis::Connection| {
+        let send = |verb: &str, body: &str, conn: &mut dyn redis::ConnectionLike| {
             let mut pipe = redis::pipe();
             pipe.ignore_errors();
             pipe.cmd(verb)
@@ -376,9 +377,9 @@ impl SingleRedis {
             Ok(_) => "released it".to_owned(),
             Err(failure) => format!("releasing it failed ({failure}); it expires by itself"),
         };
-        Err(Failure::Refused(format!(
-            "{why} (--min-replicas); {released}"
-        )))
+        Err(Failure::Refused(
+            format!("{why} (--min-replicas); {released}").into(),
+        ))
     }
 }
 

@@ -34,16 +34,19 @@ pub(crate) fn masters(
     let mut last = None;
     for (host, port) in seeds {
         let at = transport::node_name(host, *port);
-        let reply = transport::connect_to(endpoint.node(host, *port), &at, deadline).and_then(
-            |mut conn| {
-                redis::cmd("CLUSTER")
-                    .arg("SLOTS")
-                    .query::<Value>(&mut conn)
-                    .map_err(|e| classify(&at, e))
-            },
-        );
+        let reply = transport::connect_to(endpoint, endpoint.node(host, *port), &at, deadline)
+            .and_then(|mut conn| {
+                match redis::cmd("CLUSTER").arg("SLOTS").query::<Value>(&mut conn) {
+                    // A server with cluster support disabled ("ERR This instance has cluster
+                    // support disabled") is one node that serves every slot, as `run` finds
+                    // it (it never answers MOVED): every lock is there.
+                    Err(e) if e.code() == Some("ERR") => Ok(None),
+                    other => other.map(Some).map_err(|e| classify(&at, e)),
+                }
+            });
         match reply {
-            Ok(Value::Array(ranges)) => {
+            Ok(None) => return Ok(vec![(host.clone(), *port)]),
+            Ok(Some(Value::Array(ranges))) => {
                 let mut out: Vec<(String, u16)> = Vec::new();
                 for range in &ranges {
                     let Value::Array(fields) = range else {
@@ -69,13 +72,14 @@ pub(crate) fn masters(
                 }
                 return Ok(out);
             }
-            Ok(other) => {
-                last = Some(Failure::Refused(format!(
-                    "unexpected reply to CLUSTER SLOTS from {at}: {other:?}"
-                )))
+            Ok(Some(other)) => {
+                last = Some(Failure::Refused(
+                    format!("unexpected reply to CLUSTER SLOTS from {at}: {other:?}").into(),
+                ))
             }
             Err(failure) => last = Some(failure),
         }
     }
-    Err(last.unwrap_or_else(|| Failure::Unreachable(format!("no node of {endpoint} answered"))))
+    Err(last
+        .unwrap_or_else(|| Failure::Unreachable(format!("no node of {endpoint} answered").into())))
 }

@@ -10,7 +10,7 @@ use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use redis::{ConnectionAddr, ConnectionInfo, RedisError};
+use redis::{ConnectionAddr, ConnectionInfo, ErrorKind, RedisError};
 
 use crate::transport::Failure;
 
@@ -49,25 +49,29 @@ pub(crate) fn explain(
     failure: Failure,
 ) -> Failure {
     let node = info.addr();
-    let text = err.to_string();
     let tls = matches!(node, ConnectionAddr::TcpTls { .. });
     let has_password = info.redis_settings().password().is_some();
     // Refused connections and silence say enough (a TLS handshake that gets no answer aside:
     // a plain Redis port waits for more of a "command" that never ends).
-    let timeout = err.is_timeout() || text.contains("Resource temporarily unavailable");
+    let timeout = err.is_timeout();
+    let garbled = matches!(
+        err.kind(),
+        ErrorKind::Parse | ErrorKind::UnexpectedReturnType
+    );
     let confusing = (timeout && tls)
         || (!timeout
             && !err.is_connection_refusal()
             && (err.is_io_error() || err.is_connection_dropped()))
-        || text.contains("unknown command")
-        || text.contains("Parse error")
-        || text.contains("Incompatible type")
-        || err.code() == Some("READONLY");
+        // A plain ERR to redlock's first command: an unknown command, most often.
+        || err.code() == Some("ERR")
+        || garbled
+        || err.code() == Some("READONLY")
+        || (err.code() == Some("NOAUTH") && !has_password);
     if !confusing {
         return failure;
     }
     let found = probe(node);
-    let refused = |message: String| Failure::Refused(message);
+    let refused = |message: String| Failure::Refused(message.into());
     match found {
         Found::Sentinel { services } => {
             let service = services.first().map_or("SERVICE", String::as_str);
@@ -100,11 +104,9 @@ pub(crate) fn explain(
                 "Redis at {addr} speaks plain text, not TLS: use redis://{addr}, or its TLS port"
             ))
         }
-        Found::Other if text.contains("Parse error") || text.contains("Incompatible type") => {
-            refused(format!(
-                "{addr} did not answer in the Redis protocol: is it a Redis server? check the port"
-            ))
-        }
+        Found::Other if garbled => refused(format!(
+            "{addr} did not answer in the Redis protocol: is it a Redis server? check the port"
+        )),
         _ => failure,
     }
 }

@@ -3,9 +3,11 @@
 //! printed without secrets.
 
 use std::fmt;
+use std::sync::Arc;
 
 pub use crate::transport::redact::{redact, without_password};
-use redis::{ClientTlsConfig, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, TlsCertificates};
+use crate::transport::tls::TlsClient;
+use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
 
 /// TLS settings given apart from the URL, applied to every `rediss://` endpoint: PEM contents,
 /// read once at start-up.
@@ -55,6 +57,8 @@ pub struct Endpoint {
     pub(crate) info: ConnectionInfo,
     pub(crate) target: Target,
     shown: String,
+    /// How its TLS connections are made (`rediss://` only).
+    tls: Option<TlsClient>,
 }
 
 impl Endpoint {
@@ -63,10 +67,19 @@ impl Endpoint {
     pub fn parse(url: &str) -> Result<Self, String> {
         let url = url.trim();
         let shown = redact(url);
-        let scheme = url
-            .split_once("://")
-            .map(|(scheme, _)| scheme.to_ascii_lowercase());
+        let Some((scheme, rest)) = url.split_once("://") else {
+            return Err(no_scheme(url));
+        };
+        let scheme = Some(scheme.to_ascii_lowercase());
         match scheme.as_deref() {
+            // The crate refuses user info on a socket URL; say where its password goes.
+            Some("unix" | "redis+unix") if !rest.starts_with('/') && rest.contains('@') => {
+                return Err(format!(
+                    "invalid Redis URL '{shown}': a unix socket URL takes no user name or \
+                     password before its path; give the password as ?pass=PASSWORD, or in \
+                     REDLOCK_PASSWORD or --password-file"
+                ));
+            }
             Some("redis" | "rediss" | "unix" | "redis+unix") => {}
             Some(
                 s @ ("redis+sentinel" | "rediss+sentinel" | "redis+cluster" | "rediss+cluster"),
@@ -82,11 +95,27 @@ impl Endpoint {
         }
         let info = connection_info(url, &shown)?;
         let shown = info.addr().to_string();
-        Ok(Self {
+        Ok(Self::tls_default(Self {
             info,
             target: Target::Direct,
             shown,
-        })
+            tls: None,
+        }))
+    }
+
+    /// A `rediss://` endpoint verifies servers against the system's trust store until
+    /// [`Endpoint::with_tls`] says otherwise.
+    fn tls_default(mut self) -> Self {
+        if matches!(self.info.addr(), ConnectionAddr::TcpTls { .. }) {
+            self.tls = Some(TlsClient::new(Tls::default()));
+        }
+        self
+    }
+
+    /// The TLS client configuration of this endpoint's connections (None without TLS); an
+    /// error when the trust store cannot be read.
+    pub(crate) fn tls_config(&self) -> Result<Option<Arc<rustls::ClientConfig>>, String> {
+        self.tls.as_ref().map(TlsClient::config).transpose()
     }
 
     /// Authenticate with `password` instead of any password in the URL (the URL's user name,
@@ -127,18 +156,14 @@ impl Endpoint {
             };
             self.info = self.info.set_addr(addr);
         }
+        let client = TlsClient::new(tls.clone());
         if tls.ca_cert.is_some() || tls.client.is_some() {
-            let certificates = TlsCertificates {
-                client_tls: tls.client.as_ref().map(|(cert, key)| ClientTlsConfig {
-                    client_cert: cert.clone(),
-                    client_key: key.clone(),
-                }),
-                root_cert: tls.ca_cert.clone(),
-            };
-            let client = redis::Client::build_with_tls(self.info.clone(), certificates)
+            // Bad certificates or keys are a usage error, found before anything runs.
+            client
+                .config()
                 .map_err(|e| format!("cannot use the TLS certificates or key: {e}"))?;
-            self.info = client.get_connection_info().clone();
         }
+        self.tls = Some(client);
         Ok(self)
     }
 
@@ -235,11 +260,12 @@ impl Endpoint {
             Target::Cluster { seeds } => format!("cluster {}", list(seeds)),
             Target::Direct => unreachable!(),
         };
-        Ok(Self {
+        Ok(Self::tls_default(Self {
             info,
             target,
             shown,
-        })
+            tls: None,
+        }))
     }
 
     /// The connection details of the data node at `host:port`: this endpoint's credentials,
@@ -269,6 +295,7 @@ impl Endpoint {
             info,
             target: Target::Direct,
             shown,
+            tls: self.tls.clone(),
         }
     }
 
@@ -287,6 +314,26 @@ impl Endpoint {
             }
         }
         self.node(host, port).set_redis_settings(redis)
+    }
+}
+
+/// Why `word`, which has no `://`, is not a URL. It is quoted, with the URL it most likely
+/// means, only when it is `host:port`: anything else may be part of a password.
+pub fn no_scheme(word: &str) -> String {
+    let address = word.rsplit_once(':').is_some_and(|(host, port)| {
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        !host.is_empty()
+            && host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | ':' | '-' | '_'))
+            && port.parse::<u16>().is_ok()
+    });
+    if address {
+        format!("'{word}' is not a URL: it has no scheme; use redis://{word}")
+    } else {
+        "the URL has no scheme (use redis://, rediss://, unix://, redis+unix://, \
+         redis+sentinel:// or redis+cluster://)"
+            .to_owned()
     }
 }
 
@@ -436,6 +483,19 @@ mod tests {
         assert!(Endpoint::parse("http://127.0.0.1").is_err());
         assert!(Endpoint::parse("").is_err());
         assert!(Endpoint::parse("unix:///tmp/redis.sock").is_ok());
+    }
+
+    #[test]
+    fn a_url_without_a_scheme_says_so() {
+        let err = Endpoint::parse("127.0.0.1:6379").unwrap_err();
+        assert!(err.contains("use redis://127.0.0.1:6379"), "{err}");
+        let err = Endpoint::parse(":hunter2@127.0.0.1:6379").unwrap_err();
+        assert!(
+            err.contains("no scheme") && !err.contains("hunter2"),
+            "{err}"
+        );
+        let err = Endpoint::parse("unix://:hunter2@/tmp/r.sock").unwrap_err();
+        assert!(err.contains("?pass=") && !err.contains("hunter2"), "{err}");
     }
 
     #[test]

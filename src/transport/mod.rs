@@ -1,42 +1,34 @@
 //! The connection to the server that holds a lock: the one Redis, the master the sentinels
 //! name, or the Cluster node that owns the lock's hash slot; found again after a failover (a
 //! dropped connection, READONLY, the sentinels naming another master) or a slot move (MOVED,
-//! ASK). Every step of a request — sentinel lookup, connect, redirects — fits in one deadline.
+//! ASK). Every step of a request — sentinel lookup, connect, set-up, redirects — fits in one
+//! deadline, and no reply larger than redlock needs is read (`link`: redlock's own connection,
+//! `tls`: its rustls set-up). Only a master may hold a lock (`role`: ROLE in the set-up).
 //! Also what a URL means (`endpoint`), how it is shown (`redact`), and, when a first request
 //! fails in a way that says little, what kind of server answered (`diagnose`).
 //!
-//! May use the redis crate and `report`; nothing else of redlock's. The transport error,
-//! [`Failure`], lives here and every layer above passes it on.
+//! May use the redis crate, rustls and `report`; nothing else of redlock's. The transport
+//! error, [`Failure`] (`failure`), lives here and every layer above passes it on.
 
 pub mod cluster;
 mod diagnose;
 pub mod endpoint;
+mod failure;
+pub(crate) mod link;
 pub mod redact;
+mod role;
 pub mod sentinel;
+mod tls;
 
-use std::fmt;
 use std::time::{Duration, Instant};
 
 use redis::{ConnectionInfo, RedisError, RedisResult};
 
 use endpoint::{Endpoint, Target};
-
-/// Why a request failed.
-#[derive(Debug)]
-pub enum Failure {
-    /// No answer: connection refused, dropped, or timed out. Worth retrying.
-    Unreachable(String),
-    /// Redis answered with an error (credentials, permissions, read-only replica, ...).
-    Refused(String),
-}
-
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Failure::Unreachable(m) | Failure::Refused(m) => f.write_str(m),
-        }
-    }
-}
+pub(crate) use failure::classify;
+pub use failure::{Failure, Reason};
+pub(crate) use link::Link;
+use role::{Named, Role};
 
 /// The most MOVED / ASK redirects one request follows (a slot moves once; more is a loop).
 const MAX_HOPS: u32 = 5;
@@ -47,7 +39,7 @@ pub const SENTINEL_RECHECK: Duration = Duration::from_millis(100);
 
 /// An open connection to one data node.
 pub(crate) struct Node {
-    pub conn: redis::Connection,
+    pub conn: Link,
     /// How it was reached, for telling what answered when the first request fails.
     info: ConnectionInfo,
     /// `host:port` (or the socket path), for messages.
@@ -66,7 +58,7 @@ pub(crate) struct Connection {
     /// Where the lock's slot lives, as the last MOVED said (Cluster).
     owner: Option<(String, u16)>,
     /// The sentinel that answered last, and its connection.
-    sentinel: Option<(usize, redis::Connection)>,
+    sentinel: Option<(usize, Link)>,
 }
 
 impl Connection {
@@ -85,7 +77,9 @@ impl Connection {
 
     /// Send one request with `send` to the node that holds the lock, within `deadline`:
     /// following MOVED and ASK, and dropping the connection after any I/O failure or a
-    /// READONLY reply so that the next request finds the master again.
+    /// READONLY reply so that the next request finds the master again. Every read and write of
+    /// the request (of a new connection's set-up too) ends by `deadline`, and a reply larger
+    /// than [`link::MAX_REPLY`] is refused rather than read.
     pub fn request<T>(
         &mut self,
         deadline: Instant,
@@ -94,34 +88,50 @@ impl Connection {
         let mut hops = 0;
         let mut ask: Option<(String, u16)> = None;
         loop {
-            let left = time_left(deadline, &self.endpoint)?;
+            time_left(deadline, &self.endpoint)?;
             let result = if let Some((host, port)) = ask.take() {
                 // The slot is being migrated: this one request goes to the importing node.
-                let mut node = self.open_at(&host, port, deadline)?;
+                let mut node = self.open_at(&host, port, deadline, None)?;
+                node.conn.set_deadline(deadline);
                 let r = redis::cmd("ASKING")
                     .exec(&mut node.conn)
                     .and_then(|()| send(&mut node));
-                r.map_err(|e| (node.addr, e, None))
+                let oversized = node.conn.oversized();
+                r.map_err(|e| (node.addr, e, oversized, None))
             } else {
                 let node = self.node(deadline)?;
-                timeouts(node, left)?;
+                node.conn.set_deadline(deadline);
                 let r = send(node);
                 if r.is_ok() {
                     node.fresh = false;
                 }
                 let first = node.fresh.then(|| node.info.clone());
-                r.map_err(|e| (node.addr.clone(), e, first))
+                let oversized = node.conn.oversized();
+                let broken = !redis::ConnectionLike::is_open(&node.conn);
+                let r = r.map_err(|e| (node.addr.clone(), e, oversized, first));
+                if broken {
+                    // Mid-reply or gone: never read from again.
+                    self.node = None;
+                }
+                r
             };
-            let (addr, err, first) = match result {
+            let (addr, err, oversized, first) = match result {
                 Ok(value) => return Ok(value),
                 Err(failed) => failed,
             };
+            if oversized {
+                self.forget();
+                return Err(failure::too_large(&addr, err));
+            }
             let clustered = matches!(self.endpoint.target, Target::Cluster { .. });
             match cluster::redirect(&err) {
                 Some(_) if !clustered => {
-                    return Err(Failure::Refused(format!(
-                        "Redis at {addr} is a Cluster node that does not serve the lock's slot; \
-                         use a redis+cluster:// URL"
+                    return Err(Failure::Refused(Reason::caused_by(
+                        format!(
+                            "Redis at {addr} is a Cluster node that does not serve the lock's \
+                             slot; use a redis+cluster:// URL"
+                        ),
+                        err,
                     )));
                 }
                 Some((moved, to)) if hops < MAX_HOPS => {
@@ -156,14 +166,20 @@ impl Connection {
             // One server named directly is what it is: there is no master to look for.
             Some("READONLY") if !direct => {
                 self.forget();
-                Failure::Unreachable(format!(
-                    "Redis at {addr} is a replica now (a failover?); looking for the master again"
+                Failure::Unreachable(Reason::caused_by(
+                    format!(
+                        "Redis at {addr} is a replica now (a failover?); looking for the master again"
+                    ),
+                    err.clone(),
                 ))
             }
             Some(code @ ("TRYAGAIN" | "CLUSTERDOWN" | "MASTERDOWN" | "LOADING")) => {
-                return Failure::Unreachable(format!(
-                    "Redis at {addr} cannot serve the lock right now ({code}: {})",
-                    err.detail().unwrap_or("")
+                return Failure::Unreachable(Reason::caused_by(
+                    format!(
+                        "Redis at {addr} cannot serve the lock right now ({code}: {})",
+                        err.detail().unwrap_or("")
+                    ),
+                    err,
                 ));
             }
             _ => {
@@ -234,33 +250,25 @@ impl Connection {
             Target::Direct => {
                 let info = self.endpoint.info.clone();
                 let addr = info.addr().to_string();
-                connect(info, addr, deadline)
+                connect(&self.endpoint, info, addr, deadline, Some(Named::Url))
             }
             Target::Sentinel { .. } => {
                 let (host, port) = self.master(deadline)?;
-                let mut node = self.open_at(&host, port, deadline)?;
-                timeouts(&mut node, time_left(deadline, &self.endpoint)?)?;
-                // The sentinels' word can trail a failover: only a master may hold the lock.
-                let role = redis::cmd("ROLE")
-                    .query::<redis::Value>(&mut node.conn)
-                    .map_err(|e| classify(&node.addr, e))?;
-                if !sentinel::is_master(&role) {
-                    return Err(Failure::Unreachable(format!(
-                        "Redis at {} is not a master yet (a failover in progress?)",
-                        node.addr
-                    )));
-                }
+                // The sentinels' word can trail a failover: only a master may hold the lock
+                // (ROLE, in the connection's set-up).
+                let mut node = self.open_at(&host, port, deadline, Some(Named::Sentinels))?;
                 node.named = Some((host, port));
                 Ok(node)
             }
             Target::Cluster { seeds } => {
                 // The owner if a MOVED named it, else any seed: a MOVED reply routes from there.
+                // No ROLE: a Cluster replica answers MOVED to its master for every key.
                 let mut last = None;
                 let nodes: Vec<_> = self.owner.iter().chain(seeds.iter()).collect();
                 for (i, (host, port)) in nodes.iter().enumerate() {
                     // A share of the time left each, so one silent seed cannot use it all.
                     let until = share(deadline, nodes.len() - i);
-                    match self.open_at(host, *port, until) {
+                    match self.open_at(host, *port, until, None) {
                         Ok(node) => return Ok(node),
                         Err(failure) => last = Some(failure),
                     }
@@ -273,9 +281,15 @@ impl Connection {
         }
     }
 
-    fn open_at(&self, host: &str, port: u16, deadline: Instant) -> Result<Node, Failure> {
+    fn open_at(
+        &self,
+        host: &str,
+        port: u16,
+        deadline: Instant,
+        role: Option<Named>,
+    ) -> Result<Node, Failure> {
         let info = self.endpoint.node(host, port);
-        connect(info, node_name(host, port), deadline)
+        connect(&self.endpoint, info, node_name(host, port), deadline, role)
     }
 
     /// The master's address, as a sentinel names it now.
@@ -300,20 +314,36 @@ pub(crate) fn node_name(host: &str, port: u16) -> String {
     }
 }
 
-/// A new connection, set up (AUTH, SELECT) within `deadline`.
-fn connect(info: ConnectionInfo, addr: String, deadline: Instant) -> Result<Node, Failure> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        return Err(Failure::Unreachable(format!(
-            "no answer from Redis at {addr} in time"
-        )));
+/// A new connection to `info` (one of `endpoint`'s nodes), set up (AUTH, SELECT) within
+/// `deadline`; with `role`, only to a master (ROLE in the same round trip, before anything is
+/// written to the server), what a replica means depending on who named it.
+fn connect(
+    endpoint: &Endpoint,
+    info: ConnectionInfo,
+    addr: String,
+    deadline: Instant,
+    role: Option<Named>,
+) -> Result<Node, Failure> {
+    time_left_at(deadline, &addr)?;
+    let tls = endpoint.tls_config().map_err(|e| {
+        Failure::Refused(format!("cannot use TLS with Redis at {addr}: {e}").into())
+    })?;
+    let explain = |err: RedisError| {
+        let failure = classify(&addr, err.clone());
+        diagnose::explain(&info, &addr, &err, failure)
+    };
+    let (conn, reply) = Link::open(&info, tls, deadline, role.is_some()).map_err(|opening| {
+        if opening.oversized {
+            failure::too_large(&addr, opening.error)
+        } else {
+            explain(opening.error)
+        }
+    })?;
+    if let (Some(named), Some(reply)) = (role, reply) {
+        // ROLE is the first command a server without a password requirement sees.
+        let role = Role::of(reply).map_err(explain)?;
+        role::admit(role, &addr, named)?;
     }
-    let conn = redis::Client::open(info.clone())
-        .and_then(|client| client.get_connection_with_timeout(left))
-        .map_err(|e| {
-            let failure = classify(&addr, e.clone());
-            diagnose::explain(&info, &addr, &e, failure)
-        })?;
     Ok(Node {
         conn,
         info,
@@ -324,26 +354,17 @@ fn connect(info: ConnectionInfo, addr: String, deadline: Instant) -> Result<Node
     })
 }
 
-/// A connection opened within `deadline` to `info`, for one-off use (sentinels, SCAN per node).
+/// A connection opened within `deadline` to `info`, one of `endpoint`'s nodes or sentinels,
+/// for one-off use (sentinels, CLUSTER SLOTS); its requests end by `deadline` too.
 pub(crate) fn connect_to(
+    endpoint: &Endpoint,
     info: ConnectionInfo,
     addr: &str,
     deadline: Instant,
-) -> Result<redis::Connection, Failure> {
-    let mut node = connect(info, addr.to_owned(), deadline)?;
-    timeouts(&mut node, time_left_at(deadline, addr)?)?;
+) -> Result<Link, Failure> {
+    let mut node = connect(endpoint, info, addr.to_owned(), deadline, None)?;
+    node.conn.set_deadline(deadline);
     Ok(node.conn)
-}
-
-/// Set the connection's I/O time limits to `left`.
-pub(crate) fn timeouts(node: &mut Node, left: Duration) -> Result<(), Failure> {
-    set_timeouts(&node.conn, left).map_err(|e| classify(&node.addr, e))
-}
-
-pub(crate) fn set_timeouts(conn: &redis::Connection, left: Duration) -> RedisResult<()> {
-    let left = left.max(Duration::from_millis(1));
-    conn.set_read_timeout(Some(left))?;
-    conn.set_write_timeout(Some(left))
 }
 
 fn time_left(deadline: Instant, endpoint: &Endpoint) -> Result<Duration, Failure> {
@@ -358,33 +379,14 @@ fn time_left(deadline: Instant, endpoint: &Endpoint) -> Result<Duration, Failure
 pub(crate) fn time_left_at(deadline: Instant, at: &str) -> Result<Duration, Failure> {
     let left = deadline.saturating_duration_since(Instant::now());
     if left.is_zero() {
-        Err(Failure::Unreachable(format!(
-            "no answer from Redis at {at} in time"
-        )))
+        Err(Failure::Unreachable(
+            format!("no answer from Redis at {at} in time").into(),
+        ))
     } else {
         Ok(left)
     }
 }
 
 fn no_time(endpoint: &Endpoint) -> Failure {
-    Failure::Unreachable(format!("no answer from Redis at {endpoint} in time"))
-}
-
-/// A failed request as a [`Failure`], naming where it went.
-pub(crate) fn classify(at: &dyn fmt::Display, err: RedisError) -> Failure {
-    // A read timeout surfaces as EAGAIN, sometimes wrapped (during a TLS handshake, say).
-    let text = err.to_string();
-    if err.is_timeout() || text.contains("Resource temporarily unavailable") {
-        Failure::Unreachable(format!("no answer from Redis at {at} in time"))
-    } else if err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal() {
-        Failure::Unreachable(format!("cannot reach Redis at {at}: {text}"))
-    } else if err.kind() == redis::ErrorKind::AuthenticationFailed
-        || matches!(err.code(), Some("WRONGPASS" | "NOAUTH"))
-    {
-        Failure::Refused(format!(
-            "Redis at {at} refused the credentials (wrong password or user name)"
-        ))
-    } else {
-        Failure::Refused(format!("Redis at {at} answered with an error: {text}"))
-    }
+    Failure::Unreachable(format!("no answer from Redis at {endpoint} in time").into())
 }

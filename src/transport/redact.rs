@@ -16,9 +16,17 @@ pub fn without_password(url: &str) -> String {
         _ => rest.replacen("***@", "", 1),
     };
     // A password query parameter, hidden to the end by redact(): drop it and what follows.
-    let rest = match ["?pass=***", "&pass=***", "?password=***", "&password=***"]
-        .iter()
-        .find_map(|p| rest.find(p))
+    let rest = match [
+        "?pass=***",
+        "&pass=***",
+        "?password=***",
+        "&password=***",
+        "?sentinel_password=***",
+        "&sentinel_password=***",
+    ]
+    .iter()
+    .filter_map(|p| rest.find(p))
+    .min()
     {
         Some(at) => rest[..at].to_owned(),
         None => rest,
@@ -37,10 +45,17 @@ pub fn redact(url: &str) -> String {
     let mut out = String::with_capacity(url.len());
     out.push_str(&url[..scheme_end]);
     let mut rest = &url[scheme_end..];
-    // Socket URLs have no user info (the path may hold an '@'); the others end it at the last '@'.
-    if !scheme.contains("unix")
-        && let Some(at) = rest.rfind('@')
-    {
+    // The user info ends at the last '@'. A socket URL's path may hold an '@' too: there, user
+    // info (which redlock refuses, but must not print) comes before the path's '/', so it ends
+    // at the last "@/", and a URL whose path starts at once has none.
+    let userinfo_end = if !scheme.contains("unix") {
+        rest.rfind('@')
+    } else if rest.starts_with('/') {
+        None
+    } else {
+        rest.rfind("@/").or_else(|| rest.rfind('@'))
+    };
+    if let Some(at) = userinfo_end {
         let userinfo = &rest[..at];
         match userinfo.find(':') {
             Some(colon) => out.push_str(&format!("{}:***", &userinfo[..colon])),
@@ -101,6 +116,20 @@ mod tests {
             redact("unix:///tmp/a@b.sock?pass=x&y@z"),
             "unix:///tmp/a@b.sock?pass=***"
         );
+        // User info on a socket URL (refused, but quoted in the error).
+        assert_eq!(
+            redact("redis+unix://:S3cr3tPW@/tmp/r.sock"),
+            "redis+unix://:***@/tmp/r.sock"
+        );
+        assert_eq!(
+            redact("unix://user:S3cr3tPW@/tmp/r.sock"),
+            "unix://user:***@/tmp/r.sock"
+        );
+        assert_eq!(
+            redact("unix://:p@/w@/tmp/a@b.sock"),
+            "unix://:***@/tmp/a@b.sock"
+        );
+        assert_eq!(redact("unix://S3cr3tPW@"), "unix://***@");
     }
 
     #[test]
@@ -118,6 +147,14 @@ mod tests {
         assert_eq!(
             without_password("redis+sentinel://:pw@h1,h2/svc"),
             "redis+sentinel://h1,h2/svc"
+        );
+        assert_eq!(
+            without_password("redis+sentinel://h1/svc?db=2&sentinel_password=s3cret"),
+            "redis+sentinel://h1/svc?db=2"
+        );
+        assert_eq!(
+            without_password("redis+sentinel://h1/svc?sentinel_password=s3cret&db=2"),
+            "redis+sentinel://h1/svc"
         );
     }
 }

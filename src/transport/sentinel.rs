@@ -6,7 +6,7 @@ use std::time::Instant;
 use redis::Value;
 
 use crate::transport::endpoint::{Endpoint, Target};
-use crate::transport::{self, Failure, classify};
+use crate::transport::{self, Failure, Link, classify};
 
 /// The master's address as the first sentinel that answers names it. `cached` keeps the
 /// connection to the sentinel that answered last (tried first next time).
@@ -15,7 +15,7 @@ use crate::transport::{self, Failure, classify};
 /// Unreachable when none answered.
 pub(crate) fn master(
     endpoint: &Endpoint,
-    cached: &mut Option<(usize, redis::Connection)>,
+    cached: &mut Option<(usize, Link)>,
     deadline: Instant,
 ) -> Result<(String, u16), Failure> {
     let Target::Sentinel {
@@ -41,51 +41,55 @@ pub(crate) fn master(
         }
         let conn = match cached.take() {
             Some((j, conn)) if j == i => conn,
-            _ => match transport::connect_to(endpoint.sentinel(host, *port), &at, until) {
-                Ok(conn) => conn,
-                Err(failure) => {
-                    last = Some(failure);
-                    continue;
+            _ => {
+                match transport::connect_to(endpoint, endpoint.sentinel(host, *port), &at, until) {
+                    Ok(conn) => conn,
+                    Err(failure) => {
+                        last = Some(failure);
+                        continue;
+                    }
                 }
-            },
+            }
         };
         let mut conn = conn;
-        let left = until.saturating_duration_since(std::time::Instant::now());
-        let reply = transport::set_timeouts(&conn, left).and_then(|()| {
-            redis::cmd("SENTINEL")
-                .arg("GET-MASTER-ADDR-BY-NAME")
-                .arg(service)
-                .query::<Value>(&mut conn)
-        });
+        conn.set_deadline(until);
+        let reply = redis::cmd("SENTINEL")
+            .arg("GET-MASTER-ADDR-BY-NAME")
+            .arg(service)
+            .query::<Value>(&mut conn);
         match reply {
             Ok(Value::Array(items)) => {
                 if let Some(addr) = address(&items) {
                     *cached = Some((i, conn));
                     return Ok(addr);
                 }
-                last = Some(Failure::Refused(format!(
-                    "unexpected reply from {at}: {items:?}"
-                )));
+                last = Some(Failure::Refused(
+                    format!("unexpected reply from {at}: {items:?}").into(),
+                ));
             }
             Ok(Value::Nil) => {
                 unknown += 1;
                 *cached = Some((i, conn));
             }
             Ok(other) => {
-                last = Some(Failure::Refused(format!(
-                    "unexpected reply from {at}: {other:?}"
-                )))
+                last = Some(Failure::Refused(
+                    format!("unexpected reply from {at}: {other:?}").into(),
+                ))
             }
             Err(e) => last = Some(classify(&at, e)),
         }
     }
     if unknown > 0 {
-        return Err(Failure::Refused(format!(
-            "the sentinels know no service '{service}' (check the name after the hosts in the URL)"
-        )));
+        return Err(Failure::Refused(
+            format!(
+                "the sentinels know no service '{service}' (check the name after the hosts in \
+                 the URL)"
+            )
+            .into(),
+        ));
     }
     Err(last.unwrap_or_else(|| {
-        Failure::Unreachable(format!("no sentinel of {endpoint} answered in time"))
+        Failure::Unreachable(format!("no sentinel of {endpoint} answered in time").into())
     }))
 }
 
@@ -99,18 +103,5 @@ fn address(items: &[Value]) -> Option<(String, u16)> {
     match items {
         [host, port] => Some((text(host)?, text(port)?.parse().ok()?)),
         _ => None,
-    }
-}
-
-/// Whether a ROLE reply says "master".
-pub(crate) fn is_master(role: &Value) -> bool {
-    match role {
-        Value::Array(items) => {
-            matches!(
-                items.first(),
-                Some(Value::BulkString(b)) if b == b"master"
-            ) || matches!(items.first(), Some(Value::SimpleString(s)) if s == "master")
-        }
-        _ => false,
     }
 }

@@ -1,5 +1,6 @@
 //! Redis Cluster: the lock lives on the node that owns its slot, found through any seed (MOVED);
-//! waiters are woken there; `list` scans every master; renewals follow a slot migration.
+//! waiters are woken there; `list` scans every master; renewals follow a slot migration; a
+//! cluster URL to a standalone server treats it as the one node.
 
 use super::topology::*;
 use crate::common::*;
@@ -177,4 +178,27 @@ fn renewals_follow_a_cluster_failover() {
         // Lost and stopped in time; the contender may then have run, after it.
         out.assert_code(76);
     }
+}
+
+#[test]
+fn a_cluster_url_to_a_standalone_server_treats_it_as_the_one_node() {
+    // `run` works there (no MOVED ever comes); `list`, `status` and `release` do too: CLUSTER
+    // SLOTS is refused ("cluster support disabled") and the server is the one node.
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let url = format!("redis+cluster://127.0.0.1:{}", redis.port());
+    let (holder, token) = Redlock::run_at(&url).key("solo").hold(&dir, "a");
+    Redlock::admin_at("list", &url)
+        .status(0)
+        .stdout_contains("solo\t")
+        .stderr("")
+        .output();
+    Redlock::admin_at("status", &url)
+        .key("solo")
+        .status(0)
+        .stdout_contains(&token)
+        .output();
+    touch(&dir.join("a.go"));
+    holder.finish().assert_code(0);
+    assert_eq!(redis.get(&lock_key("solo")), None);
 }

@@ -4,13 +4,11 @@
 //! odd lock names the rules allow work end to end.
 
 use std::ffi::{OsStr, OsString};
-use std::io::{Read, Write};
-use std::net::TcpListener;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::thread;
 use std::time::Duration;
 
 use crate::common::*;
+use crate::integration::fake::{Answer, FakeServer, Then};
 
 fn os(s: &str) -> OsString {
     OsString::from(s)
@@ -345,39 +343,6 @@ fn non_utf8_command_arguments_pass_through_unchanged() {
     assert_eq!(std::fs::read(&out_file).unwrap(), bytes);
 }
 
-/// What a garbage server does after its first reply.
-#[derive(Clone, Copy)]
-enum Then {
-    Close,
-    Hang,
-    Repeat,
-}
-
-/// A TCP server speaking broken RESP: answers every request with `reply`, then does `then`.
-fn garbage_server(reply: Vec<u8>, then: Then) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    thread::spawn(move || {
-        for mut conn in listener.incoming().flatten() {
-            let reply = reply.clone();
-            thread::spawn(move || {
-                let mut buf = [0u8; 64 * 1024];
-                while matches!(conn.read(&mut buf), Ok(n) if n > 0) {
-                    if conn.write_all(&reply).is_err() {
-                        return;
-                    }
-                    match then {
-                        Then::Close => return,
-                        Then::Hang => thread::sleep(Duration::from_secs(3600)),
-                        Then::Repeat => {}
-                    }
-                }
-            });
-        }
-    });
-    port
-}
-
 #[test]
 fn a_server_answering_garbage_exits_69_without_running_the_command() {
     let dir = TempDir::new();
@@ -423,8 +388,8 @@ fn a_server_answering_garbage_exits_69_without_running_the_command() {
     ];
     let mut failures = Vec::new();
     for (what, reply, then) in cases {
-        let port = garbage_server(reply, then);
-        let out = Redlock::run_at(&format!("redis://127.0.0.1:{port}"))
+        let server = FakeServer::start(Answer::Reply { reply, then });
+        let out = Redlock::run_at(&server.url())
             .key("k")
             .ttl("1s")
             .wait("2s")

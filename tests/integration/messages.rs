@@ -516,3 +516,30 @@ fn a_cluster_node_given_as_plain_redis_names_the_url_to_use() {
         "{line}"
     );
 }
+
+#[test]
+fn a_url_without_a_scheme_names_the_url_to_use() {
+    for redlock in [
+        Redlock::sub("run").env("REDLOCK_URL", "127.0.0.1:6379"),
+        Redlock::sub("run").url("127.0.0.1:6379"),
+    ] {
+        let out = redlock
+            .key("k")
+            .command(["true"])
+            .status(64)
+            .stderr_lines(1)
+            .stderr_contains("'127.0.0.1:6379' is not a URL: it has no scheme")
+            .stderr_contains("use redis://127.0.0.1:6379")
+            .output();
+        assert!(!out.stderr.contains("whitespace"), "{}", out.stderr);
+    }
+    // Anything but host:port may hold a password: not quoted.
+    let out = Redlock::sub("run")
+        .env("REDLOCK_URL", ":hunter2@127.0.0.1:6379")
+        .key("k")
+        .command(["true"])
+        .status(64)
+        .stderr_contains("has no scheme")
+        .output();
+    assert!(!out.stderr.contains("hunter2"), "{}", out.stderr);
+}

@@ -22,7 +22,7 @@ pub struct Sentinel {
 }
 
 impl Sentinel {
-    fn start(master_port: u16) -> Sentinel {
+    pub fn start(master_port: u16) -> Sentinel {
         let mut last = String::new();
         for _ in 0..20 {
             let dir = TempDir::new();

@@ -1,0 +1,145 @@
+//! The transport error: [`Failure`], whose class the layers above decide on (retry, or give up
+//! with 69), with the message they show and the redis or I/O error it comes from as its
+//! `source()`. Errors are told apart by their kind (an `io::ErrorKind`, the redis error's kind or
+//! its server error code), never by their text.
+
+use std::error::Error;
+use std::fmt;
+
+use redis::RedisError;
+
+/// Why a request failed.
+#[derive(Debug)]
+pub enum Failure {
+    /// No answer: connection refused, dropped, or timed out. Worth retrying.
+    Unreachable(Reason),
+    /// Redis answered, with an error (credentials, permissions, a replica, ...) or with what
+    /// redlock cannot use (a reply too large).
+    Refused(Reason),
+}
+
+/// What a [`Failure`] says, and the error beneath it, if any.
+#[derive(Debug)]
+pub struct Reason {
+    message: String,
+    source: Option<Box<dyn Error + Send + Sync + 'static>>,
+}
+
+impl Reason {
+    /// `message`, caused by `source`.
+    pub fn caused_by(message: String, source: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
+        Self {
+            message,
+            source: Some(source.into()),
+        }
+    }
+}
+
+impl From<String> for Reason {
+    fn from(message: String) -> Self {
+        Self {
+            message,
+            source: None,
+        }
+    }
+}
+
+impl From<&str> for Reason {
+    fn from(message: &str) -> Self {
+        message.to_owned().into()
+    }
+}
+
+impl Failure {
+    fn reason(&self) -> &Reason {
+        match self {
+            Failure::Unreachable(r) | Failure::Refused(r) => r,
+        }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.reason().message)
+    }
+}
+
+impl Error for Failure {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        let source = self.reason().source.as_deref()?;
+        Some(source)
+    }
+}
+
+/// A failed request as a [`Failure`], naming where it went.
+pub(crate) fn classify(at: &dyn fmt::Display, err: RedisError) -> Failure {
+    // A read that ran out of time: the socket's timeout (EAGAIN) or redlock's deadline.
+    if err.is_timeout() {
+        Failure::Unreachable(Reason::caused_by(
+            format!("no answer from Redis at {at} in time"),
+            err,
+        ))
+    } else if err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal() {
+        Failure::Unreachable(Reason::caused_by(
+            format!("cannot reach Redis at {at}: {err}"),
+            err,
+        ))
+    } else if err.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(err.code(), Some("WRONGPASS" | "NOAUTH"))
+    {
+        Failure::Refused(Reason::caused_by(
+            format!("Redis at {at} refused the credentials (wrong password or user name)"),
+            err,
+        ))
+    } else {
+        Failure::Refused(Reason::caused_by(
+            format!("Redis at {at} answered with an error: {err}"),
+            err,
+        ))
+    }
+}
+
+/// A reply larger than redlock ever needs: refused, naming the server.
+pub(crate) fn too_large(at: &dyn fmt::Display, err: RedisError) -> Failure {
+    Failure::Refused(Reason::caused_by(
+        format!(
+            "Redis at {at} sent a reply larger than {} MiB, far more than redlock asks for: is \
+             it a Redis server? check the port",
+            crate::transport::link::MAX_REPLY >> 20
+        ),
+        err,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io;
+
+    #[test]
+    fn failures_keep_their_cause_and_their_class() {
+        let timeout = RedisError::from(io::Error::from(io::ErrorKind::WouldBlock));
+        let failure = classify(&"127.0.0.1:1", timeout);
+        assert!(matches!(failure, Failure::Unreachable(_)));
+        assert_eq!(
+            failure.to_string(),
+            "no answer from Redis at 127.0.0.1:1 in time"
+        );
+        let cause = failure.source().expect("a source");
+        assert!(cause.downcast_ref::<RedisError>().unwrap().is_timeout());
+
+        let refused = RedisError::from(io::Error::from(io::ErrorKind::ConnectionRefused));
+        assert!(matches!(classify(&"h:1", refused), Failure::Unreachable(_)));
+        let wrongpass = RedisError::from((
+            redis::ErrorKind::AuthenticationFailed,
+            "Password authentication failed",
+        ));
+        let failure = classify(&"h:1", wrongpass);
+        assert!(matches!(failure, Failure::Refused(_)));
+        assert!(failure.to_string().contains("refused the credentials"));
+
+        let plain = Failure::Refused("no such thing".into());
+        assert!(plain.source().is_none());
+        assert_eq!(plain.to_string(), "no such thing");
+    }
+}

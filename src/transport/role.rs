@@ -1,0 +1,182 @@
+//! What a server says it is (ROLE, asked in the set-up of each new connection to a data node,
+//! before anything is written to it), and whether the lock may live there: only on a master.
+//! A replica that accepts writes (`replica-read-only no`) would otherwise take a lock its
+//! master knows nothing of.
+
+use redis::Value;
+
+use crate::transport::failure::Failure;
+
+/// What ROLE said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Role {
+    Master,
+    /// A replica of `master` (`host:port`).
+    Replica {
+        master: String,
+    },
+    /// A Sentinel, monitoring these services.
+    Sentinel {
+        services: Vec<String>,
+    },
+    /// The server would not say (an ACL without `+role`, a proxy without the command): the
+    /// server's error.
+    Unknown(String),
+    /// A reply no Redis gives to ROLE.
+    Strange,
+}
+
+impl Role {
+    /// ROLE's reply as a role; Err for a server error that means more than "not allowed"
+    /// (NOAUTH, LOADING, ...), which the connection's failure then reports.
+    pub(crate) fn of(reply: Value) -> Result<Role, redis::RedisError> {
+        let items = match reply {
+            Value::Array(items) => items,
+            Value::ServerError(e) => {
+                return match e.code() {
+                    "NOPERM" | "ERR" => Ok(Role::Unknown(
+                        e.details()
+                            .map_or_else(|| e.code().to_owned(), |d| format!("{} {d}", e.code())),
+                    )),
+                    _ => Err(e.into()),
+                };
+            }
+            _ => return Ok(Role::Strange),
+        };
+        let text = |v: &Value| match v {
+            Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+            Value::SimpleString(s) => Some(s.clone()),
+            Value::Int(n) => Some(n.to_string()),
+            _ => None,
+        };
+        let role = items.first().and_then(text);
+        Ok(match role.as_deref() {
+            Some("master") => Role::Master,
+            Some("slave" | "replica") => Role::Replica {
+                master: match (items.get(1).and_then(text), items.get(2).and_then(text)) {
+                    (Some(host), Some(port)) => {
+                        crate::transport::node_name(&host, port.parse().unwrap_or(0))
+                    }
+                    _ => "its master".to_owned(),
+                },
+            },
+            Some("sentinel") => Role::Sentinel {
+                services: match items.get(1) {
+                    Some(Value::Array(names)) => names.iter().filter_map(text).collect(),
+                    _ => Vec::new(),
+                },
+            },
+            _ => Role::Strange,
+        })
+    }
+}
+
+/// Where the server was named, which decides what a replica means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Named {
+    /// By the URL: a replica is a mistake in it (refused).
+    Url,
+    /// By the sentinels: a replica is a master not promoted yet (a failover in progress: retry).
+    Sentinels,
+}
+
+/// Whether the lock may live on the server at `addr` whose ROLE is `role`.
+pub(crate) fn admit(role: Role, addr: &str, named: Named) -> Result<(), Failure> {
+    match role {
+        Role::Master => Ok(()),
+        Role::Replica { master } => Err(match named {
+            Named::Url => Failure::Refused(
+                format!(
+                    "Redis at {addr} is a replica (of {master}), which cannot hold a lock: give \
+                     its master, redis://{master}, or a redis+sentinel:// URL to follow failovers"
+                )
+                .into(),
+            ),
+            Named::Sentinels => Failure::Unreachable(
+                format!("Redis at {addr} is not a master yet (a failover in progress?)").into(),
+            ),
+        }),
+        Role::Sentinel { services } => {
+            let service = services.first().map_or("SERVICE", String::as_str);
+            Err(Failure::Refused(
+                format!(
+                    "{addr} is a Redis Sentinel, not a Redis server: use \
+                     redis+sentinel://{addr}/{service} (it monitors: {})",
+                    if services.is_empty() {
+                        "nothing".to_owned()
+                    } else {
+                        services.join(", ")
+                    }
+                )
+                .into(),
+            ))
+        }
+        Role::Unknown(why) => {
+            crate::report!(
+                1,
+                "role_unchecked" { "node" => addr },
+                "could not ask Redis at {addr} for its ROLE ({why}); not checked whether it is a replica"
+            );
+            Ok(())
+        }
+        Role::Strange => Err(Failure::Refused(
+            format!(
+                "{addr} did not answer ROLE as Redis does: is it a Redis server? check the port"
+            )
+            .into(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn roles_from_replies() {
+        let master = Value::Array(vec![bulk("master"), Value::Int(0), Value::Array(vec![])]);
+        assert_eq!(Role::of(master).unwrap(), Role::Master);
+        let replica = Value::Array(vec![
+            bulk("slave"),
+            bulk("127.0.0.1"),
+            Value::Int(6380),
+            bulk("connected"),
+            Value::Int(14),
+        ]);
+        assert_eq!(
+            Role::of(replica).unwrap(),
+            Role::Replica {
+                master: "127.0.0.1:6380".into()
+            }
+        );
+        let sentinel = Value::Array(vec![
+            bulk("sentinel"),
+            Value::Array(vec![bulk("mymaster"), bulk("other")]),
+        ]);
+        assert_eq!(
+            Role::of(sentinel).unwrap(),
+            Role::Sentinel {
+                services: vec!["mymaster".into(), "other".into()]
+            }
+        );
+        assert_eq!(Role::of(Value::Okay).unwrap(), Role::Strange);
+        assert_eq!(Role::of(Value::Int(1)).unwrap(), Role::Strange);
+    }
+
+    #[test]
+    fn only_a_master_may_hold_the_lock() {
+        let replica = || Value::Array(vec![bulk("slave"), bulk("10.0.0.1"), Value::Int(6379)]);
+        let check = |reply, named| admit(Role::of(reply).unwrap(), "10.0.0.2:6379", named);
+        let err = check(replica(), Named::Url).unwrap_err();
+        assert!(matches!(err, Failure::Refused(_)), "{err}");
+        assert!(err.to_string().contains("redis://10.0.0.1:6379"), "{err}");
+        let err = check(replica(), Named::Sentinels).unwrap_err();
+        assert!(matches!(err, Failure::Unreachable(_)), "{err}");
+        let master = Value::Array(vec![bulk("master"), Value::Int(0)]);
+        assert!(check(master, Named::Url).is_ok());
+    }
+}

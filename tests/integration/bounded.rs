@@ -1,0 +1,131 @@
+//! Every request bounded in time and size: a server that accepts and never answers, one that
+//! trickles a reply a byte at a time, one that floods an endless reply. `run` (with and without
+//! `--wait`), `status` and `list` end with 69 and a line naming the server, within the
+//! documented time limit (an acquire: ttl/3; an admin request: 5 s), connect time included. The
+//! flood runs redlock with its address space limited, so a reply read into memory kills redlock
+//! and fails the test instead of taking the machine.
+
+use std::time::Duration;
+
+use crate::common::*;
+use crate::integration::fake::{Answer, FakeServer};
+
+/// The time limit of one admin request (`status`, `list`), as the README gives it.
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(5);
+/// Room for a loaded two-core machine.
+const SLACK: Duration = Duration::from_secs(3);
+/// At most 1 GiB of address space for redlock.
+const LIMITED: [&str; 2] = ["prlimit", "--as=1073741824"];
+
+/// The ways of asking `server` something, each with the longest it may take.
+fn invocations(server: &FakeServer, dir: &TempDir) -> Vec<(&'static str, Redlock, Duration)> {
+    let url = server.url();
+    vec![
+        (
+            "run --ttl 3s",
+            Redlock::run_at(&url)
+                .key("k")
+                .ttl("3s")
+                .sh(&marker_script(dir)),
+            Duration::from_secs(1),
+        ),
+        (
+            "run --ttl 3s --wait 2s",
+            Redlock::run_at(&url)
+                .key("k")
+                .ttl("3s")
+                .wait("2s")
+                .sh(&marker_script(dir)),
+            // A --wait may retry an unreachable server until it runs out.
+            Duration::from_secs(3),
+        ),
+        (
+            "status",
+            Redlock::admin_at("status", &url).key("k"),
+            ADMIN_TIMEOUT,
+        ),
+        ("list", Redlock::admin_at("list", &url), ADMIN_TIMEOUT),
+    ]
+}
+
+/// Each invocation against `server` ends in 69 within its limit, its last line naming the
+/// server and saying `says`, with nothing run.
+#[track_caller]
+fn bounded(server: &FakeServer, through: &[&str], says: &str) {
+    let dir = TempDir::new();
+    let mut failures = Vec::new();
+    for (what, redlock, limit) in invocations(server, &dir) {
+        let out = redlock.through(through).output();
+        let last = out.stderr.lines().last().unwrap_or("");
+        let mut problems = Vec::new();
+        if out.status.code() != Some(69) {
+            problems.push(format!("ended with {:?}, want 69", out.status));
+        }
+        if !last.starts_with("redlock: ") || !last.contains(&server.addr()) || !last.contains(says)
+        {
+            problems.push(format!(
+                "last line does not name {} with {says:?}",
+                server.addr()
+            ));
+        }
+        if out.elapsed > limit + SLACK {
+            problems.push(format!("took {:?}, limit {limit:?}", out.elapsed));
+        }
+        if dir.join("marker").exists() {
+            problems.push("ran the command".into());
+        }
+        if !problems.is_empty() {
+            failures.push(format!(
+                "{what}: {}; stderr {:?}",
+                problems.join(", "),
+                out.stderr
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn a_reply_trickled_a_byte_at_a_time_ends_in_69_within_the_time_limit() {
+    let server = FakeServer::start(Answer::Trickle {
+        every: Duration::from_millis(200),
+    });
+    bounded(&server, &[], "in time");
+}
+
+#[test]
+fn a_reply_flooding_without_end_is_refused_without_reading_it_into_memory() {
+    let server = FakeServer::start(Answer::Flood);
+    bounded(&server, &LIMITED, "larger than");
+}
+
+#[test]
+fn a_silent_server_ends_in_69_within_the_time_limit() {
+    let server = FakeServer::start(Answer::Silent);
+    bounded(&server, &[], "in time");
+}
+
+#[test]
+fn an_acquire_against_a_silent_server_takes_its_timeout_once() {
+    // ttl/3 = 4 s: the connection, its set-up and the request (with the eviction check beside
+    // it) fit in one timeout, not one each (it took 8 s: two).
+    let server = FakeServer::start(Answer::Silent);
+    let out = Redlock::run_at(&server.url())
+        .key("k")
+        .ttl("12s")
+        .command(["true"])
+        .status(69)
+        .stderr_lines(1)
+        .stderr_contains(&server.addr())
+        .output();
+    assert!(
+        out.elapsed < Duration::from_millis(6_500),
+        "took {:?} for an acquire timeout of 4 s",
+        out.elapsed
+    );
+    assert!(
+        out.elapsed >= Duration::from_millis(3_900),
+        "gave up after {:?}, before its timeout of 4 s",
+        out.elapsed
+    );
+}

@@ -1,0 +1,120 @@
+//! No part of a password is printed, whatever the URL form: plain, TLS, unix sockets (with
+//! `?pass=`, `?password=`, or user info, which redlock refuses), Sentinel (the master's and the
+//! sentinels' own `sentinel_password=`) and Cluster, well-formed (the server unreachable) or
+//! malformed (the URL quoted in the error); from `--url` and from `REDLOCK_URL`; for `run` and
+//! every admin command; in text and in JSON. The command's `REDLOCK_URL` carries no password.
+
+use crate::common::*;
+use crate::integration::topology::Sentinel;
+
+const PW: &str = "S3cr3tPW";
+
+/// Every four-character piece of the password: none may be printed.
+fn pieces() -> Vec<&'static str> {
+    (0..=PW.len() - 4).map(|i| &PW[i..i + 4]).collect()
+}
+
+/// Every URL form, each carrying [`PW`]; `closed` is a port nobody listens on.
+fn urls(closed: u16) -> Vec<String> {
+    let at = format!("127.0.0.1:{closed}");
+    [
+        // Well-formed: redlock gets as far as the (absent) server.
+        format!("redis://:{PW}@{at}"),
+        format!("redis://alice:{PW}@{at}/0"),
+        format!("rediss://:{PW}@{at}"),
+        format!("redis+unix:///nonexistent/r.sock?pass={PW}"),
+        format!("unix:///nonexistent/r.sock?db=1&password={PW}"),
+        format!("redis+sentinel://:{PW}@{at}/svc?sentinel_password={PW}"),
+        format!("rediss+sentinel://{at}/svc?sentinel_username=u&sentinel_password={PW}&db=1"),
+        format!("redis+cluster://:{PW}@{at}"),
+        format!("rediss+cluster://alice:{PW}@{at},127.0.0.1"),
+        // Malformed: the URL is quoted in the error.
+        format!("redis+unix://:{PW}@/tmp/r.sock"),
+        format!("unix://:{PW}@/tmp/r.sock"),
+        format!("unix://alice:{PW}@/tmp/r.sock"),
+        format!("redis://:{PW}@127.0.0.1:99999"),
+        format!("rediss://alice:{PW}@[::1"),
+        format!("redis+sentinel://:{PW}@h:x/svc?sentinel_password={PW}"),
+        format!("redis+sentinel://h/svc?sentinel_password={PW}&what=1"),
+        format!("redis+cluster://:{PW}@h/0"),
+        format!("valkey://:{PW}@{at}"),
+        format!("redis://:{PW}@{at}\n/x"),
+    ]
+    .into()
+}
+
+/// `redlock <sub>` on `url`, from the flag or the variable, with `--log-format <format>`.
+fn invocation(sub: &str, dir: &TempDir, url: &str, from_env: bool, format: &str) -> Redlock {
+    let redlock = match sub {
+        "run" => Redlock::sub("run")
+            .key("k")
+            .ttl("1s")
+            .sh(&marker_script(dir)),
+        "status" => Redlock::sub("status").key("k"),
+        "list" => Redlock::sub("list"),
+        _ => Redlock::sub("release").key("k").arg("--force"),
+    };
+    let redlock = redlock.args(["--log-format", format]);
+    if from_env {
+        redlock.env("REDLOCK_URL", url)
+    } else {
+        redlock.url(url)
+    }
+}
+
+#[test]
+fn no_url_form_prints_any_part_of_its_password() {
+    let closed = free_port();
+    let dir = TempDir::new();
+    let mut failures = Vec::new();
+    for url in urls(closed) {
+        for sub in ["run", "status", "list", "release"] {
+            for format in ["text", "json"] {
+                for from_env in [false, true] {
+                    let out = invocation(sub, &dir, &url, from_env, format).output();
+                    let printed = format!("{}{}", out.stdout, out.stderr);
+                    let how = if from_env { "REDLOCK_URL" } else { "--url" };
+                    if pieces().iter().any(|p| printed.contains(p)) {
+                        failures.push(format!("{sub} {how} {url:?} ({format}): {printed:?}"));
+                    }
+                    if !matches!(out.status.code(), Some(64 | 69)) {
+                        failures.push(format!(
+                            "{sub} {how} {url:?} ({format}): {:?}, want 64 or 69",
+                            out.status
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(!dir.join("marker").exists(), "a command ran");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn the_commands_url_drops_the_sentinels_password() {
+    let master = RedisServer::start();
+    let sentinel = Sentinel::start(master.port());
+    redis::cmd("ACL")
+        .arg(&["SETUSER", "default", "on", "resetpass", &format!(">{PW}")])
+        .exec(&mut sentinel.conn())
+        .unwrap();
+    let url = format!(
+        "redis+sentinel://127.0.0.1:{}/mymaster?db=2&sentinel_password={PW}",
+        sentinel.port
+    );
+    let out = Redlock::sub("run")
+        .env("REDLOCK_URL", &url)
+        .key("k")
+        .sh("echo \"$REDLOCK_URL\"")
+        .status(0)
+        .stderr("")
+        .output();
+    assert_eq!(
+        out.stdout,
+        format!(
+            "redis+sentinel://127.0.0.1:{}/mymaster?db=2\n",
+            sentinel.port
+        )
+    );
+}

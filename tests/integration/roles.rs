@@ -1,0 +1,111 @@
+//! Only a master may hold a lock: a replica given by its URL is refused with 69, naming its
+//! master, whether it is read-only or accepts writes (`replica-read-only no`), and nothing is
+//! written to it or to its master; ROLE, asked in each new connection's set-up, also names a
+//! Sentinel behind a password. A server whose ACL forbids ROLE is used unchecked, said at -v.
+
+use crate::common::*;
+use crate::integration::topology::{Sentinel, replica_of};
+
+#[test]
+fn a_replica_is_refused_naming_its_master_whether_read_only_or_not() {
+    let master = RedisServer::start();
+    let replica = replica_of(&master);
+    let dir = TempDir::new();
+    for read_only in ["no", "yes"] {
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("replica-read-only")
+            .arg(read_only)
+            .exec(&mut replica.conn())
+            .unwrap();
+        let out = Redlock::run(&replica)
+            .key("k")
+            .sh(&marker_script(&dir))
+            .status(69)
+            .stderr_lines(1)
+            .stderr_contains(&format!(
+                "Redis at 127.0.0.1:{} is a replica",
+                replica.port()
+            ))
+            .stderr_contains(&format!(
+                "give its master, redis://127.0.0.1:{}",
+                master.port()
+            ))
+            .output();
+        assert!(
+            !dir.join("marker").exists(),
+            "replica-read-only {read_only}: the command ran: {}",
+            out.stderr
+        );
+        assert!(
+            replica.all_keys().is_empty() && master.all_keys().is_empty(),
+            "replica-read-only {read_only}: keys written: {:?} {:?}",
+            replica.all_keys(),
+            master.all_keys()
+        );
+        Redlock::admin("status", &replica)
+            .key("k")
+            .status(69)
+            .stderr_contains("is a replica")
+            .output();
+    }
+}
+
+#[test]
+fn a_sentinel_behind_a_password_given_as_plain_redis_is_named_as_one() {
+    let master = RedisServer::start();
+    let sentinel = Sentinel::start(master.port());
+    redis::cmd("ACL")
+        .arg(&["SETUSER", "default", "on", "resetpass", ">s3ntinel-pw"])
+        .exec(&mut sentinel.conn())
+        .unwrap();
+    let url = format!("redis://:s3ntinel-pw@127.0.0.1:{}", sentinel.port);
+    let out = Redlock::run_at(&url)
+        .key("k")
+        .command(["true"])
+        .status(69)
+        .stderr_lines(1)
+        .stderr_contains("is a Redis Sentinel")
+        .stderr_contains(&format!(
+            "use redis+sentinel://127.0.0.1:{}/mymaster",
+            sentinel.port
+        ))
+        .output();
+    assert!(!out.stderr.contains("s3ntinel"), "{}", out.stderr);
+}
+
+#[test]
+fn a_server_whose_acl_forbids_role_is_used_unchecked_and_says_so_at_v() {
+    let redis = RedisServer::start();
+    redis::cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "norole",
+            "on",
+            ">norole-pw",
+            "~*",
+            "&*",
+            "+@all",
+            "-role",
+        ])
+        .exec(&mut redis.conn())
+        .unwrap();
+    let url = format!("redis://norole:norole-pw@127.0.0.1:{}", redis.port());
+    Redlock::run_at(&url)
+        .key("k")
+        .sh("echo ran")
+        .status(0)
+        .stdout("ran\n")
+        .stderr("")
+        .output();
+    let out = Redlock::run_at(&url)
+        .key("k")
+        .args(["-v", "--log-format", "json"])
+        .sh("echo ran")
+        .status(0)
+        .stdout("ran\n")
+        .stderr_contains(r#""event":"role_unchecked""#)
+        .stderr_contains("not checked whether it is a replica")
+        .output();
+    assert!(!out.stderr.contains("norole-pw"), "{}", out.stderr);
+}
