@@ -90,9 +90,18 @@ mod tests {
         assert!(b >= a);
         assert!(a.since_boot() > Duration::ZERO);
         let t = Moment::from_boot(Duration::from_secs(10));
-        assert_eq!((t + Duration::from_secs(5)).saturating_since(t), Duration::from_secs(5));
-        assert_eq!(t.saturating_since(t + Duration::from_secs(5)), Duration::ZERO);
-        assert_eq!(t - Duration::from_secs(60), Moment::from_boot(Duration::ZERO));
+        assert_eq!(
+            (t + Duration::from_secs(5)).saturating_since(t),
+            Duration::from_secs(5)
+        );
+        assert_eq!(
+            t.saturating_since(t + Duration::from_secs(5)),
+            Duration::ZERO
+        );
+        assert_eq!(
+            t - Duration::from_secs(60),
+            Moment::from_boot(Duration::ZERO)
+        );
         assert_eq!(
             Moment::from_boot(Duration::MAX) + Duration::from_secs(1),
             Moment::from_boot(Duration::MAX)
@@ -105,6 +114,9 @@ mod tests {
         // Equal on a machine that never slept; ahead by the time suspended on one that did.
         let boot = Moment::now().since_boot();
         let mono = Duration::from(clock_gettime(ClockId::CLOCK_MONOTONIC).unwrap());
-        assert!(boot + Duration::from_millis(50) >= mono, "{boot:?} vs {mono:?}");
+        assert!(
+            boot + Duration::from_millis(50) >= mono,
+            "{boot:?} vs {mono:?}"
+        );
     }
 }

@@ -10,9 +10,9 @@
 //! above.
 
 pub mod schedule;
-pub mod timing;
 #[cfg(test)]
 mod tests;
+pub mod timing;
 
 pub use timing::*;
 

@@ -7,11 +7,11 @@
 use std::time::Duration;
 
 use crate::clock::Moment;
+use crate::lease::Wait;
 use crate::lease::timing::{
     acquire_timeout, deadline, renew_interval, renew_timeout, retry_interval, unreachable_backoff,
     wake_wait,
 };
-use crate::lease::Wait;
 use crate::lock::{Acquire, Failure};
 
 /// The shortest time limit an attempt gets within a wait that is nearly over.
@@ -264,7 +264,12 @@ mod tests {
     fn every_attempt_result_has_its_next_step() {
         // (the wait, the result, when it ended, what follows)
         let rows: Vec<(Wait, Result<Acquire, Failure>, u64, Step)> = vec![
-            (Wait::Up(ms(0)), Ok(Acquire::Acquired { fence: 1 }), 5, Step::Acquired),
+            (
+                Wait::Up(ms(0)),
+                Ok(Acquire::Acquired { fence: 1 }),
+                5,
+                Step::Acquired,
+            ),
             (Wait::Up(ms(0)), busy(Some(ms(500))), 5, over("busy", true)),
             (
                 Wait::Up(ms(0)),
@@ -274,11 +279,18 @@ mod tests {
             ),
             (
                 Wait::Up(ms(0)),
-                Ok(Acquire::Mismatch { used: "limit 3".into() }),
+                Ok(Acquire::Mismatch {
+                    used: "limit 3".into(),
+                }),
                 5,
                 over("mismatch", false),
             ),
-            (Wait::Up(ms(0)), unreachable(), 5, over("unreachable", false)),
+            (
+                Wait::Up(ms(0)),
+                unreachable(),
+                5,
+                over("unreachable", false),
+            ),
             (Wait::Up(ms(5000)), refused(), 5, over("refused", false)),
             // Busy within a wait: until the holder's lease ends, plus a little jitter (none
             // at random 0), never past the wait.
@@ -294,12 +306,7 @@ mod tests {
                 5,
                 Step::WaitForRelease(ms(295)),
             ),
-            (
-                Wait::Forever,
-                busy(None),
-                5,
-                Step::WaitForRelease(TTL),
-            ),
+            (Wait::Forever, busy(None), 5, Step::WaitForRelease(TTL)),
             (
                 Wait::Up(ms(5000)),
                 unreachable(),
@@ -318,7 +325,12 @@ mod tests {
                     first: true,
                 },
             ),
-            (Wait::Up(ms(30)), unreachable(), 40, over("unreachable", false)),
+            (
+                Wait::Up(ms(30)),
+                unreachable(),
+                40,
+                over("unreachable", false),
+            ),
         ];
         for (i, (wait, result, now, want)) in rows.into_iter().enumerate() {
             let mut waiting = Waiting::new(at(0), wait, TTL);
@@ -336,7 +348,10 @@ mod tests {
             step(waiting.after(Ok(Acquire::Skipped { ago: ms(1) }), at(20), 0.0)),
             over("skipped", true)
         );
-        assert_eq!(step(waiting.after(busy(None), at(1000), 0.0)), over("busy", true));
+        assert_eq!(
+            step(waiting.after(busy(None), at(1000), 0.0)),
+            over("busy", true)
+        );
     }
 
     #[test]

@@ -86,7 +86,6 @@ pub const UNREACHABLE_CAP: Duration = Duration::from_secs(2);
 mod tests {
     use super::*;
 
-
     #[test]
     fn the_group_can_be_stopped_before_the_lease_ends() {
         // For every ttl accepted and the largest --kill-after allowed (ttl/2), the stop signal

@@ -296,7 +296,11 @@ mod tests {
     fn kill_lines_go_as_nanoseconds_since_boot() {
         let at = Moment::from_boot(Duration::from_millis(1500));
         assert_eq!(boot_ns(at), 1_500_000_000);
-        assert_eq!(boot_ns(Moment::from_boot(Duration::ZERO)), 1, "0 means none");
+        assert_eq!(
+            boot_ns(Moment::from_boot(Duration::ZERO)),
+            1,
+            "0 means none"
+        );
         assert_eq!(boot_ns(Moment::from_boot(Duration::MAX)), u64::MAX);
     }
 
@@ -345,10 +349,12 @@ mod tests {
         assert_eq!(group_of(pid), pid.as_raw(), "its own process group");
         // Its stdio closed: nothing there, or the timer it opened since (the lowest free number).
         wait_until("the watchdog to close its stdio", || {
-            (0..3).all(|fd| match std::fs::read_link(format!("/proc/{pid}/fd/{fd}")) {
-                Ok(target) => target.to_string_lossy() == "anon_inode:[timerfd]",
-                Err(_) => true,
-            })
+            (0..3).all(
+                |fd| match std::fs::read_link(format!("/proc/{pid}/fd/{fd}")) {
+                    Ok(target) => target.to_string_lossy() == "anon_inode:[timerfd]",
+                    Err(_) => true,
+                },
+            )
         });
         watchdog.watch(group, Moment::now() + Duration::from_secs(60));
         watchdog.done();

@@ -193,14 +193,28 @@ pub(crate) enum Note {
     Killed(KillReason),
     MaxRuntime,
     Leftovers,
-    Renewed { renewals: u64 },
+    Renewed {
+        renewals: u64,
+    },
     RenewRecovered,
-    RenewFailed { error: String, first: bool },
-    Unacknowledged { why: String, first: bool },
+    RenewFailed {
+        error: String,
+        first: bool,
+    },
+    Unacknowledged {
+        why: String,
+        first: bool,
+    },
     LostTrack(String),
     LeaseEnded,
-    WatchdogRestarted { how: String, pid: i32 },
-    WatchdogFailed { how: String, error: String },
+    WatchdogRestarted {
+        how: String,
+        pid: i32,
+    },
+    WatchdogFailed {
+        how: String,
+        error: String,
+    },
     WatchdogStopped(Signo),
 }
 
@@ -470,7 +484,11 @@ impl Core {
             }
             Input::Group { alive } => {
                 if let Command::Exited { status, .. } = self.command {
-                    let left = if alive { Left::Processes } else { Left::Nothing };
+                    let left = if alive {
+                        Left::Processes
+                    } else {
+                        Left::Nothing
+                    };
                     self.command = Command::Exited { status, left };
                 }
             }
@@ -505,8 +523,7 @@ impl Core {
             }
             Input::Unacknowledged(why) => {
                 self.renewal_failures += 1;
-                let first =
-                    self.trouble(|_| Trouble::Unacknowledged) != Trouble::Unacknowledged;
+                let first = self.trouble(|_| Trouble::Unacknowledged) != Trouble::Unacknowledged;
                 out.push(Action::Note(Note::Unacknowledged { why, first }));
             }
             Input::Lost(held) => {

@@ -19,9 +19,9 @@ use nix::errno::Errno;
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
+use crate::clock::Moment;
 use crate::error::{Class, classified};
 use crate::exit::Outcome;
-use crate::clock::Moment;
 use crate::lease::{self, HoldEvent, Lease, Reports, Wait, WaitEvent};
 use crate::lock;
 use crate::lock::quorum::Quorum;

@@ -36,7 +36,9 @@ pub(crate) fn say(note: &Note, options: &Options) {
         Note::Continued => report!(1, "continued" {}, "continued; continuing the command"),
         Note::LockLost(why) => {
             let message = match why {
-                LostWhy::Gone => format!("lost lock '{key}': its key is gone; stopping the command"),
+                LostWhy::Gone => {
+                    format!("lost lock '{key}': its key is gone; stopping the command")
+                }
                 LostWhy::Theirs => {
                     format!("lost lock '{key}': another owner holds it; stopping the command")
                 }

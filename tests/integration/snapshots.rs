@@ -258,6 +258,30 @@ fn an_unreachable_redis() {
     );
 }
 
+/// A server that floods a reply, and one that trickles it: each refused, naming the server.
+#[test]
+fn a_flooding_and_a_trickling_server() {
+    use super::fake::{Answer, FakeServer};
+    for (name, answer) in [
+        ("flood.stderr", Answer::Flood),
+        (
+            "trickle.stderr",
+            Answer::Trickle {
+                every: std::time::Duration::from_millis(200),
+            },
+        ),
+    ] {
+        let server = FakeServer::start(answer);
+        let out = Redlock::run_at(&server.url())
+            .key("k")
+            .ttl("1s")
+            .command(["true"])
+            .status(69)
+            .output();
+        assert_snapshot(name, &out.stderr, &[(&server.addr(), "127.0.0.1:6379")]);
+    }
+}
+
 #[test]
 fn a_busy_lock_a_lock_held_another_way_and_a_semaphores_status_and_list() {
     let redis = RedisServer::start();
