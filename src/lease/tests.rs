@@ -1,1 +1,519 @@
-//! The lease thread against a fake clock and a fake lock: placeholder replaced below.
+//! The lease thread's work against a fake clock and a fake lock: no Redis, no waiting. Each test
+//! scripts what the lock answers, and when the supervisor asks to stop or to renew, and checks
+//! what the thread reported and when, and what it asked of the lock.
+
+use std::collections::VecDeque;
+use std::sync::mpsc::{self, Receiver, TryRecvError};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::*;
+use crate::lock::{Acquire, Interrupt};
+
+/// A fake clock: waiting jumps to the deadline, or to the moment a scripted message arrives.
+#[derive(Clone)]
+struct FakeClock {
+    now: Arc<Mutex<Moment>>,
+    /// Messages the supervisor sends, at their moments.
+    messages: Arc<Mutex<VecDeque<(Moment, Stop)>>>,
+}
+
+impl FakeClock {
+    fn at(&self) -> u64 {
+        let now = *self.now.lock().unwrap();
+        (now.since_boot() - BASE).as_millis() as u64
+    }
+
+    fn advance(&self, by: Duration) {
+        let mut now = self.now.lock().unwrap();
+        *now = *now + by;
+    }
+}
+
+impl Clock for FakeClock {
+    fn now(&self) -> Moment {
+        *self.now.lock().unwrap()
+    }
+
+    fn wait(&self, inbox: &Receiver<Stop>, until: Moment) -> Option<Stop> {
+        match inbox.try_recv() {
+            Ok(stop) => return Some(stop),
+            Err(TryRecvError::Disconnected) => return Some(Stop::Stop { succeeded: false }),
+            Err(TryRecvError::Empty) => {}
+        }
+        let mut messages = self.messages.lock().unwrap();
+        let mut now = self.now.lock().unwrap();
+        match messages.front() {
+            Some(&(at, stop)) if at <= until => {
+                messages.pop_front();
+                *now = (*now).max(at);
+                Some(stop)
+            }
+            _ => {
+                *now = (*now).max(until);
+                None
+            }
+        }
+    }
+
+    fn sleep(&self, duration: Duration) {
+        self.advance(duration);
+    }
+}
+
+const BASE: Duration = Duration::from_secs(1000);
+
+fn at(ms: u64) -> Moment {
+    Moment::from_boot(BASE + Duration::from_millis(ms))
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// What the thread asked of the lock, and when (ms), with the time limit it gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Call {
+    Acquire { at: u64, timeout: Duration },
+    Wait { at: u64 },
+    Leave { at: u64 },
+    Extend { at: u64, timeout: Duration },
+    Release { at: u64, succeeded: bool },
+}
+
+/// A fake lock that answers as scripted; each answer takes `latency` of the fake clock.
+struct FakeLocker {
+    clock: FakeClock,
+    latency: Duration,
+    acquires: VecDeque<Result<Acquire, Failure>>,
+    extends: VecDeque<Result<Renewal, Failure>>,
+    releases: VecDeque<Result<Held, Failure>>,
+    calls: Arc<Mutex<Vec<Call>>>,
+}
+
+impl FakeLocker {
+    fn call(&self, call: Call) {
+        self.calls.lock().unwrap().push(call);
+        self.clock.advance(self.latency);
+    }
+}
+
+struct NoInterrupt;
+
+impl Interrupt for NoInterrupt {
+    fn interrupt(&self, _timeout: Duration) -> Result<(), Failure> {
+        Ok(())
+    }
+}
+
+impl Locker for FakeLocker {
+    fn wait(&mut self, _token: &str, _timeout: Duration) -> Result<bool, Failure> {
+        self.call(Call::Wait {
+            at: self.clock.at(),
+        });
+        // A release wakes the waiter at once.
+        Ok(true)
+    }
+
+    fn interrupter(&self, _token: &str) -> Box<dyn Interrupt> {
+        Box::new(NoInterrupt)
+    }
+
+    fn leave(&mut self, _token: &str, _timeout: Duration) -> Result<(), Failure> {
+        self.call(Call::Leave {
+            at: self.clock.at(),
+        });
+        Ok(())
+    }
+
+    fn acquire(&mut self, _: &str, _: Duration, timeout: Duration) -> Result<Acquire, Failure> {
+        self.call(Call::Acquire {
+            at: self.clock.at(),
+            timeout,
+        });
+        self.acquires
+            .pop_front()
+            .unwrap_or(Ok(Acquire::Acquired { fence: 1 }))
+    }
+
+    fn extend(&mut self, _: &str, _: Duration, timeout: Duration) -> Result<Renewal, Failure> {
+        self.call(Call::Extend {
+            at: self.clock.at(),
+            timeout,
+        });
+        self.extends.pop_front().unwrap_or(Ok(Renewal::Extended))
+    }
+
+    fn release(&mut self, _: &str, succeeded: bool, _: Duration) -> Result<Held, Failure> {
+        self.call(Call::Release {
+            at: self.clock.at(),
+            succeeded,
+        });
+        self.releases.pop_front().unwrap_or(Ok(Held::Ours))
+    }
+}
+
+/// One run of the lease thread: its script, and what came of it.
+struct Run {
+    ttl: Duration,
+    wait: Wait,
+    latency: Duration,
+    acquires: Vec<Result<Acquire, Failure>>,
+    extends: Vec<Result<Renewal, Failure>>,
+    releases: Vec<Result<Held, Failure>>,
+    messages: Vec<(u64, Stop)>,
+    /// The supervisor asked to stop before the thread blocked in a wait (as `Lease::finish`
+    /// records it for a blocked waiter).
+    stopping: bool,
+}
+
+impl Default for Run {
+    fn default() -> Self {
+        Self {
+            ttl: Duration::from_secs(3),
+            wait: Wait::Up(Duration::ZERO),
+            latency: Duration::ZERO,
+            acquires: Vec::new(),
+            extends: Vec::new(),
+            releases: Vec::new(),
+            messages: Vec::new(),
+            stopping: false,
+        }
+    }
+}
+
+/// What the thread reported (ms, the event as `{:?}`), and what it asked of the lock.
+fn run(script: Run) -> (Vec<(u64, String)>, Vec<Call>) {
+    let clock = FakeClock {
+        now: Arc::new(Mutex::new(at(0))),
+        messages: Arc::default(),
+    };
+    *clock.messages.lock().unwrap() = script
+        .messages
+        .iter()
+        .map(|&(ms, stop)| (at(ms), stop))
+        .collect();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let locker = FakeLocker {
+        clock: clock.clone(),
+        latency: script.latency,
+        acquires: script.acquires.into(),
+        extends: script.extends.into(),
+        releases: script.releases.into(),
+        calls: Arc::clone(&calls),
+    };
+    let reported = Arc::new(Mutex::new(Vec::new()));
+    let (wait_log, hold_log) = (Arc::clone(&reported), Arc::clone(&reported));
+    let (wait_clock, hold_clock) = (clock.clone(), clock.clone());
+    let reports = Reports {
+        wait: Box::new(move |event| {
+            wait_log
+                .lock()
+                .unwrap()
+                .push((wait_clock.at(), format!("{event:?}")))
+        }),
+        hold: Box::new(move |event| {
+            hold_log
+                .lock()
+                .unwrap()
+                .push((hold_clock.at(), format!("{event:?}")))
+        }),
+    };
+    let (stop, inbox) = mpsc::channel();
+    let mut worker = Worker {
+        locker: Box::new(locker),
+        token: "t".into(),
+        ttl: script.ttl,
+        inbox,
+        waiting: Arc::new(Mutex::new(Blocked {
+            stopping: script.stopping,
+            ..Blocked::default()
+        })),
+        clock,
+        reports,
+    };
+    worker.run(script.wait);
+    drop(stop);
+    let reported = reported.lock().unwrap().clone();
+    let calls = calls.lock().unwrap().clone();
+    (reported, calls)
+}
+
+fn stop_at(ms: u64) -> (u64, Stop) {
+    (ms, Stop::Stop { succeeded: true })
+}
+
+fn names(reported: &[(u64, String)]) -> Vec<(u64, &str)> {
+    reported
+        .iter()
+        .map(|(at, event)| (*at, event.split([' ', '(']).next().unwrap_or("")))
+        .collect()
+}
+
+fn unreachable() -> Failure {
+    Failure::Unreachable("no answer from Redis at 127.0.0.1:6379 in time".into())
+}
+
+#[test]
+fn a_held_lease_is_renewed_every_third_of_the_ttl_from_the_last_send() {
+    let (reported, calls) = run(Run {
+        latency: ms(5),
+        messages: vec![stop_at(3500)],
+        ..Run::default()
+    });
+    assert_eq!(
+        names(&reported),
+        [
+            (5, "Acquired"),
+            (1005, "Renewed"),
+            (2005, "Renewed"),
+            (3005, "Renewed"),
+            (3505, "Released"),
+        ]
+    );
+    // Due ttl/3 after each request was sent, not after its answer (5 ms later).
+    let extends: Vec<u64> = calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Extend { at, .. } => Some(*at),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(extends, [1000, 2000, 3000]);
+    assert_eq!(
+        calls.last(),
+        Some(&Call::Release {
+            at: 3500,
+            succeeded: true
+        })
+    );
+    assert!(reported[0].1.contains("waited: 5ms"), "{reported:?}");
+}
+
+#[test]
+fn a_failed_renewal_is_retried_soon_and_the_deadline_does_not_move() {
+    let (reported, calls) = run(Run {
+        extends: vec![
+            Err(unreachable()),
+            Ok(Renewal::Unacknowledged("0 of 1".into())),
+        ],
+        messages: vec![stop_at(1400)],
+        ..Run::default()
+    });
+    assert_eq!(
+        names(&reported),
+        [
+            (0, "Acquired"),
+            (1000, "RenewFailed"),
+            (1150, "Unacknowledged"),
+            (1300, "Renewed"),
+            (1400, "Released"),
+        ]
+    );
+    // Each retry's time limit is what is left of the lease that counted (the acquire's, ending
+    // at 2968 ms), at most ttl/6.
+    let timeouts: Vec<Duration> = calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Extend { timeout, .. } => Some(*timeout),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(timeouts, [ms(500), ms(500), ms(500)]);
+}
+
+#[test]
+fn renewals_near_the_end_of_the_lease_get_only_what_is_left() {
+    let (_, calls) = run(Run {
+        extends: (0..12).map(|_| Err(unreachable())).collect(),
+        messages: vec![stop_at(2900)],
+        ..Run::default()
+    });
+    let last = calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Extend { at, timeout } => Some((*at, *timeout)),
+            _ => None,
+        })
+        .next_back()
+        .unwrap();
+    // Retries every 150 ms from 1000: the last before the stop is at 2800, with 168 ms left.
+    assert_eq!(last, (2800, ms(168)));
+}
+
+#[test]
+fn a_lost_lock_is_reported_and_nothing_is_released() {
+    let (reported, calls) = run(Run {
+        extends: vec![Ok(Renewal::Lost(Held::Gone))],
+        messages: vec![stop_at(1500)],
+        ..Run::default()
+    });
+    assert_eq!(
+        names(&reported),
+        [(0, "Acquired"), (1000, "Lost"), (1500, "Released")]
+    );
+    assert!(reported[2].1.contains("Released(None)"), "{reported:?}");
+    assert!(!calls.iter().any(|c| matches!(c, Call::Release { .. })));
+}
+
+#[test]
+fn renew_now_renews_at_once() {
+    let (reported, calls) = run(Run {
+        messages: vec![(400, Stop::RenewNow), stop_at(1000)],
+        ..Run::default()
+    });
+    assert_eq!(
+        names(&reported),
+        [(0, "Acquired"), (400, "Renewed"), (1000, "Released")]
+    );
+    assert!(calls.contains(&Call::Extend {
+        at: 400,
+        timeout: ms(500)
+    }));
+}
+
+#[test]
+fn a_busy_lock_is_waited_for_and_a_release_wakes_the_waiter() {
+    let busy = || {
+        Ok(Acquire::Busy {
+            remaining: Some(ms(800)),
+            queued: false,
+        })
+    };
+    let (reported, calls) = run(Run {
+        wait: Wait::Up(Duration::from_secs(10)),
+        latency: ms(2),
+        acquires: vec![busy(), busy()],
+        messages: vec![stop_at(100)],
+        ..Run::default()
+    });
+    assert_eq!(names(&reported), [(10, "Acquired"), (102, "Released")]);
+    assert_eq!(
+        calls[..5],
+        [
+            Call::Acquire {
+                at: 0,
+                timeout: ms(1000)
+            },
+            Call::Wait { at: 2 },
+            Call::Acquire {
+                at: 4,
+                timeout: ms(1000)
+            },
+            Call::Wait { at: 6 },
+            Call::Acquire {
+                at: 8,
+                timeout: ms(1000)
+            },
+        ]
+    );
+}
+
+#[test]
+fn a_wait_that_runs_out_reports_busy_and_leaves_the_queue() {
+    let (reported, calls) = run(Run {
+        wait: Wait::Up(ms(0)),
+        acquires: vec![Ok(Acquire::Busy {
+            remaining: None,
+            queued: true,
+        })],
+        ..Run::default()
+    });
+    assert_eq!(names(&reported), [(0, "Busy")]);
+    assert!(reported[0].1.contains("queued: true"));
+    assert_eq!(calls.last(), Some(&Call::Leave { at: 0 }));
+}
+
+#[test]
+fn an_unreachable_redis_within_a_wait_is_retried_with_back_off() {
+    let (reported, calls) = run(Run {
+        wait: Wait::Up(Duration::from_secs(10)),
+        acquires: vec![Err(unreachable()), Err(unreachable()), Err(unreachable())],
+        messages: vec![stop_at(1000)],
+        ..Run::default()
+    });
+    let events = names(&reported);
+    assert_eq!(events.len(), 5, "{reported:?}");
+    assert!(reported[0].1.contains("first: true") && reported[1].1.contains("first: false"));
+    assert_eq!(events[3].1, "Acquired");
+    // Back-off: 50-100 ms, then 100-200, then 200-400 (a random half of each).
+    let attempts: Vec<u64> = calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Acquire { at, .. } => Some(*at),
+            _ => None,
+        })
+        .collect();
+    let gaps: Vec<u64> = attempts.windows(2).map(|w| w[1] - w[0]).collect();
+    assert_eq!(gaps.len(), 3);
+    for (gap, (low, high)) in gaps.iter().zip([(50, 100), (100, 200), (200, 400)]) {
+        assert!((low..=high).contains(gap), "{gaps:?}");
+    }
+}
+
+#[test]
+fn without_a_wait_an_unreachable_redis_fails_at_once() {
+    let (reported, calls) = run(Run {
+        acquires: vec![Err(unreachable())],
+        ..Run::default()
+    });
+    assert_eq!(names(&reported), [(0, "Failed")]);
+    assert_eq!(calls.len(), 1);
+}
+
+#[test]
+fn a_refusal_is_never_waited_out() {
+    let (reported, _) = run(Run {
+        wait: Wait::Forever,
+        acquires: vec![Err(Failure::Refused("WRONGPASS".into()))],
+        ..Run::default()
+    });
+    assert_eq!(names(&reported), [(0, "Failed")]);
+}
+
+#[test]
+fn a_waiter_told_to_stop_leaves_the_queue() {
+    let (reported, calls) = run(Run {
+        wait: Wait::Forever,
+        acquires: vec![Ok(Acquire::Busy {
+            remaining: Some(ms(3000)),
+            queued: false,
+        })],
+        stopping: true,
+        ..Run::default()
+    });
+    assert_eq!(names(&reported), [(0, "Stopped")]);
+    assert_eq!(calls.last(), Some(&Call::Leave { at: 0 }));
+}
+
+#[test]
+fn a_release_that_gets_no_answer_is_retried_for_two_seconds() {
+    let (reported, calls) = run(Run {
+        releases: (0..100).map(|_| Err(unreachable())).collect(),
+        messages: vec![stop_at(10)],
+        ..Run::default()
+    });
+    assert_eq!(names(&reported), [(0, "Acquired"), (1960, "Released")]);
+    let releases = calls
+        .iter()
+        .filter(|c| matches!(c, Call::Release { .. }))
+        .count();
+    // Every 50 ms from 10 ms until less than 50 ms of the 2 s budget is left.
+    assert_eq!(releases, 40);
+}
+
+#[test]
+fn a_skipped_or_mismatched_run_is_reported_as_such() {
+    let (reported, _) = run(Run {
+        acquires: vec![Ok(Acquire::Skipped { ago: ms(5000) })],
+        ..Run::default()
+    });
+    assert_eq!(names(&reported), [(0, "Skipped")]);
+    let (reported, _) = run(Run {
+        acquires: vec![Ok(Acquire::Mismatch {
+            used: "limit 3".into(),
+        })],
+        ..Run::default()
+    });
+    assert_eq!(names(&reported), [(0, "Mismatch")]);
+}
