@@ -1,4 +1,6 @@
-//! Command-line definitions (clap), value parsers for durations, signals and URLs, and env fallbacks.
+//! The clap definitions of every subcommand and option, with their environment variables and
+//! help texts, and the checks that turn `run`'s into [`Options`] (the value parsers are in
+//! `parse`, the URLs' reading in `conn`).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -18,10 +20,17 @@ use crate::lock::Kind;
 use crate::report::metrics;
 use crate::run::Options;
 
-/// Default grace between the stop signal and SIGKILL, capped at a quarter of the ttl.
+/// Default grace between the stop signal and SIGKILL (after a stop request or `--max-runtime`;
+/// after the loss of the lease, see [`crate::lease_grace_rule`]).
 pub const DEFAULT_KILL_AFTER: Duration = Duration::from_secs(5);
 /// The longest lock name accepted, in bytes.
 pub const MAX_KEY_LEN: usize = 1024;
+
+/// `--kill-after`'s help: its own words, then the rule the supervisor applies after a lost lease.
+const KILL_AFTER_HELP: &str = concat!(
+    "Grace between the stop signal and SIGKILL [default: 5s]. ",
+    crate::lease_grace_rule!()
+);
 
 const ENV_HELP: &str = "\
 ENVIRONMENT:
@@ -325,9 +334,7 @@ pub struct RunArgs {
     #[arg(long, env = "REDLOCK_STOP_SIGNAL", hide_env_values = true, default_value = "TERM", value_name = "SIG", value_parser = parse_stop_signal)]
     pub stop_signal: Signal,
 
-    /// Grace between the stop signal and SIGKILL [default: 5s]. After the loss of the lease it is
-    /// at most a quarter of the ttl, and never past the lease.
-    #[arg(long, env = "REDLOCK_KILL_AFTER", hide_env_values = true, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
+    #[arg(help = KILL_AFTER_HELP, long, env = "REDLOCK_KILL_AFTER", hide_env_values = true, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
     pub kill_after: Option<Duration>,
 
     /// After taking the lock and after every renewal, wait for N replicas to acknowledge it
@@ -374,7 +381,7 @@ impl RunArgs {
                 "the command is empty: give a program to run after '--'",
             ));
         }
-        let kill_after = self.kill_after()?;
+        let kill_after = self.kill_after();
         let endpoints = self.conn.endpoints()?;
         if endpoints.len() > 1 && self.fair {
             return Err(classified(
@@ -421,14 +428,21 @@ impl RunArgs {
             min_replicas: self.min_replicas,
             max_runtime: self.max_runtime,
             command: self.command.clone(),
+            // Whatever --url says, the command inherits REDLOCK_URL: without its passwords.
+            command_url: std::env::var("REDLOCK_URL").ok().map(|urls| {
+                urls.split_ascii_whitespace()
+                    .map(crate::transport::endpoint::without_password)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            }),
         })
     }
 
     /// The grace before SIGKILL after a stop request or `--max-runtime`: as given, or the
-    /// default. It need not fit in the ttl: the lease is renewed meanwhile, and after the loss
-    /// of the lease the supervisor cuts it to what is left of the lease.
-    pub fn kill_after(&self) -> anyhow::Result<Duration> {
-        Ok(self.kill_after.unwrap_or(DEFAULT_KILL_AFTER))
+    /// default. It need not fit in the ttl: the lease is renewed meanwhile. After the loss of the
+    /// lease the supervisor cuts it (see [`crate::lease_grace_rule`]).
+    pub fn kill_after(&self) -> Duration {
+        self.kill_after.unwrap_or(DEFAULT_KILL_AFTER)
     }
 }
 
@@ -455,19 +469,18 @@ mod tests {
 
     #[test]
     fn kill_after_default_and_limit() {
-        assert_eq!(
-            run_args("30s", None).kill_after().unwrap(),
-            Duration::from_secs(5)
-        );
+        assert_eq!(run_args("30s", None).kill_after(), Duration::from_secs(5));
         // Not cut to the ttl: the lease is renewed during the grace.
+        assert_eq!(run_args("1s", None).kill_after(), Duration::from_secs(5));
         assert_eq!(
-            run_args("1s", None).kill_after().unwrap(),
-            Duration::from_secs(5)
-        );
-        assert_eq!(
-            run_args("2s", Some("10s")).kill_after().unwrap(),
+            run_args("2s", Some("10s")).kill_after(),
             Duration::from_secs(10)
         );
+    }
+
+    #[test]
+    fn the_kill_after_help_states_the_supervisors_rule() {
+        assert!(KILL_AFTER_HELP.ends_with(crate::lease_grace_rule!()));
     }
 
     #[test]

@@ -98,7 +98,7 @@ impl Field for String {
     }
 }
 
-/// Print one event (callers check [`enabled`] first; the `say!` macro does).
+/// Print one event (callers check [`enabled`] first; the [`report!`](crate::report!) macro does).
 pub fn emit(level: i8, event: &str, fields: &[(&str, String)], text: std::fmt::Arguments) {
     if !JSON.load(Ordering::Relaxed) {
         line(&format!("redlock: {}", one_line(&text.to_string())));

@@ -20,23 +20,26 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
 use crate::clock::Moment;
-use crate::error::{Class, classified};
 use crate::exit::Outcome;
 use crate::lease::{self, HoldEvent, Lease, Reports, Wait, WaitEvent};
 use crate::lock;
 use crate::lock::quorum::Quorum;
-use crate::lock::{Held, Holder, Keys, Locker, Preflight, SingleRedis};
-use crate::process::signals::{self, Intake, Meaning};
+use crate::lock::{Holder, Keys, Locker, Preflight, SingleRedis};
+use crate::process::signals::{self, Intake};
 use crate::process::{self, Signo, Terminal, Waited, Watchdog};
 use crate::report;
 
 mod core;
 mod notes;
+mod release;
 mod supervisor;
+mod wait;
 
 use crate::report::metrics::Stats;
-use crate::transport::endpoint::{self, Endpoint};
+use crate::transport::endpoint::Endpoint;
+use core::Ended;
 use supervisor::{Supervised, Supervisor};
+use wait::Taken;
 
 /// Everything the supervisor hears about.
 #[derive(Debug)]
@@ -51,12 +54,6 @@ pub(crate) enum Event {
     /// The lease thread's news once the lock is held.
     Hold(HoldEvent),
 }
-
-/// How long to wait for the lease thread to report its release before giving up on it.
-const FINISH_WAIT: Duration = Duration::from_secs(5);
-/// How long a waiter that is told to stop waits for the lease thread to leave the waiters'
-/// queue: a healthy Redis takes a millisecond; a frozen one must not keep a TERM waiting.
-const LEAVE_WAIT: Duration = Duration::from_secs(1);
 
 /// What `redlock run` was asked to do, checked: the command line builds it.
 #[derive(Debug)]
@@ -84,75 +81,34 @@ pub struct Options {
     pub max_runtime: Option<Duration>,
     /// The command and its arguments (at least one word).
     pub command: Vec<OsString>,
-}
-
-/// The lock, once taken: its fencing token, when the winning request was sent (the lease counts
-/// from then), and when its answer came (the lock is held from then).
-struct Taken {
-    fence: i64,
-    sent: Moment,
-    held: Moment,
+    /// The `REDLOCK_URL` the command sees: redlock's own, without its passwords (None: unset).
+    pub command_url: Option<String>,
 }
 
 /// Run the command under the lock; how the run ended. An error is a failure before the command
 /// could run (usage, Redis unavailable, internal), its class in the chain.
 pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
     let started = Instant::now();
-    // Before any thread exists, so that every thread has them blocked.
-    let intake = Intake::new(options.stop_signal);
-    intake.block().context("cannot block signals")?;
-    let mut watchdog = Watchdog::start().context("cannot start the watchdog process")?;
-    // Orphans of the command come to redlock, which stops them with the job and reaps them.
-    process::become_subreaper();
-    let (events, rx) = mpsc::channel::<Event>();
-    let command_pid = start_intake(intake, &events)?;
-
-    let token = uuid::Uuid::new_v4().to_string();
-    let (wait_tx, hold_tx) = (events.clone(), events.clone());
-    let reports = Reports {
-        wait: Box::new(move |event| {
-            let _ = wait_tx.send(Event::Wait(event));
-        }),
-        hold: Box::new(move |event| {
-            let _ = hold_tx.send(Event::Hold(event));
-        }),
-    };
-    let lease = Lease::start(
-        locker(options),
-        token.clone(),
-        options.ttl,
-        options.wait,
-        reports,
-    );
-
-    let Taken { fence, sent, held } = match acquire(options, intake, &rx, stats, started)? {
+    let Started {
+        intake,
+        mut watchdog,
+        rx,
+        command_pid,
+        lease,
+        token,
+    } = start(options)?;
+    let Taken { fence, sent, held } = match wait::acquire(options, intake, &rx, stats, started)? {
         Ok(taken) => taken,
         Err(outcome) => {
             if matches!(outcome, Outcome::Interrupted(_)) {
                 lease.stop();
-                left_the_queue(&rx, &options.key);
+                wait::left_the_queue(&rx, &options.key);
             }
             return Ok(outcome);
         }
     };
-
-    // Spawn.
-    // The lock's variables; and no credentials: a job that prints its environment (many CI
-    // steps do) must not print the password.
-    let url = std::env::var("REDLOCK_URL").ok().map(|urls| {
-        urls.split_ascii_whitespace()
-            .map(endpoint::without_password)
-            .collect::<Vec<_>>()
-            .join(" ")
-    });
-    let env = [
-        ("REDLOCK_KEY", Some(options.key.clone())),
-        ("REDLOCK_TOKEN", Some(token)),
-        ("REDLOCK_FENCING_TOKEN", Some(fence.to_string())),
-        ("REDLOCK_PASSWORD", None),
-        ("REDLOCK_URL", url),
-    ];
     let terminal = Terminal::foreground();
+    let env = command_env(options, token, fence);
     let pgid = match process::spawn(&options.command, &env, terminal.as_ref()) {
         Ok(pid) => pid,
         Err(err) => {
@@ -160,7 +116,7 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
             let outcome = Outcome::NotRun { found };
             report::error_event(outcome.event(), message);
             lease.stop();
-            finish(&rx, &options.key);
+            release::finish(&rx, &options.key);
             stats.held = Some(held.elapsed());
             return Ok(outcome);
         }
@@ -187,6 +143,23 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
             terminal.restore_modes();
         }
     }
+    let outcome = after_the_command(options, &lease, &rx, &ended, held, terminal.is_some());
+    stats.held = Some(held.elapsed());
+    stats.renewals = ended.renewals;
+    stats.renewal_failures = ended.renewal_failures;
+    Ok(outcome)
+}
+
+/// After the command: say how it ended, release the lock, and judge what the release found;
+/// `had_terminal`: redlock handed the command the terminal.
+fn after_the_command(
+    options: &Options,
+    lease: &Lease,
+    rx: &Receiver<Event>,
+    ended: &Ended,
+    held: Moment,
+    had_terminal: bool,
+) -> Outcome {
     let code = ended.outcome.status(options.conflict_status);
     report!(
         1,
@@ -196,46 +169,96 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
     );
 
     // Release.
-    let release_in_time = Moment::now() < ended.deadline;
+    let in_time = Moment::now() < ended.deadline;
     lease.finish(ended.outcome.succeeded());
-    let released = finish(&rx, &options.key);
-    let mut outcome = ended.outcome;
-    // A lost lease is always reported, whatever the command's status (or another verdict)
-    // says: the lease ran out before the release (redlock was stopped or frozen while the
-    // command ended, or while it ran), or the release found the key gone or someone else's
-    // (deleted, evicted, broken with `release --force`, or expired and taken).
-    if outcome != Outcome::LockLost {
-        let lost = match released {
-            Some(Held::Gone) => Some("it was gone at release"),
-            Some(Held::Theirs) => Some("another owner held it at release"),
-            _ if !release_in_time => Some("its lease ran out before the release"),
-            _ => None,
-        };
-        if let Some(why) = lost {
-            outcome = Outcome::LockLost;
-            report::error_event(
-                outcome.event(),
-                format!(
-                    "lock '{}' was lost while the command ran ({why})",
-                    options.key
-                ),
-            );
-        }
+    let released = release::finish(rx, &options.key);
+    let (outcome, lost) = release::judged(ended.outcome, released, in_time);
+    if let Some(why) = lost {
+        report::error_event(
+            outcome.event(),
+            format!(
+                "lock '{}' was lost while the command ran ({why})",
+                options.key
+            ),
+        );
     }
     // Ctrl-C or Ctrl-\ in the terminal reached only the command's group, which had the
     // terminal. Without redlock it would have reached redlock's group too (the calling script,
     // a pipeline), so pass it on there now the command died of it: a script stops at Ctrl-C
     // as it does around the bare command (bash stops only when it got the SIGINT itself).
-    if terminal.is_some()
+    if had_terminal
         && let Outcome::Signaled(n) = outcome
         && let Ok(signal @ (Signal::SIGINT | Signal::SIGQUIT)) = Signal::try_from(n)
     {
         process::signal_own_group(signal);
     }
-    stats.held = Some(held.elapsed());
-    stats.renewals = ended.renewals;
-    stats.renewal_failures = ended.renewal_failures;
-    Ok(outcome)
+    outcome
+}
+
+/// What runs beside the supervisor from the start: the signal intake, the watchdog, the
+/// events' channel, where the reaper learns the command's pid, the lease thread and its token.
+struct Started {
+    intake: Intake,
+    watchdog: Watchdog,
+    rx: Receiver<Event>,
+    command_pid: Arc<AtomicI32>,
+    lease: Lease,
+    token: String,
+}
+
+/// Start what runs beside the supervisor, in the order that matters: the signals blocked and
+/// the watchdog forked before any thread exists (every thread inherits the mask; a fork copies
+/// the calling thread alone), then the signal thread, then the lease thread, which starts
+/// acquiring at once.
+fn start(options: &Options) -> anyhow::Result<Started> {
+    let intake = Intake::new(options.stop_signal);
+    intake.block().context("cannot block signals")?;
+    let watchdog = Watchdog::start().context("cannot start the watchdog process")?;
+    // Orphans of the command come to redlock, which stops them with the job and reaps them.
+    process::become_subreaper();
+    let (events, rx) = mpsc::channel::<Event>();
+    let command_pid = start_intake(intake, &events)?;
+    let token = uuid::Uuid::new_v4().to_string();
+    let (wait_tx, hold_tx) = (events.clone(), events);
+    let reports = Reports {
+        wait: Box::new(move |event| {
+            let _ = wait_tx.send(Event::Wait(event));
+        }),
+        hold: Box::new(move |event| {
+            let _ = hold_tx.send(Event::Hold(event));
+        }),
+    };
+    let lease = Lease::start(
+        locker(options),
+        token.clone(),
+        options.ttl,
+        options.wait,
+        reports,
+    );
+    Ok(Started {
+        intake,
+        watchdog,
+        rx,
+        command_pid,
+        lease,
+        token,
+    })
+}
+
+/// The command's environment beside redlock's own: the lock's variables, and no credentials
+/// (a job that prints its environment, as many CI steps do, must not print the password).
+fn command_env(
+    options: &Options,
+    token: String,
+    fence: i64,
+) -> [(&'static str, Option<String>); 5] {
+    [
+        ("REDLOCK_KEY", Some(options.key.clone())),
+        ("REDLOCK_TOKEN", Some(token)),
+        ("REDLOCK_FENCING_TOKEN", Some(fence.to_string())),
+        ("REDLOCK_PASSWORD", None),
+        ("REDLOCK_URL", options.command_url.clone()),
+    ]
 }
 
 /// End redlock as the run ended: by the signal the command died of (or that interrupted the
@@ -299,144 +322,6 @@ fn start_intake(intake: Intake, events: &Sender<Event>) -> anyhow::Result<Arc<At
     Ok(command_pid)
 }
 
-/// Wait for the lease thread to take the lock: Ok(taken), or how the run ends without it
-/// (busy, skipped, interrupted by a signal). An error: Redis could not be used.
-fn acquire(
-    options: &Options,
-    intake: Intake,
-    rx: &Receiver<Event>,
-    stats: &mut Stats,
-    started: Instant,
-) -> anyhow::Result<Result<Taken, Outcome>> {
-    let key = &options.key;
-    loop {
-        match rx.recv().context("event channel closed")? {
-            Event::Wait(WaitEvent::Acquired {
-                fence,
-                sent,
-                waited,
-            }) => {
-                report!(
-                    1,
-                    "acquired" { "waited_ms" => waited.as_millis(), "fence" => fence },
-                    "acquired lock '{key}' after {} (fencing token {fence})",
-                    report::millis(waited)
-                );
-                stats.waited = Some(waited);
-                return Ok(Ok(Taken {
-                    fence,
-                    sent,
-                    held: Moment::now(),
-                }));
-            }
-            Event::Wait(WaitEvent::Busy { waited, queued }) => {
-                stats.waited = Some(waited);
-                let why = match (options.kind, queued) {
-                    (lock::Kind::Exclusive, false) => "is held elsewhere".to_owned(),
-                    (lock::Kind::Exclusive, true) => {
-                        "is free but promised to --fair waiters ahead of this one".to_owned()
-                    }
-                    (lock::Kind::Limit(n), false) => {
-                        format!("has all {n} slots held elsewhere (--limit {n})")
-                    }
-                    (lock::Kind::Limit(_), true) => {
-                        "has a free slot, promised to --fair waiters ahead of this one".to_owned()
-                    }
-                    (lock::Kind::Shared, false) => "is held exclusively elsewhere".to_owned(),
-                    (lock::Kind::Shared, true) => {
-                        "is promised to an exclusive waiter ahead of this --shared one".to_owned()
-                    }
-                };
-                report!(
-                    1,
-                    "busy" { "waited_ms" => waited.as_millis(), "queued" => u32::from(queued) },
-                    "lock '{key}' {why}; gave up after {}",
-                    report::millis(waited)
-                );
-                return Ok(Err(Outcome::Busy));
-            }
-            Event::Wait(WaitEvent::Skipped { ago, waited }) => {
-                stats.waited = Some(waited);
-                stats.success_ago = Some(ago);
-                report!(
-                    1,
-                    "skipped" { "waited_ms" => waited.as_millis(), "last_success_ms_ago" => ago.as_millis() },
-                    "lock '{key}' last succeeded {} ago, within --min-interval; skipping the run (waited {})",
-                    humantime::format_duration(Duration::from_secs(ago.as_secs())),
-                    report::millis(waited)
-                );
-                return Ok(Err(Outcome::Skipped));
-            }
-            Event::Wait(WaitEvent::Mismatch { used }) => {
-                stats.waited = Some(started.elapsed());
-                return Err(classified(
-                    Class::Usage,
-                    format!(
-                        "lock '{key}' is held as {}, but this run asks for {}: all clients of \
-                         a lock must give the same --limit, and --shared mixes only with \
-                         exclusive clients; not running the command",
-                        lock::describe_use(&used),
-                        options.kind.flags()
-                    ),
-                ));
-            }
-            Event::Wait(WaitEvent::Unreachable { failure, first }) => {
-                let until = match options.wait {
-                    Wait::Forever => "for as long as it waits (--wait forever)".to_owned(),
-                    Wait::Up(wait) => format!(
-                        "until the wait ends (--wait {})",
-                        humantime::format_duration(wait)
-                    ),
-                };
-                let (level, what) = if first {
-                    (0, "warning: ")
-                } else {
-                    (2, "still: ")
-                };
-                report!(
-                    level,
-                    "unreachable" { "error" => failure.to_string() },
-                    "{what}cannot take lock '{key}': {failure}; retrying {until}"
-                );
-            }
-            Event::Wait(WaitEvent::Failed(failure)) => {
-                stats.waited = Some(started.elapsed());
-                return Err(classified(Class::Unavailable, failure.to_string()))
-                    .with_context(|| format!("cannot take lock '{key}'"));
-            }
-            // Job control while waiting: nothing of the command's to stop yet; redlock stops.
-            Event::Signal(signal) if intake.meaning(signal) == Meaning::Suspend => {
-                signals::stop_self(signal);
-            }
-            Event::Signal(signal) if intake.ends_a_wait(signal) => {
-                stats.waited = Some(started.elapsed());
-                report!(
-                    1,
-                    "interrupted" { "signal" => signal.to_string() },
-                    "{signal} while waiting for lock '{key}'; not running the command"
-                );
-                return Ok(Err(Outcome::Interrupted(signal.raw())));
-            }
-            Event::Signal(signal) => report!(
-                1,
-                "signal_ignored" { "signal" => signal.to_string() },
-                "{signal} while waiting for lock '{key}': nothing to pass it to yet; ignored"
-            ),
-            // The lease thread ends a wait only with one of the above; a stop ends it here.
-            Event::Wait(WaitEvent::Stopped) => {
-                return Err(anyhow::anyhow!("the wait for lock '{key}' stopped unasked"));
-            }
-            // Nothing of a command or a hold before the lock is taken (the reaper starts with
-            // the command): a bug, said as one.
-            event @ (Event::Hold(_) | Event::Child(..) | Event::Watchdog(_)) => {
-                report::error(format!(
-                    "internal error: {event:?} while waiting for lock '{key}'"
-                ));
-            }
-        }
-    }
-}
-
 /// Reap every child that ended, reporting the command's end (or stop) once, and the watchdog's;
 /// called on SIGCHLD.
 fn reap(pgid: Pid, ended: &mut bool, events: &Sender<Event>) {
@@ -469,86 +354,6 @@ fn reap(pgid: Pid, ended: &mut bool, events: &Sender<Event>) {
                     let _ = events.send(Event::Child(Err(err), Moment::now()));
                 }
                 return;
-            }
-        }
-    }
-}
-
-/// Wait a little for the lease thread of a waiter told to stop to leave the waiters' queue.
-/// Nothing was held, so nothing is lost if it cannot: the waiter's place lapses by itself.
-fn left_the_queue(rx: &Receiver<Event>, key: &str) {
-    let give_up = Instant::now() + LEAVE_WAIT;
-    loop {
-        match rx.recv_timeout(give_up.saturating_duration_since(Instant::now())) {
-            Ok(Event::Wait(WaitEvent::Stopped)) => return,
-            // Redlock is on its way out already: another signal adds nothing, and the rest
-            // (a last attempt's news) is moot.
-            Ok(Event::Signal(_) | Event::Wait(_) | Event::Hold(_)) => {}
-            Ok(Event::Child(..) | Event::Watchdog(_)) => {}
-            Err(_) => {
-                report!(
-                    1,
-                    "leave_failed" {},
-                    "no answer from Redis while leaving the waiters of lock '{key}'; \
-                     the place lapses by itself"
-                );
-                return;
-            }
-        }
-    }
-}
-
-/// Wait for the lease thread's final report, say what became of the lock, and return what the
-/// release found (None: nothing released, or no answer).
-fn finish(rx: &Receiver<Event>, key: &str) -> Option<Held> {
-    let give_up = Instant::now() + FINISH_WAIT;
-    loop {
-        match rx.recv_timeout(give_up.saturating_duration_since(Instant::now())) {
-            Ok(Event::Hold(HoldEvent::Released(result))) => {
-                match &result {
-                    Some(Ok(Held::Ours)) => report!(1, "released" {}, "released lock '{key}'"),
-                    Some(Ok(Held::Gone)) => {
-                        report!(
-                            0,
-                            "release_failed" { "reason" => "gone" },
-                            "warning: lock '{key}' was already gone when released"
-                        )
-                    }
-                    Some(Ok(Held::Theirs)) => {
-                        report!(
-                            0,
-                            "release_failed" { "reason" => "taken" },
-                            "warning: lock '{key}' was held by another owner when released; left it alone"
-                        )
-                    }
-                    Some(Err(failure)) => report!(
-                        0,
-                        "release_failed" { "reason" => "error" },
-                        "warning: could not release lock '{key}' ({failure}); it expires by itself"
-                    ),
-                    None => {}
-                }
-                return result.and_then(Result::ok);
-            }
-            // The command is gone and the release under way: a signal (a second TERM) adds
-            // nothing; a renewal's news, a reaped orphan's or the watchdog's changes nothing.
-            Ok(Event::Hold(
-                HoldEvent::Renewed { .. }
-                | HoldEvent::RenewFailed(_)
-                | HoldEvent::Unacknowledged(_)
-                | HoldEvent::Lost(_),
-            )) => {}
-            Ok(Event::Signal(_) | Event::Child(..) | Event::Watchdog(_)) => {}
-            Ok(Event::Wait(event)) => report::error(format!(
-                "internal error: news of the wait for lock '{key}' during its release ({event:?})"
-            )),
-            Err(_) => {
-                report!(
-                    0,
-                    "release_failed" { "reason" => "no_answer" },
-                    "warning: no answer while releasing lock '{key}'; it expires by itself"
-                );
-                return None;
             }
         }
     }

@@ -34,57 +34,8 @@ pub(crate) fn say(note: &Note, options: &Options) {
              meanwhile; if it runs out, the command is killed)"
         ),
         Note::Continued => report!(1, "continued" {}, "continued; continuing the command"),
-        Note::LockLost(why) => {
-            let message = match why {
-                LostWhy::Gone => {
-                    format!("lost lock '{key}': its key is gone; stopping the command")
-                }
-                LostWhy::Theirs => {
-                    format!("lost lock '{key}': another owner holds it; stopping the command")
-                }
-                LostWhy::RanOut => format!(
-                    "the lease on lock '{key}' ran out without a renewal; stopping the command"
-                ),
-                LostWhy::RanOutWhileStopped => format!(
-                    "the lease on lock '{key}' ran out while redlock was stopped; stopping the \
-                     command"
-                ),
-                LostWhy::RanOutBeforeSeen => {
-                    format!("the lease on lock '{key}' ran out before the command was seen to end")
-                }
-                LostWhy::RunningLow { unacknowledged } => format!(
-                    "could not renew lock '{key}' before its lease ran low{}; stopping the command",
-                    if *unacknowledged {
-                        ": its replicas stopped acknowledging the renewals (--min-replicas)"
-                    } else {
-                        ""
-                    }
-                ),
-                LostWhy::LeaseEnded => {
-                    format!("cannot renew lock '{key}'; stopping the command")
-                }
-                LostWhy::NoWatchdog => format!(
-                    "no watchdog guards lock '{key}' any more (nothing would stop the command if \
-                     redlock froze past the lease); stopping the command"
-                ),
-            };
-            report::error_event("lock_lost", message);
-        }
-        Note::Killed(reason) => {
-            let why = kill_reason(*reason);
-            match reason {
-                KillReason::Watchdog => report!(
-                    1,
-                    "killed" { "reason" => reason_name(*reason), "by" => "watchdog" },
-                    "the watchdog sent SIGKILL to the command's process group: {why}"
-                ),
-                _ => report!(
-                    1,
-                    "killed" { "reason" => reason_name(*reason) },
-                    "sending SIGKILL to the command's process group: {why}"
-                ),
-            }
-        }
+        Note::LockLost(why) => report::error_event("lock_lost", lost(*why, key)),
+        Note::Killed(reason) => killed(*reason),
         Note::MaxRuntime => report!(
             0,
             "max_runtime" {},
@@ -133,6 +84,60 @@ pub(crate) fn say(note: &Note, options: &Options) {
             0,
             "watchdog_stopped" { "signal" => signal.to_string() },
             "warning: redlock's watchdog was stopped ({signal}); continued it"
+        ),
+    }
+}
+
+/// Why the lease was given up, as the `lock_lost` line says it.
+fn lost(why: LostWhy, key: &str) -> String {
+    let stopping = "; stopping the command";
+    match why {
+        LostWhy::Gone => format!("lost lock '{key}': its key is gone{stopping}"),
+        LostWhy::Theirs => format!("lost lock '{key}': another owner holds it{stopping}"),
+        LostWhy::RanOut => {
+            format!("the lease on lock '{key}' ran out without a renewal{stopping}")
+        }
+        LostWhy::RanOutWhileStopped => {
+            format!("the lease on lock '{key}' ran out while redlock was stopped{stopping}")
+        }
+        LostWhy::RanOutBeforeSeen => {
+            format!("the lease on lock '{key}' ran out before the command was seen to end")
+        }
+        LostWhy::RunningLow { unacknowledged } => format!(
+            "could not renew lock '{key}' before its lease ran low{}{stopping}",
+            if unacknowledged {
+                ": its replicas stopped acknowledging the renewals (--min-replicas)"
+            } else {
+                ""
+            }
+        ),
+        LostWhy::LeaseEnded => format!("cannot renew lock '{key}'{stopping}"),
+        LostWhy::NoWatchdog => format!(
+            "no watchdog guards lock '{key}' any more (nothing would stop the command if redlock \
+             froze past the lease){stopping}"
+        ),
+    }
+}
+
+/// Say that the group is (or was) SIGKILLed, and why.
+fn killed(reason: KillReason) {
+    let why = kill_reason(reason);
+    let name = reason_name(reason);
+    match reason {
+        KillReason::Watchdog => report!(
+            1,
+            "killed" { "reason" => name, "by" => "watchdog" },
+            "the watchdog sent SIGKILL to the command's process group: {why}"
+        ),
+        KillReason::LeaseRanOut
+        | KillReason::LeaseRanOutWhileStopped
+        | KillReason::GraceRanOut
+        | KillReason::SecondRequest(_)
+        | KillReason::StopSignalIsKill
+        | KillReason::LostTrack => report!(
+            1,
+            "killed" { "reason" => name },
+            "sending SIGKILL to the command's process group: {why}"
         ),
     }
 }

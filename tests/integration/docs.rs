@@ -474,3 +474,20 @@ fn the_environment_table_lists_what_the_command_is_given() {
     given.sort();
     assert_eq!(given, documented);
 }
+
+/// The grace after a lost lease is one rule, written once in the code (`--kill-after`'s help
+/// and the man page render it) and said in the same words wherever the docs give it.
+#[test]
+fn the_grace_after_a_lost_lease_is_one_rule_everywhere() {
+    let rule = redlock::lease_grace_rule!();
+    for page in ["docs/running-jobs.md", "docs/signals.md"] {
+        let text = committed(page)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(text.contains(rule), "{page} does not say: {rule}");
+    }
+    let help = offline(&["run", "--help"]).status(0).output().stdout;
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(help.contains(rule), "{help}");
+}

@@ -56,6 +56,16 @@ pub(crate) const ADOPT_POLL: Duration = Duration::from_millis(50);
 /// The longest the supervisor sleeps when no timer is due.
 pub(crate) const IDLE_WAKE: Duration = Duration::from_secs(60);
 
+/// [`lease_grace`] as `--help`, the man page and the docs say it, written once (a macro, so that
+/// `--kill-after`'s help can be put together at compile time; the docs test holds the pages to
+/// it).
+#[macro_export]
+macro_rules! lease_grace_rule {
+    () => {
+        "After the loss of the lease it is at most a quarter of the ttl, and never past the lease."
+    };
+}
+
 /// The grace after the loss of the lease: `--kill-after`, at most a quarter of the ttl (and
 /// never past the kill line: see [`Core`]). The stop for a lease running low then comes after
 /// two renewals (every ttl/3) and their retries had their chance, not after the first blip.
@@ -324,27 +334,7 @@ impl Core {
                     self.command = Command::Exited { status, left };
                 }
             }
-            Input::Renewed { sent } => {
-                self.renewals += 1;
-                out.push(Action::Note(Note::Renewed {
-                    renewals: self.renewals,
-                }));
-                // A renewal that comes after the lease was given up changes nothing: the
-                // command is being stopped, by the kill line that was.
-                if let Lease::Held { trouble, deadline: was } = self.lease {
-                    if trouble != Trouble::None {
-                        out.push(Action::Note(Note::RenewRecovered));
-                    }
-                    // Never earlier than it was (renewals come in the order they were sent).
-                    self.lease = Lease::Held {
-                        deadline: was.max(deadline(sent, self.config.ttl)),
-                        trouble: Trouble::None,
-                    };
-                    if self.running() {
-                        out.push(Action::Watch(self.kill_line()));
-                    }
-                }
-            }
+            Input::Renewed { sent } => self.renewed(sent, out),
             Input::RenewFailed(error) => {
                 self.renewal_failures += 1;
                 // Replicas that stopped acknowledging stay the story until a renewal counts.
@@ -384,6 +374,33 @@ impl Core {
             }
             Input::WatchdogStopped(signal) => out.push(Action::Note(Note::WatchdogStopped(signal))),
             Input::Tick => {}
+        }
+    }
+
+    /// A renewal sent at `sent` extended the lease.
+    fn renewed(&mut self, sent: Moment, out: &mut Vec<Action>) {
+        self.renewals += 1;
+        out.push(Action::Note(Note::Renewed {
+            renewals: self.renewals,
+        }));
+        // A renewal that comes after the lease was given up changes nothing: the command is
+        // being stopped, by the kill line that was.
+        if let Lease::Held {
+            trouble,
+            deadline: was,
+        } = self.lease
+        {
+            if trouble != Trouble::None {
+                out.push(Action::Note(Note::RenewRecovered));
+            }
+            // Never earlier than it was (renewals come in the order they were sent).
+            self.lease = Lease::Held {
+                deadline: was.max(deadline(sent, self.config.ttl)),
+                trouble: Trouble::None,
+            };
+            if self.running() {
+                out.push(Action::Watch(self.kill_line()));
+            }
         }
     }
 

@@ -1,0 +1,214 @@
+//! The wait for the lock, as the run sees it: the lease thread's news until the lock is taken or
+//! the wait ends, what each says (`-v`), the signals that end a wait, and leaving the waiters'
+//! queue when told to stop.
+
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+use crate::clock::Moment;
+use crate::error::{Class, classified};
+use crate::exit::Outcome;
+use crate::lease::{Wait, WaitEvent};
+use crate::lock::{self, Failure, Kind};
+use crate::process::signals::{self, Intake, Meaning};
+use crate::report;
+use crate::report::metrics::Stats;
+use crate::run::{Event, Options};
+
+/// How long a waiter that is told to stop waits for the lease thread to leave the waiters'
+/// queue: a healthy Redis takes a millisecond; a frozen one must not keep a TERM waiting.
+const LEAVE_WAIT: Duration = Duration::from_secs(1);
+
+/// The lock, once taken: its fencing token, when the winning request was sent (the lease counts
+/// from then), and when its answer came (the lock is held from then).
+pub(super) struct Taken {
+    pub fence: i64,
+    pub sent: Moment,
+    pub held: Moment,
+}
+
+/// Wait for the lease thread to take the lock: Ok(taken), or how the run ends without it
+/// (busy, skipped, interrupted by a signal). An error: Redis could not be used, or the lock is
+/// held another way.
+pub(super) fn acquire(
+    options: &Options,
+    intake: Intake,
+    rx: &Receiver<Event>,
+    stats: &mut Stats,
+    started: Instant,
+) -> anyhow::Result<Result<Taken, Outcome>> {
+    let key = &options.key;
+    loop {
+        match rx.recv().context("event channel closed")? {
+            Event::Wait(WaitEvent::Acquired {
+                fence,
+                sent,
+                waited,
+            }) => {
+                report!(
+                    1,
+                    "acquired" { "waited_ms" => waited.as_millis(), "fence" => fence },
+                    "acquired lock '{key}' after {} (fencing token {fence})",
+                    report::millis(waited)
+                );
+                stats.waited = Some(waited);
+                let held = Moment::now();
+                return Ok(Ok(Taken { fence, sent, held }));
+            }
+            Event::Wait(WaitEvent::Busy { waited, queued }) => {
+                stats.waited = Some(waited);
+                busy(key, options.kind, queued, waited);
+                return Ok(Err(Outcome::Busy));
+            }
+            Event::Wait(WaitEvent::Skipped { ago, waited }) => {
+                stats.waited = Some(waited);
+                stats.success_ago = Some(ago);
+                skipped(key, ago, waited);
+                return Ok(Err(Outcome::Skipped));
+            }
+            Event::Wait(WaitEvent::Mismatch { used }) => {
+                stats.waited = Some(started.elapsed());
+                return Err(mismatch(key, &used, options.kind));
+            }
+            Event::Wait(WaitEvent::Unreachable { failure, first }) => {
+                unreachable(key, &failure, first, options.wait);
+            }
+            Event::Wait(WaitEvent::Failed(failure)) => {
+                stats.waited = Some(started.elapsed());
+                return Err(classified(Class::Unavailable, failure.to_string()))
+                    .with_context(|| format!("cannot take lock '{key}'"));
+            }
+            // The lease thread ends a wait only with one of the above; a stop ends it here.
+            Event::Wait(WaitEvent::Stopped) => {
+                return Err(anyhow::anyhow!("the wait for lock '{key}' stopped unasked"));
+            }
+            // Job control while waiting: nothing of the command's to stop yet; redlock stops.
+            Event::Signal(signal) if intake.meaning(signal) == Meaning::Suspend => {
+                signals::stop_self(signal);
+            }
+            Event::Signal(signal) if intake.ends_a_wait(signal) => {
+                stats.waited = Some(started.elapsed());
+                report!(
+                    1,
+                    "interrupted" { "signal" => signal.to_string() },
+                    "{signal} while waiting for lock '{key}'; not running the command"
+                );
+                return Ok(Err(Outcome::Interrupted(signal.raw())));
+            }
+            Event::Signal(signal) => report!(
+                1,
+                "signal_ignored" { "signal" => signal.to_string() },
+                "{signal} while waiting for lock '{key}': nothing to pass it to yet; ignored"
+            ),
+            // Nothing of a command or a hold before the lock is taken (the reaper starts with
+            // the command): a bug, said as one.
+            event @ (Event::Hold(_) | Event::Child(..) | Event::Watchdog(_)) => {
+                report::error(format!(
+                    "internal error: {event:?} while waiting for lock '{key}'"
+                ));
+            }
+        }
+    }
+}
+
+/// Say that `--min-interval` skips the run: a run succeeded `ago`.
+fn skipped(key: &str, ago: Duration, waited: Duration) {
+    report!(
+        1,
+        "skipped" { "waited_ms" => waited.as_millis(), "last_success_ms_ago" => ago.as_millis() },
+        "lock '{key}' last succeeded {} ago, within --min-interval; skipping the run (waited {})",
+        humantime::format_duration(Duration::from_secs(ago.as_secs())),
+        report::millis(waited)
+    );
+}
+
+/// Say that the lock stayed busy to the end of the wait, as a `kind` client found it
+/// (`queued`: free, but promised to waiters ahead).
+fn busy(key: &str, kind: Kind, queued: bool, waited: Duration) {
+    report!(
+        1,
+        "busy" { "waited_ms" => waited.as_millis(), "queued" => u32::from(queued) },
+        "lock '{key}' {}; gave up after {}",
+        found_busy(kind, queued),
+        report::millis(waited)
+    );
+}
+
+/// What a busy lock was found to be, for a `kind` client (`queued`: free, but promised).
+fn found_busy(kind: Kind, queued: bool) -> String {
+    match (kind, queued) {
+        (Kind::Exclusive, false) => "is held elsewhere".to_owned(),
+        (Kind::Exclusive, true) => {
+            "is free but promised to --fair waiters ahead of this one".to_owned()
+        }
+        (Kind::Limit(n), false) => format!("has all {n} slots held elsewhere (--limit {n})"),
+        (Kind::Limit(_), true) => {
+            "has a free slot, promised to --fair waiters ahead of this one".to_owned()
+        }
+        (Kind::Shared, false) => "is held exclusively elsewhere".to_owned(),
+        (Kind::Shared, true) => {
+            "is promised to an exclusive waiter ahead of this --shared one".to_owned()
+        }
+    }
+}
+
+/// The usage error for a lock its holders hold another way (`used`, as stored).
+fn mismatch(key: &str, used: &str, kind: Kind) -> anyhow::Error {
+    classified(
+        Class::Usage,
+        format!(
+            "lock '{key}' is held as {}, but this run asks for {}: all clients of a lock must \
+             give the same --limit, and --shared mixes only with exclusive clients; not running \
+             the command",
+            lock::describe_use(used),
+            kind.flags()
+        ),
+    )
+}
+
+/// Say that Redis could not be reached within a wait: a warning the first time, `-vv` after.
+fn unreachable(key: &str, failure: &Failure, first: bool, wait: Wait) {
+    let until = match wait {
+        Wait::Forever => "for as long as it waits (--wait forever)".to_owned(),
+        Wait::Up(wait) => format!(
+            "until the wait ends (--wait {})",
+            humantime::format_duration(wait)
+        ),
+    };
+    let (level, what) = if first {
+        (0, "warning: ")
+    } else {
+        (2, "still: ")
+    };
+    report!(
+        level,
+        "unreachable" { "error" => failure.to_string() },
+        "{what}cannot take lock '{key}': {failure}; retrying {until}"
+    );
+}
+
+/// Wait a little for the lease thread of a waiter told to stop to leave the waiters' queue.
+/// Nothing was held, so nothing is lost if it cannot: the waiter's place lapses by itself.
+pub(super) fn left_the_queue(rx: &Receiver<Event>, key: &str) {
+    let give_up = Instant::now() + LEAVE_WAIT;
+    loop {
+        match rx.recv_timeout(give_up.saturating_duration_since(Instant::now())) {
+            Ok(Event::Wait(WaitEvent::Stopped)) => return,
+            // Redlock is on its way out already: another signal adds nothing, and the rest
+            // (a last attempt's news) is moot.
+            Ok(Event::Signal(_) | Event::Wait(_) | Event::Hold(_)) => {}
+            Ok(Event::Child(..) | Event::Watchdog(_)) => {}
+            Err(_) => {
+                report!(
+                    1,
+                    "leave_failed" {},
+                    "no answer from Redis while leaving the waiters of lock '{key}'; \
+                     the place lapses by itself"
+                );
+                return;
+            }
+        }
+    }
+}
