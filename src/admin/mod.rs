@@ -4,8 +4,8 @@
 //! quorum), then hands it to [`render`] for text or JSON. Results go to stdout (they are what
 //! was asked for); errors to stderr as everywhere else.
 //!
-//! May use `lock`, `transport`, `report` and `exit`; nothing above (the command line builds a
-//! [`Servers`] and calls in).
+//! May use `lock`, `transport`, `report`, `error` and `exit`; nothing above (the command line
+//! builds a [`Servers`] and calls in).
 
 mod list;
 mod release;

@@ -1,8 +1,8 @@
 //! The command line: clap definitions ([`args`]), `--help` text, the man page and completions
 //! ([`docs`]), and the entry point that parses, dispatches and maps errors to exit statuses.
 //!
-//! May use every layer below: `run`, `admin`, `lock`, `transport`, `report`, `exit`. Nothing
-//! else imports from here.
+//! May use every layer below: `run`, `admin`, `lease` (its `Wait` and limits), `lock`,
+//! `transport`, `report`, `error` and `exit`. Nothing else imports from here.
 
 pub mod args;
 mod conn;

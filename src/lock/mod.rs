@@ -4,8 +4,9 @@
 //! is certainly ours (`validity`), and who holds a lock (`holder`); plus the eviction-policy
 //! warning (`preflight`).
 //!
-//! May use `transport` (the connection to each server and its failures) and `report`
-//! (diagnostics); never `lease`, `run`, `cli` or `admin`, which use it.
+//! May use `transport` (the connection to each server and its failures), `report`
+//! (diagnostics) and `clock` (a quorum's validity); never `lease`, `run`, `cli` or `admin`,
+//! which use it.
 //!
 //! Every key a script touches is passed in KEYS and carries the `{name}` hash tag, so the same
 //! scripts run unchanged on Redis Cluster.

@@ -7,8 +7,8 @@
 //! ones (`signo`), handing the terminal's foreground to the command and back (`terminal`), and
 //! the watchdog that kills the group if redlock dies (`watchdog`).
 //!
-//! It may use std, nix, and the crate's `exit` and `report` modules; never `run`, `cli`, `lease`
-//! or `lock`, which sit above it.
+//! It may use std, nix, and the crate's `clock` (the watchdog's kill line), `exit` and `report`
+//! modules; never `run`, `cli`, `lease` or `lock`, which sit above it.
 
 mod group;
 pub(crate) mod signals;

@@ -4,8 +4,9 @@
 //! thread (which also reaps children) only report into its channel, and the supervisor never
 //! blocks on Redis, so a hung server cannot delay stopping the command before its lease ends.
 //!
-//! May use `process`, `lease`, `lock`, `transport` (the endpoints it is given), `report` and
-//! `exit`; never `cli` or `admin` (the command line builds an [`Options`] and calls in).
+//! May use `process`, `lease`, `lock`, `transport` (the endpoints it is given), `report`,
+//! `error`, `exit` and `clock`; never `cli` or `admin` (the command line builds an [`Options`]
+//! and calls in).
 
 use std::ffi::OsString;
 use std::io;

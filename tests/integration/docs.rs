@@ -491,3 +491,65 @@ fn the_grace_after_a_lost_lease_is_one_rule_everywhere() {
     let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(help.contains(rule), "{help}");
 }
+
+/// Each layer's header says which of redlock's modules it may use: every module it imports is
+/// among them (a review found headers that omitted some).
+#[test]
+fn every_layer_imports_only_what_its_header_allows() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut problems = Vec::new();
+    for layer in [
+        "cli",
+        "run",
+        "process",
+        "lease",
+        "lock",
+        "transport",
+        "admin",
+        "report",
+    ] {
+        let header: String = std::fs::read_to_string(root.join(layer).join("mod.rs"))
+            .unwrap()
+            .lines()
+            .take_while(|line| line.starts_with("//!"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        // The backquoted names of the "May use ..." (or "uses only ...") sentence.
+        let lower = header.to_lowercase();
+        let start = lower
+            .find("may use")
+            .or_else(|| lower.find("uses only"))
+            .unwrap_or_else(|| panic!("src/{layer}/mod.rs says nothing of what it may use"));
+        let sentence = &header[start..];
+        let end = [sentence.find("; "), sentence.find(". ")]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(sentence.len());
+        let allowed: Vec<String> = sentence[..end]
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect();
+        for file in files_under(&format!("src/{layer}")) {
+            let text =
+                std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(&file)).unwrap();
+            let text = text.split("#[cfg(test)]").next().unwrap_or("");
+            for used in text.split("crate::").skip(1) {
+                let module: String = used
+                    .chars()
+                    .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                    .collect();
+                let top_level = root.join(format!("{module}.rs")).exists()
+                    || root.join(&module).join("mod.rs").exists();
+                if top_level && module != layer && !allowed.contains(&module) {
+                    problems.push(format!("{file} uses `{module}`, not in its layer's header"));
+                }
+            }
+        }
+    }
+    problems.sort();
+    problems.dedup();
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
