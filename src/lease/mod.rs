@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crate::lock::{Acquire, Failure, Held, Interrupt, Locker, Renewal};
+use crate::lock::{Acquire, Failure, Held, HeldAs, Interrupt, Locker, Renewal};
 
 /// How long to wait for a busy lock: up to a duration, or until it is free.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,8 +38,8 @@ pub enum LeaseEvent {
     /// Not run: a run of this lock succeeded `ago`, within the min-interval.
     Skipped { ago: Duration, waited: Duration },
     /// Not run: the lock's holders use it otherwise (another `--limit`, a semaphore against an
-    /// exclusive lock); what they use it as, as stored.
-    Mismatch { used: String },
+    /// exclusive lock), or its key is not redlock's.
+    Mismatch { found: HeldAs },
     /// Redis could not be used to take the lock.
     Failed(Failure),
     /// A renewal succeeded; the lease now counts from `sent`.
@@ -284,11 +284,11 @@ impl Worker<'_> {
                     });
                     return None;
                 }
-                Ok(Acquire::Mismatch { used }) => {
+                Ok(Acquire::Mismatch { found }) => {
                     if busy_seen {
                         self.leave();
                     }
-                    (self.report)(LeaseEvent::Mismatch { used });
+                    (self.report)(LeaseEvent::Mismatch { found });
                     return None;
                 }
                 Ok(Acquire::Busy { remaining, queued }) => {

@@ -347,18 +347,9 @@ fn acquire(
                 );
                 return Ok(Err(Outcome::Skipped));
             }
-            Event::Lease(LeaseEvent::Mismatch { used }) => {
+            Event::Lease(LeaseEvent::Mismatch { found }) => {
                 stats.waited = Some(started.elapsed());
-                return Err(classified(
-                    Class::Usage,
-                    format!(
-                        "lock '{key}' is held as {}, but this run asks for {}: all clients of \
-                         a lock must give the same --limit, and --shared mixes only with \
-                         exclusive clients; not running the command",
-                        lock::describe_use(&used),
-                        options.kind.flags()
-                    ),
-                ));
+                return Err(classified(Class::Usage, found.refusal(key, options.kind)));
             }
             Event::Lease(LeaseEvent::Failed(failure)) => {
                 stats.waited = Some(started.elapsed());
