@@ -9,6 +9,9 @@
 #              ending to the command of the waiter that took the freed slot starting, beside
 #              the plain lock's and flock's 30-waiter hand-over of the same passes
 #   wait cost  requests each waiter sends per second while the lock (or every slot) stays held
+#   Redis time what a shared Redis pays per run (INFO commandstats): the time it spent on the
+#              requests of each run, the scripts' work included, and the commands the scripts
+#              ran, for runs alone and for runs shared among 10 waiters on one key
 #   peak RSS   VmHWM of the wrapper process while it holds the lock
 # Timings depend on the machine: compare the columns of one run. Rows are measured in passes
 # that take turns between the tools, so drift during a run weighs on every column alike.
@@ -28,9 +31,9 @@ quick=false
 # rounds10 and rounds100: runs per waiter in each of the hand_passes hand-over passes; the
 # 30-waiter rows (plain and --limit 3) run once per waiter, in passes30 passes.
 if $quick; then
-    runs=30 hand_passes=1 rounds10=5 rounds100=1 passes30=2 idle=6
+    runs=30 hand_passes=1 rounds10=5 rounds100=1 passes30=2 idle=6 rt_runs=50 rt_passes=1
 else
-    runs=300 hand_passes=3 rounds10=10 rounds100=1 passes30=10 idle=30
+    runs=300 hand_passes=3 rounds10=10 rounds100=1 passes30=10 idle=30 rt_runs=200 rt_passes=3
 fi
 slots=3 # the semaphore's N
 
@@ -263,6 +266,56 @@ if $have_etcd; then
     wait "$holder" "${others[@]}" || true
 fi
 
+# --- Redis's own time per run ----------------------------------------------------------------
+# What a fleet costs a shared Redis: per run, the time Redis spent on the requests clients sent
+# (a script's time includes the commands it runs) and how many commands the scripts ran, from
+# INFO commandstats over $rt_runs runs one after another (nobody waits) and over $rt_runs runs
+# shared among 10 waiters looping on one key (each command sleeps 10 ms, so they do wait).
+# Pooled over $rt_passes passes that take turns between the builds.
+redis_time() { # runs: "usec commands" per run since the last CONFIG RESETSTAT
+    redis-cli -p "$rport" info commandstats | tr -d '\r' | awk -F'[:=,]' -v n="$1" '
+        /^cmdstat_(config\|resetstat|info):/ { next }
+        /^cmdstat_(evalsha|eval|blpop|wait|config\|get|scan|select):/ { us += $5; next }
+        /^cmdstat_/ { inner += $3 }
+        END { printf "%.1f %.1f\n", us / n, inner / n }'
+}
+redis_time_pass() { # tool lockname waiters: "usec commands" per run
+    local w pids=()
+    w=$(wrap "$1" "$2")
+    redis-cli -p "$rport" config resetstat >/dev/null
+    if [ "$3" = 0 ]; then
+        for _ in $(seq "$rt_runs"); do $w true >/dev/null 2>&1; done
+    else
+        for _ in $(seq "$3"); do
+            (for _ in $(seq $((rt_runs / $3))); do $w sleep 0.01 >/dev/null 2>&1; done) &
+            pids+=($!)
+        done
+        wait "${pids[@]}"
+    fi
+    redis_time "$rt_runs"
+}
+say "redis time"
+declare -A rtime
+rt_tools=(redlock)
+[ -n "${BENCH_BASELINE:-}" ] && rt_tools+=(baseline)
+for t in "${rt_tools[@]}"; do
+    $(wrap "$t" rt-warm) true >/dev/null 2>&1 # the script cache, once
+    : >"$work/rt-$t-0"
+    : >"$work/rt-$t-10"
+done
+for p in $(seq "$rt_passes"); do
+    for n in 0 10; do
+        for t in "${rt_tools[@]}"; do
+            redis_time_pass "$t" "rt$n-$p" "$n" >>"$work/rt-$t-$n"
+        done
+    done
+done
+for t in "${rt_tools[@]}"; do
+    read -r a c < <(awk '{ u += $1; c += $2 } END { printf "%.0f %.1f\n", u / NR, c / NR }' "$work/rt-$t-0")
+    read -r b d < <(awk '{ u += $1; c += $2 } END { printf "%.0f %.1f\n", u / NR, c / NR }' "$work/rt-$t-10")
+    rtime[$t]="$a / $b µs ($c / $d commands)"
+done
+
 # --- peak RSS while holding -------------------------------------------------------------------
 say "peak RSS"
 declare -A rss per
@@ -293,6 +346,7 @@ row "handoff of a freed slot p50 / p99, \`--limit $slots\`, 30 waiters" h30 -sem
 row "handoff p50 / p99, 100 waiters" h100
 row "Redis requests per run, 10 / 30 / 100 waiters" per
 row "Redis requests per run, \`--limit $slots\`, 30 waiters" per -sem
+row "Redis time per run, alone / 10 waiters (commands the scripts ran)" rtime
 row "requests per waiter per second while waiting" cost
 row "requests per waiter per second while waiting, \`--limit $slots\` (all slots held)" semcost
 row "peak RSS while holding" rss

@@ -6,7 +6,7 @@ use anyhow::Context;
 
 use crate::admin::render::{info_json, list_line, quorum_json};
 use crate::admin::{
-    Servers, TIMEOUT, Verdict, lock_names, need_majority, read_nodes, unavailable, verdict,
+    Servers, Unread, Verdict, lock_names, need_majority, read, read_nodes, unavailable, verdict,
 };
 use crate::lock::{Failure, Keys, LockInfo, SingleRedis, WAKE_LINGER};
 use crate::report;
@@ -31,11 +31,13 @@ pub fn list(servers: Servers, json: bool) -> anyhow::Result<i32> {
     let mut locks = Vec::new();
     for name in found {
         redis.set_keys(Keys::new(prefix, &name));
-        match redis.inspect(TIMEOUT) {
+        match read(&mut redis) {
             Ok(info) if info.is_held() => locks.push((name, info)),
             // Released since the SCAN, or a key of another kind that looks like a lock.
-            Ok(_) | Err(Failure::Refused(_)) => {}
-            Err(failure) => return Err(unavailable(failure)).context("cannot list locks"),
+            Ok(_) | Err(Unread::Foreign { .. } | Unread::Failed(Failure::Refused(_))) => {}
+            Err(Unread::Failed(failure)) => {
+                return Err(unavailable(failure)).context("cannot list locks");
+            }
         }
     }
     let mut text = String::new();

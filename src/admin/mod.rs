@@ -17,10 +17,11 @@ pub use release::release;
 pub use status::status;
 
 use std::collections::BTreeSet;
+use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::error::{Class, classified};
-use crate::lock::{Failure, Keys, LockInfo, SingleRedis, WAKE_LINGER};
+use crate::lock::{Failure, Inspected, Keys, LockInfo, SingleRedis, WAKE_LINGER};
 use crate::transport::endpoint::{Endpoint, Target};
 
 /// Where the locks live: the servers (several make a quorum) and the key prefix.
@@ -49,6 +50,56 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 
 pub(crate) fn unavailable(failure: Failure) -> anyhow::Error {
     classified(Class::Unavailable, failure.to_string())
+}
+
+/// Why a lock could not be read on a node.
+#[derive(Debug)]
+pub(crate) enum Unread {
+    /// Redis could not be used.
+    Failed(Failure),
+    /// The lock key is a Redis key of another type, which redlock did not make.
+    Foreign {
+        redis_key: String,
+        redis_type: String,
+    },
+}
+
+impl fmt::Display for Unread {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unread::Failed(failure) => failure.fmt(f),
+            Unread::Foreign {
+                redis_key,
+                redis_type,
+            } => write!(
+                f,
+                "its key {} is a Redis {redis_type} that redlock did not make (`redlock release \
+                 --force` on this key removes it)",
+                render::field(redis_key)
+            ),
+        }
+    }
+}
+
+impl From<Unread> for anyhow::Error {
+    /// Exit 69: Redis answered, but not with a lock redlock can read.
+    fn from(unread: Unread) -> Self {
+        classified(Class::Unavailable, unread.to_string())
+    }
+}
+
+/// The lock `node` looks at, read in one script.
+pub(crate) fn read(node: &mut SingleRedis) -> Result<LockInfo, Unread> {
+    match node.inspect(TIMEOUT).map_err(Unread::Failed)? {
+        Inspected::Lock(info) => Ok(*info),
+        Inspected::Foreign {
+            redis_key,
+            redis_type,
+        } => Err(Unread::Foreign {
+            redis_key,
+            redis_type,
+        }),
+    }
 }
 
 /// What a quorum says of a lock: the state a majority of its nodes agree on.
@@ -123,22 +174,22 @@ pub(crate) fn read_nodes(
     endpoints: &[Endpoint],
     prefix: &str,
     name: &str,
-) -> Vec<(String, Result<LockInfo, Failure>)> {
+) -> Vec<(String, Result<LockInfo, Unread>)> {
     std::thread::scope(|s| {
         let reads: Vec<_> = endpoints
             .iter()
             .map(|endpoint| {
                 let keys = Keys::new(prefix, name);
                 let mut node = SingleRedis::new(endpoint.clone(), keys, false, WAKE_LINGER);
-                (endpoint.to_string(), s.spawn(move || node.inspect(TIMEOUT)))
+                (endpoint.to_string(), s.spawn(move || read(&mut node)))
             })
             .collect();
         reads
             .into_iter()
             .map(|(node, read)| {
-                let result = read
-                    .join()
-                    .unwrap_or_else(|_| Err(Failure::Refused("the read failed".into())));
+                let result = read.join().unwrap_or_else(|_| {
+                    Err(Unread::Failed(Failure::Refused("the read failed".into())))
+                });
                 (node, result)
             })
             .collect()
@@ -173,7 +224,7 @@ mod tests {
 
     fn info(token: Option<&str>) -> LockInfo {
         LockInfo {
-            keys: Keys::new("redlock:", "q"),
+            redis_key: "redlock:{q}".into(),
             fence: 1,
             held: token.map(|t| (t.to_owned(), None)),
             holder: None,

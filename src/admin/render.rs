@@ -2,9 +2,10 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
+use crate::admin::Unread;
 use crate::admin::Verdict;
 use crate::exit;
-use crate::lock::{Failure, Forced, Holder, Kind, LockInfo, Place, Several, shell_quote};
+use crate::lock::{Forced, HeldAs, Holder, Kind, LockInfo, Place, Several, shell_quote};
 use crate::report::json::{self, Object};
 
 /// `status` over a quorum as text: the majority's verdict, then each node's view, its lines
@@ -12,7 +13,7 @@ use crate::report::json::{self, Object};
 pub(crate) fn quorum_text(
     key: &str,
     verdict: &Verdict,
-    results: &[(String, Result<LockInfo, Failure>)],
+    results: &[(String, Result<LockInfo, Unread>)],
 ) -> String {
     let total = results.len();
     let answered = results.iter().filter(|(_, r)| r.is_ok()).count();
@@ -46,7 +47,7 @@ pub(crate) fn quorum_text(
 pub(crate) fn quorum_json(
     name: &str,
     verdict: &Verdict,
-    results: &[(String, Result<LockInfo, Failure>)],
+    results: &[(String, Result<LockInfo, Unread>)],
 ) -> String {
     let (state, token, agreeing) = match verdict {
         Verdict::Held { token, nodes } => ("held", json::string(token), *nodes),
@@ -99,24 +100,24 @@ pub(crate) fn forced_text(node: &str, key: &str, forced: &Forced) -> (String, i3
             exit::CONFLICT,
         ),
         Forced::NotAHolder {
-            used,
+            held_as,
             holders,
             fence,
         } => (
             format!(
                 "{node}lock '{key}' is held by {holders} ({}), none with the token given; left alone (fencing counter {fence})\n",
-                used_text(used)
+                held_as_text(held_as)
             ),
             exit::CONFLICT,
         ),
         Forced::Several {
-            used,
+            held_as,
             holders,
             fence,
         } => (
             format!(
                 "{node}lock '{key}' is held by {holders} ({}); name the one to remove with --token (`redlock status --key {}` shows their tokens); left alone (fencing counter {fence})\n",
-                used_text(used),
+                held_as_text(held_as),
                 field(&shell_quote(raw_key))
             ),
             exit::USAGE,
@@ -125,18 +126,18 @@ pub(crate) fn forced_text(node: &str, key: &str, forced: &Forced) -> (String, i3
             token,
             fence,
             holder,
-            used,
+            held_as,
             left,
         } => {
             let whose = holder
                 .as_ref()
                 .map_or_else(|| "an unknown holder".to_owned(), holder_text);
-            let what = if used == "lock" {
+            let what = if *held_as == HeldAs::Kind(Kind::Exclusive) {
                 format!("released lock '{key}' held by {whose}")
             } else {
                 format!(
                     "removed {whose} from lock '{key}' ({}; {left} holder(s) left)",
-                    used_text(used)
+                    held_as_text(held_as)
                 )
             };
             (
@@ -144,15 +145,41 @@ pub(crate) fn forced_text(node: &str, key: &str, forced: &Forced) -> (String, i3
                 0,
             )
         }
+        Forced::Foreign {
+            redis_type,
+            fence,
+            removed: true,
+        } => (
+            format!(
+                "{node}removed lock '{key}': its key was a Redis {redis_type} that redlock did not make; fencing counter now {fence}\n"
+            ),
+            0,
+        ),
+        Forced::Foreign {
+            redis_type, fence, ..
+        } => (
+            format!(
+                "{node}lock '{key}' is a Redis {redis_type} that redlock did not make, held by no token; left alone (fencing counter {fence})\n"
+            ),
+            exit::CONFLICT,
+        ),
     }
 }
 
-/// How several holders hold a lock, as stored (`limit N`, `shared`), for people.
-pub(crate) fn used_text(used: &str) -> String {
-    match Kind::from_stored(used) {
-        Some(Kind::Limit(n)) => format!("a semaphore, --limit {n}"),
-        Some(Kind::Shared) => "shared, --shared".to_owned(),
-        _ => format!("held as '{}', not recorded by redlock", field(used)),
+/// How a lock is held, for people: several holders' kind, or what is at its key instead.
+pub(crate) fn held_as_text(held_as: &HeldAs) -> String {
+    match held_as {
+        HeldAs::Kind(Kind::Exclusive) => "an exclusive lock".to_owned(),
+        HeldAs::Kind(Kind::Limit(n)) => format!("a semaphore, --limit {n}"),
+        HeldAs::Kind(Kind::Shared) => "shared, --shared".to_owned(),
+        HeldAs::Unrecorded => "how they hold it is not recorded".to_owned(),
+        HeldAs::Unknown(text) => {
+            format!(
+                "held as '{}', which this redlock does not know",
+                field(text)
+            )
+        }
+        HeldAs::Foreign(t) => format!("a Redis {t} that redlock did not make"),
     }
 }
 
@@ -201,7 +228,7 @@ fn several_text(several: &Several) -> String {
     match several.kind() {
         Some(Kind::Limit(limit)) => format!("semaphore {n}/{limit}"),
         Some(Kind::Shared) => format!("shared by {n}"),
-        _ => format!("{n} holders, {}", used_text(&several.used)),
+        _ => format!("{n} holders, {}", held_as_text(&several.held_as)),
     }
 }
 
@@ -244,14 +271,32 @@ pub(crate) fn forced_json(node: Option<&str>, key: &str, forced: &Forced) -> Str
             holder,
             ..
         } => ("released", Some(token), *fence, holder.as_ref()),
+        Forced::Foreign { fence, removed, .. } => (
+            if *removed { "released" } else { "other_token" },
+            None,
+            *fence,
+            None,
+        ),
     };
-    let (used, left) = match forced {
+    let exclusive = HeldAs::Kind(Kind::Exclusive);
+    let (held_as, left) = match forced {
         Forced::Free { .. } => (None, None),
-        Forced::Other { .. } => (Some("lock"), Some(1)),
-        Forced::NotAHolder { used, holders, .. } | Forced::Several { used, holders, .. } => {
-            (Some(used.as_str()), Some(*holders))
+        Forced::Other { .. } => (Some(&exclusive), Some(1)),
+        Forced::NotAHolder {
+            held_as, holders, ..
         }
-        Forced::Removed { used, left, .. } => (Some(used.as_str()), Some(*left)),
+        | Forced::Several {
+            held_as, holders, ..
+        } => (Some(held_as), Some(*holders)),
+        Forced::Removed { held_as, left, .. } => (Some(held_as), Some(*left)),
+        Forced::Foreign {
+            redis_type,
+            removed,
+            ..
+        } => (
+            Some(&HeldAs::Foreign(redis_type.clone())),
+            removed.then_some(0),
+        ),
     };
     obj = obj.str("result", result);
     obj = match token {
@@ -262,24 +307,27 @@ pub(crate) fn forced_json(node: Option<&str>, key: &str, forced: &Forced) -> Str
         "holder",
         &holder.map_or_else(|| "null".to_owned(), holder_json),
     );
-    obj = kind_fields(obj, used);
+    obj = kind_fields(obj, held_as);
     obj.opt_int("holders_left", left.map(i128::from))
         .raw("error", "null")
         .finish()
 }
 
-/// `kind` (`lock`, `semaphore`, `shared`, or the stored text when unknown; null when free) and
-/// `limit` (a semaphore's N, else null), from how the lock is held as stored.
-fn kind_fields(obj: Object, used: Option<&str>) -> Object {
-    let (kind, limit) = match used.map(|u| (u, Kind::from_stored(u))) {
+/// `kind` (`lock`, `semaphore`, `shared`; `set` when several holders did not record it, the
+/// stored text when this redlock does not know it, `foreign` for a key redlock did not make;
+/// null when free) and `limit` (a semaphore's N, else null).
+fn kind_fields(obj: Object, held_as: Option<&HeldAs>) -> Object {
+    let (kind, limit) = match held_as {
         None => (None, None),
-        Some((_, Some(Kind::Exclusive))) => (Some("lock".to_owned()), None),
-        Some((_, Some(Kind::Limit(n)))) => (Some("semaphore".to_owned()), Some(n)),
-        Some((_, Some(Kind::Shared))) => (Some("shared".to_owned()), None),
-        Some((u, None)) => (Some(u.to_owned()), None),
+        Some(HeldAs::Kind(Kind::Exclusive)) => (Some("lock"), None),
+        Some(HeldAs::Kind(Kind::Limit(n))) => (Some("semaphore"), Some(*n)),
+        Some(HeldAs::Kind(Kind::Shared)) => (Some("shared"), None),
+        Some(HeldAs::Unrecorded) => (Some("set"), None),
+        Some(HeldAs::Unknown(text)) => (Some(text.as_str()), None),
+        Some(HeldAs::Foreign(_)) => (Some("foreign"), None),
     };
     let obj = match kind {
-        Some(kind) => obj.str("kind", &kind),
+        Some(kind) => obj.str("kind", kind),
         None => obj.raw("kind", "null"),
     };
     obj.opt_int("limit", limit.map(i128::from))
@@ -348,7 +396,7 @@ pub(crate) fn info_text(name: &str, info: &LockInfo) -> String {
             _ => format!(
                 "held by {} ({})",
                 several.places.len(),
-                used_text(&several.used)
+                held_as_text(&several.held_as)
             ),
         },
         None if info.held.is_some() => "held".to_owned(),
@@ -357,7 +405,7 @@ pub(crate) fn info_text(name: &str, info: &LockInfo) -> String {
     out.push_str(&format!(
         "lock '{}' ({}) is {state}\n",
         field(name),
-        field(&info.keys.lock)
+        field(&info.redis_key)
     ));
     if let Some((token, ttl)) = &info.held {
         if let Some(h) = &info.holder {
@@ -440,7 +488,7 @@ fn ms(d: Duration) -> i128 {
 pub(crate) fn info_json(name: &str, info: &LockInfo) -> String {
     let mut obj = Object::new()
         .str("key", name)
-        .str("redis_key", &info.keys.lock)
+        .str("redis_key", &info.redis_key)
         .str("state", if info.is_held() { "held" } else { "free" })
         .int("fence", info.fence);
     match (&info.held, &info.several) {
@@ -458,12 +506,13 @@ pub(crate) fn info_json(name: &str, info: &LockInfo) -> String {
         Some(h) => obj.raw("holder", &holder_json(h)),
         None => obj.raw("holder", "null"),
     };
-    let used = match (&info.held, &info.several) {
-        (Some(_), _) => Some("lock"),
-        (None, Some(several)) => Some(several.used.as_str()),
+    let exclusive = HeldAs::Kind(Kind::Exclusive);
+    let held_as = match (&info.held, &info.several) {
+        (Some(_), _) => Some(&exclusive),
+        (None, Some(several)) => Some(&several.held_as),
         (None, None) => None,
     };
-    obj = kind_fields(obj, used);
+    obj = kind_fields(obj, held_as);
     let holders: Vec<String> = match (&info.held, &info.several) {
         (Some((token, ttl)), _) => vec![place_json(token, *ttl, info.holder.as_ref(), None)],
         (None, Some(several)) => several

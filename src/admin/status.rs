@@ -3,7 +3,7 @@
 use anyhow::Context;
 
 use crate::admin::render::{info_json, info_text, quorum_json, quorum_text};
-use crate::admin::{Servers, TIMEOUT, need_majority, read_nodes, unavailable, verdict};
+use crate::admin::{Servers, need_majority, read, read_nodes, verdict};
 use crate::lock::{Keys, LockInfo, Preflight, SingleRedis, WAKE_LINGER};
 use crate::report;
 
@@ -20,9 +20,8 @@ pub fn status(servers: Servers, key: &str, json: bool) -> anyhow::Result<i32> {
     let keys = Keys::new(&prefix, key);
     let mut redis = SingleRedis::new(endpoints.remove(0), keys, false, WAKE_LINGER)
         .with_preflight(Preflight::Always);
-    let info = redis
-        .inspect(TIMEOUT)
-        .map_err(unavailable)
+    let info = read(&mut redis)
+        .map_err(anyhow::Error::from)
         .with_context(|| format!("cannot read lock '{key}'"))?;
     let text = if json {
         format!("{}\n", info_json(key, &info))

@@ -22,7 +22,7 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use crate::clock::Moment;
-use crate::lock::{Failure, Held, Interrupt, Locker, Renewal};
+use crate::lock::{Failure, Held, HeldAs, Interrupt, Locker, Renewal};
 use schedule::{Ending, Next, Renewals, Waiting};
 
 /// How long to wait for a busy lock: up to a duration, or until it is free.
@@ -49,8 +49,8 @@ pub enum WaitEvent {
     /// Not run: a run of this lock succeeded `ago`, within the min-interval.
     Skipped { ago: Duration, waited: Duration },
     /// Not run: the lock's holders use it otherwise (another `--limit`, a semaphore against an
-    /// exclusive lock, a key of another type); what they use it as, as stored.
-    Mismatch { used: String },
+    /// exclusive lock), or its key is not redlock's.
+    Mismatch { found: HeldAs },
     /// Redis could not be used to take the lock.
     Failed(Failure),
     /// Redis could not be reached (or did not answer) while waiting for the lock: the thread
@@ -343,7 +343,7 @@ impl<C: Clock> Worker<C> {
                     (self.reports.wait)(match ending {
                         Ending::Busy { queued } => WaitEvent::Busy { waited, queued },
                         Ending::Skipped { ago } => WaitEvent::Skipped { ago, waited },
-                        Ending::Mismatch { used } => WaitEvent::Mismatch { used },
+                        Ending::Mismatch { found } => WaitEvent::Mismatch { found },
                         Ending::Failed(failure) => WaitEvent::Failed(failure),
                     });
                     return None;

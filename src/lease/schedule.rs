@@ -12,7 +12,7 @@ use crate::lease::timing::{
     acquire_timeout, deadline, renew_interval, renew_timeout, retry_interval, unreachable_backoff,
     wake_wait,
 };
-use crate::lock::{Acquire, Failure};
+use crate::lock::{Acquire, Failure, HeldAs};
 
 /// The shortest time limit an attempt gets within a wait that is nearly over.
 pub const MIN_ATTEMPT: Duration = Duration::from_millis(100);
@@ -56,8 +56,8 @@ pub enum Ending {
     Busy { queued: bool },
     /// `--min-interval`: a run succeeded `ago`.
     Skipped { ago: Duration },
-    /// Its holders use the lock otherwise.
-    Mismatch { used: String },
+    /// Its holders use the lock otherwise, or its key is not redlock's.
+    Mismatch { found: HeldAs },
     /// Redis could not be used.
     Failed(Failure),
 }
@@ -114,7 +114,7 @@ impl Waiting {
         match result {
             Ok(Acquire::Acquired { fence }) => Next::Acquired { fence },
             Ok(Acquire::Skipped { ago }) => over(Ending::Skipped { ago }, self.busy_seen),
-            Ok(Acquire::Mismatch { used }) => over(Ending::Mismatch { used }, self.busy_seen),
+            Ok(Acquire::Mismatch { found }) => over(Ending::Mismatch { found }, self.busy_seen),
             Ok(Acquire::Busy { remaining, queued }) => {
                 self.busy_seen = true;
                 self.unreachable = 0;
@@ -280,7 +280,7 @@ mod tests {
             (
                 Wait::Up(ms(0)),
                 Ok(Acquire::Mismatch {
-                    used: "limit 3".into(),
+                    found: HeldAs::Kind(crate::lock::Kind::Limit(3)),
                 }),
                 5,
                 over("mismatch", false),

@@ -511,7 +511,7 @@ fn a_skipped_or_mismatched_run_is_reported_as_such() {
     assert_eq!(names(&reported), [(0, "Skipped")]);
     let (reported, _) = run(Run {
         acquires: vec![Ok(Acquire::Mismatch {
-            used: "limit 3".into(),
+            found: crate::lock::HeldAs::Kind(crate::lock::Kind::Limit(3)),
         })],
         ..Run::default()
     });

@@ -1,22 +1,28 @@
 //! Who holds a lock, as stored beside it (host, pid, command line, start time), and what the
 //! admin commands read or break: a lock's state (one holder or several, and its waiters) and a
-//! forced release's result, parsed from the replies of `inspect.lua` and `force_release.lua`.
+//! forced release's result, decoded from the replies of `inspect.lua` and `force_release.lua`.
 
 use std::time::Duration;
 
-use crate::lock::{Keys, Kind};
+use redis::Value;
 
-/// Who holds (or is taking) a lock, as stored beside it for `redlock status`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Holder {
-    pub host: String,
-    pub pid: u32,
-    /// The command line, shell-quoted.
-    pub command: String,
-    /// Unix seconds, by the holder's clock.
-    pub started: u64,
+use crate::lock::reply::{Fields, FromReply};
+use crate::lock::scripts::args;
+use crate::lock::{HeldAs, Kind};
+
+args! {
+    /// Who holds (or is taking) a lock, as stored beside it for `redlock status`; the acquire
+    /// scripts take it as four arguments (`host`, `pid`, `command`, `started`).
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    pub struct Holder {
+        pub host: String,
+        pub pid: u32,
+        /// The command line, shell-quoted.
+        pub command: String,
+        /// Unix seconds, by the holder's clock.
+        pub started: u64,
+    }
 }
-
 impl Holder {
     /// This process, about to run `argv`.
     pub fn current(argv: &[std::ffi::OsString]) -> Self {
@@ -50,10 +56,23 @@ pub(crate) fn shell_quote(word: &str) -> String {
     }
 }
 
+/// What `inspect.lua` found at a lock's key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Inspected {
+    /// A lock redlock made (held or free).
+    Lock(Box<LockInfo>),
+    /// A Redis key of this type that redlock did not make, at the lock key `redis_key`.
+    Foreign {
+        redis_key: String,
+        redis_type: String,
+    },
+}
+
 /// A lock's state as `redlock status` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct LockInfo {
-    pub keys: Keys,
+pub struct LockInfo {
+    /// The lock's own Redis key (`PREFIX{NAME}`).
+    pub redis_key: String,
     /// The fencing counter (0 when never taken).
     pub fence: i64,
     /// The one exclusive holder's token and remaining lease (None when no expiry), when so held.
@@ -73,9 +92,9 @@ pub(crate) struct LockInfo {
 
 /// A lock held by several at once: a semaphore's slots (`--limit N`) or shared holders.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Several {
-    /// How they hold it, as stored: `limit N`, `shared` (`set` when not recorded).
-    pub used: String,
+pub struct Several {
+    /// How they hold it, as recorded.
+    pub held_as: HeldAs,
     /// When the last lease ends (None: no expiry).
     pub ttl: Option<Duration>,
     /// The live holders, the soonest lease end first.
@@ -84,7 +103,7 @@ pub(crate) struct Several {
 
 /// One of several holders of a lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Place {
+pub struct Place {
     pub token: String,
     /// The lease left, by the server's clock.
     pub lease: Duration,
@@ -97,7 +116,7 @@ pub(crate) struct Place {
 impl Several {
     /// How the holders hold it; None when not recorded (or not understood).
     pub fn kind(&self) -> Option<Kind> {
-        Kind::from_stored(&self.used).filter(|k| *k != Kind::Exclusive)
+        self.held_as.kind().filter(|k| *k != Kind::Exclusive)
     }
 }
 
@@ -124,91 +143,85 @@ impl LockInfo {
     pub fn waiters(&self) -> u64 {
         self.waiting.max(self.queue.map_or(0, |(n, _)| n))
     }
+}
 
-    /// Parse `inspect.lua`'s reply (as strings); None when it is not one.
-    pub(super) fn parse(keys: Keys, items: &[String]) -> Option<LockInfo> {
-        let int = |i: usize| items.get(i).and_then(|s| s.parse::<i64>().ok());
-        let (fence, ago, left, pttl, queued, oldest, waiting) = (
-            int(0)?,
-            int(1)?,
-            int(2)?,
-            int(3)?,
-            int(4)?,
-            int(5)?,
-            int(6)?,
-        );
-        let used = items.get(7)?.as_str();
-        let rest = &items[8..];
+impl FromReply for Inspected {
+    fn from_reply(value: &Value) -> Option<Self> {
+        let mut f = Fields::of(value)?;
+        let state = f.text()?;
+        let redis_key = f.text()?;
+        if state == "foreign" {
+            let redis_type = f.text()?;
+            return f.end().then_some(Inspected::Foreign {
+                redis_key,
+                redis_type,
+            });
+        }
+        let fence = f.int()?;
+        let (ago, left, pttl) = (f.millis()?, f.millis()?, f.millis()?);
+        let (queued, oldest, waiting) = (f.count()?, f.millis()?, f.count()?);
         let (mut held, mut holder, mut several) = (None, None, None);
-        match used {
-            "" => {}
+        match state.as_str() {
+            "free" => {}
             "lock" => {
-                held = Some((rest.first()?.clone(), ms(pttl)));
-                holder = holder_from(&rest[1..]);
+                held = Some((f.text()?, pttl));
+                holder = holder_from(&mut f)?;
             }
-            _ => {
-                let places = rest
-                    .chunks(7)
-                    .map(|p| match p {
-                        [token, lease, host, pid, command, started, age] => Some(Place {
-                            token: token.clone(),
-                            lease: ms(lease.parse().ok()?)?,
-                            holder: holder_from(&[
-                                host.clone(),
-                                pid.clone(),
-                                command.clone(),
-                                started.clone(),
-                            ]),
-                            age: age.parse().ok().and_then(ms),
-                        }),
-                        _ => None,
-                    })
-                    .collect::<Option<Vec<_>>>()?;
+            "several" => {
+                let held_as = HeldAs::from_stored(&f.text()?);
+                let mut places = Vec::new();
+                while !f.end() {
+                    places.push(Place {
+                        token: f.text()?,
+                        lease: f.millis()??,
+                        holder: holder_from(&mut f)?,
+                        age: f.millis()?,
+                    });
+                }
                 several = Some(Several {
-                    used: used.to_owned(),
-                    ttl: ms(pttl),
+                    held_as,
+                    ttl: pttl,
                     places,
                 });
             }
+            _ => return None,
         }
-        Some(LockInfo {
-            keys,
+        if !f.end() {
+            return None;
+        }
+        Some(Inspected::Lock(Box::new(LockInfo {
+            redis_key,
             fence,
             held,
             holder,
             several,
-            done: ms(ago).map(|ago| (ago, ms(left))),
-            queue: match (u64::try_from(queued), ms(oldest)) {
-                (Ok(n), Some(oldest)) if n > 0 => Some((n, oldest)),
+            done: ago.map(|ago| (ago, left)),
+            queue: match (queued, oldest) {
+                (n, Some(oldest)) if n > 0 => Some((n, oldest)),
                 _ => None,
             },
-            waiting: u64::try_from(waiting).unwrap_or(0),
-        })
+            waiting,
+        })))
     }
-}
-
-/// Milliseconds from Redis as a duration; None for the negative markers (-1, -2).
-fn ms(v: i64) -> Option<Duration> {
-    u64::try_from(v).ok().map(Duration::from_millis)
 }
 
 /// What a forced release removed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Forced {
+pub enum Forced {
     /// The lock was free; only its `--fair` queue was cleared, of `cleared` waiters. The fencing
     /// counter as it is.
     Free { fence: i64, cleared: u64 },
     /// The lock holds `token`, not the one expected; nothing changed.
     Other { token: String, fence: i64 },
-    /// Held by several (`used`: how, as stored), none with the token expected; nothing changed.
+    /// Held by several (`held_as`: how), none with the token expected; nothing changed.
     NotAHolder {
-        used: String,
+        held_as: HeldAs,
         holders: u64,
         fence: i64,
     },
     /// Held by several and no token named one of them; nothing changed.
     Several {
-        used: String,
+        held_as: HeldAs,
         holders: u64,
         fence: i64,
     },
@@ -218,85 +231,111 @@ pub(crate) enum Forced {
         token: String,
         fence: i64,
         holder: Option<Holder>,
-        /// How it was held: `lock` (alone), `limit N`, `shared`.
-        used: String,
+        /// How it was held: alone, or as one of several.
+        held_as: HeldAs,
         /// Holders left (0 for an exclusive lock).
         left: u64,
     },
+    /// The lock key was a Redis key of `redis_type` that redlock did not make: deleted (the
+    /// fencing counter advanced to `fence`), or, when a token was expected, left alone (it
+    /// holds none).
+    Foreign {
+        redis_type: String,
+        fence: i64,
+        removed: bool,
+    },
 }
 
-impl Forced {
-    /// Parse `force_release.lua`'s reply (as strings); None when it is not one.
-    pub(super) fn parse(items: &[String]) -> Option<Forced> {
-        let fence = items.get(1)?.parse::<i64>().ok()?;
-        let int = |i: usize| items.get(i).and_then(|s| s.parse::<u64>().ok());
-        Some(match (items.first()?.as_str(), items.len()) {
-            ("0", _) => Forced::Free {
+impl FromReply for Forced {
+    fn from_reply(value: &Value) -> Option<Self> {
+        let mut f = Fields::of(value)?;
+        let what = f.text()?;
+        let fence = f.int()?;
+        let forced = match what.as_str() {
+            "free" => Forced::Free {
                 fence,
-                cleared: int(2).unwrap_or(0),
+                cleared: f.count()?,
             },
-            ("-1", 3) => Forced::Other {
-                token: items[2].clone(),
-                fence,
-            },
-            ("-1", 5) => Forced::NotAHolder {
-                used: items[3].clone(),
-                holders: int(4)?,
+            "other" => Forced::Other {
+                token: f.text()?,
                 fence,
             },
-            ("-2", 4) => Forced::Several {
-                used: items[2].clone(),
-                holders: int(3)?,
+            "not_a_holder" => Forced::NotAHolder {
+                held_as: HeldAs::from_stored(&f.text()?),
+                holders: f.count()?,
                 fence,
             },
-            ("1", 9..) => Forced::Removed {
-                token: items[2].clone(),
+            "several" => Forced::Several {
+                held_as: HeldAs::from_stored(&f.text()?),
+                holders: f.count()?,
                 fence,
-                holder: holder_from(&items[3..7]),
-                used: items[7].clone(),
-                left: int(8)?,
+            },
+            "removed" => Forced::Removed {
+                token: f.text()?,
+                fence,
+                holder: holder_from(&mut f)?,
+                held_as: HeldAs::from_stored(&f.text()?),
+                left: f.count()?,
+            },
+            "foreign" => Forced::Foreign {
+                redis_type: f.text()?,
+                fence,
+                removed: f.int()? == 1,
             },
             _ => return None,
-        })
+        };
+        f.end().then_some(forced)
     }
 }
 
-/// A holder from [host, pid, command line, start time]; None when not recorded.
-pub(super) fn holder_from(items: &[String]) -> Option<Holder> {
-    match items {
-        [host, pid, command, started, ..] if !host.is_empty() => Some(Holder {
-            host: host.clone(),
-            pid: pid.parse().unwrap_or(0),
-            command: command.clone(),
-            started: started.parse().unwrap_or(0),
-        }),
-        _ => None,
-    }
+/// A holder from the next four fields (host, pid, command line, start time); Some(None) when
+/// not recorded (no host).
+fn holder_from(f: &mut Fields) -> Option<Option<Holder>> {
+    let (host, pid, command, started) = (f.text()?, f.text()?, f.text()?, f.text()?);
+    Some((!host.is_empty()).then(|| Holder {
+        host,
+        pid: pid.parse().unwrap_or(0),
+        command,
+        started: started.parse().unwrap_or(0),
+    }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn strings(items: &[&str]) -> Vec<String> {
-        items.iter().map(|s| (*s).to_owned()).collect()
+    /// A script's array reply: numbers as integers (as Lua sends them), the rest as strings.
+    fn reply(items: &[&str]) -> Value {
+        Value::Array(
+            items
+                .iter()
+                .map(|s| match s.parse::<i64>() {
+                    Ok(i) => Value::Int(i),
+                    Err(_) => Value::BulkString(s.as_bytes().to_vec()),
+                })
+                .collect(),
+        )
+    }
+
+    fn info(items: &[&str]) -> Option<LockInfo> {
+        match Inspected::from_reply(&reply(items))? {
+            Inspected::Lock(info) => Some(*info),
+            Inspected::Foreign { .. } => None,
+        }
     }
 
     #[test]
     fn inspect_replies_parse_for_each_way_a_lock_is_held() {
-        let keys = Keys::new("redlock:", "k");
-        let free = LockInfo::parse(
-            keys.clone(),
-            &strings(&["3", "-1", "-2", "-2", "0", "-1", "2", ""]),
-        )
-        .unwrap();
+        let key = "redlock:{k}";
+        let free = info(&["free", key, "3", "-1", "-2", "-2", "0", "-1", "2"]).unwrap();
         assert!(!free.is_held());
         assert_eq!((free.fence, free.waiters(), free.owner()), (3, 2, None));
+        assert_eq!(free.redis_key, key);
 
-        let one = strings(&[
-            "4", "-1", "-2", "900", "1", "50", "0", "lock", "t", "h", "7", "sleep 1", "9",
-        ]);
-        let one = LockInfo::parse(keys.clone(), &one).unwrap();
+        let one = [
+            "lock", key, "4", "-1", "-2", "900", "1", "50", "0", "t", "h", "7", "sleep 1", "9",
+        ];
+        let one = info(&one).unwrap();
         assert_eq!(
             one.held,
             Some(("t".into(), Some(Duration::from_millis(900))))
@@ -304,13 +343,18 @@ mod tests {
         assert_eq!(one.holder.as_ref().map(|h| h.pid), Some(7));
         // Queued waiters count even when an older client did not register them.
         assert_eq!(one.waiters(), 1);
+        // Details recorded for another token are not this holder's.
+        let unknown = info(&[
+            "lock", key, "4", "-1", "-2", "900", "0", "-1", "0", "t", "", "", "", "",
+        ]);
+        assert_eq!(unknown.unwrap().holder, None);
 
-        let set = strings(&[
-            "5", "-1", "-2", "2000", "0", "-1", "1", "limit 3", //
+        let set = [
+            "several", key, "5", "-1", "-2", "2000", "0", "-1", "1", "limit 3", //
             "a", "1500", "h", "8", "run a", "9", "300", //
             "b", "2000", "", "", "", "", "-1",
-        ]);
-        let set = LockInfo::parse(keys.clone(), &set).unwrap();
+        ];
+        let set = info(&set).unwrap();
         let several = set.several.as_ref().unwrap();
         assert_eq!(several.kind(), Some(Kind::Limit(3)));
         assert_eq!(several.places.len(), 2);
@@ -319,54 +363,105 @@ mod tests {
         assert_eq!(several.places[1].age, None);
         assert_eq!(set.owner().as_deref(), Some("a b"));
         assert!(set.held.is_none() && set.is_held());
+        let unrecorded = ["several", key, "5", "-1", "-2", "2000", "0", "-1", "0", ""];
+        let unrecorded = info(&unrecorded).unwrap().several.unwrap();
+        assert_eq!(
+            (unrecorded.kind(), unrecorded.held_as),
+            (None, HeldAs::Unrecorded)
+        );
 
-        // A holder cut short is not a reply.
-        let short = strings(&[
-            "5", "-1", "-2", "2000", "0", "-1", "1", "shared", "a", "1500",
-        ]);
-        assert_eq!(LockInfo::parse(keys, &short), None);
+        // A holder cut short, a field too many, an unknown state: not replies.
+        let short = [
+            "several", key, "5", "-1", "-2", "2000", "0", "-1", "1", "shared", "a", "1500",
+        ];
+        assert_eq!(info(&short), None);
+        assert_eq!(
+            info(&["free", key, "3", "-1", "-2", "-2", "0", "-1", "2", "x"]),
+            None
+        );
+        assert_eq!(
+            info(&["gone", key, "3", "-1", "-2", "-2", "0", "-1", "2"]),
+            None
+        );
+    }
+
+    #[test]
+    fn a_key_redlock_did_not_make_is_its_own_case() {
+        assert_eq!(
+            Inspected::from_reply(&reply(&["foreign", "redlock:{k}", "hash"])),
+            Some(Inspected::Foreign {
+                redis_key: "redlock:{k}".into(),
+                redis_type: "hash".into()
+            })
+        );
+        assert_eq!(
+            Forced::from_reply(&reply(&["foreign", "7", "list", "1"])),
+            Some(Forced::Foreign {
+                redis_type: "list".into(),
+                fence: 7,
+                removed: true
+            })
+        );
     }
 
     #[test]
     fn force_release_replies_parse() {
-        let removed = strings(&["1", "6", "a", "h", "8", "run a", "9", "limit 2", "1"]);
-        match Forced::parse(&removed) {
+        let removed = ["removed", "6", "a", "h", "8", "run a", "9", "limit 2", "1"];
+        match Forced::from_reply(&reply(&removed)) {
             Some(Forced::Removed {
                 token,
                 fence: 6,
                 holder: Some(h),
-                used,
+                held_as,
                 left: 1,
             }) => {
-                assert_eq!((token.as_str(), h.pid, used.as_str()), ("a", 8, "limit 2"));
+                assert_eq!((token.as_str(), h.pid), ("a", 8));
+                assert_eq!(held_as, HeldAs::Kind(Kind::Limit(2)));
             }
             other => panic!("{other:?}"),
         }
+        let alone = ["removed", "6", "t", "", "", "", "", "lock", "0"];
+        assert!(matches!(
+            Forced::from_reply(&reply(&alone)),
+            Some(Forced::Removed {
+                holder: None,
+                held_as: HeldAs::Kind(Kind::Exclusive),
+                left: 0,
+                ..
+            })
+        ));
         assert_eq!(
-            Forced::parse(&strings(&["-2", "5", "shared", "3"])),
+            Forced::from_reply(&reply(&["several", "5", "shared", "3"])),
             Some(Forced::Several {
-                used: "shared".into(),
+                held_as: HeldAs::Kind(Kind::Shared),
                 holders: 3,
                 fence: 5
             })
         );
         assert_eq!(
-            Forced::parse(&strings(&["-1", "5", "", "limit 2", "2"])),
+            Forced::from_reply(&reply(&["not_a_holder", "5", "limit 2", "2"])),
             Some(Forced::NotAHolder {
-                used: "limit 2".into(),
+                held_as: HeldAs::Kind(Kind::Limit(2)),
                 holders: 2,
                 fence: 5
             })
         );
         assert_eq!(
-            Forced::parse(&strings(&["-1", "5", "t"])),
+            Forced::from_reply(&reply(&["other", "5", "t"])),
             Some(Forced::Other {
                 token: "t".into(),
                 fence: 5
             })
         );
-        assert_eq!(Forced::parse(&strings(&["1", "5", "t"])), None);
-        assert_eq!(Forced::parse(&strings(&["x"])), None);
+        assert_eq!(
+            Forced::from_reply(&reply(&["free", "5", "2"])),
+            Some(Forced::Free {
+                fence: 5,
+                cleared: 2
+            })
+        );
+        assert_eq!(Forced::from_reply(&reply(&["removed", "5", "t"])), None);
+        assert_eq!(Forced::from_reply(&reply(&["x"])), None);
     }
 
     #[test]

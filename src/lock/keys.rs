@@ -3,7 +3,7 @@
 
 /// The Redis keys of one lock; all share the `{name}` hash tag.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Keys {
+pub struct Keys {
     /// The lock itself: the holder's token, with the lease as its expiry.
     pub lock: String,
     /// The fencing counter, advanced by every acquisition.
@@ -49,22 +49,6 @@ impl Keys {
             waiting: format!("{lock}:waiting"),
             lock,
         }
-    }
-
-    /// Every key, in the order the scripts expect them in KEYS.
-    pub fn all(&self) -> [&str; 10] {
-        [
-            &self.lock,
-            &self.fence,
-            &self.wake,
-            &self.queue,
-            &self.alive,
-            &self.holder,
-            &self.done,
-            &self.kind,
-            &self.holders,
-            &self.waiting,
-        ]
     }
 
     /// The lists a waiter blocks on: its own first (where an interrupt's marker, and a fair

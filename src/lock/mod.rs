@@ -1,8 +1,9 @@
 //! The lock protocol: the [`Locker`] trait the lease drives, the key layout (`keys`), the Lua
-//! scripts (`scripts`, one `.lua` file each) and the shapes of their replies (`reply`), a lock
-//! on one server (`single`) or on a quorum of independent masters (`quorum`), how long a lease
-//! is certainly ours (`validity`), and who holds a lock (`holder`); plus the eviction-policy
-//! warning (`preflight`).
+//! scripts and their typed boundary (`scripts`: one `.lua` file and one Rust definition of its
+//! keys, arguments and reply each; `reply` reads the replies), a lock on one server (`single`)
+//! or on a quorum of independent masters (`quorum`), how long a lease is certainly ours
+//! (`validity`), and who holds a lock (`holder`); plus the eviction-policy warning
+//! (`preflight`).
 //!
 //! May use `transport` (the connection to each server and its failures), `report`
 //! (diagnostics) and `clock` (a quorum's validity); never `lease`, `run`, `cli` or `admin`,
@@ -18,26 +19,16 @@ mod preflight;
 pub(crate) use preflight::Preflight;
 pub(crate) mod quorum;
 mod reply;
-mod scripts;
+pub(crate) mod scripts;
 mod single;
 pub(crate) mod validity;
 
 use std::time::Duration;
 
 pub use crate::transport::Failure;
-pub(crate) use holder::{Forced, Holder, LockInfo, Place, Several, shell_quote};
-pub(crate) use keys::Keys;
-
-/// What a key's holders use it as, for the message that refuses a client that asks otherwise.
-pub fn describe_use(used: &str) -> String {
-    match Kind::from_stored(used) {
-        Some(kind) => kind.flags(),
-        None if used.starts_with("type ") => {
-            format!("a Redis key of {used} that redlock did not make")
-        }
-        None => format!("'{used}'"),
-    }
-}
+pub use holder::Holder;
+pub(crate) use holder::{Forced, Inspected, LockInfo, Place, Several, shell_quote};
+pub use keys::Keys;
 pub(crate) use single::SingleRedis;
 
 /// How a client holds a lock: alone, as one of at most N (a semaphore), or beside other shared
@@ -55,13 +46,13 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// How the lock's holders record it in Redis (`PREFIX{NAME}:kind`); None for exclusive,
-    /// which the key's own type says.
-    pub(crate) fn stored(self) -> Option<String> {
+    /// How the lock's holders record it in Redis (`PREFIX{NAME}:kind`; `lock` for exclusive,
+    /// which the key's own type says) and the scripts name it.
+    pub(crate) fn stored(self) -> String {
         match self {
-            Kind::Exclusive => None,
-            Kind::Limit(n) => Some(format!("limit {n}")),
-            Kind::Shared => Some("shared".to_owned()),
+            Kind::Exclusive => "lock".to_owned(),
+            Kind::Limit(n) => format!("limit {n}"),
+            Kind::Shared => "shared".to_owned(),
         }
     }
 
@@ -87,6 +78,62 @@ impl Kind {
     }
 }
 
+/// How a lock's key is held, as found in Redis: by redlock clients of one [`Kind`], by several
+/// holders that did not record how, or not by redlock at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeldAs {
+    /// By redlock clients of this kind.
+    Kind(Kind),
+    /// By several holders (a sorted set) that did not record how they hold it.
+    Unrecorded,
+    /// By several holders that recorded it in a way this redlock does not know (a newer
+    /// one's): the text as stored.
+    Unknown(String),
+    /// Not by redlock: the key is a Redis key of this type (`hash`, `list`, ...) that redlock
+    /// did not make.
+    Foreign(String),
+}
+
+impl HeldAs {
+    /// How several holders (or the acquire scripts) say they hold a lock: `lock`, `limit N`,
+    /// `shared`, or '' when not recorded.
+    pub(crate) fn from_stored(stored: &str) -> HeldAs {
+        if stored.is_empty() {
+            return HeldAs::Unrecorded;
+        }
+        Kind::from_stored(stored).map_or_else(|| HeldAs::Unknown(stored.to_owned()), HeldAs::Kind)
+    }
+
+    /// The kind, when redlock clients hold it as one it knows.
+    pub fn kind(&self) -> Option<Kind> {
+        match self {
+            HeldAs::Kind(kind) => Some(*kind),
+            _ => None,
+        }
+    }
+
+    /// Why a run of `key` asking for `asked` does not take it (exit 64), as one line.
+    pub fn refusal(&self, key: &str, asked: Kind) -> String {
+        let held = match self {
+            HeldAs::Foreign(t) => {
+                return format!(
+                    "lock '{key}': its key is a Redis {t} that redlock did not make; not running \
+                     the command (`redlock release --force` on this key removes it)"
+                );
+            }
+            HeldAs::Kind(kind) => kind.flags(),
+            HeldAs::Unrecorded => "several holders that did not record how".to_owned(),
+            HeldAs::Unknown(text) => format!("'{text}'"),
+        };
+        format!(
+            "lock '{key}' is held as {held}, but this run asks for {}: all clients of a lock \
+             must give the same --limit, and --shared mixes only with exclusive clients; not \
+             running the command",
+            asked.flags()
+        )
+    }
+}
+
 /// The result of one acquire attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Acquire {
@@ -101,8 +148,8 @@ pub enum Acquire {
     /// Not attempted: a run of this lock succeeded this long ago, within the min-interval.
     Skipped { ago: Duration },
     /// Not attempted: the lock's holders use it otherwise (another `--limit`, a semaphore
-    /// against an exclusive lock, a key of another type); what they use it as, as stored.
-    Mismatch { used: String },
+    /// against an exclusive lock), or its key is not redlock's.
+    Mismatch { found: HeldAs },
 }
 
 /// What a compare-and-extend or compare-and-delete found.

@@ -24,6 +24,13 @@ pub enum Preflight {
 /// How long a warning about the eviction policy holds off the next one, per lock.
 pub(crate) const WARN_EVERY: Duration = Duration::from_secs(7 * 24 * 3600);
 
+/// The question: `CONFIG GET maxmemory-policy`.
+pub(crate) fn question() -> redis::Cmd {
+    let mut cmd = redis::cmd("CONFIG");
+    cmd.arg("GET").arg("maxmemory-policy");
+    cmd
+}
+
 /// The `maxmemory-policy` a `CONFIG GET maxmemory-policy` reply names, if any.
 pub(crate) fn policy(config: Option<&Value>) -> Option<String> {
     let bulk = |v: &Value| match v {

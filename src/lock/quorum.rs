@@ -105,9 +105,12 @@ impl Quorum {
     /// After a failed attempt: delete our key on every node, since a request that timed out
     /// may have landed. Best effort (the keys expire anyway), and quiet: no wake-ups, which
     /// this waiter's own next wait would take at once and spin on.
-    fn clean_up(&mut self, token: &str, timeout: Duration) {
+    /// `waiting`: the attempt (with this ttl) ended turned away, so the waiter is recorded as
+    /// waiting on every node, the ones that let it in included: it may block on any of them,
+    /// and a release there wakes only a waiter it knows of.
+    fn clean_up(&mut self, token: &str, waiting: Option<Duration>, timeout: Duration) {
         let all = self.all();
-        self.each(&all, |node| node.undo(token, timeout));
+        self.each(&all, |node| node.undo(token, waiting, timeout));
     }
 
     /// The fencing token for a holder of a majority (see docs/high-availability.md): read the counters of a
@@ -164,17 +167,17 @@ impl Locker for Quorum {
             })
             .min();
         if let Some(ago) = done {
-            self.clean_up(token, per_node);
+            self.clean_up(token, None, per_node);
             return Ok(Acquire::Skipped { ago });
         }
         // A node whose holders use the key otherwise (a semaphore): the key is not this lock.
-        let used = replies.iter().flatten().find_map(|r| match r {
-            Ok(Acquire::Mismatch { used }) => Some(used.clone()),
+        let found = replies.iter().flatten().find_map(|r| match r {
+            Ok(Acquire::Mismatch { found }) => Some(found.clone()),
             _ => None,
         });
-        if let Some(used) = used {
-            self.clean_up(token, per_node);
-            return Ok(Acquire::Mismatch { used });
+        if let Some(found) = found {
+            self.clean_up(token, None, per_node);
+            return Ok(Acquire::Mismatch { found });
         }
         let taken = replies
             .iter()
@@ -189,7 +192,6 @@ impl Locker for Quorum {
                 return Ok(Acquire::Acquired { fence });
             }
         }
-        self.clean_up(token, per_node);
         let busy = replies
             .iter()
             .flatten()
@@ -198,6 +200,7 @@ impl Locker for Quorum {
                 _ => None,
             })
             .collect::<Vec<_>>();
+        self.clean_up(token, (!busy.is_empty()).then_some(ttl), per_node);
         self.splits = if !busy.is_empty() && busy.len() < self.majority() {
             self.splits.saturating_add(1)
         } else {

@@ -1,5 +1,5 @@
-//! Reading the scripts' replies, and writing their arguments: the shapes every script of
-//! `single` shares (integers, strings, the compare-and-set answer, the "held another way" reply).
+//! Reading the scripts' replies: [`FromReply`], which each script's reply type implements (see
+//! `scripts::calls`), and [`Fields`], which reads an array reply field by field.
 
 use std::time::Duration;
 
@@ -8,62 +8,136 @@ use redis::Value;
 use crate::lock::{Failure, Held};
 use crate::transport::endpoint::Endpoint;
 
-/// An acquire's `{3, how the lock is used}`: its holders use it otherwise.
-pub(super) fn mismatch(value: &Value) -> Option<String> {
-    match value {
-        Value::Array(items) => match items.as_slice() {
-            [Value::Int(3), Value::BulkString(used)] => {
-                Some(String::from_utf8_lossy(used).into_owned())
-            }
+/// A script's reply, decoded; None when the value is not one this script gives.
+pub trait FromReply: Sized {
+    fn from_reply(value: &Value) -> Option<Self>;
+}
+
+/// An array reply, read in order. Lua numbers arrive as integers, strings as bulk strings;
+/// each reader takes either where that is unambiguous.
+pub struct Fields<'a>(std::slice::Iter<'a, Value>);
+
+impl<'a> Fields<'a> {
+    pub fn of(value: &'a Value) -> Option<Self> {
+        match value {
+            Value::Array(items) => Some(Fields(items.iter())),
             _ => None,
-        },
-        _ => None,
+        }
+    }
+
+    /// The next field as text (an integer written out).
+    pub fn text(&mut self) -> Option<String> {
+        match self.0.next()? {
+            Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+            Value::Int(i) => Some(i.to_string()),
+            _ => None,
+        }
+    }
+
+    /// The next field as an integer.
+    pub fn int(&mut self) -> Option<i64> {
+        match self.0.next()? {
+            Value::Int(i) => Some(*i),
+            Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+            _ => None,
+        }
+    }
+
+    /// The next field as a count (a negative one is not).
+    pub fn count(&mut self) -> Option<u64> {
+        u64::try_from(self.int()?).ok()
+    }
+
+    /// The next field as milliseconds; Some(None) for Redis's negative markers (-1 no expiry
+    /// or unknown, -2 none).
+    pub fn millis(&mut self) -> Option<Option<Duration>> {
+        Some(u64::try_from(self.int()?).ok().map(Duration::from_millis))
+    }
+
+    /// How many fields are left.
+    pub fn left(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether every field was read.
+    pub fn end(&self) -> bool {
+        self.left() == 0
     }
 }
 
-/// A duration as a Redis argument in whole milliseconds, at least 1 (0 would mean "none").
-pub(super) fn ms_arg(d: Duration) -> String {
-    d.as_millis().max(1).to_string()
-}
-
-pub(super) fn integers(value: &Value) -> Option<Vec<i64>> {
-    match value {
-        Value::Array(items) => items
-            .iter()
-            .map(|v| match v {
-                Value::Int(i) => Some(*i),
-                _ => None,
-            })
-            .collect(),
-        _ => None,
+/// A compare-and-extend or compare-and-delete: 1 ours, 0 gone, -1 another owner's.
+impl FromReply for Held {
+    fn from_reply(value: &Value) -> Option<Self> {
+        match value {
+            Value::Int(1) => Some(Held::Ours),
+            Value::Int(0) => Some(Held::Gone),
+            Value::Int(-1) => Some(Held::Theirs),
+            _ => None,
+        }
     }
 }
 
-/// A script's array reply as strings (integers written out, nil as "").
-pub(super) fn strings(value: &Value) -> Option<Vec<String>> {
-    match value {
-        Value::Array(items) => items
-            .iter()
-            .map(|v| match v {
-                Value::Int(i) => Some(i.to_string()),
-                Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
-                Value::Nil => Some(String::new()),
-                _ => None,
-            })
-            .collect(),
-        _ => None,
+/// A counter.
+impl FromReply for i64 {
+    fn from_reply(value: &Value) -> Option<Self> {
+        match value {
+            Value::Int(i) => Some(*i),
+            _ => None,
+        }
     }
 }
 
-pub(super) fn held(endpoint: &Endpoint, reply: &Value) -> Result<Held, Failure> {
-    match reply {
-        Value::Int(1) => Ok(Held::Ours),
-        Value::Int(0) => Ok(Held::Gone),
-        Value::Int(-1) => Ok(Held::Theirs),
-        other => Err(unexpected(endpoint, other)),
+/// Done or not: 1 or 0.
+impl FromReply for bool {
+    fn from_reply(value: &Value) -> Option<Self> {
+        match value {
+            Value::Int(1) => Some(true),
+            Value::Int(0) => Some(false),
+            _ => None,
+        }
+    }
+}
+
+/// Done (1).
+impl FromReply for () {
+    fn from_reply(value: &Value) -> Option<Self> {
+        matches!(value, Value::Int(1)).then_some(())
     }
 }
 
 pub(super) fn unexpected(endpoint: &Endpoint, reply: &Value) -> Failure {
     Failure::Refused(format!("unexpected reply from Redis at {endpoint}: {reply:?}").into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_read_integers_and_strings_either_way() {
+        let value = Value::Array(vec![
+            Value::BulkString(b"busy".to_vec()),
+            Value::Int(-2),
+            Value::BulkString(b"42".to_vec()),
+            Value::Int(7),
+        ]);
+        let mut f = Fields::of(&value).unwrap();
+        assert_eq!(f.text().as_deref(), Some("busy"));
+        assert_eq!(f.millis(), Some(None));
+        assert_eq!(f.int(), Some(42));
+        assert!(!f.end());
+        assert_eq!(f.text().as_deref(), Some("7"));
+        assert!(f.end());
+        assert_eq!(f.int(), None);
+        assert!(Fields::of(&Value::Int(1)).is_none());
+    }
+
+    #[test]
+    fn small_replies_decode_to_their_types() {
+        assert_eq!(Held::from_reply(&Value::Int(-1)), Some(Held::Theirs));
+        assert_eq!(Held::from_reply(&Value::Int(2)), None);
+        assert_eq!(bool::from_reply(&Value::Int(0)), Some(false));
+        assert_eq!(<()>::from_reply(&Value::Nil), None);
+        assert_eq!(i64::from_reply(&Value::Int(9)), Some(9));
+    }
 }

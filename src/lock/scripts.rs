@@ -1,136 +1,270 @@
-//! The lock's Lua scripts, one `.lua` file each under `scripts/` (each file opens with what
-//! KEYS and ARGV it takes and what it returns), and how they are called: EVALSHA with the SHA1
-//! hashed once per process, EVAL when the server's script cache lost it.
+//! The lock's Lua scripts and the one typed boundary to them.
 //!
-//! The helper files (`clock.lua`, `waiters.lua`, `holders.lua`, `acquire_helpers.lua`) are not scripts of
-//! their own: they define Lua functions, and are put in front of the scripts that call them.
+//! Each script is a `.lua` file under `scripts/` and one Rust definition in [`calls`]: a struct
+//! of its arguments, the keys of the lock it is given, and the type its reply decodes to. That
+//! definition is the only place where the order of KEYS and ARGV is written: the script as sent
+//! opens with two lines that bind them to the names of the definition's keys and fields
+//! (`local lock, fence, ... = unpack(KEYS)`, then the same for ARGV), so the Lua uses names
+//! only, and a new argument is a compile error wherever a caller does not supply it (the client
+//! in `single`, the chaos suite's replay).
+//!
+//! The helper files (`clock.lua`, `fence.lua`, `waiters.lua`, ...) are not scripts of their
+//! own: they define the Lua functions several scripts share, and come after the names and
+//! before the script's own file. Each says in a `Uses:` line which names it needs; the tests
+//! below check that every script binds what its helpers use, and that nothing a script uses
+//! is left unbound.
+//!
+//! [`send`] is the one way a script goes to Redis: EVALSHA with the SHA1 hashed once per
+//! process, EVAL when the server's script cache lost it (failover, restart, SCRIPT FLUSH),
+//! with another command pipelined beside it in the same round trip when asked.
 
-use std::sync::OnceLock;
+pub mod calls;
 
-/// A Lua script and its SHA1 for EVALSHA, hashed once per process.
-pub(crate) struct Lua {
-    pub body: &'static str,
-    sha: OnceLock<String>,
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use redis::{ConnectionLike, RedisResult, Value};
+
+use crate::lock::reply::FromReply;
+use crate::lock::{Keys, Kind};
+
+/// A script as sent: the names of its KEYS and ARGV bound, its helpers, its own file; and its
+/// SHA1 for EVALSHA.
+#[derive(Debug)]
+pub struct Lua {
+    body: String,
+    sha: String,
+    /// A server answered NOSCRIPT to this script's EVALSHA, and no EVAL of it has been answered
+    /// since: requests send it whole (EVAL) first. The EVAL that follows a NOSCRIPT in the
+    /// same request cannot carry the ASKING the transport sent before the first command, so on
+    /// a Cluster node importing the lock's slot it is answered MOVED, and the transport comes
+    /// back through ASK: this time the EVAL goes first, with ASKING, and loads the script there.
+    flushed: AtomicBool,
 }
 
 impl Lua {
-    const fn new(body: &'static str) -> Self {
-        Self {
-            body,
-            sha: OnceLock::new(),
+    /// The script of `S` from its files (`(name, text)`, helpers first); hashed once.
+    pub fn compose<S: Script>(files: &[(&'static str, &'static str)]) -> Lua {
+        let mut args = Vec::new();
+        S::names("", &mut args);
+        let mut body =
+            String::from("-- KEYS and ARGV by name, as the Rust definition orders them\n");
+        for (table, names) in [("KEYS", S::KEYS), ("ARGV", &args)] {
+            if !names.is_empty() {
+                body.push_str(&format!("local {} = unpack({table})\n", names.join(", ")));
+            }
         }
-    }
-
-    pub fn sha(&self) -> &str {
-        self.sha
-            .get_or_init(|| redis::Script::new(self.body).get_hash().to_owned())
+        // Each file under its name, which also tells what a line number in an error is in.
+        for (name, text) in files {
+            body.push_str(&format!("-- {name}.lua\n{text}"));
+        }
+        Lua {
+            sha: redis::Script::new(&body).get_hash().to_owned(),
+            body,
+            flushed: AtomicBool::new(false),
+        }
     }
 }
 
-/// A script's text: the helper files it calls, then its own file.
-macro_rules! script {
-    ($($file:literal),+) => {
-        Lua::new(concat!($(include_str!(concat!("scripts/", $file, ".lua"))),+))
+/// What a script takes in ARGV: single values, or groups of them (a struct made with
+/// [`args!`]), flattened in order.
+pub trait Args {
+    /// Append this value's elements of ARGV.
+    fn push(&self, argv: &mut Vec<String>);
+    /// Append the Lua names a field called `field` of this type binds: that name for a single
+    /// value, the names of its own fields for a group.
+    fn names(field: &'static str, names: &mut Vec<&'static str>);
+}
+
+impl<T: Args + ?Sized> Args for &T {
+    fn push(&self, argv: &mut Vec<String>) {
+        (**self).push(argv);
+    }
+    fn names(field: &'static str, names: &mut Vec<&'static str>) {
+        T::names(field, names);
+    }
+}
+
+/// [`Args`] for types that are one element of ARGV, written as the expression gives.
+macro_rules! single {
+    ($($ty:ty => |$v:ident| $text:expr;)*) => {$(
+        impl Args for $ty {
+            fn push(&self, argv: &mut Vec<String>) {
+                let $v = self;
+                argv.push($text);
+            }
+            fn names(field: &'static str, names: &mut Vec<&'static str>) {
+                names.push(field);
+            }
+        }
+    )*};
+}
+
+single! {
+    str => |v| v.to_owned();
+    String => |v| v.clone();
+    u32 => |v| v.to_string();
+    u64 => |v| v.to_string();
+    i64 => |v| v.to_string();
+    // '1' or '0'.
+    bool => |v| if *v { "1" } else { "0" }.to_owned();
+    // Whole milliseconds, at least 1 (0 would mean "none").
+    Duration => |v| millis(*v);
+    // '0' for none.
+    Option<Duration> => |v| v.map_or_else(|| "0".to_owned(), millis);
+    // '' for none.
+    Option<&str> => |v| v.unwrap_or_default().to_owned();
+    // As stored beside the lock: 'lock', 'limit N', 'shared'.
+    Kind => |v| v.stored();
+}
+
+/// A duration as a Redis argument in whole milliseconds, at least 1 (0 would mean "none").
+pub(crate) fn millis(d: Duration) -> String {
+    d.as_millis().max(1).to_string()
+}
+
+/// A struct whose fields are, in order, elements of a script's ARGV (or groups of them, which
+/// are flattened in their place); the fields' names are the names its Lua binds them to.
+macro_rules! args {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident $(<$lt:lifetime>)? {
+            $($(#[$fmeta:meta])* $fvis:vis $field:ident: $ty:ty),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        $vis struct $name $(<$lt>)? {
+            $($(#[$fmeta])* $fvis $field: $ty,)*
+        }
+
+        impl $(<$lt>)? $crate::lock::scripts::Args for $name $(<$lt>)? {
+            fn push(&self, _argv: &mut Vec<String>) {
+                $($crate::lock::scripts::Args::push(&self.$field, _argv);)*
+            }
+            fn names(_field: &'static str, _names: &mut Vec<&'static str>) {
+                $(<$ty as $crate::lock::scripts::Args>::names(stringify!($field), _names);)*
+            }
+        }
     };
 }
+pub(crate) use args;
 
-/// Take the lock if free, advance the fencing counter, record the holder.
-pub(crate) static ACQUIRE: Lua =
-    script!("clock", "waiters", "holders", "acquire_helpers", "acquire");
+/// One Lua script: its arguments are the struct's fields ([`Args`]), its KEYS some of the lock's
+/// [`Keys`], its reply decodes to `Reply`. Made with [`script!`].
+pub trait Script: Args {
+    type Reply: FromReply;
+    /// The fields of [`Keys`] it is given as KEYS, in order; also their names in its Lua.
+    const KEYS: &'static [&'static str];
+    /// Its KEYS for the lock of `keys`.
+    fn keys(keys: &Keys) -> Vec<&str>;
+    /// Its text and SHA1, made once per process.
+    fn lua() -> &'static Lua;
+}
 
-/// ACQUIRE for `--fair`: only the head of the waiters' queue may take the lock.
-pub(crate) static ACQUIRE_FAIR: Lua = script!(
-    "clock",
-    "waiters",
-    "holders",
-    "acquire_helpers",
-    "acquire_fair"
-);
-
-/// Take a place among several holders: a semaphore's slot (`--limit N`) or a shared hold
-/// (`--shared`).
-pub(crate) static ACQUIRE_MANY: Lua = script!(
-    "clock",
-    "waiters",
-    "holders",
-    "acquire_helpers",
-    "acquire_many"
-);
-
-/// Extend the lease while the key still holds our token.
-pub(crate) static EXTEND: Lua = script!("extend");
-
-/// Extend our place among several holders while we still have it.
-pub(crate) static EXTEND_MANY: Lua = script!("clock", "holders", "extend_many");
-
-/// Delete the key while it holds our token, and wake one waiter.
-pub(crate) static RELEASE: Lua = script!("clock", "waiters", "release");
-
-/// Give up our place among several holders, and wake a waiter the place may let in.
-pub(crate) static RELEASE_MANY: Lua = script!("clock", "waiters", "holders", "release_many");
-
-/// A waiter gives up: leave the fair queue, pass on a wake-up it may have taken.
-pub(crate) static LEAVE: Lua = script!("clock", "waiters", "leave");
-
-/// Cut a waiter's BLPOP short with a marker on its own wake list.
-pub(crate) static INTERRUPT: Lua = script!("interrupt");
-
-/// Break-glass release: delete the lock whoever holds it, fence it, wake one waiter.
-pub(crate) static FORCE_RELEASE: Lua = script!("clock", "waiters", "holders", "force_release");
-
-/// Undo a quorum's partial acquire, waking nobody.
-pub(crate) static UNDO: Lua = script!("undo");
-
-/// Read the fencing counter (a quorum's read phase).
-pub(crate) static FENCE_READ: Lua = script!("fence_read");
-
-/// Raise the fencing counter to at least a value (a quorum's write-back phase).
-pub(crate) static FENCE_RAISE: Lua = script!("fence_raise");
-
-/// Read a lock's state without changing anything.
-pub(crate) static INSPECT: Lua = script!("clock", "holders", "inspect");
-
-#[cfg(test)]
-mod tests {
-    use std::path::Path;
-
-    /// Every script file says what it takes and returns before its first line of code (the
-    /// helper files, which are not called on their own, say what they define).
-    #[test]
-    fn every_script_file_opens_with_what_it_takes_and_returns() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lock/scripts");
-        let helpers = [
-            "clock.lua",
-            "waiters.lua",
-            "holders.lua",
-            "acquire_helpers.lua",
-        ];
-        let mut seen = 0;
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            let text = std::fs::read_to_string(&path).unwrap();
-            let header: String = text
-                .lines()
-                .take_while(|l| l.starts_with("--"))
-                .collect::<Vec<_>>()
-                .join("\n");
-            assert!(!header.is_empty(), "{name} opens without a comment");
-            assert!(text.ends_with('\n'), "{name} must end with a newline");
-            if !helpers.contains(&name.as_str()) {
-                for word in ["KEYS", "ARGV", "Returns"] {
-                    assert!(
-                        header.contains(word),
-                        "{name}'s header does not say its {word}"
-                    );
-                }
-            }
-            seen += 1;
+/// Define a script: its arguments' struct (as [`args!`]), the lock's keys it takes, its files
+/// (helpers first, each a `lua!("name")`) and its reply's type.
+macro_rules! script {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident $(<$lt:lifetime>)? {
+            $($(#[$fmeta:meta])* $field:ident: $ty:ty),* $(,)?
         }
-        assert!(
-            seen > helpers.len(),
-            "no scripts found in {}",
-            dir.display()
-        );
+        keys [$($key:ident),+ $(,)?];
+        files [$($file:expr),+ $(,)?];
+        reply $reply:ty;
+    ) => {
+        $crate::lock::scripts::args! {
+            $(#[$meta])*
+            pub struct $name $(<$lt>)? {
+                $($(#[$fmeta])* pub $field: $ty),*
+            }
+        }
+
+        impl $(<$lt>)? $crate::lock::scripts::Script for $name $(<$lt>)? {
+            type Reply = $reply;
+            const KEYS: &'static [&'static str] = &[$(stringify!($key)),+];
+            fn keys(keys: &$crate::lock::Keys) -> Vec<&str> {
+                vec![$(keys.$key.as_str()),+]
+            }
+            fn lua() -> &'static $crate::lock::scripts::Lua {
+                static LUA: std::sync::OnceLock<$crate::lock::scripts::Lua> =
+                    std::sync::OnceLock::new();
+                LUA.get_or_init(|| $crate::lock::scripts::Lua::compose::<Self>(&[$($file),+]))
+            }
+        }
+    };
+}
+pub(crate) use script;
+
+/// Send `script` for the lock of `keys`: EVALSHA, then EVAL when the server's script cache lost
+/// it; `beside`, when given, pipelined after it in the same round trip (and again with the
+/// EVAL when `again`). The script's reply (an error reply as an error, so that the transport
+/// follows MOVED, ASK and READONLY as for any request) and the other command's, as it came.
+/// Only a failure to talk to the server at all is the outer error.
+pub fn send<S: Script>(
+    conn: &mut dyn ConnectionLike,
+    keys: &Keys,
+    script: &S,
+    beside: Option<&redis::Cmd>,
+    again: bool,
+) -> RedisResult<(RedisResult<Value>, Option<Value>)> {
+    let lua = S::lua();
+    let keys = S::keys(keys);
+    let mut argv = Vec::new();
+    script.push(&mut argv);
+    let mut round = |verb: &str, text: &str, beside: Option<&redis::Cmd>| {
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        pipe.cmd(verb)
+            .arg(text)
+            .arg(keys.len())
+            .arg(&keys)
+            .arg(&argv);
+        if let Some(cmd) = beside {
+            pipe.add_command(cmd.clone());
+        }
+        let mut replies: Vec<Value> = pipe.query(conn)?;
+        let other = beside.and_then(|_| replies.pop());
+        Ok::<_, redis::RedisError>((replies.pop().unwrap_or(Value::Nil), other))
+    };
+    // Until an EVAL of it is answered (which caches it on that server), send it whole.
+    let (mut reply, mut other) = if lua.flushed.load(Ordering::Relaxed) {
+        round("EVAL", &lua.body, beside)?
+    } else {
+        round("EVALSHA", &lua.sha, beside)?
+    };
+    if matches!(&reply, Value::ServerError(e) if e.code() == "NOSCRIPT") {
+        lua.flushed.store(true, Ordering::Relaxed);
+        let (retried, with) = round("EVAL", &lua.body, beside.filter(|_| again))?;
+        reply = retried;
+        if again {
+            other = with;
+        }
+    }
+    if !matches!(&reply, Value::ServerError(_)) {
+        lua.flushed.store(false, Ordering::Relaxed);
+    }
+    Ok((error_of(reply), other))
+}
+
+/// A reply, an error reply as an error.
+fn error_of(reply: Value) -> RedisResult<Value> {
+    match reply {
+        Value::ServerError(e) => Err(e.into()),
+        other => Ok(other),
     }
 }
+
+/// Run `script` for the lock of `keys` over a plain connection, its reply decoded (None: not a
+/// reply it gives). For the chaos suite's replay; the client goes through [`send`] as well.
+pub fn eval<S: Script>(
+    conn: &mut dyn ConnectionLike,
+    keys: &Keys,
+    script: &S,
+) -> RedisResult<Option<S::Reply>> {
+    let (reply, _) = send(conn, keys, script, None, false)?;
+    Ok(S::Reply::from_reply(&reply?))
+}
+
+#[cfg(test)]
+mod tests;

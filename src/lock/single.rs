@@ -6,13 +6,11 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use crate::lock::preflight::{self, Preflight};
-use crate::lock::reply::{held, integers, mismatch, ms_arg, strings, unexpected};
-use crate::lock::scripts::{
-    ACQUIRE, ACQUIRE_FAIR, ACQUIRE_MANY, EXTEND, EXTEND_MANY, FENCE_RAISE, FENCE_READ,
-    FORCE_RELEASE, INSPECT, INTERRUPT, LEAVE, Lua, RELEASE, RELEASE_MANY, UNDO,
-};
+use crate::lock::reply::{FromReply, unexpected};
+use crate::lock::scripts::calls::{AcquireReply, Attempt, Finish, TurnedAway};
+use crate::lock::scripts::{self, Script, calls, millis};
 use crate::lock::{
-    Acquire, FAIR_BEAT, Failure, Forced, Held, Holder, Interrupt, Keys, Kind, LockInfo, Locker,
+    Acquire, FAIR_BEAT, Failure, Forced, Held, Holder, Inspected, Interrupt, Keys, Kind, Locker,
     Renewal, WAIT_SLACK, WAKE_LINGER,
 };
 use crate::transport::Connection;
@@ -39,9 +37,10 @@ pub(crate) struct SingleRedis {
     preflight: Preflight,
     /// Alone, one of at most N, or shared (`--limit`, `--shared`).
     kind: Kind,
-    /// The last acquire turned this waiter away (a semaphore's waiter let in with room left
-    /// then wakes the next).
-    turned_away: bool,
+    /// An acquire turned this waiter away, or may have (it failed, and its reply may have been
+    /// lost): the scripts then clear what that left among the waiters' records (see
+    /// [`Attempt::waited`]); a first attempt that gets in touches none of them.
+    waited: bool,
     /// How long an attempt that is turned away counts as waiting in the registry of waiters
     /// (None: the ttl, [`WAIT_SLACK`] and a second, which covers any wait between attempts).
     waiting_lifetime: Option<Duration>,
@@ -64,7 +63,7 @@ impl SingleRedis {
             min_replicas: None,
             preflight: Preflight::Off,
             kind: Kind::Exclusive,
-            turned_away: false,
+            waited: false,
             waiting_lifetime: None,
             queued: false,
         }
@@ -81,22 +80,6 @@ impl SingleRedis {
     pub fn with_kind(mut self, kind: Kind) -> Self {
         self.kind = kind;
         self
-    }
-
-    /// The renewal for how this client holds the lock: its key, or its place among several.
-    fn extend_script(&self) -> &'static Lua {
-        match self.kind {
-            Kind::Exclusive => &EXTEND,
-            Kind::Limit(_) | Kind::Shared => &EXTEND_MANY,
-        }
-    }
-
-    /// The release for how this client holds the lock.
-    fn release_script(&self) -> &'static Lua {
-        match self.kind {
-            Kind::Exclusive => &RELEASE,
-            Kind::Limit(_) | Kind::Shared => &RELEASE_MANY,
-        }
     }
 
     /// After taking the lock, wait up to `wait` for `replicas` replicas to acknowledge it
@@ -139,68 +122,69 @@ impl SingleRedis {
     }
 
     /// The lock's state, read in one script.
-    pub fn inspect(&mut self, timeout: Duration) -> Result<LockInfo, Failure> {
-        let reply = self.eval_checked(&INSPECT, &[], timeout, self.preflight)?;
-        strings(&reply)
-            .and_then(|items| LockInfo::parse(self.keys.clone(), &items))
-            .ok_or_else(|| unexpected(self.endpoint(), &reply))
+    pub fn inspect(&mut self, timeout: Duration) -> Result<Inspected, Failure> {
+        let preflight = Beside::Preflight(self.preflight);
+        self.call(&calls::Inspect {}, timeout, preflight)
+            .map(|(read, _)| read)
     }
 
     /// Break-glass: delete the lock whoever holds it (or only while it holds `expected`) and
     /// advance the fencing counter; held by several, remove the one holder of `expected`
-    /// (or the only one).
+    /// (or the only one); a key redlock did not make, remove it (unless a token is expected).
     pub fn force_release(
         &mut self,
         expected: Option<&str>,
         timeout: Duration,
     ) -> Result<Forced, Failure> {
-        let args = [&*ms_arg(WAKE_LINGER), expected.unwrap_or("")];
-        let reply = self.eval(&FORCE_RELEASE, &args, timeout)?;
-        strings(&reply)
-            .and_then(|items| Forced::parse(&items))
-            .ok_or_else(|| unexpected(self.endpoint(), &reply))
+        let force = calls::ForceRelease {
+            linger: WAKE_LINGER,
+            expected,
+        };
+        self.call(&force, timeout, Beside::Nothing)
+            .map(|(forced, _)| forced)
     }
 
-    /// Undo a partial quorum acquire on this node, waking nobody.
-    pub fn undo(&mut self, token: &str, timeout: Duration) -> Result<(), Failure> {
-        self.eval(&UNDO, &[token], timeout).map(drop)
+    /// Undo a partial quorum acquire on this node, waking nobody. `waiting`: the attempt ended
+    /// turned away with this ttl, and the waiter is recorded as waiting here too (it may block
+    /// on this node, whose releases must then wake it).
+    pub fn undo(
+        &mut self,
+        token: &str,
+        waiting: Option<Duration>,
+        timeout: Duration,
+    ) -> Result<(), Failure> {
+        let lifetime = waiting.map(|ttl| self.waiting_lifetime(ttl));
+        self.waited |= lifetime.is_some();
+        let undo = calls::Undo { token, lifetime };
+        self.call(&undo, timeout, Beside::Nothing).map(drop)
     }
 
     /// The fencing counter as it is (a quorum's read phase).
     pub fn read_fence(&mut self, timeout: Duration) -> Result<i64, Failure> {
-        match self.eval(&FENCE_READ, &[], timeout)? {
-            Value::Int(fence) => Ok(fence),
-            other => Err(unexpected(self.endpoint(), &other)),
-        }
+        self.call(&calls::FenceRead {}, timeout, Beside::Nothing)
+            .map(|(fence, _)| fence)
     }
 
     /// Raise the fencing counter to at least `to` (a quorum's write-back phase); the counter after.
     /// With `--min-replicas`, only once that many replicas acknowledged the raise, as the
     /// acquire's own INCR is: a failover of this node must not lower the counter again.
     pub fn raise_fence(&mut self, to: i64, timeout: Duration) -> Result<i64, Failure> {
-        let to = to.to_string();
-        let reply =
-            match self.min_replicas {
-                None => self.eval(&FENCE_RAISE, &[&to], timeout)?,
-                Some((replicas, wait)) => {
-                    let wait = wait.min(timeout / 2);
-                    let (reply, acked) =
-                        self.eval_acked(&FENCE_RAISE, &[&to], replicas, wait, timeout)?;
-                    if acked < i64::from(replicas) {
-                        return Err(Failure::Unreachable(format!(
-                        "only {acked} of {replicas} replica(s) of Redis at {} acknowledged the \
-                         fencing counter within {} (--min-replicas)",
-                        self.endpoint(),
-                        humantime::format_duration(wait)
-                    ).into()));
-                    }
-                    reply
-                }
-            };
-        match reply {
-            Value::Int(fence) => Ok(fence),
-            other => Err(unexpected(self.endpoint(), &other)),
+        let beside = self.acknowledged(timeout);
+        let (fence, acked) = self.call(&calls::FenceRaise { at_least: to }, timeout, beside)?;
+        if let (Beside::Replicas(replicas, wait), Some(acked)) = (beside, acked)
+            && acked < i64::from(replicas)
+        {
+            return Err(Failure::Unreachable(
+                format!(
+                    "only {acked} of {replicas} replica(s) of Redis at {} acknowledged the \
+                     fencing counter within {} (--min-replicas)",
+                    self.endpoint(),
+                    humantime::format_duration(wait)
+                )
+                .into(),
+            ));
         }
+        Ok(fence)
     }
 
     /// One SCAN step over keys matching `pattern`: the next cursor (0 when done) and the keys.
@@ -221,68 +205,90 @@ impl SingleRedis {
         })
     }
 
-    /// Run `script` with EVALSHA, falling back to EVAL when the script cache was emptied
-    /// (failover, restart, SCRIPT FLUSH). Any I/O failure drops the connection.
-    fn eval(&mut self, script: &Lua, args: &[&str], timeout: Duration) -> Result<Value, Failure> {
-        self.eval_checked(script, args, timeout, Preflight::Off)
+    /// How long an attempt turned away counts as waiting (see `with_waiting_lifetime`).
+    fn waiting_lifetime(&self, ttl: Duration) -> Duration {
+        self.waiting_lifetime
+            .unwrap_or(ttl + WAIT_SLACK + Duration::from_secs(1))
     }
 
-    /// [`Self::eval`]; with `preflight`, the first request on a new connection also asks for
-    /// `maxmemory-policy` in the same round trip (pipelined) and warns about an evicting one.
-    fn eval_checked(
+    /// With `--min-replicas`, what a write that must be acknowledged sends beside it: WAIT,
+    /// half of `timeout` at most (the server holds the reply up to then, then sends it).
+    fn acknowledged(&self, timeout: Duration) -> Beside {
+        match self.min_replicas {
+            Some((replicas, wait)) => Beside::Replicas(replicas, wait.min(timeout / 2)),
+            None => Beside::Nothing,
+        }
+    }
+
+    /// The one way a script is called: [`scripts::send`] (EVALSHA, EVAL when the script cache
+    /// was emptied by a failover, restart or SCRIPT FLUSH) over this lock's connection, within
+    /// `timeout`, with what `beside` asks for in the same round trip; any I/O failure drops the
+    /// connection. The reply decoded, and with [`Beside::Replicas`] how many replicas
+    /// acknowledged every write this connection made so far, the script's own included.
+    fn call<S: Script>(
         &mut self,
-        script: &Lua,
-        args: &[&str],
+        script: &S,
         timeout: Duration,
-        preflight: Preflight,
-    ) -> Result<Value, Failure> {
+        beside: Beside,
+    ) -> Result<(S::Reply, Option<i64>), Failure> {
         let deadline = Instant::now() + timeout.max(Duration::from_millis(1));
-        let keys = self.keys.all();
-        let build = |verb: &str, body: &str| {
-            let mut cmd = redis::cmd(verb);
-            cmd.arg(body).arg(keys.len()).arg(&keys[..]).arg(args);
-            cmd
-        };
+        let keys = &self.keys;
         let mut policy = None;
         let reply = self.conn.request(deadline, |node| {
-            let first = if preflight != Preflight::Off && node.fresh {
-                let mut pipe = redis::pipe();
-                pipe.ignore_errors()
-                    .add_command(build("EVALSHA", script.sha()))
-                    .cmd("CONFIG")
-                    .arg("GET")
-                    .arg("maxmemory-policy");
-                let mut replies: Vec<Value> = pipe.query(&mut node.conn)?;
-                let config = replies.pop();
-                let reply = replies.pop().unwrap_or(Value::Nil);
-                policy = Some((node.addr.clone(), config));
-                match reply {
-                    Value::ServerError(e) => Err(redis::RedisError::from(e)),
-                    other => Ok(other),
+            let (extra, again) = match beside {
+                Beside::Preflight(p) if p != Preflight::Off && node.fresh => {
+                    (Some(preflight::question()), false)
                 }
-            } else {
-                build("EVALSHA", script.sha()).query::<Value>(&mut node.conn)
+                Beside::Replicas(replicas, wait) => (
+                    Some(redis::cmd("WAIT").arg(replicas).arg(millis(wait)).clone()),
+                    true,
+                ),
+                _ => (None, false),
             };
-            match first {
-                Err(e) if e.code() == Some("NOSCRIPT") => {
-                    build("EVAL", script.body).query::<Value>(&mut node.conn)
-                }
-                other => other,
+            let (reply, other) =
+                scripts::send(&mut node.conn, keys, script, extra.as_ref(), again)?;
+            if !again && extra.is_some() {
+                policy = Some((node.addr.clone(), other.clone()));
+            }
+            // The script's error first: MOVED, ASK and READONLY are followed as for any request.
+            let reply = reply?;
+            match other {
+                Some(Value::ServerError(e)) if again => Err(e.into()),
+                other => Ok((reply, other.filter(|_| again))),
             }
         });
-        if let Some((addr, config)) = policy {
-            let policy = preflight::policy(config.as_ref());
-            let loud = match policy.as_deref() {
-                Some(p) if preflight::evicting(p) => {
-                    // Under -q nobody would see it: the week is not spent on it.
-                    preflight == Preflight::Always
-                        || (crate::report::enabled(0) && self.first_warning(deadline))
-                }
-                _ => false,
-            };
-            preflight::report(&addr, policy.as_deref(), loud);
+        if let (Some((addr, config)), Beside::Preflight(preflight)) = (policy, beside) {
+            self.report_policy(&addr, config.as_ref(), preflight, deadline);
         }
-        reply
+        let (reply, acked) = reply?;
+        let decoded =
+            S::Reply::from_reply(&reply).ok_or_else(|| unexpected(self.endpoint(), &reply))?;
+        let acked = match acked {
+            None => None,
+            Some(Value::Int(acked)) => Some(acked),
+            Some(other) => return Err(unexpected(self.endpoint(), &other)),
+        };
+        Ok((decoded, acked))
+    }
+
+    /// Warn about an evicting `maxmemory-policy` (see `preflight`).
+    fn report_policy(
+        &mut self,
+        addr: &str,
+        config: Option<&Value>,
+        preflight: Preflight,
+        deadline: Instant,
+    ) {
+        let policy = preflight::policy(config);
+        let loud = match policy.as_deref() {
+            Some(p) if preflight::evicting(p) => {
+                // Under -q nobody would see it: the week is not spent on it.
+                preflight == Preflight::Always
+                    || (crate::report::enabled(0) && self.first_warning(deadline))
+            }
+            _ => false,
+        };
+        preflight::report(addr, policy.as_deref(), loud);
     }
 
     /// Whether this is the first warning about the eviction policy for this lock in
@@ -304,55 +310,6 @@ impl SingleRedis {
             .map_or(true, |set| set.is_some())
     }
 
-    /// `script` (EVALSHA, EVAL on NOSCRIPT) and `WAIT replicas wait` pipelined in one round
-    /// trip: the script's reply, and how many replicas acknowledged every write this
-    /// connection made so far, the script's own included. WAIT goes beside the script, not
-    /// into it: inside a script it does not block. Fit `wait` into `timeout` (the server holds
-    /// the reply that long when replicas are missing).
-    fn eval_acked(
-        &mut self,
-        script: &Lua,
-        args: &[&str],
-        replicas: u32,
-        wait: Duration,
-        timeout: Duration,
-    ) -> Result<(Value, i64), Failure> {
-        let deadline = Instant::now() + timeout.max(Duration::from_millis(1));
-        let keys = self.keys.all();
-        let wait_ms = ms_arg(wait);
-        let send = |verb: &str, body: &str, conn: &mut dyn redis::ConnectionLike| {
-            let mut pipe = redis::pipe();
-            pipe.ignore_errors();
-            pipe.cmd(verb)
-                .arg(body)
-                .arg(keys.len())
-                .arg(&keys[..])
-                .arg(args);
-            pipe.cmd("WAIT").arg(replicas).arg(&wait_ms);
-            let mut replies: Vec<Value> = pipe.query(conn)?;
-            let acked = replies.pop().unwrap_or(Value::Nil);
-            let reply = replies.pop().unwrap_or(Value::Nil);
-            Ok::<_, redis::RedisError>((reply, acked))
-        };
-        let (reply, acked) = self.conn.request(deadline, |node| {
-            let (mut reply, mut acked) = send("EVALSHA", script.sha(), &mut node.conn)?;
-            if matches!(&reply, Value::ServerError(e) if e.code() == "NOSCRIPT") {
-                (reply, acked) = send("EVAL", script.body, &mut node.conn)?;
-            }
-            // The script's error first: MOVED, ASK and READONLY are followed as for any request.
-            for value in [&reply, &acked] {
-                if let Value::ServerError(e) = value {
-                    return Err(redis::RedisError::from(e.clone()));
-                }
-            }
-            Ok((reply, acked))
-        })?;
-        match acked {
-            Value::Int(acked) => Ok((reply, acked)),
-            other => Err(unexpected(self.endpoint(), &other)),
-        }
-    }
-
     /// `--min-replicas`: WAIT until `replicas` replicas acknowledged the lock, at most `wait`.
     /// Fewer: release it (compare-and-delete) and fail with Refused, so the command never runs.
     fn replicated(&mut self, token: &str, replicas: u32, wait: Duration) -> Result<(), Failure> {
@@ -361,7 +318,7 @@ impl SingleRedis {
         let acked = self.conn.request(deadline, |node| {
             redis::cmd("WAIT")
                 .arg(replicas)
-                .arg(ms_arg(wait))
+                .arg(millis(wait))
                 .query::<i64>(&mut node.conn)
         });
         let why = match acked {
@@ -372,8 +329,7 @@ impl SingleRedis {
             ),
             Err(failure) => format!("waiting for {replicas} replica(s) failed ({failure})"),
         };
-        let script = self.release_script();
-        let released = match self.eval(script, &[token, &ms_arg(WAKE_LINGER), "0"], wait * 2) {
+        let released = match self.finish(token, None, wait * 2) {
             Ok(_) => "released it".to_owned(),
             Err(failure) => format!("releasing it failed ({failure}); it expires by itself"),
         };
@@ -381,6 +337,38 @@ impl SingleRedis {
             format!("{why} (--min-replicas); {released}").into(),
         ))
     }
+
+    /// The release for how this client holds the lock; `success_for`: record the run's
+    /// success for that long.
+    fn finish(
+        &mut self,
+        token: &str,
+        success_for: Option<Duration>,
+        timeout: Duration,
+    ) -> Result<Held, Failure> {
+        let finish = Finish {
+            token,
+            linger: WAKE_LINGER,
+            success_for,
+            waited: self.waited,
+        };
+        let (held, _) = match self.kind {
+            Kind::Exclusive => self.call(&calls::Release { finish }, timeout, Beside::Nothing)?,
+            _ => self.call(&calls::ReleaseMany { finish }, timeout, Beside::Nothing)?,
+        };
+        Ok(held)
+    }
+}
+
+/// What a script call sends beside the script, in the same round trip.
+#[derive(Debug, Clone, Copy)]
+enum Beside {
+    Nothing,
+    /// The eviction-policy question, on the first request of each connection.
+    Preflight(Preflight),
+    /// WAIT for this many replicas, this long at most. WAIT goes beside the script, not into
+    /// it: inside a script it does not block.
+    Replicas(u32, Duration),
 }
 
 impl Locker for SingleRedis {
@@ -390,81 +378,44 @@ impl Locker for SingleRedis {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<Acquire, Failure> {
-        let interval = self.min_interval.map_or_else(|| "0".to_owned(), ms_arg);
         let holder = self.holder.clone();
-        let (pid, started) = (holder.pid.to_string(), holder.started.to_string());
-        let ttl_ms = ms_arg(ttl);
-        let (entry, linger) = (ms_arg(self.entry_lifetime), ms_arg(WAKE_LINGER));
-        let waiting = ms_arg(
-            self.waiting_lifetime
-                .unwrap_or(ttl + WAIT_SLACK + Duration::from_secs(1)),
-        );
-        let mut args: Vec<&str> = vec![
+        let attempt = Attempt {
             token,
-            &ttl_ms,
-            &interval,
-            &holder.host,
-            &pid,
-            &holder.command,
-            &started,
-            &entry,
-            &linger,
-            &waiting,
-        ];
-        let stored = self.kind.stored();
-        let limit = match self.kind {
-            Kind::Limit(n) => n.to_string(),
-            _ => "0".to_owned(),
+            ttl,
+            min_interval: self.min_interval,
+            holder: &holder,
+            entry: self.entry_lifetime,
+            linger: WAKE_LINGER,
+            lifetime: self.waiting_lifetime(ttl),
+            fair: self.fair,
+            waited: self.waited,
         };
-        let script = match &stored {
-            Some(stored) => {
-                args.extend([
-                    stored.as_str(),
-                    &limit,
-                    if self.fair { "1" } else { "0" },
-                    if self.turned_away { "1" } else { "0" },
-                ]);
-                &ACQUIRE_MANY
-            }
-            None if self.fair => &ACQUIRE_FAIR,
-            None => &ACQUIRE,
+        let preflight = Beside::Preflight(self.preflight);
+        let sent = match self.kind {
+            Kind::Exclusive => self.call(&calls::Acquire { attempt }, timeout, preflight),
+            held_as => self.call(&calls::AcquireMany { attempt, held_as }, timeout, preflight),
         };
-        let reply = self.eval_checked(script, &args, timeout, self.preflight)?;
-        if let Some(used) = mismatch(&reply) {
-            return Ok(Acquire::Mismatch { used });
-        }
-        let acquire = match integers(&reply).as_deref() {
-            Some([1, fence]) => {
-                let fence = *fence;
+        // A failed attempt may have been turned away, its reply lost.
+        self.waited |= sent.is_err();
+        Ok(match sent?.0 {
+            AcquireReply::Acquired { fence } => {
                 if let Some((replicas, wait)) = self.min_replicas {
                     self.replicated(token, replicas, wait)?;
                 }
                 Acquire::Acquired { fence }
             }
-            // acquire_fair.lua's "free, but not our turn" is a PTTL of -2.
-            Some([0, pttl]) => {
-                // Held by one exclusive holder: no queue entry of ours is refreshed any more.
-                self.queued = false;
+            AcquireReply::Busy { retry_in, why } => {
+                self.waited = true;
+                // Queued behind shared holders: its place there must be refreshed.
+                self.queued = why == TurnedAway::Queued;
                 Acquire::Busy {
-                    remaining: u64::try_from(*pttl).ok().map(Duration::from_millis),
-                    queued: *pttl == -2 && self.fair,
+                    remaining: retry_in,
+                    queued: why == TurnedAway::Promised,
                 }
             }
-            // 1: room, but promised to waiters ahead; 2: in the queue behind shared holders.
-            Some([0, ms, why]) => {
-                self.queued = *why == 2;
-                Acquire::Busy {
-                    remaining: u64::try_from(*ms).ok().map(Duration::from_millis),
-                    queued: *why == 1,
-                }
-            }
-            Some([2, ago]) => Acquire::Skipped {
-                ago: Duration::from_millis(u64::try_from(*ago).unwrap_or(0)),
-            },
-            _ => return Err(unexpected(self.endpoint(), &reply)),
-        };
-        self.turned_away = matches!(acquire, Acquire::Busy { .. });
-        Ok(acquire)
+            AcquireReply::Skipped { ago } => Acquire::Skipped { ago },
+            AcquireReply::Mismatch(found) => Acquire::Mismatch { found },
+        })
     }
 
     fn extend(
@@ -473,22 +424,21 @@ impl Locker for SingleRedis {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<Renewal, Failure> {
-        let ttl = ms_arg(ttl);
-        let script = self.extend_script();
-        let Some((replicas, wait)) = self.min_replicas else {
-            let reply = self.eval(script, &[token, &ttl], timeout)?;
-            return held(self.endpoint(), &reply).map(Renewal::from);
+        let beside = self.acknowledged(timeout);
+        let (held, acked) = match self.kind {
+            Kind::Exclusive => self.call(&calls::Extend { token, ttl }, timeout, beside)?,
+            _ => self.call(&calls::ExtendMany { token, ttl }, timeout, beside)?,
         };
-        // Half the time limit at most: the server holds the reply up to `wait`, then sends it.
-        let wait = wait.min(timeout / 2);
-        let (reply, acked) = self.eval_acked(script, &[token, &ttl], replicas, wait, timeout)?;
-        Ok(match held(self.endpoint(), &reply)? {
-            Held::Ours if acked >= i64::from(replicas) => Renewal::Extended,
-            Held::Ours => Renewal::Unacknowledged(format!(
-                "only {acked} of {replicas} replica(s) acknowledged the renewal within {}",
-                humantime::format_duration(wait)
-            )),
-            lost => Renewal::Lost(lost),
+        Ok(match (held, beside, acked) {
+            (Held::Ours, Beside::Replicas(replicas, wait), Some(acked))
+                if acked < i64::from(replicas) =>
+            {
+                Renewal::Unacknowledged(format!(
+                    "only {acked} of {replicas} replica(s) acknowledged the renewal within {}",
+                    humantime::format_duration(wait)
+                ))
+            }
+            (held, ..) => Renewal::from(held),
         })
     }
 
@@ -498,16 +448,8 @@ impl Locker for SingleRedis {
         succeeded: bool,
         timeout: Duration,
     ) -> Result<Held, Failure> {
-        let done = match self.min_interval {
-            Some(interval) if succeeded => ms_arg(interval),
-            _ => "0".to_owned(),
-        };
-        let reply = self.eval(
-            self.release_script(),
-            &[token, &ms_arg(WAKE_LINGER), &done],
-            timeout,
-        )?;
-        held(self.endpoint(), &reply)
+        let success_for = self.min_interval.filter(|_| succeeded);
+        self.finish(token, success_for, timeout)
     }
 
     fn wait(&mut self, token: &str, timeout: Duration) -> Result<bool, Failure> {
@@ -546,8 +488,11 @@ impl Locker for SingleRedis {
     }
 
     fn leave(&mut self, token: &str, timeout: Duration) -> Result<(), Failure> {
-        self.eval(&LEAVE, &[token, &ms_arg(WAKE_LINGER)], timeout)
-            .map(drop)
+        let leave = calls::Leave {
+            token,
+            linger: WAKE_LINGER,
+        };
+        self.call(&leave, timeout, Beside::Nothing).map(drop)
     }
 }
 
@@ -567,7 +512,10 @@ impl Interrupt for SingleInterrupt {
             false,
             Duration::ZERO,
         );
-        once.eval(&INTERRUPT, &[&self.token, &ms_arg(WAKE_LINGER)], timeout)
-            .map(drop)
+        let interrupt = calls::Interrupt {
+            token: &self.token,
+            linger: WAKE_LINGER,
+        };
+        once.call(&interrupt, timeout, Beside::Nothing).map(drop)
     }
 }

@@ -11,7 +11,7 @@ use crate::clock::Moment;
 use crate::error::{Class, classified};
 use crate::exit::Outcome;
 use crate::lease::{Wait, WaitEvent};
-use crate::lock::{self, Failure, Kind};
+use crate::lock::{Failure, Kind};
 use crate::process::signals::{self, Intake, Meaning};
 use crate::report;
 use crate::report::metrics::Stats;
@@ -68,9 +68,9 @@ pub(super) fn acquire(
                 skipped(key, ago, waited);
                 return Ok(Err(Outcome::Skipped));
             }
-            Event::Wait(WaitEvent::Mismatch { used }) => {
+            Event::Wait(WaitEvent::Mismatch { found }) => {
                 stats.waited = Some(started.elapsed());
-                return Err(mismatch(key, &used, options.kind));
+                return Err(classified(Class::Usage, found.refusal(key, options.kind)));
             }
             Event::Wait(WaitEvent::Unreachable { failure, first }) => {
                 unreachable(key, &failure, first, options.wait);
@@ -152,20 +152,6 @@ fn found_busy(kind: Kind, queued: bool) -> String {
             "is promised to an exclusive waiter ahead of this --shared one".to_owned()
         }
     }
-}
-
-/// The usage error for a lock its holders hold another way (`used`, as stored).
-fn mismatch(key: &str, used: &str, kind: Kind) -> anyhow::Error {
-    classified(
-        Class::Usage,
-        format!(
-            "lock '{key}' is held as {}, but this run asks for {}: all clients of a lock must \
-             give the same --limit, and --shared mixes only with exclusive clients; not running \
-             the command",
-            lock::describe_use(used),
-            kind.flags()
-        ),
-    )
 }
 
 /// Say that Redis could not be reached within a wait: a warning the first time, `-vv` after.

@@ -3,39 +3,40 @@
 //! get back the fencing token it was first given, not the counter's current value (the other
 //! holder's token: the same token handed out twice).
 
+use std::time::Duration;
+
+use redlock::boundary::{AcquireMany, AcquireReply, Attempt, Holder, Keys, Kind, eval};
+
 use crate::common::RedisServer;
 
-const SCRIPT: &str = concat!(
-    include_str!("../../src/lock/scripts/clock.lua"),
-    include_str!("../../src/lock/scripts/waiters.lua"),
-    include_str!("../../src/lock/scripts/holders.lua"),
-    include_str!("../../src/lock/scripts/acquire_helpers.lua"),
-    include_str!("../../src/lock/scripts/acquire_many.lua"),
-);
-
-/// `acquire_many` for `token` as `--limit 3` with a 10 s ttl: the fencing token, if let in.
+/// `acquire_many` for `token` as `--limit 3` with a 10 s ttl: the fencing token, if let in. Its
+/// KEYS and ARGV are the client's own definition's (src/lock/scripts/calls.rs).
 fn acquire(redis: &RedisServer, token: &str) -> Option<i64> {
-    let lock = "redlock:{replay}";
-    let mut cmd = redis::cmd("EVAL");
-    // KEYS and ARGV as src/lock/keys.rs and the script's header list them.
-    cmd.arg(SCRIPT).arg(10).arg(lock);
-    for k in [
-        "fence", "wake", "queue", "alive", "holder", "done", "kind", "holders", "waiting",
-    ] {
-        cmd.arg(format!("{lock}:{k}"));
-    }
-    cmd.arg(token)
-        .arg(
-            [
-                "10000", "0", "host", "1", "cmd", "0", "5000", "100", "20000",
-            ]
-            .as_slice(),
-        )
-        .arg(["limit 3", "3", "0", "0"].as_slice());
-    let reply: Vec<i64> = cmd.query(&mut redis.conn()).expect("acquire_many");
-    match reply[..] {
-        [1, fence] => Some(fence),
-        _ => None,
+    let holder = Holder {
+        host: "host".into(),
+        pid: 1,
+        command: "cmd".into(),
+        started: 0,
+    };
+    let script = AcquireMany {
+        attempt: Attempt {
+            token,
+            ttl: Duration::from_secs(10),
+            min_interval: None,
+            holder: &holder,
+            entry: Duration::from_secs(5),
+            linger: Duration::from_millis(100),
+            lifetime: Duration::from_secs(20),
+            fair: false,
+            waited: false,
+        },
+        held_as: Kind::Limit(3),
+    };
+    let keys = Keys::new("redlock:", "replay");
+    match eval(&mut redis.conn(), &keys, &script).expect("acquire_many") {
+        Some(AcquireReply::Acquired { fence }) => Some(fence),
+        Some(_) => None,
+        None => panic!("acquire_many gave a reply it does not give"),
     }
 }
 

@@ -281,6 +281,28 @@ impl RedisServer {
             .sum()
     }
 
+    /// Calls of every command since the last CONFIG RESETSTAT, by name as INFO commandstats
+    /// gives it (`get`, `config|get`), commands run inside scripts included; the test's own
+    /// CONFIG RESETSTAT, INFO and CLIENT SETINFO (which the redis crate sends on each of the
+    /// test's connections to a server that has it, as Valkey 8 does) left out.
+    pub fn command_calls(&self) -> Vec<(String, u64)> {
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.conn())
+            .unwrap();
+        let mut calls: Vec<(String, u64)> = stats
+            .lines()
+            .filter_map(|l| {
+                let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+                let calls = rest.strip_prefix("calls=")?.split(',').next()?;
+                Some((name.to_owned(), calls.parse().ok()?))
+            })
+            .filter(|(name, _)| !["config|resetstat", "info", "client|setinfo"].contains(&&**name))
+            .collect();
+        calls.sort();
+        calls
+    }
+
     pub fn reset_stats(&self) {
         redis::cmd("CONFIG")
             .arg("RESETSTAT")

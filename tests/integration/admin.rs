@@ -1,6 +1,7 @@
 //! The admin subcommands against real holders: `status` shows who holds a lock and for how
 //! long, `list` finds locks (and nothing else) with SCAN, `release --force` breaks a lock,
-//! fences its holder off and wakes a waiter; the run path still takes one round trip.
+//! fences its holder off and wakes a waiter, and removes a key redlock did not make; the run
+//! path still takes one round trip each way, and touches only the lock when nobody waits.
 
 use std::time::Duration;
 
@@ -183,8 +184,11 @@ fn force_release_fences_the_holder_off_and_wakes_a_waiter() {
     assert_eq!(redis.get(&fence_key("stuck")).as_deref(), Some("3"));
 }
 
+/// A run nobody waits for takes one round trip to acquire and one to release, and leaves the
+/// waiters' bookkeeping alone: inside its two scripts only the lock, its holder's details and
+/// the fencing counter are touched, and whether anyone waits is asked once (EXISTS).
 #[test]
-fn a_run_without_waiting_is_one_round_trip_to_acquire_and_one_to_release() {
+fn a_run_without_waiting_is_one_round_trip_each_way_and_touches_only_the_lock() {
     let redis = RedisServer::start();
     // The first run finds the script cache empty (EVALSHA, NOSCRIPT, EVAL); later ones do not.
     let run = || Redlock::run(&redis).key("rt").sh("true").status(0).output();
@@ -192,6 +196,121 @@ fn a_run_without_waiting_is_one_round_trip_to_acquire_and_one_to_release() {
     redis.reset_stats();
     run();
     assert_eq!(redis.client_calls(), 2);
+    let calls = redis.command_calls();
+    let calls: Vec<(&str, u64)> = calls.iter().map(|(c, n)| (c.as_str(), *n)).collect();
+    assert_eq!(
+        calls,
+        [
+            ("config|get", 1), // the eviction-policy check, beside the acquire
+            ("del", 1),
+            ("evalsha", 2),
+            ("exists", 1),
+            ("get", 1),
+            ("hset", 1),
+            ("incr", 1),
+            ("pexpire", 1),
+            ("set", 1),
+        ]
+    );
+}
+
+/// A Redis hash at the lock key of `name`, which redlock did not make.
+fn hash_at(redis: &RedisServer, name: &str) {
+    redis::cmd("HSET")
+        .arg(lock_key(name))
+        .arg("field")
+        .arg("value")
+        .exec(&mut redis.conn())
+        .unwrap();
+}
+
+/// A key redlock did not make at a lock's name (a hash, say): `run` refuses it with 64 and runs
+/// nothing, `status` says what it is with 69, each in one line; `list` leaves it out.
+#[test]
+fn a_foreign_key_at_a_lock_name_is_named_as_such() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    hash_at(&redis, "odd");
+    let foreign = "is a Redis hash that redlock did not make";
+    Redlock::run(&redis)
+        .key("odd")
+        .sh(&marker_script(&dir))
+        .status(64)
+        .stderr_contains(&format!(
+            "lock 'odd': its key {foreign}; not running the command"
+        ))
+        .stderr_prefixed()
+        .stderr_lines(1)
+        .output();
+    assert!(!dir.join("marker").exists(), "the command ran");
+    let status = Redlock::admin("status", &redis)
+        .key("odd")
+        .status(69)
+        .stderr_contains(&format!(
+            "cannot read lock 'odd': its key redlock:{{odd}} {foreign} (`redlock release --force` \
+             on this key removes it)"
+        ))
+        .stderr_prefixed()
+        .stderr_lines(1)
+        .output();
+    assert!(!status.stderr.contains("\"the\""), "{}", status.stderr);
+    assert_eq!(stdout_of("list", &redis, &[]), "");
+}
+
+/// `release --force` removes a key redlock did not make at a lock's name, says what it was and
+/// advances the fencing counter, after which the lock works; with `--token` (which such a key
+/// does not hold) it is left alone with 75.
+#[test]
+fn release_force_removes_a_foreign_key_at_a_lock_name() {
+    let redis = RedisServer::start();
+    hash_at(&redis, "odd");
+    Redlock::admin("release", &redis)
+        .key("odd")
+        .args(["--force", "--token", "t"])
+        .status(75)
+        .stdout(
+            "lock 'odd' is a Redis hash that redlock did not make, held by no token; left alone \
+             (fencing counter 0)\n",
+        )
+        .output();
+    let kind: String = redis::cmd("TYPE")
+        .arg(lock_key("odd"))
+        .query(&mut redis.conn())
+        .unwrap();
+    assert_eq!(kind, "hash");
+    Redlock::admin("release", &redis)
+        .key("odd")
+        .arg("--force")
+        .status(0)
+        .stdout(
+            "removed lock 'odd': its key was a Redis hash that redlock did not make; fencing \
+             counter now 1\n",
+        )
+        .output();
+    assert_eq!(redis.pttl(&lock_key("odd")), -2, "the hash is still there");
+    Redlock::run(&redis)
+        .key("odd")
+        .sh("echo $REDLOCK_FENCING_TOKEN")
+        .status(0)
+        .stdout("2\n")
+        .output();
+
+    hash_at(&redis, "odd json");
+    let json = stdout_of(
+        "release",
+        &redis,
+        &["--key", "odd json", "--force", "--json"],
+    );
+    for want in [
+        r#""result":"released""#,
+        r#""token":null"#,
+        r#""fence":1"#,
+        r#""kind":"foreign""#,
+        r#""holders_left":0"#,
+    ] {
+        assert!(json.contains(want), "{want} missing from {json}");
+    }
+    assert_eq!(redis.pttl(&lock_key("odd json")), -2);
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Waiting for a busy lock: a release wakes a waiter at once, waiting costs Redis almost
 //! nothing (one connection per waiter, an acquire and a BLPOP per period), one release wakes
 //! one waiter (no herd), and a waiter that dies, gives up or is stopped does not hold up the
-//! rest. `--fair` is in `fair.rs`, with the helpers here.
+//! rest; on a quorum, the node a waiter blocks on wakes it even when that node let it in.
+//! `--fair` is in `fair.rs`, with the helpers here.
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -382,5 +383,47 @@ fn a_holder_that_dies_hands_over_when_its_lease_runs_out() {
         after < 4_000_000_000,
         "took over {}ms after the holder died",
         after / 1_000_000
+    );
+}
+
+/// A waiter that blocks on a node which let it in (the holder's key there was lost) is woken by
+/// the release there: a release wakes only a waiter it knows of, so the quorum's undo of that
+/// partial acquire records the waiter as waiting on every node.
+#[test]
+fn a_waiter_blocked_on_a_node_that_let_it_in_is_woken_there() {
+    let dir = TempDir::new();
+    let servers = start_servers(3);
+    // A waiter listens on the first node by name.
+    let first = (0..servers.len())
+        .min_by_key(|&i| servers[i].url())
+        .unwrap();
+    let (holder, _) = Redlock::run_quorum(&servers)
+        .key("q")
+        .ttl(LONG_TTL)
+        .hold(&dir, "a");
+    // That node loses the holder's key (restarted empty, say); the others keep a majority.
+    servers[first].del(&lock_key("q"));
+    let waiter = Redlock::run_quorum(&servers)
+        .key("q")
+        .ttl(LONG_TTL)
+        .wait("60s")
+        .sh("echo woken")
+        .spawn();
+    wait_until(
+        PATIENCE,
+        "the waiter to block on the node that let it in",
+        || servers[first].info_field("blocked_clients") == 1,
+    );
+    touch(&dir.join("a.go"));
+    holder.finish().assert_code(0);
+    let released = Instant::now();
+    let out = waiter.finish();
+    let took = released.elapsed();
+    out.assert_code(0);
+    assert_eq!(out.stdout, "woken\n");
+    // Unwoken it would try again only after min(ttl, 20s).
+    assert!(
+        took < Duration::from_secs(8),
+        "woken {took:?} after the release"
     );
 }

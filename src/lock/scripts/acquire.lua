@@ -1,27 +1,67 @@
--- Take the lock if free (SET NX PX), advance the fencing counter and record the holder's
--- details, all in one step. A retry of our own acquire whose reply was lost finds our token
--- and succeeds again. With a min-interval, a run that succeeded within it wins over all that.
--- Shared holders (--shared) keep it out until the last leaves, and it queues behind them.
---
--- KEYS: lock, fence, wake, queue, alive, holder, done, kind, holders, waiting.
--- ARGV: token, ttl ms, min-interval ms ('0' = off), host, pid, command line, start time,
--- queue entry lifetime ms, wake-up linger ms, waiting lifetime ms (a waiter turned away is
--- recorded as waiting that long, see waiters.lua).
--- Returns {1, fencing counter}, {0, holder's PTTL in ms}, {2, ms since that success},
--- {0, ms until a shared holder's lease ends, 2} (queued behind shared holders) or
--- {3, how the key is used instead: 'limit N', 'type T'}.
+-- Take the lock alone (no --limit or --shared): SET NX PX when it is free, advance the fencing
+-- counter and record the holder's details beside it, all in one step. A retry of our own
+-- acquire whose reply was lost finds our token and succeeds again. With a min-interval, a run
+-- that succeeded within it wins over all that.
+-- With --fair the lock goes only to the head of the waiters' queue (or to anyone when nobody
+-- waits); a waiter that cannot take it joins the queue, or refreshes its entry there, which
+-- lives `entry` ms unless refreshed. Purging a dead head of a free lock wakes the next one.
+-- Behind shared holders (--shared) an exclusive waiter joins the queue too: no new shared
+-- holder gets in ahead of a queued exclusive waiter, so a stream of them cannot starve it.
+-- KEYS and ARGV: `Acquire` in calls.rs.
+-- Returns {'acquired', fencing counter}, {'skipped', ms since that success}, {'busy', ms until
+-- worth trying again (the holder's PTTL; -1 no expiry, -2 free), 'held' | 'turn' (free, but
+-- promised to waiters ahead) | 'behind' (queued behind shared holders)}, {'held_as', how its
+-- several holders hold it: 'limit N', or '' when not recorded} or {'foreign', the key's type}.
+local function take()
+  if not redis.call('SET', lock, token, 'NX', 'PX', ttl) then return nil end
+  if waited == '1' then dequeue(token) end
+  redis.call('HSET', holder, 'token', token, 'host', host, 'pid', pid, 'argv', command,
+    'started', started)
+  redis.call('PEXPIRE', holder, ttl)
+  return {'acquired', advance()}
+end
+-- A key of type `t` that is neither free nor one holder's: nil when it was a set whose leases
+-- all ended (purged, it is gone), else the reply.
+local function held_by_several(t)
+  if t ~= 'zset' then return {'foreign', t} end
+  local now_u = now_us()
+  local now = math.floor(now_u / 1000)
+  local held, used = holders_now(now)
+  if held == 0 then return nil end
+  if used ~= 'shared' then return {'held_as', used} end
+  enqueue(token, now_u, tonumber(entry))
+  return turned_away({'busy', soonest(now), 'behind'})
+end
 local ago = done_ago()
-if ago then return {2, ago} end
-local several = held_by_several(ARGV[1])
-if several then return turned_away(several) end
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  dequeue(ARGV[1])
-  holder()
-  return {1, redis.call('INCR', KEYS[2])}
+if ago then return {'skipped', ago} end
+if fair == '0' then
+  local taken = take()
+  if taken then return taken end
 end
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  redis.call('PEXPIRE', KEYS[6], ARGV[2])
-  return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
+-- The holder's token; false when free; an error reply when the key is not one holder's.
+local v = redis.pcall('GET', lock)
+if type(v) == 'table' then
+  local several = held_by_several(lock_type())
+  if several then return several end
+  v = false
 end
-return turned_away({0, redis.call('PTTL', KEYS[1])})
+if v == token then
+  prolong(ttl)
+  return {'acquired', counter()}
+end
+local free = not v
+local why = 'held'
+if fair == '1' then
+  local now_u = now_us()
+  local purged = purge_queue(math.floor(now_u / 1000))
+  local head = redis.call('ZRANGE', queue, 0, 0)[1]
+  if free and (head == nil or head == token) then return take() end
+  enqueue(token, now_u, tonumber(entry))
+  if free then
+    why = 'turn'
+    if purged > 0 then wake_one(linger) end
+  end
+elseif free then
+  return take()
+end
+return turned_away({'busy', redis.call('PTTL', lock), why})

@@ -1,59 +1,53 @@
 -- Read a lock's state without changing anything (redlock status and list). Entries that lapsed
 -- by the server's clock (holders whose lease ended, waiters that stopped coming back) are
 -- skipped, not purged: purging is for the scripts that write.
---
--- KEYS: lock, fence, wake, queue, alive, holder, done, kind, holders, waiting.
--- ARGV: none.
--- Returns {fencing counter, ms since the last recorded success (-1 none), ms left of that
--- record, lock PTTL (-2 free), live waiters in the queue, ms the oldest of them has waited (-1
--- none), live waiters in the registry of waiters, how the lock is held}, then:
--- - held by one ('lock'): token, holder host, pid, command line, start time;
--- - held by several ('limit N', 'shared', or 'set' when the kind is not recorded): for each
+-- KEYS and ARGV: `Inspect` in calls.rs.
+-- Returns {'foreign', the lock key, its type} for a key of a type redlock does not make, else
+-- {state, the lock key, fencing counter, ms since the last recorded success (-1 none), ms left
+-- of that record, lock PTTL (-2 free), live waiters in the queue, ms the oldest of them has
+-- waited (-1 none), live waiters in the registry of waiters}, then by state:
+-- - 'free': nothing more (also a set whose leases all ended);
+-- - 'lock' (one exclusive holder): token, holder host, pid, command line, start time;
+-- - 'several': how they hold it ('limit N', 'shared', '' when not recorded), then for each
 --   live holder, soonest lease end first, token, ms of lease left, host, pid, command line,
---   start time, ms since it took its place by the server clock (-1 unknown);
--- - free (''): nothing more (also a set whose leases all ended).
--- A key of another type is an error reply.
-local fence = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+--   start time, ms since it took its place by the server clock (-1 unknown).
+local t = lock_type()
+if t ~= 'none' and t ~= 'string' and t ~= 'zset' then return {'foreign', lock, t} end
 local now = now_ms()
-local at = tonumber(redis.call('GET', KEYS[7]) or '')
+local at = tonumber(redis.call('GET', done) or '')
 local ago, left = -1, -2
-if at then ago = math.max(now - at, 0); left = redis.call('PTTL', KEYS[7]) end
-local queued, oldest = #redis.call('ZRANGEBYSCORE', KEYS[5], '(' .. now, '+inf'), -1
+if at then ago = math.max(now - at, 0); left = redis.call('PTTL', done) end
+local queued, oldest = #redis.call('ZRANGEBYSCORE', alive, '(' .. now, '+inf'), -1
 -- The first live entry in arrival order (dead ones ahead of it are not yet purged).
-for _, w in ipairs(redis.call('ZRANGE', KEYS[4], 0, 15)) do
-  if tonumber(redis.call('ZSCORE', KEYS[5], w) or '0') > now then
-    local arrived = tonumber(redis.call('ZSCORE', KEYS[4], w))
+for _, w in ipairs(redis.call('ZRANGE', queue, 0, 15)) do
+  if tonumber(redis.call('ZSCORE', alive, w) or '0') > now then
+    local arrived = tonumber(redis.call('ZSCORE', queue, w))
     oldest = math.max(now - math.floor(arrived / 1000), 0)
     break
   end
 end
-local waiting = redis.call('ZCOUNT', KEYS[10], '(' .. now, '+inf')
-local head = {fence, ago, left, -2, queued, oldest, waiting, ''}
-local t = lock_type()
-if t == 'none' then return head end
-if t == 'string' then
-  local v = redis.call('GET', KEYS[1])
-  local h = redis.call('HMGET', KEYS[6], 'token', 'host', 'pid', 'argv', 'started')
-  if h[1] ~= v then h = {} end
-  head[4], head[8] = redis.call('PTTL', KEYS[1]), 'lock'
-  for _, x in ipairs({v, h[2] or '', h[3] or '', h[4] or '', h[5] or ''}) do
-    head[#head + 1] = x
-  end
-  return head
+local registered = redis.call('ZCOUNT', waiting, '(' .. now, '+inf')
+local reply = {'free', lock, counter(), ago, left, -2, queued, oldest, registered}
+local function add(items)
+  for _, x in ipairs(items) do reply[#reply + 1] = x end
 end
-if t ~= 'zset' then return foreign(t) end
-local live = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf', 'WITHSCORES')
-if #live == 0 then return head end
-head[4], head[8] = redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[8]) or 'set'
+if t == 'string' then
+  reply[1], reply[6] = 'lock', redis.call('PTTL', lock)
+  add({exclusive_holder()})
+  return reply
+end
+if t == 'none' then return reply end
+local live = redis.call('ZRANGEBYSCORE', lock, '(' .. now, '+inf', 'WITHSCORES')
+if #live == 0 then return reply end
+reply[1], reply[6] = 'several', redis.call('PTTL', lock)
+add({redis.call('GET', kind) or ''})
 for i = 1, #live, 2 do
-  local token = live[i]
-  local d = details(token)
+  local who = live[i]
+  local d = details(who)
   local since = tonumber(d.since)
   local age = -1
   if since then age = math.max(now - since, 0) end
-  for _, x in ipairs({token, tonumber(live[i + 1]) - now, text(d.host), text(d.pid),
-      text(d.argv), text(d.started), age}) do
-    head[#head + 1] = x
-  end
+  add({who, tonumber(live[i + 1]) - now, text(d.host), text(d.pid), text(d.argv),
+    text(d.started), age})
 end
-return head
+return reply

@@ -1,12 +1,14 @@
 -- Undo a quorum's partial acquire: delete the lock (and the holder's details) only while it
--- holds our token, waking nobody (the lock was never ours to hand over).
---
--- KEYS: lock, fence, wake, queue, alive, holder, done, kind, holders, waiting (uses lock and holder).
--- ARGV: token.
+-- holds our token, waking nobody (the lock was never ours to hand over). When the attempt
+-- ended turned away, the waiter is recorded as waiting (for `lifetime` ms; '0': it does not
+-- wait), here as on the nodes that turned it away: it may block on this node, and a release
+-- here then knows to wake it.
+-- KEYS and ARGV: `Undo` in calls.rs.
 -- Returns 1 deleted, 0 not ours.
-if redis.pcall('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  redis.call('DEL', KEYS[6])
-  return 1
+local deleted = 0
+if redis.pcall('GET', lock) == token then
+  drop()
+  deleted = 1
 end
-return 0
+if lifetime ~= '0' then register(token, now_ms(), tonumber(lifetime)) end
+return deleted

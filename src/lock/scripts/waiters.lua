@@ -1,52 +1,59 @@
--- Helpers shared by the scripts that touch the waiters (included after clock.lua):
--- purge(now_ms) drops fair-queue entries whose waiter stopped refreshing them and returns how
--- many it dropped; wake(linger) wakes exactly one waiter, the head of the fair queue or else
--- whoever blocks first on the shared wake list, with a wake-up that lingers `linger` ms;
--- enqueue(me, now_us, entry) puts a waiter in the queue (keeping its place if there) and keeps
--- it there `entry` ms unless refreshed; dequeue(me) takes it out, drops its own wake list, and
--- takes it out of the registry of
--- waiters. waiting(me, now_ms, lifetime) records in that registry (KEYS[10], any kind of lock,
--- --fair or not) that `me` was turned away and counts as waiting for `lifetime` ms, which
--- covers its longest sleep before its next attempt (each attempt refreshes it), and drops
--- entries that lapsed; `redlock status` counts the live ones.
+-- The clients waiting for the lock (included after clock.lua and wake.lua): the fair queue
+-- (`queue`: tokens scored by arrival, server time in us; `alive`: when each entry lapses unless
+-- refreshed, ms), used by --fair waiters and by exclusive waiters behind shared holders; and
+-- the registry of waiters (`waiting`: token -> until when it counts as waiting, ms), where
+-- every waiter turned away, any kind of lock, is recorded for `redlock status`.
 --
--- KEYS are always [lock, fence, wake, queue, alive, holder, done, kind, holders, waiting]
--- (see keys.rs). A waiter's own wake list is KEYS[3] .. ':' .. token: not declared in KEYS,
--- but it carries the same hash tag and so lives in the same Cluster slot.
-local function purge(now_ms)
-  local stale = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now_ms)
+-- wake_one(linger_ms) wakes exactly one waiter: the head of the fair queue, or else whoever
+-- blocks first on the shared wake list. purge_queue(now) drops queue entries whose waiter
+-- stopped refreshing them and returns how many. pass_on(linger_ms) wakes one waiter, after
+-- purging, when any may be waiting (registered or queued): with nobody waiting, a release
+-- touches nothing more. enqueue(who, now_us, entry_ms) puts a waiter in the queue (keeping its
+-- place if there) and keeps it there `entry_ms` unless refreshed; dequeue(who) takes it out of
+-- the queue and the registry and drops its own wake list. register(who, now, lifetime_ms)
+-- records that `who` was turned away and counts as waiting for `lifetime_ms`, which covers its
+-- longest sleep before its next attempt (each attempt refreshes it), and drops entries that
+-- lapsed.
+-- Uses: wake, queue, alive, waiting.
+local function wake_one(linger_ms)
+  local head = redis.call('ZRANGE', queue, 0, 0)[1]
+  local list = wake
+  if head then list = own_list(head) end
+  redis.call('DEL', list)
+  push(list, '1', linger_ms)
+end
+local function purge_queue(now)
+  local stale = redis.call('ZRANGEBYSCORE', alive, '-inf', now)
+  if #stale == 0 then return 0 end
   for _, w in ipairs(stale) do
-    redis.call('ZREM', KEYS[4], w)
-    redis.call('DEL', KEYS[3] .. ':' .. w)
+    redis.call('ZREM', queue, w)
+    redis.call('DEL', own_list(w))
   end
-  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now_ms)
+  redis.call('ZREMRANGEBYSCORE', alive, '-inf', now)
   return #stale
 end
-local function wake(linger)
-  local head = redis.call('ZRANGE', KEYS[4], 0, 0)[1]
-  local list = KEYS[3]
-  if head then list = KEYS[3] .. ':' .. head end
-  redis.call('DEL', list)
-  redis.call('RPUSH', list, '1')
-  redis.call('PEXPIRE', list, linger)
+local function pass_on(linger_ms)
+  if redis.call('EXISTS', waiting, queue) == 0 then return end
+  purge_queue(now_ms())
+  wake_one(linger_ms)
 end
-local function enqueue(me, now_us, entry)
-  if not redis.call('ZSCORE', KEYS[4], me) then
-    redis.call('ZADD', KEYS[4], now_us, me)
+local function enqueue(who, now_u, entry_ms)
+  if not redis.call('ZSCORE', queue, who) then
+    redis.call('ZADD', queue, now_u, who)
   end
-  redis.call('ZADD', KEYS[5], math.floor(now_us / 1000) + entry, me)
-  for i = 4, 5 do
-    if redis.call('PTTL', KEYS[i]) < entry then redis.call('PEXPIRE', KEYS[i], entry) end
+  redis.call('ZADD', alive, math.floor(now_u / 1000) + entry_ms, who)
+  for _, key in ipairs({queue, alive}) do
+    if redis.call('PTTL', key) < entry_ms then redis.call('PEXPIRE', key, entry_ms) end
   end
 end
-local function dequeue(me)
-  redis.call('ZREM', KEYS[4], me)
-  redis.call('ZREM', KEYS[5], me)
-  redis.call('ZREM', KEYS[10], me)
-  redis.call('DEL', KEYS[3] .. ':' .. me)
+local function dequeue(who)
+  redis.call('ZREM', queue, who)
+  redis.call('ZREM', alive, who)
+  redis.call('ZREM', waiting, who)
+  redis.call('DEL', own_list(who))
 end
-local function waiting(me, now_ms, lifetime)
-  redis.call('ZREMRANGEBYSCORE', KEYS[10], '-inf', now_ms)
-  redis.call('ZADD', KEYS[10], now_ms + lifetime, me)
-  if redis.call('PTTL', KEYS[10]) < lifetime then redis.call('PEXPIRE', KEYS[10], lifetime) end
+local function register(who, now, lifetime_ms)
+  redis.call('ZREMRANGEBYSCORE', waiting, '-inf', now)
+  redis.call('ZADD', waiting, now + lifetime_ms, who)
+  if redis.call('PTTL', waiting) < lifetime_ms then redis.call('PEXPIRE', waiting, lifetime_ms) end
 end

@@ -1,0 +1,283 @@
+//! Every script's definition: the struct of its arguments, the lock's keys it takes, its files
+//! (the helpers it calls, then its own) and what its reply decodes to. The order of the keys
+//! and of the fields here is the order of KEYS and ARGV, and their names are the Lua's names
+//! for them (see `scripts`).
+
+use std::time::Duration;
+
+use redis::Value;
+
+use crate::lock::reply::{Fields, FromReply};
+use crate::lock::scripts::{args, script};
+use crate::lock::{Forced, Held, HeldAs, Holder, Inspected, Kind};
+
+/// A file of `scripts/`, by name and text.
+macro_rules! lua {
+    ($name:literal) => {
+        ($name, include_str!(concat!($name, ".lua")))
+    };
+}
+
+const CLOCK: (&str, &str) = lua!("clock");
+const FENCE: (&str, &str) = lua!("fence");
+const LOCK: (&str, &str) = lua!("lock");
+const HOLDER: (&str, &str) = lua!("holder");
+const HOLDERS: (&str, &str) = lua!("holders");
+const WAKE: (&str, &str) = lua!("wake");
+const WAITERS: (&str, &str) = lua!("waiters");
+const ATTEMPT: (&str, &str) = lua!("attempt");
+const FINISH: (&str, &str) = lua!("finish");
+
+args! {
+    /// What every attempt to take the lock says of itself (both acquire scripts take it).
+    #[derive(Debug, Clone, Copy)]
+    pub struct Attempt<'a> {
+        /// This holder's token.
+        pub token: &'a str,
+        /// The lease asked for.
+        pub ttl: Duration,
+        /// Skip the run when one succeeded this recently (`--min-interval`; None: off).
+        pub min_interval: Option<Duration>,
+        /// Recorded beside the lock when taken.
+        pub holder: &'a Holder,
+        /// How long a place in the waiters' queue lasts unless refreshed.
+        pub entry: Duration,
+        /// How long a wake-up waits in its list for a waiter to take it.
+        pub linger: Duration,
+        /// How long a waiter turned away counts as waiting, in the registry of waiters.
+        pub lifetime: Duration,
+        /// First come, first served among waiters (`--fair`).
+        pub fair: bool,
+        /// An earlier attempt of this waiter was, or may have been (its reply lost), turned
+        /// away: once let in it leaves the waiters' records, and a semaphore's waiter let in
+        /// with room left wakes the next. A first attempt that is let in touches none of them.
+        pub waited: bool,
+    }
+}
+
+args! {
+    /// What both releases say of the run that ends.
+    #[derive(Debug, Clone, Copy)]
+    pub struct Finish<'a> {
+        /// The holder's token.
+        pub token: &'a str,
+        /// How long a wake-up waits in its list for a waiter to take it.
+        pub linger: Duration,
+        /// The run succeeded: record it for this long (`--min-interval`; None: failed, or none).
+        pub success_for: Option<Duration>,
+        /// An attempt of this holder was, or may have been, turned away (see [`Attempt`]).
+        pub waited: bool,
+    }
+}
+
+script! {
+    /// Take the lock alone (no `--limit` or `--shared`); `--fair` or not.
+    pub struct Acquire<'a> {
+        attempt: Attempt<'a>,
+    }
+    keys [lock, fence, wake, queue, alive, holder, done, kind, holders, waiting];
+    files [CLOCK, FENCE, LOCK, HOLDER, HOLDERS, WAKE, WAITERS, ATTEMPT, lua!("acquire")];
+    reply AcquireReply;
+}
+
+script! {
+    /// Take a place among several holders: a semaphore's slot or a shared hold.
+    pub struct AcquireMany<'a> {
+        attempt: Attempt<'a>,
+        /// How: `Kind::Limit(n)` or `Kind::Shared`.
+        held_as: Kind,
+    }
+    keys [lock, fence, wake, queue, alive, done, kind, holders, waiting];
+    files [CLOCK, FENCE, LOCK, HOLDERS, WAKE, WAITERS, ATTEMPT, lua!("acquire_many")];
+    reply AcquireReply;
+}
+
+script! {
+    /// Extend the lease while the key still holds our token.
+    pub struct Extend<'a> {
+        token: &'a str,
+        ttl: Duration,
+    }
+    keys [lock, holder];
+    files [HOLDER, lua!("extend")];
+    reply Held;
+}
+
+script! {
+    /// Extend our place among several holders while we still have it.
+    pub struct ExtendMany<'a> {
+        token: &'a str,
+        ttl: Duration,
+    }
+    keys [lock, kind, holders];
+    files [CLOCK, LOCK, HOLDERS, lua!("extend_many")];
+    reply Held;
+}
+
+script! {
+    /// Delete the key while it holds our token, and wake one waiter if any may wait.
+    pub struct Release<'a> {
+        finish: Finish<'a>,
+    }
+    keys [lock, wake, queue, alive, holder, done, waiting];
+    files [CLOCK, HOLDER, WAKE, WAITERS, FINISH, lua!("release")];
+    reply Held;
+}
+
+script! {
+    /// Give up our place among several holders, and wake a waiter the place may let in.
+    pub struct ReleaseMany<'a> {
+        finish: Finish<'a>,
+    }
+    keys [lock, wake, queue, alive, done, kind, holders, waiting];
+    files [CLOCK, LOCK, HOLDERS, WAKE, WAITERS, FINISH, lua!("release_many")];
+    reply Held;
+}
+
+script! {
+    /// A waiter gives up: it leaves the waiters' records and passes on a wake-up it may have
+    /// taken.
+    pub struct Leave<'a> {
+        token: &'a str,
+        linger: Duration,
+    }
+    keys [lock, wake, queue, alive, waiting];
+    files [CLOCK, LOCK, WAKE, WAITERS, lua!("leave")];
+    reply ();
+}
+
+script! {
+    /// Cut a waiter's BLPOP short with a marker on its own wake list.
+    pub struct Interrupt<'a> {
+        token: &'a str,
+        linger: Duration,
+    }
+    keys [wake];
+    files [WAKE, lua!("interrupt")];
+    reply ();
+}
+
+script! {
+    /// Undo a quorum's partial acquire, waking nobody; the waiter recorded as waiting for
+    /// `lifetime` when the attempt ended turned away (None: it does not wait).
+    pub struct Undo<'a> {
+        token: &'a str,
+        lifetime: Option<Duration>,
+    }
+    keys [lock, holder, wake, queue, alive, waiting];
+    files [CLOCK, HOLDER, WAKE, WAITERS, lua!("undo")];
+    reply bool;
+}
+
+script! {
+    /// Read the fencing counter (a quorum's read phase).
+    pub struct FenceRead {}
+    keys [fence];
+    files [FENCE, lua!("fence_read")];
+    reply i64;
+}
+
+script! {
+    /// Raise the fencing counter to at least `at_least` (a quorum's write-back phase).
+    pub struct FenceRaise {
+        at_least: i64,
+    }
+    keys [fence];
+    files [FENCE, lua!("fence_raise")];
+    reply i64;
+}
+
+script! {
+    /// Read a lock's state without changing anything.
+    pub struct Inspect {}
+    keys [lock, fence, queue, alive, holder, done, kind, holders, waiting];
+    files [CLOCK, FENCE, LOCK, HOLDER, HOLDERS, lua!("inspect")];
+    reply Inspected;
+}
+
+script! {
+    /// Break-glass release: delete the lock whoever holds it (or only while it holds
+    /// `expected`), fence it, wake one waiter.
+    pub struct ForceRelease<'a> {
+        linger: Duration,
+        expected: Option<&'a str>,
+    }
+    keys [lock, fence, wake, queue, alive, holder, kind, holders, waiting];
+    files [CLOCK, FENCE, LOCK, HOLDER, HOLDERS, WAKE, WAITERS, lua!("force_release")];
+    reply Forced;
+}
+
+/// What an acquire script answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AcquireReply {
+    /// Taken; the fencing counter after this acquisition.
+    Acquired { fence: i64 },
+    /// Not attempted: a run succeeded this long ago, within the min-interval.
+    Skipped { ago: Duration },
+    /// Turned away (and recorded as waiting); worth trying again after `retry_in` at the
+    /// latest (None: no expiry, or unknown).
+    Busy {
+        retry_in: Option<Duration>,
+        why: TurnedAway,
+    },
+    /// Not attempted: the key is held otherwise, or is not redlock's.
+    Mismatch(HeldAs),
+}
+
+/// Why an attempt was turned away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnedAway {
+    /// Held: by another holder, or every slot.
+    Held,
+    /// Free (or a slot is), but promised to waiters ahead in the queue.
+    Promised,
+    /// Held by shared holders: this exclusive waiter is in the queue behind them, and must
+    /// come back to keep its place there.
+    Queued,
+}
+
+impl FromReply for AcquireReply {
+    fn from_reply(value: &Value) -> Option<Self> {
+        let mut f = Fields::of(value)?;
+        let reply = match f.text()?.as_str() {
+            "acquired" => AcquireReply::Acquired { fence: f.int()? },
+            "skipped" => AcquireReply::Skipped {
+                ago: f.millis()?.unwrap_or_default(),
+            },
+            "busy" => AcquireReply::Busy {
+                retry_in: f.millis()?,
+                why: match f.text()?.as_str() {
+                    "held" => TurnedAway::Held,
+                    "turn" => TurnedAway::Promised,
+                    "behind" => TurnedAway::Queued,
+                    _ => return None,
+                },
+            },
+            "held_as" => AcquireReply::Mismatch(HeldAs::from_stored(&f.text()?)),
+            "foreign" => AcquireReply::Mismatch(HeldAs::Foreign(f.text()?)),
+            _ => return None,
+        };
+        f.end().then_some(reply)
+    }
+}
+
+/// Every script's text, by its definition's name (for the tests).
+#[cfg(test)]
+pub(super) fn all() -> Vec<(&'static str, &'static super::Lua)> {
+    use crate::lock::scripts::Script;
+    vec![
+        ("Acquire", Acquire::lua()),
+        ("AcquireMany", AcquireMany::lua()),
+        ("Extend", Extend::lua()),
+        ("ExtendMany", ExtendMany::lua()),
+        ("Release", Release::lua()),
+        ("ReleaseMany", ReleaseMany::lua()),
+        ("Leave", Leave::lua()),
+        ("Interrupt", Interrupt::lua()),
+        ("Undo", Undo::lua()),
+        ("FenceRead", FenceRead::lua()),
+        ("FenceRaise", FenceRaise::lua()),
+        ("Inspect", Inspect::lua()),
+        ("ForceRelease", ForceRelease::lua()),
+    ]
+}
