@@ -184,8 +184,8 @@ fn force_release_fences_the_holder_off_and_wakes_a_waiter() {
     assert_eq!(redis.get(&fence_key("stuck")).as_deref(), Some("3"));
 }
 
-/// A run nobody waits for takes one round trip to acquire and one to release, and leaves the
-/// waiters' bookkeeping alone: inside its two scripts only the lock, its holder's details and
+/// A run nobody waits for takes one round trip to acquire and one to release (after the
+/// connection's set-up, which asks ROLE), and leaves the waiters' bookkeeping alone: inside its two scripts only the lock, its holder's details and
 /// the fencing counter are touched, and whether anyone waits is asked once (EXISTS).
 #[test]
 fn a_run_without_waiting_is_one_round_trip_each_way_and_touches_only_the_lock() {
@@ -209,6 +209,7 @@ fn a_run_without_waiting_is_one_round_trip_each_way_and_touches_only_the_lock() 
             ("hset", 1),
             ("incr", 1),
             ("pexpire", 1),
+            ("role", 1), // the replica check, once, in the connection's set-up
             ("set", 1),
         ]
     );
