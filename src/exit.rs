@@ -1,6 +1,6 @@
 //! How a run ends and which exit status says so: the one place where redlock's exit statuses
-//! live. [`Outcome`] is how a `redlock run` ended; it yields the exit status, the metrics label
-//! and the JSON log event. The tables (`RUN`, `STATUS`, `LIST`, `RELEASE`) are data that
+//! live. [`Outcome`] is how a `redlock run` ended; it yields the exit status and the metrics
+//! label (`report::Event` names the JSON log event that reports it). The tables (`RUN`, `STATUS`, `LIST`, `RELEASE`) are data that
 //! `--help` and the man page render and a test checks the README against.
 //!
 //! Everything else (the command's own status, 128+N for a signal death) passes through unchanged.
@@ -97,20 +97,6 @@ impl Outcome {
             Outcome::Usage => "usage",
             Outcome::Unavailable => "unavailable",
             Outcome::Internal => "error",
-        }
-    }
-
-    /// The JSON log event that reports this ending (`--log-format json`).
-    pub fn event(self) -> &'static str {
-        match self {
-            Outcome::Exited(_) | Outcome::Signaled(_) => "exited",
-            Outcome::Busy => "busy",
-            Outcome::Skipped => "skipped",
-            Outcome::Interrupted(_) => "interrupted",
-            Outcome::NotRun { .. } => "spawn_failed",
-            Outcome::LockLost => "lock_lost",
-            Outcome::MaxRuntime => "max_runtime",
-            Outcome::Usage | Outcome::Unavailable | Outcome::Internal => "error",
         }
     }
 

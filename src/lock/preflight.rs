@@ -66,13 +66,13 @@ pub(crate) fn report(addr: &str, policy: Option<&str>, loud: bool) {
         Some(policy) if !evicting(policy) => {}
         Some(policy) => crate::report!(
             if loud { 0 } else { 1 },
-            "eviction_policy" { "policy" => policy },
+            EvictionPolicy { "policy" => policy },
             "{}",
             warning(addr, policy)
         ),
         None => crate::report!(
             1,
-            "preflight_skipped" {},
+            PreflightSkipped {},
             "could not read maxmemory-policy from Redis at {addr} (CONFIG refused or renamed); not checked"
         ),
     }

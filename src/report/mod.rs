@@ -4,13 +4,17 @@
 //! Neither may fail a run: a diagnostic that cannot be written (stderr closed, or a pipe whose
 //! reader left) is dropped, and a reader of stdout that left early (`| head`) is no error.
 //!
-//! Every line is an event with a stable name (`acquired`, `released`, ...; see the table in
-//! docs/operating.md), so the JSON form is an interface: rename nothing, add fields freely.
+//! Every line is an [`Event`] with a stable name (`acquired`, `released`, ...; docs/operating.md
+//! lists them all, a test holds the two together), so the JSON form is an interface: rename
+//! nothing, add fields freely.
 //!
 //! Used by every layer; uses only std and `exit` (the metrics file's outcome label).
 
+mod event;
 pub mod json;
 pub mod metrics;
+
+pub use event::Event;
 
 use std::io::{self, Write};
 use std::sync::OnceLock;
@@ -44,7 +48,7 @@ pub fn enabled(level: i8) -> bool {
 
 /// An error: always shown.
 pub fn error(message: impl std::fmt::Display) {
-    emit(-1, "error", &[], format_args!("{message}"));
+    emit(-1, Event::Error, &[], format_args!("{message}"));
 }
 
 /// `message` kept on one line: control characters (a newline in a lock name or a URL) are shown
@@ -65,8 +69,8 @@ pub fn one_line(message: &str) -> String {
         .collect()
 }
 
-/// An error with its own event name: always shown.
-pub fn error_event(event: &str, message: impl std::fmt::Display) {
+/// An error with its own event: always shown.
+pub fn error_event(event: Event, message: impl std::fmt::Display) {
     emit(-1, event, &[], format_args!("{message}"));
 }
 
@@ -99,7 +103,7 @@ impl Field for String {
 }
 
 /// Print one event (callers check [`enabled`] first; the [`report!`](crate::report!) macro does).
-pub fn emit(level: i8, event: &str, fields: &[(&str, String)], text: std::fmt::Arguments) {
+pub fn emit(level: i8, event: Event, fields: &[(&str, String)], text: std::fmt::Arguments) {
     if !JSON.load(Ordering::Relaxed) {
         line(&format!("redlock: {}", one_line(&text.to_string())));
         return;
@@ -114,7 +118,7 @@ pub fn emit(level: i8, event: &str, fields: &[(&str, String)], text: std::fmt::A
     let mut obj = Object::new()
         .str("ts", &ts)
         .str("level", name)
-        .str("event", event);
+        .str("event", event.name());
     if let Some(key) = KEY.get() {
         obj = obj.str("key", key);
     }
@@ -151,23 +155,23 @@ pub fn stdout(bytes: &[u8]) -> anyhow::Result<()> {
     }
 }
 
-/// A line shown at `level` and above, with an optional event name and JSON fields:
-/// `report!(1, "acquired" { "fence" => fence }, "acquired ...")`, or `report!(0, "text")`
+/// A line shown at `level` and above, with its [`Event`] and JSON fields:
+/// `report!(1, Acquired { "fence" => fence }, "acquired ...")`, or `report!(0, "text")`
 /// (event `message`).
 #[macro_export]
 macro_rules! report {
-    ($level:expr, $event:literal { $($name:literal => $value:expr),* $(,)? }, $($arg:tt)*) => {
+    ($level:expr, $event:ident { $($name:literal => $value:expr),* $(,)? }, $($arg:tt)*) => {
         if $crate::report::enabled($level) {
             $crate::report::emit(
                 $level,
-                $event,
+                $crate::report::Event::$event,
                 &[$(($name, $crate::report::Field::json(&$value))),*],
                 format_args!($($arg)*),
             );
         }
     };
     ($level:expr, $($arg:tt)*) => {
-        $crate::report!($level, "message" {}, $($arg)*)
+        $crate::report!($level, Message {}, $($arg)*)
     };
 }
 

@@ -115,7 +115,7 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
         Err(err) => {
             let (found, message) = process::explain_failure(&options.command[0], &err);
             let outcome = Outcome::NotRun { found };
-            report::error_event(outcome.event(), message);
+            report::error_event(outcome.into(), message);
             lease.stop();
             release::finish(&rx, &options.key);
             stats.held = Some(held.elapsed());
@@ -164,7 +164,7 @@ fn after_the_command(
     let code = ended.outcome.status(options.conflict_status);
     report!(
         1,
-        "exited" { "status" => code, "held_ms" => held.elapsed().as_millis() },
+        Exited { "status" => code, "held_ms" => held.elapsed().as_millis() },
         "the command ended; exit status {code} after {}",
         report::millis(held.elapsed())
     );
@@ -176,7 +176,7 @@ fn after_the_command(
     let (outcome, lost) = release::judged(ended.outcome, released, in_time);
     if let Some(why) = lost {
         report::error_event(
-            outcome.event(),
+            outcome.into(),
             format!(
                 "lock '{}' was lost while the command ran ({why})",
                 options.key
@@ -344,7 +344,7 @@ fn reap(pgid: Pid, ended: &mut bool, events: &Sender<Event>) {
             Ok(Some((_, Waited::Stopped(_)))) => {}
             Ok(Some((pid, Waited::Exited(_)))) => report!(
                 2,
-                "reaped" { "pid" => pid.as_raw() },
+                Reaped { "pid" => pid.as_raw() },
                 "reaped adopted process {pid}"
             ),
             // No child at all for now; an orphan may still be adopted later.

@@ -11,78 +11,78 @@ pub(crate) fn say(note: &Note, options: &Options) {
     match note {
         Note::StopRequested(signal) => report!(
             1,
-            "stop_requested" { "signal" => signal.to_string() },
+            StopRequested { "signal" => signal.to_string() },
             "{signal} received; sending {} to the command, SIGKILL after {}",
             options.stop_signal.as_str(),
             report::millis(options.kill_after)
         ),
         Note::StopRepeated(signal) => report!(
             2,
-            "stop_repeated" { "signal" => signal.to_string() },
+            StopRepeated { "signal" => signal.to_string() },
             "{signal} again within {}: the same stop request",
             report::millis(crate::run::core::SAME_REQUEST)
         ),
         Note::Forwarded(signal) => report!(
             1,
-            "signal_forwarded" { "signal" => signal.to_string() },
+            SignalForwarded { "signal" => signal.to_string() },
             "forwarding {signal} to the command"
         ),
         Note::Suspended(signal) => report!(
             1,
-            "suspended" { "signal" => signal.to_string() },
+            Suspended { "signal" => signal.to_string() },
             "{signal}: stopped the command, stopping redlock (the lease is not renewed \
              meanwhile; if it runs out, the command is killed)"
         ),
-        Note::Continued => report!(1, "continued" {}, "continued; continuing the command"),
-        Note::LockLost(why) => report::error_event("lock_lost", lost(*why, key)),
+        Note::Continued => report!(1, Continued {}, "continued; continuing the command"),
+        Note::LockLost(why) => report::error_event(report::Event::LockLost, lost(*why, key)),
         Note::Killed(reason) => killed(*reason),
         Note::MaxRuntime => report!(
             0,
-            "max_runtime" {},
+            MaxRuntime {},
             "the command ran past --max-runtime; stopping it"
         ),
         Note::Leftovers => report!(
             1,
-            "leftovers" {},
+            Leftovers {},
             "the command left processes behind (in its group, or double-forked out of it); \
              stopping them"
         ),
         Note::Renewed { renewals } => {
-            report!(2, "renewed" { "renewals" => *renewals }, "renewed lock '{key}'")
+            report!(2, Renewed { "renewals" => *renewals }, "renewed lock '{key}'")
         }
         Note::RenewRecovered => {
-            report!(0, "renew_recovered" {}, "renewing lock '{key}' works again")
+            report!(0, RenewRecovered {}, "renewing lock '{key}' works again")
         }
         Note::RenewFailed { error, first } => report!(
             if *first { 0 } else { 2 },
-            "renew_failed" { "error" => error.as_str() },
+            RenewFailed { "error" => error.as_str() },
             "warning: renewing lock '{key}' failed ({error}); retrying"
         ),
         Note::Unacknowledged { why, first } => report!(
             if *first { 0 } else { 2 },
-            "renew_unacknowledged" { "error" => why.as_str() },
+            RenewUnacknowledged { "error" => why.as_str() },
             "warning: the replicas stopped acknowledging renewals of lock '{key}' ({why}; \
              --min-replicas); the lease is not extended until they do"
         ),
         Note::LostTrack(error) => {
-            report::error_event("error", format!("lost track of the command: {error}"))
+            report::error_event(report::Event::Error, format!("lost track of the command: {error}"))
         }
         Note::LeaseEnded => report::error(format!(
             "the lease thread for lock '{key}' ended unexpectedly"
         )),
         Note::WatchdogRestarted { how, pid } => report!(
             0,
-            "watchdog_restarted" { "how" => how.as_str(), "pid" => *pid },
+            WatchdogRestarted { "how" => how.as_str(), "pid" => *pid },
             "warning: redlock's watchdog {how}; started a new one (pid {pid})"
         ),
         Note::WatchdogFailed { how, error } => report!(
             0,
-            "watchdog_failed" { "how" => how.as_str(), "error" => error.as_str() },
+            WatchdogFailed { "how" => how.as_str(), "error" => error.as_str() },
             "warning: redlock's watchdog {how}, and no new one could be started ({error})"
         ),
         Note::WatchdogStopped(signal) => report!(
             0,
-            "watchdog_stopped" { "signal" => signal.to_string() },
+            WatchdogStopped { "signal" => signal.to_string() },
             "warning: redlock's watchdog was stopped ({signal}); continued it"
         ),
     }
@@ -126,7 +126,7 @@ fn killed(reason: KillReason) {
     match reason {
         KillReason::Watchdog => report!(
             1,
-            "killed" { "reason" => name, "by" => "watchdog" },
+            Killed { "reason" => name, "by" => "watchdog" },
             "the watchdog sent SIGKILL to the command's process group: {why}"
         ),
         KillReason::LeaseRanOut
@@ -136,7 +136,7 @@ fn killed(reason: KillReason) {
         | KillReason::StopSignalIsKill
         | KillReason::LostTrack => report!(
             1,
-            "killed" { "reason" => name },
+            Killed { "reason" => name },
             "sending SIGKILL to the command's process group: {why}"
         ),
     }

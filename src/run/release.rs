@@ -21,20 +21,20 @@ pub(super) fn finish(rx: &Receiver<Event>, key: &str) -> Option<Held> {
         match rx.recv_timeout(give_up.saturating_duration_since(Instant::now())) {
             Ok(Event::Hold(HoldEvent::Released(result))) => {
                 match &result {
-                    Some(Ok(Held::Ours)) => report!(1, "released" {}, "released lock '{key}'"),
+                    Some(Ok(Held::Ours)) => report!(1, Released {}, "released lock '{key}'"),
                     Some(Ok(Held::Gone)) => report!(
                         0,
-                        "release_failed" { "reason" => "gone" },
+                        ReleaseFailed { "reason" => "gone" },
                         "warning: lock '{key}' was already gone when released"
                     ),
                     Some(Ok(Held::Theirs)) => report!(
                         0,
-                        "release_failed" { "reason" => "taken" },
+                        ReleaseFailed { "reason" => "taken" },
                         "warning: lock '{key}' was held by another owner when released; left it alone"
                     ),
                     Some(Err(failure)) => report!(
                         0,
-                        "release_failed" { "reason" => "error" },
+                        ReleaseFailed { "reason" => "error" },
                         "warning: could not release lock '{key}' ({failure}); it expires by itself"
                     ),
                     None => {}
@@ -56,7 +56,7 @@ pub(super) fn finish(rx: &Receiver<Event>, key: &str) -> Option<Held> {
             Err(_) => {
                 report!(
                     0,
-                    "release_failed" { "reason" => "no_answer" },
+                    ReleaseFailed { "reason" => "no_answer" },
                     "warning: no answer while releasing lock '{key}'; it expires by itself"
                 );
                 return None;

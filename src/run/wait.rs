@@ -49,7 +49,7 @@ pub(super) fn acquire(
             }) => {
                 report!(
                     1,
-                    "acquired" { "waited_ms" => waited.as_millis(), "fence" => fence },
+                    Acquired { "waited_ms" => waited.as_millis(), "fence" => fence },
                     "acquired lock '{key}' after {} (fencing token {fence})",
                     report::millis(waited)
                 );
@@ -92,14 +92,14 @@ pub(super) fn acquire(
                 stats.waited = Some(started.elapsed());
                 report!(
                     1,
-                    "interrupted" { "signal" => signal.to_string() },
+                    Interrupted { "signal" => signal.to_string() },
                     "{signal} while waiting for lock '{key}'; not running the command"
                 );
                 return Ok(Err(Outcome::Interrupted(signal.raw())));
             }
             Event::Signal(signal) => report!(
                 1,
-                "signal_ignored" { "signal" => signal.to_string() },
+                SignalIgnored { "signal" => signal.to_string() },
                 "{signal} while waiting for lock '{key}': nothing to pass it to yet; ignored"
             ),
             // Nothing of a command or a hold before the lock is taken (the reaper starts with
@@ -117,7 +117,7 @@ pub(super) fn acquire(
 fn skipped(key: &str, ago: Duration, waited: Duration) {
     report!(
         1,
-        "skipped" { "waited_ms" => waited.as_millis(), "last_success_ms_ago" => ago.as_millis() },
+        Skipped { "waited_ms" => waited.as_millis(), "last_success_ms_ago" => ago.as_millis() },
         "lock '{key}' last succeeded {} ago, within --min-interval; skipping the run (waited {})",
         humantime::format_duration(Duration::from_secs(ago.as_secs())),
         report::millis(waited)
@@ -129,7 +129,7 @@ fn skipped(key: &str, ago: Duration, waited: Duration) {
 fn busy(key: &str, kind: Kind, queued: bool, waited: Duration) {
     report!(
         1,
-        "busy" { "waited_ms" => waited.as_millis(), "queued" => u32::from(queued) },
+        Busy { "waited_ms" => waited.as_millis(), "queued" => u32::from(queued) },
         "lock '{key}' {}; gave up after {}",
         found_busy(kind, queued),
         report::millis(waited)
@@ -170,7 +170,7 @@ fn unreachable(key: &str, failure: &Failure, first: bool, wait: Wait) {
     };
     report!(
         level,
-        "unreachable" { "error" => failure.to_string() },
+        Unreachable { "error" => failure.to_string() },
         "{what}cannot take lock '{key}': {failure}; retrying {until}"
     );
 }
@@ -189,7 +189,7 @@ pub(super) fn left_the_queue(rx: &Receiver<Event>, key: &str) {
             Err(_) => {
                 report!(
                     1,
-                    "leave_failed" {},
+                    LeaveFailed {},
                     "no answer from Redis while leaving the waiters of lock '{key}'; \
                      the place lapses by itself"
                 );

@@ -139,7 +139,7 @@ impl Connection {
                     if moved {
                         crate::report!(
                             2,
-                            "moved" { "node" => node_name(&to.0, to.1) },
+                            Moved { "node" => node_name(&to.0, to.1) },
                             "the lock's slot is served by {}; following it",
                             node_name(&to.0, to.1)
                         );
@@ -220,7 +220,7 @@ impl Connection {
                 Ok((host, port)) if named.as_ref() != Some(&(host.clone(), port)) => {
                     crate::report!(
                         1,
-                        "master_changed" { "master" => node_name(&host, port) },
+                        MasterChanged { "master" => node_name(&host, port) },
                         "the sentinels name a new master, {}; following it",
                         node_name(&host, port)
                     );

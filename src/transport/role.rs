@@ -114,7 +114,7 @@ pub(crate) fn admit(role: Role, addr: &str, named: Named) -> Result<(), Failure>
         Role::Unknown(why) => {
             crate::report!(
                 1,
-                "role_unchecked" { "node" => addr },
+                RoleUnchecked { "node" => addr },
                 "could not ask Redis at {addr} for its ROLE ({why}); not checked whether it is a replica"
             );
             Ok(())
