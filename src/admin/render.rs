@@ -128,23 +128,13 @@ pub(crate) fn forced_text(node: &str, key: &str, forced: &Forced) -> (String, i3
             holder,
             held_as,
             left,
-        } => {
-            let whose = holder
-                .as_ref()
-                .map_or_else(|| "an unknown holder".to_owned(), holder_text);
-            let what = if *held_as == HeldAs::Kind(Kind::Exclusive) {
-                format!("released lock '{key}' held by {whose}")
-            } else {
-                format!(
-                    "removed {whose} from lock '{key}' ({}; {left} holder(s) left)",
-                    held_as_text(held_as)
-                )
-            };
-            (
-                format!("{node}{what}, token {token}; fencing counter now {fence}\n"),
-                0,
-            )
-        }
+        } => (
+            format!(
+                "{node}{}, token {token}; fencing counter now {fence}\n",
+                removed(key, holder.as_ref(), held_as, *left)
+            ),
+            0,
+        ),
         Forced::Foreign {
             redis_type,
             fence,
@@ -163,6 +153,19 @@ pub(crate) fn forced_text(node: &str, key: &str, forced: &Forced) -> (String, i3
             ),
             exit::CONFLICT,
         ),
+    }
+}
+
+/// Whom `release --force` removed from the lock `key` (shown already), and what is left.
+fn removed(key: &str, holder: Option<&Holder>, held_as: &HeldAs, left: u64) -> String {
+    let whose = holder.map_or_else(|| "an unknown holder".to_owned(), holder_text);
+    if *held_as == HeldAs::Kind(Kind::Exclusive) {
+        format!("released lock '{key}' held by {whose}")
+    } else {
+        format!(
+            "removed {whose} from lock '{key}' ({}; {left} holder(s) left)",
+            held_as_text(held_as)
+        )
     }
 }
 

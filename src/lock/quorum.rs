@@ -128,6 +128,38 @@ impl Quorum {
     }
 }
 
+impl Quorum {
+    /// What a failed attempt that found the lock held on the nodes in `busy` (each with the
+    /// lease it saw left) comes to, if any node was busy.
+    fn busy(&mut self, busy: &[Option<Duration>]) -> Option<Acquire> {
+        self.splits = if !busy.is_empty() && busy.len() < self.majority() {
+            self.splits.saturating_add(1)
+        } else {
+            0
+        };
+        let first_end = busy.iter().flatten().min().copied();
+        if busy.len() >= self.majority() {
+            // Someone may hold a majority: wait for its release (a wake-up) or for the first of
+            // the leases seen to run out.
+            return Some(Acquire::Busy {
+                remaining: first_end,
+                queued: false,
+            });
+        }
+        if busy.is_empty() {
+            return None;
+        }
+        // A split vote (contenders took a node or two each, or a node is down): nobody may
+        // release, so retry after a random delay, as Redlock prescribes, which desynchronises
+        // the contenders; never later than the first lease seen runs out.
+        let delay = split_delay(self.splits, random_unit());
+        Some(Acquire::Busy {
+            queued: false,
+            remaining: Some(first_end.map_or(delay, |r| delay.min(r))),
+        })
+    }
+}
+
 /// The first failure among `replies`, for the message; Refused before Unreachable.
 fn first_failure<T>(replies: &[Option<Result<T, Failure>>]) -> Option<&Failure> {
     let failures = || replies.iter().flatten().filter_map(|r| r.as_ref().err());
@@ -201,30 +233,8 @@ impl Locker for Quorum {
             })
             .collect::<Vec<_>>();
         self.clean_up(token, (!busy.is_empty()).then_some(ttl), per_node);
-        self.splits = if !busy.is_empty() && busy.len() < self.majority() {
-            self.splits.saturating_add(1)
-        } else {
-            0
-        };
-        if busy.len() >= self.majority() {
-            // Someone may hold a majority: wait for its release (a wake-up) or for the first of
-            // the leases seen to run out.
-            let remaining = busy.iter().flatten().min().copied();
-            return Ok(Acquire::Busy {
-                remaining,
-                queued: false,
-            });
-        }
-        if !busy.is_empty() {
-            // A split vote (contenders took a node or two each, or a node is down): nobody may
-            // release, so retry after a random delay, as Redlock prescribes, which
-            // desynchronises the contenders; never later than the first lease seen runs out.
-            let delay = split_delay(self.splits, random_unit());
-            let remaining = busy.iter().flatten().min().map_or(delay, |r| delay.min(*r));
-            return Ok(Acquire::Busy {
-                queued: false,
-                remaining: Some(remaining),
-            });
+        if let Some(busy) = self.busy(&busy) {
+            return Ok(busy);
         }
         let message = if taken >= self.majority() {
             format!("took the lock on {taken} of {n} Redis nodes, but too late to be valid")

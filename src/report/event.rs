@@ -110,8 +110,14 @@ mod tests {
         let documented = documented();
         let missing: Vec<&String> = names.iter().filter(|n| !documented.contains(n)).collect();
         let unknown: Vec<&String> = documented.iter().filter(|d| !names.contains(d)).collect();
-        assert!(missing.is_empty(), "events the docs do not list: {missing:?}");
-        assert!(unknown.is_empty(), "events the docs list that redlock never reports: {unknown:?}");
+        assert!(
+            missing.is_empty(),
+            "events the docs do not list: {missing:?}"
+        );
+        assert!(
+            unknown.is_empty(),
+            "events the docs list that redlock never reports: {unknown:?}"
+        );
     }
 
     #[test]

@@ -58,15 +58,11 @@ pub(crate) fn say(note: &Note, options: &Options) {
             RenewFailed { "error" => error.as_str() },
             "warning: renewing lock '{key}' failed ({error}); retrying"
         ),
-        Note::Unacknowledged { why, first } => report!(
-            if *first { 0 } else { 2 },
-            RenewUnacknowledged { "error" => why.as_str() },
-            "warning: the replicas stopped acknowledging renewals of lock '{key}' ({why}; \
-             --min-replicas); the lease is not extended until they do"
+        Note::Unacknowledged { why, first } => unacknowledged(key, why, *first),
+        Note::LostTrack(error) => report::error_event(
+            report::Event::Error,
+            format!("lost track of the command: {error}"),
         ),
-        Note::LostTrack(error) => {
-            report::error_event(report::Event::Error, format!("lost track of the command: {error}"))
-        }
         Note::LeaseEnded => report::error(format!(
             "the lease thread for lock '{key}' ended unexpectedly"
         )),
@@ -86,6 +82,16 @@ pub(crate) fn say(note: &Note, options: &Options) {
             "warning: redlock's watchdog was stopped ({signal}); continued it"
         ),
     }
+}
+
+/// Say that the replicas stopped acknowledging renewals: a warning the first time, `-vv` after.
+fn unacknowledged(key: &str, why: &str, first: bool) {
+    report!(
+        if first { 0 } else { 2 },
+        RenewUnacknowledged { "error" => why },
+        "warning: the replicas stopped acknowledging renewals of lock '{key}' ({why}; \
+         --min-replicas); the lease is not extended until they do"
+    );
 }
 
 /// Why the lease was given up, as the `lock_lost` line says it.
