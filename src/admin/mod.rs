@@ -151,7 +151,7 @@ pub(crate) fn lock_names(endpoint: &Endpoint, prefix: &str) -> Result<BTreeSet<S
         }
         _ => vec![endpoint.clone()],
     };
-    let pattern = format!("{}{{*}}", glob_escape(prefix));
+    let pattern = Keys::scan_pattern(prefix);
     let mut found = BTreeSet::new();
     for node in nodes {
         let mut scanner = SingleRedis::new(node, Keys::new(prefix, ""), false, WAKE_LINGER);
@@ -159,7 +159,7 @@ pub(crate) fn lock_names(endpoint: &Endpoint, prefix: &str) -> Result<BTreeSet<S
         loop {
             let (next, keys) = scanner.scan(cursor, &pattern, TIMEOUT)?;
             // SCAN may return a key more than once; the set keeps one of each.
-            found.extend(keys.into_iter().filter_map(|k| lock_name(prefix, &k)));
+            found.extend(keys.into_iter().filter_map(|k| Keys::name_of(prefix, &k)));
             if next == 0 {
                 break;
             }
@@ -194,28 +194,6 @@ pub(crate) fn read_nodes(
             })
             .collect()
     })
-}
-
-/// The lock name of `key` (`PREFIX{NAME}`), or None for keys that are not lock keys.
-fn lock_name(prefix: &str, key: &[u8]) -> Option<String> {
-    let key = std::str::from_utf8(key).ok()?;
-    let name = key
-        .strip_prefix(prefix)?
-        .strip_prefix('{')?
-        .strip_suffix('}')?;
-    (!name.is_empty() && !name.starts_with('}')).then(|| name.to_owned())
-}
-
-/// `text` with the glob characters SCAN MATCH knows escaped.
-fn glob_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]
@@ -262,30 +240,5 @@ mod tests {
             verdict(&[Some(&a), Some(&a), Some(&a), Some(&b), None]),
             held("a", 3)
         );
-    }
-
-    #[test]
-    fn only_lock_keys_are_locks() {
-        let p = "redlock:";
-        assert_eq!(lock_name(p, b"redlock:{a}"), Some("a".into()));
-        assert_eq!(lock_name(p, b"redlock:{a}b}"), Some("a}b".into()));
-        for other in [
-            &b"redlock:{a}:fence"[..],
-            b"redlock:{a}:wake",
-            b"redlock:{a}:wake:0f4c",
-            b"redlock:{a}:holder",
-            b"redlock:{a}:done",
-            b"redlock:{}",
-            b"other:{a}",
-            b"redlock:{\xff}",
-        ] {
-            assert_eq!(lock_name(p, other), None, "{other:?}");
-        }
-    }
-
-    #[test]
-    fn glob_characters_are_escaped() {
-        assert_eq!(glob_escape("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
-        assert_eq!(glob_escape("redlock:"), "redlock:");
     }
 }

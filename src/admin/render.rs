@@ -5,8 +5,9 @@ use std::time::{Duration, UNIX_EPOCH};
 use crate::admin::Unread;
 use crate::admin::Verdict;
 use crate::exit;
-use crate::lock::{Forced, HeldAs, Holder, Kind, LockInfo, Place, Several, shell_quote};
+use crate::lock::{Forced, HeldAs, Holder, Kind, LockInfo, Place, Several};
 use crate::report::json::{self, Object};
+use crate::report::shell_quote;
 
 /// `status` over a quorum as text: the majority's verdict, then each node's view, its lines
 /// prefixed with the node.

@@ -72,7 +72,7 @@ fn release(args: &ReleaseArgs) -> anyhow::Result<i32> {
                 "refusing to release lock '{}' without --force: it breaks the holder's lock \
                  (see: redlock status --key {})",
                 args.key,
-                crate::lock::shell_quote(&args.key)
+                report::shell_quote(&args.key)
             ),
         ));
     }

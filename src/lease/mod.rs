@@ -305,7 +305,7 @@ impl<C: Clock> Worker<C> {
             return true;
         }
         match woken {
-            Ok(_) => false,
+            Ok(true | false) => false,
             Err(_) => self.sleep(until),
         }
     }

@@ -34,7 +34,7 @@ impl Holder {
             .map_or(0, |d| d.as_secs());
         let command = argv
             .iter()
-            .map(|a| shell_quote(&a.to_string_lossy()))
+            .map(|a| crate::report::shell_quote(&a.to_string_lossy()))
             .collect::<Vec<_>>()
             .join(" ");
         Self {
@@ -43,16 +43,6 @@ impl Holder {
             command,
             started,
         }
-    }
-}
-
-/// `word` as the shell would need it: bare when safe, else in single quotes.
-pub(crate) fn shell_quote(word: &str) -> String {
-    let safe = |c: char| c.is_ascii_alphanumeric() || "@%+=:,./-_".contains(c);
-    if !word.is_empty() && word.chars().all(safe) {
-        word.to_owned()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
     }
 }
 
@@ -466,11 +456,14 @@ mod tests {
 
     #[test]
     fn shell_quoting() {
-        assert_eq!(shell_quote("./backup.sh"), "./backup.sh");
-        assert_eq!(shell_quote("--out=/tmp/x,y"), "--out=/tmp/x,y");
-        assert_eq!(shell_quote(""), "''");
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote("it's"), r"'it'\''s'");
-        assert_eq!(shell_quote("$HOME"), "'$HOME'");
+        assert_eq!(crate::report::shell_quote("./backup.sh"), "./backup.sh");
+        assert_eq!(
+            crate::report::shell_quote("--out=/tmp/x,y"),
+            "--out=/tmp/x,y"
+        );
+        assert_eq!(crate::report::shell_quote(""), "''");
+        assert_eq!(crate::report::shell_quote("a b"), "'a b'");
+        assert_eq!(crate::report::shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(crate::report::shell_quote("$HOME"), "'$HOME'");
     }
 }

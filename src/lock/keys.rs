@@ -34,6 +34,31 @@ pub struct Keys {
 }
 
 impl Keys {
+    /// The SCAN pattern that matches the lock keys under `prefix` (`PREFIX{*}`), with the glob
+    /// characters of the prefix escaped.
+    pub fn scan_pattern(prefix: &str) -> String {
+        let mut pattern = String::with_capacity(prefix.len() + 3);
+        for c in prefix.chars() {
+            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+                pattern.push('\\');
+            }
+            pattern.push(c);
+        }
+        pattern.push_str("{*}");
+        pattern
+    }
+
+    /// The lock name of the Redis key `key` (`PREFIX{NAME}`), or None for keys that are not
+    /// lock keys (a lock's other keys, `PREFIX{NAME}:fence` and the like, included).
+    pub fn name_of(prefix: &str, key: &[u8]) -> Option<String> {
+        let key = std::str::from_utf8(key).ok()?;
+        let name = key
+            .strip_prefix(prefix)?
+            .strip_prefix('{')?
+            .strip_suffix('}')?;
+        (!name.is_empty() && !name.starts_with('}')).then(|| name.to_owned())
+    }
+
     pub fn new(prefix: &str, name: &str) -> Self {
         let lock = format!("{prefix}{{{name}}}");
         Self {
@@ -75,5 +100,30 @@ mod tests {
         let odd = Keys::new("p:", "a}b {c}");
         assert_eq!(odd.lock, "p:{a}b {c}}");
         assert!(odd.fence.starts_with(&odd.lock));
+    }
+
+    #[test]
+    fn only_lock_keys_are_locks() {
+        let p = "redlock:";
+        assert_eq!(Keys::name_of(p, b"redlock:{a}"), Some("a".into()));
+        assert_eq!(Keys::name_of(p, b"redlock:{a}b}"), Some("a}b".into()));
+        for other in [
+            &b"redlock:{a}:fence"[..],
+            b"redlock:{a}:wake",
+            b"redlock:{a}:wake:0f4c",
+            b"redlock:{a}:holder",
+            b"redlock:{a}:done",
+            b"redlock:{}",
+            b"other:{a}",
+            b"redlock:{\xff}",
+        ] {
+            assert_eq!(Keys::name_of(p, other), None, "{other:?}");
+        }
+    }
+
+    #[test]
+    fn glob_characters_are_escaped() {
+        assert_eq!(Keys::scan_pattern("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\{*}");
+        assert_eq!(Keys::scan_pattern("redlock:"), "redlock:{*}");
     }
 }

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 pub use crate::transport::Failure;
 pub use holder::Holder;
-pub(crate) use holder::{Forced, Inspected, LockInfo, Place, Several, shell_quote};
+pub(crate) use holder::{Forced, Inspected, LockInfo, Place, Several};
 pub use keys::Keys;
 pub(crate) use single::SingleRedis;
 

@@ -138,6 +138,16 @@ fn line(text: &str) {
         .write_all(format!("{text}\n").as_bytes());
 }
 
+/// `word` as the shell would need it: bare when safe, else in single quotes.
+pub(crate) fn shell_quote(word: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "@%+=:,./-_".contains(c);
+    if !word.is_empty() && word.chars().all(safe) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
 /// A duration as messages show it: whole milliseconds (`1500ms`).
 pub fn millis(d: std::time::Duration) -> String {
     format!("{}ms", d.as_millis())
