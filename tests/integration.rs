@@ -72,6 +72,9 @@ mod integration {
     mod terminal;
     // rediss://: verified server certificates, an unknown CA refused, TLS against a plain port.
     mod tls;
+    // Fencing tokens carried by the server's clock across lost counters; no key without an
+    // expiry; --fsync (WAITAOF) on Valkey, and its refusals.
+    mod fencing;
     // Waiting: wake-ups on release, the cost of waiting, one waiter woken per release.
     mod waiting;
     // --fair: arrival order, no queue jumping, turns passed on, dead waiters forgotten.

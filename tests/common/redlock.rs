@@ -20,6 +20,8 @@ const REDLOCK_ENV: &[&str] = &[
     "REDLOCK_TTL",
     "REDLOCK_WAIT",
     "REDLOCK_FAIR",
+    "REDLOCK_FSYNC",
+    "REDLOCK_MIN_REPLICAS",
     "REDLOCK_PREFIX",
     "REDLOCK_KILL_AFTER",
     "REDLOCK_STOP_SIGNAL",
@@ -427,5 +429,41 @@ impl Redlock {
         }
         cmd.stdin(self.stdin.unwrap_or_else(Stdio::null));
         cmd
+    }
+}
+
+/// A fencing token as redlock hands it out: one past the lock's counter, or the server's clock
+/// in microseconds when that is larger (so, on any server whose clock is set, a number of about
+/// 1.8e15 this decade, and always below 2^53 for JSON's sake). Panics on anything else.
+#[track_caller]
+pub fn fencing_token(text: &str) -> i64 {
+    let token: i64 = text
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("not a fencing token: {text:?}"));
+    assert!(
+        (1_600_000_000_000_000..1 << 53).contains(&token),
+        "not a clock-carried fencing token: {token}"
+    );
+    token
+}
+
+/// The fencing counter of the lock `name` on `redis` (which must have one).
+#[track_caller]
+pub fn fence_of(redis: &RedisServer, name: &str) -> i64 {
+    let counter = redis
+        .get(&fence_key(name))
+        .unwrap_or_else(|| panic!("lock {name:?} has no fencing counter"));
+    fencing_token(&counter)
+}
+
+/// `tokens` strictly increase.
+#[track_caller]
+pub fn assert_increasing(tokens: &[i64]) {
+    for pair in tokens.windows(2) {
+        assert!(
+            pair[0] < pair[1],
+            "fencing tokens do not increase: {tokens:?}"
+        );
     }
 }

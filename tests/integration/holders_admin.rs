@@ -53,7 +53,8 @@ fn status_and_list_show_a_semaphores_holders_and_its_waiters() {
         r#""state":"held""#.to_owned(),
         r#""kind":"semaphore""#.to_owned(),
         r#""limit":3"#.to_owned(),
-        r#""fence":2"#.to_owned(),
+        // The counter is the second holder's token.
+        format!(r#""fence":{}"#, fencing_token(&read(&dir.join("b.fence")))),
         r#""token":null"#.to_owned(),
         r#""waiting":0"#.to_owned(),
         format!(r#""token":"{token_a}""#),
@@ -84,7 +85,8 @@ fn status_and_list_show_a_semaphores_holders_and_its_waiters() {
     let fields: Vec<&str> = list.trim_end().split('\t').collect();
     assert_eq!(fields[0], "pool", "{list}");
     assert!(fields[1].starts_with("expires in "), "{list}");
-    assert_eq!(fields[2..4], ["fence 2", "0 waiting"], "{list}");
+    let counter = format!("fence {}", fencing_token(&read(&dir.join("b.fence"))));
+    assert_eq!(fields[2..4], [counter.as_str(), "0 waiting"], "{list}");
     assert!(fields[4].starts_with("semaphore 2/3: "), "{list}");
     assert_eq!(fields.len(), 5, "{list}");
 
@@ -107,7 +109,10 @@ fn status_and_list_show_a_semaphores_holders_and_its_waiters() {
     assert_eq!(holders_in(&json), 3, "{json}");
     let list = stdout_of("list", &redis, &[]);
     assert!(
-        list.contains("\tfence 3\t2 waiting\tsemaphore 3/3: "),
+        list.contains(&format!(
+            "\tfence {}\t2 waiting\tsemaphore 3/3: ",
+            fence_of(&redis, "pool")
+        )),
         "{list}"
     );
     let list = stdout_of("list", &redis, &["--json"]);
@@ -206,15 +211,24 @@ fn release_force_token_removes_one_holder_fences_it_off_and_lets_a_waiter_in() {
         .output();
     assert_eq!(zcard(&redis, &lock_key("jobs")), 2);
 
+    let before = fence_of(&redis, "jobs");
     let out = Redlock::admin("release", &redis)
         .key("jobs")
         .args(["--force", "--token", &token_a, "--json"])
         .status(0)
         .output();
+    // The waiter may have taken the slot since: the release says what it moved the counter to.
+    let fenced = fencing_token(
+        out.stdout
+            .split(r#""fence":"#)
+            .nth(1)
+            .and_then(|rest| rest.split(',').next())
+            .unwrap(),
+    );
+    assert_increasing(&[before, fenced]);
     for want in [
         r#""result":"released""#.to_owned(),
         format!(r#""token":"{token_a}""#),
-        r#""fence":3"#.to_owned(),
         format!(r#""pid":{},"#, a.pid()),
         r#""kind":"semaphore""#.to_owned(),
         r#""limit":2"#.to_owned(),
@@ -231,8 +245,9 @@ fn release_force_token_removes_one_holder_fences_it_off_and_lets_a_waiter_in() {
     assert!(b.running(), "the other holder was stopped too");
     // The freed slot went to the waiter, with a token above the removed holder's.
     waiter.finish().assert_code(0);
-    assert_eq!(wait_for_line(&dir.join("w.fence")), "4");
-    assert_eq!(redis.get(&fence_key("jobs")).as_deref(), Some("4"));
+    let waited = fencing_token(&wait_for_line(&dir.join("w.fence")));
+    assert_increasing(&[fenced, waited]);
+    assert_eq!(fence_of(&redis, "jobs"), waited);
     let json = status_json(&redis, "jobs");
     assert!(json.contains(&format!(r#""token":"{token_b}""#)), "{json}");
     assert!(!json.contains(&token_a), "{json}");
@@ -271,7 +286,9 @@ fn release_force_without_a_token_removes_only_a_lone_holder() {
         .stderr_lines(1)
         .output();
     assert_eq!(zcard(&redis, &lock_key("docs")), 2);
-    assert_eq!(redis.get(&fence_key("docs")).as_deref(), Some("2"));
+    // Refused: the counter is still the second holder's token.
+    let second = fence_of(&redis, "docs");
+    assert_eq!(second, fencing_token(&read(&dir.join("r2.fence"))));
 
     touch(&dir.join("r1.go"));
     r1.finish().assert_code(0);
@@ -282,8 +299,9 @@ fn release_force_without_a_token_removes_only_a_lone_holder() {
         .status(0)
         .stdout_contains(&format!("token {token_2}"))
         .stdout_contains("0 holder(s) left")
-        .stdout_contains("fencing counter now 3")
+        .stdout_contains("fencing counter now ")
         .output();
+    assert_increasing(&[second, fence_of(&redis, "docs")]);
     r2.finish().assert_code(76);
     let json = status_json(&redis, "docs");
     assert!(json.contains(r#""state":"free""#), "{json}");

@@ -54,7 +54,7 @@ fn json_lifecycle_events_in_order() {
         r#""level":"info""#,
         r#""key":"q\"uote""#,
         r#""waited_ms":"#,
-        r#""fence":1,"#,
+        &format!(r#""fence":{},"#, fence_of(&redis, "q\"uote")),
     ] {
         assert!(acquired.contains(want), "{want} missing: {acquired}");
     }

@@ -362,10 +362,18 @@ fn release_says_what_it_did_in_json() {
         .stdout_contains(r#""key":"j""#)
         .stdout_contains(r#""result":"released""#)
         .stdout_contains(&format!(r#""token":"{token}""#))
-        .stdout_contains(r#""fence":2"#)
+        .stdout_contains(r#""fence":"#)
         .stdout_contains(r#""holder":{"host":"#)
         .stdout_contains(r#""error":null"#)
         .output();
+    // The counter moved past the holder's token, and the JSON says to what.
+    let fenced = fence_of(&redis, "j");
+    assert_increasing(&[fencing_token(&read(&dir.join("h.fence"))), fenced]);
+    assert!(
+        out.stdout.contains(&format!(r#""fence":{fenced}"#)),
+        "{}",
+        out.stdout
+    );
     assert_eq!(out.stdout.lines().count(), 1, "{}", out.stdout);
     // The holder finds its lock gone.
     assert_eq!(holder.finish().code(), 76);

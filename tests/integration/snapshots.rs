@@ -35,8 +35,8 @@ pub fn assert_snapshot(name: &str, actual: &str, replace: &[(&str, &str)]) {
 }
 
 /// Hides what changes from run to run, as `[..]` (snapbox's wildcard, so that the docs' own
-/// values match too): owner tokens, pids, this host's name, durations (`12m 4s`, `1ms`) and the
-/// fencing counter's value.
+/// values match too): owner tokens, pids, this host's name, durations (`12m 4s`, `1ms`),
+/// fencing tokens and the fencing counter's value.
 pub fn redact(text: &str) -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let host = host.trim();
@@ -61,6 +61,7 @@ pub fn redact(text: &str) -> String {
                 || is_token(core)
                 || is_duration(core)
                 || (!host.is_empty() && core == host)
+                || is_fence(core)
                 || (line.trim_start().starts_with("fencing:") && core.parse::<u64>().is_ok());
             after_pid = core == "pid";
             let word = if hidden {
@@ -80,6 +81,11 @@ pub fn redact(text: &str) -> String {
     let mut text = out.concat();
     text.push('\n');
     text
+}
+
+/// A fencing token: the server's clock in microseconds (or one past it), 16 digits this decade.
+fn is_fence(word: &str) -> bool {
+    word.len() >= 15 && word.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// A UUID, as redlock's owner tokens are.
