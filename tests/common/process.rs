@@ -66,6 +66,19 @@ impl Output {
         );
     }
 
+    /// No piece of a secret (a password, or each word of one) shows on stdout or stderr.
+    #[track_caller]
+    pub fn assert_no_secret(&self, pieces: &[&str]) {
+        for piece in pieces {
+            assert!(
+                !self.stderr.contains(piece) && !self.stdout.contains(piece),
+                "{piece:?} of a secret was printed\nstdout:\n{}\nstderr:\n{}",
+                self.stdout,
+                self.stderr
+            );
+        }
+    }
+
     /// Every diagnostic line carries the `redlock: ` prefix.
     #[track_caller]
     pub fn assert_stderr_prefixed(&self) {

@@ -62,6 +62,17 @@ pub fn fence_key(name: &str) -> String {
     format!("redlock:{{{name}}}:fence")
 }
 
+/// `redlock <sub> --url <server> <args>` (an admin subcommand), which must exit 0; its stdout,
+/// for the test to read.
+#[track_caller]
+pub fn stdout_of(sub: &str, server: &RedisServer, args: &[&str]) -> String {
+    Redlock::admin(sub, server)
+        .args(args)
+        .status(0)
+        .output()
+        .stdout
+}
+
 /// One invocation of redlock, written as its specification: the arguments, the command it runs,
 /// its environment, and what it must do. [`output`](Self::output) runs it to its end and checks
 /// every expectation; [`spawn`](Self::spawn) starts it in the background; [`hold`](Self::hold)

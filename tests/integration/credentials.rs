@@ -13,16 +13,6 @@ fn server() -> RedisServer {
     })
 }
 
-#[track_caller]
-fn assert_no_secret(out: &Output) {
-    for secret in [PW, WRONG] {
-        assert!(
-            !out.stderr.contains(secret) && !out.stdout.contains(secret),
-            "a password was printed: {out:?}"
-        );
-    }
-}
-
 #[test]
 fn password_file_and_variable_work_in_order_of_precedence() {
     let dir = TempDir::new();
@@ -67,7 +57,7 @@ fn password_file_and_variable_work_in_order_of_precedence() {
             redlock = redlock.env("REDLOCK_PASSWORD", pw);
         }
         let out = redlock.sh("echo ran").status(want).output();
-        assert_no_secret(&out);
+        out.assert_no_secret(&[PW, WRONG]);
         if want == 0 {
             assert_eq!(out.stdout, "ran\n", "case {i}");
         } else {
@@ -184,7 +174,7 @@ fn the_documented_acl_user_can_do_everything_redlock_does() {
 
     for out in outputs.iter().chain([&status, &list]) {
         assert!(!out.stderr.contains("NOPERM"), "{}", out.stderr);
-        assert_no_secret(out);
+        out.assert_no_secret(&[PW, WRONG]);
     }
     let keys = redis.all_keys();
     assert!(

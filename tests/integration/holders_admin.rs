@@ -8,15 +8,6 @@ use nix::sys::signal::Signal;
 
 use crate::common::*;
 
-/// `redlock <sub> --url <redis> <args>`, which must exit 0; its stdout.
-fn stdout_of(sub: &str, redis: &RedisServer, args: &[&str]) -> String {
-    Redlock::admin(sub, redis)
-        .args(args)
-        .status(0)
-        .output()
-        .stdout
-}
-
 fn status_json(redis: &RedisServer, key: &str) -> String {
     stdout_of("status", redis, &["--key", key, "--json"])
 }

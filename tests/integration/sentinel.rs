@@ -94,11 +94,7 @@ fn bad_sentinel_and_cluster_urls_are_usage_errors() {
             .status(64)
             .stderr_lines(1)
             .output();
-        assert!(
-            !out.stderr.contains("s3cret") && !out.stderr.contains("t0psecret"),
-            "{}",
-            out.stderr
-        );
+        out.assert_no_secret(&["s3cret", "t0psecret"]);
         assert!(!dir.join("marker").exists(), "{url}");
     }
 }
