@@ -170,6 +170,7 @@ fn a_dead_fair_waiter_is_forgotten_within_5_s() {
     wait_until(PATIENCE, "status to forget the dead waiter", || {
         Redlock::admin("status", &redis)
             .key("dead")
+            .any_stdout()
             .output()
             .stdout
             .contains("fair queue: 1 waiting")

@@ -179,13 +179,13 @@ fn unreachable_redis_exits_69_without_running_the_command() {
             .sh(&marker_script(&dir))
             .status(69)
             .stderr_prefixed()
+            .stderr_lines(1)
             .output();
         assert!(
             out.elapsed < Duration::from_secs(5),
             "{url}: took {:?}",
             out.elapsed
         );
-        assert!(!out.stderr.is_empty(), "{url}: no diagnostic");
         assert!(!dir.join("marker").exists(), "{url}: command ran");
     }
 }
@@ -276,13 +276,14 @@ fn paused_redis_before_start_exits_69() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
     redis.pause();
-    let out = Redlock::run(&redis)
+    Redlock::run(&redis)
         .key("k")
         .sh(&marker_script(&dir))
+        .status(69)
+        .stderr_prefixed()
+        .stderr_lines(1)
         .output();
     redis.resume();
-    out.assert_code(69);
-    out.assert_stderr_prefixed();
     assert!(!dir.join("marker").exists(), "command ran");
     assert_eq!(redis.get(&lock_key("k")), None);
 }
@@ -332,6 +333,7 @@ fn password_in_url_works_and_is_never_printed() {
             .sh("echo $REDLOCK_FENCING_TOKEN")
             .status(0)
             .stdout("1\n")
+            .stderr_prefixed()
             .output();
         out.assert_no_secret(&[PW]);
         assert_eq!(redis.get(&lock_key("authok")), None);
@@ -361,6 +363,7 @@ fn acl_user_and_password_in_url() {
         .sh("echo $REDLOCK_FENCING_TOKEN")
         .status(0)
         .stdout("1\n")
+        .stderr_prefixed()
         .output();
     out.assert_no_secret(&[PW]);
 
@@ -369,6 +372,7 @@ fn acl_user_and_password_in_url() {
         .key("acl")
         .command(["true"])
         .status(69)
+        .stderr_lines(1)
         .output();
     out.assert_no_secret(&[PW]);
 }
