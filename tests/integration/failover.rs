@@ -187,7 +187,9 @@ fn a_failover_to_an_acknowledging_replica_never_repeats_a_fencing_token() {
         .any_stdout()
         .output();
     let after: i64 = out.stdout.trim().parse().unwrap();
-    holder.finish();
+    let holder = holder.finish();
+    eprintln!("holder:\n{}", holder.stderr);
+    holder.assert_code(0);
     eprintln!("tokens before the failover {tokens:?}, after {after}");
     assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
     assert!(

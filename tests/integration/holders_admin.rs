@@ -390,7 +390,7 @@ fn a_plain_waiter_is_counted_until_it_leaves_or_its_entry_lapses() {
 
     // One is killed without a word: counted until its entry lapses, then not.
     victim.signal(Signal::SIGKILL);
-    victim.finish();
+    victim.finish().assert_signal(9);
     assert!(status_json(&redis, "w").contains(r#""waiting":1"#));
     wait_until(PATIENCE, "the dead waiter's entry to lapse", || {
         status_json(&redis, "w").contains(r#""waiting":0"#)

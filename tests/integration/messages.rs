@@ -325,7 +325,7 @@ fn list_and_status_keep_odd_names_on_one_line() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
     let name = "tab\there\nnewline\\slash";
-    let (_holder, _) = Redlock::run(&redis).key(name).ttl("5s").hold(&dir, "h");
+    let (holder, _) = Redlock::run(&redis).key(name).ttl("5s").hold(&dir, "h");
     let out = Redlock::admin("list", &redis).any_stdout().output();
     assert_eq!(out.stdout.lines().count(), 1, "{}", out.stdout);
     let first = out.stdout.split('\t').next().unwrap();
@@ -341,6 +341,8 @@ fn list_and_status_keep_odd_names_on_one_line() {
         .status(0)
         .stdout_contains(r#""key":"tab\there\nnewline\\slash""#)
         .output();
+    touch(&dir.join("h.go"));
+    holder.finish().assert_code(0);
 }
 
 #[test]

@@ -306,7 +306,7 @@ fn a_crashed_holders_slot_frees_when_its_lease_ends() {
     let killed = Instant::now();
     // Its watchdog kills its command; nothing releases the slot.
     wait_pid_dead(command, PATIENCE);
-    drop(crashed.finish());
+    crashed.finish().assert_signal(9);
     assert_eq!(
         holders(&redis, "crash").len(),
         2,
