@@ -55,13 +55,9 @@ const KEY: &str = "chaos";
 
 /// CLOCK_MONOTONIC in nanoseconds: one clock for every process on the machine.
 pub fn mono_ns() -> u64 {
-    let mut ts = nix::libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec through a valid pointer.
-    unsafe { nix::libc::clock_gettime(nix::libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .expect("CLOCK_MONOTONIC exists on every Linux");
+    Duration::from(now).as_nanos() as u64
 }
 
 /// xorshift64*: enough randomness for fault timing, and repeatable from a printed seed.

@@ -11,6 +11,8 @@ mod integration {
     mod topology;
     // A hostile fake server: silent, trickling its reply, flooding one, or answering garbage.
     mod fake;
+    // The builder itself: exit 0 and silence unless a test says otherwise.
+    mod kit;
 
     // Admin subcommands: status and list show holders, release --force breaks a lock and fences it.
     mod admin;

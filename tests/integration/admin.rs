@@ -7,15 +7,6 @@ use std::time::Duration;
 
 use crate::common::*;
 
-/// `redlock <sub> --url <redis> <args>`, which must exit 0; its stdout.
-fn stdout_of(sub: &str, redis: &RedisServer, args: &[&str]) -> String {
-    Redlock::admin(sub, redis)
-        .args(args)
-        .status(0)
-        .output()
-        .stdout
-}
-
 #[test]
 fn status_shows_the_holder_and_then_a_free_lock() {
     let redis = RedisServer::start();

@@ -263,7 +263,7 @@ fn wait_outlasts_a_crashed_holder() {
 
     let killed = Instant::now();
     holder.signal(nix::sys::signal::Signal::SIGKILL);
-    drop(holder);
+    holder.finish().assert_signal(9);
     wait_pid_dead(holder_pid, Duration::from_secs(2));
     // Nobody releases the lock: the waiter gets it once the 1 s lease runs out.
     let out = waiter.finish();

@@ -8,15 +8,6 @@ use nix::sys::signal::Signal;
 
 use crate::common::*;
 
-/// `redlock <sub> --url <redis> <args>`, which must exit 0; its stdout.
-fn stdout_of(sub: &str, redis: &RedisServer, args: &[&str]) -> String {
-    Redlock::admin(sub, redis)
-        .args(args)
-        .status(0)
-        .output()
-        .stdout
-}
-
 fn status_json(redis: &RedisServer, key: &str) -> String {
     stdout_of("status", redis, &["--key", key, "--json"])
 }
@@ -215,7 +206,7 @@ fn release_force_token_removes_one_holder_fences_it_off_and_lets_a_waiter_in() {
     let out = Redlock::admin("release", &redis)
         .key("jobs")
         .args(["--force", "--token", &token_a, "--json"])
-        .status(0)
+        .any_stdout()
         .output();
     // The waiter may have taken the slot since: the release says what it moved the counter to.
     let fenced = fencing_token(
@@ -417,7 +408,7 @@ fn a_plain_waiter_is_counted_until_it_leaves_or_its_entry_lapses() {
 
     // One is killed without a word: counted until its entry lapses, then not.
     victim.signal(Signal::SIGKILL);
-    victim.finish();
+    victim.finish().assert_signal(9);
     assert!(status_json(&redis, "w").contains(r#""waiting":1"#));
     wait_until(PATIENCE, "the dead waiter's entry to lapse", || {
         status_json(&redis, "w").contains(r#""waiting":0"#)
@@ -450,7 +441,7 @@ fn a_quorum_node_holding_a_set_is_shown_without_a_majority() {
         .stdout;
     assert!(text.contains(&format!("pid {}", a.pid())), "{text}");
     let list = Redlock::admin_quorum("list", &servers)
-        .status(0)
+        .any_stdout()
         .output()
         .stdout;
     assert_eq!(list.lines().count(), 1, "{list}");

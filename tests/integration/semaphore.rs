@@ -303,7 +303,7 @@ fn a_crashed_holders_slot_frees_when_its_lease_ends() {
     let killed = Instant::now();
     // Its watchdog kills its command; nothing releases the slot.
     wait_pid_dead(command, PATIENCE);
-    drop(crashed.finish());
+    crashed.finish().assert_signal(9);
     assert_eq!(
         holders(&redis, "crash").len(),
         2,
@@ -330,6 +330,8 @@ fn a_holder_renews_its_slot_and_stops_its_command_when_the_slot_is_gone() {
         .ttl("900ms")
         .sh("sleep 2")
         .status(0)
+        // A renewal slow on a loaded machine warns; nothing else is said.
+        .stderr_prefixed()
         .output();
     // Its place removed (as release --force --token does): the next renewal finds it gone.
     let (holder, token) = Redlock::run(&redis)
@@ -469,17 +471,13 @@ fn min_interval_max_runtime_metrics_and_json_logs_work_with_a_limit() {
     let dir = TempDir::new();
     let metrics = dir.join("cron.prom");
     let limit = || Redlock::run(&redis).key("cron").args(["--limit", "2"]);
-    let out = limit()
+    limit()
         .args(["--min-interval", "1h", "--log-format", "json", "-v"])
         .sh("true")
         .status(0)
+        .stderr_contains("\"event\":\"acquired\"")
+        .stderr_contains("\"fence\":1")
         .output();
-    assert!(
-        out.stderr.contains("\"event\":\"acquired\""),
-        "{}",
-        out.stderr
-    );
-    assert!(out.stderr.contains("\"fence\":1"), "{}", out.stderr);
     limit()
         .args(["--min-interval", "1h"])
         .sh("echo ran")
@@ -492,6 +490,7 @@ fn min_interval_max_runtime_metrics_and_json_logs_work_with_a_limit() {
         .arg(&metrics)
         .sh("sleep 30")
         .status(124)
+        .stderr("redlock: the command ran past --max-runtime; stopping it\n")
         .output();
     let text = read(&metrics);
     assert!(
@@ -554,18 +553,21 @@ fn min_replicas_covers_a_semaphores_slots() {
             .ttl("1s")
     };
     // Renewed (and acknowledged) past its ttl.
-    limit().sh("sleep 2").status(0).output();
+    // A renewal slow on a loaded machine, or acknowledged late, warns; nothing else is said.
+    limit().sh("sleep 2").stderr_prefixed().output();
     let (holder, token) = limit().hold(&dir, "h");
     wait_until(PATIENCE, "the slot on the replica", || {
         holders(&replica, "rep") == [token.clone()]
     });
     replica.pause();
-    let out = limit().sh(&marker_script(&dir)).output();
+    limit()
+        .sh(&marker_script(&dir))
+        .status(69)
+        .stderr_contains("only 0 of 1 replica")
+        .output();
     let left = holders(&master, "rep");
     let gone = holder.finish_within(PATIENCE);
     replica.resume();
-    out.assert_code(69);
-    assert!(out.stderr.contains("only 0 of 1 replica"), "{}", out.stderr);
     assert!(!dir.join("marker").exists(), "ran on a slot no replica had");
     // Only the holder's own place may be left (it may be stopped and gone by now).
     assert!(

@@ -111,6 +111,8 @@ fn tls_against_a_plain_port_fails_with_69_within_the_acquire_timeout() {
         .ttl("3s")
         .sh(&marker_script(&dir))
         .status(69)
+        .stderr_prefixed()
+        .stderr_lines(1)
         .output();
     assert!(
         out.elapsed < Duration::from_secs(5),
@@ -166,6 +168,7 @@ fn tls_ca_cert_option_and_variable_trust_the_ca() {
         .args(["--tls-ca-cert", ca_arg])
         .env("SSL_CERT_FILE", &other_ca)
         .status(0)
+        .stdout("3\n")
         .output();
 }
 
