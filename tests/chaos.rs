@@ -27,8 +27,6 @@ mod chaos {
     pub mod check;
     // The fault injectors.
     pub mod faults;
-    // The fault-injecting TCP proxy.
-    pub mod proxy;
     // A history the semaphore phase met, replayed deterministically.
     pub mod replay;
     // The fenced store.
@@ -46,10 +44,9 @@ use std::time::{Duration, Instant};
 
 use chaos::check::{Report, Rules, Run};
 use chaos::faults::{self, Kind, World};
-use chaos::proxy::Proxy;
 use chaos::store::Store;
 use chaos::worker;
-use common::{RedisServer, Redlock, ServerOpts, TempDir};
+use common::{Proxy, RedisServer, Redlock, ServerOpts, TempDir};
 
 const KEY: &str = "chaos";
 

@@ -3,7 +3,9 @@
 //! READONLY, no TLS handshake), so that the message says what was found and what to use instead.
 //!
 //! The probe is one inline `ROLE` on a new plain connection, read for at most half a second:
-//! only on a failure, never on the path of a run that works.
+//! only on a failure, never on the path of a run that works. A port that closes it without a
+//! word is asked again with a TLS hello: a TLS port answers that (a Redis TLS port resets a plain
+//! connection, as a proxy with no server behind it does; only the hello tells them apart).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -12,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use redis::{ConnectionAddr, ConnectionInfo, ErrorKind, RedisError};
 
-use crate::transport::Failure;
+use crate::transport::{Failure, Reason};
 
 /// The longest a probe waits for an answer.
 const PROBE_WAIT: Duration = Duration::from_millis(500);
@@ -32,8 +34,11 @@ enum Found {
     Redis,
     /// An HTTP server.
     Http,
-    /// A TLS server (it answered with a TLS alert, or closed at once on plain text).
+    /// A TLS server (it answered with a TLS alert, or a TLS hello).
     Tls,
+    /// It accepted the connection and closed it without a word, to plain text and to a TLS hello
+    /// alike: nothing behind it (a proxy whose server is down, a server shutting down).
+    Closed,
     /// Nothing came back in time.
     Silent,
     /// Something that is not the Redis protocol.
@@ -99,6 +104,14 @@ pub(crate) fn explain(
         Found::Tls if !tls => refused(format!(
             "{addr} closed the connection at once: it looks like a TLS port; use rediss://{addr}"
         )),
+        // Worth retrying (with --wait): the server behind it may come back.
+        Found::Closed if !tls => Failure::Unreachable(Reason::caused_by(
+            format!(
+                "{addr} accepted the connection and closed it without a word: no Redis answers \
+                 behind it (a proxy whose server is down?)"
+            ),
+            err.clone(),
+        )),
         Found::Master | Found::Replica { .. } | Found::NoAuth | Found::Redis if tls => {
             refused(format!(
                 "Redis at {addr} speaks plain text, not TLS: use redis://{addr}, or its TLS port"
@@ -116,20 +129,20 @@ fn probe(node: &ConnectionAddr) -> Found {
     let deadline = Instant::now() + PROBE_WAIT;
     let reply = match node {
         ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
-            let Ok(addrs) = std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), *port))
-            else {
+            let Some(stream) = connect(host, *port) else {
                 return Found::Silent;
             };
-            let Some(addr) = addrs.into_iter().next() else {
-                return Found::Silent;
-            };
-            match TcpStream::connect_timeout(&addr, PROBE_WAIT) {
-                Ok(stream) => exchange(stream, deadline),
-                Err(_) => return Found::Silent,
+            let reply = exchange(stream, b"ROLE\r\n", deadline);
+            if reply.as_deref() == Some(&[]) {
+                return match connect(host, *port).and_then(|s| tls_answer(s, host)) {
+                    Some(bytes) if identify(&bytes) == Found::Tls => Found::Tls,
+                    _ => Found::Closed,
+                };
             }
+            reply
         }
         ConnectionAddr::Unix(path) => match UnixStream::connect(path) {
-            Ok(stream) => exchange(stream, deadline),
+            Ok(stream) => exchange(stream, b"ROLE\r\n", deadline),
             Err(_) => return Found::Silent,
         },
         _ => return Found::Silent,
@@ -138,6 +151,30 @@ fn probe(node: &ConnectionAddr) -> Found {
         Some(bytes) => identify(&bytes),
         None => Found::Silent,
     }
+}
+
+/// A new plain connection to `host:port`, within [`PROBE_WAIT`].
+fn connect(host: &str, port: u16) -> Option<TcpStream> {
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
+        .ok()?
+        .next()?;
+    TcpStream::connect_timeout(&addr, PROBE_WAIT).ok()
+}
+
+/// What `stream` answers to a TLS client hello (a TLS record, from a TLS port), within
+/// [`PROBE_WAIT`]. The hello is rustls's own; no certificate is looked at, as the handshake goes
+/// no further than the server's first record.
+fn tls_answer(stream: TcpStream, host: &str) -> Option<Vec<u8>> {
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from(host.to_owned()).ok()?;
+    let mut hello = Vec::new();
+    rustls::ClientConnection::new(std::sync::Arc::new(config), name)
+        .ok()?
+        .write_tls(&mut hello)
+        .ok()?;
+    exchange(stream, &hello, Instant::now() + PROBE_WAIT)
 }
 
 /// A stream that can be given a read timeout.
@@ -157,10 +194,10 @@ impl Timed for UnixStream {
     }
 }
 
-/// Write the probe and read what comes back until `deadline`: Some(bytes) (empty when the
-/// peer closed without a word), None when nothing came in time.
-fn exchange(mut stream: impl Timed, deadline: Instant) -> Option<Vec<u8>> {
-    if stream.write_all(b"ROLE\r\n").is_err() {
+/// Write `probe` and read what comes back until `deadline`: Some(bytes) (empty when the peer
+/// closed without a word), None when nothing came in time.
+fn exchange(mut stream: impl Timed, probe: &[u8], deadline: Instant) -> Option<Vec<u8>> {
+    if stream.write_all(probe).is_err() {
         return Some(Vec::new());
     }
     let mut reply = Vec::new();
@@ -198,7 +235,7 @@ fn complete(reply: &[u8]) -> bool {
 /// What the first bytes of a reply to `ROLE` say about the server.
 fn identify(reply: &[u8]) -> Found {
     if reply.is_empty() {
-        return Found::Tls;
+        return Found::Closed;
     }
     // A TLS record of type alert (21) or handshake (22), version 3.x.
     if matches!(reply, [21 | 22, 3, ..]) {
@@ -268,7 +305,8 @@ mod tests {
         );
         assert_eq!(identify(b"HTTP/1.0 400 Bad Request\r\n"), Found::Http);
         assert_eq!(identify(&[21, 3, 3, 0, 2, 2, 70]), Found::Tls);
-        assert_eq!(identify(b""), Found::Tls);
+        assert_eq!(identify(&[22, 3, 3, 0, 122, 2]), Found::Tls);
+        assert_eq!(identify(b""), Found::Closed);
         assert_eq!(identify(b"SSH-2.0-OpenSSH\r\n"), Found::Other);
     }
 }

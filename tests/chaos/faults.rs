@@ -7,9 +7,8 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
-use super::proxy::{Mode, Proxy};
 use super::store::Store;
-use crate::common::RedisServer;
+use crate::common::{Mode, Proxy, RedisServer};
 use crate::{Rng, mono_ns};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

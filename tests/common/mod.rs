@@ -1,10 +1,11 @@
 //! Test fixtures shared by the integration and chaos suites: a throwaway `redis-server` per
-//! test, temp dirs, the redlock command, and polling helpers that synchronise on files the
-//! worker scripts write instead of on sleeps.
+//! test, a fault-injecting proxy before it, temp dirs, the redlock command, and polling helpers
+//! that synchronise on files the worker scripts write instead of on sleeps.
 
 mod poll;
 mod process;
 mod procfs;
+mod proxy;
 mod redlock;
 mod scripts;
 mod server;
@@ -13,6 +14,7 @@ mod tempdir;
 pub use self::poll::*;
 pub use self::process::*;
 pub use self::procfs::*;
+pub use self::proxy::*;
 pub use self::redlock::*;
 pub use self::scripts::*;
 pub use self::server::*;

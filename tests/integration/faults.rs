@@ -378,3 +378,43 @@ fn acl_user_and_password_in_url() {
         .output();
     out.assert_no_secret(&[PW]);
 }
+
+/// A proxy whose Redis is down (HAProxy, kube-proxy, stunnel: it accepts, finds no server and
+/// closes) is Redis out of reach, not a TLS port, though a Redis TLS port also resets a plain
+/// connection at once: without a wait, 69 saying so; with one, the run waits for the server
+/// behind the proxy and runs.
+#[test]
+fn a_proxy_with_no_redis_behind_it_is_waited_out_not_taken_for_a_tls_port() {
+    let mut redis = RedisServer::start();
+    let proxy = Proxy::start(redis.port());
+    redis.kill();
+    // Closed (FIN) by a proxy that cannot connect, then reset (RST).
+    for mode in [Mode::Pass, Mode::Reset] {
+        proxy.set(mode, Duration::ZERO);
+        let out = Redlock::run_at(&proxy.url())
+            .key("k")
+            .sh("true")
+            .status(69)
+            .stderr_lines(1)
+            .stderr_contains(
+                "accepted the connection and closed it without a word: no Redis answers behind \
+                 it (a proxy whose server is down?)",
+            )
+            .output();
+        assert!(!out.stderr.contains("TLS"), "{mode:?}: {}", out.stderr);
+    }
+    proxy.set(Mode::Pass, Duration::ZERO);
+    let dir = TempDir::new();
+    let proc = Redlock::run_at(&proxy.url())
+        .key("k")
+        .wait("20s")
+        .sh(&marker_script(&dir))
+        .spawn();
+    wait_until(PATIENCE, "the first failed attempt's warning", || {
+        proc.stderr_so_far()
+            .contains("retrying until the wait ends")
+    });
+    redis.restart();
+    proc.finish().assert_code(0);
+    assert!(dir.join("marker").exists(), "the command did not run");
+}
