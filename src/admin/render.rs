@@ -432,16 +432,7 @@ pub(crate) fn info_text(name: &str, info: &LockInfo) -> String {
         ));
     }
     out.push_str(&format!("  fencing:  {}\n", info.fence));
-    if let Some((ago, left)) = info.done {
-        let ago = humantime::format_duration(Duration::from_secs(ago.as_secs()));
-        let left = left.map_or_else(String::new, |l| {
-            format!(
-                "; --min-interval runs skip for another {}",
-                humantime::format_duration(Duration::from_secs(l.as_secs()))
-            )
-        });
-        out.push_str(&format!("  last success: {ago} ago{left}\n"));
-    }
+    out.push_str(&crate::admin::runs::summary_text(&info.runs, info.done));
     if let Some((waiters, oldest)) = info.queue {
         out.push_str(&format!(
             "  fair queue: {waiters} waiting, the oldest for {}\n",
@@ -531,15 +522,16 @@ pub(crate) fn info_json(name: &str, info: &LockInfo) -> String {
         Some((ago, left)) => (Some(ms(ago)), left.map(ms)),
         None => (None, None),
     };
-    obj.opt_int("last_success_ms_ago", ago)
+    let obj = obj
+        .opt_int("last_success_ms_ago", ago)
         .opt_int("min_interval_left_ms", left)
         .int("fair_queue", info.queue.map_or(0, |(n, _)| n))
         .opt_int(
             "fair_queue_oldest_ms",
             info.queue.map(|(_, oldest)| ms(oldest)),
         )
-        .int("waiting", info.waiters())
-        .finish()
+        .int("waiting", info.waiters());
+    crate::admin::runs::summary_fields(obj, &info.runs).finish()
 }
 
 /// One holder in `status --json`'s `holders`.

@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use nix::sys::signal::Signal;
 
+pub use crate::cli::monitor::{CheckArgs, HistoryArgs};
 use crate::cli::parse::{
     parse_duration, parse_key, parse_positive, parse_prefix, parse_stop_signal, parse_ttl,
     parse_wait,
@@ -45,7 +46,7 @@ ENVIRONMENT:
   The command sees REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_FENCING_TOKEN, and no
   credentials: REDLOCK_PASSWORD is removed, REDLOCK_URL loses its password.";
 
-const ADMIN_ENV_HELP: &str = "\
+pub(crate) const ADMIN_ENV_HELP: &str = "\
 ENVIRONMENT:
   REDLOCK_URL, REDLOCK_PREFIX, REDLOCK_LOG_FORMAT, REDLOCK_PASSWORD_FILE,
   REDLOCK_TLS_CA_CERT, REDLOCK_TLS_CERT, REDLOCK_TLS_KEY and
@@ -100,6 +101,14 @@ pub enum Command {
     /// List the locks under a prefix (SCAN, never KEYS), held ones with their holders and waiters.
     #[command(after_help = format!("{}\n\n{ADMIN_ENV_HELP}", exit::help_table(exit::LIST)))]
     List(ListArgs),
+    /// Show the recent runs of the lock NAME, newest first: host, start, duration, how each
+    /// ended (a holder that vanished too), fencing token.
+    #[command(after_help = format!("{}\n\n{}\n\n{ADMIN_ENV_HELP}", crate::cli::monitor::HISTORY_HELP, exit::help_table(exit::HISTORY)))]
+    History(HistoryArgs),
+    /// A dead man's switch for monitoring: did a run of the lock NAME succeed, on any host,
+    /// within --max-age? One line starting OK, WARNING, CRITICAL or UNKNOWN.
+    #[command(after_help = format!("{}\n\n{}\n\n{ADMIN_ENV_HELP}", crate::cli::monitor::CHECK_HELP, exit::help_table(exit::CHECK)))]
+    Check(CheckArgs),
     /// Break-glass: delete the lock NAME whoever holds it (or one of its several holders), and
     /// advance its fencing counter.
     #[command(after_help = format!("The holder's renewals then fail and it stops its command (exit {}); the fencing\ncounter moves past the holder's token, so a resource that checks it refuses the\nold holder's writes. One waiter is woken, as by a normal release.\n\nHeld by several (a semaphore, shared holders), one holder is removed: the one\n--token names, or the only one. Several and no --token: nothing is removed (exit\n{}); `redlock status` shows their tokens.\n\n{}\n\n{ADMIN_ENV_HELP}", exit::LOCK_LOST, exit::USAGE, exit::help_table(exit::RELEASE)))]

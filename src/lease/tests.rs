@@ -38,7 +38,11 @@ impl Clock for FakeClock {
     fn wait(&self, inbox: &Receiver<Stop>, until: Moment) -> Option<Stop> {
         match inbox.try_recv() {
             Ok(stop) => return Some(stop),
-            Err(TryRecvError::Disconnected) => return Some(Stop::Stop { succeeded: false }),
+            Err(TryRecvError::Disconnected) => {
+                return Some(Stop::Stop {
+                    ended: unaccounted(),
+                });
+            }
             Err(TryRecvError::Empty) => {}
         }
         let mut messages = self.messages.lock().unwrap();
@@ -144,10 +148,10 @@ impl Locker for FakeLocker {
         self.extends.pop_front().unwrap_or(Ok(Renewal::Extended))
     }
 
-    fn release(&mut self, _: &str, succeeded: bool, _: Duration) -> Result<Held, Failure> {
+    fn release(&mut self, _: &str, ended: RunEnding, _: Duration) -> Result<Held, Failure> {
         self.call(Call::Release {
             at: self.clock.at(),
-            succeeded,
+            succeeded: ended.succeeded(),
         });
         self.releases.pop_front().unwrap_or(Ok(Held::Ours))
     }
@@ -240,7 +244,12 @@ fn run(script: Run) -> (Vec<(u64, String)>, Vec<Call>) {
 }
 
 fn stop_at(ms: u64) -> (u64, Stop) {
-    (ms, Stop::Stop { succeeded: true })
+    (
+        ms,
+        Stop::Stop {
+            ended: RunEnding::of(Outcome::Exited(0), 75),
+        },
+    )
 }
 
 fn names(reported: &[(u64, String)]) -> Vec<(u64, &str)> {

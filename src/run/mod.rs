@@ -25,7 +25,7 @@ use crate::exit::Outcome;
 use crate::lease::{self, HoldEvent, Lease, Reports, Wait, WaitEvent};
 use crate::lock;
 use crate::lock::quorum::Quorum;
-use crate::lock::{Holder, Keys, Locker, Preflight, SingleRedis};
+use crate::lock::{Holder, Keys, Locker, Preflight, RunEnding, SingleRedis};
 use crate::process::signals::{self, Intake};
 use crate::process::{self, Signo, Terminal, Waited, Watchdog};
 use crate::report;
@@ -102,7 +102,7 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
         Ok(taken) => taken,
         Err(outcome) => {
             if matches!(outcome, Outcome::Interrupted(_)) {
-                lease.stop();
+                lease.finish(RunEnding::of(outcome, options.conflict_status));
                 wait::left_the_queue(&rx, &options.key);
             }
             return Ok(outcome);
@@ -116,7 +116,7 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
             let (found, message) = process::explain_failure(&options.command[0], &err);
             let outcome = Outcome::NotRun { found };
             report::error_event(outcome.into(), message);
-            lease.stop();
+            lease.finish(RunEnding::of(outcome, options.conflict_status));
             release::finish(&rx, &options.key);
             stats.held = Some(held.elapsed());
             return Ok(outcome);
@@ -169,9 +169,11 @@ fn after_the_command(
         report::millis(held.elapsed())
     );
 
-    // Release.
+    // Release, telling the record how the run ended if the lock is still ours (its release
+    // records a lost lock itself).
     let in_time = Moment::now() < ended.deadline;
-    lease.finish(ended.outcome.succeeded());
+    let (if_ours, _) = release::judged(ended.outcome, Some(lock::Held::Ours), in_time);
+    lease.finish(RunEnding::of(if_ours, options.conflict_status));
     let released = release::finish(rx, &options.key);
     let (outcome, lost) = release::judged(ended.outcome, released, in_time);
     if let Some(why) = lost {
