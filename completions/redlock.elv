@@ -45,6 +45,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --limit 'A semaphore: at most N holders of the lock at once, across every host, each with its own token and lease. Every client of the lock must give the same N (not read from the environment, like --key)'
             cand --conflict-exit-code 'Exit status when the lock was not acquired (or the run was skipped by --min-interval)'
             cand --min-interval 'Skip the run (conflict status) if a run of this lock succeeded this recently, on any host'
+            cand --splay 'Before the first attempt, wait a random time in [0, DURATION), so that a fleet started by the same crontab line spreads out (and another host can win). A signal ends it as it ends a wait for the lock; --min-interval is checked after it'
             cand --stop-signal 'Signal that asks the command to stop (lock lost, --max-runtime): a name or number'
             cand --kill-after 'Grace between the stop signal and SIGKILL [default: 5s]. After the loss of the lease it is at most a quarter of the ttl, and never past the lease.'
             cand --min-replicas 'After taking the lock and after every renewal, wait for N replicas to acknowledge it (WAIT, up to ttl/10, at most 1s). Too few after taking it: release it, do not run the command, exit 69. A renewal too few acknowledged does not extend the lease: if none is acknowledged before it runs low, the command is stopped (76). With several --url: N replicas of each node. 0: do not wait'

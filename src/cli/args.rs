@@ -37,10 +37,10 @@ const ENV_HELP: &str = "\
 ENVIRONMENT:
   REDLOCK_URL, REDLOCK_TTL, REDLOCK_WAIT, REDLOCK_FAIR, REDLOCK_PREFIX,
   REDLOCK_KILL_AFTER, REDLOCK_STOP_SIGNAL, REDLOCK_MAX_RUNTIME,
-  REDLOCK_CONFLICT_EXIT_CODE, REDLOCK_MIN_INTERVAL, REDLOCK_MIN_REPLICAS,
-  REDLOCK_METRICS_FILE, REDLOCK_LOG_FORMAT, REDLOCK_PASSWORD_FILE,
-  REDLOCK_TLS_CA_CERT, REDLOCK_TLS_CERT, REDLOCK_TLS_KEY and
-  REDLOCK_TLS_INSECURE give defaults for the options of the same name; a flag
+  REDLOCK_CONFLICT_EXIT_CODE, REDLOCK_MIN_INTERVAL, REDLOCK_SPLAY,
+  REDLOCK_MIN_REPLICAS, REDLOCK_METRICS_FILE, REDLOCK_LOG_FORMAT,
+  REDLOCK_PASSWORD_FILE, REDLOCK_TLS_CA_CERT, REDLOCK_TLS_CERT, REDLOCK_TLS_KEY
+  and REDLOCK_TLS_INSECURE give defaults for the options of the same name; a flag
   wins over its variable. REDLOCK_PASSWORD holds the Redis password (below
   --password-file, above a password in the URL).
   The command sees REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_FENCING_TOKEN, and no
@@ -339,6 +339,12 @@ pub struct RunArgs {
     #[arg(long, env = "REDLOCK_MIN_INTERVAL", hide_env_values = true, value_name = "DURATION", value_parser = parse_positive, allow_hyphen_values = true)]
     pub min_interval: Option<Duration>,
 
+    /// Before the first attempt, wait a random time in [0, DURATION), so that a fleet started by
+    /// the same crontab line spreads out (and another host can win). A signal ends it as it ends
+    /// a wait for the lock; --min-interval is checked after it.
+    #[arg(long, env = "REDLOCK_SPLAY", hide_env_values = true, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub splay: Option<Duration>,
+
     /// Signal that asks the command to stop (lock lost, --max-runtime): a name or number.
     #[arg(long, env = "REDLOCK_STOP_SIGNAL", hide_env_values = true, default_value = "TERM", value_name = "SIG", value_parser = parse_stop_signal)]
     pub stop_signal: Signal,
@@ -432,6 +438,7 @@ impl RunArgs {
             kind,
             conflict_status: self.conflict_exit_code,
             min_interval: self.min_interval,
+            splay: self.splay.filter(|splay| !splay.is_zero()),
             stop_signal: self.stop_signal,
             kill_after,
             min_replicas: self.min_replicas,

@@ -154,12 +154,13 @@ fn unaccounted() -> RunEnding {
 }
 
 impl Lease {
-    /// Start the thread: it acquires at once, then renews until [`Lease::stop`].
+    /// Start the thread: it waits `splay` (`--splay`: zero for none; a stop ends it), then
+    /// acquires, then renews until [`Lease::stop`].
     pub fn start(
         locker: Box<dyn Locker>,
         token: String,
         ttl: Duration,
-        wait: Wait,
+        (splay, wait): (Duration, Wait),
         reports: Reports,
     ) -> Self {
         let (stop, stop_rx) = mpsc::channel();
@@ -178,7 +179,7 @@ impl Lease {
                     clock: RealClock,
                     reports,
                 };
-                worker.run(wait);
+                worker.run(splay, wait);
             })
             .expect("spawning the lease thread");
         Self {
@@ -254,7 +255,12 @@ struct Worker<C: Clock> {
 }
 
 impl<C: Clock> Worker<C> {
-    fn run(&mut self, wait: Wait) {
+    fn run(&mut self, splay: Duration, wait: Wait) {
+        // The splay: a stop ends it as it ends a wait for the lock, nothing taken.
+        if !splay.is_zero() && self.sleep(self.clock.now() + splay) {
+            (self.reports.wait)(WaitEvent::Stopped);
+            return;
+        }
         let Some(sent) = self.acquire(wait) else {
             return;
         };

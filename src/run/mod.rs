@@ -73,6 +73,8 @@ pub struct Options {
     /// The exit status when the lock was not taken or the run was skipped.
     pub conflict_status: u8,
     pub min_interval: Option<Duration>,
+    /// `--splay`: wait a random time below this before the first attempt (None: no splay).
+    pub splay: Option<Duration>,
     /// The signal that asks the command to stop.
     pub stop_signal: Signal,
     /// The grace between the stop signal and SIGKILL.
@@ -235,7 +237,7 @@ fn start(options: &Options) -> anyhow::Result<Started> {
         locker(options),
         token.clone(),
         options.ttl,
-        options.wait,
+        (splay(options), options.wait),
         reports,
     );
     Ok(Started {
@@ -246,6 +248,24 @@ fn start(options: &Options) -> anyhow::Result<Started> {
         lease,
         token,
     })
+}
+
+/// `--splay`: how long to wait before the first attempt, chosen at random in [0, splay), and
+/// said at `-v`.
+fn splay(options: &Options) -> Duration {
+    let Some(splay) = options.splay else {
+        return Duration::ZERO;
+    };
+    let chosen = splay.mul_f64(lock::validity::random_unit());
+    report!(
+        1,
+        Splay { "splay_ms" => chosen.as_millis(), "max_ms" => splay.as_millis() },
+        "waiting {} before the first attempt for lock '{}' (--splay {})",
+        report::millis(chosen),
+        options.key,
+        humantime::format_duration(splay)
+    );
+    chosen
 }
 
 /// The command's environment beside redlock's own: the lock's variables, and no credentials

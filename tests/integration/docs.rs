@@ -223,8 +223,9 @@ fn documented_command_lines_are_accepted() {
     let metrics = dir.join("job.prom").to_string_lossy().into_owned();
     let mut failures = Vec::new();
     for (source, options) in &recipes {
-        // Our server instead of the documented one, and a metrics file in a directory that
-        // exists here; everything else as written.
+        // Our server instead of the documented one, a metrics file in a directory that exists
+        // here, and a splay of a millisecond (a documented one of minutes would only make the
+        // test wait); everything else as written.
         let mut words = Vec::new();
         let mut iter = options.iter();
         while let Some(word) = iter.next() {
@@ -233,6 +234,11 @@ fn documented_command_lines_are_accepted() {
             } else if word == "--metrics-file" {
                 iter.next();
                 words.extend(["--metrics-file", metrics.as_str()]);
+            } else if word == "--splay" || word.starts_with("--splay=") {
+                if word == "--splay" {
+                    iter.next();
+                }
+                words.extend(["--splay", "1ms"]);
             } else if !word.starts_with("--url=") {
                 words.push(word.as_str());
             }
