@@ -32,7 +32,7 @@ pub struct Keys {
     /// waiting (server time, ms), refreshed by each of its attempts, for `redlock status`.
     pub waiting: String,
     /// The record of runs: the most recent runs, newest first (a list of JSON objects, at most
-    /// `record::RUNS_KEPT`), kept `record::RECORD_TTL` after the last run wrote it.
+    /// `record::RUNS_KEPT`), kept `record::RECORD_TTL` after the last run's acquire.
     pub runs: String,
     /// The record's counters (a hash: runs by outcome, busy, skipped) and its last success;
     /// kept as long.

@@ -16,11 +16,11 @@ use crate::lock::reply::{Fields, FromReply};
 use crate::lock::scripts::args;
 
 /// How many runs of a lock its record keeps, newest first: a few kilobytes (a run is about
-/// 190 bytes of JSON; see docs/operating.md for the measured size).
+/// 170 bytes of JSON; docs/operating.md has the measured size).
 pub const RUNS_KEPT: u32 = 20;
 
-/// How long the record (and its counters) outlives the last run that wrote it: longer than a
-/// month, so that a monthly job's record is there when the next run comes.
+/// How long the record (and its counters) outlives the last run: longer than a month, so that a
+/// monthly job's record is there when the next run comes.
 pub const RECORD_TTL: Duration = Duration::from_secs(40 * 24 * 3600);
 
 /// The outcome label of a run whose holder vanished: its lease ended without a release.

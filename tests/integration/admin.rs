@@ -211,11 +211,12 @@ fn a_run_without_waiting_is_one_round_trip_each_way_and_touches_only_the_lock() 
             ("hincrby", 1), // the outcome counted
             ("hset", 2),    // the holder's details; the last success
             ("incr", 1),
-            ("lpush", 1), // the run recorded, the list cut to its bound
-            ("lrange", 2),
+            ("lindex", 1), // the run found at its release, the newest
+            ("lpush", 1),  // the run recorded, the list cut to its bound
+            ("lrange", 1),
             ("lset", 1), // the run's ending
             ("ltrim", 1),
-            ("pexpire", 4),
+            ("pexpire", 3),
             ("role", 1), // the replica check, once, in the connection's set-up
             ("set", 1),
             ("time", 2), // the server's clock, for the run's start and end

@@ -1,6 +1,6 @@
 -- Writing the record of runs (included after clock.lua and runs.lua, which says what it holds):
--- each write keeps the key it wrote for `record_ttl` ms more, and the list is cut to
--- `runs_kept` runs, so a lock's record is bounded by construction.
+-- each run's acquire keeps the list for `record_ttl` ms more, each count the counters, and the
+-- list is cut to `runs_kept` runs, so a lock's record is bounded by construction.
 --
 -- count(field, by) moves one of `counts`' counters. record_start(who, host, pid, fence, now)
 -- first marks every run without an end whose holder no longer holds the lock as vanished
@@ -19,11 +19,17 @@ local function count(name, by)
   redis.call('PEXPIRE', counts, record_ttl)
 end
 -- The run of `who` in the list: its place (0-based), its raw JSON and its table; nil if none.
+-- An exclusive lock's run is the newest one, read alone first.
 local function find(who)
-  for i, raw in ipairs(redis.call('LRANGE', runs, 0, -1)) do
+  local newest = redis.call('LINDEX', runs, 0)
+  if newest and string.find(newest, who, 1, true) then
+    local r = decode(newest)
+    if r and r.token == who then return 0, newest, r end
+  end
+  for i, raw in ipairs(redis.call('LRANGE', runs, 1, -1)) do
     if string.find(raw, who, 1, true) then
       local r = decode(raw)
-      if r and r.token == who then return i - 1, raw, r end
+      if r and r.token == who then return i, raw, r end
     end
   end
   return nil
@@ -54,8 +60,8 @@ local function record_end(who, now, outcome, status)
   if type(r.outcome) == 'string' then count(r.outcome, -1) end
   r.ended, r.outcome, r.status = int(now), outcome, int(status)
   local encoded = cjson.encode(r)
+  -- The list was kept record_ttl from this run's start, by its acquire: not again.
   redis.call('LSET', runs, at, encoded)
-  redis.call('PEXPIRE', runs, record_ttl)
   count(outcome, 1)
   if outcome == 'success' then redis.call('HSET', counts, 'last_success', encoded) end
 end
