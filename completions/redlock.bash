@@ -447,7 +447,7 @@ _redlock() {
             return 0
             ;;
         redlock__subcmd__run)
-            opts="-v -q -h -V --url --prefix --password-file --tls-ca-cert --tls-cert --tls-key --tls-insecure --key --ttl --wait --fair --limit --shared --conflict-exit-code --min-interval --splay --stop-signal --kill-after --min-replicas --max-runtime --metrics-file --verbose --quiet --log-format --help --version"
+            opts="-v -q -h -V --url --prefix --password-file --tls-ca-cert --tls-cert --tls-key --tls-insecure --key --ttl --wait --fair --limit --shared --conflict-exit-code --min-interval --splay --stop-signal --kill-after --min-replicas --fsync --max-runtime --metrics-file --verbose --quiet --log-format --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -55,6 +55,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --tls-insecure 'TESTING ONLY: do not verify the server''s TLS certificate, so anyone on the network path can pose as Redis. Warns on every use'
             cand --fair 'Waiters take the lock first come, first served (use it on every client of the lock)'
             cand --shared 'Hold the lock shared: any number of --shared holders at once, but never beside a holder without it (an exclusive one), and not ahead of one that waits (not read from the environment, like --key)'
+            cand --fsync 'After taking the lock and after every renewal, wait until the write is fsynced to the master''s append-only file, and with --min-replicas N to N replicas'' (WAITAOF, within the same time as --min-replicas). Not fsynced after taking it: release it, do not run the command, exit 69; a renewal not fsynced does not extend the lease. Needs appendonly yes and Redis 7.2+ or Valkey 8: refused with 69 otherwise, before the command runs'
             cand -v 'Say more on stderr (repeat for more)'
             cand --verbose 'Say more on stderr (repeat for more)'
             cand -q 'Say nothing on stderr but errors'

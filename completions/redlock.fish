@@ -58,6 +58,7 @@ json\t''"
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-insecure -d 'TESTING ONLY: do not verify the server\'s TLS certificate, so anyone on the network path can pose as Redis. Warns on every use'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l fair -d 'Waiters take the lock first come, first served (use it on every client of the lock)'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l shared -d 'Hold the lock shared: any number of --shared holders at once, but never beside a holder without it (an exclusive one), and not ahead of one that waits (not read from the environment, like --key)'
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l fsync -d 'After taking the lock and after every renewal, wait until the write is fsynced to the master\'s append-only file, and with --min-replicas N to N replicas\' (WAITAOF, within the same time as --min-replicas). Not fsynced after taking it: release it, do not run the command, exit 69; a renewal not fsynced does not extend the lease. Needs appendonly yes and Redis 7.2+ or Valkey 8: refused with 69 otherwise, before the command runs'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s v -l verbose -d 'Say more on stderr (repeat for more)'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s q -l quiet -d 'Say nothing on stderr but errors'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s h -l help -d 'Print help'

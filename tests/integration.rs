@@ -11,6 +11,8 @@ mod integration {
     mod topology;
     // A hostile fake server: silent, trickling its reply, flooding one, or answering garbage.
     mod fake;
+    // The builder itself: exit 0 and silence unless a test says otherwise.
+    mod kit;
 
     // Admin subcommands: status and list show holders, release --force breaks a lock and fences it.
     mod admin;
@@ -79,6 +81,9 @@ mod integration {
     mod terminal;
     // rediss://: verified server certificates, an unknown CA refused, TLS against a plain port.
     mod tls;
+    // Fencing tokens carried by the server's clock across lost counters; no key without an
+    // expiry; --fsync (WAITAOF) on Valkey, and its refusals.
+    mod fencing;
     // Waiting: wake-ups on release, the cost of waiting, one waiter woken per release.
     mod waiting;
     // --fair: arrival order, no queue jumping, turns passed on, dead waiters forgotten.

@@ -38,7 +38,7 @@ ENVIRONMENT:
   REDLOCK_URL, REDLOCK_TTL, REDLOCK_WAIT, REDLOCK_FAIR, REDLOCK_PREFIX,
   REDLOCK_KILL_AFTER, REDLOCK_STOP_SIGNAL, REDLOCK_MAX_RUNTIME,
   REDLOCK_CONFLICT_EXIT_CODE, REDLOCK_MIN_INTERVAL, REDLOCK_SPLAY,
-  REDLOCK_MIN_REPLICAS, REDLOCK_METRICS_FILE, REDLOCK_LOG_FORMAT,
+  REDLOCK_MIN_REPLICAS, REDLOCK_FSYNC, REDLOCK_METRICS_FILE, REDLOCK_LOG_FORMAT,
   REDLOCK_PASSWORD_FILE, REDLOCK_TLS_CA_CERT, REDLOCK_TLS_CERT, REDLOCK_TLS_KEY
   and REDLOCK_TLS_INSECURE give defaults for the options of the same name; a flag
   wins over its variable. REDLOCK_PASSWORD holds the Redis password (below
@@ -366,6 +366,14 @@ pub struct RunArgs {
     )]
     pub min_replicas: u32,
 
+    /// After taking the lock and after every renewal, wait until the write is fsynced to the
+    /// master's append-only file, and with --min-replicas N to N replicas' (WAITAOF, within the
+    /// same time as --min-replicas). Not fsynced after taking it: release it, do not run the
+    /// command, exit 69; a renewal not fsynced does not extend the lease. Needs appendonly yes
+    /// and Redis 7.2+ or Valkey 8: refused with 69 otherwise, before the command runs.
+    #[arg(long, env = "REDLOCK_FSYNC", hide_env_values = true, value_parser = clap::builder::BoolishValueParser::new())]
+    pub fsync: bool,
+
     /// Stop the command after this long and exit 124.
     #[arg(long, env = "REDLOCK_MAX_RUNTIME", hide_env_values = true, value_name = "DURATION", value_parser = parse_positive, allow_hyphen_values = true)]
     pub max_runtime: Option<Duration>,
@@ -442,6 +450,7 @@ impl RunArgs {
             stop_signal: self.stop_signal,
             kill_after,
             min_replicas: self.min_replicas,
+            fsync: self.fsync,
             max_runtime: self.max_runtime,
             command: self.command.clone(),
             // Whatever --url says, the command inherits REDLOCK_URL: without its passwords.

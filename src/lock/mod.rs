@@ -12,6 +12,7 @@
 //! Every key a script touches is passed in KEYS and carries the `{name}` hash tag, so the same
 //! scripts run unchanged on Redis Cluster.
 
+mod durable;
 mod holder;
 mod keys;
 mod preflight;
@@ -262,3 +263,24 @@ pub const FAIR_ENTRY_LIFETIME: Duration = Duration::from_secs(5);
 
 /// How long a wake-up waits in its list for a waiter to take it.
 pub(crate) const WAKE_LINGER: Duration = Duration::from_secs(5);
+
+/// How long the fencing counter lives after the last acquisition (or forced release): forty
+/// days, so that a lock used once a month still shows it in `status`. After that, the next
+/// token comes from the server's clock (see `scripts/fence.lua`), which keeps tokens
+/// increasing without the counter. The scripts have it as `FENCE_LIFETIME_MS` (fence.lua); the
+/// test below holds the two together.
+#[cfg(test)]
+pub(crate) const FENCE_LIFETIME: Duration = Duration::from_secs(40 * 24 * 3600);
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_fencing_counters_lifetime_is_the_same_in_the_lua() {
+        let lua = include_str!("scripts/fence.lua");
+        let ms = super::FENCE_LIFETIME.as_millis();
+        assert!(
+            lua.contains(&format!("local FENCE_LIFETIME_MS = {ms}\n")),
+            "fence.lua's FENCE_LIFETIME_MS is not {ms}"
+        );
+    }
+}

@@ -6,11 +6,12 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use crate::exit::Outcome;
+use crate::lock::durable::Durability;
 use crate::lock::preflight::{self, Preflight};
 use crate::lock::record::{Kept, Lost, RunEnding, Runs};
 use crate::lock::reply::{FromReply, unexpected};
 use crate::lock::scripts::calls::{AcquireReply, Attempt, Finish, TurnedAway};
-use crate::lock::scripts::{self, Script, calls, millis};
+use crate::lock::scripts::{self, Script, calls};
 use crate::lock::{
     Acquire, FAIR_BEAT, Failure, Forced, Held, Holder, Inspected, Interrupt, Keys, Kind, Locker,
     Renewal, WAIT_SLACK, WAKE_LINGER,
@@ -33,8 +34,9 @@ pub(crate) struct SingleRedis {
     /// Stored beside the lock when taken.
     holder: Holder,
     /// After taking the lock, after every renewal and after raising a quorum's fencing
-    /// counter, WAIT for this many replicas, this long at most (`--min-replicas`).
-    min_replicas: Option<(u32, Duration)>,
+    /// counter, wait this long at most for the write to reach what is asked
+    /// (`--min-replicas`, `--fsync`).
+    durability: Option<(Durability, Duration)>,
     /// Check `maxmemory-policy` once per connection, in the same round trip as an acquire.
     preflight: Preflight,
     /// Alone, one of at most N, or shared (`--limit`, `--shared`).
@@ -62,7 +64,7 @@ impl SingleRedis {
             entry_lifetime,
             min_interval: None,
             holder: Holder::default(),
-            min_replicas: None,
+            durability: None,
             preflight: Preflight::Off,
             kind: Kind::Exclusive,
             waited: false,
@@ -84,12 +86,13 @@ impl SingleRedis {
         self
     }
 
-    /// After taking the lock, wait up to `wait` for `replicas` replicas to acknowledge it
-    /// (WAIT); if fewer do, release it and fail (Refused). Every renewal is followed by the
-    /// same WAIT in its round trip, and one that too few replicas acknowledged is
-    /// [`Renewal::Unacknowledged`]. 0: do not wait.
-    pub fn with_min_replicas(mut self, replicas: u32, wait: Duration) -> Self {
-        self.min_replicas = (replicas > 0).then_some((replicas, wait));
+    /// After taking the lock, wait up to `wait` for it to reach `replicas` replicas (WAIT),
+    /// and with `fsync` the append-only files, the master's and those replicas' (WAITAOF); if
+    /// it does not, release it and fail (Refused). Every renewal is followed by the same in its
+    /// round trip, and one that did not reach them is [`Renewal::Unacknowledged`]. Neither:
+    /// do not wait.
+    pub fn with_durability(mut self, replicas: u32, fsync: bool, wait: Duration) -> Self {
+        self.durability = Durability::of(replicas, fsync).map(|d| (d, wait));
         self
     }
 
@@ -178,25 +181,35 @@ impl SingleRedis {
     }
 
     /// Raise the fencing counter to at least `to` (a quorum's write-back phase); the counter after.
-    /// With `--min-replicas`, only once that many replicas acknowledged the raise, as the
-    /// acquire's own INCR is: a failover of this node must not lower the counter again.
+    /// With `--min-replicas` or `--fsync`, only once the raise reached what they ask, as the
+    /// acquire's own is: a failover or a restart of this node must not lower the counter again.
     pub fn raise_fence(&mut self, to: i64, timeout: Duration) -> Result<i64, Failure> {
         let beside = self.acknowledged(timeout);
         let (fence, acked) = self.call(&calls::FenceRaise { at_least: to }, timeout, beside)?;
-        if let (Beside::Replicas(replicas, wait), Some(acked)) = (beside, acked)
-            && acked < i64::from(replicas)
-        {
+        if let Err(why) = self.judged(beside, acked.as_ref(), "the fencing counter")? {
             return Err(Failure::Unreachable(
-                format!(
-                    "only {acked} of {replicas} replica(s) of Redis at {} acknowledged the \
-                     fencing counter within {} (--min-replicas)",
-                    self.endpoint(),
-                    humantime::format_duration(wait)
-                )
-                .into(),
+                format!("Redis at {}: {why}", self.endpoint()).into(),
             ));
         }
         Ok(fence)
+    }
+
+    /// What `acked` (the reply to what `beside` sent) says of a write described as `what`:
+    /// Ok(Ok(())) when it counts, or nothing was asked; Ok(Err(why)) when it does not.
+    fn judged(
+        &self,
+        beside: Beside,
+        acked: Option<&Value>,
+        what: &str,
+    ) -> Result<Result<(), String>, Failure> {
+        let (Beside::Durable(durability, wait), Some(acked)) = (beside, acked) else {
+            return Ok(Ok(()));
+        };
+        let flags = durability.flags();
+        durability
+            .judge(acked, what, wait)
+            .map(|judged| judged.map_err(|why| format!("{why} ({flags})")))
+            .ok_or_else(|| unexpected(self.endpoint(), acked))
     }
 
     /// One SCAN step over keys matching `pattern`: the next cursor (0 when done) and the keys.
@@ -223,11 +236,12 @@ impl SingleRedis {
             .unwrap_or(ttl + WAIT_SLACK + Duration::from_secs(1))
     }
 
-    /// With `--min-replicas`, what a write that must be acknowledged sends beside it: WAIT,
-    /// half of `timeout` at most (the server holds the reply up to then, then sends it).
+    /// With `--min-replicas` or `--fsync`, what a write that must reach them sends beside it:
+    /// WAIT or WAITAOF, half of `timeout` at most (the server holds the reply up to then, then
+    /// sends it).
     fn acknowledged(&self, timeout: Duration) -> Beside {
-        match self.min_replicas {
-            Some((replicas, wait)) => Beside::Replicas(replicas, wait.min(timeout / 2)),
+        match self.durability {
+            Some((durability, wait)) => Beside::Durable(durability, wait.min(timeout / 2)),
             None => Beside::Nothing,
         }
     }
@@ -235,14 +249,14 @@ impl SingleRedis {
     /// The one way a script is called: [`scripts::send`] (EVALSHA, EVAL when the script cache
     /// was emptied by a failover, restart or SCRIPT FLUSH) over this lock's connection, within
     /// `timeout`, with what `beside` asks for in the same round trip; any I/O failure drops the
-    /// connection. The reply decoded, and with [`Beside::Replicas`] how many replicas
-    /// acknowledged every write this connection made so far, the script's own included.
+    /// connection. The reply decoded, and with [`Beside::Durable`] the reply of WAIT or
+    /// WAITAOF, about every write this connection made so far, the script's own included.
     fn call<S: Script>(
         &mut self,
         script: &S,
         timeout: Duration,
         beside: Beside,
-    ) -> Result<(S::Reply, Option<i64>), Failure> {
+    ) -> Result<(S::Reply, Option<Value>), Failure> {
         let deadline = Instant::now() + timeout.max(Duration::from_millis(1));
         let keys = &self.keys;
         let mut policy = None;
@@ -251,10 +265,7 @@ impl SingleRedis {
                 Beside::Preflight(p) if p != Preflight::Off && node.fresh => {
                     (Some(preflight::question()), false)
                 }
-                Beside::Replicas(replicas, wait) => (
-                    Some(redis::cmd("WAIT").arg(replicas).arg(millis(wait)).clone()),
-                    true,
-                ),
+                Beside::Durable(durability, wait) => (Some(durability.command(wait)), true),
                 _ => (None, false),
             };
             let (reply, other) =
@@ -275,11 +286,6 @@ impl SingleRedis {
         let (reply, acked) = reply?;
         let decoded =
             S::Reply::from_reply(&reply).ok_or_else(|| unexpected(self.endpoint(), &reply))?;
-        let acked = match acked {
-            None => None,
-            Some(Value::Int(acked)) => Some(acked),
-            Some(other) => return Err(unexpected(self.endpoint(), &other)),
-        };
         Ok((decoded, acked))
     }
 
@@ -322,24 +328,30 @@ impl SingleRedis {
             .map_or(true, |set| set.is_some())
     }
 
-    /// `--min-replicas`: WAIT until `replicas` replicas acknowledged the lock, at most `wait`.
-    /// Fewer: release it (compare-and-delete) and fail with Refused, so the command never runs.
-    fn replicated(&mut self, token: &str, replicas: u32, wait: Duration) -> Result<(), Failure> {
+    /// `--min-replicas`, `--fsync`: wait, `wait` at most, for the lock to reach what they ask.
+    /// If it does not (or the server cannot: WAITAOF without an append-only file, or before
+    /// Redis 7.2), release it and fail with Refused, so the command never runs.
+    fn durable(
+        &mut self,
+        token: &str,
+        durability: Durability,
+        wait: Duration,
+    ) -> Result<(), Failure> {
         // The server gives up after `wait`; the reply gets as long again to arrive.
         let deadline = Instant::now() + wait * 2 + Duration::from_millis(10);
         let acked = self.conn.request(deadline, |node| {
-            redis::cmd("WAIT")
-                .arg(replicas)
-                .arg(millis(wait))
-                .query::<i64>(&mut node.conn)
+            durability.command(wait).query::<Value>(&mut node.conn)
         });
-        let why = match acked {
-            Ok(n) if n >= i64::from(replicas) => return Ok(()),
-            Ok(n) => format!(
-                "only {n} of {replicas} replica(s) acknowledged the lock within {}",
-                humantime::format_duration(wait)
+        let flags = durability.flags();
+        let why = match acked.map(|acked| durability.judge(&acked, "the lock", wait)) {
+            Ok(Some(Ok(()))) => return Ok(()),
+            Ok(Some(Err(why))) => format!("{why} ({flags})"),
+            Ok(None) => format!("an unexpected answer to {flags}'s wait"),
+            Err(refusal @ Failure::Refused(_)) if durability.fsync => format!(
+                "{refusal}: --fsync needs WAITAOF, so an append-only file (appendonly yes) and \
+                 Redis 7.2 or later, or Valkey 8; without them, run without --fsync"
             ),
-            Err(failure) => format!("waiting for {replicas} replica(s) failed ({failure})"),
+            Err(failure) => format!("waiting for {flags} failed ({failure})"),
         };
         // The command never ran: the run ends as one that Redis could not be used for.
         let never = RunEnding::of(Outcome::Unavailable, 0);
@@ -347,9 +359,7 @@ impl SingleRedis {
             Ok(_) => "released it".to_owned(),
             Err(failure) => format!("releasing it failed ({failure}); it expires by itself"),
         };
-        Err(Failure::Refused(
-            format!("{why} (--min-replicas); {released}").into(),
-        ))
+        Err(Failure::Refused(format!("{why}; {released}").into()))
     }
 
     /// The release for how this client holds the lock; `success_for`: record the run's
@@ -383,9 +393,9 @@ enum Beside {
     Nothing,
     /// The eviction-policy question, on the first request of each connection.
     Preflight(Preflight),
-    /// WAIT for this many replicas, this long at most. WAIT goes beside the script, not into
-    /// it: inside a script it does not block.
-    Replicas(u32, Duration),
+    /// WAIT or WAITAOF, this long at most, for what `--min-replicas` and `--fsync` ask. They go
+    /// beside the script, not into it: inside a script they do not block.
+    Durable(Durability, Duration),
 }
 
 impl Locker for SingleRedis {
@@ -417,8 +427,8 @@ impl Locker for SingleRedis {
         self.waited |= sent.is_err();
         Ok(match sent?.0 {
             AcquireReply::Acquired { fence } => {
-                if let Some((replicas, wait)) = self.min_replicas {
-                    self.replicated(token, replicas, wait)?;
+                if let Some((durability, wait)) = self.durability {
+                    self.durable(token, durability, wait)?;
                 }
                 Acquire::Acquired { fence }
             }
@@ -464,17 +474,12 @@ impl Locker for SingleRedis {
                 self.call(&extend, timeout, beside)?
             }
         };
-        Ok(match (held, beside, acked) {
-            (Held::Ours, Beside::Replicas(replicas, wait), Some(acked))
-                if acked < i64::from(replicas) =>
-            {
-                Renewal::Unacknowledged(format!(
-                    "only {acked} of {replicas} replica(s) acknowledged the renewal within {}",
-                    humantime::format_duration(wait)
-                ))
-            }
-            (held, ..) => Renewal::from(held),
-        })
+        Ok(
+            match (held, self.judged(beside, acked.as_ref(), "the renewal")?) {
+                (Held::Ours, Err(why)) => Renewal::Unacknowledged(why),
+                (held, _) => Renewal::from(held),
+            },
+        )
     }
 
     fn release(

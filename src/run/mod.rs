@@ -81,6 +81,8 @@ pub struct Options {
     pub kill_after: Duration,
     /// Replicas that must acknowledge the lock (0: none).
     pub min_replicas: u32,
+    /// The lock, and every renewal, must be fsynced to the append-only files (WAITAOF).
+    pub fsync: bool,
     pub max_runtime: Option<Duration>,
     /// The command and its arguments (at least one word).
     pub command: Vec<OsString>,
@@ -307,7 +309,11 @@ fn locker(options: &Options) -> Box<dyn Locker> {
         )
         .with_holder(holder.clone())
         .with_min_interval(options.min_interval)
-        .with_min_replicas(options.min_replicas, lease::replica_wait(options.ttl))
+        .with_durability(
+            options.min_replicas,
+            options.fsync,
+            lease::replica_wait(options.ttl),
+        )
         .with_preflight(Preflight::Weekly)
         .with_kind(options.kind)
         .with_waiting_lifetime(lease::waiting_lifetime(options.ttl))

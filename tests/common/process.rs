@@ -66,6 +66,19 @@ impl Output {
         );
     }
 
+    /// No piece of a secret (a password, or each word of one) shows on stdout or stderr.
+    #[track_caller]
+    pub fn assert_no_secret(&self, pieces: &[&str]) {
+        for piece in pieces {
+            assert!(
+                !self.stderr.contains(piece) && !self.stdout.contains(piece),
+                "{piece:?} of a secret was printed\nstdout:\n{}\nstderr:\n{}",
+                self.stdout,
+                self.stderr
+            );
+        }
+    }
+
     /// Every diagnostic line carries the `redlock: ` prefix.
     #[track_caller]
     pub fn assert_stderr_prefixed(&self) {
@@ -161,13 +174,16 @@ impl Proc {
         self.wait_timeout(Duration::ZERO).is_none()
     }
 
-    /// Waits for exit (SIGKILL and panic after [`PATIENCE`]) and collects the output.
+    /// Waits for exit (SIGKILL and panic after [`PATIENCE`]) and collects the output, whose
+    /// status the test then checks ([`Output::assert_code`], [`Output::assert_signal`]).
+    #[must_use = "check how it ended: assert_code or assert_signal"]
     #[track_caller]
     pub fn finish(self) -> Output {
         self.finish_within(PATIENCE)
     }
 
     /// Waits for exit (SIGKILL and panic after `timeout`) and collects the output.
+    #[must_use = "check how it ended: assert_code or assert_signal"]
     #[track_caller]
     pub fn finish_within(mut self, timeout: Duration) -> Output {
         if self.wait_timeout(timeout).is_none() {

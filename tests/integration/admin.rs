@@ -7,15 +7,6 @@ use std::time::Duration;
 
 use crate::common::*;
 
-/// `redlock <sub> --url <redis> <args>`, which must exit 0; its stdout.
-fn stdout_of(sub: &str, redis: &RedisServer, args: &[&str]) -> String {
-    Redlock::admin(sub, redis)
-        .args(args)
-        .status(0)
-        .output()
-        .stdout
-}
-
 #[test]
 fn status_shows_the_holder_and_then_a_free_lock() {
     let redis = RedisServer::start();
@@ -27,7 +18,7 @@ fn status_shows_the_holder_and_then_a_free_lock() {
     for want in [
         r#""key":"nightly backup""#.to_owned(),
         r#""state":"held""#.to_owned(),
-        r#""fence":1"#.to_owned(),
+        format!(r#""fence":{}"#, fence_of(&redis, "nightly backup")),
         format!(r#""token":"{token}""#),
         format!(r#""host":{}"#, json_str(&host)),
         format!(r#""pid":{},"#, holder.pid()),
@@ -50,7 +41,8 @@ fn status_shows_the_holder_and_then_a_free_lock() {
     assert_eq!(redis.pttl(&holder_key), -2, "holder details left behind");
     let json = stdout_of("status", &redis, &["--key", "nightly backup", "--json"]);
     assert!(json.contains(r#""state":"free""#), "{json}");
-    assert!(json.contains(r#""fence":1"#), "{json}");
+    let fence = fence_of(&redis, "nightly backup");
+    assert!(json.contains(&format!(r#""fence":{fence}"#)), "{json}");
     assert!(json.contains(r#""holder":null"#), "{json}");
 }
 
@@ -160,18 +152,22 @@ fn force_release_fences_the_holder_off_and_wakes_a_waiter() {
         Some(token.as_str())
     );
 
-    Redlock::admin("release", &redis)
+    let held = fence_of(&redis, "stuck");
+    let out = Redlock::admin("release", &redis)
         .key("stuck")
         .args(["--force", "--token", &token])
         .status(0)
         .stdout_contains(&token)
         .stdout_contains(&format!("pid {}", holder.pid()))
-        .stdout_contains("fencing counter now 2")
+        .stdout_contains("fencing counter now ")
         .output();
+    // The waiter may have taken the lock since: the release says what it moved the counter to.
+    let broken = fencing_token(out.stdout.rsplit("fencing counter now ").next().unwrap());
 
     // The waiter runs with a token above the removed holder's and the breaker's.
     waiter.finish().assert_code(0);
-    assert_eq!(wait_for_line(&dir.join("w.fence")), "3");
+    let waited = fencing_token(&wait_for_line(&dir.join("w.fence")));
+    assert_increasing(&[held, broken, waited]);
     // The old holder finds its key gone at its next renewal and stops its command.
     holder.finish().assert_code(76);
 
@@ -181,7 +177,8 @@ fn force_release_fences_the_holder_off_and_wakes_a_waiter() {
         .status(0)
         .stdout_contains("is free")
         .output();
-    assert_eq!(redis.get(&fence_key("stuck")).as_deref(), Some("3"));
+    // A free lock's release fences nothing: the counter is the waiter's token.
+    assert_eq!(fence_of(&redis, "stuck"), waited);
 }
 
 /// A run nobody waits for takes one round trip to acquire and one to release (after the
@@ -207,19 +204,19 @@ fn a_run_without_waiting_is_one_round_trip_each_way_and_touches_only_the_lock() 
             ("del", 1),
             ("evalsha", 2),
             ("exists", 1),
-            ("get", 1),
-            ("hincrby", 1), // the outcome counted
-            ("hset", 2),    // the holder's details; the last success
-            ("incr", 1),
+            ("get", 2), // the lock's token at the release, and the counter at the acquire
+            ("hincrby", 1), // the run's outcome counted
+            ("hset", 2), // the holder's details; the last success
+            ("incrby", 1), // the fencing counter, moved on to the server's clock if it is behind
             ("lindex", 1), // the run found at its release, the newest
-            ("lpush", 1),  // the run recorded, the list cut to its bound
+            ("lpush", 1), // the run recorded, the list cut to its bound
             ("lrange", 1),
             ("lset", 1), // the run's ending
             ("ltrim", 1),
-            ("pexpire", 3),
-            ("role", 1), // the replica check, once, in the connection's set-up
+            ("pexpire", 4), // the holder's details, the counter's lifetime, the record's two keys
+            ("role", 1),    // the replica check, once, in the connection's set-up
             ("set", 1),
-            ("time", 2), // the server's clock, for the run's start and end
+            ("time", 2), // the server's clock: the fencing token and the run's start; its end
         ]
     );
 }
@@ -292,18 +289,20 @@ fn release_force_removes_a_foreign_key_at_a_lock_name() {
         .key("odd")
         .arg("--force")
         .status(0)
-        .stdout(
+        .stdout_contains(
             "removed lock 'odd': its key was a Redis hash that redlock did not make; fencing \
-             counter now 1\n",
+             counter now ",
         )
         .output();
     assert_eq!(redis.pttl(&lock_key("odd")), -2, "the hash is still there");
-    Redlock::run(&redis)
+    let fenced = fence_of(&redis, "odd");
+    let out = Redlock::run(&redis)
         .key("odd")
         .sh("echo $REDLOCK_FENCING_TOKEN")
         .status(0)
-        .stdout("2\n")
+        .any_stdout()
         .output();
+    assert_increasing(&[fenced, fencing_token(&out.stdout)]);
 
     hash_at(&redis, "odd json");
     let json = stdout_of(
@@ -314,7 +313,7 @@ fn release_force_removes_a_foreign_key_at_a_lock_name() {
     for want in [
         r#""result":"released""#,
         r#""token":null"#,
-        r#""fence":1"#,
+        &format!(r#""fence":{}"#, fence_of(&redis, "odd json")),
         r#""kind":"foreign""#,
         r#""holders_left":0"#,
     ] {

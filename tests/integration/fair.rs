@@ -164,12 +164,13 @@ fn a_dead_fair_waiter_is_forgotten_within_5_s() {
     // the wake-up goes to the dead head, as it would in a fleet.
     first.signal(Signal::SIGKILL);
     let killed = Instant::now();
-    first.finish();
+    first.finish().assert_signal(9);
     touch(&dir.join("h.go"));
     holder.finish().assert_code(0);
     wait_until(PATIENCE, "status to forget the dead waiter", || {
         Redlock::admin("status", &redis)
             .key("dead")
+            .any_stdout()
             .output()
             .stdout
             .contains("fair queue: 1 waiting")
@@ -228,8 +229,9 @@ fn release_force_clears_the_fair_queue_of_a_free_lock() {
         .stdout_contains(r#""result":"released""#)
         .stdout_contains(r#""queue_cleared":0"#)
         .output();
+    // Its lock was broken: gone at its release, 76.
     holder.signal(Signal::SIGTERM);
-    holder.finish();
+    holder.finish().assert_code(76);
     assert_eq!(zcard(&redis, &queue_key("q")), 2);
     // Free, but promised to the ghost at the head: a --fair newcomer hears why it cannot have it.
     Redlock::run(&redis)

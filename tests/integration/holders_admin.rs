@@ -8,15 +8,6 @@ use nix::sys::signal::Signal;
 
 use crate::common::*;
 
-/// `redlock <sub> --url <redis> <args>`, which must exit 0; its stdout.
-fn stdout_of(sub: &str, redis: &RedisServer, args: &[&str]) -> String {
-    Redlock::admin(sub, redis)
-        .args(args)
-        .status(0)
-        .output()
-        .stdout
-}
-
 fn status_json(redis: &RedisServer, key: &str) -> String {
     stdout_of("status", redis, &["--key", key, "--json"])
 }
@@ -53,7 +44,8 @@ fn status_and_list_show_a_semaphores_holders_and_its_waiters() {
         r#""state":"held""#.to_owned(),
         r#""kind":"semaphore""#.to_owned(),
         r#""limit":3"#.to_owned(),
-        r#""fence":2"#.to_owned(),
+        // The counter is the second holder's token.
+        format!(r#""fence":{}"#, fencing_token(&read(&dir.join("b.fence")))),
         r#""token":null"#.to_owned(),
         r#""waiting":0"#.to_owned(),
         format!(r#""token":"{token_a}""#),
@@ -84,7 +76,8 @@ fn status_and_list_show_a_semaphores_holders_and_its_waiters() {
     let fields: Vec<&str> = list.trim_end().split('\t').collect();
     assert_eq!(fields[0], "pool", "{list}");
     assert!(fields[1].starts_with("expires in "), "{list}");
-    assert_eq!(fields[2..4], ["fence 2", "0 waiting"], "{list}");
+    let counter = format!("fence {}", fencing_token(&read(&dir.join("b.fence"))));
+    assert_eq!(fields[2..4], [counter.as_str(), "0 waiting"], "{list}");
     assert!(fields[4].starts_with("semaphore 2/3: "), "{list}");
     assert_eq!(fields.len(), 5, "{list}");
 
@@ -107,7 +100,10 @@ fn status_and_list_show_a_semaphores_holders_and_its_waiters() {
     assert_eq!(holders_in(&json), 3, "{json}");
     let list = stdout_of("list", &redis, &[]);
     assert!(
-        list.contains("\tfence 3\t2 waiting\tsemaphore 3/3: "),
+        list.contains(&format!(
+            "\tfence {}\t2 waiting\tsemaphore 3/3: ",
+            fence_of(&redis, "pool")
+        )),
         "{list}"
     );
     let list = stdout_of("list", &redis, &["--json"]);
@@ -206,15 +202,24 @@ fn release_force_token_removes_one_holder_fences_it_off_and_lets_a_waiter_in() {
         .output();
     assert_eq!(zcard(&redis, &lock_key("jobs")), 2);
 
+    let before = fence_of(&redis, "jobs");
     let out = Redlock::admin("release", &redis)
         .key("jobs")
         .args(["--force", "--token", &token_a, "--json"])
-        .status(0)
+        .any_stdout()
         .output();
+    // The waiter may have taken the slot since: the release says what it moved the counter to.
+    let fenced = fencing_token(
+        out.stdout
+            .split(r#""fence":"#)
+            .nth(1)
+            .and_then(|rest| rest.split(',').next())
+            .unwrap(),
+    );
+    assert_increasing(&[before, fenced]);
     for want in [
         r#""result":"released""#.to_owned(),
         format!(r#""token":"{token_a}""#),
-        r#""fence":3"#.to_owned(),
         format!(r#""pid":{},"#, a.pid()),
         r#""kind":"semaphore""#.to_owned(),
         r#""limit":2"#.to_owned(),
@@ -231,8 +236,9 @@ fn release_force_token_removes_one_holder_fences_it_off_and_lets_a_waiter_in() {
     assert!(b.running(), "the other holder was stopped too");
     // The freed slot went to the waiter, with a token above the removed holder's.
     waiter.finish().assert_code(0);
-    assert_eq!(wait_for_line(&dir.join("w.fence")), "4");
-    assert_eq!(redis.get(&fence_key("jobs")).as_deref(), Some("4"));
+    let waited = fencing_token(&wait_for_line(&dir.join("w.fence")));
+    assert_increasing(&[fenced, waited]);
+    assert_eq!(fence_of(&redis, "jobs"), waited);
     let json = status_json(&redis, "jobs");
     assert!(json.contains(&format!(r#""token":"{token_b}""#)), "{json}");
     assert!(!json.contains(&token_a), "{json}");
@@ -271,7 +277,9 @@ fn release_force_without_a_token_removes_only_a_lone_holder() {
         .stderr_lines(1)
         .output();
     assert_eq!(zcard(&redis, &lock_key("docs")), 2);
-    assert_eq!(redis.get(&fence_key("docs")).as_deref(), Some("2"));
+    // Refused: the counter is still the second holder's token.
+    let second = fence_of(&redis, "docs");
+    assert_eq!(second, fencing_token(&read(&dir.join("r2.fence"))));
 
     touch(&dir.join("r1.go"));
     r1.finish().assert_code(0);
@@ -282,8 +290,9 @@ fn release_force_without_a_token_removes_only_a_lone_holder() {
         .status(0)
         .stdout_contains(&format!("token {token_2}"))
         .stdout_contains("0 holder(s) left")
-        .stdout_contains("fencing counter now 3")
+        .stdout_contains("fencing counter now ")
         .output();
+    assert_increasing(&[second, fence_of(&redis, "docs")]);
     r2.finish().assert_code(76);
     let json = status_json(&redis, "docs");
     assert!(json.contains(r#""state":"free""#), "{json}");
@@ -399,7 +408,7 @@ fn a_plain_waiter_is_counted_until_it_leaves_or_its_entry_lapses() {
 
     // One is killed without a word: counted until its entry lapses, then not.
     victim.signal(Signal::SIGKILL);
-    victim.finish();
+    victim.finish().assert_signal(9);
     assert!(status_json(&redis, "w").contains(r#""waiting":1"#));
     wait_until(PATIENCE, "the dead waiter's entry to lapse", || {
         status_json(&redis, "w").contains(r#""waiting":0"#)
@@ -432,7 +441,7 @@ fn a_quorum_node_holding_a_set_is_shown_without_a_majority() {
         .stdout;
     assert!(text.contains(&format!("pid {}", a.pid())), "{text}");
     let list = Redlock::admin_quorum("list", &servers)
-        .status(0)
+        .any_stdout()
         .output()
         .stdout;
     assert_eq!(list.lines().count(), 1, "{list}");

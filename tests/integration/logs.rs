@@ -39,6 +39,7 @@ fn json_lifecycle_events_in_order() {
         .ttl("300ms")
         .sh("sleep 0.5")
         .status(0)
+        .any_stderr()
         .output();
     let lines = json_lines(&out.stderr);
     let events: Vec<&str> = lines.iter().map(|l| event(l)).collect();
@@ -54,7 +55,7 @@ fn json_lifecycle_events_in_order() {
         r#""level":"info""#,
         r#""key":"q\"uote""#,
         r#""waited_ms":"#,
-        r#""fence":1,"#,
+        &format!(r#""fence":{},"#, fence_of(&redis, "q\"uote")),
     ] {
         assert!(acquired.contains(want), "{want} missing: {acquired}");
     }
@@ -76,6 +77,7 @@ fn json_errors_are_one_line_with_the_same_status() {
         .env("REDLOCK_LOG_FORMAT", "json")
         .sh(&marker_script(&dir))
         .status(64)
+        .any_stderr()
         .output();
     let lines = json_lines(&out.stderr);
     assert_eq!(lines.len(), 1);
@@ -86,6 +88,7 @@ fn json_errors_are_one_line_with_the_same_status() {
         .wait("x")
         .sh("true")
         .status(64)
+        .any_stderr()
         .output();
     assert_eq!(json_lines(&out.stderr).len(), 1);
     // Redis unreachable, for run and for an admin command.
@@ -97,6 +100,7 @@ fn json_errors_are_one_line_with_the_same_status() {
         .key("k")
         .command(["true"])
         .status(69)
+        .any_stderr()
         .output();
     assert_eq!(json_lines(&out.stderr).len(), 1, "{}", out.stderr);
     let out = Redlock::sub("status")
@@ -104,6 +108,7 @@ fn json_errors_are_one_line_with_the_same_status() {
         .url(&url)
         .key("k")
         .status(69)
+        .any_stderr()
         .output();
     assert_eq!(json_lines(&out.stderr).len(), 1, "{}", out.stderr);
     assert!(!dir.join("marker").exists());

@@ -86,6 +86,7 @@ fn an_evicting_policy_gets_one_warning_a_week_and_the_run_goes_on() {
     Redlock::admin("status", &redis)
         .key("job")
         .status(0)
+        .stdout_contains("lock 'job' (redlock:{job}) is free")
         .stderr("")
         .output();
 }

@@ -174,6 +174,8 @@ proptest! {
             .env("REDLOCK_URL", "redis://127.0.0.1:1")
             .args(&args)
             .sh(&marker_script(&dir))
+            .any_status()
+            .any_stderr()
             .output();
         let lines: Vec<&str> = out.stderr.lines().collect();
         prop_assert!(matches!(out.status.code(), Some(64 | 69)), "exit {:?}: {}", out.status, out.stderr);

@@ -40,7 +40,7 @@ fn a_minority_down_or_paused_still_locks() {
             .key("q")
             .ttl("2s")
             .sh("echo $REDLOCK_FENCING_TOKEN")
-            .status(0)
+            .any_stdout()
             .output();
         let fence: i64 = out.stdout.trim().parse().expect("a fencing token");
         assert!(fence >= 1, "{fence}");
@@ -107,7 +107,7 @@ fn a_node_restarted_empty_under_a_hold_is_ridden_out() {
     let out = Redlock::run_quorum(&servers)
         .key("q")
         .sh("echo $REDLOCK_FENCING_TOKEN")
-        .status(0)
+        .any_stdout()
         .output();
     let second: i64 = out.stdout.trim().parse().unwrap();
     assert!(second > first, "{second} after {first}");
@@ -213,7 +213,7 @@ fn fencing_tokens_increase_across_different_majorities() {
             .ttl("2s")
             .wait("10s")
             .sh("echo $REDLOCK_FENCING_TOKEN")
-            .status(0)
+            .any_stdout()
             .output();
         out.stdout.trim().parse::<i64>().unwrap()
     };
@@ -339,7 +339,7 @@ fn release_force_reaches_every_node() {
     let out = Redlock::admin_quorum("release", &servers)
         .key("q")
         .arg("--force")
-        .status(0)
+        .any_stdout()
         .output();
     assert_eq!(out.stdout.lines().count(), 3, "{}", out.stdout);
     for (line, server) in out.stdout.lines().zip(&servers) {
@@ -360,6 +360,7 @@ fn release_force_reaches_every_node() {
 fn status_reads_every_node_and_says_what_the_majority_holds() {
     let dir = TempDir::new();
     let servers = start_servers(3);
+    // Its stdout, read below.
     let status = |json: bool| {
         let args: &[&str] = if json {
             &["--key", "qs", "--json"]
@@ -368,11 +369,10 @@ fn status_reads_every_node_and_says_what_the_majority_holds() {
         };
         Redlock::admin_quorum("status", &servers)
             .args(args)
-            .output()
+            .any_stdout()
     };
 
-    let out = status(false);
-    out.assert_code(0);
+    let out = status(false).output();
     assert!(
         out.stdout
             .starts_with("lock 'qs' is free on 3 of 3 nodes (a majority)\n"),
@@ -382,8 +382,7 @@ fn status_reads_every_node_and_says_what_the_majority_holds() {
 
     let (holder, token) = Redlock::run_quorum(&servers).key("qs").hold(&dir, "a");
     let token = token.as_str();
-    let out = status(false);
-    out.assert_code(0);
+    let out = status(false).output();
     assert_eq!(
         out.stdout.lines().next(),
         Some(format!("lock 'qs' is held on 3 of 3 nodes (a majority), token {token}").as_str())
@@ -398,7 +397,6 @@ fn status_reads_every_node_and_says_what_the_majority_holds() {
             out.stdout
         );
     }
-    assert_eq!(out.stderr, "");
     std::fs::write(dir.join("a.go"), "").unwrap();
     holder.finish().assert_code(0);
 
@@ -414,8 +412,13 @@ fn status_reads_every_node_and_says_what_the_majority_holds() {
             .unwrap();
     }
     servers[2].pause();
-    let out = status(true);
-    out.assert_code(0);
+    let out = status(true)
+        .stderr_lines(1)
+        .stderr_contains(&format!(
+            "127.0.0.1:{}: cannot read lock 'qs'",
+            servers[2].port()
+        ))
+        .output();
     assert!(
         out.stdout.starts_with(
             r#"{"key":"qs","state":"held","token":"tok","agreeing":2,"nodes":3,"answered":2,"per_node":[{"node":"127.0.0.1:"#
@@ -429,33 +432,20 @@ fn status_reads_every_node_and_says_what_the_majority_holds() {
         "{}",
         out.stdout
     );
-    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
-    assert!(
-        out.stderr.contains(&format!(
-            "127.0.0.1:{}: cannot read lock 'qs'",
-            servers[2].port()
-        )),
-        "{}",
-        out.stderr
-    );
 
     servers[1].pause();
-    let out = status(false);
+    let out = status(false)
+        .status(69)
+        .stderr_contains("on a majority: 2 of 3 nodes did not answer")
+        .output();
     servers[1].resume();
     servers[2].resume();
-    out.assert_code(69);
     assert!(
         out.stdout.starts_with(
             "lock 'qs' has no majority on 3 nodes: held on 1, free on 0, unanswered on 2\n"
         ),
         "{}",
         out.stdout
-    );
-    assert!(
-        out.stderr
-            .contains("on a majority: 2 of 3 nodes did not answer"),
-        "{}",
-        out.stderr
     );
 }
 
@@ -493,13 +483,15 @@ fn list_reads_every_node_and_shows_what_a_majority_holds() {
         .arg(60_000)
         .query(&mut servers[1].conn())
         .unwrap();
+    // Its stdout, read below.
     let list = |json: bool| {
         let args: &[&str] = if json { &["--json"] } else { &[] };
-        Redlock::admin_quorum("list", &servers).args(args).output()
+        Redlock::admin_quorum("list", &servers)
+            .args(args)
+            .any_stdout()
     };
 
-    let out = list(false);
-    out.assert_code(0);
+    let out = list(false).output();
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(lines.len(), 3, "{}", out.stdout);
     for (line, (name, on)) in lines.iter().zip([
@@ -513,10 +505,8 @@ fn list_reads_every_node_and_shows_what_a_majority_holds() {
             "{line}"
         );
     }
-    assert_eq!(out.stderr, "");
 
-    let out = list(true);
-    out.assert_code(0);
+    let out = list(true).output();
     assert!(
         out.stdout.starts_with(
             r#"[{"key":"a","state":"held","token":"tok-a","agreeing":3,"nodes":3,"answered":3,"per_node":["#
@@ -541,17 +531,13 @@ fn list_reads_every_node_and_shows_what_a_majority_holds() {
     // A majority silent: exit 69, each silent node named.
     servers[1].pause();
     servers[2].pause();
-    let out = list(false);
+    list(false)
+        .status(69)
+        .stderr_lines(3)
+        .stderr_contains("cannot list locks on a majority: 2 of 3 nodes did not answer")
+        .output();
     servers[1].resume();
     servers[2].resume();
-    out.assert_code(69);
-    assert_eq!(out.stderr.lines().count(), 3, "{}", out.stderr);
-    assert!(
-        out.stderr
-            .contains("cannot list locks on a majority: 2 of 3 nodes did not answer"),
-        "{}",
-        out.stderr
-    );
 }
 
 #[test]
@@ -600,6 +586,7 @@ fn a_silent_node_delays_the_start_and_the_exit_by_little() {
         .arg("-v")
         .sh(&format!("date +%s%N > {}", dir.sh("at")))
         .status(0)
+        .stderr_prefixed()
         .output();
     let after = now_ns();
     let ran: i128 = read(&dir.join("at")).trim().parse().unwrap();

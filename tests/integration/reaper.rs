@@ -25,15 +25,15 @@ fn a_double_forked_daemon_does_not_outlive_a_normal_exit() {
         .key("daemon")
         .arg("-v")
         .sh(&daemon_script(&dir, "exit 0"))
+        .stderr_prefixed()
+        .stderr_contains("stopping them")
         .output();
     let daemon = wait_for_pid(&dir.join("daemon.pid"));
-    out.assert_code(0);
     assert!(
         !pid_alive(daemon),
         "the setsid daemon {daemon} outlived redlock\n{}",
         out.stderr
     );
-    assert!(out.stderr.contains("stopping them"), "{}", out.stderr);
 }
 
 #[test]
@@ -137,6 +137,7 @@ fn the_watchdog_is_no_leftover_and_its_death_loses_nothing() {
         .arg("-vv")
         .sh("exit 0")
         .status(0)
+        .stderr_prefixed()
         .output();
     assert!(
         !out.stderr.contains("reaped") && !out.stderr.contains("left processes behind"),

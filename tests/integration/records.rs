@@ -34,9 +34,18 @@ fn history(redis: &RedisServer, key: &str) -> Vec<String> {
         .key(key)
         .arg("--json")
         .status(0)
-        .stderr("")
+        .any_stdout()
         .output();
     rows(&out.stdout)
+}
+
+/// The fencing token of a `history --json` row.
+fn fence(row: &str) -> u64 {
+    row.split(r#""fence":"#)
+        .nth(1)
+        .and_then(|r| r.split([',', '}']).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no fence in {row}"))
 }
 
 fn host() -> String {
@@ -70,16 +79,16 @@ fn every_run_is_recorded_with_how_it_ended() {
     let runs = history(&redis, "job");
     assert_eq!(runs.len(), 3, "{runs:?}");
     // Newest first: the signal death, the failure, the success; with the fencing tokens.
-    for (row, (outcome, status, fence)) in runs.iter().zip([
-        ("failed", "143", 3),
-        ("failed", "3", 2),
-        ("success", "0", 1),
-    ]) {
+    let fences: Vec<u64> = runs.iter().map(|r| fence(r)).collect();
+    assert!(fences.windows(2).all(|w| w[0] > w[1]), "{fences:?}");
+    for (row, (outcome, status)) in
+        runs.iter()
+            .zip([("failed", "143"), ("failed", "3"), ("success", "0")])
+    {
         for want in [
             format!(r#""host":"{}""#, host()),
             format!(r#""outcome":"{outcome}""#),
-            format!(r#""exit_status":{status}"#),
-            format!(r#""fence":{fence}"#),
+            format!(r#""exit_status":{status},"fence":"#),
         ] {
             assert!(row.contains(&want), "{want} missing from {row}");
         }
@@ -101,6 +110,7 @@ fn every_run_is_recorded_with_how_it_ended() {
     let out = Redlock::admin("history", &redis)
         .key("job")
         .status(0)
+        .any_stdout()
         .output();
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(lines.len(), 3, "{}", out.stdout);
@@ -111,7 +121,8 @@ fn every_run_is_recorded_with_how_it_ended() {
         "{}",
         lines[1]
     );
-    assert_eq!((fields[3], fields[4]), ("failed (exit 3)", "fence 2"));
+    assert_eq!(fields[3], "failed (exit 3)");
+    assert_eq!(fields[4], format!("fence {}", fences[1]));
 
     // status: the last run, the last success, the counters; in JSON too.
     Redlock::admin("status", &redis)
@@ -120,20 +131,28 @@ fn every_run_is_recorded_with_how_it_ended() {
         .stdout_contains("  last run: ")
         .stdout_contains("failed (exit 143)")
         .stdout_contains("  last success: ")
-        .stdout_contains("fence 1")
+        .stdout_contains(&format!("fence {}", fences[2]))
         .stdout_contains("  counts:   0 busy, 0 skipped, 0 lost; runs ended: 2 failed, 1 success")
         .output();
     let json = Redlock::admin("status", &redis)
         .key("job")
         .arg("--json")
         .status(0)
+        .any_stdout()
         .output()
         .stdout;
+    let (last, success) = (
+        format!(r#""exit_status":143,"fence":{}"#, fences[0]),
+        format!(
+            r#""outcome":"success","exit_status":0,"fence":{}"#,
+            fences[2]
+        ),
+    );
     for want in [
         r#""last_run":{"host""#,
-        r#""exit_status":143,"fence":3"#,
+        &last,
         r#""last_success":{"host""#,
-        r#""outcome":"success","exit_status":0,"fence":1"#,
+        &success,
         r#""counts":{"busy":0,"skipped":0,"lost":0,"success":1,"failed":2,"#,
     ] {
         assert!(json.contains(want), "{want} missing from {json}");
@@ -185,6 +204,7 @@ fn a_sigkilled_holder_is_shown_as_vanished() {
     let out = Redlock::admin("history", &redis)
         .key("gone")
         .status(0)
+        .any_stdout()
         .output();
     assert!(
         out.stdout
@@ -277,7 +297,8 @@ fn the_record_keeps_the_last_20_runs_in_a_few_kilobytes_and_every_key_expires() 
     assert_eq!(len, 20);
     let runs = history(&redis, "often");
     assert_eq!(runs.len(), 20);
-    assert!(runs[0].contains(r#""fence":23"#) && runs[19].contains(r#""fence":4"#));
+    let fences: Vec<u64> = runs.iter().map(|r| fence(r)).collect();
+    assert!(fences.windows(2).all(|w| w[0] > w[1]), "{fences:?}");
     // The counters still count every run, and the last success is kept beside them.
     let success: Option<String> = redis.conn().hget(counts_key("often"), "success").unwrap();
     assert_eq!(success.as_deref(), Some("23"));
@@ -348,6 +369,8 @@ fn check(url: &str, max_age: &str, status: i32, word: &str) -> Output {
         .key("nightly")
         .args(["--max-age", max_age])
         .status(status)
+        .any_stdout()
+        .any_stderr()
         .output();
     assert_eq!(out.stdout.lines().count(), 1, "{}", out.stdout);
     assert!(
@@ -362,13 +385,17 @@ fn check(url: &str, max_age: &str, status: i32, word: &str) -> Output {
 fn check_says_ok_warning_critical_or_unknown() {
     let mut redis = RedisServer::start();
     let url = redis.url();
-    let run = |redis: &RedisServer, script: &str| {
-        Redlock::run(redis).key("nightly").sh(script).output();
+    let run = |redis: &RedisServer, script: &str, status: i32| {
+        Redlock::run(redis)
+            .key("nightly")
+            .sh(script)
+            .status(status)
+            .output();
     };
     let out = check(&url, "1h", 2, "CRITICAL");
     assert_eq!(out.stdout, "CRITICAL: lock 'nightly' has no recorded run\n");
     assert_eq!(out.stderr, "");
-    run(&redis, "exit 4");
+    run(&redis, "exit 4", 4);
     let out = check(&url, "1h", 2, "CRITICAL");
     assert!(
         out.stdout
@@ -377,7 +404,7 @@ fn check_says_ok_warning_critical_or_unknown() {
         out.stdout
     );
     assert!(out.stdout.contains("failed (exit 4)"), "{}", out.stdout);
-    run(&redis, "true");
+    run(&redis, "true", 0);
     let out = check(&url, "1h", 0, "OK");
     assert!(
         out.stdout
@@ -386,7 +413,7 @@ fn check_says_ok_warning_critical_or_unknown() {
         out.stdout
     );
     assert_eq!(out.stderr, "");
-    run(&redis, "exit 5");
+    run(&redis, "exit 5", 5);
     let out = check(&url, "1h", 1, "WARNING");
     assert!(
         out.stdout.contains("but a later run did not") && out.stdout.contains("exit 5"),
@@ -398,6 +425,7 @@ fn check_says_ok_warning_critical_or_unknown() {
         .key("nightly")
         .args(["--max-age", "1h", "--json"])
         .status(1)
+        .any_stdout()
         .output()
         .stdout;
     assert!(
@@ -422,6 +450,7 @@ fn check_says_ok_warning_critical_or_unknown() {
             .status(3)
             .stderr_lines(1)
             .stderr_prefixed()
+            .any_stdout()
             .output();
         assert!(
             out.stdout.starts_with("UNKNOWN: "),
@@ -443,6 +472,8 @@ fn check_says_ok_warning_critical_or_unknown() {
         .key("nightly")
         .args(["--max-age", "1h", "--json"])
         .status(3)
+        .any_stdout()
+        .stderr_lines(1)
         .output()
         .stdout;
     assert!(
@@ -453,6 +484,7 @@ fn check_says_ok_warning_critical_or_unknown() {
         .key("nightly")
         .status(69)
         .stderr_lines(1)
+        .any_stdout()
         .output();
 }
 
@@ -478,7 +510,14 @@ fn a_quorum_records_each_run_on_every_node_and_reads_a_majority() {
             .key("q")
             .arg("--json")
     };
-    let runs = rows(&history(&nodes).status(0).stderr("").output().stdout);
+    let runs = rows(
+        &history(&nodes)
+            .status(0)
+            .stderr("")
+            .any_stdout()
+            .output()
+            .stdout,
+    );
     assert_eq!(runs.len(), 2, "one row a run, not one a node: {runs:?}");
     assert!(
         runs[0].contains(r#""outcome":"failed""#) && runs[1].contains(r#""outcome":"success""#)
@@ -496,16 +535,17 @@ fn a_quorum_records_each_run_on_every_node_and_reads_a_majority() {
         .stdout_contains(r#""last_run":{"#)
         .output();
     nodes[0].kill();
-    let out = history(&nodes).status(0).output();
+    let out = history(&nodes).any_stdout().any_stderr().output();
     assert_eq!(rows(&out.stdout).len(), 2);
     assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
     nodes[1].kill();
-    history(&nodes).status(69).output();
+    history(&nodes).status(69).stderr_prefixed().output();
     Redlock::admin_quorum("check", &nodes)
         .key("q")
         .args(["--max-age", "1h"])
         .status(3)
         .stdout_contains("UNKNOWN: ")
+        .stderr_prefixed()
         .output();
 }
 
@@ -521,9 +561,10 @@ fn the_record_lives_in_the_locks_slot_on_a_cluster_and_on_the_sentinels_master()
         .key("c")
         .status(0)
         .stderr("")
+        .any_stdout()
         .output();
     assert!(
-        out.stdout.contains("\tsuccess (exit 0)\tfence 1"),
+        out.stdout.contains("\tsuccess (exit 0)\tfence "),
         "{}",
         out.stdout
     );
@@ -608,11 +649,13 @@ fn the_records_lines_are_as_the_docs_show_them() {
     let out = Redlock::admin("history", &redis)
         .key("backup")
         .status(0)
+        .any_stdout()
         .output();
     assert_snapshot("history.stdout", &out.stdout, &[]);
     let out = Redlock::admin("status", &redis)
         .key("backup")
         .status(0)
+        .any_stdout()
         .output();
     let record: String = out
         .stdout
@@ -626,10 +669,12 @@ fn the_records_lines_are_as_the_docs_show_them() {
         .collect();
     assert_snapshot("status-record.stdout", &record, &[]);
     let mut said = String::new();
-    for max_age in ["25h", "1ms"] {
+    for (max_age, status) in [("25h", 0), ("1ms", 2)] {
         let out = Redlock::admin("check", &redis)
             .key("backup")
             .args(["--max-age", max_age])
+            .status(status)
+            .any_stdout()
             .output();
         said.push_str(&out.stdout);
     }
@@ -640,6 +685,7 @@ fn the_records_lines_are_as_the_docs_show_them() {
         .key("backup")
         .args(["--max-age", "25h"])
         .status(1)
+        .any_stdout()
         .output();
     said.push_str(&out.stdout);
     assert_snapshot("check.stdout", &said, &[]);

@@ -93,13 +93,10 @@ fn limit_lets_n_in_and_turns_the_next_away() {
     assert_eq!(tokens, want, "each holder's token is a member of the set");
     let fences: Vec<i64> = ["a", "b", "c"]
         .iter()
-        .map(|t| {
-            wait_for_line(&dir.join(&format!("{t}.fence")))
-                .parse()
-                .unwrap()
-        })
+        .map(|t| fencing_token(&wait_for_line(&dir.join(&format!("{t}.fence")))))
         .collect();
-    assert_eq!(fences, [1, 2, 3], "one fencing token per holder, in order");
+    // One fencing token per holder, in order.
+    assert_increasing(&fences);
 
     // The fourth is turned away at once and runs nothing.
     Redlock::run(&redis)
@@ -116,7 +113,8 @@ fn limit_lets_n_in_and_turns_the_next_away() {
     c.finish().assert_code(0);
     assert!(!holders(&redis, "dumps").contains(&tc), "c's slot is freed");
     let (d, _) = hold("d");
-    assert_eq!(wait_for_line(&dir.join("d.fence")), "4");
+    let next = fencing_token(&wait_for_line(&dir.join("d.fence")));
+    assert_increasing(&[fences[2], next]);
     for (p, tag) in [(a, "a"), (b, "b"), (d, "d")] {
         touch(&dir.join(&format!("{tag}.go")));
         p.finish().assert_code(0);
@@ -187,11 +185,10 @@ fn many_contenders_never_exceed_the_limit_and_fencing_only_grows() {
     let mut sorted = fences.clone();
     sorted.sort();
     sorted.dedup();
-    assert_eq!(
-        sorted,
-        (1..=10).collect::<Vec<_>>(),
-        "fencing tokens {fences:?}"
-    );
+    assert_eq!(sorted.len(), 10, "fencing tokens {fences:?}");
+    for fence in &fences {
+        fencing_token(&fence.to_string());
+    }
     assert_eq!(left_behind(&redis, "pool"), Vec::<String>::new());
 }
 
@@ -311,7 +308,7 @@ fn a_crashed_holders_slot_frees_when_its_lease_ends() {
     let killed = Instant::now();
     // Its watchdog kills its command; nothing releases the slot.
     wait_pid_dead(command, PATIENCE);
-    drop(crashed.finish());
+    crashed.finish().assert_signal(9);
     assert_eq!(
         holders(&redis, "crash").len(),
         2,
@@ -338,6 +335,8 @@ fn a_holder_renews_its_slot_and_stops_its_command_when_the_slot_is_gone() {
         .ttl("900ms")
         .sh("sleep 2")
         .status(0)
+        // A renewal slow on a loaded machine warns; nothing else is said.
+        .stderr_prefixed()
         .output();
     // Its place removed (as release --force --token does): the next renewal finds it gone.
     let (holder, token) = Redlock::run(&redis)
@@ -477,17 +476,13 @@ fn min_interval_max_runtime_metrics_and_json_logs_work_with_a_limit() {
     let dir = TempDir::new();
     let metrics = dir.join("cron.prom");
     let limit = || Redlock::run(&redis).key("cron").args(["--limit", "2"]);
-    let out = limit()
+    limit()
         .args(["--min-interval", "1h", "--log-format", "json", "-v"])
         .sh("true")
         .status(0)
+        .stderr_contains("\"event\":\"acquired\"")
+        .stderr_contains("\"fence\":1")
         .output();
-    assert!(
-        out.stderr.contains("\"event\":\"acquired\""),
-        "{}",
-        out.stderr
-    );
-    assert!(out.stderr.contains("\"fence\":1"), "{}", out.stderr);
     limit()
         .args(["--min-interval", "1h"])
         .sh("echo ran")
@@ -500,6 +495,7 @@ fn min_interval_max_runtime_metrics_and_json_logs_work_with_a_limit() {
         .arg(&metrics)
         .sh("sleep 30")
         .status(124)
+        .stderr("redlock: the command ran past --max-runtime; stopping it\n")
         .output();
     let text = read(&metrics);
     assert!(
@@ -540,7 +536,10 @@ fn a_semaphore_through_sentinel_and_on_a_cluster() {
         touch(&dir.join(&format!("{tag}b.go")));
         b.finish().assert_code(0);
         assert!(!dir.join("marker").exists());
-        assert_eq!(master.get(&fence_key(key)).as_deref(), Some("3"));
+        // Three acquisitions (a, b, the waiter): the counter is past both holders' tokens.
+        let counter = fencing_token(&master.get(&fence_key(key)).unwrap());
+        let held = |t: &str| fencing_token(&read(&dir.join(&format!("{tag}{t}.fence"))));
+        assert_increasing(&[held("a"), held("b"), counter]);
     }
 }
 
@@ -559,18 +558,21 @@ fn min_replicas_covers_a_semaphores_slots() {
             .ttl("1s")
     };
     // Renewed (and acknowledged) past its ttl.
-    limit().sh("sleep 2").status(0).output();
+    // A renewal slow on a loaded machine, or acknowledged late, warns; nothing else is said.
+    limit().sh("sleep 2").stderr_prefixed().output();
     let (holder, token) = limit().hold(&dir, "h");
     wait_until(PATIENCE, "the slot on the replica", || {
         holders(&replica, "rep") == [token.clone()]
     });
     replica.pause();
-    let out = limit().sh(&marker_script(&dir)).output();
+    limit()
+        .sh(&marker_script(&dir))
+        .status(69)
+        .stderr_contains("only 0 of 1 replica")
+        .output();
     let left = holders(&master, "rep");
     let gone = holder.finish_within(PATIENCE);
     replica.resume();
-    out.assert_code(69);
-    assert!(out.stderr.contains("only 0 of 1 replica"), "{}", out.stderr);
     assert!(!dir.join("marker").exists(), "ran on a slot no replica had");
     // Only the holder's own place may be left (it may be stopped and gone by now).
     assert!(

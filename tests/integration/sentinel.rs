@@ -49,7 +49,14 @@ fn locks_on_the_master_the_sentinels_name() {
         .output();
     assert!(!dir.join("marker").exists());
     assert_eq!(setup.master.get(&lock_key("job")), None);
-    assert_eq!(setup.master.get(&fence_key("job")).as_deref(), Some("1"));
+    // Taken once, on the master (the refused run took nothing).
+    assert_eq!(
+        setup
+            .master
+            .get(&fence_key("job"))
+            .map(|c| fencing_token(&c)),
+        Some(fencing_token(&read(&dir.join("a.fence"))))
+    );
 
     // Every sentinel gone during a hold: the holder keeps renewing on the master it knows.
     let (mut holder, _) = Redlock::run_at(&url)
@@ -94,11 +101,7 @@ fn bad_sentinel_and_cluster_urls_are_usage_errors() {
             .status(64)
             .stderr_lines(1)
             .output();
-        assert!(
-            !out.stderr.contains("s3cret") && !out.stderr.contains("t0psecret"),
-            "{}",
-            out.stderr
-        );
+        out.assert_no_secret(&["s3cret", "t0psecret"]);
         assert!(!dir.join("marker").exists(), "{url}");
     }
 }
@@ -130,9 +133,11 @@ fn renewals_follow_a_forced_failover() {
         renewed(&holder) >= before + 2 || !holder.running()
     });
     // A contender that asks the sentinels now finds the lock busy on the new master.
+    // 75, or 0 after a holder that lost its lease: which one, the holder's status says below.
     let contender = Redlock::run_at(&url)
         .key(key)
         .sh(&marker_script(&dir))
+        .any_status()
         .output();
     touch(&dir.join("a.go"));
     let out = holder.finish();
@@ -149,6 +154,7 @@ fn renewals_follow_a_forced_failover() {
     } else {
         // Lost and stopped in time; the contender may then have run, after it.
         out.assert_code(76);
+        assert!(matches!(contender.code(), 0 | 75), "{contender:?}");
     }
     assert!(
         out.stderr.contains("renewed lock"),
@@ -182,11 +188,11 @@ fn min_replicas_waits_for_a_replica_or_refuses_to_run() {
         .args(["--min-replicas", "1"])
         .ttl("2s")
         .sh(&marker_script(&dir))
+        .status(69)
+        .stderr_contains("only 0 of 1 replica")
+        .stderr_lines(1)
         .output();
     kill(Pid::from_raw(setup.replica.pid()), Signal::SIGCONT).unwrap();
-    out.assert_code(69);
-    assert!(out.stderr.contains("only 0 of 1 replica"), "{}", out.stderr);
-    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
     assert!(!dir.join("marker").exists());
     assert_eq!(setup.master.get(&lock_key("job")), None);
     assert!(out.elapsed < Duration::from_secs(10));

@@ -277,6 +277,7 @@ fn sigkill_of_redlock_takes_the_command_down_and_the_key_expires() {
         "the orphaned lock to expire",
         || redis.get(&lock_key("orphan")).is_none(),
     );
+    proc.finish().assert_signal(9);
 }
 
 /// A waiter on a held lock that gets `sig` exits 128+N at once and never runs its command.

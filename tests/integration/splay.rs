@@ -61,6 +61,7 @@ fn starts_spread_over_the_splay_and_each_waits_what_it_says() {
         .arg("-v")
         .sh("true")
         .status(0)
+        .any_stderr()
         .output();
     let first = out.stderr.lines().next().unwrap();
     assert!(

@@ -59,7 +59,7 @@ fn verbose_run_whose_stderr_reader_left_still_runs_releases_and_keeps_the_status
 fn list_into_a_pipe_whose_reader_left_exits_0_quietly() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let mut holder = Redlock::run(&redis)
+    let holder = Redlock::run(&redis)
         .key("listed")
         .sh(&format!("touch {}; sleep 30", dir.sh("ready")))
         .spawn();
@@ -72,7 +72,7 @@ fn list_into_a_pipe_whose_reader_left_exits_0_quietly() {
     let (code, stderr) = with_reader_gone(Redlock::admin("status", &redis).key("listed"), "stdout");
     assert_eq!((code, stderr.as_str()), (Some(0), ""));
     holder.signal(nix::sys::signal::Signal::SIGTERM);
-    assert!(holder.wait_timeout(PATIENCE).is_some());
+    holder.finish().assert_signal(15);
 }
 
 #[test]

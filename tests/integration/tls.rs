@@ -74,12 +74,8 @@ fn lock_over_tls_with_a_trusted_ca() {
         None,
         "lock not released over TLS"
     );
-    let fence: Option<String> = redis.get(&fence_key("tls"));
-    assert_eq!(
-        fence.as_deref(),
-        Some("1"),
-        "the acquire did not reach the TLS server"
-    );
+    // The acquire reached the TLS server: it moved the fencing counter there.
+    fence_of(&redis, "tls");
 }
 
 #[test]
@@ -115,6 +111,8 @@ fn tls_against_a_plain_port_fails_with_69_within_the_acquire_timeout() {
         .ttl("3s")
         .sh(&marker_script(&dir))
         .status(69)
+        .stderr_prefixed()
+        .stderr_lines(1)
         .output();
     assert!(
         out.elapsed < Duration::from_secs(5),
@@ -157,23 +155,20 @@ fn tls_ca_cert_option_and_variable_trust_the_ca() {
     let (redis, ca) = tls_server(&dir);
     let ca_arg = ca.to_str().unwrap();
     let fence = || run_with(&redis.tls_url(), "ca").sh("echo $REDLOCK_FENCING_TOKEN");
-    fence()
+    let first = fence()
         .args(["--tls-ca-cert", ca_arg])
         .status(0)
-        .stdout("1\n")
         .stderr("")
         .output();
-    fence()
-        .env("REDLOCK_TLS_CA_CERT", &ca)
-        .status(0)
-        .stdout("2\n")
-        .output();
+    let second = fence().env("REDLOCK_TLS_CA_CERT", &ca).status(0).output();
+    assert_increasing(&[fencing_token(&first.stdout), fencing_token(&second.stdout)]);
     // --tls-ca-cert wins over SSL_CERT_FILE.
     let (other_ca, _, _) = make_certs(&dir, "other");
     fence()
         .args(["--tls-ca-cert", ca_arg])
         .env("SSL_CERT_FILE", &other_ca)
         .status(0)
+        .stdout("3\n")
         .output();
 }
 
@@ -217,7 +212,7 @@ fn mutual_tls_needs_the_client_certificate() {
         .status(0)
         .stdout("ran\n")
         .output();
-    assert_eq!(redis.get(&fence_key("mtls")).as_deref(), Some("1"));
+    let fenced = fence_of(&redis, "mtls");
 
     // Without a client certificate the server ends the handshake: refused, nothing run.
     let out = run_with(&redis.tls_url(), "mtls")
@@ -227,7 +222,11 @@ fn mutual_tls_needs_the_client_certificate() {
         .stderr_lines(1)
         .output();
     assert!(!dir.join("marker").exists());
-    assert_eq!(redis.get(&fence_key("mtls")).as_deref(), Some("1"));
+    assert_eq!(
+        fence_of(&redis, "mtls"),
+        fenced,
+        "the refused run took the lock"
+    );
     assert!(
         !out.stderr.contains("PRIVATE KEY"),
         "stderr: {}",
@@ -248,7 +247,7 @@ fn tls_insecure_connects_to_an_untrusted_server_and_warns() {
         .stderr_contains("--tls-insecure")
         .stderr_contains("not verified")
         .output();
-    assert_eq!(redis.get(&fence_key("insecure")).as_deref(), Some("1"));
+    fence_of(&redis, "insecure");
 }
 
 #[test]

@@ -374,7 +374,7 @@ fn a_holder_that_dies_hands_over_when_its_lease_runs_out() {
 
     let killed = now_ns();
     holder.signal(Signal::SIGKILL);
-    holder.finish();
+    holder.finish().assert_signal(9);
     waiter.finish().assert_code(0);
     let after = read_stamps(&dir.join("0.start"))[0] - killed;
     // Nobody released, so no wake-up: the waiter's own retry, bounded by the holder's

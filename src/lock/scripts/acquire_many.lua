@@ -57,8 +57,10 @@ if room then
   local given = advance()
   redis.call('ZADD', lock, now + tonumber(ttl), token)
   redis.call('SET', kind, held_as)
+  -- The token as a string: cjson writes numbers with 14 digits, and tokens have 16.
   redis.call('HSET', holders, token, cjson.encode({
-    host = host, pid = pid, argv = command, started = started, since = now, fence = given }))
+    host = host, pid = pid, argv = command, started = started, since = now,
+    fence = string.format('%.0f', given) }))
   settle()
   record_start(token, host, pid, given, now)
   if waited == '1' then

@@ -188,7 +188,7 @@ script! {
     /// Read the fencing counter (a quorum's read phase).
     pub struct FenceRead {}
     keys [fence];
-    files [FENCE, lua!("fence_read")];
+    files [CLOCK, FENCE, lua!("fence_read")];
     reply i64;
 }
 
@@ -198,7 +198,7 @@ script! {
         at_least: i64,
     }
     keys [fence];
-    files [FENCE, lua!("fence_raise")];
+    files [CLOCK, FENCE, lua!("fence_raise")];
     reply i64;
 }
 

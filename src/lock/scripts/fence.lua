@@ -1,9 +1,33 @@
--- The fencing counter: counter() is its value (0 when never taken); advance() moves it on for
--- a new holder (or past a removed one) and returns the new value, the holder's fencing token.
+-- The fencing counter: counter() is its value (0 when never taken, or expired); advance() moves
+-- it on for a new holder (or past a removed one) and returns the new value, the holder's
+-- fencing token: one past the counter, or the server's clock in microseconds when that is
+-- larger. So tokens go on increasing across a counter that was lost (a restart without
+-- persistence, FLUSHALL, a failover to a replica that missed the last acquisitions, or the
+-- counter expiring after the lock was idle), as long as the server's clock does not step back
+-- by more than the time between two acquisitions. The counter expires FENCE_LIFETIME_MS after
+-- the last acquisition (`FENCE_LIFETIME` in lock/mod.rs says the same): a lock used once a month
+-- still shows it, and none lives forever.
 -- Uses: fence.
+-- Needs clock.lua before it.
+local FENCE_LIFETIME_MS = 3456000000
 local function counter()
   return tonumber(redis.call('GET', fence) or '0') or 0
 end
+-- The counter at least `floor`, and its lifetime from now (numbers written out whole: a Lua
+-- number passed to Redis could be written with an exponent).
+local function raise_to(floor)
+  local c = counter()
+  if c < floor then
+    redis.call('SET', fence, string.format('%.0f', floor), 'PX', FENCE_LIFETIME_MS)
+    return floor
+  end
+  redis.call('PEXPIRE', fence, FENCE_LIFETIME_MS)
+  return c
+end
 local function advance()
-  return redis.call('INCR', fence)
+  local c = counter()
+  local step = math.max(1, now_us() - c)
+  local token = redis.call('INCRBY', fence, string.format('%.0f', step))
+  redis.call('PEXPIRE', fence, FENCE_LIFETIME_MS)
+  return token
 end

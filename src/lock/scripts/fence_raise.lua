@@ -1,11 +1,5 @@
 -- Raise the fencing counter to at least `at_least`, for a quorum's write-back phase; never
--- lowers it.
+-- lowers it, and renews its lifetime.
 -- KEYS and ARGV: `FenceRaise` in calls.rs.
 -- Returns the counter afterwards.
-local c = counter()
-local floor = tonumber(at_least)
-if c < floor then
-  redis.call('SET', fence, at_least)
-  return floor
-end
-return c
+return raise_to(tonumber(at_least))
