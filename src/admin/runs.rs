@@ -262,6 +262,17 @@ pub(crate) fn merged_summary(summaries: &[&Summary], runs: &[Run]) -> Summary {
     }
 }
 
+/// What `status` over a quorum says of the record beside each node's view: the newest of the
+/// nodes' last runs (each node's own, merged by token), and the rest as [`merged_summary`].
+pub(crate) fn quorum_summary(summaries: &[&Summary]) -> Summary {
+    let lasts: Vec<Vec<Run>> = summaries
+        .iter()
+        .map(|s| s.last_run.iter().cloned().collect())
+        .collect();
+    let lists: Vec<&[Run]> = lasts.iter().map(Vec::as_slice).collect();
+    merged_summary(summaries, &merged(&lists))
+}
+
 /// The record's bound and lifetime, as `history` says them.
 pub(crate) fn kept() -> String {
     format!(

@@ -17,6 +17,7 @@ fn token_of_a_run(redis: &RedisServer, name: &str) -> i64 {
         .key(name)
         .sh("echo $REDLOCK_FENCING_TOKEN")
         .status(0)
+        .any_stdout()
         .output();
     fencing_token(&out.stdout)
 }
@@ -136,6 +137,7 @@ fn no_key_lives_for_ever_after_runs_of_every_kind() {
         .key("broken")
         .arg("--force")
         .status(0)
+        .stdout_contains("released lock 'broken'")
         .output();
     h.finish().assert_code(76);
 

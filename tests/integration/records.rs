@@ -532,7 +532,9 @@ fn a_quorum_records_each_run_on_every_node_and_reads_a_majority() {
         .key("q")
         .arg("--json")
         .status(0)
-        .stdout_contains(r#""last_run":{"#)
+        .stdout_contains(r#""per_node":[{"#)
+        .stdout_contains(r#"}],"last_run":{"#)
+        .stdout_contains(r#""counts":{"busy":0,"skipped":0,"lost":0,"success":1,"failed":1,"#)
         .output();
     nodes[0].kill();
     let out = history(&nodes).any_stdout().any_stderr().output();
