@@ -300,7 +300,7 @@ fn release_force_removes_a_foreign_key_at_a_lock_name() {
         .key("odd")
         .sh("echo $REDLOCK_FENCING_TOKEN")
         .status(0)
-        .any_stdout()
+        .any_stdout() // the token, parsed below
         .output();
     assert_increasing(&[fenced, fencing_token(&out.stdout)]);
 

@@ -480,13 +480,20 @@ fn tstp_stops_the_command_then_redlock_and_cont_continues_both() {
     wait_for_file(&dir.join("t.ready"));
     let pid = wait_for_pid(&dir.join("t.pid"));
     proc.signal(Signal::SIGTSTP);
-    let give_up = Instant::now() + PATIENCE;
-    while !(proc_state(pid) == Some('T') && proc_state(proc.pid()) == Some('T')) {
+    let start = Instant::now();
+    // Each change of the two states, for the message if they are never both stopped.
+    let mut seen: Vec<(Duration, Option<char>, Option<char>)> = Vec::new();
+    loop {
+        let now = (proc_state(pid), proc_state(proc.pid()));
+        if now == (Some('T'), Some('T')) {
+            break;
+        }
+        if seen.last().is_none_or(|&(_, c, r)| (c, r) != now) {
+            seen.push((start.elapsed(), now.0, now.1));
+        }
         assert!(
-            Instant::now() < give_up,
-            "not both stopped: command {:?}, redlock {:?}\n{}",
-            proc_state(pid),
-            proc_state(proc.pid()),
+            start.elapsed() < PATIENCE,
+            "not both stopped (elapsed, command, redlock): {seen:?}\n{}",
             proc.stderr_so_far()
         );
         std::thread::sleep(Duration::from_millis(5));
