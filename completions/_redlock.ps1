@@ -28,6 +28,8 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Run COMMAND while holding the lock NAME; release it when COMMAND ends')
             [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Show whether the lock NAME is free or held, by whom (each holder of a semaphore or shared lock), for how long, its fencing counter and its waiters')
             [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'List the locks under a prefix (SCAN, never KEYS), held ones with their holders and waiters')
+            [CompletionResult]::new('history', 'history', [CompletionResultType]::ParameterValue, 'Show the recent runs of the lock NAME, newest first: host, start, duration, how each ended (a holder that vanished too), fencing token')
+            [CompletionResult]::new('check', 'check', [CompletionResultType]::ParameterValue, 'A dead man''s switch for monitoring: did a run of the lock NAME succeed, on any host, within --max-age? One line starting OK, WARNING, CRITICAL or UNKNOWN')
             [CompletionResult]::new('release', 'release', [CompletionResultType]::ParameterValue, 'Break-glass: delete the lock NAME whoever holds it (or one of its several holders), and advance its fencing counter')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script to stdout (no Redis needed)')
             [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Print the man page, redlock(1), to stdout as roff (no Redis needed)')
@@ -47,6 +49,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'A semaphore: at most N holders of the lock at once, across every host, each with its own token and lease. Every client of the lock must give the same N (not read from the environment, like --key)')
             [CompletionResult]::new('--conflict-exit-code', '--conflict-exit-code', [CompletionResultType]::ParameterName, 'Exit status when the lock was not acquired (or the run was skipped by --min-interval)')
             [CompletionResult]::new('--min-interval', '--min-interval', [CompletionResultType]::ParameterName, 'Skip the run (conflict status) if a run of this lock succeeded this recently, on any host')
+            [CompletionResult]::new('--splay', '--splay', [CompletionResultType]::ParameterName, 'Before the first attempt, wait a random time in [0, DURATION), so that a fleet started by the same crontab line spreads out (and another host can win). A signal ends it as it ends a wait for the lock; --min-interval is checked after it')
             [CompletionResult]::new('--stop-signal', '--stop-signal', [CompletionResultType]::ParameterName, 'Signal that asks the command to stop (lock lost, --max-runtime): a name or number')
             [CompletionResult]::new('--kill-after', '--kill-after', [CompletionResultType]::ParameterName, 'Grace between the stop signal and SIGKILL [default: 5s]. After the loss of the lease it is at most a quarter of the ttl, and never past the lease.')
             [CompletionResult]::new('--min-replicas', '--min-replicas', [CompletionResultType]::ParameterName, 'After taking the lock and after every renewal, wait for N replicas to acknowledge it (WAIT, up to ttl/10, at most 1s). Too few after taking it: release it, do not run the command, exit 69. A renewal too few acknowledged does not extend the lease: if none is acknowledged before it runs low, the command is stopped (76). With several --url: N replicas of each node. 0: do not wait')
@@ -108,6 +111,49 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             break
         }
+        'redlock;history' {
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the Redis keys: the lock is PREFIX{NAME}')
+            [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
+            [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss://: trust the CA certificates in this PEM file instead of the system store')
+            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'For rediss:// with mutual TLS: the client certificate (PEM; needs --tls-key)')
+            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'For rediss:// with mutual TLS: the client''s private key (PEM; needs --tls-cert)')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Diagnostics as text lines, or as one JSON object per line (stable event names)')
+            [CompletionResult]::new('--tls-insecure', '--tls-insecure', [CompletionResultType]::ParameterName, 'TESTING ONLY: do not verify the server''s TLS certificate, so anyone on the network path can pose as Redis. Warns on every use')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON array of the runs instead of text')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Say more on stderr (repeat for more)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Say more on stderr (repeat for more)')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Say nothing on stderr but errors')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Say nothing on stderr but errors')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'redlock;check' {
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the Redis keys: the lock is PREFIX{NAME}')
+            [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
+            [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss://: trust the CA certificates in this PEM file instead of the system store')
+            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'For rediss:// with mutual TLS: the client certificate (PEM; needs --tls-key)')
+            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'For rediss:// with mutual TLS: the client''s private key (PEM; needs --tls-cert)')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock')
+            [CompletionResult]::new('--max-age', '--max-age', [CompletionResultType]::ParameterName, 'OK only if a run succeeded within this long (by the server''s clock), on any host')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Diagnostics as text lines, or as one JSON object per line (stable event names)')
+            [CompletionResult]::new('--tls-insecure', '--tls-insecure', [CompletionResultType]::ParameterName, 'TESTING ONLY: do not verify the server''s TLS certificate, so anyone on the network path can pose as Redis. Warns on every use')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON object (with the same exit status) instead of the line')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Say more on stderr (repeat for more)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Say more on stderr (repeat for more)')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Say nothing on stderr but errors')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Say nothing on stderr but errors')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
         'redlock;release' {
             [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the Redis keys: the lock is PREFIX{NAME}')
@@ -149,6 +195,8 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Run COMMAND while holding the lock NAME; release it when COMMAND ends')
             [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Show whether the lock NAME is free or held, by whom (each holder of a semaphore or shared lock), for how long, its fencing counter and its waiters')
             [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'List the locks under a prefix (SCAN, never KEYS), held ones with their holders and waiters')
+            [CompletionResult]::new('history', 'history', [CompletionResultType]::ParameterValue, 'Show the recent runs of the lock NAME, newest first: host, start, duration, how each ended (a holder that vanished too), fencing token')
+            [CompletionResult]::new('check', 'check', [CompletionResultType]::ParameterValue, 'A dead man''s switch for monitoring: did a run of the lock NAME succeed, on any host, within --max-age? One line starting OK, WARNING, CRITICAL or UNKNOWN')
             [CompletionResult]::new('release', 'release', [CompletionResultType]::ParameterValue, 'Break-glass: delete the lock NAME whoever holds it (or one of its several holders), and advance its fencing counter')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script to stdout (no Redis needed)')
             [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Print the man page, redlock(1), to stdout as roff (no Redis needed)')
@@ -162,6 +210,12 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             break
         }
         'redlock;help;list' {
+            break
+        }
+        'redlock;help;history' {
+            break
+        }
+        'redlock;help;check' {
             break
         }
         'redlock;help;release' {

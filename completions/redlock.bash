@@ -16,11 +16,17 @@ _redlock() {
             ",$1")
                 cmd="redlock"
                 ;;
+            redlock,check)
+                cmd="redlock__subcmd__check"
+                ;;
             redlock,completions)
                 cmd="redlock__subcmd__completions"
                 ;;
             redlock,help)
                 cmd="redlock__subcmd__help"
+                ;;
+            redlock,history)
+                cmd="redlock__subcmd__history"
                 ;;
             redlock,list)
                 cmd="redlock__subcmd__list"
@@ -37,11 +43,17 @@ _redlock() {
             redlock,status)
                 cmd="redlock__subcmd__status"
                 ;;
+            redlock__subcmd__help,check)
+                cmd="redlock__subcmd__help__subcmd__check"
+                ;;
             redlock__subcmd__help,completions)
                 cmd="redlock__subcmd__help__subcmd__completions"
                 ;;
             redlock__subcmd__help,help)
                 cmd="redlock__subcmd__help__subcmd__help"
+                ;;
+            redlock__subcmd__help,history)
+                cmd="redlock__subcmd__help__subcmd__history"
                 ;;
             redlock__subcmd__help,list)
                 cmd="redlock__subcmd__help__subcmd__list"
@@ -65,12 +77,62 @@ _redlock() {
 
     case "${cmd}" in
         redlock)
-            opts="-h -V --help --version run status list release completions man help"
+            opts="-h -V --help --version run status list history check release completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        redlock__subcmd__check)
+            opts="-v -q -h -V --url --prefix --password-file --tls-ca-cert --tls-cert --tls-key --tls-insecure --key --max-age --json --verbose --quiet --log-format --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-ca-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-age)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -93,8 +155,22 @@ _redlock() {
             return 0
             ;;
         redlock__subcmd__help)
-            opts="run status list release completions man help"
+            opts="run status list history check release completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        redlock__subcmd__help__subcmd__check)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -121,6 +197,20 @@ _redlock() {
             return 0
             ;;
         redlock__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        redlock__subcmd__help__subcmd__history)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -197,6 +287,52 @@ _redlock() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        redlock__subcmd__history)
+            opts="-v -q -h -V --url --prefix --password-file --tls-ca-cert --tls-cert --tls-key --tls-insecure --key --json --verbose --quiet --log-format --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-ca-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -311,7 +447,7 @@ _redlock() {
             return 0
             ;;
         redlock__subcmd__run)
-            opts="-v -q -h -V --url --prefix --password-file --tls-ca-cert --tls-cert --tls-key --tls-insecure --key --ttl --wait --fair --limit --shared --conflict-exit-code --min-interval --stop-signal --kill-after --min-replicas --fsync --max-runtime --metrics-file --verbose --quiet --log-format --help --version"
+            opts="-v -q -h -V --url --prefix --password-file --tls-ca-cert --tls-cert --tls-key --tls-insecure --key --ttl --wait --fair --limit --shared --conflict-exit-code --min-interval --splay --stop-signal --kill-after --min-replicas --fsync --max-runtime --metrics-file --verbose --quiet --log-format --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -362,6 +498,10 @@ _redlock() {
                     return 0
                     ;;
                 --min-interval)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --splay)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

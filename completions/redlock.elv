@@ -25,6 +25,8 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand run 'Run COMMAND while holding the lock NAME; release it when COMMAND ends'
             cand status 'Show whether the lock NAME is free or held, by whom (each holder of a semaphore or shared lock), for how long, its fencing counter and its waiters'
             cand list 'List the locks under a prefix (SCAN, never KEYS), held ones with their holders and waiters'
+            cand history 'Show the recent runs of the lock NAME, newest first: host, start, duration, how each ended (a holder that vanished too), fencing token'
+            cand check 'A dead man''s switch for monitoring: did a run of the lock NAME succeed, on any host, within --max-age? One line starting OK, WARNING, CRITICAL or UNKNOWN'
             cand release 'Break-glass: delete the lock NAME whoever holds it (or one of its several holders), and advance its fencing counter'
             cand completions 'Print a shell completion script to stdout (no Redis needed)'
             cand man 'Print the man page, redlock(1), to stdout as roff (no Redis needed)'
@@ -43,6 +45,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --limit 'A semaphore: at most N holders of the lock at once, across every host, each with its own token and lease. Every client of the lock must give the same N (not read from the environment, like --key)'
             cand --conflict-exit-code 'Exit status when the lock was not acquired (or the run was skipped by --min-interval)'
             cand --min-interval 'Skip the run (conflict status) if a run of this lock succeeded this recently, on any host'
+            cand --splay 'Before the first attempt, wait a random time in [0, DURATION), so that a fleet started by the same crontab line spreads out (and another host can win). A signal ends it as it ends a wait for the lock; --min-interval is checked after it'
             cand --stop-signal 'Signal that asks the command to stop (lock lost, --max-runtime): a name or number'
             cand --kill-after 'Grace between the stop signal and SIGKILL [default: 5s]. After the loss of the lease it is at most a quarter of the ttl, and never past the lease.'
             cand --min-replicas 'After taking the lock and after every renewal, wait for N replicas to acknowledge it (WAIT, up to ttl/10, at most 1s). Too few after taking it: release it, do not run the command, exit 69. A renewal too few acknowledged does not extend the lease: if none is acknowledged before it runs low, the command is stopped (76). With several --url: N replicas of each node. 0: do not wait'
@@ -101,6 +104,47 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
         }
+        &'redlock;history'= {
+            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
+            cand --prefix 'Prefix of the Redis keys: the lock is PREFIX{NAME}'
+            cand --password-file 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
+            cand --tls-ca-cert 'For rediss://: trust the CA certificates in this PEM file instead of the system store'
+            cand --tls-cert 'For rediss:// with mutual TLS: the client certificate (PEM; needs --tls-key)'
+            cand --tls-key 'For rediss:// with mutual TLS: the client''s private key (PEM; needs --tls-cert)'
+            cand --key 'Name of the lock'
+            cand --log-format 'Diagnostics as text lines, or as one JSON object per line (stable event names)'
+            cand --tls-insecure 'TESTING ONLY: do not verify the server''s TLS certificate, so anyone on the network path can pose as Redis. Warns on every use'
+            cand --json 'Print one JSON array of the runs instead of text'
+            cand -v 'Say more on stderr (repeat for more)'
+            cand --verbose 'Say more on stderr (repeat for more)'
+            cand -q 'Say nothing on stderr but errors'
+            cand --quiet 'Say nothing on stderr but errors'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'redlock;check'= {
+            cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
+            cand --prefix 'Prefix of the Redis keys: the lock is PREFIX{NAME}'
+            cand --password-file 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
+            cand --tls-ca-cert 'For rediss://: trust the CA certificates in this PEM file instead of the system store'
+            cand --tls-cert 'For rediss:// with mutual TLS: the client certificate (PEM; needs --tls-key)'
+            cand --tls-key 'For rediss:// with mutual TLS: the client''s private key (PEM; needs --tls-cert)'
+            cand --key 'Name of the lock'
+            cand --max-age 'OK only if a run succeeded within this long (by the server''s clock), on any host'
+            cand --log-format 'Diagnostics as text lines, or as one JSON object per line (stable event names)'
+            cand --tls-insecure 'TESTING ONLY: do not verify the server''s TLS certificate, so anyone on the network path can pose as Redis. Warns on every use'
+            cand --json 'Print one JSON object (with the same exit status) instead of the line'
+            cand -v 'Say more on stderr (repeat for more)'
+            cand --verbose 'Say more on stderr (repeat for more)'
+            cand -q 'Say nothing on stderr but errors'
+            cand --quiet 'Say nothing on stderr but errors'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
         &'redlock;release'= {
             cand --url 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
             cand --prefix 'Prefix of the Redis keys: the lock is PREFIX{NAME}'
@@ -139,6 +183,8 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand run 'Run COMMAND while holding the lock NAME; release it when COMMAND ends'
             cand status 'Show whether the lock NAME is free or held, by whom (each holder of a semaphore or shared lock), for how long, its fencing counter and its waiters'
             cand list 'List the locks under a prefix (SCAN, never KEYS), held ones with their holders and waiters'
+            cand history 'Show the recent runs of the lock NAME, newest first: host, start, duration, how each ended (a holder that vanished too), fencing token'
+            cand check 'A dead man''s switch for monitoring: did a run of the lock NAME succeed, on any host, within --max-age? One line starting OK, WARNING, CRITICAL or UNKNOWN'
             cand release 'Break-glass: delete the lock NAME whoever holds it (or one of its several holders), and advance its fencing counter'
             cand completions 'Print a shell completion script to stdout (no Redis needed)'
             cand man 'Print the man page, redlock(1), to stdout as roff (no Redis needed)'
@@ -149,6 +195,10 @@ set edit:completion:arg-completer[redlock] = {|@words|
         &'redlock;help;status'= {
         }
         &'redlock;help;list'= {
+        }
+        &'redlock;help;history'= {
+        }
+        &'redlock;help;check'= {
         }
         &'redlock;help;release'= {
         }

@@ -29,6 +29,8 @@ complete -c redlock -n "__fish_redlock_needs_command" -s V -l version -d 'Print 
 complete -c redlock -n "__fish_redlock_needs_command" -f -a "run" -d 'Run COMMAND while holding the lock NAME; release it when COMMAND ends'
 complete -c redlock -n "__fish_redlock_needs_command" -f -a "status" -d 'Show whether the lock NAME is free or held, by whom (each holder of a semaphore or shared lock), for how long, its fencing counter and its waiters'
 complete -c redlock -n "__fish_redlock_needs_command" -f -a "list" -d 'List the locks under a prefix (SCAN, never KEYS), held ones with their holders and waiters'
+complete -c redlock -n "__fish_redlock_needs_command" -f -a "history" -d 'Show the recent runs of the lock NAME, newest first: host, start, duration, how each ended (a holder that vanished too), fencing token'
+complete -c redlock -n "__fish_redlock_needs_command" -f -a "check" -d 'A dead man\'s switch for monitoring: did a run of the lock NAME succeed, on any host, within --max-age? One line starting OK, WARNING, CRITICAL or UNKNOWN'
 complete -c redlock -n "__fish_redlock_needs_command" -f -a "release" -d 'Break-glass: delete the lock NAME whoever holds it (or one of its several holders), and advance its fencing counter'
 complete -c redlock -n "__fish_redlock_needs_command" -f -a "completions" -d 'Print a shell completion script to stdout (no Redis needed)'
 complete -c redlock -n "__fish_redlock_needs_command" -f -a "man" -d 'Print the man page, redlock(1), to stdout as roff (no Redis needed)'
@@ -45,6 +47,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand run" -l wait -d 'How lon
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l limit -d 'A semaphore: at most N holders of the lock at once, across every host, each with its own token and lease. Every client of the lock must give the same N (not read from the environment, like --key)' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l conflict-exit-code -d 'Exit status when the lock was not acquired (or the run was skipped by --min-interval)' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l min-interval -d 'Skip the run (conflict status) if a run of this lock succeeded this recently, on any host' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l splay -d 'Before the first attempt, wait a random time in [0, DURATION), so that a fleet started by the same crontab line spreads out (and another host can win). A signal ends it as it ends a wait for the lock; --min-interval is checked after it' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l stop-signal -d 'Signal that asks the command to stop (lock lost, --max-runtime): a name or number' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l kill-after -d 'Grace between the stop signal and SIGKILL [default: 5s]. After the loss of the lease it is at most a quarter of the ttl, and never past the lease.' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l min-replicas -d 'After taking the lock and after every renewal, wait for N replicas to acknowledge it (WAIT, up to ttl/10, at most 1s). Too few after taking it: release it, do not run the command, exit 69. A renewal too few acknowledged does not extend the lease: if none is acknowledged before it runs low, the command is stopped (76). With several --url: N replicas of each node. 0: do not wait' -r
@@ -89,6 +92,37 @@ complete -c redlock -n "__fish_redlock_using_subcommand list" -s v -l verbose -d
 complete -c redlock -n "__fish_redlock_using_subcommand list" -s q -l quiet -d 'Say nothing on stderr but errors'
 complete -c redlock -n "__fish_redlock_using_subcommand list" -s h -l help -d 'Print help'
 complete -c redlock -n "__fish_redlock_using_subcommand list" -s V -l version -d 'Print version'
+complete -c redlock -n "__fish_redlock_using_subcommand history" -l url -d 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
+complete -c redlock -n "__fish_redlock_using_subcommand history" -l prefix -d 'Prefix of the Redis keys: the lock is PREFIX{NAME}' -r
+complete -c redlock -n "__fish_redlock_using_subcommand history" -l password-file -d 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand history" -l tls-ca-cert -d 'For rediss://: trust the CA certificates in this PEM file instead of the system store' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand history" -l tls-cert -d 'For rediss:// with mutual TLS: the client certificate (PEM; needs --tls-key)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand history" -l tls-key -d 'For rediss:// with mutual TLS: the client\'s private key (PEM; needs --tls-cert)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand history" -l key -d 'Name of the lock' -r
+complete -c redlock -n "__fish_redlock_using_subcommand history" -l log-format -d 'Diagnostics as text lines, or as one JSON object per line (stable event names)' -r -f -a "text\t''
+json\t''"
+complete -c redlock -n "__fish_redlock_using_subcommand history" -l tls-insecure -d 'TESTING ONLY: do not verify the server\'s TLS certificate, so anyone on the network path can pose as Redis. Warns on every use'
+complete -c redlock -n "__fish_redlock_using_subcommand history" -l json -d 'Print one JSON array of the runs instead of text'
+complete -c redlock -n "__fish_redlock_using_subcommand history" -s v -l verbose -d 'Say more on stderr (repeat for more)'
+complete -c redlock -n "__fish_redlock_using_subcommand history" -s q -l quiet -d 'Say nothing on stderr but errors'
+complete -c redlock -n "__fish_redlock_using_subcommand history" -s h -l help -d 'Print help'
+complete -c redlock -n "__fish_redlock_using_subcommand history" -s V -l version -d 'Print version'
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l url -d 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l prefix -d 'Prefix of the Redis keys: the lock is PREFIX{NAME}' -r
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l password-file -d 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l tls-ca-cert -d 'For rediss://: trust the CA certificates in this PEM file instead of the system store' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l tls-cert -d 'For rediss:// with mutual TLS: the client certificate (PEM; needs --tls-key)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l tls-key -d 'For rediss:// with mutual TLS: the client\'s private key (PEM; needs --tls-cert)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l key -d 'Name of the lock' -r
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l max-age -d 'OK only if a run succeeded within this long (by the server\'s clock), on any host' -r
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l log-format -d 'Diagnostics as text lines, or as one JSON object per line (stable event names)' -r -f -a "text\t''
+json\t''"
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l tls-insecure -d 'TESTING ONLY: do not verify the server\'s TLS certificate, so anyone on the network path can pose as Redis. Warns on every use'
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l json -d 'Print one JSON object (with the same exit status) instead of the line'
+complete -c redlock -n "__fish_redlock_using_subcommand check" -s v -l verbose -d 'Say more on stderr (repeat for more)'
+complete -c redlock -n "__fish_redlock_using_subcommand check" -s q -l quiet -d 'Say nothing on stderr but errors'
+complete -c redlock -n "__fish_redlock_using_subcommand check" -s h -l help -d 'Print help'
+complete -c redlock -n "__fish_redlock_using_subcommand check" -s V -l version -d 'Print version'
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l url -d 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l prefix -d 'Prefix of the Redis keys: the lock is PREFIX{NAME}' -r
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l password-file -d 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL' -r -F
@@ -110,11 +144,13 @@ complete -c redlock -n "__fish_redlock_using_subcommand completions" -s h -l hel
 complete -c redlock -n "__fish_redlock_using_subcommand completions" -s V -l version -d 'Print version'
 complete -c redlock -n "__fish_redlock_using_subcommand man" -s h -l help -d 'Print help'
 complete -c redlock -n "__fish_redlock_using_subcommand man" -s V -l version -d 'Print version'
-complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list release completions man help" -f -a "run" -d 'Run COMMAND while holding the lock NAME; release it when COMMAND ends'
-complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list release completions man help" -f -a "status" -d 'Show whether the lock NAME is free or held, by whom (each holder of a semaphore or shared lock), for how long, its fencing counter and its waiters'
-complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list release completions man help" -f -a "list" -d 'List the locks under a prefix (SCAN, never KEYS), held ones with their holders and waiters'
-complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list release completions man help" -f -a "release" -d 'Break-glass: delete the lock NAME whoever holds it (or one of its several holders), and advance its fencing counter'
-complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list release completions man help" -f -a "completions" -d 'Print a shell completion script to stdout (no Redis needed)'
-complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list release completions man help" -f -a "man" -d 'Print the man page, redlock(1), to stdout as roff (no Redis needed)'
-complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list release completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list history check release completions man help" -f -a "run" -d 'Run COMMAND while holding the lock NAME; release it when COMMAND ends'
+complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list history check release completions man help" -f -a "status" -d 'Show whether the lock NAME is free or held, by whom (each holder of a semaphore or shared lock), for how long, its fencing counter and its waiters'
+complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list history check release completions man help" -f -a "list" -d 'List the locks under a prefix (SCAN, never KEYS), held ones with their holders and waiters'
+complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list history check release completions man help" -f -a "history" -d 'Show the recent runs of the lock NAME, newest first: host, start, duration, how each ended (a holder that vanished too), fencing token'
+complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list history check release completions man help" -f -a "check" -d 'A dead man\'s switch for monitoring: did a run of the lock NAME succeed, on any host, within --max-age? One line starting OK, WARNING, CRITICAL or UNKNOWN'
+complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list history check release completions man help" -f -a "release" -d 'Break-glass: delete the lock NAME whoever holds it (or one of its several holders), and advance its fencing counter'
+complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list history check release completions man help" -f -a "completions" -d 'Print a shell completion script to stdout (no Redis needed)'
+complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list history check release completions man help" -f -a "man" -d 'Print the man page, redlock(1), to stdout as roff (no Redis needed)'
+complete -c redlock -n "__fish_redlock_using_subcommand help; and not __fish_seen_subcommand_from run status list history check release completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c redlock -n "__fish_redlock_using_subcommand completions; and not __fish_seen_subcommand_from bash elvish fish powershell zsh" -f -a "bash elvish fish powershell zsh"

@@ -2,11 +2,12 @@
 # The whole check, as CI runs it: formatting, lints, the Debian package (built, installed, checked,
 # removed: scripts/check-deb.sh), then unit and integration tests against real redis-server
 # processes the tests start themselves (the core of them on valkey-server first). The tests run
-# last so that the full suite's summary closes the log.
+# last so that the full suite's summary closes the log. promtool (Debian's prometheus package)
+# checks the metrics file in the counters module.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/need.sh
-need_packages tmux openssl groff:groff-base man:man-db fish
+need_packages tmux openssl groff:groff-base man:man-db fish promtool:prometheus
 cargo fmt --check
 cargo clippy --all-targets --locked -- -D warnings
 bash scripts/check-deb.sh

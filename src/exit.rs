@@ -1,6 +1,6 @@
 //! How a run ends and which exit status says so: the one place where redlock's exit statuses
 //! live. [`Outcome`] is how a `redlock run` ended; it yields the exit status and the metrics
-//! label (`report::Event` names the JSON log event that reports it). The tables (`RUN`, `STATUS`, `LIST`, `RELEASE`) are data that
+//! label (`report::Event` names the JSON log event that reports it). The tables (`RUN`, `STATUS`, `LIST`, `HISTORY`, `CHECK`, `RELEASE`) are data that
 //! `--help` and the man page render and a test checks the README against.
 //!
 //! Everything else (the command's own status, 128+N for a signal death) passes through unchanged.
@@ -184,6 +184,54 @@ pub const LIST: &[Row] = &[
     ),
 ];
 
+/// The exit statuses of `redlock history`.
+pub const HISTORY: &[Row] = &[
+    row(
+        "0",
+        "the runs were shown (none is fine: a lock that never ran)",
+    ),
+    row("64", "usage error"),
+    row(
+        "69",
+        "Redis unreachable or answered with an error (several --url: a majority did not answer)",
+    ),
+];
+
+/// `redlock check`'s statuses: the monitoring-plugin convention (Nagios, Icinga, Sensu,
+/// Zabbix), not redlock's sysexits.
+pub mod check {
+    /// A run succeeded within `--max-age`, and none failed since.
+    pub const OK: i32 = 0;
+    /// A run succeeded within `--max-age`, but a later one failed or lost its lock.
+    pub const WARNING: i32 = 1;
+    /// No run succeeded within `--max-age`: none ever, or the last success is older.
+    pub const CRITICAL: i32 = 2;
+    /// Cannot tell: Redis unreachable, bad arguments.
+    pub const UNKNOWN: i32 = 3;
+}
+
+/// The exit statuses of `redlock check`.
+pub const CHECK: &[Row] = &[
+    row(
+        "0",
+        "OK: a run succeeded within --max-age on some host, and none failed since",
+    ),
+    row(
+        "1",
+        "WARNING: a run succeeded within --max-age, but a later run failed, lost its lock \
+         or vanished",
+    ),
+    row(
+        "2",
+        "CRITICAL: no run succeeded within --max-age (never ran, or the last success is older)",
+    ),
+    row(
+        "3",
+        "UNKNOWN: cannot tell: Redis unreachable or answering with an error (several --url: a \
+         majority did not answer), or bad arguments (not 64: the plugin convention)",
+    ),
+];
+
 /// The exit statuses of `redlock release`.
 pub const RELEASE: &[Row] = &[
     row(
@@ -291,12 +339,15 @@ mod tests {
             let code = outcome.status(CONFLICT as u8);
             assert!(listed(RUN, code), "{outcome:?} ({code}) missing");
         }
-        for rows in [STATUS, LIST, RELEASE] {
+        for rows in [STATUS, LIST, HISTORY, RELEASE] {
             for code in [0, USAGE, UNAVAILABLE] {
                 assert!(listed(rows, code), "{code}: {rows:?}");
             }
         }
         assert!(listed(RELEASE, CONFLICT));
+        for code in [check::OK, check::WARNING, check::CRITICAL, check::UNKNOWN] {
+            assert!(listed(CHECK, code), "{code}: {CHECK:?}");
+        }
     }
 
     #[test]

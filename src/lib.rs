@@ -34,6 +34,7 @@ pub use cli::main;
 /// its build too. Not an interface.
 #[doc(hidden)]
 pub mod boundary {
+    pub use crate::lock::record::Kept;
     pub use crate::lock::scripts::calls::{AcquireMany, AcquireReply, Attempt};
     pub use crate::lock::scripts::eval;
     pub use crate::lock::{Holder, Keys, Kind};

@@ -45,6 +45,13 @@ mod integration {
     mod logs;
     // --metrics-file: the Prometheus textfile on every exit path, last success carried over.
     mod metrics;
+    // The metrics file's counters and histograms carried across runs; promtool accepts the file.
+    mod counters;
+    // The record of runs: history, status's last run and counts, check's four statuses, a
+    // SIGKILLed holder shown as vanished, the bound, quorum, Sentinel and Cluster.
+    mod records;
+    // --splay: the spread of the starts, -v and the JSON log, a signal ending it, bad values.
+    mod splay;
     // A quorum of independent masters: minority/majority down, restarts, no overlap, fencing.
     mod quorum;
     // Redis Sentinel: the master found through the sentinels, a forced failover, --min-replicas.

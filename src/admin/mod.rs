@@ -1,4 +1,5 @@
-//! The admin subcommands: `status` and `list` read locks, `release --force` breaks one.
+//! The admin subcommands: `status` and `list` read locks, `history` and `check` the record of
+//! their runs, `release --force` breaks one.
 //!
 //! Each subcommand fetches what it shows through `lock` (one server, or every node of a
 //! quorum), then hands it to [`render`] for text or JSON. Results go to stdout (they are what
@@ -7,11 +8,14 @@
 //! May use `lock`, `transport`, `report`, `error` and `exit`; nothing above (the command line
 //! builds a [`Servers`] and calls in).
 
+mod history;
 mod list;
 mod release;
 mod render;
+mod runs;
 mod status;
 
+pub use history::{check, history, unknown};
 pub use list::list;
 pub use release::release;
 pub use status::status;
@@ -46,7 +50,7 @@ pub(crate) fn need_majority(answered: usize, total: usize, doing: &str) -> anyho
 }
 
 /// The time limit of each admin request.
-const TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(5);
 
 pub(crate) fn unavailable(failure: Failure) -> anyhow::Error {
     classified(Class::Unavailable, failure.to_string())
@@ -175,21 +179,34 @@ pub(crate) fn read_nodes(
     prefix: &str,
     name: &str,
 ) -> Vec<(String, Result<LockInfo, Unread>)> {
+    on_nodes(endpoints, prefix, name, read, Unread::Failed)
+}
+
+/// `request` for the lock `name` on every node at once, each over a connection of its own: each
+/// node's name and answer (a request that panicked is `failed` of a refusal).
+pub(crate) fn on_nodes<T: Send, E: Send>(
+    endpoints: &[Endpoint],
+    prefix: &str,
+    name: &str,
+    request: impl Fn(&mut SingleRedis) -> Result<T, E> + Sync,
+    failed: impl Fn(Failure) -> E,
+) -> Vec<(String, Result<T, E>)> {
+    let request = &request;
     std::thread::scope(|s| {
         let reads: Vec<_> = endpoints
             .iter()
             .map(|endpoint| {
                 let keys = Keys::new(prefix, name);
                 let mut node = SingleRedis::new(endpoint.clone(), keys, false, WAKE_LINGER);
-                (endpoint.to_string(), s.spawn(move || read(&mut node)))
+                (endpoint.to_string(), s.spawn(move || request(&mut node)))
             })
             .collect();
         reads
             .into_iter()
             .map(|(node, read)| {
-                let result = read.join().unwrap_or_else(|_| {
-                    Err(Unread::Failed(Failure::Refused("the read failed".into())))
-                });
+                let result = read
+                    .join()
+                    .unwrap_or_else(|_| Err(failed(Failure::Refused("the read failed".into()))));
                 (node, result)
             })
             .collect()
@@ -210,6 +227,7 @@ mod tests {
             done: None,
             queue: None,
             waiting: 0,
+            runs: Default::default(),
         }
     }
 

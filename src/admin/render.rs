@@ -2,9 +2,10 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use crate::admin::Unread;
-use crate::admin::Verdict;
+use crate::admin::runs;
+use crate::admin::{Unread, Verdict};
 use crate::exit;
+use crate::lock::record::Summary;
 use crate::lock::{Forced, HeldAs, Holder, Kind, LockInfo, Place, Several};
 use crate::report::json::{self, Object};
 use crate::report::shell_quote;
@@ -66,15 +67,19 @@ pub(crate) fn quorum_json(
         }
         .finish()
     });
-    Object::new()
+    let summaries: Vec<&Summary> = results
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().ok().map(|info| &info.runs))
+        .collect();
+    let obj = Object::new()
         .str("key", name)
         .str("state", state)
         .raw("token", &token)
         .int("agreeing", agreeing as u64)
         .int("nodes", results.len() as u64)
         .int("answered", answered as u64)
-        .raw("per_node", &json::array(per_node))
-        .finish()
+        .raw("per_node", &json::array(per_node));
+    runs::summary_fields(obj, &runs::quorum_summary(&summaries)).finish()
 }
 
 /// What a forced release did on one node (`node` prefixes the line), and the exit status it
@@ -432,16 +437,7 @@ pub(crate) fn info_text(name: &str, info: &LockInfo) -> String {
         ));
     }
     out.push_str(&format!("  fencing:  {}\n", info.fence));
-    if let Some((ago, left)) = info.done {
-        let ago = humantime::format_duration(Duration::from_secs(ago.as_secs()));
-        let left = left.map_or_else(String::new, |l| {
-            format!(
-                "; --min-interval runs skip for another {}",
-                humantime::format_duration(Duration::from_secs(l.as_secs()))
-            )
-        });
-        out.push_str(&format!("  last success: {ago} ago{left}\n"));
-    }
+    out.push_str(&runs::summary_text(&info.runs, info.done));
     if let Some((waiters, oldest)) = info.queue {
         out.push_str(&format!(
             "  fair queue: {waiters} waiting, the oldest for {}\n",
@@ -531,15 +527,16 @@ pub(crate) fn info_json(name: &str, info: &LockInfo) -> String {
         Some((ago, left)) => (Some(ms(ago)), left.map(ms)),
         None => (None, None),
     };
-    obj.opt_int("last_success_ms_ago", ago)
+    let obj = obj
+        .opt_int("last_success_ms_ago", ago)
         .opt_int("min_interval_left_ms", left)
         .int("fair_queue", info.queue.map_or(0, |(n, _)| n))
         .opt_int(
             "fair_queue_oldest_ms",
             info.queue.map(|(_, oldest)| ms(oldest)),
         )
-        .int("waiting", info.waiters())
-        .finish()
+        .int("waiting", info.waiters());
+    runs::summary_fields(obj, &info.runs).finish()
 }
 
 /// One holder in `status --json`'s `holders`.

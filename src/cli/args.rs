@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use nix::sys::signal::Signal;
 
+pub use crate::cli::monitor::{CheckArgs, HistoryArgs};
 use crate::cli::parse::{
     parse_duration, parse_key, parse_positive, parse_prefix, parse_stop_signal, parse_ttl,
     parse_wait,
@@ -36,16 +37,16 @@ const ENV_HELP: &str = "\
 ENVIRONMENT:
   REDLOCK_URL, REDLOCK_TTL, REDLOCK_WAIT, REDLOCK_FAIR, REDLOCK_PREFIX,
   REDLOCK_KILL_AFTER, REDLOCK_STOP_SIGNAL, REDLOCK_MAX_RUNTIME,
-  REDLOCK_CONFLICT_EXIT_CODE, REDLOCK_MIN_INTERVAL, REDLOCK_MIN_REPLICAS,
-  REDLOCK_FSYNC, REDLOCK_METRICS_FILE, REDLOCK_LOG_FORMAT, REDLOCK_PASSWORD_FILE,
-  REDLOCK_TLS_CA_CERT, REDLOCK_TLS_CERT, REDLOCK_TLS_KEY and
-  REDLOCK_TLS_INSECURE give defaults for the options of the same name; a flag
+  REDLOCK_CONFLICT_EXIT_CODE, REDLOCK_MIN_INTERVAL, REDLOCK_SPLAY,
+  REDLOCK_MIN_REPLICAS, REDLOCK_FSYNC, REDLOCK_METRICS_FILE, REDLOCK_LOG_FORMAT,
+  REDLOCK_PASSWORD_FILE, REDLOCK_TLS_CA_CERT, REDLOCK_TLS_CERT, REDLOCK_TLS_KEY
+  and REDLOCK_TLS_INSECURE give defaults for the options of the same name; a flag
   wins over its variable. REDLOCK_PASSWORD holds the Redis password (below
   --password-file, above a password in the URL).
   The command sees REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_FENCING_TOKEN, and no
   credentials: REDLOCK_PASSWORD is removed, REDLOCK_URL loses its password.";
 
-const ADMIN_ENV_HELP: &str = "\
+pub(crate) const ADMIN_ENV_HELP: &str = "\
 ENVIRONMENT:
   REDLOCK_URL, REDLOCK_PREFIX, REDLOCK_LOG_FORMAT, REDLOCK_PASSWORD_FILE,
   REDLOCK_TLS_CA_CERT, REDLOCK_TLS_CERT, REDLOCK_TLS_KEY and
@@ -100,6 +101,14 @@ pub enum Command {
     /// List the locks under a prefix (SCAN, never KEYS), held ones with their holders and waiters.
     #[command(after_help = format!("{}\n\n{ADMIN_ENV_HELP}", exit::help_table(exit::LIST)))]
     List(ListArgs),
+    /// Show the recent runs of the lock NAME, newest first: host, start, duration, how each
+    /// ended (a holder that vanished too), fencing token.
+    #[command(after_help = format!("{}\n\n{}\n\n{ADMIN_ENV_HELP}", crate::cli::monitor::HISTORY_HELP, exit::help_table(exit::HISTORY)))]
+    History(HistoryArgs),
+    /// A dead man's switch for monitoring: did a run of the lock NAME succeed, on any host,
+    /// within --max-age? One line starting OK, WARNING, CRITICAL or UNKNOWN.
+    #[command(after_help = format!("{}\n\n{}\n\n{ADMIN_ENV_HELP}", crate::cli::monitor::CHECK_HELP, exit::help_table(exit::CHECK)))]
+    Check(CheckArgs),
     /// Break-glass: delete the lock NAME whoever holds it (or one of its several holders), and
     /// advance its fencing counter.
     #[command(after_help = format!("The holder's renewals then fail and it stops its command (exit {}); the fencing\ncounter moves past the holder's token, so a resource that checks it refuses the\nold holder's writes. One waiter is woken, as by a normal release.\n\nHeld by several (a semaphore, shared holders), one holder is removed: the one\n--token names, or the only one. Several and no --token: nothing is removed (exit\n{}); `redlock status` shows their tokens.\n\n{}\n\n{ADMIN_ENV_HELP}", exit::LOCK_LOST, exit::USAGE, exit::help_table(exit::RELEASE)))]
@@ -330,6 +339,12 @@ pub struct RunArgs {
     #[arg(long, env = "REDLOCK_MIN_INTERVAL", hide_env_values = true, value_name = "DURATION", value_parser = parse_positive, allow_hyphen_values = true)]
     pub min_interval: Option<Duration>,
 
+    /// Before the first attempt, wait a random time in [0, DURATION), so that a fleet started by
+    /// the same crontab line spreads out (and another host can win). A signal ends it as it ends
+    /// a wait for the lock; --min-interval is checked after it.
+    #[arg(long, env = "REDLOCK_SPLAY", hide_env_values = true, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub splay: Option<Duration>,
+
     /// Signal that asks the command to stop (lock lost, --max-runtime): a name or number.
     #[arg(long, env = "REDLOCK_STOP_SIGNAL", hide_env_values = true, default_value = "TERM", value_name = "SIG", value_parser = parse_stop_signal)]
     pub stop_signal: Signal,
@@ -431,6 +446,7 @@ impl RunArgs {
             kind,
             conflict_status: self.conflict_exit_code,
             min_interval: self.min_interval,
+            splay: self.splay.filter(|splay| !splay.is_zero()),
             stop_signal: self.stop_signal,
             kill_after,
             min_replicas: self.min_replicas,

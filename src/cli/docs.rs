@@ -332,6 +332,13 @@ fn exit_status_section(roff: &mut Roff) {
         roff.text([bold(row.status)]);
         roff.text([roman(row.meaning)]);
     }
+    // check speaks the monitoring plugins' convention instead: said apart, not mixed in.
+    roff.control("SS", ["redlock check"]);
+    for row in exit::CHECK {
+        roff.control("TP", []);
+        roff.text([bold(row.status)]);
+        roff.text([roman(row.meaning)]);
+    }
 }
 
 /// ENVIRONMENT: each option's variable (from clap), then what the command is given.

@@ -7,6 +7,7 @@
 pub mod args;
 mod conn;
 pub mod docs;
+pub mod monitor;
 pub mod parse;
 
 pub use args::*;
@@ -37,6 +38,8 @@ pub fn main() -> i32 {
         Command::Run(args) => &args.output,
         Command::Status(args) => &args.output,
         Command::List(args) => &args.output,
+        Command::History(args) => &args.output,
+        Command::Check(args) => &args.output,
         Command::Release(args) => &args.output,
         Command::Completions { shell } => return print(&docs::completions(*shell)),
         Command::Man => return print(&docs::man_page()),
@@ -53,6 +56,11 @@ pub fn main() -> i32 {
             .conn
             .servers()
             .and_then(|servers| admin::list(servers, args.json)),
+        Command::History(args) => args
+            .conn
+            .servers()
+            .and_then(|servers| admin::history(servers, &args.key, args.json)),
+        Command::Check(args) => return check(args),
         Command::Release(args) => release(args),
         Command::Completions { .. } | Command::Man => unreachable!("handled above"),
     };
@@ -84,6 +92,25 @@ fn release(args: &ReleaseArgs) -> anyhow::Result<i32> {
     )
 }
 
+/// `redlock check`: whatever goes wrong is UNKNOWN (3), said on stdout as the plugin convention
+/// wants, and as a `redlock: ` line on stderr as everywhere else.
+fn check(args: &CheckArgs) -> i32 {
+    report::set_key(&args.key);
+    match args
+        .conn
+        .servers()
+        .and_then(|servers| admin::check(servers, &args.key, args.max_age, args.json))
+    {
+        Ok(code) => code,
+        Err(err) => {
+            let message = format!("{err:#}");
+            admin::unknown(Some(&args.key), &message, args.json);
+            report::error(message);
+            exit::check::UNKNOWN
+        }
+    }
+}
+
 /// Parse the command line, noting where the URLs came from.
 fn parse() -> Result<Cli, clap::Error> {
     use clap::FromArgMatches;
@@ -93,6 +120,8 @@ fn parse() -> Result<Cli, clap::Error> {
         Command::Run(args) => &mut args.conn,
         Command::Status(args) => &mut args.conn,
         Command::List(args) => &mut args.conn,
+        Command::History(args) => &mut args.conn,
+        Command::Check(args) => &mut args.conn,
         Command::Release(args) => &mut args.conn,
         Command::Completions { .. } | Command::Man => return Ok(cli),
     };
@@ -174,8 +203,7 @@ fn usage_error(err: &clap::Error) -> i32 {
         ErrorKind::InvalidUtf8 => {
             // clap does not say which one; a flag's name is more help than "one or more".
             let culprit = non_utf8_culprit(std::env::args_os(), std::env::vars_os());
-            report::error(format!("{culprit} (see 'redlock run --help')"));
-            exit::USAGE
+            bad_usage(format!("{culprit} (see 'redlock run --help')"))
         }
         _ => {
             let argv: Vec<OsString> = std::env::args_os().collect();
@@ -195,9 +223,23 @@ fn usage_error(err: &clap::Error) -> i32 {
                     1,
                 );
             }
-            report::error(line);
-            exit::USAGE
+            bad_usage(line)
         }
+    }
+}
+
+/// Say a usage error, and pick its status: 64, or for `check` UNKNOWN (3), the line on stdout
+/// too, as the plugin convention wants.
+fn bad_usage(line: String) -> i32 {
+    let checking = std::env::args_os().nth(1).is_some_and(|a| a == "check");
+    if checking {
+        admin::unknown(None, &line, false);
+    }
+    report::error(line);
+    if checking {
+        exit::check::UNKNOWN
+    } else {
+        exit::USAGE
     }
 }
 

@@ -6,8 +6,8 @@
 //! The thread reads time through a [`Clock`], so that its tests run it against a fake clock and
 //! a fake [`Locker`] without Redis (`tests`).
 //!
-//! May use `lock` (the protocol it drives), `transport` (its failures) and `clock`; nothing
-//! above.
+//! May use `lock` (the protocol it drives), `transport` (its failures), `clock` and `exit` (how
+//! a run ended, which its release records); nothing above.
 
 pub mod schedule;
 #[cfg(test)]
@@ -22,7 +22,8 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use crate::clock::Moment;
-use crate::lock::{Failure, Held, HeldAs, Interrupt, Locker, Renewal};
+use crate::exit::Outcome;
+use crate::lock::{Failure, Held, HeldAs, Interrupt, Locker, Renewal, RunEnding};
 use schedule::{Ending, Next, Renewals, Waiting};
 
 /// How long to wait for a busy lock: up to a duration, or until it is free.
@@ -82,8 +83,8 @@ pub enum HoldEvent {
 /// What the supervisor asks of the lease thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stop {
-    /// Stop, saying whether the run succeeded.
-    Stop { succeeded: bool },
+    /// Stop, saying how the run ended (for the record of runs, and `--min-interval`).
+    Stop { ended: RunEnding },
     /// Renew now rather than at the next ttl/3 (redlock was stopped, and is continued).
     RenewNow,
 }
@@ -109,7 +110,9 @@ impl Clock for RealClock {
     fn wait(&self, inbox: &Receiver<Stop>, until: Moment) -> Option<Stop> {
         match inbox.recv_timeout(until.until()) {
             Ok(stop) => Some(stop),
-            Err(RecvTimeoutError::Disconnected) => Some(Stop::Stop { succeeded: false }),
+            Err(RecvTimeoutError::Disconnected) => Some(Stop::Stop {
+                ended: unaccounted(),
+            }),
             Err(RecvTimeoutError::Timeout) => None,
         }
     }
@@ -145,13 +148,19 @@ pub struct Reports {
     pub hold: Box<dyn Fn(HoldEvent) + Send>,
 }
 
+/// How a run ends that nobody said the end of (the supervisor went away): an internal error.
+fn unaccounted() -> RunEnding {
+    RunEnding::of(Outcome::Internal, 0)
+}
+
 impl Lease {
-    /// Start the thread: it acquires at once, then renews until [`Lease::stop`].
+    /// Start the thread: it waits `splay` (`--splay`: zero for none; a stop ends it), then
+    /// acquires, then renews until [`Lease::stop`].
     pub fn start(
         locker: Box<dyn Locker>,
         token: String,
         ttl: Duration,
-        wait: Wait,
+        (splay, wait): (Duration, Wait),
         reports: Reports,
     ) -> Self {
         let (stop, stop_rx) = mpsc::channel();
@@ -170,7 +179,7 @@ impl Lease {
                     clock: RealClock,
                     reports,
                 };
-                worker.run(wait);
+                worker.run(splay, wait);
             })
             .expect("spawning the lease thread");
         Self {
@@ -182,18 +191,19 @@ impl Lease {
         }
     }
 
-    /// Ask the thread to stop waiting or renewing, and release the lock if it holds it.
+    /// Ask the thread to stop waiting or renewing, and release the lock if it holds it, the run
+    /// recorded as an internal error: [`Lease::finish`] says how it ended.
     pub fn stop(&self) {
-        self.finish(false);
+        self.finish(unaccounted());
     }
 
-    /// [`Lease::stop`], telling the release whether the run succeeded (for `--min-interval`).
+    /// [`Lease::stop`], telling the release how the run ended (its record; `--min-interval`).
     ///
     /// A thread blocked waiting for a release hears nothing until its BLPOP answers, so that
     /// wait is interrupted through Redis (see [`Interrupt`] for why this way), from a thread of
     /// its own: the caller never blocks on Redis. Once unblocked, the lease thread leaves the
     /// queue over its own connection and reports [`WaitEvent::Stopped`], as for any stop.
-    pub fn finish(&self, succeeded: bool) {
+    pub fn finish(&self, ended: RunEnding) {
         let interrupt = {
             let mut waiting = lock(&self.waiting);
             waiting.stopping = true;
@@ -201,7 +211,7 @@ impl Lease {
             waiting.interrupted |= interrupt;
             interrupt
         };
-        let _ = self.stop.send(Stop::Stop { succeeded });
+        let _ = self.stop.send(Stop::Stop { ended });
         if interrupt {
             let (interrupt, timeout) = (Arc::clone(&self.interrupt), acquire_timeout(self.ttl));
             let spawned = thread::Builder::new()
@@ -245,12 +255,17 @@ struct Worker<C: Clock> {
 }
 
 impl<C: Clock> Worker<C> {
-    fn run(&mut self, wait: Wait) {
+    fn run(&mut self, splay: Duration, wait: Wait) {
+        // The splay: a stop ends it as it ends a wait for the lock, nothing taken.
+        if !splay.is_zero() && self.sleep(self.clock.now() + splay) {
+            (self.reports.wait)(WaitEvent::Stopped);
+            return;
+        }
         let Some(sent) = self.acquire(wait) else {
             return;
         };
         let released = match self.renew(sent) {
-            Some(succeeded) => Some(self.release(succeeded)),
+            Some(ended) => Some(self.release(ended)),
             // Lost: wait for the supervisor's stop; there is nothing of ours to release.
             None => {
                 while !matches!(self.next_message(None), Some(Stop::Stop { .. })) {}
@@ -368,13 +383,13 @@ impl<C: Clock> Worker<C> {
         }
     }
 
-    /// Renew (the lease sent at `acquired`) until asked to stop (Some(whether the run
-    /// succeeded)) or until the lock is found lost (None).
-    fn renew(&mut self, acquired: Moment) -> Option<bool> {
+    /// Renew (the lease sent at `acquired`) until asked to stop (Some(how the run ended)) or
+    /// until the lock is found lost (None).
+    fn renew(&mut self, acquired: Moment) -> Option<RunEnding> {
         let mut renewals = Renewals::new(acquired, self.ttl);
         loop {
             match self.next_message(Some(renewals.due())) {
-                Some(Stop::Stop { succeeded }) => return Some(succeeded),
+                Some(Stop::Stop { ended }) => return Some(ended),
                 Some(Stop::RenewNow) | None => {}
             }
             let sent = self.clock.now();
@@ -404,13 +419,13 @@ impl<C: Clock> Worker<C> {
     }
 
     /// Compare-and-delete, retrying an unanswered request within [`RELEASE_BUDGET`].
-    fn release(&mut self, succeeded: bool) -> Result<Held, Failure> {
+    fn release(&mut self, ended: RunEnding) -> Result<Held, Failure> {
         let give_up = self.clock.now() + RELEASE_BUDGET;
         loop {
             let left = give_up.saturating_since(self.clock.now());
             match self
                 .locker
-                .release(&self.token, succeeded, left.min(Duration::from_secs(1)))
+                .release(&self.token, ended, left.min(Duration::from_secs(1)))
             {
                 Err(Failure::Unreachable(_)) if left > Duration::from_millis(50) => {
                     self.clock.sleep(Duration::from_millis(50));

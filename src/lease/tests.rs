@@ -38,7 +38,11 @@ impl Clock for FakeClock {
     fn wait(&self, inbox: &Receiver<Stop>, until: Moment) -> Option<Stop> {
         match inbox.try_recv() {
             Ok(stop) => return Some(stop),
-            Err(TryRecvError::Disconnected) => return Some(Stop::Stop { succeeded: false }),
+            Err(TryRecvError::Disconnected) => {
+                return Some(Stop::Stop {
+                    ended: unaccounted(),
+                });
+            }
             Err(TryRecvError::Empty) => {}
         }
         let mut messages = self.messages.lock().unwrap();
@@ -144,10 +148,10 @@ impl Locker for FakeLocker {
         self.extends.pop_front().unwrap_or(Ok(Renewal::Extended))
     }
 
-    fn release(&mut self, _: &str, succeeded: bool, _: Duration) -> Result<Held, Failure> {
+    fn release(&mut self, _: &str, ended: RunEnding, _: Duration) -> Result<Held, Failure> {
         self.call(Call::Release {
             at: self.clock.at(),
-            succeeded,
+            succeeded: ended.succeeded(),
         });
         self.releases.pop_front().unwrap_or(Ok(Held::Ours))
     }
@@ -165,6 +169,8 @@ struct Run {
     /// The supervisor asked to stop before the thread blocked in a wait (as `Lease::finish`
     /// records it for a blocked waiter).
     stopping: bool,
+    /// `--splay`: how long the thread waits before its first attempt.
+    splay: Duration,
 }
 
 impl Default for Run {
@@ -178,6 +184,7 @@ impl Default for Run {
             releases: Vec::new(),
             messages: Vec::new(),
             stopping: false,
+            splay: Duration::ZERO,
         }
     }
 }
@@ -232,7 +239,7 @@ fn run(script: Run) -> (Vec<(u64, String)>, Vec<Call>) {
         clock,
         reports,
     };
-    worker.run(script.wait);
+    worker.run(script.splay, script.wait);
     drop(stop);
     let reported = reported.lock().unwrap().clone();
     let calls = calls.lock().unwrap().clone();
@@ -240,7 +247,12 @@ fn run(script: Run) -> (Vec<(u64, String)>, Vec<Call>) {
 }
 
 fn stop_at(ms: u64) -> (u64, Stop) {
-    (ms, Stop::Stop { succeeded: true })
+    (
+        ms,
+        Stop::Stop {
+            ended: RunEnding::of(Outcome::Exited(0), 75),
+        },
+    )
 }
 
 fn names(reported: &[(u64, String)]) -> Vec<(u64, &str)> {
@@ -516,4 +528,29 @@ fn a_skipped_or_mismatched_run_is_reported_as_such() {
         ..Run::default()
     });
     assert_eq!(names(&reported), [(0, "Mismatch")]);
+}
+
+#[test]
+fn a_splay_comes_before_the_first_attempt_and_a_stop_ends_it() {
+    let (reported, calls) = run(Run {
+        splay: ms(700),
+        messages: vec![stop_at(1500)],
+        ..Run::default()
+    });
+    assert_eq!(names(&reported), [(700, "Acquired"), (1500, "Released")]);
+    assert_eq!(
+        calls.first(),
+        Some(&Call::Acquire {
+            at: 700,
+            timeout: acquire_timeout(Duration::from_secs(3))
+        })
+    );
+    // Stopped during the splay: no attempt at all, and the wait reported stopped.
+    let (reported, calls) = run(Run {
+        splay: ms(700),
+        messages: vec![stop_at(300)],
+        ..Run::default()
+    });
+    assert_eq!(names(&reported), [(300, "Stopped")]);
+    assert!(calls.is_empty(), "{calls:?}");
 }

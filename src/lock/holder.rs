@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use redis::Value;
 
+use crate::lock::record::Summary;
 use crate::lock::reply::{Fields, FromReply};
 use crate::lock::scripts::args;
 use crate::lock::{HeldAs, Kind};
@@ -78,6 +79,8 @@ pub struct LockInfo {
     pub queue: Option<(u64, Duration)>,
     /// Waiters of any kind turned away lately and not yet gone (the registry of waiters).
     pub waiting: u64,
+    /// The record of its runs: the last one, the last success, the counters.
+    pub runs: Summary,
 }
 
 /// A lock held by several at once: a semaphore's slots (`--limit N`) or shared holders.
@@ -150,6 +153,7 @@ impl FromReply for Inspected {
         let fence = f.int()?;
         let (ago, left, pttl) = (f.millis()?, f.millis()?, f.millis()?);
         let (queued, oldest, waiting) = (f.count()?, f.millis()?, f.count()?);
+        let runs = Summary::read(&mut f)?;
         let (mut held, mut holder, mut several) = (None, None, None);
         match state.as_str() {
             "free" => {}
@@ -191,6 +195,7 @@ impl FromReply for Inspected {
                 _ => None,
             },
             waiting,
+            runs,
         })))
     }
 }
@@ -294,13 +299,20 @@ fn holder_from(f: &mut Fields) -> Option<Option<Holder>> {
 mod tests {
     use super::*;
 
-    /// A script's array reply: numbers as integers (as Lua sends them), the rest as strings.
+    /// A script's array reply: numbers as integers (as Lua sends them), the rest as strings;
+    /// `{}` is an empty summary of the record of runs.
     fn reply(items: &[&str]) -> Value {
         Value::Array(
             items
                 .iter()
                 .map(|s| match s.parse::<i64>() {
                     Ok(i) => Value::Int(i),
+                    Err(_) if *s == "{}" => Value::Array(vec![
+                        Value::Int(1),
+                        Value::Nil,
+                        Value::Nil,
+                        Value::Array(vec![]),
+                    ]),
                     Err(_) => Value::BulkString(s.as_bytes().to_vec()),
                 })
                 .collect(),
@@ -317,13 +329,14 @@ mod tests {
     #[test]
     fn inspect_replies_parse_for_each_way_a_lock_is_held() {
         let key = "redlock:{k}";
-        let free = info(&["free", key, "3", "-1", "-2", "-2", "0", "-1", "2"]).unwrap();
+        let free = info(&["free", key, "3", "-1", "-2", "-2", "0", "-1", "2", "{}"]).unwrap();
         assert!(!free.is_held());
         assert_eq!((free.fence, free.waiters(), free.owner()), (3, 2, None));
         assert_eq!(free.redis_key, key);
 
         let one = [
-            "lock", key, "4", "-1", "-2", "900", "1", "50", "0", "t", "h", "7", "sleep 1", "9",
+            "lock", key, "4", "-1", "-2", "900", "1", "50", "0", "{}", "t", "h", "7", "sleep 1",
+            "9",
         ];
         let one = info(&one).unwrap();
         assert_eq!(
@@ -335,12 +348,12 @@ mod tests {
         assert_eq!(one.waiters(), 1);
         // Details recorded for another token are not this holder's.
         let unknown = info(&[
-            "lock", key, "4", "-1", "-2", "900", "0", "-1", "0", "t", "", "", "", "",
+            "lock", key, "4", "-1", "-2", "900", "0", "-1", "0", "{}", "t", "", "", "", "",
         ]);
         assert_eq!(unknown.unwrap().holder, None);
 
         let set = [
-            "several", key, "5", "-1", "-2", "2000", "0", "-1", "1", "limit 3", //
+            "several", key, "5", "-1", "-2", "2000", "0", "-1", "1", "{}", "limit 3", //
             "a", "1500", "h", "8", "run a", "9", "300", //
             "b", "2000", "", "", "", "", "-1",
         ];
@@ -353,7 +366,9 @@ mod tests {
         assert_eq!(several.places[1].age, None);
         assert_eq!(set.owner().as_deref(), Some("a b"));
         assert!(set.held.is_none() && set.is_held());
-        let unrecorded = ["several", key, "5", "-1", "-2", "2000", "0", "-1", "0", ""];
+        let unrecorded = [
+            "several", key, "5", "-1", "-2", "2000", "0", "-1", "0", "{}", "",
+        ];
         let unrecorded = info(&unrecorded).unwrap().several.unwrap();
         assert_eq!(
             (unrecorded.kind(), unrecorded.held_as),
@@ -362,15 +377,17 @@ mod tests {
 
         // A holder cut short, a field too many, an unknown state: not replies.
         let short = [
-            "several", key, "5", "-1", "-2", "2000", "0", "-1", "1", "shared", "a", "1500",
+            "several", key, "5", "-1", "-2", "2000", "0", "-1", "1", "{}", "shared", "a", "1500",
         ];
         assert_eq!(info(&short), None);
         assert_eq!(
-            info(&["free", key, "3", "-1", "-2", "-2", "0", "-1", "2", "x"]),
+            info(&[
+                "free", key, "3", "-1", "-2", "-2", "0", "-1", "2", "{}", "x"
+            ]),
             None
         );
         assert_eq!(
-            info(&["gone", key, "3", "-1", "-2", "-2", "0", "-1", "2"]),
+            info(&["gone", key, "3", "-1", "-2", "-2", "0", "-1", "2", "{}"]),
             None
         );
     }

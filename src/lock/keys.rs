@@ -31,6 +31,12 @@ pub struct Keys {
     /// Every waiter turned away lately, any kind of lock: token → until when it counts as
     /// waiting (server time, ms), refreshed by each of its attempts, for `redlock status`.
     pub waiting: String,
+    /// The record of runs: the most recent runs, newest first (a list of JSON objects, at most
+    /// `record::RUNS_KEPT`), kept `record::RECORD_TTL` after the last run's acquire.
+    pub runs: String,
+    /// The record's counters (a hash: runs by outcome, busy, skipped) and its last success;
+    /// kept as long.
+    pub counts: String,
 }
 
 impl Keys {
@@ -72,6 +78,8 @@ impl Keys {
             kind: format!("{lock}:kind"),
             holders: format!("{lock}:holders"),
             waiting: format!("{lock}:waiting"),
+            runs: format!("{lock}:runs"),
+            counts: format!("{lock}:counts"),
             lock,
         }
     }
@@ -113,6 +121,8 @@ mod tests {
             b"redlock:{a}:wake:0f4c",
             b"redlock:{a}:holder",
             b"redlock:{a}:done",
+            b"redlock:{a}:runs",
+            b"redlock:{a}:counts",
             b"redlock:{}",
             b"other:{a}",
             b"redlock:{\xff}",

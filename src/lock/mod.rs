@@ -2,12 +2,12 @@
 //! scripts and their typed boundary (`scripts`: one `.lua` file and one Rust definition of its
 //! keys, arguments and reply each; `reply` reads the replies), a lock on one server (`single`)
 //! or on a quorum of independent masters (`quorum`), how long a lease is certainly ours
-//! (`validity`), and who holds a lock (`holder`); plus the eviction-policy warning
-//! (`preflight`).
+//! (`validity`), who holds a lock (`holder`) and the record of its runs (`record`); plus the
+//! eviction-policy warning (`preflight`).
 //!
 //! May use `transport` (the connection to each server and its failures), `report`
-//! (diagnostics) and `clock` (a quorum's validity); never `lease`, `run`, `cli` or `admin`,
-//! which use it.
+//! (diagnostics), `clock` (a quorum's validity) and `exit` (the outcome labels and exit statuses
+//! the record of runs keeps); never `lease`, `run`, `cli` or `admin`, which use it.
 //!
 //! Every key a script touches is passed in KEYS and carries the `{name}` hash tag, so the same
 //! scripts run unchanged on Redis Cluster.
@@ -16,6 +16,7 @@ mod durable;
 mod holder;
 mod keys;
 mod preflight;
+pub(crate) mod record;
 
 pub(crate) use preflight::Preflight;
 pub(crate) mod quorum;
@@ -30,6 +31,7 @@ pub use crate::transport::Failure;
 pub use holder::Holder;
 pub(crate) use holder::{Forced, Inspected, LockInfo, Place, Several};
 pub use keys::Keys;
+pub(crate) use record::{RunEnding, Runs};
 pub(crate) use single::SingleRedis;
 
 /// How a client holds a lock: alone, as one of at most N (a semaphore), or beside other shared
@@ -217,10 +219,14 @@ pub trait Locker: Send {
     /// `--min-replicas`, wait (within `timeout`) for that many replicas to acknowledge it.
     fn extend(&mut self, token: &str, ttl: Duration, timeout: Duration)
     -> Result<Renewal, Failure>;
-    /// Delete the lock if it still holds `token`; `succeeded` records a successful run for
-    /// the min-interval, if one is set.
-    fn release(&mut self, token: &str, succeeded: bool, timeout: Duration)
-    -> Result<Held, Failure>;
+    /// Delete the lock if it still holds `token`, recording how the run ended (`ended`); a
+    /// success is also recorded for the min-interval, if one is set.
+    fn release(
+        &mut self,
+        token: &str,
+        ended: RunEnding,
+        timeout: Duration,
+    ) -> Result<Held, Failure>;
 }
 
 /// Ends a waiter's blocked [`Locker::wait`] at once, from another thread.

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::clock::Moment;
 use crate::lock::validity::{deadline, random_unit};
-use crate::lock::{Acquire, Failure, Held, Interrupt, Locker, Renewal, SingleRedis};
+use crate::lock::{Acquire, Failure, Held, Interrupt, Locker, Renewal, RunEnding, SingleRedis};
 
 /// A lock on N independent masters, each a [`SingleRedis`] with its own connection; every
 /// request goes to all of them at once, one thread per node, except a waiter's wait, which
@@ -307,14 +307,14 @@ impl Locker for Quorum {
     fn release(
         &mut self,
         token: &str,
-        succeeded: bool,
+        ended: RunEnding,
         timeout: Duration,
     ) -> Result<Held, Failure> {
         // A silent node must not hold up the exit for the whole release timeout: its key
         // expires by itself.
         let timeout = self.ttl.map_or(timeout, |ttl| node_timeout(ttl, timeout));
         let all = self.all();
-        let replies = self.each(&all, |node| node.release(token, succeeded, timeout));
+        let replies = self.each(&all, |node| node.release(token, ended, timeout));
         let answers: Vec<Held> = replies
             .iter()
             .flatten()

@@ -54,6 +54,11 @@ impl<'a> Fields<'a> {
         Some(u64::try_from(self.int()?).ok().map(Duration::from_millis))
     }
 
+    /// The next field as it came (a nested array, a nil).
+    pub fn value(&mut self) -> Option<&'a Value> {
+        self.0.next()
+    }
+
     /// How many fields are left.
     pub fn left(&self) -> usize {
         self.0.len()

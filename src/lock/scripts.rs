@@ -104,6 +104,7 @@ single! {
     str => |v| v.to_owned();
     String => |v| v.clone();
     u32 => |v| v.to_string();
+    i32 => |v| v.to_string();
     u64 => |v| v.to_string();
     i64 => |v| v.to_string();
     // '1' or '0'.

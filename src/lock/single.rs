@@ -5,8 +5,10 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
+use crate::exit::Outcome;
 use crate::lock::durable::Durability;
 use crate::lock::preflight::{self, Preflight};
+use crate::lock::record::{Kept, Lost, RunEnding, Runs};
 use crate::lock::reply::{FromReply, unexpected};
 use crate::lock::scripts::calls::{AcquireReply, Attempt, Finish, TurnedAway};
 use crate::lock::scripts::{self, Script, calls};
@@ -131,6 +133,12 @@ impl SingleRedis {
             .map(|(read, _)| read)
     }
 
+    /// The record of the lock's runs, read in one script.
+    pub fn runs(&mut self, timeout: Duration) -> Result<Runs, Failure> {
+        self.call(&calls::ReadRuns {}, timeout, Beside::Nothing)
+            .map(|(runs, _)| runs)
+    }
+
     /// Break-glass: delete the lock whoever holds it (or only while it holds `expected`) and
     /// advance the fencing counter; held by several, remove the one holder of `expected`
     /// (or the only one); a key redlock did not make, remove it (unless a token is expected).
@@ -158,7 +166,11 @@ impl SingleRedis {
     ) -> Result<(), Failure> {
         let lifetime = waiting.map(|ttl| self.waiting_lifetime(ttl));
         self.waited |= lifetime.is_some();
-        let undo = calls::Undo { token, lifetime };
+        let undo = calls::Undo {
+            token,
+            lifetime,
+            record: Kept::DEFAULT,
+        };
         self.call(&undo, timeout, Beside::Nothing).map(drop)
     }
 
@@ -341,7 +353,9 @@ impl SingleRedis {
             ),
             Err(failure) => format!("waiting for {flags} failed ({failure})"),
         };
-        let released = match self.finish(token, None, wait * 2) {
+        // The command never ran: the run ends as one that Redis could not be used for.
+        let never = RunEnding::of(Outcome::Unavailable, 0);
+        let released = match self.finish(token, None, never, wait * 2) {
             Ok(_) => "released it".to_owned(),
             Err(failure) => format!("releasing it failed ({failure}); it expires by itself"),
         };
@@ -349,11 +363,12 @@ impl SingleRedis {
     }
 
     /// The release for how this client holds the lock; `success_for`: record the run's
-    /// success for that long.
+    /// success for that long; `ended`: how the run ended, for its record.
     fn finish(
         &mut self,
         token: &str,
         success_for: Option<Duration>,
+        ended: RunEnding,
         timeout: Duration,
     ) -> Result<Held, Failure> {
         let finish = Finish {
@@ -361,6 +376,8 @@ impl SingleRedis {
             linger: WAKE_LINGER,
             success_for,
             waited: self.waited,
+            ended,
+            record: Kept::DEFAULT,
         };
         let (held, _) = match self.kind {
             Kind::Exclusive => self.call(&calls::Release { finish }, timeout, Beside::Nothing)?,
@@ -399,6 +416,7 @@ impl Locker for SingleRedis {
             lifetime: self.waiting_lifetime(ttl),
             fair: self.fair,
             waited: self.waited,
+            record: Kept::DEFAULT,
         };
         let preflight = Beside::Preflight(self.preflight);
         let sent = match self.kind {
@@ -435,9 +453,26 @@ impl Locker for SingleRedis {
         timeout: Duration,
     ) -> Result<Renewal, Failure> {
         let beside = self.acknowledged(timeout);
+        let (lost, record) = (Lost::LOCK_LOST, Kept::DEFAULT);
         let (held, acked) = match self.kind {
-            Kind::Exclusive => self.call(&calls::Extend { token, ttl }, timeout, beside)?,
-            _ => self.call(&calls::ExtendMany { token, ttl }, timeout, beside)?,
+            Kind::Exclusive => {
+                let extend = calls::Extend {
+                    token,
+                    ttl,
+                    lost,
+                    record,
+                };
+                self.call(&extend, timeout, beside)?
+            }
+            _ => {
+                let extend = calls::ExtendMany {
+                    token,
+                    ttl,
+                    lost,
+                    record,
+                };
+                self.call(&extend, timeout, beside)?
+            }
         };
         Ok(
             match (held, self.judged(beside, acked.as_ref(), "the renewal")?) {
@@ -450,11 +485,11 @@ impl Locker for SingleRedis {
     fn release(
         &mut self,
         token: &str,
-        succeeded: bool,
+        ended: RunEnding,
         timeout: Duration,
     ) -> Result<Held, Failure> {
-        let success_for = self.min_interval.filter(|_| succeeded);
-        self.finish(token, success_for, timeout)
+        let success_for = self.min_interval.filter(|_| ended.succeeded());
+        self.finish(token, success_for, ended, timeout)
     }
 
     fn wait(&mut self, token: &str, timeout: Duration) -> Result<bool, Failure> {

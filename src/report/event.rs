@@ -31,6 +31,7 @@ macro_rules! events {
 }
 
 events! {
+    Splay => "splay",
     Acquired => "acquired",
     Busy => "busy",
     Skipped => "skipped",

@@ -68,10 +68,11 @@ pub fn write(path: &Path, key: &str, code: i32, outcome: Outcome, stats: &Stats)
     let text = render(
         key,
         code,
-        outcome.label(),
+        outcome,
         stats,
         seconds(now),
         last_success,
+        previous.as_deref().unwrap_or_default(),
     );
     let dir = parent(path);
     let name = path
@@ -114,73 +115,222 @@ fn last_success_in(text: &str, key: &str) -> Option<f64> {
         .filter(|v| v.is_finite())
 }
 
+/// The buckets (seconds) of the histogram of the time waited for the lock: from an uncontended
+/// acquire (milliseconds) to an hour's `--wait`.
+const WAIT_BUCKETS: &[f64] = &[
+    0.005, 0.05, 0.5, 1.0, 5.0, 30.0, 60.0, 300.0, 1800.0, 3600.0,
+];
+/// The buckets (seconds) of the histogram of the time the lock was held: a job's run time.
+const HELD_BUCKETS: &[f64] = &[
+    1.0, 10.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 21600.0, 86400.0,
+];
+
+/// Every outcome label, so that each `redlock_runs_total` series exists from the first file
+/// on (a counter that appears only when it first counts hides its first increase from
+/// `rate()`).
+const OUTCOMES: &[Outcome] = &[
+    Outcome::Exited(0),
+    Outcome::Exited(1),
+    Outcome::Busy,
+    Outcome::Skipped,
+    Outcome::Interrupted(0),
+    Outcome::NotRun { found: true },
+    Outcome::LockLost,
+    Outcome::MaxRuntime,
+    Outcome::Unavailable,
+    Outcome::Usage,
+    Outcome::Internal,
+];
+
+/// The file's text, the metrics written one by one; the counters carried over from `previous`.
+struct Text<'a> {
+    out: String,
+    key: String,
+    previous: &'a str,
+}
+
+impl Text<'_> {
+    fn head(&mut self, name: &str, kind: &str, help: &str) {
+        self.out
+            .push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
+    }
+
+    /// One sample: `name{key="K"<labels>} value`.
+    fn sample(&mut self, name: &str, labels: &str, value: &str) {
+        let key = &self.key;
+        self.out
+            .push_str(&format!("{name}{{key=\"{key}\"{labels}}} {value}\n"));
+    }
+
+    fn gauge(&mut self, name: &str, help: &str, labels: &str, value: String) {
+        self.head(name, "gauge", help);
+        self.sample(name, labels, &value);
+    }
+
+    /// What the previous file said of the series `name{key="K"<labels>}` (0 when nothing).
+    fn before(&self, name: &str, labels: &str) -> f64 {
+        let head = format!("{name}{{key=\"{}\"{labels}}} ", self.key);
+        self.previous
+            .lines()
+            .find_map(|l| l.strip_prefix(&head))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .unwrap_or(0.0)
+    }
+
+    /// A counter's series: the previous file's value plus `by`.
+    fn count(&mut self, name: &str, labels: &str, by: f64) {
+        let value = self.before(name, labels) + by;
+        self.sample(name, labels, &number(value));
+    }
+
+    /// A histogram carried over, with `observed` (seconds) added when this run observed one.
+    fn histogram(&mut self, name: &str, help: &str, buckets: &[f64], observed: Option<f64>) {
+        self.head(name, "histogram", help);
+        let bucket = format!("{name}_bucket");
+        for le in buckets
+            .iter()
+            .map(|b| b.to_string())
+            .chain(["+Inf".to_owned()])
+        {
+            let within = observed.is_some_and(|o| le == "+Inf" || o <= le.parse().unwrap_or(0.0));
+            self.count(
+                &bucket,
+                &format!(",le=\"{le}\""),
+                f64::from(u8::from(within)),
+            );
+        }
+        self.count(&format!("{name}_sum"), "", observed.unwrap_or(0.0));
+        self.count(
+            &format!("{name}_count"),
+            "",
+            f64::from(u8::from(observed.is_some())),
+        );
+    }
+}
+
+/// A sample's value: whole numbers without a fraction, the rest to the millisecond.
+fn number(value: f64) -> String {
+    if value.fract() == 0.0 && value.abs() < 1e15 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.3}")
+    }
+}
+
 fn render(
     key: &str,
     code: i32,
-    outcome: &str,
+    outcome: Outcome,
     stats: &Stats,
     now: f64,
     last_success: Option<f64>,
+    previous: &str,
 ) -> String {
-    let key = escape(key);
-    let mut out = String::new();
-    let mut metric = |name: &str, help: &str, labels: &str, value: String| {
-        out.push_str(&format!(
-            "# HELP {name} {help}\n# TYPE {name} gauge\n{name}{{key=\"{key}\"{labels}}} {value}\n"
-        ));
+    let mut text = Text {
+        out: String::new(),
+        key: escape(key),
+        previous,
     };
-    metric(
+    text.gauge(
         "redlock_last_run_timestamp_seconds",
         "When redlock last finished a run of this lock (unix seconds).",
         "",
         format!("{now:.3}"),
     );
     if let Some(t) = last_success {
-        metric(
+        text.gauge(
             LAST_SUCCESS,
             "When a run of this lock last succeeded, here or (seen by a --min-interval skip) elsewhere.",
             "",
             format!("{t:.3}"),
         );
     }
-    metric(
+    text.gauge(
         "redlock_exit_status",
         "redlock's exit status for the last run.",
         "",
         code.to_string(),
     );
-    metric(
+    text.gauge(
         "redlock_outcome",
         "How the last run ended (1 for the outcome label that applies).",
-        &format!(",outcome=\"{outcome}\""),
+        &format!(",outcome=\"{}\"", outcome.label()),
         "1".into(),
     );
     let secs = |d: Option<Duration>| format!("{:.3}", d.unwrap_or_default().as_secs_f64());
-    metric(
+    text.gauge(
         "redlock_wait_seconds",
         "Time spent taking (or waiting for) the lock in the last run.",
         "",
         secs(stats.waited),
     );
-    metric(
+    text.gauge(
         "redlock_held_seconds",
         "Time the lock was held in the last run.",
         "",
         secs(stats.held),
     );
-    metric(
+    text.gauge(
         "redlock_renewals",
         "Successful lease renewals in the last run.",
         "",
         stats.renewals.to_string(),
     );
-    metric(
+    text.gauge(
         "redlock_renewal_failures",
         "Failed lease renewal attempts in the last run.",
         "",
         stats.renewal_failures.to_string(),
     );
-    out
+    counters(&mut text, outcome, stats);
+    text.out
+}
+
+/// The counters and histograms, carried over from the previous file: every run that wrote it.
+fn counters(text: &mut Text, outcome: Outcome, stats: &Stats) {
+    text.head(
+        "redlock_runs_total",
+        "counter",
+        "Runs of this lock that wrote this file, by how they ended.",
+    );
+    for label in OUTCOMES.iter().map(|o| o.label()) {
+        let this = f64::from(u8::from(label == outcome.label()));
+        text.count("redlock_runs_total", &format!(",outcome=\"{label}\""), this);
+    }
+    let counters = [
+        (
+            "redlock_renewals_total",
+            "Successful lease renewals, over the runs that wrote this file.",
+            stats.renewals as f64,
+        ),
+        (
+            "redlock_renewal_failures_total",
+            "Failed lease renewal attempts, over the runs that wrote this file.",
+            stats.renewal_failures as f64,
+        ),
+        (
+            "redlock_lost_leases_total",
+            "Runs that lost their lock while the command ran (exit 76).",
+            f64::from(u8::from(outcome == Outcome::LockLost)),
+        ),
+    ];
+    for (name, help, by) in counters {
+        text.head(name, "counter", help);
+        text.count(name, "", by);
+    }
+    text.histogram(
+        "redlock_lock_wait_seconds",
+        "Time spent taking (or waiting for) the lock, over the runs that wrote this file.",
+        WAIT_BUCKETS,
+        stats.waited.map(|d| d.as_secs_f64()),
+    );
+    text.histogram(
+        "redlock_lock_held_seconds",
+        "Time the lock was held, over the runs that wrote this file.",
+        HELD_BUCKETS,
+        stats.held.map(|d| d.as_secs_f64()),
+    );
 }
 
 #[cfg(test)]
@@ -191,7 +341,7 @@ mod tests {
     fn labels_are_escaped_and_last_success_read_back() {
         let stats = Stats::default();
         let key = "a\"b\\c\nd";
-        let text = render(key, 0, "success", &stats, 10.0, Some(7.5));
+        let text = render(key, 0, Outcome::Exited(0), &stats, 10.0, Some(7.5), "");
         assert!(
             text.contains(r#"redlock_exit_status{key="a\"b\\c\nd"} 0"#),
             "{text}"
@@ -199,6 +349,49 @@ mod tests {
         assert!(text.contains(r#",outcome="success"} 1"#), "{text}");
         assert_eq!(last_success_in(&text, key), Some(7.5));
         assert_eq!(last_success_in(&text, "other"), None);
-        assert!(!render("k", 1, "failed", &stats, 1.0, None).contains(LAST_SUCCESS));
+        assert!(!render("k", 1, Outcome::Exited(1), &stats, 1.0, None, "").contains(LAST_SUCCESS));
+    }
+
+    #[test]
+    fn counters_and_histograms_carry_over() {
+        let held = Stats {
+            waited: Some(Duration::from_millis(20)),
+            held: Some(Duration::from_secs(90)),
+            renewals: 3,
+            ..Stats::default()
+        };
+        let first = render("k", 0, Outcome::Exited(0), &held, 1.0, None, "");
+        let second = render("k", 76, Outcome::LockLost, &held, 2.0, None, &first);
+        let third = render(
+            "k",
+            75,
+            Outcome::Busy,
+            &Stats::default(),
+            3.0,
+            None,
+            &second,
+        );
+        for line in [
+            r#"redlock_runs_total{key="k",outcome="success"} 1"#,
+            r#"redlock_runs_total{key="k",outcome="lock_lost"} 1"#,
+            r#"redlock_runs_total{key="k",outcome="busy"} 1"#,
+            r#"redlock_runs_total{key="k",outcome="failed"} 0"#,
+            r#"redlock_renewals_total{key="k"} 6"#,
+            r#"redlock_lost_leases_total{key="k"} 1"#,
+            r#"redlock_lock_held_seconds_bucket{key="k",le="60"} 0"#,
+            r#"redlock_lock_held_seconds_bucket{key="k",le="300"} 2"#,
+            r#"redlock_lock_held_seconds_bucket{key="k",le="+Inf"} 2"#,
+            r#"redlock_lock_held_seconds_sum{key="k"} 180"#,
+            r#"redlock_lock_held_seconds_count{key="k"} 2"#,
+            r#"redlock_lock_wait_seconds_bucket{key="k",le="0.05"} 2"#,
+        ] {
+            assert!(third.lines().any(|l| l == line), "{line} missing:\n{third}");
+        }
+        // Another lock's file carries nothing over.
+        let other = render("other", 0, Outcome::Exited(0), &held, 4.0, None, &third);
+        assert!(
+            other.contains(r#"redlock_renewals_total{key="other"} 3"#),
+            "{other}"
+        );
     }
 }

@@ -25,7 +25,7 @@ use crate::exit::Outcome;
 use crate::lease::{self, HoldEvent, Lease, Reports, Wait, WaitEvent};
 use crate::lock;
 use crate::lock::quorum::Quorum;
-use crate::lock::{Holder, Keys, Locker, Preflight, SingleRedis};
+use crate::lock::{Holder, Keys, Locker, Preflight, RunEnding, SingleRedis};
 use crate::process::signals::{self, Intake};
 use crate::process::{self, Signo, Terminal, Waited, Watchdog};
 use crate::report;
@@ -73,6 +73,8 @@ pub struct Options {
     /// The exit status when the lock was not taken or the run was skipped.
     pub conflict_status: u8,
     pub min_interval: Option<Duration>,
+    /// `--splay`: wait a random time below this before the first attempt (None: no splay).
+    pub splay: Option<Duration>,
     /// The signal that asks the command to stop.
     pub stop_signal: Signal,
     /// The grace between the stop signal and SIGKILL.
@@ -104,7 +106,7 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
         Ok(taken) => taken,
         Err(outcome) => {
             if matches!(outcome, Outcome::Interrupted(_)) {
-                lease.stop();
+                lease.finish(RunEnding::of(outcome, options.conflict_status));
                 wait::left_the_queue(&rx, &options.key);
             }
             return Ok(outcome);
@@ -118,7 +120,7 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
             let (found, message) = process::explain_failure(&options.command[0], &err);
             let outcome = Outcome::NotRun { found };
             report::error_event(outcome.into(), message);
-            lease.stop();
+            lease.finish(RunEnding::of(outcome, options.conflict_status));
             release::finish(&rx, &options.key);
             stats.held = Some(held.elapsed());
             return Ok(outcome);
@@ -171,9 +173,11 @@ fn after_the_command(
         report::millis(held.elapsed())
     );
 
-    // Release.
+    // Release, telling the record how the run ended if the lock is still ours (its release
+    // records a lost lock itself).
     let in_time = Moment::now() < ended.deadline;
-    lease.finish(ended.outcome.succeeded());
+    let (if_ours, _) = release::judged(ended.outcome, Some(lock::Held::Ours), in_time);
+    lease.finish(RunEnding::of(if_ours, options.conflict_status));
     let released = release::finish(rx, &options.key);
     let (outcome, lost) = release::judged(ended.outcome, released, in_time);
     if let Some(why) = lost {
@@ -235,7 +239,7 @@ fn start(options: &Options) -> anyhow::Result<Started> {
         locker(options),
         token.clone(),
         options.ttl,
-        options.wait,
+        (splay(options), options.wait),
         reports,
     );
     Ok(Started {
@@ -246,6 +250,24 @@ fn start(options: &Options) -> anyhow::Result<Started> {
         lease,
         token,
     })
+}
+
+/// `--splay`: how long to wait before the first attempt, chosen at random in [0, splay), and
+/// said at `-v`.
+fn splay(options: &Options) -> Duration {
+    let Some(splay) = options.splay else {
+        return Duration::ZERO;
+    };
+    let chosen = splay.mul_f64(lock::validity::random_unit());
+    report!(
+        1,
+        Splay { "splay_ms" => chosen.as_millis(), "max_ms" => splay.as_millis() },
+        "waiting {} before the first attempt for lock '{}' (--splay {})",
+        report::millis(chosen),
+        options.key,
+        humantime::format_duration(splay)
+    );
+    chosen
 }
 
 /// The command's environment beside redlock's own: the lock's variables, and no credentials

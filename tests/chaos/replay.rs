@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use redlock::boundary::{AcquireMany, AcquireReply, Attempt, Holder, Keys, Kind, eval};
+use redlock::boundary::{AcquireMany, AcquireReply, Attempt, Holder, Kept, Keys, Kind, eval};
 
 use crate::common::RedisServer;
 
@@ -29,6 +29,7 @@ fn acquire(redis: &RedisServer, token: &str) -> Option<i64> {
             lifetime: Duration::from_secs(20),
             fair: false,
             waited: false,
+            record: Kept::DEFAULT,
         },
         held_as: Kind::Limit(3),
     };

@@ -182,8 +182,10 @@ fn force_release_fences_the_holder_off_and_wakes_a_waiter() {
 }
 
 /// A run nobody waits for takes one round trip to acquire and one to release (after the
-/// connection's set-up, which asks ROLE), and leaves the waiters' bookkeeping alone: inside its two scripts only the lock, its holder's details and
-/// the fencing counter are touched, and whether anyone waits is asked once (EXISTS).
+/// connection's set-up, which asks ROLE), and leaves the waiters' bookkeeping alone: inside its
+/// two scripts only the lock, its holder's details, the fencing counter and the record of runs
+/// (the run pushed and trimmed, then ended and counted) are touched, and whether anyone waits is
+/// asked once (EXISTS).
 #[test]
 fn a_run_without_waiting_is_one_round_trip_each_way_and_touches_only_the_lock() {
     let redis = RedisServer::start();
@@ -203,12 +205,18 @@ fn a_run_without_waiting_is_one_round_trip_each_way_and_touches_only_the_lock() 
             ("evalsha", 2),
             ("exists", 1),
             ("get", 2), // the lock's token at the release, and the counter at the acquire
-            ("hset", 1),
+            ("hincrby", 1), // the run's outcome counted
+            ("hset", 2), // the holder's details; the last success
             ("incrby", 1), // the fencing counter, moved on to the server's clock if it is behind
-            ("pexpire", 2), // the holder's details and the counter's lifetime
-            ("role", 1),   // the replica check, once, in the connection's set-up
+            ("lindex", 1), // the run found at its release, the newest
+            ("lpush", 1), // the run recorded, the list cut to its bound
+            ("lrange", 1),
+            ("lset", 1), // the run's ending
+            ("ltrim", 1),
+            ("pexpire", 4), // the holder's details, the counter's lifetime, the record's two keys
+            ("role", 1),    // the replica check, once, in the connection's set-up
             ("set", 1),
-            ("time", 1), // the server's clock, for the fencing token
+            ("time", 2), // the server's clock: the fencing token and the run's start; its end
         ]
     );
 }

@@ -176,6 +176,22 @@ fn the_documented_acl_user_can_do_everything_redlock_does() {
     out.assert_code(76);
     outputs.push(out);
 
+    // The record of runs those runs kept, read back: every run, the last one lost its lock.
+    let history = admin("history").key("forced").any_stdout().output();
+    assert!(
+        history.stdout.contains("\tlock_lost (exit 76)\t"),
+        "{}",
+        history.stdout
+    );
+    outputs.push(history);
+    outputs.push(
+        admin("check")
+            .key("cron")
+            .args(["--max-age", "1h"])
+            .stdout_contains("OK: lock 'cron' last succeeded")
+            .output(),
+    );
+
     for out in outputs.iter().chain([&status, &list]) {
         assert!(!out.stderr.contains("NOPERM"), "{}", out.stderr);
         out.assert_no_secret(&[PW, WRONG]);

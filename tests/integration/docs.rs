@@ -220,18 +220,33 @@ fn documented_command_lines_are_accepted() {
     let recipes = documented_run_options();
     assert!(recipes.len() >= 10, "found only {recipes:#?}");
     let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let metrics = dir.join("job.prom").to_string_lossy().into_owned();
     let mut failures = Vec::new();
     for (source, options) in &recipes {
-        // Our server instead of the documented one; everything else as written.
+        // Our server instead of the documented one, a metrics file in a directory that exists
+        // here, and a splay of a millisecond (a documented one of minutes would only make the
+        // test wait); everything else as written.
         let mut words = Vec::new();
         let mut iter = options.iter();
         while let Some(word) = iter.next() {
             if word == "--url" {
                 iter.next();
+            } else if word == "--metrics-file" {
+                iter.next();
+                words.extend(["--metrics-file", metrics.as_str()]);
+            } else if word == "--splay" || word.starts_with("--splay=") {
+                if word == "--splay" {
+                    iter.next();
+                }
+                words.extend(["--splay", "1ms"]);
             } else if !word.starts_with("--url=") {
                 words.push(word.as_str());
             }
         }
+        // Each line as on a Redis of its own: a --min-interval success of one line (the same
+        // recipe is quoted in the docs and shipped in packaging/) does not skip the next.
+        redis::cmd("FLUSHALL").exec(&mut redis.conn()).unwrap();
         // The status is checked below, every refused line gathered in one failure; a recipe
         // may well print (`--help`) or say things (-v, --tls-insecure).
         let out = Redlock::run(&redis)

@@ -21,11 +21,16 @@ fn holders(redis: &RedisServer, name: &str) -> Vec<String> {
         .expect("ZRANGE on the lock key")
 }
 
-/// The keys of lock `name` still in Redis, but its fencing counter and a wake-up that lingers a
-/// few seconds for a waiter that may come (by design). A released semaphore leaves no set, no
-/// kind and no holders' details behind.
+/// The keys of lock `name` still in Redis, but its fencing counter, a wake-up that lingers a
+/// few seconds for a waiter that may come, and the record of its runs (by design). A released
+/// semaphore leaves no set, no kind and no holders' details behind.
 fn left_behind(redis: &RedisServer, name: &str) -> Vec<String> {
-    let keep = [fence_key(name), format!("{}:wake", lock_key(name))];
+    let keep = [
+        fence_key(name),
+        format!("{}:wake", lock_key(name)),
+        format!("{}:runs", lock_key(name)),
+        format!("{}:counts", lock_key(name)),
+    ];
     redis
         .all_keys()
         .into_iter()

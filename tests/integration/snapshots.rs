@@ -1,7 +1,7 @@
 //! Outputs as the docs show them, snapshot-tested so that a changed output fails with a diff to
 //! accept or fix: every `--help`, `--version` and the usage errors (trycmd, one case per file in
 //! tests/cmd/), and the messages docs/messages.md quotes and the `status` and `list` lines
-//! docs/operating.md shows, which need a server (snapbox, one file each in
+//! docs/operating.md shows (the record of runs' lines are in `records`), which need a server (snapbox, one file each in
 //! tests/integration/snapshots/). Then the docs are held to the snapshots: every message the
 //! table quotes, and every line of the status example, is found in one.
 //!
@@ -55,17 +55,20 @@ pub fn redact(text: &str) -> String {
         let mut words: Vec<String> = Vec::new();
         let mut after_pid = false;
         for word in line.split(' ') {
-            let core = word.trim_end_matches([',', ';', ':', ')']);
-            let tail = &word[core.len()..];
+            let lead = &word[..word.len() - word.trim_start_matches('(').len()];
+            let core = word[lead.len()..].trim_end_matches([',', ';', ':', ')']);
+            let tail = &word[lead.len() + core.len()..];
             let hidden = after_pid
                 || is_token(core)
                 || is_duration(core)
+                || is_timestamp(core)
                 || (!host.is_empty() && core == host)
                 || is_fence(core)
                 || (line.trim_start().starts_with("fencing:") && core.parse::<u64>().is_ok());
-            after_pid = core == "pid";
+            // The word after `pid` or `fence` (a run's fencing token) is a number that changes.
+            after_pid = core == "pid" || core == "fence";
             let word = if hidden {
-                format!("[..]{tail}")
+                format!("{lead}[..]{tail}")
             } else {
                 word.to_owned()
             };
@@ -97,6 +100,18 @@ fn is_token(word: &str) -> bool {
         })
 }
 
+/// `2026-12-01T03:00:07Z`: a moment, RFC 3339 to the second.
+fn is_timestamp(word: &str) -> bool {
+    word.len() == 20
+        && word.char_indices().all(|(i, c)| match i {
+            4 | 7 => c == '-',
+            10 => c == 'T',
+            13 | 16 => c == ':',
+            19 => c == 'Z',
+            _ => c.is_ascii_digit(),
+        })
+}
+
 /// `1ms`, `21s`, `12m`, `3h`, `2d` (humantime's parts).
 fn is_duration(word: &str) -> bool {
     let digits = word.chars().take_while(char::is_ascii_digit).count();
@@ -105,7 +120,7 @@ fn is_duration(word: &str) -> bool {
 
 /// Whether `quoted` (a message as a page shows it) matches one line of any snapshot, whose
 /// `[..]` match anything.
-fn in_a_snapshot(quoted: &str, snapshots: &[String]) -> bool {
+pub(super) fn in_a_snapshot(quoted: &str, snapshots: &[String]) -> bool {
     let verify = Assert::new().action(Action::Verify);
     snapshots.iter().flat_map(|s| s.lines()).any(|line| {
         let line = line.trim();
@@ -128,7 +143,7 @@ fn in_a_snapshot(quoted: &str, snapshots: &[String]) -> bool {
     })
 }
 
-fn all_snapshots() -> Vec<String> {
+pub(super) fn all_snapshots() -> Vec<String> {
     let mut texts: Vec<String> = std::fs::read_dir(snapshot_dir())
         .unwrap()
         .map(|entry| read(&entry.unwrap().path()))
@@ -159,6 +174,14 @@ fn redact_hides_what_changes_and_keeps_the_rest() {
         "  holder:   web1 pid [..], for [..], lease [..] left, token [..]: ./export.sh eu\n"
     );
     assert_eq!(redact("  fencing:  118"), "  fencing:  [..]\n");
+    assert_eq!(
+        redact("2026-11-30T03:00:07Z\tdb1 pid 18842\t41m 3s\tsuccess (exit 0)\tfence 411"),
+        "[..]\tdb1 pid [..]\t[..]\tsuccess (exit 0)\tfence [..]\n"
+    );
+    assert_eq!(
+        redact("  last run: 2026-12-01T03:02:41Z (3s ago), db2"),
+        "  last run: [..] ([..] ago), db2\n"
+    );
     assert_eq!(
         redact("lock 'k' is held elsewhere; gave up after 1ms"),
         "lock 'k' is held elsewhere; gave up after [..]\n"

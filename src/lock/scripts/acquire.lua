@@ -1,5 +1,6 @@
 -- Take the lock alone (no --limit or --shared): SET NX PX when it is free, advance the fencing
--- counter and record the holder's details beside it, all in one step. A retry of our own
+-- counter, record the holder's details beside it and the run in the record of runs (see
+-- history.lua), all in one step. A retry of our own
 -- acquire whose reply was lost finds our token and succeeds again. With a min-interval, a run
 -- that succeeded within it wins over all that.
 -- With --fair the lock goes only to the head of the waiters' queue (or to anyone when nobody
@@ -18,7 +19,9 @@ local function take()
   redis.call('HSET', holder, 'token', token, 'host', host, 'pid', pid, 'argv', command,
     'started', started)
   redis.call('PEXPIRE', holder, ttl)
-  return {'acquired', advance()}
+  local fenced = advance()
+  record_start(token, host, pid, fenced, now_ms())
+  return {'acquired', fenced}
 end
 -- A key of type `t` that is neither free nor one holder's: nil when it was a set whose leases
 -- all ended (purged, it is gone), else the reply.

@@ -5,7 +5,8 @@
 -- purged first, by the server's clock. Each place advances the lock's one fencing counter.
 -- A retry of our own acquire whose reply was lost finds our token and succeeds again, with
 -- the fencing token it was given (kept in the holder's details). A waiter let in with room
--- left passes a wake-up on to the next one.
+-- left passes a wake-up on to the next one. A place taken is a run in the record of runs
+-- (history.lua).
 -- KEYS and ARGV: `AcquireMany` in calls.rs (`held_as`: 'limit N' or 'shared').
 -- Returns {'acquired', fencing counter}, {'skipped', ms since a success within the
 -- min-interval}, {'held_as', how the lock is held instead: 'lock' (an exclusive holder),
@@ -61,6 +62,7 @@ if room then
     host = host, pid = pid, argv = command, started = started, since = now,
     fence = string.format('%.0f', given) }))
   settle()
+  record_start(token, host, pid, given, now)
   if waited == '1' then
     dequeue(token)
     -- A release wakes one waiter; room enough for more: wake the next, and so on.

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use redis::Value;
 
+use crate::lock::record::{Kept, Lost, RunEnding, Runs};
 use crate::lock::reply::{Fields, FromReply};
 use crate::lock::scripts::{args, script};
 use crate::lock::{Forced, Held, HeldAs, Holder, Inspected, Kind};
@@ -27,6 +28,8 @@ const WAKE: (&str, &str) = lua!("wake");
 const WAITERS: (&str, &str) = lua!("waiters");
 const ATTEMPT: (&str, &str) = lua!("attempt");
 const FINISH: (&str, &str) = lua!("finish");
+const RUNS: (&str, &str) = lua!("runs");
+const HISTORY: (&str, &str) = lua!("history");
 
 args! {
     /// What every attempt to take the lock says of itself (both acquire scripts take it).
@@ -52,6 +55,8 @@ args! {
         /// away: once let in it leaves the waiters' records, and a semaphore's waiter let in
         /// with room left wakes the next. A first attempt that is let in touches none of them.
         pub waited: bool,
+        /// How the record of runs is kept (the run is recorded when taken).
+        pub record: Kept,
     }
 }
 
@@ -67,6 +72,9 @@ args! {
         pub success_for: Option<Duration>,
         /// An attempt of this holder was, or may have been, turned away (see [`Attempt`]).
         pub waited: bool,
+        /// How the run ended, for the record of runs.
+        pub ended: RunEnding,
+        pub record: Kept,
     }
 }
 
@@ -75,8 +83,8 @@ script! {
     pub struct Acquire<'a> {
         attempt: Attempt<'a>,
     }
-    keys [lock, fence, wake, queue, alive, holder, done, kind, holders, waiting];
-    files [CLOCK, FENCE, LOCK, HOLDER, HOLDERS, WAKE, WAITERS, ATTEMPT, lua!("acquire")];
+    keys [lock, fence, wake, queue, alive, holder, done, kind, holders, waiting, runs, counts];
+    files [CLOCK, FENCE, LOCK, HOLDER, HOLDERS, WAKE, WAITERS, RUNS, HISTORY, ATTEMPT, lua!("acquire")];
     reply AcquireReply;
 }
 
@@ -87,8 +95,8 @@ script! {
         /// How: `Kind::Limit(n)` or `Kind::Shared`.
         held_as: Kind,
     }
-    keys [lock, fence, wake, queue, alive, done, kind, holders, waiting];
-    files [CLOCK, FENCE, LOCK, HOLDERS, WAKE, WAITERS, ATTEMPT, lua!("acquire_many")];
+    keys [lock, fence, wake, queue, alive, done, kind, holders, waiting, runs, counts];
+    files [CLOCK, FENCE, LOCK, HOLDERS, WAKE, WAITERS, RUNS, HISTORY, ATTEMPT, lua!("acquire_many")];
     reply AcquireReply;
 }
 
@@ -97,9 +105,12 @@ script! {
     pub struct Extend<'a> {
         token: &'a str,
         ttl: Duration,
+        /// How the run's record ends when the lock is found lost.
+        lost: Lost,
+        record: Kept,
     }
-    keys [lock, holder];
-    files [HOLDER, lua!("extend")];
+    keys [lock, holder, runs, counts];
+    files [CLOCK, HOLDER, RUNS, HISTORY, lua!("extend")];
     reply Held;
 }
 
@@ -108,9 +119,12 @@ script! {
     pub struct ExtendMany<'a> {
         token: &'a str,
         ttl: Duration,
+        /// How the run's record ends when the place is found lost.
+        lost: Lost,
+        record: Kept,
     }
-    keys [lock, kind, holders];
-    files [CLOCK, LOCK, HOLDERS, lua!("extend_many")];
+    keys [lock, kind, holders, runs, counts];
+    files [CLOCK, LOCK, HOLDERS, RUNS, HISTORY, lua!("extend_many")];
     reply Held;
 }
 
@@ -119,8 +133,8 @@ script! {
     pub struct Release<'a> {
         finish: Finish<'a>,
     }
-    keys [lock, wake, queue, alive, holder, done, waiting];
-    files [CLOCK, HOLDER, WAKE, WAITERS, FINISH, lua!("release")];
+    keys [lock, wake, queue, alive, holder, done, waiting, runs, counts];
+    files [CLOCK, HOLDER, WAKE, WAITERS, FINISH, RUNS, HISTORY, lua!("release")];
     reply Held;
 }
 
@@ -129,8 +143,8 @@ script! {
     pub struct ReleaseMany<'a> {
         finish: Finish<'a>,
     }
-    keys [lock, wake, queue, alive, done, kind, holders, waiting];
-    files [CLOCK, LOCK, HOLDERS, WAKE, WAITERS, FINISH, lua!("release_many")];
+    keys [lock, wake, queue, alive, done, kind, holders, waiting, runs, counts];
+    files [CLOCK, LOCK, HOLDERS, WAKE, WAITERS, FINISH, RUNS, HISTORY, lua!("release_many")];
     reply Held;
 }
 
@@ -163,9 +177,10 @@ script! {
     pub struct Undo<'a> {
         token: &'a str,
         lifetime: Option<Duration>,
+        record: Kept,
     }
-    keys [lock, holder, wake, queue, alive, waiting];
-    files [CLOCK, HOLDER, WAKE, WAITERS, lua!("undo")];
+    keys [lock, holder, wake, queue, alive, waiting, runs, counts];
+    files [CLOCK, HOLDER, WAKE, WAITERS, RUNS, HISTORY, lua!("undo")];
     reply bool;
 }
 
@@ -190,9 +205,17 @@ script! {
 script! {
     /// Read a lock's state without changing anything.
     pub struct Inspect {}
-    keys [lock, fence, queue, alive, holder, done, kind, holders, waiting];
-    files [CLOCK, FENCE, LOCK, HOLDER, HOLDERS, lua!("inspect")];
+    keys [lock, fence, queue, alive, holder, done, kind, holders, waiting, runs, counts];
+    files [CLOCK, FENCE, LOCK, HOLDER, HOLDERS, RUNS, lua!("inspect")];
     reply Inspected;
+}
+
+script! {
+    /// Read the record of a lock's runs without changing anything.
+    pub struct ReadRuns {}
+    keys [lock, runs, counts];
+    files [CLOCK, RUNS, lua!("recent")];
+    reply Runs;
 }
 
 script! {
@@ -278,6 +301,7 @@ pub(super) fn all() -> Vec<(&'static str, &'static super::Lua)> {
         ("FenceRead", FenceRead::lua()),
         ("FenceRaise", FenceRaise::lua()),
         ("Inspect", Inspect::lua()),
+        ("ReadRuns", ReadRuns::lua()),
         ("ForceRelease", ForceRelease::lua()),
     ]
 }

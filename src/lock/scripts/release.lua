@@ -1,13 +1,22 @@
 -- Delete the key (and the holder's details) only while it holds our token, and wake one
 -- waiter, if any may be waiting: the head of the fair queue, or else whoever blocks first on
 -- the shared wake list. A set (held by several since our lease ended) is another owner's: GET
--- fails on it.
+-- fails on it. The run's record ends as `outcome` (with `status`), or as `lost_outcome` when
+-- the key was not ours any more.
 -- KEYS and ARGV: `Release` in calls.rs.
 -- Returns 1 released, 0 key already gone, -1 held by another owner (left untouched).
 finish_run()
 local v = redis.pcall('GET', lock)
-if type(v) == 'table' or (v and v ~= token) then return -1 end
-if v then drop() end
+if type(v) == 'table' or (v and v ~= token) then
+  record_end(token, now_ms(), lost_outcome, lost_status)
+  return -1
+end
+if v then
+  drop()
+  record_end(token, now_ms(), outcome, status)
+else
+  record_end(token, now_ms(), lost_outcome, lost_status)
+end
 pass_on(linger)
 if v then return 1 end
 return 0

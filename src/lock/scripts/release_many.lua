@@ -1,6 +1,7 @@
 -- Give up our place among several holders (acquire_many.lua) and wake one waiter, if any may
 -- be waiting: for a semaphore at every release (a slot is free), for shared holders when the
--- last one leaves (only an exclusive waiter waits for them).
+-- last one leaves (only an exclusive waiter waits for them). The run's record ends as
+-- `outcome`, or as `lost_outcome` when the place was not ours any more.
 -- KEYS and ARGV: `ReleaseMany` in calls.rs.
 -- Returns 1 released, 0 gone (our lease had ended, or we were removed), -1 held by an
 -- exclusive holder (left untouched).
@@ -13,6 +14,11 @@ if t == 'zset' then
   local ends = tonumber(redis.call('ZSCORE', lock, token) or '')
   if ends and ends > now then ours = 1 end
   leave_place(token, now)
+end
+if ours == 1 then
+  record_end(token, now_ms(), outcome, status)
+else
+  record_end(token, now_ms(), lost_outcome, lost_status)
 end
 if redis.call('GET', kind) ~= 'shared' or redis.call('EXISTS', lock) == 0 then
   pass_on(linger)

@@ -285,11 +285,19 @@ fn a_script_binds_its_keys_then_its_arguments_in_the_order_of_its_definition() {
             "alive",
             "holder",
             "done",
-            "waiting", // KEYS
+            "waiting",
+            "runs",
+            "counts", // KEYS
             "token",
             "linger",
             "success_for",
-            "waited", // ARGV
+            "waited",
+            "outcome",
+            "status",
+            "lost_outcome",
+            "lost_status",
+            "runs_kept",
+            "record_ttl", // ARGV
         ]
     );
     assert_eq!(files.last().unwrap().0, "release");
@@ -306,9 +314,28 @@ fn a_script_binds_its_keys_then_its_arguments_in_the_order_of_its_definition() {
                 linger: std::time::Duration::from_micros(10),
                 success_for: None,
                 waited: true,
+                ended: crate::lock::RunEnding::of(crate::exit::Outcome::Exited(3), 75),
+                record: crate::lock::record::Kept {
+                    runs_kept: 20,
+                    record_ttl: std::time::Duration::from_secs(1),
+                },
             },
         },
         &mut argv,
     );
-    assert_eq!(argv, ["t", "1", "0", "1"]);
+    assert_eq!(
+        argv,
+        [
+            "t",
+            "1",
+            "0",
+            "1",
+            "failed",
+            "3",
+            "lock_lost",
+            "76",
+            "20",
+            "1000"
+        ]
+    );
 }

@@ -1,0 +1,295 @@
+//! `redlock history` and `redlock check`: the record of a lock's runs, read in one script per
+//! node (`recent.lua`, which writes nothing), shown as it is or judged as a monitoring plugin
+//! judges.
+
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::admin::runs::{self, history_line, how, merged, merged_summary, runs_json, when, who};
+use crate::admin::{Servers, TIMEOUT, need_majority, on_nodes, render::field, unavailable};
+use crate::exit::check::{CRITICAL, OK, UNKNOWN, WARNING};
+use crate::lock::record::{Run, Summary};
+use crate::lock::{Keys, Runs, SingleRedis, WAKE_LINGER};
+use crate::report;
+use crate::report::json::Object;
+
+/// `redlock history`: the runs, newest first; exit 0 (none is fine).
+pub fn history(servers: Servers, key: &str, json: bool) -> anyhow::Result<i32> {
+    report::set_key(key);
+    let Runs { runs, .. } = read_runs(servers, key)?;
+    let text = if json {
+        format!("{}\n", runs_json(&runs))
+    } else {
+        runs.iter().map(history_line).collect()
+    };
+    report::stdout(text.as_bytes())?;
+    report!(
+        1,
+        "lock '{key}': {} recorded ({})",
+        runs.len(),
+        runs::kept()
+    );
+    Ok(0)
+}
+
+/// The record of the lock's runs: from its one server, or merged from every node of a quorum
+/// (a node that does not answer is a `redlock:` line; fewer than a majority is exit 69).
+fn read_runs(servers: Servers, key: &str) -> anyhow::Result<Runs> {
+    let Servers {
+        mut endpoints,
+        prefix,
+    } = servers;
+    let context = || format!("cannot read the runs of lock '{key}'");
+    if endpoints.len() == 1 {
+        let keys = Keys::new(&prefix, key);
+        let mut node = SingleRedis::new(endpoints.remove(0), keys, false, WAKE_LINGER);
+        return node
+            .runs(TIMEOUT)
+            .map_err(unavailable)
+            .with_context(context);
+    }
+    let runs = |node: &mut SingleRedis| node.runs(TIMEOUT);
+    let results = on_nodes(&endpoints, &prefix, key, runs, |failure| failure);
+    let mut answered = Vec::new();
+    for (node, result) in &results {
+        match result {
+            Ok(runs) => answered.push(runs),
+            Err(failure) => report::error(format!("{node}: {}: {failure}", context())),
+        }
+    }
+    need_majority(answered.len(), endpoints.len(), &context())?;
+    let lists: Vec<&[Run]> = answered.iter().map(|r| r.runs.as_slice()).collect();
+    let runs = merged(&lists);
+    let summaries: Vec<&Summary> = answered.iter().map(|r| &r.summary).collect();
+    Ok(Runs {
+        summary: merged_summary(&summaries, &runs),
+        runs,
+    })
+}
+
+/// What `check` found: its status and the line that says why.
+struct Judged {
+    code: i32,
+    line: String,
+}
+
+/// The status word of a plugin status.
+fn word(code: i32) -> &'static str {
+    match code {
+        OK => "OK",
+        WARNING => "WARNING",
+        CRITICAL => "CRITICAL",
+        _ => "UNKNOWN",
+    }
+}
+
+/// `check`'s verdict on the record: OK with a success within `max_age` and no failure since,
+/// WARNING with one and a failure since, CRITICAL without one.
+fn judge(key: &str, record: &Runs, max_age: Duration) -> Judged {
+    let key = field(key);
+    let Runs { summary, runs } = record;
+    let now = summary.now_ms;
+    let age = |run: &Run| Duration::from_millis(now.saturating_sub(run.ended_ms().unwrap_or(0)));
+    let secs = |d: Duration| humantime::format_duration(Duration::from_secs(d.as_secs()));
+    let last = |prefix: &str| match runs.first().or(summary.last_run.as_ref()) {
+        Some(run) => format!(
+            "{prefix}the last run started {} on {}: {}",
+            when(run.started_ms, now),
+            who(run),
+            how(run)
+        ),
+        None => String::new(),
+    };
+    let judged = |code, text: String| Judged {
+        code,
+        line: format!("{}: lock '{key}' {text}", word(code)),
+    };
+    let Some(success) = &summary.last_success else {
+        return match runs.first() {
+            None => judged(CRITICAL, "has no recorded run".to_owned()),
+            Some(_) => judged(CRITICAL, format!("has no recorded success; {}", last(""))),
+        };
+    };
+    let said = format!(
+        "last succeeded {} ago on {} (took {}, fence {})",
+        secs(age(success)),
+        who(success),
+        runs::duration(success),
+        success.fence
+    );
+    if age(success) > max_age {
+        return judged(
+            CRITICAL,
+            format!(
+                "{said}, longer ago than --max-age {}; {}",
+                humantime::format_duration(max_age),
+                last("")
+            ),
+        );
+    }
+    let since = runs
+        .iter()
+        .take_while(|r| r.token != success.token)
+        .find(|r| r.started_ms >= success.started_ms && r.failed());
+    match since {
+        Some(failed) => judged(
+            WARNING,
+            format!(
+                "{said}, but a later run did not: started {} on {}: {}",
+                when(failed.started_ms, now),
+                who(failed),
+                how(failed)
+            ),
+        ),
+        None => judged(OK, said),
+    }
+}
+
+/// `redlock check`: the plugin line (or JSON object) on stdout, and its status. An error is
+/// UNKNOWN, said by the caller.
+pub fn check(servers: Servers, key: &str, max_age: Duration, json: bool) -> anyhow::Result<i32> {
+    report::set_key(key);
+    let record = read_runs(servers, key)?;
+    let Judged { code, line } = judge(key, &record, max_age);
+    let text = if json {
+        let summary = &record.summary;
+        let age = summary
+            .last_success
+            .as_ref()
+            .map(|r| i128::from(summary.now_ms.saturating_sub(r.ended_ms().unwrap_or(0))));
+        let obj = verdict_json(code, Some(key), &line)
+            .int("max_age_ms", max_age.as_millis() as i128)
+            .opt_int("last_success_age_ms", age);
+        let record = Summary {
+            last_run: record.runs.first().cloned().or(summary.last_run.clone()),
+            ..summary.clone()
+        };
+        format!("{}\n", runs::summary_fields(obj, &record).finish())
+    } else {
+        format!("{line}\n")
+    };
+    report::stdout(text.as_bytes())?;
+    Ok(code)
+}
+
+/// The start of `check --json`'s object: `status`, `code`, `key`, `message`.
+fn verdict_json(code: i32, key: Option<&str>, line: &str) -> Object {
+    let obj = Object::new().str("status", word(code)).int("code", code);
+    let obj = match key {
+        Some(key) => obj.str("key", key),
+        None => obj.raw("key", "null"),
+    };
+    obj.str("message", line)
+}
+
+/// Say on stdout that `check` cannot tell (`message`: why), as its line or JSON object.
+pub fn unknown(key: Option<&str>, message: &str, json: bool) {
+    let line = format!("{}: {}", word(UNKNOWN), message.replace('\n', " "));
+    let text = if json {
+        let obj = verdict_json(UNKNOWN, key, &line);
+        format!(
+            "{}\n",
+            obj.raw("last_run", "null")
+                .raw("last_success", "null")
+                .finish()
+        )
+    } else {
+        format!("{line}\n")
+    };
+    let _ = report::stdout(text.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lock::record::{Counts, RunEnd};
+
+    const HOUR: u64 = 3_600_000;
+
+    fn run(token: &str, started_ms: u64, outcome: &str) -> Run {
+        let end = match outcome {
+            "vanished" => RunEnd::Vanished,
+            "running" => RunEnd::Running {
+                so_far: Duration::ZERO,
+            },
+            _ => RunEnd::Ended {
+                outcome: outcome.into(),
+                status: i32::from(outcome != "success"),
+                took: Duration::from_secs(60),
+            },
+        };
+        Run {
+            token: token.into(),
+            host: format!("host-{token}"),
+            pid: 7,
+            started_ms,
+            fence: 1,
+            end,
+        }
+    }
+
+    fn record(runs: Vec<Run>) -> Runs {
+        let last_success = runs.iter().find(|r| r.succeeded()).cloned();
+        Runs {
+            summary: Summary {
+                now_ms: 100 * HOUR,
+                last_run: runs.first().cloned(),
+                last_success,
+                counts: Counts::default(),
+            },
+            runs,
+        }
+    }
+
+    #[test]
+    fn the_four_verdicts() {
+        let day = Duration::from_secs(24 * 3600);
+        let verdict = |runs| {
+            let judged = judge("k", &record(runs), day);
+            (judged.code, judged.line)
+        };
+        let (code, line) = verdict(vec![]);
+        assert_eq!(
+            (code, line.as_str()),
+            (CRITICAL, "CRITICAL: lock 'k' has no recorded run")
+        );
+        let (code, line) = verdict(vec![run("a", 99 * HOUR, "success")]);
+        assert_eq!(code, OK, "{line}");
+        assert!(
+            line.starts_with("OK: lock 'k' last succeeded 59m ago on host-a pid 7"),
+            "{line}"
+        );
+        // A run in progress since the success is no failure.
+        let (code, _) = verdict(vec![
+            run("b", 99 * HOUR + 1, "running"),
+            run("a", 99 * HOUR, "success"),
+        ]);
+        assert_eq!(code, OK);
+        let (code, line) = verdict(vec![
+            run("c", 99 * HOUR + 2, "running"),
+            run("b", 99 * HOUR + 1, "vanished"),
+            run("a", 99 * HOUR, "success"),
+        ]);
+        assert_eq!(code, WARNING, "{line}");
+        assert!(
+            line.contains("but a later run did not") && line.contains("host-b"),
+            "{line}"
+        );
+        let (code, line) = verdict(vec![
+            run("b", 60 * HOUR, "failed"),
+            run("a", 50 * HOUR, "success"),
+        ]);
+        assert_eq!(code, CRITICAL, "{line}");
+        assert!(
+            line.contains("longer ago than --max-age 1day") && line.contains("host-b"),
+            "{line}"
+        );
+        let (code, line) = verdict(vec![run("b", 60 * HOUR, "lock_lost")]);
+        assert_eq!(code, CRITICAL, "{line}");
+        assert!(
+            line.contains("has no recorded success; the last run started"),
+            "{line}"
+        );
+    }
+}
