@@ -341,12 +341,14 @@ impl Core {
                 let first = self.trouble(|before| match before {
                     Trouble::None => Trouble::Failing,
                     other => other,
-                }) == Trouble::None;
+                }) == Some(Trouble::None);
                 out.push(Action::Note(Note::RenewFailed { error, first }));
             }
             Input::Unacknowledged(why) => {
                 self.renewal_failures += 1;
-                let first = self.trouble(|_| Trouble::Unacknowledged) != Trouble::Unacknowledged;
+                let first = self
+                    .trouble(|_| Trouble::Unacknowledged)
+                    .is_some_and(|before| before != Trouble::Unacknowledged);
                 out.push(Action::Note(Note::Unacknowledged { why, first }));
             }
             Input::Lost(held) => {
@@ -405,15 +407,16 @@ impl Core {
     }
 
     /// Record trouble with the renewals of a held lease (`next` of the trouble there was);
-    /// the trouble there was before.
-    fn trouble(&mut self, next: impl FnOnce(Trouble) -> Trouble) -> Trouble {
+    /// the trouble there was before, or None once the lease is lost.
+    fn trouble(&mut self, next: impl FnOnce(Trouble) -> Trouble) -> Option<Trouble> {
         match &mut self.lease {
             Lease::Held { trouble, .. } => {
                 let before = *trouble;
                 *trouble = next(before);
-                before
+                Some(before)
             }
-            Lease::Lost { .. } => Trouble::None,
+            // Lost: a renewal's failure is no news any more (the release may still retry).
+            Lease::Lost { .. } => None,
         }
     }
 
