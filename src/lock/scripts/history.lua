@@ -9,7 +9,8 @@
 -- found lost on one node of a quorum whose majority went on) takes the new ending and its
 -- count moves; a success is kept as 'last_success' too. A run that fell off the list (more
 -- than `runs_kept` began since) is counted all the same. record_forget(who) takes the run of
--- `who` out of the list (a quorum's attempt undone on this node).
+-- `who` out of the list (a quorum's attempt undone on this node). ended_as(who, outcome) tells
+-- a release retried after its reply was lost that the first one went through.
 --
 -- The record serves the operator, the lock serves the job: should `runs` or `counts` hold what
 -- redlock does not keep there, the record is not written (each of these runs under pcall) and
@@ -72,6 +73,12 @@ end
 local function forget_now(who)
   local at, raw = find(who)
   if at then redis.call('LREM', runs, 1, raw) end
+end
+-- Whether the run of `who` was ended as `outcome` already: by this same release, whose reply
+-- was lost and which is now retried (false when the record cannot tell).
+local function ended_as(who, outcome)
+  local ok, at, _, r = pcall(find, who)
+  return ok and at ~= nil and r.outcome == outcome and r.ended ~= nil
 end
 local function count(name, by) pcall(count_now, name, by) end
 local function record_start(who, host, pid, fence, now) pcall(start_now, who, host, pid, fence, now) end
