@@ -71,6 +71,15 @@ pub(crate) fn say(note: &Note, options: &Options) {
         Note::LeaseEnded => report::error(format!(
             "the lease thread for lock '{key}' ended unexpectedly"
         )),
+        Note::WatchdogRestarted { .. } | Note::WatchdogFailed { .. } | Note::WatchdogStopped(_) => {
+            watchdog(note)
+        }
+    }
+}
+
+/// Say what became of the watchdog.
+fn watchdog(note: &Note) {
+    match note {
         Note::WatchdogRestarted { how, pid } => report!(
             0,
             WatchdogRestarted { "how" => how.as_str(), "pid" => *pid },
@@ -86,6 +95,7 @@ pub(crate) fn say(note: &Note, options: &Options) {
             WatchdogStopped { "signal" => signal.to_string() },
             "warning: redlock's watchdog was stopped ({signal}); continued it"
         ),
+        _ => {}
     }
 }
 
