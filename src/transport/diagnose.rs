@@ -215,9 +215,18 @@ fn exchange(mut stream: impl Timed, probe: &[u8], deadline: Instant) -> Option<V
                     break;
                 }
             }
-            // Reset by the peer: as good as closed without a word.
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Some(reply),
-            Err(_) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            // Out of time: what came so far, if anything.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                break;
+            }
+            // Reset by the peer (or any other end): as good as closed without a word.
+            Err(_) => return Some(reply),
         }
     }
     (!reply.is_empty()).then_some(reply)
