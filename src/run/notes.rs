@@ -34,6 +34,11 @@ pub(crate) fn say(note: &Note, options: &Options) {
              meanwhile; if it runs out, the command is killed)"
         ),
         Note::Continued => report!(1, Continued {}, "continued; continuing the command"),
+        Note::ContinuedUntilRenewed => report!(
+            1,
+            ContinuedUntilRenewed {},
+            "continued with the lease running low; the command stays stopped until it is renewed"
+        ),
         Note::LockLost(why) => report::error_event(report::Event::LockLost, lost(*why, key)),
         Note::Killed(reason) => killed(*reason),
         Note::MaxRuntime => report!(

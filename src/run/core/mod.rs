@@ -96,10 +96,21 @@ enum Trouble {
 /// The command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Command {
-    /// Running; `suspended`: redlock stopped its group for job control.
-    Running { suspended: bool },
+    /// Running, or stopped by redlock for job control.
+    Running { suspended: Suspended },
     /// It exited; what is left of its group (and of what redlock adopted) is `left`.
     Exited { status: ExitStatus, left: Left },
+}
+
+/// Whether redlock stopped the command's group for job control.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Suspended {
+    No,
+    /// Stopped with redlock (Ctrl-Z, SIGTSTP).
+    Yes,
+    /// redlock was continued past the stop line: the command stays stopped until the renewal
+    /// sent then extends the lease, and is killed at the kill line if none does.
+    UntilRenewed,
 }
 
 /// What the command left behind, as last seen.
@@ -157,7 +168,9 @@ impl Core {
                 deadline: deadline(sent, config.ttl),
                 trouble: Trouble::None,
             },
-            command: Command::Running { suspended: false },
+            command: Command::Running {
+                suspended: Suspended::No,
+            },
             stopping: Stopping::No,
             verdict: None,
             first_request: None,
@@ -186,6 +199,14 @@ impl Core {
     /// after the lease's grace still lands in time.
     fn stop_line(&self) -> Moment {
         self.kill_line() - lease_grace(self.config.ttl, self.config.kill_after)
+    }
+
+    /// Stopped by redlock until a renewal comes (see [`Suspended::UntilRenewed`]).
+    fn until_renewed(&self) -> bool {
+        self.command
+            == Command::Running {
+                suspended: Suspended::UntilRenewed,
+            }
     }
 
     fn lost(&self) -> bool {
@@ -309,7 +330,9 @@ impl Core {
             }
             Input::JobStop(signal) => match self.command {
                 Command::Running { .. } => {
-                    self.command = Command::Running { suspended: true };
+                    self.command = Command::Running {
+                        suspended: Suspended::Yes,
+                    };
                     out.push(Action::Note(Note::Suspended(signal)));
                     out.push(Action::Suspend(signal));
                 }
@@ -341,12 +364,14 @@ impl Core {
                 let first = self.trouble(|before| match before {
                     Trouble::None => Trouble::Failing,
                     other => other,
-                }) == Trouble::None;
+                }) == Some(Trouble::None);
                 out.push(Action::Note(Note::RenewFailed { error, first }));
             }
             Input::Unacknowledged(why) => {
                 self.renewal_failures += 1;
-                let first = self.trouble(|_| Trouble::Unacknowledged) != Trouble::Unacknowledged;
+                let first = self
+                    .trouble(|_| Trouble::Unacknowledged)
+                    .is_some_and(|before| before != Trouble::Unacknowledged);
                 out.push(Action::Note(Note::Unacknowledged { why, first }));
             }
             Input::Lost(held) => {
@@ -401,19 +426,27 @@ impl Core {
             if self.running() {
                 out.push(Action::Watch(self.kill_line()));
             }
+            if self.until_renewed() {
+                self.command = Command::Running {
+                    suspended: Suspended::No,
+                };
+                out.push(Action::Note(Note::Continued));
+                out.push(Action::Continue);
+            }
         }
     }
 
     /// Record trouble with the renewals of a held lease (`next` of the trouble there was);
-    /// the trouble there was before.
-    fn trouble(&mut self, next: impl FnOnce(Trouble) -> Trouble) -> Trouble {
+    /// the trouble there was before, or None once the lease is lost.
+    fn trouble(&mut self, next: impl FnOnce(Trouble) -> Trouble) -> Option<Trouble> {
         match &mut self.lease {
             Lease::Held { trouble, .. } => {
                 let before = *trouble;
                 *trouble = next(before);
-                before
+                Some(before)
             }
-            Lease::Lost { .. } => Trouble::None,
+            // Lost: a renewal's failure is no news any more (the release may still retry).
+            Lease::Lost { .. } => None,
         }
     }
 
@@ -427,7 +460,7 @@ impl Core {
         if now >= self.kill_line() {
             self.lose_lease(LostWhy::RanOut, now, out);
             self.kill(KillReason::LeaseRanOut, now, out);
-        } else if !self.lost() && now >= self.stop_line() {
+        } else if !self.lost() && now >= self.stop_line() && !self.until_renewed() {
             let unacknowledged = matches!(
                 self.lease,
                 Lease::Held {
@@ -552,8 +585,22 @@ impl Core {
             return;
         }
         out.push(Action::RenewNow);
-        if let Command::Running { suspended: true } = self.command {
-            self.command = Command::Running { suspended: false };
+        if let Command::Running {
+            suspended: Suspended::Yes,
+        } = self.command
+        {
+            if now >= self.stop_line() {
+                // Continued now, the command would only be stopped again for a lease running
+                // low: it waits, stopped, for the renewal just asked for.
+                self.command = Command::Running {
+                    suspended: Suspended::UntilRenewed,
+                };
+                out.push(Action::Note(Note::ContinuedUntilRenewed));
+                return;
+            }
+            self.command = Command::Running {
+                suspended: Suspended::No,
+            };
             out.push(Action::Note(Note::Continued));
             out.push(Action::Continue);
         }
