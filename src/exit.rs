@@ -146,7 +146,8 @@ pub const RUN: &[Row] = &[
         "Redis unreachable (with several --url: fewer than a majority granted the lock; with \
          --wait: still unreachable when the wait ran out), refused the credentials, or answered \
          with an error before the lock was taken, or too few replicas acknowledged it \
-         (--min-replicas; it was released); the command did not run",
+         (--min-replicas), or it was not fsynced (--fsync; it was released); the command did \
+         not run",
     ),
     row("70", "internal error"),
     row(
