@@ -43,6 +43,9 @@ mod integration {
     mod faults;
     // -v lines and --log-format json: events in order, errors as JSON, statuses unchanged.
     mod logs;
+    // Files a user names: FIFOs, devices, directories, sockets and files past their cap refused
+    // at start with 64; a metrics file turned into a FIFO never blocks the end of a run.
+    mod files;
     // --metrics-file: the Prometheus textfile on every exit path, last success carried over.
     mod metrics;
     // The metrics file's counters and histograms carried across runs; promtool accepts the file.

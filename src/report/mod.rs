@@ -8,7 +8,8 @@
 //! lists them all, a test holds the two together), so the JSON form is an interface: rename
 //! nothing, add fields freely.
 //!
-//! Used by every layer; uses only std and `exit` (the metrics file's outcome label).
+//! Used by every layer; uses only std, `exit` (the metrics file's outcome label) and `file` (its
+//! path, read and written as any file a user names is).
 
 mod event;
 pub mod json;

@@ -112,6 +112,11 @@ impl Endpoint {
         self
     }
 
+    /// Whether its connections use TLS (`rediss://`).
+    pub fn uses_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
     /// The TLS client configuration of this endpoint's connections (None without TLS); an
     /// error when the trust store cannot be read.
     pub(crate) fn tls_config(&self) -> Result<Option<Arc<rustls::ClientConfig>>, String> {
