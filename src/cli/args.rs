@@ -461,6 +461,8 @@ impl RunArgs {
             command_url: std::env::var("REDLOCK_URL").ok().map(|urls| {
                 urls.split_ascii_whitespace()
                     .map(crate::transport::endpoint::without_password)
+                    // A word that is not a URL may be a piece of a password: dropped.
+                    .filter(|url| !url.is_empty())
                     .collect::<Vec<_>>()
                     .join(" ")
             }),

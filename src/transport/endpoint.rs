@@ -5,8 +5,10 @@
 use std::fmt;
 use std::sync::Arc;
 
-pub use crate::transport::redact::{redact, without_password};
+pub use crate::transport::redact::redact;
 use crate::transport::tls::TlsClient;
+use crate::transport::url::{self, percent_decode};
+pub use crate::transport::url::{no_scheme, without_password};
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
 
 /// TLS settings given apart from the URL, applied to every `rediss://` endpoint: PEM contents,
@@ -80,7 +82,12 @@ impl Endpoint {
                      REDLOCK_PASSWORD or --password-file"
                 ));
             }
-            Some("redis" | "rediss" | "unix" | "redis+unix") => {}
+            Some("redis" | "rediss" | "unix" | "redis+unix") => {
+                if let Some(query) = url::parts(url).and_then(|parts| parts.query) {
+                    url::check_parameters(scheme.as_deref().unwrap_or(""), query)
+                        .map_err(|why| format!("invalid Redis URL '{shown}': {why}"))?;
+                }
+            }
             Some(
                 s @ ("redis+sentinel" | "rediss+sentinel" | "redis+cluster" | "rediss+cluster"),
             ) => {
@@ -194,23 +201,22 @@ impl Endpoint {
             );
         }
         let bad = |why: String| format!("invalid Redis URL '{shown}': {why}");
+        url::check_parameters(scheme, query).map_err(bad)?;
         let mut db = None;
         let mut sentinel_user = None;
         let mut sentinel_pass = None;
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        for (k, v) in url::pairs(query) {
             let v =
                 percent_decode(v).ok_or_else(|| bad(format!("bad percent-encoding in '{k}'")))?;
-            match k {
-                "db" if sentinel => {
+            match k.to_ascii_lowercase().as_str() {
+                "db" => {
                     db = Some(
                         v.parse::<i64>()
                             .map_err(|_| bad(format!("db '{v}' is not a number")))?,
                     )
                 }
-                "sentinel_username" if sentinel => sentinel_user = Some(v),
-                "sentinel_password" if sentinel => sentinel_pass = Some(v),
-                _ => return Err(bad(format!("unknown parameter '{k}'"))),
+                "sentinel_username" => sentinel_user = Some(v),
+                _ => sentinel_pass = Some(v),
             }
         }
         let target = if sentinel {
@@ -322,26 +328,6 @@ impl Endpoint {
     }
 }
 
-/// Why `word`, which has no `://`, is not a URL. It is quoted, with the URL it most likely
-/// means, only when it is `host:port`: anything else may be part of a password.
-pub fn no_scheme(word: &str) -> String {
-    let address = word.rsplit_once(':').is_some_and(|(host, port)| {
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        !host.is_empty()
-            && host
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | ':' | '-' | '_'))
-            && port.parse::<u16>().is_ok()
-    });
-    if address {
-        format!("'{word}' is not a URL: it has no scheme; use redis://{word}")
-    } else {
-        "the URL has no scheme (use redis://, rediss://, unix://, redis+unix://, \
-         redis+sentinel:// or redis+cluster://)"
-            .to_owned()
-    }
-}
-
 /// The crate's connection details for a plain URL; errors without secrets.
 fn connection_info(url: &str, shown: &str) -> Result<ConnectionInfo, String> {
     let info = url.into_connection_info().map_err(|e| {
@@ -403,24 +389,6 @@ fn bracket(host: &str) -> String {
     } else {
         host.to_owned()
     }
-}
-
-/// `%XX` decoded; None when malformed or not UTF-8.
-fn percent_decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = text.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 impl fmt::Display for Endpoint {

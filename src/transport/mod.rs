@@ -4,8 +4,9 @@
 //! ASK). Every step of a request — sentinel lookup, connect, set-up, redirects — fits in one
 //! deadline, and no reply larger than redlock needs is read (`link`: redlock's own connection,
 //! `tls`: its rustls set-up). Only a master may hold a lock (`role`: ROLE in the set-up).
-//! Also what a URL means (`endpoint`), how it is shown (`redact`), and, when a first request
-//! fails in a way that says little, what kind of server answered (`diagnose`).
+//! Also what a URL means (`endpoint`; its text, parameters and the command's copy: `url`), how
+//! it is shown (`redact`), and, when a first request fails in a way that says little, what kind
+//! of server answered (`diagnose`).
 //!
 //! May use the redis crate, rustls and `report`; nothing else of redlock's. The transport
 //! error, [`Failure`] (`failure`), lives here and every layer above passes it on.
@@ -19,6 +20,7 @@ pub mod redact;
 mod role;
 pub mod sentinel;
 mod tls;
+pub(crate) mod url;
 
 use std::time::{Duration, Instant};
 
