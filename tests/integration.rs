@@ -93,6 +93,10 @@ mod integration {
     mod fair;
     // What redlock says when something is wrong: the culprit named, no part of a secret shown.
     mod messages;
+    // What it says of servers that turn it away or answer oddly (maxclients, a plain Sentinel
+    // behind rediss+sentinel://, a deep reply, a socket wanting a password) and of keys it did
+    // not write (a list at the lock key, a fencing counter that is not one); durations rounded.
+    mod diagnoses;
     // Outputs as documented, snapshot-tested (trycmd, snapbox): --help, usage errors, the
     // messages docs/messages.md quotes, status and list lines; the docs checked against them.
     mod snapshots;

@@ -8,6 +8,7 @@
 //! May use `lock`, `transport`, `report`, `error` and `exit`; nothing above (the command line
 //! builds a [`Servers`] and calls in).
 
+mod forced;
 mod history;
 mod list;
 mod release;
@@ -25,6 +26,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::error::{Class, classified};
+use crate::lock::counter::Foreign;
 use crate::lock::{Failure, Inspected, Keys, LockInfo, SingleRedis, WAKE_LINGER};
 use crate::transport::endpoint::{Endpoint, Target};
 
@@ -66,6 +68,8 @@ pub(crate) enum Unread {
         redis_key: String,
         redis_type: String,
     },
+    /// The fencing counter's key is of a type the script cannot read.
+    ForeignFence(Foreign),
 }
 
 impl fmt::Display for Unread {
@@ -81,6 +85,7 @@ impl fmt::Display for Unread {
                  --force` on this key removes it)",
                 render::field(redis_key)
             ),
+            Unread::ForeignFence(foreign) => write!(f, "{} ({})", foreign.said, foreign.remedy),
         }
     }
 }
@@ -92,10 +97,24 @@ impl From<Unread> for anyhow::Error {
     }
 }
 
-/// The lock `node` looks at, read in one script.
+/// The lock `node` looks at, read in one script; a counter of 0 is looked at again (the script
+/// reads one redlock did not write as 0).
 pub(crate) fn read(node: &mut SingleRedis) -> Result<LockInfo, Unread> {
-    match node.inspect(TIMEOUT).map_err(Unread::Failed)? {
-        Inspected::Lock(info) => Ok(*info),
+    let inspected = match node.inspect(TIMEOUT) {
+        // A counter that is not a string fails the script's read of it.
+        Err(failure @ Failure::Refused(_)) => match node.foreign_fence(TIMEOUT) {
+            Ok(Some(foreign)) => return Err(Unread::ForeignFence(foreign)),
+            _ => return Err(Unread::Failed(failure)),
+        },
+        other => other.map_err(Unread::Failed)?,
+    };
+    match inspected {
+        Inspected::Lock(mut info) => {
+            if info.fence == 0 {
+                info.foreign_fence = node.foreign_fence(TIMEOUT).ok().flatten();
+            }
+            Ok(*info)
+        }
         Inspected::Foreign {
             redis_key,
             redis_type,
@@ -221,6 +240,7 @@ mod tests {
         LockInfo {
             redis_key: "redlock:{q}".into(),
             fence: 1,
+            foreign_fence: None,
             held: token.map(|t| (t.to_owned(), None)),
             holder: None,
             several: None,

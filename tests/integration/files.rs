@@ -41,6 +41,9 @@ fn not_files(dir: &TempDir) -> (Vec<(PathBuf, &'static str)>, UnixListener) {
     (things, listener)
 }
 
+/// What a case adds to a command line: the file option under test.
+type Setup<'a> = dyn Fn(Redlock) -> Redlock + 'a;
+
 /// `redlock run` against `redis` (`rediss://` on its plain port when `tls`: nothing connects),
 /// with `setup` adding the file option; it must exit 64 promptly with the one line `want`,
 /// without running the command or leaving a key.
@@ -80,58 +83,28 @@ fn a_file_option_that_is_not_a_regular_file_is_refused_at_start() {
     let cert = dir.join("cert.pem");
     write_file(&cert, "-----BEGIN CERTIFICATE-----\n", 0o600);
     for (path, what) in &things {
-        let shown = path.display().to_string();
         let p = path.as_os_str();
-        let why = format!("{shown}: not a regular file ({what})");
-        refused(
-            &redis,
-            &dir,
-            false,
-            &|r| r.arg("--password-file").arg(p),
-            &format!("--password-file {why}"),
-        );
-        refused(
-            &redis,
-            &dir,
-            false,
-            &|r| r.env("REDLOCK_PASSWORD_FILE", p),
-            &format!("--password-file {why}"),
-        );
-        refused(
-            &redis,
-            &dir,
-            true,
-            &|r| r.arg("--tls-ca-cert").arg(p),
-            &format!("--tls-ca-cert {why}"),
-        );
-        refused(
-            &redis,
-            &dir,
-            true,
-            &|r| r.arg("--tls-cert").arg(p).arg("--tls-key").arg(&cert),
-            &format!("--tls-cert {why}"),
-        );
-        refused(
-            &redis,
-            &dir,
-            true,
-            &|r| r.arg("--tls-cert").arg(&cert).arg("--tls-key").arg(p),
-            &format!("--tls-key {why}"),
-        );
-        refused(
-            &redis,
-            &dir,
-            true,
-            &|r| r.env("SSL_CERT_FILE", p),
-            &format!("SSL_CERT_FILE {why}"),
-        );
-        refused(
-            &redis,
-            &dir,
-            false,
-            &|r| r.arg("--metrics-file").arg(p),
-            &format!("--metrics-file {why}"),
-        );
+        let cases: [(&str, bool, &Setup); 7] = [
+            ("--password-file", false, &|r| {
+                r.arg("--password-file").arg(p)
+            }),
+            ("--password-file", false, &|r| {
+                r.env("REDLOCK_PASSWORD_FILE", p)
+            }),
+            ("--tls-ca-cert", true, &|r| r.arg("--tls-ca-cert").arg(p)),
+            ("--tls-cert", true, &|r| {
+                r.arg("--tls-cert").arg(p).arg("--tls-key").arg(&cert)
+            }),
+            ("--tls-key", true, &|r| {
+                r.arg("--tls-cert").arg(&cert).arg("--tls-key").arg(p)
+            }),
+            ("SSL_CERT_FILE", true, &|r| r.env("SSL_CERT_FILE", p)),
+            ("--metrics-file", false, &|r| r.arg("--metrics-file").arg(p)),
+        ];
+        for (option, tls, setup) in cases {
+            let want = format!("{option} {}: not a regular file ({what})", path.display());
+            refused(&redis, &dir, tls, setup, &want);
+        }
     }
     // The admin subcommands read the same files the same way.
     let fifo = things[0].0.as_os_str();
