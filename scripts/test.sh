@@ -12,10 +12,10 @@ cargo fmt --check
 cargo clippy --all-targets --locked -- -D warnings
 bash scripts/check-deb.sh
 # The core of the suite on Valkey 8 as well (managed services are moving to it): one server's
-# lock, lease and faults, contention, --min-interval, failovers under --min-replicas, and
-# semaphores and shared locks. About 45 s here; no TLS (that Valkey build has none). Before the
+# lock, lease and faults, contention, --min-interval, failovers under --min-replicas,
+# semaphores and shared locks, and fencing tokens across restarts and failovers. About 50 s here; no TLS (that Valkey build has none). Before the
 # full Redis run, whose summary closes the log.
 valkey=$(bash scripts/need-valkey.sh)
 REDLOCK_TEST_SERVER=$valkey cargo test --locked --test integration -- \
-  basic:: contention:: lease:: cron:: faults:: failover::a_ semaphore::
+  basic:: contention:: lease:: cron:: faults:: failover::a_ semaphore:: fencing::
 cargo test --locked

@@ -69,7 +69,8 @@ const SIGNALS: &[&str] = &[
      request and those signals end the wait, and redlock dies of them (128+N), but USR1, USR2, \
      WINCH and the real-time signals, which the application defines, are ignored (said at -v). \
      Not taken: KILL and STOP (they cannot be), CHLD (redlock reaps), URG (ignored by default), \
-     and signals 32 and 33 (the C library's own).",
+     and signals 32 and 33 (the C library's own: redlock ignores 32, whose default would end \
+     it with the lock held).",
     "Stop requests: TERM, or the --stop-signal, from outside (systemd, Kubernetes, timeout(1)) \
      sends the stop signal to the group and SIGKILL after --kill-after, while the lease goes on \
      being renewed, so the grace may be longer than the ttl. The same request again within \

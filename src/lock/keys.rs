@@ -84,6 +84,21 @@ impl Keys {
         }
     }
 
+    /// The Redis types redlock keeps at the key of `field` (one of this struct's fields), as
+    /// `TYPE` names them, separated by spaces: what a script's guard (scripts/guard.lua)
+    /// compares a key with when a command failed on it.
+    pub fn kept_as(field: &str) -> &'static str {
+        match field {
+            // One holder's token, or a sorted set of several holders.
+            "lock" => "string zset",
+            "fence" | "done" | "warned" | "kind" => "string",
+            "wake" | "runs" => "list",
+            "queue" | "alive" | "waiting" => "zset",
+            "holder" | "holders" | "counts" => "hash",
+            other => panic!("no Redis type is kept for the key field {other:?}"),
+        }
+    }
+
     /// The lists a waiter blocks on: its own first (where an interrupt's marker, and a fair
     /// waiter's turn, arrive), then the shared one that a release wakes a plain waiter on.
     pub fn wake_lists(&self, token: &str, fair: bool) -> Vec<String> {

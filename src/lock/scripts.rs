@@ -54,10 +54,29 @@ impl Lua {
                 body.push_str(&format!("local {} = unpack({table})\n", names.join(", ")));
             }
         }
-        // Each file under its name, which also tells what a line number in an error is in.
-        for (name, text) in files {
+        // The guard first: what each of KEYS holds, and the failure handler (guard.lua).
+        let kept_as: Vec<String> = S::KEYS
+            .iter()
+            .map(|key| format!("'{}'", Keys::kept_as(key)))
+            .collect();
+        body.push_str(&format!(
+            "-- guard.lua\nlocal kept_as = {{{}}}\n{}",
+            kept_as.join(", "),
+            include_str!("scripts/guard.lua")
+        ));
+        // Each file under its name, which also tells what a line number in an error is in; the
+        // script's own file (the last) as main(), run under pcall.
+        let (own, helpers) = files.split_last().expect("a script has its own file");
+        for (name, text) in helpers {
             body.push_str(&format!("-- {name}.lua\n{text}"));
         }
+        let (name, text) = own;
+        body.push_str(&format!(
+            "local function main()\n-- {name}.lua\n{text}end\n\
+             local ok, reply = pcall(main)\n\
+             if ok then return reply end\n\
+             return failed(reply)\n"
+        ));
         Lua {
             sha: redis::Script::new(&body).get_hash().to_owned(),
             body,

@@ -12,6 +12,7 @@ use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::{Pid, getpid};
 
+use super::job::Job;
 use super::signo::{self, Change, Signo};
 use super::watchdog;
 
@@ -47,23 +48,31 @@ pub(crate) fn become_subreaper() {
     let _ = nix::sys::prctl::set_child_subreaper(true);
 }
 
-/// Live processes redlock adopted: its children other than those in `known` (the command) and
-/// the watchdog, with their process groups. Zombies are left to [`try_wait_any`].
-pub(crate) fn adopted(known: &[Pid]) -> Vec<(Pid, Pid)> {
-    let me = getpid().as_raw();
-    let mut found = Vec::new();
-    for pid in children().unwrap_or_default() {
-        if known.contains(&pid) {
-            continue;
-        }
-        if let Some((state, ppid, pgrp)) = stat(pid)
-            && ppid == me
-            && !matches!(state, 'Z' | 'X')
-        {
-            found.push((pid, Pid::from_raw(pgrp)));
-        }
-    }
+/// The job's live processes outside the command's group `pgid`, with their groups: those that
+/// left it (setsid, setpgid: timeout(1)), also while their parent still runs, and the orphans
+/// redlock adopted; the watchdog aside (see `job`). Zombies are left to [`try_wait_any`].
+pub(crate) fn escaped(pgid: Pid) -> Vec<(Pid, Pid)> {
+    let spare: Vec<Pid> = watchdog::current_pid().into_iter().collect();
+    let job = Job {
+        group: pgid,
+        parent: Some(getpid()),
+        spare: &spare,
+    };
+    let mut found = job.processes();
+    found.retain(|&(_, pgrp)| pgrp != pgid);
     found
+}
+
+/// SIGKILL the whole job of the command's group `pgid`: the group, what left it and what
+/// redlock adopted, frozen first so that nothing forks out of reach (see `job`).
+pub(crate) fn kill_job(pgid: Pid) {
+    let spare: Vec<Pid> = watchdog::current_pid().into_iter().collect();
+    Job {
+        group: pgid,
+        parent: Some(getpid()),
+        spare: &spare,
+    }
+    .kill();
 }
 
 /// Whether redlock has no children, the watchdog aside: then nothing is left of the command,
@@ -131,12 +140,12 @@ fn stat(pid: Pid) -> Option<(char, i32, i32)> {
     Some((state, ppid, pgrp))
 }
 
-/// Send `signal` to adopted processes: to the whole group of one that leads its own group
-/// (`setsid`), else to the process alone (its own children are adopted in turn when it dies).
-pub(crate) fn signal_adopted(adopted: &[(Pid, Pid)], signal: impl Into<Signo>) {
+/// Send `signal` to each of the job's processes outside its group ([`escaped`]), one by one: a
+/// group they made lists its members each, so none gets it twice.
+pub(crate) fn signal_escaped(escaped: &[(Pid, Pid)], signal: impl Into<Signo>) {
     let signal = signal.into();
-    for &(pid, pgrp) in adopted {
-        let _ = signo::send(pid, pgrp == pid, signal);
+    for &(pid, _) in escaped {
+        let _ = signo::send(pid, false, signal);
     }
 }
 
@@ -161,20 +170,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn adopted_lists_children_not_known() {
+    fn escaped_lists_the_jobs_processes_outside_its_group() {
+        use std::os::unix::process::CommandExt;
         let mut sleeper = std::process::Command::new("sleep")
             .arg("5")
+            .process_group(0)
             .spawn()
             .unwrap();
         let pid = Pid::from_raw(sleeper.id() as i32);
-        assert!(adopted(&[]).iter().any(|&(p, _)| p == pid));
-        assert!(!adopted(&[pid]).iter().any(|&(p, _)| p == pid));
+        let listed = |group: Pid| escaped(group).iter().any(|&(p, _)| p == pid);
+        // A child of this process outside the group asked about, and not in its own group.
+        assert!(listed(Pid::from_raw(i32::MAX)));
+        assert!(!listed(pid));
         sleeper.kill().unwrap();
         sleeper.wait().unwrap();
-        assert!(
-            !adopted(&[]).iter().any(|&(p, _)| p == pid),
-            "a reaped child"
-        );
+        assert!(!listed(Pid::from_raw(i32::MAX)), "a reaped child");
     }
 
     #[test]

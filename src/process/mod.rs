@@ -3,7 +3,7 @@
 //! It owns spawning the command (`std::process::Command` in a process group of its own, with
 //! the parent-death signal: `spawn`), the process group and redlock's other children (signalling
 //! the group, the processes redlock adopts as child subreaper, waiting for and reaping every
-//! child: `group`), signal intake (`signals`) and signal numbers nix cannot name, real-time
+//! child: `group`), the job as a tree of processes, what left the group included (`job`), signal intake (`signals`) and signal numbers nix cannot name, real-time
 //! ones (`signo`), handing the terminal's foreground to the command and back (`terminal`), and
 //! the watchdog that kills the group if redlock dies (`watchdog`).
 //!
@@ -11,6 +11,7 @@
 //! modules; never `run`, `cli`, `lease` or `lock`, which sit above it.
 
 mod group;
+mod job;
 pub(crate) mod signals;
 mod signo;
 mod spawn;
@@ -18,8 +19,8 @@ mod terminal;
 mod watchdog;
 
 pub(crate) use group::{
-    Waited, adopted, become_subreaper, group_alive, no_children, signal_adopted, signal_group,
-    signal_own_group, try_wait_any,
+    Waited, become_subreaper, escaped, group_alive, kill_job, no_children, signal_escaped,
+    signal_group, signal_own_group, try_wait_any,
 };
 pub(crate) use signo::Signo;
 pub(crate) use spawn::{explain_failure, spawn};

@@ -111,9 +111,12 @@ impl Intake {
     }
 
     /// Block the signals the intake thread takes, in this thread and so in every thread it
-    /// starts from now on. Call before starting any thread, and before [`start`].
+    /// starts from now on, and ignore glibc's signal 32, which no thread can take (see
+    /// `signo::ignore_cancel_signal`). Call before starting any thread, and before [`start`].
     pub(crate) fn block(&self) -> io::Result<()> {
         pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&self.taken), None)?;
+        let cancel = Signo::new(32).expect("32 is a signal number");
+        signo::ignore_cancel_signal(ignored_at_start().contains(&cancel));
         Ok(())
     }
 }

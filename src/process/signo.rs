@@ -9,6 +9,7 @@
 
 use std::fmt;
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use nix::libc;
 use nix::sys::signal::{SigSet, Signal};
@@ -59,6 +60,68 @@ impl fmt::Display for Signo {
             None => write!(f, "signal {}", self.0),
         }
     }
+}
+
+/// glibc's thread-cancellation signal, 32, below SIGRTMIN. Its default action ends the process,
+/// and glibc installs its own handler only once a thread is cancelled (redlock never cancels
+/// one), so a stray `kill -32` would end redlock on the spot with its lock held. glibc refuses
+/// it to sigaction, to the signal mask and to sigwait alike, and nix goes through glibc: only
+/// the kernel's own rt_sigaction can set it ignored, so it is called here directly. (33, glibc's
+/// set*id signal, has glibc's handler from the start: harmless.)
+const SIGCANCEL: i32 = 32;
+
+/// Set by [`ignore_cancel_signal`]: the command gets 32's default action back ([`default_cancel_signal`]).
+static CANCEL_IGNORED_HERE: AtomicBool = AtomicBool::new(false);
+
+/// `struct sigaction` as the kernel takes it (x86_64 and arm64 alike): no handler is installed,
+/// so no restorer is needed.
+#[repr(C)]
+struct KernelSigaction {
+    handler: libc::sighandler_t,
+    flags: libc::c_ulong,
+    restorer: usize,
+    mask: u64,
+}
+
+fn set_cancel_signal(handler: libc::sighandler_t) -> io::Result<()> {
+    let action = KernelSigaction {
+        handler,
+        flags: 0,
+        restorer: 0,
+        mask: 0,
+    };
+    // SAFETY: rt_sigaction reads a whole KernelSigaction (the kernel's layout, its sigset the
+    // 8 bytes passed as its size) and writes nothing, the old action being null.
+    let res = unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            SIGCANCEL,
+            &action as *const KernelSigaction,
+            std::ptr::null_mut::<KernelSigaction>(),
+            std::mem::size_of::<u64>(),
+        )
+    };
+    match res {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
+    }
+}
+
+/// Ignore signal 32 in redlock (see [`SIGCANCEL`]), unless it was ignored already when redlock
+/// started (`ignored`), as it then stays for the command too.
+pub(crate) fn ignore_cancel_signal(ignored: bool) {
+    if !ignored && set_cancel_signal(libc::SIG_IGN).is_ok() {
+        CANCEL_IGNORED_HERE.store(true, Ordering::Relaxed);
+    }
+}
+
+/// In the command, before exec: signal 32 back to its default action where redlock ignored it
+/// (an ignored signal stays ignored across exec). One system call: async-signal-safe.
+pub(crate) fn default_cancel_signal() -> io::Result<()> {
+    if CANCEL_IGNORED_HERE.load(Ordering::Relaxed) {
+        set_cancel_signal(libc::SIG_DFL)?;
+    }
+    Ok(())
 }
 
 /// The set of `signals`.

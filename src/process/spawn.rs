@@ -7,7 +7,8 @@
 //! unchanged since Rust 1.66 (rust-lang/rust#101077), and redlock's main thread has the signals
 //! it takes blocked for the signal thread (see `signals::Intake::block`). Dispositions are left
 //! as redlock got them: redlock installs no handler, so a signal reaches the command with its
-//! default action, and one ignored when redlock started stays ignored, as a shell leaves it.
+//! default action, and one ignored when redlock started stays ignored, as a shell leaves it
+//! (signal 32, which redlock ignores for itself, is set back to its default in the hook).
 
 use std::ffi::OsString;
 use std::io;
@@ -135,6 +136,8 @@ fn before_exec(redlock: Pid, tty: Option<&OwnedFd>) -> io::Result<()> {
     if let Some(tty) = tty {
         terminal::take_foreground(tty, getpid());
     }
+    // Signal 32 as redlock got it: redlock ignores it for itself alone.
+    super::signo::default_cancel_signal()?;
     // Last, so that a signal sent meanwhile waits, pending, until the command runs.
     pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)?;
     Ok(())

@@ -27,11 +27,12 @@ use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::signal::{SigSet, SigmaskHow, Signal, killpg, pthread_sigmask};
+use nix::sys::signal::{SigSet, SigmaskHow, pthread_sigmask};
 use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
-use nix::unistd::{ForkResult, Pid, close, fork, read, setpgid};
+use nix::unistd::{ForkResult, Pid, close, fork, getpid, getppid, read, setpgid};
 
+use super::job::Job;
 use crate::clock::Moment;
 
 /// The running watchdog's pid (0: none). One per process, and the reaper, on the signal thread,
@@ -98,7 +99,7 @@ impl Watchdog {
     /// for the one later fork): the child is a copy of the calling thread alone.
     pub(crate) fn start() -> io::Result<Self> {
         let (orders_in, orders) = io::pipe()?;
-        // Listed here, since the watchdog allocates nothing after the fork: what it closes.
+        // Listed here, before the fork: what the watchdog closes.
         let open = open_descriptors();
         // Every signal blocked in the watchdog from its first instruction: it inherits this
         // thread's mask, restored here in redlock right after the fork.
@@ -108,10 +109,10 @@ impl Watchdog {
             Some(&SigSet::all()),
             Some(&mut mask),
         )?;
-        // SAFETY: the child runs only `watch`, which never returns and makes only
-        // async-signal-safe system calls (through nix), allocating nothing: so no lock another
-        // thread held at the fork is ever needed in the child, and a fork from a process with
-        // threads (a restart) is as sound as the first.
+        // SAFETY: the child runs only `watch`, which never returns, makes system calls through
+        // nix and std, and allocates only to kill the job, which glibc's fork keeps sound in a
+        // child of a process with threads (a restart): it holds malloc's locks across the fork.
+        // No other lock another thread held at the fork is ever needed in the child.
         let forked = unsafe { fork() };
         if let Ok(ForkResult::Child) = forked {
             watch(&orders_in, orders.as_raw_fd(), &open);
@@ -176,10 +177,16 @@ fn open_descriptors() -> Vec<RawFd> {
     }
 }
 
-/// The watchdog's whole life, in the forked child: never returns. Async-signal-safe: system
-/// calls only, no allocation, no lock.
+/// The watchdog's whole life, in the forked child: never returns. System calls only while it
+/// waits; killing the job reads `/proc` and allocates, which a child forked from threads may do
+/// because glibc's fork leaves malloc usable in the child (it takes malloc's locks around the
+/// fork), and nothing else it uses takes a lock.
 fn watch(orders: &PipeReader, write_end: RawFd, open: &[RawFd]) -> ! {
     let _ = setpgid(Pid::from_raw(0), Pid::from_raw(0));
+    // Not `redlock` to `killall redlock` or `pkill -x redlock`, which would take the job's
+    // guard with it (`pkill redlock`, a pattern, still matches).
+    let _ = nix::sys::prctl::set_name(c"redlock-watch");
+    let redlock = getppid();
     // The write end first (redlock's death is the end of file only once no writer is left),
     // then stdio and whatever else redlock had open.
     let _ = close(write_end);
@@ -227,7 +234,10 @@ fn watch(orders: &PipeReader, write_end: RawFd, open: &[RawFd]) -> ! {
             // The lease ran out and no renewal came: redlock is stopped or frozen (or the
             // machine slept through the kill line).
             if let Some(group) = current.group {
-                let _ = killpg(group, Signal::SIGKILL);
+                // redlock's children are the job's while it lives (stopped); once it is gone
+                // they are someone else's (init's).
+                let parent = (getppid() == redlock).then_some(redlock);
+                kill_job(group, parent);
             }
             current.kill_at = None;
             continue;
@@ -244,11 +254,22 @@ fn watch(orders: &PipeReader, write_end: RawFd, open: &[RawFd]) -> ! {
         }
     }
     if let Some(group) = current.group {
-        let _ = killpg(group, Signal::SIGKILL);
+        kill_job(group, None);
     }
     // SAFETY: ends this process at once, without the exit handlers and buffers, which are
     // redlock's (copied by the fork), not the watchdog's.
     unsafe { nix::libc::_exit(0) }
+}
+
+/// SIGKILL the job of `group`: the group, every process descended from it, and `parent`'s
+/// children but this watchdog (see `job`).
+fn kill_job(group: Pid, parent: Option<Pid>) {
+    Job {
+        group,
+        parent,
+        spare: &[getpid()],
+    }
+    .kill();
 }
 
 /// The next order, or None at the end of file (redlock is gone) or on an error reading.
@@ -273,6 +294,7 @@ mod tests {
 
     use crate::clock::Moment;
 
+    use nix::sys::signal::Signal;
     use nix::sys::wait::{WaitStatus, waitpid};
 
     use super::*;

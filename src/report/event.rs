@@ -51,6 +51,7 @@ events! {
     Killed => "killed",
     Suspended => "suspended",
     Continued => "continued",
+    ContinuedUntilRenewed => "continued_until_renewed",
     Leftovers => "leftovers",
     Exited => "exited",
     Released => "released",

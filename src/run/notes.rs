@@ -34,6 +34,11 @@ pub(crate) fn say(note: &Note, options: &Options) {
              meanwhile; if it runs out, the command is killed)"
         ),
         Note::Continued => report!(1, Continued {}, "continued; continuing the command"),
+        Note::ContinuedUntilRenewed => report!(
+            1,
+            ContinuedUntilRenewed {},
+            "continued with the lease running low; the command stays stopped until it is renewed"
+        ),
         Note::LockLost(why) => report::error_event(report::Event::LockLost, lost(*why, key)),
         Note::Killed(reason) => killed(*reason),
         Note::MaxRuntime => report!(
@@ -66,6 +71,15 @@ pub(crate) fn say(note: &Note, options: &Options) {
         Note::LeaseEnded => report::error(format!(
             "the lease thread for lock '{key}' ended unexpectedly"
         )),
+        Note::WatchdogRestarted { .. } | Note::WatchdogFailed { .. } | Note::WatchdogStopped(_) => {
+            watchdog(note)
+        }
+    }
+}
+
+/// Say what became of the watchdog.
+fn watchdog(note: &Note) {
+    match note {
         Note::WatchdogRestarted { how, pid } => report!(
             0,
             WatchdogRestarted { "how" => how.as_str(), "pid" => *pid },
@@ -81,6 +95,7 @@ pub(crate) fn say(note: &Note, options: &Options) {
             WatchdogStopped { "signal" => signal.to_string() },
             "warning: redlock's watchdog was stopped ({signal}); continued it"
         ),
+        _ => {}
     }
 }
 

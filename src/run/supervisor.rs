@@ -1,7 +1,7 @@
 //! The supervisor's executor: from the spawn until the command and everything it left behind are
 //! gone, it turns what it hears (signals, the command's end, the lease's news, the watchdog's
 //! death) into inputs of the decision core (`core`), and performs the actions the core returns:
-//! signalling the command's group and what redlock adopted, telling the watchdog the kill line,
+//! signalling the command's group and the job's other processes, telling the watchdog the kill line,
 //! stopping and continuing redlock itself, handing the terminal over, saying what happens
 //! (`notes`). It decides nothing.
 
@@ -42,7 +42,7 @@ pub(crate) struct Supervisor<'a> {
     terminal: Option<&'a Terminal>,
     core: Core,
     /// Adopted processes already sent the stop signal.
-    adopted_stopped: HashSet<Pid>,
+    escaped_stopped: HashSet<Pid>,
 }
 
 impl<'a> Supervisor<'a> {
@@ -71,7 +71,7 @@ impl<'a> Supervisor<'a> {
             intake,
             terminal,
             core,
-            adopted_stopped: HashSet::new(),
+            escaped_stopped: HashSet::new(),
         };
         supervisor.perform(actions);
         supervisor
@@ -81,9 +81,9 @@ impl<'a> Supervisor<'a> {
     pub(crate) fn supervise(&mut self, rx: &Receiver<Event>) -> Ended {
         loop {
             let input = if self.core.watching_group() {
-                let adopted = self.tend_adopted(self.core.stopping());
+                let escaped = self.tend_escaped(self.core.stopping());
                 Input::Group {
-                    alive: adopted || process::group_alive(self.pgid),
+                    alive: escaped || process::group_alive(self.pgid),
                 }
             } else {
                 Input::Tick
@@ -159,10 +159,7 @@ impl<'a> Supervisor<'a> {
         for action in actions {
             match action {
                 Action::Signal(signal) => process::signal_group(self.pgid, signal),
-                Action::Kill => {
-                    process::signal_group(self.pgid, Signal::SIGKILL);
-                    self.tend_adopted(Some(true));
-                }
+                Action::Kill => process::kill_job(self.pgid),
                 Action::Watch(kill_line) => self.watchdog.watch(self.pgid, kill_line),
                 Action::RestartWatchdog(how) => {
                     let input = match self.watchdog.restart() {
@@ -208,27 +205,27 @@ impl<'a> Supervisor<'a> {
         self.step(Input::Continued, Moment::now());
     }
 
-    /// Processes that left the command's group and were adopted by redlock share its fate:
-    /// the stop signal once stopping (once each), SIGKILL once killing (`stopping`: Some(true)).
-    /// True if any is left.
-    fn tend_adopted(&mut self, stopping: Option<bool>) -> bool {
+    /// Processes of the job outside the command's group (they left it, or redlock adopted them)
+    /// share its fate: the stop signal once stopping (once each), SIGKILL once killing
+    /// (`stopping`: Some(true)). True if any is left.
+    fn tend_escaped(&mut self, stopping: Option<bool>) -> bool {
         if process::no_children() {
             return false;
         }
-        let adopted = process::adopted(&[self.pgid]);
+        let escaped = process::escaped(self.pgid);
         match stopping {
-            Some(true) => process::signal_adopted(&adopted, Signal::SIGKILL),
+            Some(true) if !escaped.is_empty() => process::kill_job(self.pgid),
             Some(false) => {
-                let new: Vec<_> = adopted
+                let new: Vec<_> = escaped
                     .iter()
-                    .filter(|(pid, _)| self.adopted_stopped.insert(*pid))
+                    .filter(|(pid, _)| self.escaped_stopped.insert(*pid))
                     .copied()
                     .collect();
-                process::signal_adopted(&new, self.options.stop_signal);
+                process::signal_escaped(&new, self.options.stop_signal);
             }
-            None => {}
+            Some(true) | None => {}
         }
-        !adopted.is_empty()
+        !escaped.is_empty()
     }
 }
 

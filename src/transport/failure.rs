@@ -84,6 +84,17 @@ pub(crate) fn classify(at: &dyn fmt::Display, err: RedisError) -> Failure {
             format!("cannot reach Redis at {at}: {err}"),
             err,
         ))
+    } else if err.code() == Some("FOREIGNKEY") {
+        // From a script's guard (lock/scripts/guard.lua): "TYPE KEY"; the key may hold spaces.
+        let detail = err.detail().unwrap_or_default();
+        let (kind, key) = detail.split_once(' ').unwrap_or((detail, "?"));
+        Failure::Refused(Reason::caused_by(
+            format!(
+                "Redis at {at} holds a {kind} at {key}, where redlock keeps a key of its own: \
+                 delete that key if nothing else uses it"
+            ),
+            err,
+        ))
     } else if err.kind() == redis::ErrorKind::AuthenticationFailed
         || matches!(err.code(), Some("WRONGPASS" | "NOAUTH"))
     {

@@ -125,7 +125,7 @@ pub fn tcp_connections(pid: i32, port: u16) -> usize {
         .count()
 }
 
-/// redlock's watchdog: its child that is a fork of redlock (so also named "redlock").
+/// redlock's watchdog: its child named `redlock-watch` (a fork of redlock, renamed).
 pub fn watchdog_of(redlock: i32) -> i32 {
     let mut children = Vec::new();
     for task in std::fs::read_dir(format!("/proc/{redlock}/task"))
@@ -138,7 +138,8 @@ pub fn watchdog_of(redlock: i32) -> i32 {
                 .map(|pid| pid.parse::<i32>().unwrap()),
         );
     }
-    let named = |pid: &i32| super::read(format!("/proc/{pid}/comm").as_ref()).trim() == "redlock";
+    let named =
+        |pid: &i32| super::read(format!("/proc/{pid}/comm").as_ref()).trim() == "redlock-watch";
     let watchdogs: Vec<i32> = children.into_iter().filter(named).collect();
     assert_eq!(watchdogs.len(), 1, "redlock's watchdogs: {watchdogs:?}");
     watchdogs[0]

@@ -5,7 +5,8 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::thread;
 use std::time::Duration;
 
@@ -25,6 +26,10 @@ pub enum Mode {
 
 struct Shared {
     mode: AtomicU8,
+    /// [`Proxy::lose_reply_to`]: the bytes that mark the request, until it passes.
+    lose_reply_to: Mutex<Option<Vec<u8>>>,
+    /// The request passed: the next bytes from the server are dropped, with the connection.
+    losing: AtomicBool,
     /// Bumped by Drop and Reset: connections of an older generation are cut.
     generation: AtomicU64,
     delay_ms: AtomicU64,
@@ -55,6 +60,8 @@ impl Proxy {
         let port = listener.local_addr().unwrap().port();
         let shared = Arc::new(Shared {
             mode: AtomicU8::new(Mode::Pass as u8),
+            lose_reply_to: Mutex::new(None),
+            losing: AtomicBool::new(false),
             generation: AtomicU64::new(0),
             delay_ms: AtomicU64::new(0),
             upstream,
@@ -70,6 +77,18 @@ impl Proxy {
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Lose the reply to the next request whose bytes hold `marker`: the request reaches the
+    /// server, which acts on it; its reply is dropped with the connection (closed), as when a
+    /// network fails between the two. Once.
+    pub fn lose_reply_to(&self, marker: &[u8]) {
+        *self.shared.lose_reply_to.lock().unwrap() = Some(marker.to_vec());
+    }
+
+    /// Whether the reply [`Self::lose_reply_to`] asked for was lost.
+    pub fn lost_a_reply(&self) -> bool {
+        self.shared.lose_reply_to.lock().unwrap().is_none()
     }
 
     /// Switch every connection to `mode` (`delay` is used by [`Mode::Delay`]).
@@ -100,17 +119,22 @@ fn accept(client: TcpStream, shared: &Arc<Shared>) {
         return;
     };
     let generation = shared.generation.load(Ordering::SeqCst);
-    for (from, to) in [
-        (client.try_clone().unwrap(), server.try_clone().unwrap()),
-        (server, client),
+    for (from, to, upstream) in [
+        (
+            client.try_clone().unwrap(),
+            server.try_clone().unwrap(),
+            true,
+        ),
+        (server, client, false),
     ] {
         let s = Arc::clone(shared);
-        thread::spawn(move || pump(from, to, &s, generation));
+        thread::spawn(move || pump(from, to, &s, generation, upstream));
     }
 }
 
-/// Copy `from` to `to` as the mode says, until either side closes or the connection is cut.
-fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared, generation: u64) {
+/// Copy `from` to `to` as the mode says, until either side closes or the connection is cut;
+/// `upstream`: from the client to the server.
+fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared, generation: u64, upstream: bool) {
     let _ = from.set_read_timeout(Some(Duration::from_millis(20)));
     let mut buf = [0u8; 16 * 1024];
     loop {
@@ -136,6 +160,23 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared, generation: u64
                 return;
             }
             Ok(n) => {
+                if upstream {
+                    let mut marker = shared.lose_reply_to.lock().unwrap();
+                    if let Some(m) = marker.as_deref()
+                        && buf[..n].windows(m.len()).any(|w| w == m)
+                    {
+                        eprintln!(
+                            "DBG lost reply to {:?}",
+                            String::from_utf8_lossy(&buf[..n.min(300)])
+                        );
+                        *marker = None;
+                        shared.losing.store(true, Ordering::SeqCst);
+                    }
+                } else if shared.losing.swap(false, Ordering::SeqCst) {
+                    let _ = from.shutdown(Shutdown::Both);
+                    let _ = to.shutdown(Shutdown::Both);
+                    return;
+                }
                 if shared.mode() == Mode::Delay {
                     thread::sleep(Duration::from_millis(
                         shared.delay_ms.load(Ordering::SeqCst),

@@ -44,6 +44,37 @@ pub struct ServerOpts {
     /// Start this server binary rather than [`server_binary`] (a test that needs Valkey's
     /// WAITAOF: [`valkey_binary`]).
     pub binary: Option<String>,
+    /// A machine's crash for [`RedisServer::kill`]: the server runs with
+    /// tests/common/lose_unsynced.c preloaded, which keeps its append-only writes in memory
+    /// until it fsyncs them, so a SIGKILL loses what a power cut would. Made for Valkey 8 (the
+    /// calls it takes are those valkey-server makes for its append-only file).
+    pub lose_unsynced: bool,
+}
+
+/// The preload of [`ServerOpts::lose_unsynced`], built once with `cc` into target/.
+pub fn lose_unsynced_library() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/common/lose_unsynced.c");
+            let out = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target/test-shims"));
+            std::fs::create_dir_all(&out).unwrap();
+            let lib = out.join("lose_unsynced.so");
+            // Built beside its final name and renamed: a test binary running at the same time
+            // never loads half a file.
+            let partial = out.join(format!("lose_unsynced.{}.so", std::process::id()));
+            let built = Command::new("cc")
+                .args(["-shared", "-fPIC", "-O2", "-Wall", "-o"])
+                .arg(&partial)
+                .arg(source)
+                .args(["-ldl", "-lpthread"])
+                .output()
+                .expect("running cc (the C compiler Rust's linker uses)");
+            assert!(built.status.success(), "cc failed: {built:?}");
+            std::fs::rename(&partial, &lib).unwrap();
+            lib
+        })
+        .clone()
 }
 
 /// The Valkey 8 server that `scripts/need-valkey.sh` fetches into target/valkey/ (scripts/test.sh
@@ -111,6 +142,9 @@ impl RedisServer {
         let log = self.dir.join("redis.log");
         let binary = self.opts.binary.clone().unwrap_or_else(server_binary);
         let mut cmd = Command::new(binary);
+        if self.opts.lose_unsynced {
+            cmd.env("LD_PRELOAD", lose_unsynced_library());
+        }
         cmd.current_dir(self.dir.path())
             .args(["--save", "", "--daemonize", "no"])
             .args(if self.opts.persist {

@@ -418,3 +418,36 @@ fn a_proxy_with_no_redis_behind_it_is_waited_out_not_taken_for_a_tls_port() {
     proc.finish().assert_code(0);
     assert!(dir.join("marker").exists(), "the command did not run");
 }
+
+/// The reply to a release lost on its way back (the network fails once Redis has deleted the
+/// key): the retry finds the ending the first attempt recorded, so the run exits 0 as its
+/// command did and is recorded as a success, not as a lock lost (it exited 76 before). The
+/// same for a semaphore's slot.
+#[test]
+fn a_release_whose_reply_is_lost_still_counts_as_released() {
+    let redis = RedisServer::start();
+    let proxy = Proxy::start(redis.port());
+    for (name, flags) in [("lock", &[][..]), ("slots", &["--limit", "2"][..])] {
+        // Once first, so that the server has the release script: the reply lost is then the
+        // release's own, not a NOSCRIPT.
+        Redlock::run_at(&proxy.url())
+            .key(name)
+            .args(flags)
+            .sh("true")
+            .output();
+        // The release is the one request that says how the run ended.
+        proxy.lose_reply_to(b"\r\nsuccess\r\n");
+        Redlock::run_at(&proxy.url())
+            .key(name)
+            .args(flags)
+            .sh("true")
+            .output();
+        assert!(proxy.lost_a_reply(), "{name}: no reply was lost");
+        assert_eq!(redis.pttl(&lock_key(name)), -2, "{name}: still held");
+        let history = stdout_of("history", &redis, &["--key", name, "--json"]);
+        assert!(
+            history.contains("\"success\"") && !history.contains("lock_lost"),
+            "{name}: {history}"
+        );
+    }
+}

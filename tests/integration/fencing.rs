@@ -1,8 +1,9 @@
 //! Fencing tokens that never go backwards (carried by the server's clock across a counter that
 //! was lost: a restart without persistence, FLUSHALL, a failover to a replica that missed the
 //! last acquisitions; and beside an older redlock that only INCRs), no key without an expiry
-//! after runs of every kind, and `--fsync` (WAITAOF) on Valkey 8: the lock survives the server's
-//! SIGKILL and restart from its append-only file, and servers that cannot are refused.
+//! after runs of every kind, and `--fsync` (WAITAOF) on Valkey 8: the lock survives a crash of
+//! the machine (the server SIGKILLed with its unsynced writes lost) and a restart from its
+//! append-only file; without it a crash loses the lock; servers that cannot are refused.
 
 use std::time::Duration;
 
@@ -160,8 +161,8 @@ fn no_key_lives_for_ever_after_runs_of_every_kind() {
     assert_eq!(forever, Vec::<&String>::new(), "keys without an expiry");
 }
 
-/// A Valkey 8 server with an append-only file fsynced `everysec`: a write acknowledged by the
-/// server may still be lost on a crash for up to a second, unless WAITAOF waited for it.
+/// A Valkey 8 server with an append-only file fsynced as `fsync` says, whose SIGKILL is a
+/// machine's crash: what it wrote but did not fsync is lost ([`ServerOpts::lose_unsynced`]).
 fn valkey_with_aof(fsync: &str) -> RedisServer {
     RedisServer::start_with(ServerOpts {
         binary: Some(valkey_binary()),
@@ -171,6 +172,7 @@ fn valkey_with_aof(fsync: &str) -> RedisServer {
             "--appendfsync".into(),
             fsync.into(),
         ],
+        lose_unsynced: true,
         ..ServerOpts::default()
     })
 }
@@ -183,12 +185,13 @@ fn waitaof_calls(redis: &RedisServer) -> u64 {
         .map_or(0, |(_, calls)| calls)
 }
 
-/// `--fsync`: WAITAOF after the acquire and after every renewal; the lock survives the server's
-/// SIGKILL and restart from its append-only file, a contender finds it busy, and the holder,
-/// renewing on, ends well.
+/// `--fsync` on a server that fsyncs every write (`appendfsync always`): WAITAOF after the
+/// acquire and after every renewal; the lock survives the machine's crash (the server SIGKILLed
+/// with its unsynced writes lost) and a restart from its append-only file, a contender finds it
+/// busy, and the holder, renewing on, ends well.
 #[test]
-fn with_fsync_the_lock_survives_a_crash_and_restart_of_the_server() {
-    let mut redis = valkey_with_aof("everysec");
+fn with_fsync_the_lock_survives_a_crash_of_the_machine() {
+    let mut redis = valkey_with_aof("always");
     let dir = TempDir::new();
     let (holder, token) = Redlock::run(&redis)
         .key("durable")
@@ -201,7 +204,7 @@ fn with_fsync_the_lock_survives_a_crash_and_restart_of_the_server() {
     assert_eq!(
         redis.get(&lock_key("durable")).as_deref(),
         Some(token.as_str()),
-        "the lock did not survive the restart"
+        "the lock did not survive the crash"
     );
     Redlock::run(&redis)
         .key("durable")
@@ -216,6 +219,38 @@ fn with_fsync_the_lock_survives_a_crash_and_restart_of_the_server() {
         "renewals after the restart waited for no fsync"
     );
     assert_eq!(redis.get(&lock_key("durable")), None);
+}
+
+/// What `--fsync` guards against, on a server that never fsyncs by itself (`appendfsync no`):
+/// a lock taken without it is acknowledged, and lost with the machine's crash, so a second
+/// holder runs while the first one's command still does; with it, nothing is acknowledged that
+/// is not on disk, so the run is refused (69) and the lock released.
+#[test]
+fn a_crash_of_the_machine_loses_a_lock_no_fsync_waited_for() {
+    let mut redis = valkey_with_aof("no");
+    let dir = TempDir::new();
+    let (first, _) = Redlock::run(&redis).key("lost").ttl("30s").hold(&dir, "a");
+    redis.restart();
+    assert_eq!(redis.get(&lock_key("lost")), None, "the lock survived");
+    let (second, _) = Redlock::run(&redis).key("lost").ttl("30s").hold(&dir, "b");
+    for tag in ["a", "b"] {
+        touch(&dir.join(&format!("{tag}.go")));
+    }
+    // The first finds the key another's at its release: lost (76); the second ends well.
+    first.finish().assert_code(76);
+    second.finish().assert_code(0);
+    Redlock::run(&redis)
+        .key("lost")
+        .arg("--fsync")
+        .sh(&marker_script(&dir))
+        .status(69)
+        .stderr(
+            "redlock: cannot take lock 'lost': the master did not fsync the lock to its \
+             append-only file within 1s (--fsync); released it\n",
+        )
+        .output();
+    assert!(!dir.join("marker").exists(), "it ran");
+    assert_eq!(redis.get(&lock_key("lost")), None, "left locked");
 }
 
 /// Servers that cannot fsync as asked are refused before the command runs, with 69 and one line

@@ -430,3 +430,65 @@ fn a_server_answering_garbage_exits_69_without_running_the_command() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A key of another kind where redlock keeps one of its own beside the lock (the fencing
+/// counter, the holder's details, the fair queue, a waiter's deadline): the run is refused with
+/// 69 and one line naming that key, nothing runs, and the lock is not left taken, though Redis
+/// keeps what a script wrote before a command failed (each script undoes it: guard.lua). The
+/// record of runs serves the operator, not the lock: a foreign key there stops nothing.
+#[test]
+fn a_foreign_key_beside_the_lock_is_named_and_leaves_the_lock_free() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let addr = format!("127.0.0.1:{}", redis.port());
+    let foreign = |suffix: &str| {
+        redis::cmd("FLUSHALL").exec(&mut redis.conn()).unwrap();
+        redis::cmd("SADD")
+            .arg(format!("{}{suffix}", lock_key("x")))
+            .arg("member")
+            .exec(&mut redis.conn())
+            .unwrap();
+    };
+    for (suffix, flags) in [
+        (":fence", &[][..]),
+        (":fence", &["--limit", "2"][..]),
+        (":fence", &["--shared"][..]),
+        (":holder", &[][..]),
+        (":queue", &["--fair"][..]),
+        (":alive", &["--limit", "2"][..]),
+    ] {
+        foreign(suffix);
+        Redlock::run(&redis)
+            .key("x")
+            .args(flags)
+            .sh(&marker_script(&dir))
+            .status(69)
+            .stderr(&format!(
+                "redlock: cannot take lock 'x': Redis at {addr} holds a set at \
+                 redlock:{{x}}{suffix}, where redlock keeps a key of its own: delete that key \
+                 if nothing else uses it\n"
+            ))
+            .output();
+        assert_eq!(
+            redis.pttl(&lock_key("x")),
+            -2,
+            "{suffix} {flags:?}: left taken"
+        );
+        assert!(!dir.join("marker").exists(), "{suffix} {flags:?}: it ran");
+        let kept: String = redis::cmd("TYPE")
+            .arg(format!("{}{suffix}", lock_key("x")))
+            .query(&mut redis.conn())
+            .unwrap();
+        assert_eq!(kept, "set", "{suffix}: the foreign key was touched");
+    }
+    for suffix in [":runs", ":counts"] {
+        foreign(suffix);
+        Redlock::run(&redis)
+            .key("x")
+            .sh(&marker_script(&dir))
+            .output();
+        assert!(dir.join("marker").exists(), "{suffix}: it did not run");
+        std::fs::remove_file(dir.join("marker")).unwrap();
+        assert_eq!(redis.pttl(&lock_key("x")), -2, "{suffix}: left taken");
+    }
+}

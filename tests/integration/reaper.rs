@@ -166,3 +166,65 @@ fn the_watchdog_is_no_leftover_and_its_death_loses_nothing() {
     assert!(!out.stderr.contains("reaped"), "{}", out.stderr);
     assert_eq!(redis.get(&lock_key("watched")), None);
 }
+
+/// What left the command's group is the job's all the same: while redlock is stopped past its
+/// lease, its watchdog kills a `setsid` child and the child of a timeout(1) (which takes a group
+/// of its own) with the command, though their parents still run; redlock, continued, exits 76.
+#[test]
+fn what_left_the_group_dies_at_the_kill_line_while_redlock_is_stopped() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let script = format!(
+        "setsid sh -c 'echo $$ > {a}; exec sleep 1000' & \
+         timeout 1000 sh -c 'echo $$ > {b}; exec sleep 1000' & \
+         while [ ! -s {a} ] || [ ! -s {b} ]; do sleep 0.01; done; touch {ready}; wait",
+        a = dir.sh("setsid.pid"),
+        b = dir.sh("timeout.pid"),
+        ready = dir.sh("ready"),
+    );
+    let proc = Redlock::run(&redis)
+        .key("left")
+        .ttl("1s")
+        .sh(&script)
+        .spawn();
+    wait_for_file(&dir.join("ready"));
+    let setsid = wait_for_pid(&dir.join("setsid.pid"));
+    let timeout = wait_for_pid(&dir.join("timeout.pid"));
+    proc.signal(Signal::SIGSTOP);
+    wait_until(PATIENCE, "the watchdog to kill what left the group", || {
+        !pid_alive(setsid) && !pid_alive(timeout)
+    });
+    proc.signal(Signal::SIGCONT);
+    proc.finish().assert_code(76);
+}
+
+/// A command that moves into another process group (here redlock's own, with setpgid) is still
+/// the job: stopped when the lock is lost, and redlock exits 76 instead of waiting for it.
+#[test]
+fn a_command_that_joins_another_group_is_stopped_when_the_lock_is_lost() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let joiner = dir.join("join.pl");
+    std::fs::write(
+        &joiner,
+        "setpgrp(0, getpgrp(getppid())) or die \"setpgrp: $!\";\n\
+         open(my $f, '>', $ARGV[0]) or die; print $f \"$$\\n\"; close $f;\n\
+         exec('sleep', '1000');\n",
+    )
+    .unwrap();
+    let pid_file = dir.join("joined.pid");
+    let proc = Redlock::run(&redis)
+        .key("joined")
+        .ttl("1s")
+        .command([
+            std::ffi::OsStr::new("perl"),
+            joiner.as_os_str(),
+            pid_file.as_os_str(),
+        ])
+        .spawn();
+    let pid = wait_for_pid(&pid_file);
+    redis.del(&lock_key("joined"));
+    let out = proc.finish();
+    out.assert_code(76);
+    assert!(!pid_alive(pid), "the command outlived redlock");
+}

@@ -248,3 +248,80 @@ fn a_killed_watchdog_is_replaced_and_a_stopped_one_continued() {
         out.stderr
     );
 }
+
+/// `redlock` as `builder` says, started with signal 32 at `handler` (SIG_DFL or SIG_IGN): cargo
+/// starts test binaries with 32 and 33 ignored, and a test must not depend on that. glibc
+/// refuses sigaction for 32, as redlock's own code says: the kernel's rt_sigaction sets it.
+fn with_signal_32(builder: Redlock, handler: nix::libc::sighandler_t) -> Proc {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = builder.into_command();
+    // SAFETY: the hook makes one system call with a valid, whole struct of the kernel's layout
+    // (handler, flags, restorer, 8-byte mask) and a null old action: async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            let action: [usize; 4] = [handler, 0, 0, 0];
+            let res = nix::libc::syscall(
+                nix::libc::SYS_rt_sigaction,
+                32,
+                action.as_ptr(),
+                std::ptr::null_mut::<usize>(),
+                8usize,
+            );
+            if res == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        })
+    };
+    Proc::spawn(cmd)
+}
+
+/// Signal 32, glibc's own (thread cancellation), which no thread can take and whose default
+/// action would end redlock on the spot with its lock held: ignored, by a holder and by a
+/// waiter alike; the command has it as redlock got it (at its default action here; ignored
+/// where redlock was started with it ignored, as a bare command would).
+#[test]
+fn signal_32_is_ignored_and_the_command_has_it_as_redlock_got_it() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let holder = with_signal_32(
+        Redlock::run(&redis).key("k32").sh(&hold_script(&dir, "h")),
+        nix::libc::SIG_DFL,
+    );
+    let command = wait_for_pid(&dir.join("h.pid"));
+    wait_for_file(&dir.join("h.ready"));
+    assert_eq!(
+        ignored_signals(command) & (1 << 31),
+        0,
+        "the command ignores 32"
+    );
+    let mut waiter = with_signal_32(
+        Redlock::run(&redis).key("k32").wait("20s").sh("true"),
+        nix::libc::SIG_DFL,
+    );
+    wait_until(PATIENCE, "the waiter to wait", || {
+        redis.info_field("blocked_clients") >= 1
+    });
+    let mut holder = holder;
+    for pid in [holder.pid(), waiter.pid()] {
+        // SAFETY: kill takes two integers.
+        assert_eq!(unsafe { nix::libc::kill(pid, 32) }, 0);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(holder.running() && waiter.running(), "32 ended redlock");
+    touch(&dir.join("h.go"));
+    holder.finish().assert_code(0);
+    waiter.finish().assert_code(0);
+    assert_eq!(redis.get(&lock_key("k32")), None);
+
+    // Started with 32 ignored, redlock leaves it ignored for the command.
+    let ignoring = with_signal_32(
+        Redlock::run(&redis).key("k32").sh(&hold_script(&dir, "i")),
+        nix::libc::SIG_IGN,
+    );
+    let command = wait_for_pid(&dir.join("i.pid"));
+    assert_ne!(ignored_signals(command) & (1 << 31), 0, "32 not ignored");
+    touch(&dir.join("i.go"));
+    ignoring.finish().assert_code(0);
+}

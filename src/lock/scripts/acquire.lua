@@ -15,6 +15,13 @@
 -- several holders hold it: 'limit N', or '' when not recorded} or {'foreign', the key's type}.
 local function take()
   if not redis.call('SET', lock, token, 'NX', 'PX', ttl) then return nil end
+  -- Should one of the keys below hold what redlock does not keep there, the lock is not left
+  -- taken (guard.lua).
+  undo = function()
+    redis.call('DEL', lock)
+    -- The details, when they are ours (a hash that HSET wrote); another kind of key is not.
+    if redis.call('TYPE', holder).ok == 'hash' then redis.call('DEL', holder) end
+  end
   if waited == '1' then dequeue(token) end
   redis.call('HSET', holder, 'token', token, 'host', host, 'pid', pid, 'argv', command,
     'started', started)

@@ -56,6 +56,12 @@ end
 if room then
   local given = advance()
   redis.call('ZADD', lock, now + tonumber(ttl), token)
+  -- Should one of the keys below hold what redlock does not keep there, the place is not left
+  -- taken (guard.lua).
+  undo = function()
+    redis.call('ZREM', lock, token)
+    pcall(redis.call, 'HDEL', holders, token)
+  end
   redis.call('SET', kind, held_as)
   -- The token as a string: cjson writes numbers with 14 digits, and tokens have 16.
   redis.call('HSET', holders, token, cjson.encode({

@@ -9,12 +9,17 @@
 -- found lost on one node of a quorum whose majority went on) takes the new ending and its
 -- count moves; a success is kept as 'last_success' too. A run that fell off the list (more
 -- than `runs_kept` began since) is counted all the same. record_forget(who) takes the run of
--- `who` out of the list (a quorum's attempt undone on this node).
+-- `who` out of the list (a quorum's attempt undone on this node). ended_as(who, outcome) tells
+-- a release retried after its reply was lost that the first one went through.
+--
+-- The record serves the operator, the lock serves the job: should `runs` or `counts` hold what
+-- redlock does not keep there, the record is not written (each of these runs under pcall) and
+-- the lock's own step goes on.
 -- Uses: runs, counts, runs_kept, record_ttl.
 local function int(x)
   return string.format('%d', tonumber(x) or 0)
 end
-local function count(name, by)
+local function count_now(name, by)
   redis.call('HINCRBY', counts, name, by)
   redis.call('PEXPIRE', counts, record_ttl)
 end
@@ -34,14 +39,14 @@ local function find(who)
   end
   return nil
 end
-local function record_start(who, host, pid, fence, now)
+local function start_now(who, host, pid, fence, now)
   for i, raw in ipairs(redis.call('LRANGE', runs, 0, -1)) do
     if not string.find(raw, '"outcome"', 1, true) then
       local r = decode(raw)
       if r and not holds(r.token, now) then
         r.outcome = 'vanished'
         redis.call('LSET', runs, i - 1, cjson.encode(r))
-        count('vanished', 1)
+        count_now('vanished', 1)
       end
     end
   end
@@ -50,22 +55,32 @@ local function record_start(who, host, pid, fence, now)
   redis.call('LTRIM', runs, 0, tonumber(runs_kept) - 1)
   redis.call('PEXPIRE', runs, record_ttl)
 end
-local function record_end(who, now, outcome, status)
+local function end_now(who, now, outcome, status)
   local at, _, r = find(who)
   if not at then
-    count(outcome, 1)
+    count_now(outcome, 1)
     return
   end
   if r.outcome == outcome then return end
-  if type(r.outcome) == 'string' then count(r.outcome, -1) end
+  if type(r.outcome) == 'string' then count_now(r.outcome, -1) end
   r.ended, r.outcome, r.status = int(now), outcome, int(status)
   local encoded = cjson.encode(r)
   -- The list was kept record_ttl from this run's start, by its acquire: not again.
   redis.call('LSET', runs, at, encoded)
-  count(outcome, 1)
+  count_now(outcome, 1)
   if outcome == 'success' then redis.call('HSET', counts, 'last_success', encoded) end
 end
-local function record_forget(who)
+local function forget_now(who)
   local at, raw = find(who)
   if at then redis.call('LREM', runs, 1, raw) end
 end
+-- Whether the run of `who` was ended as `outcome` already: by this same release, whose reply
+-- was lost and which is now retried (false when the record cannot tell).
+local function ended_as(who, outcome)
+  local ok, at, _, r = pcall(find, who)
+  return ok and at ~= nil and r.outcome == outcome and r.ended ~= nil
+end
+local function count(name, by) pcall(count_now, name, by) end
+local function record_start(who, host, pid, fence, now) pcall(start_now, who, host, pid, fence, now) end
+local function record_end(who, now, outcome, status) pcall(end_now, who, now, outcome, status) end
+local function record_forget(who) pcall(forget_now, who) end

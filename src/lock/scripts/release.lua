@@ -4,7 +4,8 @@
 -- fails on it. The run's record ends as `outcome` (with `status`), or as `lost_outcome` when
 -- the key was not ours any more.
 -- KEYS and ARGV: `Release` in calls.rs.
--- Returns 1 released, 0 key already gone, -1 held by another owner (left untouched).
+-- Returns 1 released (now, or by this same release before its reply was lost), 0 key already
+-- gone, -1 held by another owner (left untouched).
 finish_run()
 local v = redis.pcall('GET', lock)
 if type(v) == 'table' or (v and v ~= token) then
@@ -14,6 +15,9 @@ end
 if v then
   drop()
   record_end(token, now_ms(), outcome, status)
+elseif ended_as(token, outcome) then
+  -- A retry of this release, whose reply was lost: the first one released the lock (and woke).
+  return 1
 else
   record_end(token, now_ms(), lost_outcome, lost_status)
 end

@@ -3,8 +3,8 @@
 -- last one leaves (only an exclusive waiter waits for them). The run's record ends as
 -- `outcome`, or as `lost_outcome` when the place was not ours any more.
 -- KEYS and ARGV: `ReleaseMany` in calls.rs.
--- Returns 1 released, 0 gone (our lease had ended, or we were removed), -1 held by an
--- exclusive holder (left untouched).
+-- Returns 1 released (now, or by this same release before its reply was lost), 0 gone (our
+-- lease had ended, or we were removed), -1 held by an exclusive holder (left untouched).
 finish_run()
 local t = lock_type()
 if t == 'string' then return -1 end
@@ -17,6 +17,9 @@ if t == 'zset' then
 end
 if ours == 1 then
   record_end(token, now_ms(), outcome, status)
+elseif ended_as(token, outcome) then
+  -- A retry of this release, whose reply was lost: the first one gave the place up (and woke).
+  return 1
 else
   record_end(token, now_ms(), lost_outcome, lost_status)
 end

@@ -138,6 +138,8 @@ pub(crate) enum Note {
     Forwarded(Signo),
     Suspended(Signo),
     Continued,
+    /// Continued past the stop line: the command stays stopped until a renewal comes.
+    ContinuedUntilRenewed,
     /// The lock was or may have been lost; said only while the command runs.
     LockLost(LostWhy),
     Killed(KillReason),

@@ -20,7 +20,7 @@
 //!   renewed by then is given up.
 //! - Job control: stop the command's group, then redlock. Continued: if the kill line passed
 //!   meanwhile, kill the command (it never runs again) and end in 76; otherwise renew at once
-//!   and continue the command.
+//!   and continue the command (past the stop line, once that renewal lands).
 //! - The watchdog is told the kill line whenever it moves.
 //! - A lease that was or may have been lost ends in 76, whatever the command's status.
 //! - Every SIGKILL is reported, with its reason.
@@ -29,6 +29,7 @@
 //! ([`Command`]) and stopping it ([`Stopping`]); each variant carries its own data.
 
 mod interface;
+mod lease;
 
 use std::process::ExitStatus;
 use std::time::Duration;
@@ -96,10 +97,21 @@ enum Trouble {
 /// The command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Command {
-    /// Running; `suspended`: redlock stopped its group for job control.
-    Running { suspended: bool },
+    /// Running, or stopped by redlock for job control.
+    Running { suspended: Suspended },
     /// It exited; what is left of its group (and of what redlock adopted) is `left`.
     Exited { status: ExitStatus, left: Left },
+}
+
+/// Whether redlock stopped the command's group for job control.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Suspended {
+    No,
+    /// Stopped with redlock (Ctrl-Z, SIGTSTP).
+    Yes,
+    /// redlock was continued past the stop line: the command stays stopped until the renewal
+    /// sent then extends the lease, and is killed at the kill line if none does.
+    UntilRenewed,
 }
 
 /// What the command left behind, as last seen.
@@ -157,7 +169,9 @@ impl Core {
                 deadline: deadline(sent, config.ttl),
                 trouble: Trouble::None,
             },
-            command: Command::Running { suspended: false },
+            command: Command::Running {
+                suspended: Suspended::No,
+            },
             stopping: Stopping::No,
             verdict: None,
             first_request: None,
@@ -186,6 +200,14 @@ impl Core {
     /// after the lease's grace still lands in time.
     fn stop_line(&self) -> Moment {
         self.kill_line() - lease_grace(self.config.ttl, self.config.kill_after)
+    }
+
+    /// Stopped by redlock until a renewal comes (see [`Suspended::UntilRenewed`]).
+    fn until_renewed(&self) -> bool {
+        self.command
+            == Command::Running {
+                suspended: Suspended::UntilRenewed,
+            }
     }
 
     fn lost(&self) -> bool {
@@ -309,7 +331,9 @@ impl Core {
             }
             Input::JobStop(signal) => match self.command {
                 Command::Running { .. } => {
-                    self.command = Command::Running { suspended: true };
+                    self.command = Command::Running {
+                        suspended: Suspended::Yes,
+                    };
                     out.push(Action::Note(Note::Suspended(signal)));
                     out.push(Action::Suspend(signal));
                 }
@@ -341,12 +365,14 @@ impl Core {
                 let first = self.trouble(|before| match before {
                     Trouble::None => Trouble::Failing,
                     other => other,
-                }) == Trouble::None;
+                }) == Some(Trouble::None);
                 out.push(Action::Note(Note::RenewFailed { error, first }));
             }
             Input::Unacknowledged(why) => {
                 self.renewal_failures += 1;
-                let first = self.trouble(|_| Trouble::Unacknowledged) != Trouble::Unacknowledged;
+                let first = self
+                    .trouble(|_| Trouble::Unacknowledged)
+                    .is_some_and(|before| before != Trouble::Unacknowledged);
                 out.push(Action::Note(Note::Unacknowledged { why, first }));
             }
             Input::Lost(held) => {
@@ -377,46 +403,6 @@ impl Core {
         }
     }
 
-    /// A renewal sent at `sent` extended the lease.
-    fn renewed(&mut self, sent: Moment, out: &mut Vec<Action>) {
-        self.renewals += 1;
-        out.push(Action::Note(Note::Renewed {
-            renewals: self.renewals,
-        }));
-        // A renewal that comes after the lease was given up changes nothing: the command is
-        // being stopped, by the kill line that was.
-        if let Lease::Held {
-            trouble,
-            deadline: was,
-        } = self.lease
-        {
-            if trouble != Trouble::None {
-                out.push(Action::Note(Note::RenewRecovered));
-            }
-            // Never earlier than it was (renewals come in the order they were sent).
-            self.lease = Lease::Held {
-                deadline: was.max(deadline(sent, self.config.ttl)),
-                trouble: Trouble::None,
-            };
-            if self.running() {
-                out.push(Action::Watch(self.kill_line()));
-            }
-        }
-    }
-
-    /// Record trouble with the renewals of a held lease (`next` of the trouble there was);
-    /// the trouble there was before.
-    fn trouble(&mut self, next: impl FnOnce(Trouble) -> Trouble) -> Trouble {
-        match &mut self.lease {
-            Lease::Held { trouble, .. } => {
-                let before = *trouble;
-                *trouble = next(before);
-                before
-            }
-            Lease::Lost { .. } => Trouble::None,
-        }
-    }
-
     /// The checks that time alone triggers, after every input.
     fn check_time(&mut self, now: Moment, out: &mut Vec<Action>) {
         // A command that ended in time, its group gone, keeps its status, even if the lease
@@ -427,7 +413,7 @@ impl Core {
         if now >= self.kill_line() {
             self.lose_lease(LostWhy::RanOut, now, out);
             self.kill(KillReason::LeaseRanOut, now, out);
-        } else if !self.lost() && now >= self.stop_line() {
+        } else if !self.lost() && now >= self.stop_line() && !self.until_renewed() {
             let unacknowledged = matches!(
                 self.lease,
                 Lease::Held {
@@ -515,47 +501,6 @@ impl Core {
             self.stopping = Stopping::Killed { at: now };
             out.push(Action::Note(Note::Killed(reason)));
             out.push(Action::Kill);
-        }
-    }
-
-    /// The lease was or may have been lost: stop the command, SIGKILL after the lease's grace
-    /// at the latest, never past the kill line.
-    fn lose_lease(&mut self, why: LostWhy, now: Moment, out: &mut Vec<Action>) {
-        if self.lost() {
-            return;
-        }
-        self.lease = Lease::Lost {
-            why,
-            deadline: self.deadline(),
-        };
-        if self.running() {
-            out.push(Action::Note(Note::LockLost(why)));
-        }
-        let grace = lease_grace(self.config.ttl, self.config.kill_after);
-        let kill_line = self.kill_line();
-        self.stop(now, out);
-        self.schedule_kill((now + grace).min(kill_line));
-    }
-
-    /// redlock runs again: if the kill line passed meanwhile, kill the command without letting
-    /// it run again; otherwise renew at once, and continue the command if redlock stopped it.
-    fn resume(&mut self, now: Moment, out: &mut Vec<Action>) {
-        if now >= self.kill_line() {
-            if !self.killed() {
-                self.lose_lease(LostWhy::RanOutWhileStopped, now, out);
-                self.kill(KillReason::LeaseRanOutWhileStopped, now, out);
-            }
-            return;
-        }
-        // SIGKILL went out already: nothing to renew for, nothing to continue.
-        if self.killed() {
-            return;
-        }
-        out.push(Action::RenewNow);
-        if let Command::Running { suspended: true } = self.command {
-            self.command = Command::Running { suspended: false };
-            out.push(Action::Note(Note::Continued));
-            out.push(Action::Continue);
         }
     }
 

@@ -43,6 +43,61 @@ fn continued_past_the_kill_line_kills_without_continuing() {
     assert!(!actions.contains(&Action::Continue));
 }
 
+/// Continued past the stop line but before the kill line (ttl 3 s: stopped at 0.3 s, continued
+/// at 2.5 s, a hostile run's case that exited 76 with the lease still good): the command stays
+/// stopped until the renewal asked for at once extends the lease, then runs on.
+#[test]
+fn continued_with_the_lease_running_low_continues_the_command_once_renewed() {
+    let core = given(&[(100, Input::JobStop(sig(SIGTSTP)))]);
+    let (actions, core) = when(core, STOP_LINE + 100, Input::Continued);
+    assert_eq!(
+        actions,
+        [Action::RenewNow, note(Note::ContinuedUntilRenewed)]
+    );
+    // Past the stop line, still stopped, nothing is given up meanwhile.
+    let (actions, core) = when(core, STOP_LINE + 200, Input::Tick);
+    assert_eq!(actions, []);
+    let sent = STOP_LINE + 100;
+    let (actions, _) = when(core, STOP_LINE + 250, Input::Renewed { sent: at(sent) });
+    assert_eq!(
+        actions,
+        [
+            note(Note::Renewed { renewals: 1 }),
+            Action::Watch(at(KILL_LINE + sent)),
+            note(Note::Continued),
+            Action::Continue
+        ]
+    );
+}
+
+/// The same, with no renewal by the kill line: killed there, never continued.
+#[test]
+fn continued_with_the_lease_running_low_and_no_renewal_is_killed_stopped() {
+    let core = given(&[
+        (100, Input::JobStop(sig(SIGTSTP))),
+        (STOP_LINE + 100, Input::Continued),
+        (STOP_LINE + 300, Input::RenewFailed("no answer".into())),
+    ]);
+    let (actions, core) = when(core, KILL_LINE, Input::Tick);
+    assert_eq!(
+        actions,
+        [
+            note(Note::LockLost(LostWhy::RanOut)),
+            signal(SIGTERM),
+            note(Note::Killed(KillReason::LeaseRanOut)),
+            Action::Kill
+        ]
+    );
+    let (actions, _) = when(
+        core,
+        KILL_LINE + 10,
+        Input::Renewed {
+            sent: at(KILL_LINE),
+        },
+    );
+    assert!(!actions.contains(&Action::Continue), "{actions:?}");
+}
+
 #[test]
 fn continued_after_someones_sigstop_renews_and_continues_nothing() {
     let (actions, _) = when(given(&[]), 1000, Input::Continued);

@@ -121,6 +121,29 @@ fn the_first_failed_renewal_is_a_warning_the_next_ones_are_not() {
     assert_eq!(core.kill_line(), at(KILL_LINE));
 }
 
+/// Once the lease is lost, the renewals that still fail (the lease thread goes on until the
+/// release) are no news: never a warning again, however many (a hostile run showed 33 lines).
+#[test]
+fn failed_renewals_after_the_lease_is_lost_warn_no_more() {
+    let (_, core) = when(given(&[]), STOP_LINE, Input::Tick);
+    for (ms, input) in [
+        (STOP_LINE + 10, Input::RenewFailed("no answer".into())),
+        (STOP_LINE + 20, Input::Unacknowledged("0 of 1".into())),
+    ] {
+        let (actions, _) = when(core.clone(), ms, input);
+        assert!(
+            actions.iter().all(|a| !matches!(
+                a,
+                Action::Note(
+                    Note::RenewFailed { first: true, .. }
+                        | Note::Unacknowledged { first: true, .. }
+                )
+            )),
+            "{actions:?}"
+        );
+    }
+}
+
 #[test]
 fn a_renewal_after_failures_says_renewing_works_again() {
     let core = given(&[(1000, Input::RenewFailed("no answer".into()))]);
