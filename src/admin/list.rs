@@ -33,14 +33,8 @@ pub fn list(servers: Servers, json: bool) -> anyhow::Result<i32> {
         redis.set_keys(Keys::new(prefix, &name));
         match read(&mut redis) {
             Ok(info) if info.is_held() => locks.push((name, info)),
-            // Released since the SCAN, or a key of another kind that looks like a lock (or a
-            // counter of another kind beside it: `status` says so).
-            Ok(_)
-            | Err(
-                Unread::Foreign { .. }
-                | Unread::ForeignFence(_)
-                | Unread::Failed(Failure::Refused(_)),
-            ) => {}
+            // Released since the SCAN, or a key of another kind that looks like a lock.
+            Ok(_) | Err(Unread::Foreign { .. } | Unread::Failed(Failure::Refused(_))) => {}
             Err(Unread::Failed(failure)) => {
                 return Err(unavailable(failure)).context("cannot list locks");
             }

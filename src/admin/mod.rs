@@ -26,7 +26,6 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::error::{Class, classified};
-use crate::lock::counter::Foreign;
 use crate::lock::{Failure, Inspected, Keys, LockInfo, SingleRedis, WAKE_LINGER};
 use crate::transport::endpoint::{Endpoint, Target};
 
@@ -68,8 +67,6 @@ pub(crate) enum Unread {
         redis_key: String,
         redis_type: String,
     },
-    /// The fencing counter's key is of a type the script cannot read.
-    ForeignFence(Foreign),
 }
 
 impl fmt::Display for Unread {
@@ -85,7 +82,6 @@ impl fmt::Display for Unread {
                  --force` on this key removes it)",
                 render::field(redis_key)
             ),
-            Unread::ForeignFence(foreign) => write!(f, "{} ({})", foreign.said, foreign.remedy),
         }
     }
 }
@@ -98,17 +94,9 @@ impl From<Unread> for anyhow::Error {
 }
 
 /// The lock `node` looks at, read in one script; a counter of 0 is looked at again (the script
-/// reads one redlock did not write as 0).
+/// reads a word redlock did not write there as 0; a key of another kind its guard names).
 pub(crate) fn read(node: &mut SingleRedis) -> Result<LockInfo, Unread> {
-    let inspected = match node.inspect(TIMEOUT) {
-        // A counter that is not a string fails the script's read of it.
-        Err(failure @ Failure::Refused(_)) => match node.foreign_fence(TIMEOUT) {
-            Ok(Some(foreign)) => return Err(Unread::ForeignFence(foreign)),
-            _ => return Err(Unread::Failed(failure)),
-        },
-        other => other.map_err(Unread::Failed)?,
-    };
-    match inspected {
+    match node.inspect(TIMEOUT).map_err(Unread::Failed)? {
         Inspected::Lock(mut info) => {
             if info.fence == 0 {
                 info.foreign_fence = node.foreign_fence(TIMEOUT).ok().flatten();

@@ -1,6 +1,8 @@
 //! The fencing counter's key when it holds something redlock did not write (a word, a hash):
 //! the scripts read a word as 0 and fail when they advance it, after a lock was taken or
-//! removed; a hash fails their first read of it, which may come before or after that. This finds out what is there, on the failure path only, so that a
+//! removed; a hash fails their first read of it, which may come before or after that. An
+//! acquire's guard gives the lock back (guard.lua) and names a key of another kind
+//! (FOREIGNKEY); a word, and what a forced release did, are said here. This finds out what is there, on the failure path only, so that a
 //! message can say so; nothing here writes to the key. Fencing tokens must never go back, so
 //! the key is left for a person to delete: the next token then carries on from the server's
 //! clock (`fence.lua`), above every token handed out before, as after a counter that was lost.
@@ -9,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use crate::lock::{Failure, Forced, Kind, SingleRedis};
+use crate::lock::{Failure, Forced, SingleRedis};
 use crate::transport::Connection;
 
 impl SingleRedis {
@@ -21,28 +23,23 @@ impl SingleRedis {
         Ok(found.map(|found| Foreign::at(&key, &found)))
     }
 
-    /// After an acquire of `token` failed with an error: the failure to report when a counter
-    /// redlock did not write stopped it. An exclusive lock is taken before the counter is
-    /// advanced (a place among several after), so it is given back at once, as a quorum's
-    /// partial acquire is, and the run is never recorded.
+    /// After an acquire failed with `failure`: the failure to report when a counter that is a
+    /// string but no number stopped it (INCRBY's error; the script's guard has given the lock
+    /// back: guard.lua). A key of another kind there the guard names itself (FOREIGNKEY).
     pub(super) fn stopped_at_the_counter(
         &mut self,
-        token: &str,
+        failure: &Failure,
         timeout: Duration,
     ) -> Option<Failure> {
+        let code = std::error::Error::source(failure)
+            .and_then(|e| e.downcast_ref::<redis::RedisError>())
+            .and_then(|e| e.code());
+        if code == Some("FOREIGNKEY") {
+            return None;
+        }
         let found = self.foreign_fence(timeout).ok()??;
-        let kept = self.kind == Kind::Exclusive && self.undo(token, None, timeout).is_err();
-        let given_back = if kept {
-            "; the lock it took expires by itself"
-        } else {
-            ""
-        };
         Some(Failure::Refused(
-            format!(
-                "{}; not running the command{given_back} ({})",
-                found.said, found.remedy
-            )
-            .into(),
+            format!("{}; not running the command ({})", found.said, found.remedy).into(),
         ))
     }
 

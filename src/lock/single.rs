@@ -41,7 +41,7 @@ pub(crate) struct SingleRedis {
     /// Check `maxmemory-policy` once per connection, in the same round trip as an acquire.
     preflight: Preflight,
     /// Alone, one of at most N, or shared (`--limit`, `--shared`).
-    pub(super) kind: Kind,
+    kind: Kind,
     /// An acquire turned this waiter away, or may have (it failed, and its reply may have been
     /// lost): the scripts then clear what that left among the waiters' records (see
     /// [`Attempt::waited`]); a first attempt that gets in touches none of them.
@@ -431,8 +431,8 @@ impl Locker for SingleRedis {
         };
         // A failed attempt may have been turned away, its reply lost.
         self.waited |= sent.is_err();
-        if let Err(Failure::Refused(_)) = &sent
-            && let Some(said) = self.stopped_at_the_counter(token, timeout)
+        if let Err(failure @ Failure::Refused(_)) = &sent
+            && let Some(said) = self.stopped_at_the_counter(failure, timeout)
         {
             return Err(said);
         }

@@ -202,53 +202,16 @@ impl Endpoint {
         }
         let bad = |why: String| format!("invalid Redis URL '{shown}': {why}");
         url::check_parameters(scheme, query).map_err(bad)?;
-        let mut db = None;
-        let mut sentinel_user = None;
-        let mut sentinel_pass = None;
-        for (k, v) in url::pairs(query) {
-            let v =
-                percent_decode(v).ok_or_else(|| bad(format!("bad percent-encoding in '{k}'")))?;
-            match k.to_ascii_lowercase().as_str() {
-                "db" => {
-                    db = Some(
-                        v.parse::<i64>()
-                            .map_err(|_| bad(format!("db '{v}' is not a number")))?,
-                    )
-                }
-                "sentinel_username" => sentinel_user = Some(v),
-                _ => sentinel_pass = Some(v),
-            }
-        }
-        let target = if sentinel {
-            let service = path.trim_start_matches('/');
-            if service.is_empty() || service.contains('/') {
-                return Err(bad(
-                    "name the sentinels' service after the hosts: redis+sentinel://host:26379/SERVICE".into(),
-                ));
-            }
-            let service = percent_decode(service)
-                .ok_or_else(|| bad("bad percent-encoding in the service name".into()))?;
-            let auth = match (sentinel_user, sentinel_pass) {
-                (user, Some(pass)) => Some((user, pass)),
-                (Some(_), None) => {
-                    return Err(bad("sentinel_username needs sentinel_password".into()));
-                }
-                (None, None) => None,
-            };
-            Target::Sentinel {
-                sentinels: nodes.clone(),
-                service,
-                auth,
-            }
+        let (target, db) = if sentinel {
+            sentinel_target(path, query, &nodes).map_err(bad)?
         } else {
             if !path.is_empty() && path != "/" {
                 return Err(bad(
                     "a Cluster has no databases: give no path after the hosts".into(),
                 ));
             }
-            Target::Cluster {
-                seeds: nodes.clone(),
-            }
+            let seeds = nodes.clone();
+            (Target::Cluster { seeds }, None)
         };
         // The credentials and TLS settings of the data nodes, parsed as the crate parses any URL.
         let (host, port) = &nodes[0];
@@ -326,6 +289,51 @@ impl Endpoint {
         }
         self.node(host, port).set_redis_settings(redis)
     }
+}
+
+/// A Sentinel URL's target, from its path (the service) and its query (checked already), and
+/// the database its data nodes use; an error says why, without the URL.
+fn sentinel_target(
+    path: &str,
+    query: &str,
+    sentinels: &[(String, u16)],
+) -> Result<(Target, Option<i64>), String> {
+    let mut db = None;
+    let mut sentinel_user = None;
+    let mut sentinel_pass = None;
+    for (k, v) in url::pairs(query) {
+        let v = percent_decode(v).ok_or_else(|| format!("bad percent-encoding in '{k}'"))?;
+        match k.to_ascii_lowercase().as_str() {
+            "db" => {
+                db = Some(
+                    v.parse::<i64>()
+                        .map_err(|_| format!("db '{v}' is not a number"))?,
+                )
+            }
+            "sentinel_username" => sentinel_user = Some(v),
+            _ => sentinel_pass = Some(v),
+        }
+    }
+    let service = path.trim_start_matches('/');
+    if service.is_empty() || service.contains('/') {
+        return Err(
+            "name the sentinels' service after the hosts: redis+sentinel://host:26379/SERVICE"
+                .into(),
+        );
+    }
+    let service = percent_decode(service)
+        .ok_or_else(|| "bad percent-encoding in the service name".to_owned())?;
+    let auth = match (sentinel_user, sentinel_pass) {
+        (user, Some(pass)) => Some((user, pass)),
+        (Some(_), None) => return Err("sentinel_username needs sentinel_password".into()),
+        (None, None) => None,
+    };
+    let target = Target::Sentinel {
+        sentinels: sentinels.to_vec(),
+        service,
+        auth,
+    };
+    Ok((target, db))
 }
 
 /// The crate's connection details for a plain URL; errors without secrets.
