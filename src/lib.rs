@@ -30,14 +30,14 @@ pub mod transport;
 
 pub use cli::main;
 
-/// The typed boundary of one Lua script, for the chaos suite's deterministic replay (a test
-/// binary of its own, which reaches only what the library makes public): the replay builds
-/// `acquire_many.lua`'s arguments with the struct the client uses, so a new argument breaks
-/// its build too. Not an interface.
+/// The typed boundary of a few Lua scripts, for the chaos suite's deterministic replay (a test
+/// binary of its own, which reaches only what the library makes public) and the durability
+/// benchmark (examples/renew_cost.rs): they build the scripts' arguments with the structs the
+/// client uses, so a new argument breaks their build too. Not an interface.
 #[doc(hidden)]
 pub mod boundary {
-    pub use crate::lock::record::Kept;
-    pub use crate::lock::scripts::calls::{AcquireMany, AcquireReply, Attempt};
-    pub use crate::lock::scripts::eval;
+    pub use crate::lock::record::{Kept, Lost};
+    pub use crate::lock::scripts::calls::{Acquire, AcquireMany, AcquireReply, Attempt, Extend};
+    pub use crate::lock::scripts::{eval, send};
     pub use crate::lock::{Holder, Keys, Kind};
 }

@@ -6,7 +6,7 @@ use anyhow::Context;
 
 use crate::admin::render::{info_json, list_line, quorum_json};
 use crate::admin::{
-    Servers, Unread, Verdict, lock_names, need_majority, read, read_nodes, unavailable, verdict,
+    Servers, Unread, Verdict, lock_names, need_majority, read, unavailable, verdict,
 };
 use crate::lock::{Failure, Keys, LockInfo, SingleRedis, WAKE_LINGER};
 use crate::report;
@@ -58,34 +58,41 @@ pub fn list(servers: Servers, json: bool) -> anyhow::Result<i32> {
 /// `redlock list` over a quorum: every node scanned, each lock found read on every node, and
 /// the locks a majority holds listed with how many nodes hold them. A lock held on some nodes
 /// where no majority agrees (two tokens, or nodes silent) is listed too, as such; one that a
-/// majority finds free is free. A node that does not answer the scan is a stderr
-/// line; fewer than a majority answering is exit 69.
+/// majority finds free is free. A node that does not answer the scan (or stops answering the
+/// reads) is a stderr line; fewer than a majority answering the scan is exit 69.
+///
+/// The nodes are scanned at once, then read at once, each over one connection that reads every
+/// lock in turn, and a node that does not answer once is not asked again (see [`read_each`]):
+/// a silent node costs one request timeout (two, if it falls silent between the scan and the
+/// reads), however many locks there are.
 fn quorum_list(endpoints: Vec<Endpoint>, prefix: &str, json: bool) -> anyhow::Result<i32> {
     let total = endpoints.len();
-    let scans: Vec<_> = std::thread::scope(|s| {
-        let scans: Vec<_> = endpoints
-            .iter()
-            .map(|endpoint| s.spawn(|| lock_names(endpoint, prefix)))
-            .collect();
-        scans.into_iter().map(|scan| scan.join()).collect()
-    });
+    let scans = scan_everywhere(&endpoints, prefix);
     let mut names = BTreeSet::new();
     let mut answered = 0;
-    for (endpoint, scan) in endpoints.iter().zip(scans) {
+    for (endpoint, scan) in endpoints.iter().zip(&scans) {
         match scan {
-            Ok(Ok(found)) => {
+            Ok(found) => {
                 answered += 1;
-                names.extend(found);
+                names.extend(found.iter().cloned());
             }
-            Ok(Err(failure)) => report::error(format!("{endpoint}: cannot list locks: {failure}")),
-            Err(_) => report::error(format!("{endpoint}: cannot list locks")),
+            Err(failure) => report::error(format!("{endpoint}: cannot list locks: {failure}")),
         }
     }
     need_majority(answered, total, "cannot list locks")?;
+    let names: Vec<String> = names.into_iter().collect();
+    let mut reads: Vec<_> = read_everywhere(&endpoints, &scans, prefix, &names)
+        .into_iter()
+        .map(Vec::into_iter)
+        .collect();
     let mut text = String::new();
     let mut objects = Vec::new();
     for name in names {
-        let results = read_nodes(&endpoints, prefix, &name);
+        let results: Vec<(String, Result<LockInfo, Unread>)> = endpoints
+            .iter()
+            .zip(&mut reads)
+            .map(|(endpoint, reads)| (endpoint.to_string(), reads.next().expect("one a name")))
+            .collect();
         let infos: Vec<Option<&LockInfo>> = results.iter().map(|(_, r)| r.as_ref().ok()).collect();
         let verdict = verdict(&infos);
         if matches!(verdict, Verdict::Free { .. } | Verdict::Split { held: 0 }) {
@@ -117,4 +124,176 @@ fn quorum_list(endpoints: Vec<Endpoint>, prefix: &str, json: bool) -> anyhow::Re
     }
     report::stdout(text.as_bytes())?;
     Ok(0)
+}
+
+/// The lock names under `prefix` on every node, scanned at once.
+fn scan_everywhere(endpoints: &[Endpoint], prefix: &str) -> Vec<Result<BTreeSet<String>, Failure>> {
+    std::thread::scope(|s| {
+        let scans: Vec<_> = endpoints
+            .iter()
+            .map(|endpoint| s.spawn(|| lock_names(endpoint, prefix)))
+            .collect();
+        scans
+            .into_iter()
+            .map(|scan| {
+                scan.join()
+                    .unwrap_or_else(|_| Err(Failure::Refused("the scan failed".into())))
+            })
+            .collect()
+    })
+}
+
+/// Every lock of `names` read on every node at once, the node's answers in the order of
+/// `names`. A node whose scan got no answer is not asked: its answers are that failure.
+fn read_everywhere(
+    endpoints: &[Endpoint],
+    scans: &[Result<BTreeSet<String>, Failure>],
+    prefix: &str,
+    names: &[String],
+) -> Vec<Vec<Result<LockInfo, Unread>>> {
+    std::thread::scope(|s| {
+        let reads: Vec<_> = endpoints
+            .iter()
+            .zip(scans)
+            .map(|(endpoint, scan)| match scan {
+                Err(silent @ Failure::Unreachable(_)) => Err(silent.to_string()),
+                _ => Ok(s.spawn(|| read_names(endpoint, prefix, names))),
+            })
+            .collect();
+        reads
+            .into_iter()
+            .map(|read| match read {
+                Ok(read) => read
+                    .join()
+                    .unwrap_or_else(|_| not_asked(names, "the read failed", Failure::Refused)),
+                Err(silent) => not_asked(names, &silent, Failure::Unreachable),
+            })
+            .collect()
+    })
+}
+
+/// Each of `names` unread, for `why`.
+fn not_asked(
+    names: &[String],
+    why: &str,
+    failure: fn(crate::transport::Reason) -> Failure,
+) -> Vec<Result<LockInfo, Unread>> {
+    names
+        .iter()
+        .map(|_| Err(Unread::Failed(failure(why.into()))))
+        .collect()
+}
+
+/// The locks `names` read in turn on `endpoint`, over one connection; a note on stderr when
+/// the node stops answering.
+fn read_names(
+    endpoint: &Endpoint,
+    prefix: &str,
+    names: &[String],
+) -> Vec<Result<LockInfo, Unread>> {
+    let mut node = SingleRedis::new(endpoint.clone(), Keys::new(prefix, ""), false, WAKE_LINGER);
+    let reads = read_each(names, |name| {
+        node.set_keys(Keys::new(prefix, name));
+        read(&mut node)
+    });
+    let silent = reads
+        .iter()
+        .zip(names)
+        .enumerate()
+        .find_map(|(i, (r, name))| match r {
+            Err(Unread::Failed(failure @ Failure::Unreachable(_))) => Some((i, name, failure)),
+            _ => None,
+        });
+    if let Some((i, name, failure)) = silent {
+        let rest = names.len() - i - 1;
+        let not_again = match rest {
+            0 => String::new(),
+            1 => "; not asked about the other lock".to_owned(),
+            n => format!("; not asked about the {n} other locks"),
+        };
+        report::error(format!(
+            "{endpoint}: cannot read lock '{}': {failure}{not_again}",
+            crate::admin::render::field(name)
+        ));
+    }
+    reads
+}
+
+/// `read` of each of `names` in turn, until one gets no answer: that failure then stands for
+/// the rest, which are not asked. A node that did not answer once in a command is not asked
+/// again, so that a silent node costs one request timeout, not one per lock; an error the
+/// node answered with (a key of another kind) is that lock's alone.
+fn read_each<T>(
+    names: &[String],
+    mut read: impl FnMut(&str) -> Result<T, Unread>,
+) -> Vec<Result<T, Unread>> {
+    let mut silent: Option<String> = None;
+    names
+        .iter()
+        .map(|name| {
+            if let Some(why) = &silent {
+                return Err(Unread::Failed(Failure::Unreachable(why.as_str().into())));
+            }
+            let result = read(name);
+            if let Err(Unread::Failed(failure @ Failure::Unreachable(_))) = &result {
+                silent = Some(failure.to_string());
+            }
+            result
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_that_does_not_answer_once_is_not_asked_again() {
+        let names: Vec<String> = ["a", "b", "c", "d", "e"].map(String::from).to_vec();
+        // (what the node answers for each lock it is asked about, the locks asked, the results)
+        let silent = || Err(Unread::Failed(Failure::Unreachable("no answer".into())));
+        let foreign = || {
+            Err(Unread::Foreign {
+                redis_key: "k".into(),
+                redis_type: "hash".into(),
+            })
+        };
+        type Answer = fn() -> Result<u32, Unread>;
+        let rows: Vec<(Vec<Answer>, &str, &str)> = vec![
+            (vec![|| Ok(1); 5], "abcde", "11111"),
+            (vec![silent], "a", "-----"),
+            (vec![|| Ok(1), || Ok(1), silent], "abc", "11---"),
+            // An error answered is that lock's: the node is asked about the next one.
+            (vec![|| Ok(1), foreign, || Ok(1), silent], "abcd", "1f1--"),
+            (
+                vec![|| Ok(1), || Ok(1), || Ok(1), || Ok(1), silent],
+                "abcde",
+                "1111-",
+            ),
+        ];
+        for (answers, asked_want, results_want) in rows {
+            let mut asked = String::new();
+            let mut answers = answers.into_iter();
+            let results = read_each(&names, |name| {
+                asked += name;
+                answers.next().expect("asked once too often")()
+            });
+            let results: String = results
+                .iter()
+                .map(|r| match r {
+                    Ok(_) => '1',
+                    Err(Unread::Foreign { .. }) => 'f',
+                    Err(failure @ Unread::Failed(Failure::Unreachable(_))) => {
+                        assert_eq!(failure.to_string(), "no answer");
+                        '-'
+                    }
+                    Err(Unread::Failed(Failure::Refused(_))) => 'r',
+                })
+                .collect();
+            assert_eq!(
+                (asked.as_str(), results.as_str()),
+                (asked_want, results_want)
+            );
+        }
+    }
 }

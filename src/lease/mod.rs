@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use crate::clock::Moment;
 use crate::exit::Outcome;
-use crate::lock::{Failure, Held, HeldAs, Interrupt, Locker, Renewal, RunEnding};
-use schedule::{Ending, Next, Renewals, Waiting};
+use crate::lock::{Block, Failure, Held, HeldAs, Interrupt, Locker, Renewal, RunEnding};
+use schedule::{AfterBlock, Ending, Next, Renewals, Waiting};
 
 /// How long to wait for a busy lock: up to a duration, or until it is free.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -293,41 +293,53 @@ impl<C: Clock> Worker<C> {
         }
     }
 
-    /// Block until a release wakes us or `pause` passes; true when asked to stop.
+    /// Block until a release wakes us, as `block` says; true when asked to stop.
     ///
     /// The BLPOP runs on the lock's own connection, so a waiter costs Redis one connection
     /// (per node), not two, and it has always answered before we try again: nothing of ours
     /// stays blocked to swallow someone else's wake-up once we hold the lock. A stop cannot
     /// reach this thread while it blocks: [`Lease::finish`] sees `blocked` and interrupts the
-    /// BLPOP through Redis. Without a working connection the pause is sat out like a timer,
-    /// listening for a stop.
-    fn wait_for_release(&mut self, pause: Duration) -> bool {
+    /// BLPOP through Redis. What follows the block, `waiting` decides.
+    fn wait_for_release(&mut self, block: Block, waiting: &mut Waiting) -> bool {
         {
-            let mut waiting = lock(&self.waiting);
-            if waiting.stopping {
+            let mut shared = lock(&self.waiting);
+            if shared.stopping {
                 return true;
             }
-            waiting.blocked = true;
+            shared.blocked = true;
         }
-        let until = self.clock.now() + pause;
-        let woken = self.locker.wait(&self.token, pause);
+        let woken = self.locker.wait(&self.token, block);
         let stopping = {
-            let mut waiting = lock(&self.waiting);
-            waiting.blocked = false;
-            waiting.stopping
+            let mut shared = lock(&self.waiting);
+            shared.blocked = false;
+            shared.stopping
         };
         if stopping {
             return true;
         }
-        match woken {
-            Ok(true | false) => false,
-            Err(_) => self.sleep(until),
+        let now = self.clock.now();
+        match waiting.after_block(woken, now, random_unit()) {
+            AfterBlock::Attempt => false,
+            AfterBlock::Sleep(pause) => self.sleep(now + pause),
+            AfterBlock::Retry {
+                failure,
+                pause,
+                first,
+            } => self.back_off(failure, pause, first),
         }
     }
 
-    /// A waiter stops waiting: leave the fair queue and pass on any wake-up it took.
-    fn leave(&mut self) {
-        let _ = self.locker.leave(&self.token, acquire_timeout(self.ttl));
+    /// Redis did not answer: say so, then sleep `pause`; true when asked to stop meanwhile.
+    fn back_off(&mut self, failure: Failure, pause: Duration, first: bool) -> bool {
+        (self.reports.wait)(WaitEvent::Unreachable { failure, first });
+        self.sleep(self.clock.now() + pause)
+    }
+
+    /// A waiter stops waiting: leave the fair queue and pass on any wake-up it took, within
+    /// what `waiting` gives an attempt now.
+    fn leave(&mut self, waiting: &Waiting) {
+        let timeout = waiting.timeout(self.clock.now());
+        let _ = self.locker.leave(&self.token, timeout);
     }
 
     /// Take the lock, waiting as asked. When taken (and reported): when the winning request was
@@ -353,7 +365,7 @@ impl<C: Clock> Worker<C> {
                 Next::Over { ending, leave } => {
                     // Pass on a wake-up we may have taken: the next waiter finds out at once.
                     if leave {
-                        self.leave();
+                        self.leave(&waiting);
                     }
                     (self.reports.wait)(match ending {
                         Ending::Busy { queued } => WaitEvent::Busy { waited, queued },
@@ -363,19 +375,16 @@ impl<C: Clock> Worker<C> {
                     });
                     return None;
                 }
-                Next::WaitForRelease(pause) => self.wait_for_release(pause),
+                Next::WaitForRelease(block) => self.wait_for_release(block, &mut waiting),
                 Next::Retry {
                     failure,
                     pause,
                     first,
-                } => {
-                    (self.reports.wait)(WaitEvent::Unreachable { failure, first });
-                    self.sleep(self.clock.now() + pause)
-                }
+                } => self.back_off(failure, pause, first),
             };
             if stopped {
                 if waiting.registered() {
-                    self.leave();
+                    self.leave(&waiting);
                 }
                 (self.reports.wait)(WaitEvent::Stopped);
                 return None;

@@ -1,6 +1,6 @@
 //! The lease thread's decisions, apart from doing them: while waiting for the lock, what follows
 //! each attempt (take it, give up, block for a release, back off from a server that does not
-//! answer) and each attempt's time limit; while holding it, when the next renewal is due, its
+//! answer) and each block, and their time limits, none past the wait; while holding it, when the next renewal is due, its
 //! time limit, and where the lease ends (only renewals that counted move it). Pure functions of
 //! what happened and the time, tested below with made-up moments.
 
@@ -9,10 +9,10 @@ use std::time::Duration;
 use crate::clock::Moment;
 use crate::lease::Wait;
 use crate::lease::timing::{
-    acquire_timeout, deadline, renew_interval, renew_timeout, retry_interval, unreachable_backoff,
-    wake_wait,
+    acquire_timeout, block, deadline, renew_interval, renew_timeout, retry_interval,
+    unreachable_backoff, wake_wait,
 };
-use crate::lock::{Acquire, Failure, HeldAs};
+use crate::lock::{Acquire, Block, Failure, HeldAs};
 
 /// The shortest time limit an attempt gets within a wait that is nearly over.
 pub const MIN_ATTEMPT: Duration = Duration::from_millis(100);
@@ -30,6 +30,8 @@ pub struct Waiting {
     /// An attempt found the lock busy: this waiter is registered as one, and may have taken a
     /// wake-up, so leaving must tell Redis.
     busy_seen: bool,
+    /// When the server was last asked to end a block for a release.
+    held_until: Option<Moment>,
 }
 
 /// What follows an attempt to take the lock.
@@ -39,8 +41,8 @@ pub enum Next {
     Acquired { fence: i64 },
     /// The wait is over without the lock: `leave` the waiters first if this one registered.
     Over { ending: Ending, leave: bool },
-    /// Block until a release wakes this waiter, or this long.
-    WaitForRelease(Duration),
+    /// Block until a release wakes this waiter, as this says; then [`Waiting::after_block`].
+    WaitForRelease(Block),
     /// Redis did not answer: sleep `pause`, then try again; `first` since it last answered.
     Retry {
         failure: Failure,
@@ -75,6 +77,7 @@ impl Waiting {
             attempts: 0,
             unreachable: 0,
             busy_seen: false,
+            held_until: None,
         }
     }
 
@@ -94,13 +97,14 @@ impl Waiting {
         self.busy_seen
     }
 
-    /// The time limit of the next attempt: its whole limit for the first one or without a
-    /// wait; within a wait, no longer than the wait that is left (a silent server must not
-    /// keep a `--wait 2s` waiting 5 s), but at least [`MIN_ATTEMPT`].
+    /// The time limit of the next attempt (or of leaving the waiters): its whole limit for the
+    /// first attempt, as without a wait; after it, no longer than the wait that is left (a
+    /// silent server must not keep a `--wait 2s` waiting 5 s), but at least [`MIN_ATTEMPT`],
+    /// which is also all that the last attempt, after the wait ran out, gets.
     pub fn timeout(&self, now: Moment) -> Duration {
         let whole = acquire_timeout(self.ttl);
         match self.left(now) {
-            left if self.attempts == 0 || left.is_zero() => whole,
+            _ if self.attempts == 0 => whole,
             left => whole.min(left.max(MIN_ATTEMPT)),
         }
     }
@@ -121,7 +125,9 @@ impl Waiting {
                 if left.is_zero() {
                     over(Ending::Busy { queued }, true)
                 } else {
-                    Next::WaitForRelease(wake_wait(self.ttl, remaining, random).min(left))
+                    let block = block(wake_wait(self.ttl, remaining, random).min(left), left);
+                    self.held_until = Some(now + block.hold);
+                    Next::WaitForRelease(block)
                 }
             }
             // Redis answered with an error (credentials, a replica, a Sentinel given as a
@@ -134,9 +140,7 @@ impl Waiting {
             // Redis) is waited out like a busy lock, backing off with jitter so that a fleet
             // does not hammer a recovering server in step.
             Err(failure) => {
-                let first = self.unreachable == 0;
-                let pause = unreachable_backoff(self.unreachable, random).min(left);
-                self.unreachable = self.unreachable.saturating_add(1);
+                let (pause, first) = self.back_off(left, random);
                 Next::Retry {
                     failure,
                     pause,
@@ -145,6 +149,62 @@ impl Waiting {
             }
         }
     }
+
+    /// What follows a block for a release that ended at `now` with `woken` (Ok(true): woken).
+    /// An answer, woken or not, is followed by an attempt at once, the last one when the wait
+    /// is over. No answer is a failure to reach Redis like an attempt's, retried in the same
+    /// way, except that an attempt still follows when the wait is over: the last word is an
+    /// attempt's (busy or not, reachable or not). An error the server answered with (an ACL
+    /// without BLPOP, say) is sat out until the block would have ended: the waiter polls.
+    pub fn after_block(
+        &mut self,
+        woken: Result<bool, Failure>,
+        now: Moment,
+        random: f64,
+    ) -> AfterBlock {
+        match woken {
+            Ok(_) => {
+                self.unreachable = 0;
+                AfterBlock::Attempt
+            }
+            Err(failure @ Failure::Unreachable(_)) => {
+                let (pause, first) = self.back_off(self.left(now), random);
+                AfterBlock::Retry {
+                    failure,
+                    pause,
+                    first,
+                }
+            }
+            Err(Failure::Refused(_)) => AfterBlock::Sleep(
+                self.held_until
+                    .map_or(Duration::ZERO, |h| h.saturating_since(now)),
+            ),
+        }
+    }
+
+    /// Back off from a server that did not answer, within the `left` of the wait: the pause,
+    /// and whether this is the first failure since it last answered.
+    fn back_off(&mut self, left: Duration, random: f64) -> (Duration, bool) {
+        let first = self.unreachable == 0;
+        let pause = unreachable_backoff(self.unreachable, random).min(left);
+        self.unreachable = self.unreachable.saturating_add(1);
+        (pause, first)
+    }
+}
+
+/// What follows a block for a release ([`Waiting::after_block`]).
+#[derive(Debug)]
+pub enum AfterBlock {
+    /// Try to take the lock at once.
+    Attempt,
+    /// Sleep this long (listening for a stop), then try.
+    Sleep(Duration),
+    /// Redis did not answer: as [`Next::Retry`].
+    Retry {
+        failure: Failure,
+        pause: Duration,
+        first: bool,
+    },
 }
 
 /// The renewals of a held lease.
@@ -234,7 +294,7 @@ mod tests {
     enum Step {
         Acquired,
         Over { ending: &'static str, leave: bool },
-        WaitForRelease(Duration),
+        WaitForRelease(Block),
         Retry { pause: Duration, first: bool },
     }
 
@@ -258,6 +318,13 @@ mod tests {
 
     fn over(ending: &'static str, leave: bool) -> Step {
         Step::Over { ending, leave }
+    }
+
+    fn blocks(hold: u64, limit: u64) -> Step {
+        Step::WaitForRelease(Block {
+            hold: ms(hold),
+            limit: ms(limit),
+        })
     }
 
     #[test]
@@ -293,20 +360,22 @@ mod tests {
             ),
             (Wait::Up(ms(5000)), refused(), 5, over("refused", false)),
             // Busy within a wait: until the holder's lease ends, plus a little jitter (none
-            // at random 0), never past the wait.
+            // at random 0), its answer awaited a second more, but never past the wait (the
+            // server asked to answer BLOCK_LATE before it ends).
             (
                 Wait::Up(ms(5000)),
                 busy(Some(ms(500))),
                 5,
-                Step::WaitForRelease(ms(500)),
+                blocks(500, 1500),
             ),
+            (Wait::Up(ms(300)), busy(Some(ms(500))), 5, blocks(145, 295)),
             (
-                Wait::Up(ms(300)),
+                Wait::Up(ms(1200)),
                 busy(Some(ms(500))),
                 5,
-                Step::WaitForRelease(ms(295)),
+                blocks(500, 1195),
             ),
-            (Wait::Forever, busy(None), 5, Step::WaitForRelease(TTL)),
+            (Wait::Forever, busy(None), 5, blocks(3000, 4000)),
             (
                 Wait::Up(ms(5000)),
                 unreachable(),
@@ -391,12 +460,113 @@ mod tests {
         waiting.after(unreachable(), at(10), 0.0);
         assert_eq!(waiting.timeout(at(500)), ms(1500));
         assert_eq!(waiting.timeout(at(1950)), MIN_ATTEMPT);
-        // Past the wait: the last attempt still gets its whole limit (it reports).
-        assert_eq!(waiting.timeout(at(2000)), ms(5000));
+        // Past the wait: the last attempt gets MIN_ATTEMPT, so that it ends the wait soon.
+        assert_eq!(waiting.timeout(at(2000)), MIN_ATTEMPT);
+        assert_eq!(waiting.timeout(at(90_000)), MIN_ATTEMPT);
+        // Without a wait, the one attempt has its whole limit, and leaving after it MIN_ATTEMPT.
+        let mut waiting = Waiting::new(at(0), Wait::Up(ms(0)), Duration::from_secs(30));
+        assert_eq!(waiting.timeout(at(0)), ms(5000));
+        waiting.after(busy(None), at(3), 0.0);
+        assert_eq!(waiting.timeout(at(3)), MIN_ATTEMPT);
         assert_eq!(waiting.waited(at(1234)), ms(1234));
         assert_eq!(
             Waiting::new(at(0), Wait::Forever, TTL).left(at(5)),
             Duration::MAX
+        );
+    }
+
+    /// What an [`AfterBlock`] comes to, failures aside.
+    #[derive(Debug, PartialEq)]
+    enum Then {
+        Attempt,
+        Sleep(Duration),
+        Retry { pause: Duration, first: bool },
+    }
+
+    fn then(after: AfterBlock) -> Then {
+        match after {
+            AfterBlock::Attempt => Then::Attempt,
+            AfterBlock::Sleep(d) => Then::Sleep(d),
+            AfterBlock::Retry { pause, first, .. } => Then::Retry { pause, first },
+        }
+    }
+
+    #[test]
+    fn every_end_of_a_block_has_its_next_step() {
+        // A waiter found it busy at 0 (a holder with 60 s left) within a 2 s wait, so blocked
+        // for its answer by 2000, asked of the server by 1850; (how the block ended, when, what
+        // follows).
+        let silent = || unreachable().map(|_| true);
+        let retry = |pause| Then::Retry {
+            pause: ms(pause),
+            first: true,
+        };
+        let rows: Vec<(Result<bool, Failure>, u64, Then)> = vec![
+            (Ok(true), 700, Then::Attempt),
+            (Ok(false), 1900, Then::Attempt),
+            // No answer (frozen, reset): retried as an attempt is, and when the wait is over,
+            // still followed by the last attempt.
+            (silent(), 300, retry(50)),
+            (silent(), 1990, retry(10)),
+            (silent(), 2000, retry(0)),
+            // An error answered: sit out the rest of the block.
+            (refused().map(|_| true), 50, Then::Sleep(ms(1800))),
+            (refused().map(|_| true), 1900, Then::Sleep(Duration::ZERO)),
+        ];
+        for (i, (woken, now, want)) in rows.into_iter().enumerate() {
+            let mut waiting = Waiting::new(at(0), Wait::Up(ms(2000)), TTL);
+            assert_eq!(
+                step(waiting.after(busy(Some(ms(60_000))), at(0), 0.0)),
+                blocks(1850, 2000)
+            );
+            assert_eq!(
+                then(waiting.after_block(woken, at(now), 0.0)),
+                want,
+                "row {i}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_waiter_whose_redis_froze_while_it_blocked_ends_with_its_wait() {
+        // Busy at 10 within a 1 s wait: blocked until 1000 at most.
+        let mut waiting = Waiting::new(at(0), Wait::Up(ms(1000)), Duration::from_secs(30));
+        assert_eq!(waiting.timeout(at(0)), ms(5000));
+        assert_eq!(
+            step(waiting.after(busy(Some(ms(30_000))), at(10), 0.0)),
+            blocks(840, 990)
+        );
+        // The block is given up at 1000: the first failure, said, and the last attempt at
+        // once, with MIN_ATTEMPT; it gets no answer either: 69, at 1100.
+        assert_eq!(
+            then(waiting.after_block(unreachable().map(|_| true), at(1000), 0.0)),
+            Then::Retry {
+                pause: Duration::ZERO,
+                first: true
+            }
+        );
+        assert_eq!(waiting.timeout(at(1000)), MIN_ATTEMPT);
+        assert_eq!(
+            step(waiting.after(unreachable(), at(1100), 0.0)),
+            over("unreachable", false)
+        );
+        // The same block answered (nobody woke it) at 990: the last attempt finds it busy: 75.
+        let mut waiting = Waiting::new(at(0), Wait::Up(ms(1000)), Duration::from_secs(30));
+        waiting.after(busy(Some(ms(30_000))), at(10), 0.0);
+        assert_eq!(
+            then(waiting.after_block(Ok(false), at(990), 0.0)),
+            Then::Attempt
+        );
+        assert_eq!(waiting.timeout(at(990)), MIN_ATTEMPT);
+        // Busy with 8 ms left: the shortest block, whose answer comes at the server's next tick.
+        assert_eq!(
+            step(waiting.after(busy(Some(ms(29_000))), at(992), 0.0)),
+            blocks(1, 151)
+        );
+        waiting.after_block(Ok(false), at(1090), 0.0);
+        assert_eq!(
+            step(waiting.after(busy(Some(ms(28_900))), at(1092), 0.0)),
+            over("busy", true)
         );
     }
 

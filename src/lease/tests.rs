@@ -90,6 +90,8 @@ struct FakeLocker {
     clock: FakeClock,
     latency: Duration,
     acquires: VecDeque<Result<Acquire, Failure>>,
+    /// How blocks end: an error takes the block's whole limit (a frozen connection).
+    waits: VecDeque<Result<bool, Failure>>,
     extends: VecDeque<Result<Renewal, Failure>>,
     releases: VecDeque<Result<Held, Failure>>,
     calls: Arc<Mutex<Vec<Call>>>,
@@ -111,12 +113,16 @@ impl Interrupt for NoInterrupt {
 }
 
 impl Locker for FakeLocker {
-    fn wait(&mut self, _token: &str, _timeout: Duration) -> Result<bool, Failure> {
+    fn wait(&mut self, _token: &str, block: crate::lock::Block) -> Result<bool, Failure> {
         self.call(Call::Wait {
             at: self.clock.at(),
         });
-        // A release wakes the waiter at once.
-        Ok(true)
+        // Unless scripted, a release wakes the waiter at once.
+        let woken = self.waits.pop_front().unwrap_or(Ok(true));
+        if woken.is_err() {
+            self.clock.advance(block.limit);
+        }
+        woken
     }
 
     fn interrupter(&self, _token: &str) -> Box<dyn Interrupt> {
@@ -163,6 +169,7 @@ struct Run {
     wait: Wait,
     latency: Duration,
     acquires: Vec<Result<Acquire, Failure>>,
+    waits: Vec<Result<bool, Failure>>,
     extends: Vec<Result<Renewal, Failure>>,
     releases: Vec<Result<Held, Failure>>,
     messages: Vec<(u64, Stop)>,
@@ -180,6 +187,7 @@ impl Default for Run {
             wait: Wait::Up(Duration::ZERO),
             latency: Duration::ZERO,
             acquires: Vec::new(),
+            waits: Vec::new(),
             extends: Vec::new(),
             releases: Vec::new(),
             messages: Vec::new(),
@@ -205,6 +213,7 @@ fn run(script: Run) -> (Vec<(u64, String)>, Vec<Call>) {
         clock: clock.clone(),
         latency: script.latency,
         acquires: script.acquires.into(),
+        waits: script.waits.into(),
         extends: script.extends.into(),
         releases: script.releases.into(),
         calls: Arc::clone(&calls),
@@ -461,6 +470,39 @@ fn an_unreachable_redis_within_a_wait_is_retried_with_back_off() {
     for (gap, (low, high)) in gaps.iter().zip([(50, 100), (100, 200), (200, 400)]) {
         assert!((low..=high).contains(gap), "{gaps:?}");
     }
+}
+
+#[test]
+fn a_block_that_gets_no_answer_ends_with_the_wait_in_a_warning_and_a_last_attempt() {
+    let (reported, calls) = run(Run {
+        ttl: Duration::from_secs(30),
+        wait: Wait::Up(ms(1000)),
+        acquires: vec![
+            Ok(Acquire::Busy {
+                remaining: Some(ms(30_000)),
+                queued: false,
+            }),
+            Err(unreachable()),
+        ],
+        waits: vec![Err(unreachable())],
+        ..Run::default()
+    });
+    assert_eq!(names(&reported), [(1000, "Unreachable"), (1000, "Failed")]);
+    assert!(reported[0].1.contains("first: true"), "{reported:?}");
+    assert_eq!(
+        calls,
+        [
+            Call::Acquire {
+                at: 0,
+                timeout: ms(5000)
+            },
+            Call::Wait { at: 0 },
+            Call::Acquire {
+                at: 1000,
+                timeout: schedule::MIN_ATTEMPT
+            },
+        ]
+    );
 }
 
 #[test]

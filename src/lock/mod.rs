@@ -200,10 +200,10 @@ impl From<Held> for Renewal {
 /// that acquires. Redis's default `maxclients` is 10,000, and a fleet of waiters should not
 /// need two each. What cuts such a wait short from another thread is an [`Interrupt`].
 pub trait Locker: Send {
-    /// Block until a release wakes this waiter, its [`Interrupt`] fires, or `timeout` passes
-    /// (the reply may come up to `WAIT_SLACK` late), over the connection the other requests
-    /// use. Ok(true) when woken, Ok(false) when the time ran out.
-    fn wait(&mut self, token: &str, timeout: Duration) -> Result<bool, Failure>;
+    /// Block until a release wakes this waiter, its [`Interrupt`] fires, or `block.hold`
+    /// passes, over the connection the other requests use; the answer is given up (a failure)
+    /// `block.limit` after the call. Ok(true) when woken, Ok(false) when the time ran out.
+    fn wait(&mut self, token: &str, block: Block) -> Result<bool, Failure>;
     /// What another thread uses to cut this waiter's [`Locker::wait`] short.
     fn interrupter(&self, token: &str) -> Box<dyn Interrupt>;
     /// Stop waiting: leave the fair queue and, if the lock is free, pass on a wake-up this
@@ -249,8 +249,21 @@ pub trait Interrupt: Send + Sync {
     fn interrupt(&self, timeout: Duration) -> Result<(), Failure>;
 }
 
-/// How late past its timeout a wait's reply may come before the connection is given up
-/// (Redis checks blocked clients' timeouts about every 100 ms).
+/// How long a waiter blocks for a wake-up ([`Locker::wait`]): what it asks of the server, and
+/// how long it waits for the answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Block {
+    /// How long the server holds the request before it answers that nobody woke it (BLPOP's own
+    /// timeout; at least 1 ms is asked for).
+    pub hold: Duration,
+    /// How long after it is sent the answer is given up, the connection with it: at least
+    /// `hold`, by as much as Redis may answer late (the waiter decides how much).
+    pub limit: Duration,
+}
+
+/// How late past its timeout a wait's reply may come before the connection is given up, when
+/// nothing else (the end of a `--wait`) comes first. Redis answers a BLPOP that timed out at
+/// the next tick of its event loop, 100 ms apart at the default `hz 10`.
 pub(crate) const WAIT_SLACK: Duration = Duration::from_secs(1);
 
 /// The longest a `--fair` waiter blocks before it tries again, which refreshes its place in the

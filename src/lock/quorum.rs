@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use crate::clock::Moment;
 use crate::lock::validity::{deadline, random_unit};
-use crate::lock::{Acquire, Failure, Held, Interrupt, Locker, Renewal, RunEnding, SingleRedis};
+use crate::lock::{
+    Acquire, Block, Failure, Held, Interrupt, Locker, Renewal, RunEnding, SingleRedis,
+};
 
 /// A lock on N independent masters, each a [`SingleRedis`] with its own connection; every
 /// request goes to all of them at once, one thread per node, except a waiter's wait, which
@@ -346,15 +348,23 @@ impl Locker for Quorum {
     /// waiter on every node) wakes one of them. The other nodes' connections stay free for the
     /// acquire that follows. A node that fails hands the rest of the wait to the next one, and
     /// stays passed over until that one fails too.
-    fn wait(&mut self, token: &str, timeout: Duration) -> Result<bool, Failure> {
-        let until = Instant::now() + timeout;
+    fn wait(&mut self, token: &str, block: Block) -> Result<bool, Failure> {
+        let start = Instant::now();
+        let (held_until, until) = (start + block.hold, start + block.limit);
         let mut last = None;
         for _ in 0..self.nodes.len() {
-            let left = until.saturating_duration_since(Instant::now());
+            let now = Instant::now();
+            let left = until.saturating_duration_since(now);
             if left.is_zero() {
                 break;
             }
-            match self.nodes[self.order[self.listening]].wait(token, left) {
+            // The rest of the block, and of the time for its answer: a node that failed at
+            // once leaves the whole of both to the next.
+            let rest = Block {
+                hold: held_until.saturating_duration_since(now),
+                limit: left,
+            };
+            match self.nodes[self.order[self.listening]].wait(token, rest) {
                 Ok(woken) => return Ok(woken),
                 Err(failure) => {
                     self.listening = (self.listening + 1) % self.nodes.len();

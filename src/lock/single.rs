@@ -13,8 +13,8 @@ use crate::lock::reply::{FromReply, unexpected};
 use crate::lock::scripts::calls::{AcquireReply, Attempt, Finish, TurnedAway};
 use crate::lock::scripts::{self, Script, calls};
 use crate::lock::{
-    Acquire, FAIR_BEAT, Failure, Forced, Held, Holder, Inspected, Interrupt, Keys, Kind, Locker,
-    Renewal, WAIT_SLACK, WAKE_LINGER,
+    Acquire, Block, FAIR_BEAT, Failure, Forced, Held, Holder, Inspected, Interrupt, Keys, Kind,
+    Locker, Renewal, WAIT_SLACK, WAKE_LINGER,
 };
 use crate::transport::Connection;
 use crate::transport::endpoint::Endpoint;
@@ -503,26 +503,26 @@ impl Locker for SingleRedis {
         self.finish(token, success_for, ended, timeout)
     }
 
-    fn wait(&mut self, token: &str, timeout: Duration) -> Result<bool, Failure> {
+    fn wait(&mut self, token: &str, block: Block) -> Result<bool, Failure> {
+        let limit = Instant::now() + block.limit;
         // A --fair waiter (or an exclusive one queued behind shared holders) comes back every
         // FAIR_BEAT to refresh its place (its attempt does), so that a waiter that died is
         // forgotten within FAIR_ENTRY_LIFETIME.
-        let timeout = if self.fair || self.queued {
-            timeout.min(FAIR_BEAT)
+        let (hold, limit) = if self.fair || self.queued {
+            let hold = block.hold.min(FAIR_BEAT);
+            (hold, limit.min(Instant::now() + hold + WAIT_SLACK))
         } else {
-            timeout
+            (block.hold, limit)
         };
         // BLPOP takes seconds; 0 would mean forever.
-        let seconds = format!("{:.3}", timeout.as_secs_f64().max(0.001));
+        let seconds = format!("{:.3}", hold.as_secs_f64().max(0.001));
         let lists = self.keys.wake_lists(token, self.fair);
-        let reply = self
-            .conn
-            .request(Instant::now() + timeout + WAIT_SLACK, |node| {
-                redis::cmd("BLPOP")
-                    .arg(&lists)
-                    .arg(&seconds)
-                    .query::<Value>(&mut node.conn)
-            })?;
+        let reply = self.conn.request(limit, |node| {
+            redis::cmd("BLPOP")
+                .arg(&lists)
+                .arg(&seconds)
+                .query::<Value>(&mut node.conn)
+        })?;
         match reply {
             Value::Nil => Ok(false),
             Value::Array(_) => Ok(true),

@@ -217,15 +217,22 @@ fn probe(node: &ConnectionAddr, listen_first: bool) -> Found {
     let deadline = Instant::now() + PROBE_WAIT;
     let reply = match node {
         ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
-            let Some(mut stream) = connect(host, *port) else {
-                return Found::Silent;
+            let reply = match connect(host, *port) {
+                Connected::Open(mut stream) => {
+                    if let Some(found) = listen_first.then(|| greeting(&mut stream)).flatten() {
+                        return found;
+                    }
+                    exchange(stream, b"ROLE\r\n", deadline)
+                }
+                Connected::Closed => Some(Vec::new()),
+                Connected::No => return Found::Silent,
             };
-            if let Some(found) = listen_first.then(|| greeting(&mut stream)).flatten() {
-                return found;
-            }
-            let reply = exchange(stream, b"ROLE\r\n", deadline);
             if reply.as_deref() == Some(&[]) {
-                return match connect(host, *port).and_then(|s| tls_answer(s, host)) {
+                let hello = match connect(host, *port) {
+                    Connected::Open(stream) => tls_answer(stream, host),
+                    Connected::Closed | Connected::No => None,
+                };
+                return match hello {
                     Some(bytes) if identify(&bytes) == Found::Tls => Found::Tls,
                     _ => Found::Closed,
                 };
@@ -280,12 +287,29 @@ fn greeting(stream: &mut impl Timed) -> Option<Found> {
     })
 }
 
+/// What a new plain connection to an address came to.
+enum Connected {
+    Open(TcpStream),
+    /// Accepted, then reset before the connect returned (std's connect_timeout reads the
+    /// socket's error once it is writable): closed without a word, as later.
+    Closed,
+    /// Refused, unreachable, or no answer within [`PROBE_WAIT`].
+    No,
+}
+
 /// A new plain connection to `host:port`, within [`PROBE_WAIT`].
-fn connect(host: &str, port: u16) -> Option<TcpStream> {
-    let addr = std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
-        .ok()?
-        .next()?;
-    TcpStream::connect_timeout(&addr, PROBE_WAIT).ok()
+fn connect(host: &str, port: u16) -> Connected {
+    let Some(addr) = std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+    else {
+        return Connected::No;
+    };
+    match TcpStream::connect_timeout(&addr, PROBE_WAIT) {
+        Ok(stream) => Connected::Open(stream),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => Connected::Closed,
+        Err(_) => Connected::No,
+    }
 }
 
 /// What `stream` answers to a TLS client hello (a TLS record, from a TLS port), within
@@ -342,9 +366,18 @@ fn exchange(mut stream: impl Timed, probe: &[u8], deadline: Instant) -> Option<V
                     break;
                 }
             }
-            // Reset by the peer: as good as closed without a word.
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Some(reply),
-            Err(_) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            // Out of time: what came so far, if anything.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                break;
+            }
+            // Reset by the peer (or any other end): as good as closed without a word.
+            Err(_) => return Some(reply),
         }
     }
     (!reply.is_empty()).then_some(reply)

@@ -339,6 +339,81 @@ fn admin_commands_report_an_unreachable_redis_with_69() {
     }
 }
 
+/// A quorum with one node silent (SIGSTOPped: it accepts connections and never answers): `list`
+/// asks it once, not once per lock, so it ends in about one request timeout (5 s) however
+/// many locks there are (it took 5 s more per lock), lists what the other two hold, and says on
+/// stderr that the node did not answer.
+#[test]
+fn list_on_a_quorum_with_a_silent_node_asks_it_once() {
+    let servers = start_servers(3);
+    let names = ["l1", "l2", "l3", "l4"];
+    for server in &servers {
+        let mut conn = server.conn();
+        for name in names {
+            redis::cmd("SET")
+                .arg(lock_key(name))
+                .arg(format!("tok-{name}"))
+                .arg("PX")
+                .arg(60_000)
+                .exec(&mut conn)
+                .unwrap();
+        }
+    }
+    servers[2].pause();
+    let silent = format!(
+        "127.0.0.1:{}: cannot list locks: no answer from Redis at 127.0.0.1:{} in time",
+        servers[2].port(),
+        servers[2].port()
+    );
+    // Text and JSON at once, each with the silent node.
+    let outs: Vec<Output> = std::thread::scope(|s| {
+        let runs: Vec<_> = [false, true]
+            .map(|json| {
+                let list = Redlock::admin_quorum("list", &servers)
+                    .args(if json { &["--json"][..] } else { &[] })
+                    .any_stdout()
+                    .stderr_lines(1)
+                    .stderr_contains(&silent);
+                s.spawn(move || list.output())
+            })
+            .into_iter()
+            .collect();
+        runs.into_iter().map(|run| run.join().unwrap()).collect()
+    });
+    for (json, out) in [false, true].into_iter().zip(outs) {
+        assert!(
+            out.elapsed < Duration::from_secs(10),
+            "took {:?}",
+            out.elapsed
+        );
+        if json {
+            assert_eq!(
+                out.stdout
+                    .matches(r#""agreeing":2,"nodes":3,"answered":2"#)
+                    .count(),
+                4
+            );
+            assert_eq!(
+                out.stdout
+                    .matches(r#""status":null,"error":"no answer"#)
+                    .count(),
+                4
+            );
+            continue;
+        }
+        let lines: Vec<&str> = out.stdout.lines().collect();
+        assert_eq!(lines.len(), names.len(), "{}", out.stdout);
+        for (line, name) in lines.iter().zip(names) {
+            assert!(
+                line.starts_with(&format!("{name}\texpires in "))
+                    && line.ends_with(&format!("\ttoken tok-{name}\ton 2 of 3 nodes")),
+                "{line}"
+            );
+        }
+    }
+    servers[2].resume();
+}
+
 #[test]
 fn holder_details_are_renewed_with_the_lease() {
     let redis = RedisServer::start();

@@ -419,6 +419,58 @@ fn a_proxy_with_no_redis_behind_it_is_waited_out_not_taken_for_a_tls_port() {
     assert!(dir.join("marker").exists(), "the command did not run");
 }
 
+/// A waiter blocked for a release when the network freezes under it (no byte passes, nothing
+/// fails) still ends with its --wait, a fraction of a second after it: a warning that it
+/// retries, then 69 for a Redis that no longer answers. Each row: --wait, --ttl.
+#[test]
+fn a_waiter_blocked_on_a_frozen_network_ends_with_its_wait() {
+    for (wait, ttl) in [("1s", "30s"), ("2s", "30s"), ("2s", "1s")] {
+        let redis = RedisServer::start();
+        let proxy = Proxy::start(redis.port());
+        let dir = TempDir::new();
+        let (holder, _) = Redlock::run(&redis).key("bw").hold(&dir, "h");
+        let waiter = Redlock::run_at(&proxy.url())
+            .key("bw")
+            .ttl(ttl)
+            .wait(wait)
+            .sh(&marker_script(&dir))
+            .spawn();
+        wait_until(PATIENCE, "the waiter to block on its wake list", || {
+            redis.info_field("blocked_clients") == 1
+        });
+        proxy.set(Mode::Hang, Duration::ZERO);
+        let out = waiter.finish_within(Duration::from_secs(10));
+        let wait = humantime::parse_duration(wait).unwrap();
+        eprintln!("--wait {wait:?} --ttl {ttl}: ended after {:?}", out.elapsed);
+        out.assert_code(69);
+        assert!(
+            out.elapsed >= wait && out.elapsed < wait + Duration::from_secs(2),
+            "--wait {wait:?} --ttl {ttl}: ended after {:?}\n{}",
+            out.elapsed,
+            out.stderr
+        );
+        let port = proxy.url().rsplit(':').next().unwrap().to_owned();
+        let lines: Vec<&str> = out.stderr.lines().collect();
+        assert_eq!(lines.len(), 2, "{}", out.stderr);
+        assert!(
+            lines[0].contains("warning: cannot take lock 'bw'")
+                && lines[0].contains("retrying until the wait ends"),
+            "{}",
+            out.stderr
+        );
+        assert!(
+            lines[1].ends_with(&format!(
+                "cannot take lock 'bw': no answer from Redis at 127.0.0.1:{port} in time"
+            )),
+            "{}",
+            out.stderr
+        );
+        assert!(!dir.join("marker").exists(), "the command ran");
+        touch(&dir.join("h.go"));
+        holder.finish().assert_code(0);
+    }
+}
+
 /// The reply to a release lost on its way back (the network fails once Redis has deleted the
 /// key): the retry finds the ending the first attempt recorded, so the run exits 0 as its
 /// command did and is recorded as a success, not as a lock lost (it exited 76 before). The
