@@ -1,19 +1,29 @@
 //! The files a user names (`--password-file`, `--tls-ca-cert`, `--tls-cert`, `--tls-key`,
-//! `SSL_CERT_FILE`, `--metrics-file`): regular files only, opened without blocking and read up
-//! to a cap. A FIFO would block the open (or the read) for ever, a device such as `/dev/zero`
-//! would be read until memory runs out, and neither is what the option means: they are refused
-//! with a reason before anything else is done.
+//! `SSL_CERT_FILE`, `--metrics-file`): regular files, opened without blocking and read up to a
+//! cap. A device such as `/dev/zero` would be read until memory runs out, a directory or a
+//! socket is not what the option means: they are refused with a reason before anything else
+//! is done. A pipe is what process substitution gives (`--password-file <(pass show redis)`,
+//! the usual way to hand a secret over without a file on disk): the options redlock only reads
+//! take one, read until its writer closes it, to the same cap, within [`PIPE_WAIT`], so that a
+//! FIFO nobody writes to cannot hang a run. The metrics file, which redlock writes, is a
+//! regular file only.
 //!
-//! Uses std and nix's libc constants only; used by `cli` and `report`.
+//! Uses std and nix (O_NONBLOCK, poll); used by `cli` and `report`.
 
 use std::fmt;
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::{self, Read};
+use std::os::fd::AsFd;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
+use std::time::{Duration, Instant};
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 /// The largest `--password-file`: far more than any password.
 pub const PASSWORD_CAP: u64 = 64 << 10;
+/// How long a pipe given as a file to read may take to be written and closed by its writer.
+pub const PIPE_WAIT: Duration = Duration::from_secs(5);
 /// The largest PEM file (`--tls-*`, `SSL_CERT_FILE`): a system's whole CA bundle is about
 /// 220 KB.
 pub const PEM_CAP: u64 = 1 << 20;
@@ -27,6 +37,8 @@ pub enum Unusable {
     NotRegular(&'static str),
     /// It is larger than the cap, in bytes.
     TooLarge(u64),
+    /// A pipe that was not written and closed within this long ([`PIPE_WAIT`]).
+    PipeOpen(Duration),
 }
 
 impl fmt::Display for Unusable {
@@ -35,6 +47,11 @@ impl fmt::Display for Unusable {
             Unusable::Io(e) => write!(f, "cannot read it: {e}"),
             Unusable::NotRegular(what) => write!(f, "not a regular file ({what})"),
             Unusable::TooLarge(cap) => write!(f, "larger than {}", size(*cap)),
+            Unusable::PipeOpen(wait) => write!(
+                f,
+                "a pipe that was not written and closed within {}",
+                humantime::format_duration(*wait)
+            ),
         }
     }
 }
@@ -117,6 +134,56 @@ pub fn read(path: &Path, cap: u64) -> Result<Vec<u8>, Unusable> {
     Ok(bytes)
 }
 
+/// [`read`], or, when `path` is a pipe or a FIFO, what its writer writes before it closes it
+/// (`cap` bytes at most, within [`PIPE_WAIT`]): for the files redlock only reads once.
+pub fn read_or_pipe(path: &Path, cap: u64) -> Result<Vec<u8>, Unusable> {
+    read_or_pipe_within(path, cap, PIPE_WAIT)
+}
+
+fn read_or_pipe_within(path: &Path, cap: u64, wait: Duration) -> Result<Vec<u8>, Unusable> {
+    let meta = std::fs::metadata(path).map_err(Unusable::Io)?;
+    if !meta.file_type().is_fifo() {
+        return read(path, cap);
+    }
+    // O_NONBLOCK: the open returns at once even with no writer yet, and the reads below wait
+    // in poll, with a deadline, rather than in read.
+    let mut pipe = OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+        .open(path)
+        .map_err(Unusable::Io)?;
+    let deadline = Instant::now() + wait;
+    let mut bytes = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        // Linux reports no hang-up on a FIFO that never had a writer, so this waits for one.
+        let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
+        let mut fds = [PollFd::new(pipe.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(ms)) {
+            Ok(0) => return Err(Unusable::PipeOpen(wait)),
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(Unusable::Io(e.into())),
+        }
+        match pipe.read(&mut buf) {
+            Ok(0) => return Ok(bytes),
+            Ok(n) => {
+                bytes.extend_from_slice(&buf[..n]);
+                if bytes.len() as u64 > cap {
+                    return Err(Unusable::TooLarge(cap));
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(Unusable::Io(e)),
+        }
+    }
+}
+
 /// [`read`], or None when there is no file at `path`.
 pub fn read_if_there(path: &Path, cap: u64) -> Result<Option<Vec<u8>>, Unusable> {
     match read(path, cap) {
@@ -146,6 +213,11 @@ mod tests {
         // Refused at once: the open does not wait for a writer.
         let err = read(&fifo, 8).unwrap_err();
         assert_eq!(err.to_string(), "not a regular file (a FIFO)");
+        assert!(matches!(read_or_pipe(&file, 8), Ok(b) if b == b"hunter2\n"));
+        assert!(matches!(
+            read_or_pipe(&dir, 8),
+            Err(Unusable::NotRegular(_))
+        ));
         let err = read(Path::new("/dev/zero"), 8).unwrap_err();
         assert_eq!(err.to_string(), "not a regular file (a character device)");
         let err = read(&dir, 8).unwrap_err();
@@ -154,6 +226,47 @@ mod tests {
         assert!(check(&fifo, 8).is_err() && check(&file, 8).is_ok());
         assert_eq!(size(PASSWORD_CAP), "64 KiB");
         assert_eq!(size(PEM_CAP), "1 MiB");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A FIFO: what a writer writes before it closes it is read, to the cap; one nobody writes
+    /// to ends at [`PIPE_WAIT`].
+    #[test]
+    fn a_pipe_is_read_until_its_writer_closes_it() {
+        let dir = std::env::temp_dir().join(format!("redlock-pipe-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.unwrap().success());
+        let write = |what: &'static [u8]| {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(100));
+                std::fs::write(fifo, what).unwrap();
+            })
+        };
+        let writer = write(b"hunter2\n");
+        assert_eq!(read_or_pipe(&fifo, 64).unwrap(), b"hunter2\n");
+        writer.join().unwrap();
+        let writer = write(&[b'x'; 100]);
+        assert!(matches!(
+            read_or_pipe(&fifo, 64),
+            Err(Unusable::TooLarge(64))
+        ));
+        // The writer may be mid-write when the reader leaves: a broken pipe is its business.
+        let _ = writer.join();
+        let wait = Duration::from_millis(300);
+        let started = Instant::now();
+        let err = read_or_pipe_within(&fifo, 64, wait).unwrap_err();
+        assert!(
+            started.elapsed() >= wait / 2,
+            "{err} after {:?}",
+            started.elapsed()
+        );
+        assert_eq!(
+            err.to_string(),
+            "a pipe that was not written and closed within 300ms"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -109,10 +109,10 @@ impl ConnArgs {
     }
 }
 
-/// The contents of `path`, `cap` bytes at most, if it is a regular file; the error names the
-/// option and the file, never the contents.
+/// The contents of `path`, `cap` bytes at most, if it is a regular file or a pipe (process
+/// substitution); the error names the option and the file, never the contents.
 fn read_file(option: &str, path: &Path, cap: u64) -> Result<Vec<u8>, String> {
-    file::read(path, cap).map_err(|why| {
+    file::read_or_pipe(path, cap).map_err(|why| {
         let why = match why {
             Unusable::TooLarge(_) if option == "--password-file" => {
                 format!("{why}: a password file holds one password")

@@ -102,12 +102,18 @@ fn a_file_option_that_is_not_a_regular_file_is_refused_at_start() {
             ("--metrics-file", false, &|r| r.arg("--metrics-file").arg(p)),
         ];
         for (option, tls, setup) in cases {
+            // A FIFO is a pipe, which the files redlock only reads may be (process
+            // substitution; credentials::a_password_through_a_pipe_is_read): SSL_CERT_FILE,
+            // read by rustls-native-certs, and the metrics file, written, may not.
+            if *what == "a FIFO" && !matches!(option, "SSL_CERT_FILE" | "--metrics-file") {
+                continue;
+            }
             let want = format!("{option} {}: not a regular file ({what})", path.display());
             refused(&redis, &dir, tls, setup, &want);
         }
     }
     // The admin subcommands read the same files the same way.
-    let fifo = things[0].0.as_os_str();
+    let zero = things[1].0.as_os_str();
     for sub in ["status", "history", "release"] {
         let admin = Redlock::admin(sub, &redis).through(LIMITED).key("files");
         let admin = if sub == "release" {
@@ -117,10 +123,10 @@ fn a_file_option_that_is_not_a_regular_file_is_refused_at_start() {
         };
         let out = admin
             .arg("--password-file")
-            .arg(fifo)
+            .arg(zero)
             .status(64)
             .stderr_contains("--password-file ")
-            .stderr_contains(": not a regular file (a FIFO)")
+            .stderr_contains(": not a regular file (a character device)")
             .stderr_lines(1)
             .output();
         assert!(out.elapsed < PROMPT, "{sub} took {:?}", out.elapsed);
