@@ -12,13 +12,15 @@
 //! - [`lock`]: the lock protocol (Lua scripts, keys, one server or a quorum).
 //! - [`transport`]: Redis URLs, connections with deadlines, Sentinel, Cluster redirects.
 //! - [`report`] (diagnostics, JSON events, metrics), [`exit`] (the exit statuses and how a
-//!   run ended) and [`clock`] (CLOCK_BOOTTIME, the lease's clock) are used by every layer.
+//!   run ended) and [`clock`] (CLOCK_BOOTTIME, the lease's clock) are used by every layer;
+//!   `file` (the files a user names, regular ones only, read to a cap) by `cli` and `report`.
 
 pub(crate) mod admin;
 pub mod cli;
 pub mod clock;
 pub(crate) mod error;
 pub mod exit;
+pub(crate) mod file;
 pub mod lease;
 pub(crate) mod lock;
 pub(crate) mod process;

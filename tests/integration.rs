@@ -43,6 +43,9 @@ mod integration {
     mod faults;
     // -v lines and --log-format json: events in order, errors as JSON, statuses unchanged.
     mod logs;
+    // Files a user names: FIFOs, devices, directories, sockets and files past their cap refused
+    // at start with 64; a metrics file turned into a FIFO never blocks the end of a run.
+    mod files;
     // --metrics-file: the Prometheus textfile on every exit path, last success carried over.
     mod metrics;
     // The metrics file's counters and histograms carried across runs; promtool accepts the file.
@@ -90,6 +93,10 @@ mod integration {
     mod fair;
     // What redlock says when something is wrong: the culprit named, no part of a secret shown.
     mod messages;
+    // What it says of servers that turn it away or answer oddly (maxclients, a plain Sentinel
+    // behind rediss+sentinel://, a deep reply, a socket wanting a password) and of keys it did
+    // not write (a list at the lock key, a fencing counter that is not one); durations rounded.
+    mod diagnoses;
     // Outputs as documented, snapshot-tested (trycmd, snapbox): --help, usage errors, the
     // messages docs/messages.md quotes, status and list lines; the docs checked against them.
     mod snapshots;

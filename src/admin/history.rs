@@ -91,7 +91,7 @@ fn judge(key: &str, record: &Runs, max_age: Duration) -> Judged {
     let Runs { summary, runs } = record;
     let now = summary.now_ms;
     let age = |run: &Run| Duration::from_millis(now.saturating_sub(run.ended_ms().unwrap_or(0)));
-    let secs = |d: Duration| humantime::format_duration(Duration::from_secs(d.as_secs()));
+    let secs = |d: Duration| report::duration(Duration::from_secs(d.as_secs()));
     let last = |prefix: &str| match runs.first().or(summary.last_run.as_ref()) {
         Some(run) => format!(
             "{prefix}the last run started {} on {}: {}",
@@ -123,7 +123,7 @@ fn judge(key: &str, record: &Runs, max_age: Duration) -> Judged {
             CRITICAL,
             format!(
                 "{said}, longer ago than --max-age {}; {}",
-                humantime::format_duration(max_age),
+                report::duration(max_age),
                 last("")
             ),
         );

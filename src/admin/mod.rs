@@ -8,6 +8,7 @@
 //! May use `lock`, `transport`, `report`, `error` and `exit`; nothing above (the command line
 //! builds a [`Servers`] and calls in).
 
+mod forced;
 mod history;
 mod list;
 mod release;
@@ -92,10 +93,16 @@ impl From<Unread> for anyhow::Error {
     }
 }
 
-/// The lock `node` looks at, read in one script.
+/// The lock `node` looks at, read in one script; a counter of 0 is looked at again (the script
+/// reads a word redlock did not write there as 0; a key of another kind its guard names).
 pub(crate) fn read(node: &mut SingleRedis) -> Result<LockInfo, Unread> {
     match node.inspect(TIMEOUT).map_err(Unread::Failed)? {
-        Inspected::Lock(info) => Ok(*info),
+        Inspected::Lock(mut info) => {
+            if info.fence == 0 {
+                info.foreign_fence = node.foreign_fence(TIMEOUT).ok().flatten();
+            }
+            Ok(*info)
+        }
         Inspected::Foreign {
             redis_key,
             redis_type,
@@ -221,6 +228,7 @@ mod tests {
         LockInfo {
             redis_key: "redlock:{q}".into(),
             fence: 1,
+            foreign_fence: None,
             held: token.map(|t| (t.to_owned(), None)),
             holder: None,
             several: None,

@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 
-use crate::admin::render::{failed_json, forced_json, forced_text};
+use crate::admin::forced::{failed_json, forced_json, forced_text};
 use crate::admin::{Servers, TIMEOUT, unavailable};
 use crate::error::{Class, classified};
 use crate::exit;

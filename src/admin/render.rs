@@ -4,11 +4,10 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use crate::admin::runs;
 use crate::admin::{Unread, Verdict};
-use crate::exit;
 use crate::lock::record::Summary;
-use crate::lock::{Forced, HeldAs, Holder, Kind, LockInfo, Place, Several};
+use crate::lock::{HeldAs, Holder, Kind, LockInfo, Place, Several};
+use crate::report;
 use crate::report::json::{self, Object};
-use crate::report::shell_quote;
 
 /// `status` over a quorum as text: the majority's verdict, then each node's view, its lines
 /// prefixed with the node.
@@ -82,99 +81,6 @@ pub(crate) fn quorum_json(
     runs::summary_fields(obj, &runs::quorum_summary(&summaries)).finish()
 }
 
-/// What a forced release did on one node (`node` prefixes the line), and the exit status it
-/// asks for (0, or 75/64 when it left the lock alone).
-pub(crate) fn forced_text(node: &str, key: &str, forced: &Forced) -> (String, i32) {
-    let raw_key = key;
-    let key = &field(key);
-    match forced {
-        Forced::Free { fence, cleared: 0 } => (
-            format!("{node}lock '{key}' is free; nothing released (fencing counter {fence})\n"),
-            0,
-        ),
-        Forced::Free { fence, cleared } => (
-            format!(
-                "{node}lock '{key}' is free; cleared its --fair queue of {cleared} waiter(s) \
-                 (live ones join it again at their next attempt; fencing counter {fence})\n"
-            ),
-            0,
-        ),
-        Forced::Other { token, fence } => (
-            format!(
-                "{node}lock '{key}' is held by token {token}, not the one given; left alone (fencing counter {fence})\n"
-            ),
-            exit::CONFLICT,
-        ),
-        Forced::NotAHolder {
-            held_as,
-            holders,
-            fence,
-        } => (
-            format!(
-                "{node}lock '{key}' is held by {holders} ({}), none with the token given; left alone (fencing counter {fence})\n",
-                held_as_text(held_as)
-            ),
-            exit::CONFLICT,
-        ),
-        Forced::Several {
-            held_as,
-            holders,
-            fence,
-        } => (
-            format!(
-                "{node}lock '{key}' is held by {holders} ({}); name the one to remove with --token (`redlock status --key {}` shows their tokens); left alone (fencing counter {fence})\n",
-                held_as_text(held_as),
-                field(&shell_quote(raw_key))
-            ),
-            exit::USAGE,
-        ),
-        Forced::Removed {
-            token,
-            fence,
-            holder,
-            held_as,
-            left,
-        } => (
-            format!(
-                "{node}{}, token {token}; fencing counter now {fence}\n",
-                removed(key, holder.as_ref(), held_as, *left)
-            ),
-            0,
-        ),
-        Forced::Foreign {
-            redis_type,
-            fence,
-            removed: true,
-        } => (
-            format!(
-                "{node}removed lock '{key}': its key was a Redis {redis_type} that redlock did not make; fencing counter now {fence}\n"
-            ),
-            0,
-        ),
-        Forced::Foreign {
-            redis_type, fence, ..
-        } => (
-            format!(
-                "{node}lock '{key}' is a Redis {redis_type} that redlock did not make, held by no token; left alone (fencing counter {fence})\n"
-            ),
-            exit::CONFLICT,
-        ),
-    }
-}
-
-/// Whom `release --force` removed from the lock `key` (shown already), and what is left.
-fn removed(key: &str, holder: Option<&Holder>, held_as: &HeldAs, left: u64) -> String {
-    let whose = holder.map_or_else(|| "an unknown holder".to_owned(), holder_text);
-    if *held_as == HeldAs::Kind(Kind::Exclusive) {
-        format!("released lock '{key}' held by {whose}")
-    } else {
-        format!(
-            "removed {whose} from lock '{key}' ({}; {left} holder(s) left)",
-            held_as_text(held_as)
-        )
-    }
-}
-
 /// How a lock is held, for people: several holders' kind, or what is at its key instead.
 pub(crate) fn held_as_text(held_as: &HeldAs) -> String {
     match held_as {
@@ -225,7 +131,10 @@ pub(crate) fn list_line(name: &str, info: &LockInfo, extra: Option<&str>) -> Str
         "{}\t{}\tfence {}\t{} waiting\t{}{extra}\n",
         field(name),
         expiry_text(ttl),
-        info.fence,
+        match info.foreign_fence {
+            Some(_) => "unknown".to_owned(),
+            None => info.fence.to_string(),
+        },
         info.waiters(),
         field(&holders)
     )
@@ -259,73 +168,10 @@ pub(crate) fn field(text: &str) -> String {
         .collect()
 }
 
-/// What `release --force` did on one node, as a JSON object (`node` when on a quorum).
-pub(crate) fn forced_json(node: Option<&str>, key: &str, forced: &Forced) -> String {
-    let mut obj = Object::new().str("key", key);
-    if let Some(node) = node {
-        obj = obj.str("node", node);
-    }
-    let cleared = match forced {
-        Forced::Free { cleared, .. } => *cleared,
-        _ => 0,
-    };
-    let (result, token, fence, holder) = match forced {
-        Forced::Free { fence, .. } => ("free", None, *fence, None),
-        Forced::Other { token, fence } => ("other_token", Some(token), *fence, None),
-        Forced::NotAHolder { fence, .. } => ("other_token", None, *fence, None),
-        Forced::Several { fence, .. } => ("several_holders", None, *fence, None),
-        Forced::Removed {
-            token,
-            fence,
-            holder,
-            ..
-        } => ("released", Some(token), *fence, holder.as_ref()),
-        Forced::Foreign { fence, removed, .. } => (
-            if *removed { "released" } else { "other_token" },
-            None,
-            *fence,
-            None,
-        ),
-    };
-    let exclusive = HeldAs::Kind(Kind::Exclusive);
-    let (held_as, left) = match forced {
-        Forced::Free { .. } => (None, None),
-        Forced::Other { .. } => (Some(&exclusive), Some(1)),
-        Forced::NotAHolder {
-            held_as, holders, ..
-        }
-        | Forced::Several {
-            held_as, holders, ..
-        } => (Some(held_as), Some(*holders)),
-        Forced::Removed { held_as, left, .. } => (Some(held_as), Some(*left)),
-        Forced::Foreign {
-            redis_type,
-            removed,
-            ..
-        } => (
-            Some(&HeldAs::Foreign(redis_type.clone())),
-            removed.then_some(0),
-        ),
-    };
-    obj = obj.str("result", result);
-    obj = match token {
-        Some(token) => obj.str("token", token),
-        None => obj.raw("token", "null"),
-    };
-    obj = obj.int("fence", fence).int("queue_cleared", cleared).raw(
-        "holder",
-        &holder.map_or_else(|| "null".to_owned(), holder_json),
-    );
-    obj = kind_fields(obj, held_as);
-    obj.opt_int("holders_left", left.map(i128::from))
-        .raw("error", "null")
-        .finish()
-}
-
 /// `kind` (`lock`, `semaphore`, `shared`; `set` when several holders did not record it, the
 /// stored text when this redlock does not know it, `foreign` for a key redlock did not make;
 /// null when free) and `limit` (a semaphore's N, else null).
-fn kind_fields(obj: Object, held_as: Option<&HeldAs>) -> Object {
+pub(crate) fn kind_fields(obj: Object, held_as: Option<&HeldAs>) -> Object {
     let (kind, limit) = match held_as {
         None => (None, None),
         Some(HeldAs::Kind(Kind::Exclusive)) => (Some("lock"), None),
@@ -342,20 +188,7 @@ fn kind_fields(obj: Object, held_as: Option<&HeldAs>) -> Object {
     obj.opt_int("limit", limit.map(i128::from))
 }
 
-/// A node of a quorum where `release --force` failed, as a JSON object.
-pub(crate) fn failed_json(node: &str, key: &str, error: &str) -> String {
-    Object::new()
-        .str("key", key)
-        .str("node", node)
-        .str("result", "error")
-        .raw("token", "null")
-        .raw("fence", "null")
-        .raw("holder", "null")
-        .str("error", error)
-        .finish()
-}
-
-fn holder_json(h: &Holder) -> String {
+pub(crate) fn holder_json(h: &Holder) -> String {
     Object::new()
         .str("host", &h.host)
         .int("pid", h.pid)
@@ -364,13 +197,13 @@ fn holder_json(h: &Holder) -> String {
         .finish()
 }
 
-fn holder_text(holder: &Holder) -> String {
+pub(crate) fn holder_text(holder: &Holder) -> String {
     format!("{} pid {} ({})", holder.host, holder.pid, holder.command)
 }
 
 fn expiry_text(ttl: Option<Duration>) -> String {
     match ttl {
-        Some(ttl) => format!("expires in {}", humantime::format_duration(ttl)),
+        Some(ttl) => format!("expires in {}", report::duration(ttl)),
         None => "no expiry".to_owned(),
     }
 }
@@ -379,12 +212,7 @@ fn since(unix: u64) -> String {
     let at = UNIX_EPOCH + Duration::from_secs(unix);
     let ago = std::time::SystemTime::now().duration_since(at).map_or_else(
         |_| "in the future".to_owned(),
-        |d| {
-            format!(
-                "{} ago",
-                humantime::format_duration(Duration::from_secs(d.as_secs()))
-            )
-        },
+        |d| format!("{} ago", report::duration(Duration::from_secs(d.as_secs()))),
     );
     format!("{} ({ago})", humantime::format_rfc3339_seconds(at))
 }
@@ -436,12 +264,18 @@ pub(crate) fn info_text(name: &str, info: &LockInfo) -> String {
             expiry_text(several.ttl)
         ));
     }
-    out.push_str(&format!("  fencing:  {}\n", info.fence));
+    out.push_str(&match &info.foreign_fence {
+        Some(foreign) => format!(
+            "  fencing:  unknown: {} ({})\n",
+            foreign.said, foreign.remedy
+        ),
+        None => format!("  fencing:  {}\n", info.fence),
+    });
     out.push_str(&runs::summary_text(&info.runs, info.done));
     if let Some((waiters, oldest)) = info.queue {
         out.push_str(&format!(
             "  fair queue: {waiters} waiting, the oldest for {}\n",
-            humantime::format_duration(Duration::from_secs(oldest.as_secs()))
+            report::duration(Duration::from_secs(oldest.as_secs()))
         ));
     }
     let queued = info.queue.map_or(0, |(n, _)| n);
@@ -457,7 +291,7 @@ pub(crate) fn info_text(name: &str, info: &LockInfo) -> String {
 
 /// One of several holders on one line: who, for how long, its lease, its token, its command.
 fn place_text(place: &Place) -> String {
-    let secs = |d: Duration| humantime::format_duration(Duration::from_secs(d.as_secs()));
+    let secs = |d: Duration| report::duration(Duration::from_secs(d.as_secs()));
     let who = place.holder.as_ref().map_or_else(
         || "unknown (no details stored)".to_owned(),
         |h| format!("{} pid {}", h.host, h.pid),
@@ -471,9 +305,7 @@ fn place_text(place: &Place) -> String {
         .map_or_else(String::new, |h| format!(": {}", field(&h.command)));
     format!(
         "{who}{age}, lease {} left, token {}{command}",
-        humantime::format_duration(Duration::from_millis(
-            place.lease.as_millis() as u64 / 100 * 100
-        )),
+        report::duration(place.lease),
         place.token
     )
 }
@@ -489,8 +321,12 @@ pub(crate) fn info_json(name: &str, info: &LockInfo) -> String {
     let mut obj = Object::new()
         .str("key", name)
         .str("redis_key", &info.redis_key)
-        .str("state", if info.is_held() { "held" } else { "free" })
-        .int("fence", info.fence);
+        .str("state", if info.is_held() { "held" } else { "free" });
+    obj = match &info.foreign_fence {
+        // 0 would read as a counter: none can be read.
+        Some(foreign) => obj.raw("fence", "null").str("fence_problem", &foreign.said),
+        None => obj.int("fence", info.fence),
+    };
     match (&info.held, &info.several) {
         (Some((token, ttl)), _) => {
             obj = obj.str("token", token).opt_int("ttl_ms", ttl.map(ms));

@@ -11,16 +11,12 @@ use crate::report::json::{self, Object};
 
 /// Whole seconds, for people.
 fn secs(d: Duration) -> String {
-    humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
+    crate::report::duration(Duration::from_secs(d.as_secs()))
 }
 
-/// A duration as people read it: milliseconds below a second, else whole seconds.
+/// A run's length, as people read it (`167ms`, `1.5s`, `2m 30s`).
 fn took(d: Duration) -> String {
-    if d < Duration::from_secs(1) {
-        format!("{}ms", d.as_millis())
-    } else {
-        secs(d)
-    }
+    crate::report::duration(d)
 }
 
 /// When (RFC 3339, by the server's clock) and how long before `now_ms`.
@@ -277,7 +273,7 @@ pub(crate) fn quorum_summary(summaries: &[&Summary]) -> Summary {
 pub(crate) fn kept() -> String {
     format!(
         "the last {RUNS_KEPT} runs, for {} after the last one",
-        humantime::format_duration(RECORD_TTL)
+        crate::report::duration(RECORD_TTL)
     )
 }
 

@@ -66,6 +66,10 @@ pub const COMMAND_ENV: [(&str, &str); 3] = [
     ),
 ];
 
+/// The variable that names a PEM file of CA certificates for `rediss://` (rustls-native-certs
+/// reads it; redlock checks it first, as it checks the options' files).
+pub const SSL_CERT_FILE: &str = "SSL_CERT_FILE";
+
 /// Variables redlock reads that are not an option's default.
 pub const OTHER_ENV: [(&str, &str); 2] = [
     (
@@ -73,7 +77,7 @@ pub const OTHER_ENV: [(&str, &str); 2] = [
         "the Redis password, for every URL: wins over a password in the URL, loses to --password-file",
     ),
     (
-        "SSL_CERT_FILE",
+        SSL_CERT_FILE,
         "for rediss:// URLs: a PEM file of CA certificates to trust instead of the system store (--tls-ca-cert wins)",
     ),
 ];
@@ -457,6 +461,8 @@ impl RunArgs {
             command_url: std::env::var("REDLOCK_URL").ok().map(|urls| {
                 urls.split_ascii_whitespace()
                     .map(crate::transport::endpoint::without_password)
+                    // A word that is not a URL may be a piece of a password: dropped.
+                    .filter(|url| !url.is_empty())
                     .collect::<Vec<_>>()
                     .join(" ")
             }),

@@ -4,8 +4,9 @@
 use std::path::Path;
 
 use crate::admin::Servers;
-use crate::cli::args::{ConnArgs, PASSWORD_ENV};
+use crate::cli::args::{ConnArgs, PASSWORD_ENV, SSL_CERT_FILE};
 use crate::error::{Class, classified};
+use crate::file::{self, Unusable};
 use crate::transport::endpoint::{Endpoint, Tls};
 
 impl ConnArgs {
@@ -75,6 +76,9 @@ impl ConnArgs {
             }
             endpoints.push(endpoint);
         }
+        if tls.ca_cert.is_none() && endpoints.iter().any(Endpoint::uses_tls) {
+            check_ssl_cert_file().map_err(usage)?;
+        }
         if tls.insecure {
             crate::report!(
                 0,
@@ -105,39 +109,63 @@ impl ConnArgs {
     }
 }
 
-/// The contents of `path`; the error names the option and the file, never the contents.
-fn read_file(option: &str, path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("cannot read {option} file {}: {e}", path.display()))
+/// The contents of `path`, `cap` bytes at most, if it is a regular file or a pipe (process
+/// substitution); the error names the option and the file, never the contents.
+fn read_file(option: &str, path: &Path, cap: u64) -> Result<Vec<u8>, String> {
+    file::read_or_pipe(path, cap).map_err(|why| {
+        let why = match why {
+            Unusable::TooLarge(_) if option == "--password-file" => {
+                format!("{why}: a password file holds one password")
+            }
+            Unusable::TooLarge(_) => format!("{why}, more than a PEM file of certificates holds"),
+            why => why.to_string(),
+        };
+        format!("{option} {}: {why}", path.display())
+    })
 }
 
 /// A PEM file that must hold a section whose header ends with `marker`: a key given as a
 /// certificate would otherwise mean an empty trust store, found out only at the handshake.
 fn read_pem(option: &str, path: &Path, marker: &str) -> Result<Vec<u8>, String> {
-    let bytes = read_file(option, path)?;
+    let bytes = read_file(option, path, file::PEM_CAP)?;
     let found = String::from_utf8_lossy(&bytes)
         .lines()
         .any(|line| line.starts_with("-----BEGIN ") && line.trim_end().ends_with(marker));
     if !found {
         let what = marker.trim_end_matches('-').to_lowercase();
-        return Err(format!(
-            "{option} file {} holds no PEM {what}",
-            path.display()
-        ));
+        return Err(format!("{option} {}: holds no PEM {what}", path.display()));
     }
     Ok(bytes)
+}
+
+/// `SSL_CERT_FILE`, which rustls-native-certs reads for a `rediss://` URL without
+/// `--tls-ca-cert`: checked at start like the options' files (a regular file within the PEM
+/// cap), so that a FIFO or a device there cannot hang or fill a run that connects.
+fn check_ssl_cert_file() -> Result<(), String> {
+    let Some(path) = std::env::var_os(SSL_CERT_FILE).filter(|p| !p.is_empty()) else {
+        return Ok(());
+    };
+    let path = Path::new(&path);
+    file::check(path, file::PEM_CAP).map_err(|why| {
+        let why = match why {
+            Unusable::TooLarge(_) => format!("{why}, more than a PEM file of certificates holds"),
+            why => why.to_string(),
+        };
+        format!("{SSL_CERT_FILE} {}: {why}", path.display())
+    })
 }
 
 /// The password given apart from the URL: the file's first line (a trailing newline dropped),
 /// else REDLOCK_PASSWORD when set and not empty, else None (the URL's password, if any).
 fn password(file: Option<&Path>) -> Result<Option<String>, String> {
     if let Some(path) = file {
-        let bytes = read_file("--password-file", path)?;
+        let bytes = read_file("--password-file", path, file::PASSWORD_CAP)?;
         let text = String::from_utf8(bytes)
-            .map_err(|_| format!("--password-file {} is not UTF-8 text", path.display()))?;
+            .map_err(|_| format!("--password-file {}: not UTF-8 text", path.display()))?;
         let password = text.strip_suffix('\n').unwrap_or(&text);
         let password = password.strip_suffix('\r').unwrap_or(password);
         if password.is_empty() {
-            return Err(format!("--password-file {} is empty", path.display()));
+            return Err(format!("--password-file {}: empty", path.display()));
         }
         return Ok(Some(password.to_owned()));
     }
@@ -172,13 +200,24 @@ mod tests {
         assert_eq!(read(&file("two", "pw\n\n")), Ok(Some("pw\n".into())));
         for (name, text) in [("empty", ""), ("newline", "\n")] {
             let err = read(&file(name, text)).unwrap_err();
-            assert!(err.contains("is empty"), "{err}");
+            assert!(err.ends_with(": empty"), "{err}");
         }
         let utf8 = read(&file("utf8", "\u{ff}hunter2")).unwrap();
         assert_eq!(utf8, Some("\u{ff}hunter2".into()));
         std::fs::write(dir.join("binary"), [0xffu8, b'h', b'u', b'n']).unwrap();
         let err = read(&dir.join("binary")).unwrap_err();
         assert!(!err.contains("hun"), "{err}");
+        std::fs::write(dir.join("big"), vec![b'x'; 65 << 10]).unwrap();
+        let err = read(&dir.join("big")).unwrap_err();
+        assert!(
+            err.contains("larger than 64 KiB") && !err.contains("xx"),
+            "{err}"
+        );
+        let err = read(Path::new("/dev/zero")).unwrap_err();
+        assert!(
+            err.contains("not a regular file (a character device)"),
+            "{err}"
+        );
         let err = read(&dir.join("missing")).unwrap_err();
         assert!(
             err.contains("missing") && err.contains("--password-file"),

@@ -2,7 +2,7 @@
 //! ([`docs`]), and the entry point that parses, dispatches and maps errors to exit statuses.
 //!
 //! May use every layer below: `run`, `admin`, `lease` (its `Wait` and limits), `lock`,
-//! `transport`, `report`, `error` and `exit`. Nothing else imports from here.
+//! `transport`, `report`, `error`, `exit` and `file`. Nothing else imports from here.
 
 pub mod args;
 mod conn;
@@ -160,15 +160,18 @@ fn run_with_metrics(args: &RunArgs) -> i32 {
         }
     };
     let code = outcome.status(args.conflict_exit_code);
-    if let Some(path) = &args.metrics_file
-        && metrics::check_path(path).is_ok()
-        && let Err(err) = metrics::write(path, &args.key, code, outcome, &stats)
-    {
-        report!(
-            0,
-            "warning: cannot write --metrics-file {}: {err}",
-            path.display()
-        );
+    if let Some(path) = &args.metrics_file {
+        let written = match metrics::check_path(path) {
+            // Refused at start: said then, as the usage error.
+            Err(_) if outcome == exit::Outcome::Usage => Ok(()),
+            // Changed during the run (a FIFO put there, say): not opened at all.
+            Err(why) => Err(format!("{why}; the metrics were not written")),
+            Ok(()) => metrics::write(path, &args.key, code, outcome, &stats)
+                .map_err(|err| format!("cannot write --metrics-file {}: {err}", path.display())),
+        };
+        if let Err(why) = written {
+            report!(0, "warning: {why}");
+        }
     }
     run::die_like(outcome);
     code

@@ -49,7 +49,7 @@ impl Durability {
     /// Whether `reply` (to [`Self::command`], which waited `wait`) says the write counts; if
     /// not, why (None: the reply is not one such a command gives).
     pub fn judge(self, reply: &Value, what: &str, wait: Duration) -> Option<Result<(), String>> {
-        let within = humantime::format_duration(wait);
+        let within = crate::report::duration(wait);
         let (local, replicas) = match (self.fsync, reply) {
             (false, Value::Int(n)) => (true, *n),
             (true, Value::Array(counts)) => match counts.as_slice() {

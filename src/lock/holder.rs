@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use redis::Value;
 
+use crate::lock::counter::Foreign;
 use crate::lock::record::Summary;
 use crate::lock::reply::{Fields, FromReply};
 use crate::lock::scripts::args;
@@ -66,6 +67,9 @@ pub struct LockInfo {
     pub redis_key: String,
     /// The fencing counter (0 when never taken).
     pub fence: i64,
+    /// What its key holds instead of a counter redlock wrote (then `fence` is 0, and means
+    /// nothing).
+    pub foreign_fence: Option<Foreign>,
     /// The one exclusive holder's token and remaining lease (None when no expiry), when so held.
     pub held: Option<(String, Option<Duration>)>,
     /// The exclusive holder's details, when held by a redlock that stored them.
@@ -186,6 +190,7 @@ impl FromReply for Inspected {
         Some(Inspected::Lock(Box::new(LockInfo {
             redis_key,
             fence,
+            foreign_fence: None,
             held,
             holder,
             several,
@@ -238,6 +243,14 @@ pub enum Forced {
         redis_type: String,
         fence: i64,
         removed: bool,
+    },
+    /// The fencing counter holds something redlock did not write: left alone, never advanced.
+    /// `gone`: the lock is free now (removed, or free already), or with `token` (the one
+    /// expected) that holder is not among its holders any more; else it is still there.
+    Unfenced {
+        foreign: Foreign,
+        token: Option<String>,
+        gone: bool,
     },
 }
 

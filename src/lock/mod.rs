@@ -12,6 +12,7 @@
 //! Every key a script touches is passed in KEYS and carries the `{name}` hash tag, so the same
 //! scripts run unchanged on Redis Cluster.
 
+pub(crate) mod counter;
 mod durable;
 mod holder;
 mod keys;

@@ -23,8 +23,9 @@ use crate::transport::endpoint::Endpoint;
 /// owns the lock's slot), over one connection that is re-opened after any I/O failure; a
 /// waiter blocks on it too ([`Locker::wait`]).
 pub(crate) struct SingleRedis {
-    conn: Connection,
-    keys: Keys,
+    // Also for `counter`'s part of it.
+    pub(super) conn: Connection,
+    pub(super) keys: Keys,
     /// First come, first served among waiters (`--fair`).
     fair: bool,
     /// How long a fair waiter's queue entry lives without a refresh.
@@ -151,8 +152,13 @@ impl SingleRedis {
             linger: WAKE_LINGER,
             expected,
         };
-        self.call(&force, timeout, Beside::Nothing)
-            .map(|(forced, _)| forced)
+        let forced = self.call(&force, timeout, Beside::Nothing);
+        if let Err(Failure::Refused(_)) = &forced
+            && let Some(unfenced) = self.forced_past_the_counter(expected, timeout)?
+        {
+            return Ok(unfenced);
+        }
+        forced.map(|(forced, _)| forced)
     }
 
     /// Undo a partial quorum acquire on this node, waking nobody. `waiting`: the attempt ended
@@ -425,6 +431,11 @@ impl Locker for SingleRedis {
         };
         // A failed attempt may have been turned away, its reply lost.
         self.waited |= sent.is_err();
+        if let Err(failure @ Failure::Refused(_)) = &sent
+            && let Some(said) = self.stopped_at_the_counter(failure, timeout)
+        {
+            return Err(said);
+        }
         Ok(match sent?.0 {
             AcquireReply::Acquired { fence } => {
                 if let Some((durability, wait)) = self.durability {

@@ -1,12 +1,15 @@
 //! `--metrics-file`: a Prometheus textfile-collector file about the run, written atomically
-//! (a temporary file in the same directory, then rename) when redlock exits.
+//! (a temporary file in the same directory, then rename) when redlock exits. The path is
+//! checked at start and no open of it can block, so the end of a run never hangs on it.
 
 use std::fs;
 use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::exit::Outcome;
+use crate::file::{self, Unusable};
 
 /// What the metrics file reports about one run; filled in as the run goes.
 #[derive(Debug, Default, Clone)]
@@ -21,21 +24,28 @@ pub struct Stats {
     pub success_ago: Option<Duration>,
 }
 
-/// Check before running that the metrics file can be written where asked.
+/// The largest metrics file read back (to carry its counters over): this file is a few KiB.
+const PREVIOUS_CAP: u64 = 1 << 20;
+
+/// Check before running that the metrics file can be written where asked, and read back: a
+/// file there must be a regular file within [`PREVIOUS_CAP`] (a FIFO would block the run's
+/// end, a device fill its memory), and its directory must exist.
 pub fn check_path(path: &Path) -> Result<(), String> {
-    let dir = parent(path);
-    if path.file_name().is_none() || path.is_dir() {
-        return Err(format!(
-            "--metrics-file {} is not a file name",
-            path.display()
-        ));
+    let bad = |why: String| format!("--metrics-file {}: {why}", path.display());
+    if path.file_name().is_none() {
+        return Err(bad("not a file name".into()));
     }
+    match file::check(path, PREVIOUS_CAP) {
+        Ok(()) => {}
+        Err(Unusable::Io(e)) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(why @ Unusable::TooLarge(_)) => {
+            return Err(bad(format!("{why}: not a metrics file redlock wrote")));
+        }
+        Err(why) => return Err(bad(why.to_string())),
+    }
+    let dir = parent(path);
     if !dir.is_dir() {
-        return Err(format!(
-            "--metrics-file {}: directory {} does not exist",
-            path.display(),
-            dir.display()
-        ));
+        return Err(bad(format!("directory {} does not exist", dir.display())));
     }
     Ok(())
 }
@@ -51,7 +61,11 @@ fn parent(path: &Path) -> &Path {
 /// last-success time is carried over from the previous file when this run did not succeed.
 pub fn write(path: &Path, key: &str, code: i32, outcome: Outcome, stats: &Stats) -> io::Result<()> {
     let now = SystemTime::now();
-    let previous = fs::read_to_string(path).ok();
+    // Read as any file a user names is (never blocking, within a cap): a FIFO put there during
+    // the run must not hang its end. One that cannot be read is not carried over.
+    let previous = file::read_if_there(path, PREVIOUS_CAP)
+        .map_err(|why| io::Error::other(format!("the file there: {why}")))?
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
     let last_success = if outcome.succeeded() {
         Some(seconds(now))
     } else {
@@ -74,17 +88,37 @@ pub fn write(path: &Path, key: &str, code: i32, outcome: Outcome, stats: &Stats)
         last_success,
         previous.as_deref().unwrap_or_default(),
     );
+    replace(path, text.as_bytes())
+}
+
+/// Put `bytes` at `path` atomically: a new temporary file in the same directory (created, never
+/// opened if something is there: a FIFO at its name would block), synced, renamed over `path`.
+fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = parent(path);
     let name = path
         .file_name()
         .map_or_else(|| "metrics".into(), |n| n.to_string_lossy().into_owned());
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut file = fs::File::create(&tmp)?;
-        file.write_all(text.as_bytes())?;
+    let create = || {
+        fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(nix::libc::O_NONBLOCK)
+            .open(&tmp)
+    };
+    let file = match create() {
+        // Left by an earlier redlock of the same pid: not ours to keep.
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            fs::remove_file(&tmp)?;
+            create()
+        }
+        other => other,
+    };
+    let result = file.and_then(|mut file| {
+        file.write_all(bytes)?;
         file.sync_all()?;
         fs::rename(&tmp, path)
-    })();
+    });
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }

@@ -8,7 +8,8 @@
 //! lists them all, a test holds the two together), so the JSON form is an interface: rename
 //! nothing, add fields freely.
 //!
-//! Used by every layer; uses only std and `exit` (the metrics file's outcome label).
+//! Used by every layer; uses only std, `exit` (the metrics file's outcome label) and `file` (its
+//! path, read and written as any file a user names is).
 
 mod event;
 pub mod json;
@@ -153,6 +154,29 @@ pub fn millis(d: std::time::Duration) -> String {
     format!("{}ms", d.as_millis())
 }
 
+/// A duration as a person reads it, rounded to what matters at its size: none (`0s`),
+/// milliseconds below a second (`167ms`), tenths of a second below a minute (`1.5s`, `30s`), whole seconds above
+/// (`2m 30s`, `1h 5m`). humantime's own form keeps every nanosecond (`166ms 666us 666ns`).
+pub fn duration(d: std::time::Duration) -> String {
+    use std::time::Duration;
+    if d.is_zero() {
+        return "0s".to_owned();
+    }
+    let ms = (d.as_nanos() + 500_000) / 1_000_000;
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let tenths = (ms + 50) / 100;
+    if tenths < 600 {
+        return match tenths % 10 {
+            0 => format!("{}s", tenths / 10),
+            t => format!("{}.{t}s", tenths / 10),
+        };
+    }
+    let secs = u64::try_from((ms + 500) / 1000).unwrap_or(u64::MAX);
+    humantime::format_duration(Duration::from_secs(secs)).to_string()
+}
+
 /// Write command output to stdout. A reader that went away (`redlock list | head -1`) is not
 /// an error: what it did not read, it did not want.
 pub fn stdout(bytes: &[u8]) -> anyhow::Result<()> {
@@ -188,6 +212,30 @@ macro_rules! report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_are_rounded_as_people_read_them() {
+        use std::time::Duration;
+        let ms = Duration::from_millis;
+        for (d, shown) in [
+            (Duration::ZERO, "0s"),
+            (Duration::from_micros(400), "0ms"),
+            (Duration::from_nanos(166_666_666), "167ms"),
+            (Duration::from_micros(999_400), "999ms"),
+            (Duration::from_micros(999_600), "1s"),
+            (ms(1500), "1.5s"),
+            (ms(1666), "1.7s"),
+            (ms(29_873), "29.9s"),
+            (ms(30_000), "30s"),
+            (ms(59_960), "1m"),
+            (ms(150_400), "2m 30s"),
+            (Duration::from_secs(3900), "1h 5m"),
+        ] {
+            assert_eq!(duration(d), shown, "{d:?}");
+        }
+        // No overflow at the far end.
+        assert!(duration(Duration::MAX).starts_with("584542046090years"));
+    }
 
     #[test]
     fn control_characters_are_escaped() {

@@ -14,10 +14,14 @@ use std::time::{Duration, Instant};
 
 use redis::{ConnectionAddr, ConnectionInfo, ErrorKind, RedisError};
 
-use crate::transport::{Failure, Reason};
+use crate::transport::endpoint::{Endpoint, Target};
+use crate::transport::{Failure, Peer, Reason, failure};
 
 /// The longest a probe waits for an answer.
 const PROBE_WAIT: Duration = Duration::from_millis(500);
+/// The longest a probe listens, before asking, for a server that turns connections away (it
+/// writes its error as it accepts).
+const GREETING_WAIT: Duration = Duration::from_millis(200);
 
 /// What one plain-text `ROLE` found at an address.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,19 +47,27 @@ enum Found {
     Silent,
     /// Something that is not the Redis protocol.
     Other,
+    /// It said this error line before it was asked anything, then closed the connection: Redis
+    /// at `maxclients` (`ERR max number of clients reached`) or in protected mode (`DENIED`).
+    Rejected(String),
 }
 
-/// A better failure than `failure` for `err`, seen on the first request of a connection to `addr`
-/// (reached with `info`), when a probe can tell what is wrong; else `failure` itself.
-pub(crate) fn explain(
-    info: &ConnectionInfo,
-    addr: &str,
-    err: &RedisError,
-    failure: Failure,
-) -> Failure {
-    let node = info.addr();
+/// Where a request that failed went: what the messages name and the URLs they suggest.
+pub(crate) struct Reached<'a> {
+    pub endpoint: &'a Endpoint,
+    /// How the connection was made.
+    pub info: &'a ConnectionInfo,
+    /// How messages name it (`host:port`, `sentinel host:port`, a socket's path).
+    pub addr: &'a str,
+    pub peer: Peer,
+}
+
+/// A better failure than `failure` for `err`, seen on the first request of a connection to
+/// `at`, when a probe can tell what is wrong; else `failure` itself.
+pub(crate) fn explain(at: &Reached, err: &RedisError, failure: Failure) -> Failure {
+    let node = at.info.addr();
     let tls = matches!(node, ConnectionAddr::TcpTls { .. });
-    let has_password = info.redis_settings().password().is_some();
+    let has_password = at.info.redis_settings().password().is_some();
     // Refused connections and silence say enough (a TLS handshake that gets no answer aside:
     // a plain Redis port waits for more of a "command" that never ends).
     let timeout = err.is_timeout();
@@ -63,10 +75,13 @@ pub(crate) fn explain(
         err.kind(),
         ErrorKind::Parse | ErrorKind::UnexpectedReturnType
     );
+    // Closed or reset under the request: the server may have turned the connection away
+    // before reading it, saying why first.
+    let dropped = !timeout
+        && !err.is_connection_refusal()
+        && (err.is_io_error() || err.is_connection_dropped());
     let confusing = (timeout && tls)
-        || (!timeout
-            && !err.is_connection_refusal()
-            && (err.is_io_error() || err.is_connection_dropped()))
+        || dropped
         // A plain ERR to redlock's first command: an unknown command, most often.
         || err.code() == Some("ERR")
         || garbled
@@ -75,29 +90,32 @@ pub(crate) fn explain(
     if !confusing {
         return failure;
     }
-    let found = probe(node);
+    let found = probe(node, dropped);
     let refused = |message: String| Failure::Refused(message.into());
+    let addr = at.addr;
+    let place = place(node);
     match found {
-        Found::Sentinel { services } => {
-            let service = services.first().map_or("SERVICE", String::as_str);
-            refused(format!(
-                "{addr} is a Redis Sentinel, not a Redis server: use \
-                 redis+sentinel://{addr}/{service} (it monitors: {})",
-                if services.is_empty() {
-                    "nothing".to_owned()
-                } else {
-                    services.join(", ")
-                }
-            ))
-        }
+        Found::Rejected(said) => failure::turned_away(&addr, &said, err.clone()),
+        Found::Sentinel { services } if tls => refused(format!(
+            "the Redis Sentinel at {place} speaks plain text, not TLS: use {}",
+            sentinel_url(at, &place, &services)
+        )),
+        // A sentinel found where one was sought: the failure is something else.
+        Found::Sentinel { .. } if at.peer == Peer::Sentinel => failure,
+        Found::Sentinel { services } => refused(format!(
+            "{place} is a Redis Sentinel, not a Redis server: use {} (it monitors: {})",
+            sentinel_url(at, &place, &services),
+            if services.is_empty() {
+                "nothing".to_owned()
+            } else {
+                services.join(", ")
+            }
+        )),
         Found::Replica { master } if err.code() == Some("READONLY") => refused(format!(
             "Redis at {addr} is a replica (of {master}), which cannot hold a lock: give its \
              master, redis://{master}, or a redis+sentinel:// URL to follow failovers"
         )),
-        Found::NoAuth if !has_password => refused(format!(
-            "Redis at {addr} needs a password: set REDLOCK_PASSWORD, --password-file, or \
-             redis://USER:PASSWORD@{addr}"
-        )),
+        Found::NoAuth if !has_password => refused(password_needed(at, &place)),
         Found::Http => refused(format!(
             "{addr} is not a Redis server: it answered in HTTP; check the port"
         )),
@@ -124,13 +142,88 @@ pub(crate) fn explain(
     }
 }
 
-/// Send an inline `ROLE` to `node` in plain text and tell from the first bytes what answered.
-fn probe(node: &ConnectionAddr) -> Found {
+/// `host:port` (IPv6 in brackets) or a socket's path: the place a suggested URL names.
+fn place(node: &ConnectionAddr) -> String {
+    match node {
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+            crate::transport::node_name(host, *port)
+        }
+        other => other.to_string(),
+    }
+}
+
+/// `host:port,host:port` of `nodes`, as a URL lists them.
+fn hosts(nodes: &[(String, u16)]) -> String {
+    nodes
+        .iter()
+        .map(|(host, port)| crate::transport::node_name(host, *port))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The plain-text Sentinel URL to use: the endpoint's sentinels and service when it is one,
+/// else the sentinel found at `place` and the first service it monitors.
+fn sentinel_url(at: &Reached, place: &str, services: &[String]) -> String {
+    match &at.endpoint.target {
+        Target::Sentinel {
+            sentinels, service, ..
+        } => format!("redis+sentinel://{}/{service}", hosts(sentinels)),
+        _ => format!(
+            "redis+sentinel://{place}/{}",
+            services.first().map_or("SERVICE", String::as_str)
+        ),
+    }
+}
+
+/// What to say to a server that wants a password and got none, with where the password goes
+/// for this kind of URL (a socket's is `?pass=`; a sentinel's own is `sentinel_password=`).
+fn password_needed(at: &Reached, place: &str) -> String {
+    if at.peer == Peer::Sentinel {
+        return format!(
+            "the Redis Sentinel at {place} needs a password: give it as \
+             sentinel_password=PASSWORD in the URL's parameters (REDLOCK_PASSWORD and \
+             --password-file are the data nodes')"
+        );
+    }
+    let tls = if at.endpoint.uses_tls() { "s" } else { "" };
+    let url = match (&at.endpoint.target, at.info.addr()) {
+        (_, ConnectionAddr::Unix(path)) => {
+            format!("redis+unix://{}?pass=PASSWORD", path.display())
+        }
+        (
+            Target::Sentinel {
+                sentinels, service, ..
+            },
+            _,
+        ) => format!(
+            "redis{tls}+sentinel://USER:PASSWORD@{}/{service}",
+            hosts(sentinels)
+        ),
+        (Target::Cluster { seeds }, _) => {
+            format!("redis{tls}+cluster://USER:PASSWORD@{}", hosts(seeds))
+        }
+        (Target::Direct, _) => format!("redis{tls}://USER:PASSWORD@{place}"),
+    };
+    format!(
+        "Redis at {} needs a password: set REDLOCK_PASSWORD, --password-file, or {url}",
+        at.addr
+    )
+}
+
+/// Ask `node` in plain text what it is, with an inline `ROLE`, and tell from the first bytes
+/// what answered. `listen_first`: wait a moment for what it says before it is asked anything
+/// (Redis says nothing then, unless it turns the connection away).
+fn probe(node: &ConnectionAddr, listen_first: bool) -> Found {
     let deadline = Instant::now() + PROBE_WAIT;
     let reply = match node {
         ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
             let reply = match connect(host, *port) {
-                Connected::Open(stream) => exchange(stream, b"ROLE\r\n", deadline),
+                Connected::Open(mut stream) => {
+                    if let Some(found) = listen_first.then(|| greeting(&mut stream)).flatten() {
+                        return found;
+                    }
+                    exchange(stream, b"ROLE\r\n", deadline)
+                }
                 Connected::Closed => Some(Vec::new()),
                 Connected::No => return Found::Silent,
             };
@@ -147,7 +240,12 @@ fn probe(node: &ConnectionAddr) -> Found {
             reply
         }
         ConnectionAddr::Unix(path) => match UnixStream::connect(path) {
-            Ok(stream) => exchange(stream, b"ROLE\r\n", deadline),
+            Ok(mut stream) => {
+                if let Some(found) = listen_first.then(|| greeting(&mut stream)).flatten() {
+                    return found;
+                }
+                exchange(stream, b"ROLE\r\n", deadline)
+            }
             Err(_) => return Found::Silent,
         },
         _ => return Found::Silent,
@@ -156,6 +254,37 @@ fn probe(node: &ConnectionAddr) -> Found {
         Some(bytes) => identify(&bytes),
         None => Found::Silent,
     }
+}
+
+/// What a server says before it is asked anything, within [`GREETING_WAIT`]: None when it
+/// says nothing (as Redis does), or closes; an error line is it turning the connection away.
+fn greeting(stream: &mut impl Timed) -> Option<Found> {
+    let deadline = Instant::now() + GREETING_WAIT;
+    let mut said = Vec::new();
+    let mut buf = [0u8; 512];
+    while !complete(&said) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || stream.read_within(left).is_err() {
+            break;
+        }
+        match stream.read(&mut buf) {
+            Ok(n) if n > 0 => said.extend_from_slice(&buf[..n]),
+            _ => break,
+        }
+    }
+    if said.is_empty() {
+        return None;
+    }
+    Some(match said.strip_prefix(b"-") {
+        Some(line) => Found::Rejected(
+            String::from_utf8_lossy(line)
+                .split("\r\n")
+                .next()
+                .unwrap_or_default()
+                .to_owned(),
+        ),
+        None => identify(&said),
+    })
 }
 
 /// What a new plain connection to an address came to.

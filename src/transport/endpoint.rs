@@ -5,8 +5,10 @@
 use std::fmt;
 use std::sync::Arc;
 
-pub use crate::transport::redact::{redact, without_password};
+pub use crate::transport::redact::redact;
 use crate::transport::tls::TlsClient;
+use crate::transport::url::{self, percent_decode};
+pub use crate::transport::url::{no_scheme, without_password};
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
 
 /// TLS settings given apart from the URL, applied to every `rediss://` endpoint: PEM contents,
@@ -80,7 +82,12 @@ impl Endpoint {
                      REDLOCK_PASSWORD or --password-file"
                 ));
             }
-            Some("redis" | "rediss" | "unix" | "redis+unix") => {}
+            Some("redis" | "rediss" | "unix" | "redis+unix") => {
+                if let Some(query) = url::parts(url).and_then(|parts| parts.query) {
+                    url::check_parameters(scheme.as_deref().unwrap_or(""), query)
+                        .map_err(|why| format!("invalid Redis URL '{shown}': {why}"))?;
+                }
+            }
             Some(
                 s @ ("redis+sentinel" | "rediss+sentinel" | "redis+cluster" | "rediss+cluster"),
             ) => {
@@ -110,6 +117,11 @@ impl Endpoint {
             self.tls = Some(TlsClient::new(Tls::default()));
         }
         self
+    }
+
+    /// Whether its connections use TLS (`rediss://`).
+    pub fn uses_tls(&self) -> bool {
+        self.tls.is_some()
     }
 
     /// The TLS client configuration of this endpoint's connections (None without TLS); an
@@ -189,55 +201,17 @@ impl Endpoint {
             );
         }
         let bad = |why: String| format!("invalid Redis URL '{shown}': {why}");
-        let mut db = None;
-        let mut sentinel_user = None;
-        let mut sentinel_pass = None;
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            let v =
-                percent_decode(v).ok_or_else(|| bad(format!("bad percent-encoding in '{k}'")))?;
-            match k {
-                "db" if sentinel => {
-                    db = Some(
-                        v.parse::<i64>()
-                            .map_err(|_| bad(format!("db '{v}' is not a number")))?,
-                    )
-                }
-                "sentinel_username" if sentinel => sentinel_user = Some(v),
-                "sentinel_password" if sentinel => sentinel_pass = Some(v),
-                _ => return Err(bad(format!("unknown parameter '{k}'"))),
-            }
-        }
-        let target = if sentinel {
-            let service = path.trim_start_matches('/');
-            if service.is_empty() || service.contains('/') {
-                return Err(bad(
-                    "name the sentinels' service after the hosts: redis+sentinel://host:26379/SERVICE".into(),
-                ));
-            }
-            let service = percent_decode(service)
-                .ok_or_else(|| bad("bad percent-encoding in the service name".into()))?;
-            let auth = match (sentinel_user, sentinel_pass) {
-                (user, Some(pass)) => Some((user, pass)),
-                (Some(_), None) => {
-                    return Err(bad("sentinel_username needs sentinel_password".into()));
-                }
-                (None, None) => None,
-            };
-            Target::Sentinel {
-                sentinels: nodes.clone(),
-                service,
-                auth,
-            }
+        url::check_parameters(scheme, query).map_err(bad)?;
+        let (target, db) = if sentinel {
+            sentinel_target(path, query, &nodes).map_err(bad)?
         } else {
             if !path.is_empty() && path != "/" {
                 return Err(bad(
                     "a Cluster has no databases: give no path after the hosts".into(),
                 ));
             }
-            Target::Cluster {
-                seeds: nodes.clone(),
-            }
+            let seeds = nodes.clone();
+            (Target::Cluster { seeds }, None)
         };
         // The credentials and TLS settings of the data nodes, parsed as the crate parses any URL.
         let (host, port) = &nodes[0];
@@ -317,24 +291,49 @@ impl Endpoint {
     }
 }
 
-/// Why `word`, which has no `://`, is not a URL. It is quoted, with the URL it most likely
-/// means, only when it is `host:port`: anything else may be part of a password.
-pub fn no_scheme(word: &str) -> String {
-    let address = word.rsplit_once(':').is_some_and(|(host, port)| {
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        !host.is_empty()
-            && host
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | ':' | '-' | '_'))
-            && port.parse::<u16>().is_ok()
-    });
-    if address {
-        format!("'{word}' is not a URL: it has no scheme; use redis://{word}")
-    } else {
-        "the URL has no scheme (use redis://, rediss://, unix://, redis+unix://, \
-         redis+sentinel:// or redis+cluster://)"
-            .to_owned()
+/// A Sentinel URL's target, from its path (the service) and its query (checked already), and
+/// the database its data nodes use; an error says why, without the URL.
+fn sentinel_target(
+    path: &str,
+    query: &str,
+    sentinels: &[(String, u16)],
+) -> Result<(Target, Option<i64>), String> {
+    let mut db = None;
+    let mut sentinel_user = None;
+    let mut sentinel_pass = None;
+    for (k, v) in url::pairs(query) {
+        let v = percent_decode(v).ok_or_else(|| format!("bad percent-encoding in '{k}'"))?;
+        match k.to_ascii_lowercase().as_str() {
+            "db" => {
+                db = Some(
+                    v.parse::<i64>()
+                        .map_err(|_| format!("db '{v}' is not a number"))?,
+                )
+            }
+            "sentinel_username" => sentinel_user = Some(v),
+            _ => sentinel_pass = Some(v),
+        }
     }
+    let service = path.trim_start_matches('/');
+    if service.is_empty() || service.contains('/') {
+        return Err(
+            "name the sentinels' service after the hosts: redis+sentinel://host:26379/SERVICE"
+                .into(),
+        );
+    }
+    let service = percent_decode(service)
+        .ok_or_else(|| "bad percent-encoding in the service name".to_owned())?;
+    let auth = match (sentinel_user, sentinel_pass) {
+        (user, Some(pass)) => Some((user, pass)),
+        (Some(_), None) => return Err("sentinel_username needs sentinel_password".into()),
+        (None, None) => None,
+    };
+    let target = Target::Sentinel {
+        sentinels: sentinels.to_vec(),
+        service,
+        auth,
+    };
+    Ok((target, db))
 }
 
 /// The crate's connection details for a plain URL; errors without secrets.
@@ -398,24 +397,6 @@ fn bracket(host: &str) -> String {
     } else {
         host.to_owned()
     }
-}
-
-/// `%XX` decoded; None when malformed or not UTF-8.
-fn percent_decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = text.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 impl fmt::Display for Endpoint {

@@ -102,10 +102,53 @@ pub(crate) fn classify(at: &dyn fmt::Display, err: RedisError) -> Failure {
             format!("Redis at {at} refused the credentials (wrong password or user name)"),
             err,
         ))
+    } else if err.kind() == redis::ErrorKind::Parse {
+        // The parser's own words span lines and name byte offsets: say what was found.
+        Failure::Refused(Reason::caused_by(
+            format!(
+                "Redis at {at} sent a reply redlock cannot read (not one Redis gives: malformed, \
+                 of another type, or nested too deeply): is it a Redis server? check the port"
+            ),
+            err,
+        ))
     } else {
         Failure::Refused(Reason::caused_by(
             format!("Redis at {at} answered with an error: {err}"),
             err,
+        ))
+    }
+}
+
+/// The longest part of a server's own words a message repeats.
+const SAID: usize = 200;
+
+/// A server that answered with an error and closed the connection at once, before any request
+/// was its to answer (Redis does so at `maxclients`, and in protected mode): `said` is its line
+/// (`ERR max number of clients reached`). `ERR` is worth retrying (a client may leave); any
+/// other code (`DENIED`) is the server's configuration.
+pub(crate) fn turned_away(
+    at: &dyn fmt::Display,
+    said: &str,
+    source: impl Into<Box<dyn Error + Send + Sync>>,
+) -> Failure {
+    let said: String = said.trim().chars().take(SAID).collect();
+    let cut = if said.chars().count() == SAID {
+        "..."
+    } else {
+        ""
+    };
+    let said = crate::report::one_line(&said);
+    if said.starts_with("ERR ") {
+        Failure::Unreachable(Reason::caused_by(
+            format!(
+                "cannot reach Redis at {at}: it closed the connection at once, saying: {said}{cut}"
+            ),
+            source,
+        ))
+    } else {
+        Failure::Refused(Reason::caused_by(
+            format!("Redis at {at} refused the connection: {said}{cut}"),
+            source,
         ))
     }
 }

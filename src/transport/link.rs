@@ -104,6 +104,29 @@ impl Stream {
     }
 }
 
+impl Stream {
+    /// Whether the peer has closed (or reset) the connection, looked at without waiting or
+    /// reading anything. A socket's TCP state only: false for a unix socket, which std cannot
+    /// peek at.
+    fn peer_closed(&self) -> bool {
+        let socket = match self {
+            Stream::Tcp(timed) => &timed.socket,
+            Stream::Tls(tls) => &tls.sock.socket,
+            Stream::Unix(_) => return false,
+        };
+        if socket.set_nonblocking(true).is_err() {
+            return false;
+        }
+        let peeked = socket.peek(&mut [0u8; 1]);
+        let _ = socket.set_nonblocking(false);
+        match peeked {
+            Ok(0) => true,
+            Err(e) => e.kind() == io::ErrorKind::ConnectionReset,
+            Ok(_) => false,
+        }
+    }
+}
+
 impl Read for Stream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
@@ -168,7 +191,6 @@ pub(crate) struct Link {
     stream: Stream,
     parser: redis::Parser,
     db: i64,
-    resp3: bool,
     /// A read or write failed: the stream may be in the middle of a reply, or gone.
     broken: bool,
     /// The reply that broke it was larger than [`MAX_REPLY`].
@@ -196,46 +218,20 @@ impl Link {
             stream,
             parser: redis::Parser::new(),
             db: settings.db(),
-            resp3: settings.protocol() != ProtocolVersion::RESP2,
             broken: false,
             oversized: false,
         };
-        let mut setup = redis::pipe();
-        let auth = match (link.resp3, settings.password()) {
-            (true, password) => {
-                let cmd = setup.cmd("HELLO").arg(3);
-                if let Some(password) = password {
-                    cmd.arg("AUTH")
-                        .arg(settings.username().unwrap_or("default"))
-                        .arg(password);
-                }
-                true
-            }
-            (false, Some(password)) => {
-                let cmd = setup.cmd("AUTH");
-                if let Some(user) = settings.username() {
-                    cmd.arg(user);
-                }
-                cmd.arg(password);
-                true
-            }
-            (false, None) => false,
-        };
-        if link.db != 0 {
-            setup.cmd("SELECT").arg(link.db);
-        }
-        if role {
-            setup.cmd("ROLE");
-        }
+        let (setup, auth) = setup(settings, role);
         if setup.is_empty() {
             return Ok((link, None));
         }
         link.set_deadline(deadline);
-        let mut replies =
-            match link.req_packed_commands(&setup.get_packed_pipeline(), 0, setup.len()) {
-                Ok(replies) => replies.into_iter(),
-                Err(error) => return Err(Opening::new(error, link.oversized)),
-            };
+        let replies = match link.req_packed_commands(&setup.get_packed_pipeline(), 0, setup.len()) {
+            Ok(replies) => replies,
+            Err(error) => return Err(Opening::new(error, link.oversized)),
+        };
+        link.turned_away(&replies)?;
+        let mut replies = replies.into_iter();
         let refused = |e| Err(Opening::new(e, false));
         if auth && let Some(Value::ServerError(e)) = replies.next() {
             // As the redis crate reports it: whatever the server said, the password failed.
@@ -258,6 +254,24 @@ impl Link {
             )));
         }
         Ok((link, replies.last().filter(|_| role)))
+    }
+
+    /// An error among the set-up's `replies`, and the connection closed behind it: the server
+    /// turned the connection away before it read any of it (maxclients, protected mode),
+    /// whatever it was asked.
+    fn turned_away(&self, replies: &[Value]) -> Result<(), Opening> {
+        let error = replies.iter().find_map(|reply| match reply {
+            Value::ServerError(e) => Some(e),
+            _ => None,
+        });
+        match error {
+            Some(e) if self.stream.peer_closed() => Err(Opening {
+                error: e.clone().into(),
+                oversized: false,
+                said: Some(format!("{} {}", e.code(), e.details().unwrap_or(""))),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// The deadline of the next request: every read and write of it, and of the replies it
@@ -352,15 +366,56 @@ impl ConnectionLike for Link {
     }
 }
 
-/// Why a connection could not be opened: the error, and whether a reply was too large.
+/// The set-up of a new connection to a server with `settings`, in one pipeline: HELLO 3 or
+/// AUTH, SELECT, and ROLE when `role` is asked; and whether its first reply is AUTH's.
+fn setup(settings: &redis::RedisConnectionInfo, role: bool) -> (redis::Pipeline, bool) {
+    let mut setup = redis::pipe();
+    let resp3 = settings.protocol() != ProtocolVersion::RESP2;
+    let auth = match (resp3, settings.password()) {
+        (true, password) => {
+            let cmd = setup.cmd("HELLO").arg(3);
+            if let Some(password) = password {
+                cmd.arg("AUTH")
+                    .arg(settings.username().unwrap_or("default"))
+                    .arg(password);
+            }
+            true
+        }
+        (false, Some(password)) => {
+            let cmd = setup.cmd("AUTH");
+            if let Some(user) = settings.username() {
+                cmd.arg(user);
+            }
+            cmd.arg(password);
+            true
+        }
+        (false, None) => false,
+    };
+    if settings.db() != 0 {
+        setup.cmd("SELECT").arg(settings.db());
+    }
+    if role {
+        setup.cmd("ROLE");
+    }
+    (setup, auth)
+}
+
+/// Why a connection could not be opened: the error, whether a reply was too large, and what
+/// a server that closed the connection behind its error said (`ERR max number of clients
+/// reached`).
 pub(crate) struct Opening {
     pub error: RedisError,
     pub oversized: bool,
+    pub said: Option<String>,
 }
 
 impl Opening {
     fn new(error: RedisError, oversized: bool) -> Self {
-        Self { error, oversized }
+        Self {
+            error,
+            oversized,
+            said: None,
+        }
     }
 }
 
@@ -437,7 +492,6 @@ mod tests {
             }),
             parser: redis::Parser::new(),
             db: 0,
-            resp3: false,
             broken: false,
             oversized: false,
         }

@@ -4,8 +4,9 @@
 //! ASK). Every step of a request — sentinel lookup, connect, set-up, redirects — fits in one
 //! deadline, and no reply larger than redlock needs is read (`link`: redlock's own connection,
 //! `tls`: its rustls set-up). Only a master may hold a lock (`role`: ROLE in the set-up).
-//! Also what a URL means (`endpoint`), how it is shown (`redact`), and, when a first request
-//! fails in a way that says little, what kind of server answered (`diagnose`).
+//! Also what a URL means (`endpoint`; its text, parameters and the command's copy: `url`), how
+//! it is shown (`redact`), and, when a first request fails in a way that says little, what kind
+//! of server answered (`diagnose`).
 //!
 //! May use the redis crate, rustls and `report`; nothing else of redlock's. The transport
 //! error, [`Failure`] (`failure`), lives here and every layer above passes it on.
@@ -19,6 +20,7 @@ pub mod redact;
 mod role;
 pub mod sentinel;
 mod tls;
+pub(crate) mod url;
 
 use std::time::{Duration, Instant};
 
@@ -192,7 +194,13 @@ impl Connection {
         };
         match explain {
             Some(info) => {
-                let explained = diagnose::explain(&info, addr, &err, failure);
+                let reached = diagnose::Reached {
+                    endpoint: &self.endpoint,
+                    info: &info,
+                    addr,
+                    peer: Peer::Node,
+                };
+                let explained = diagnose::explain(&reached, &err, failure);
                 if let Failure::Refused(_) = explained {
                     self.forget();
                 }
@@ -324,21 +332,48 @@ fn connect(
     deadline: Instant,
     role: Option<Named>,
 ) -> Result<Node, Failure> {
+    open_link(endpoint, info, addr, deadline, role, Peer::Node)
+}
+
+/// What a connection reaches: a data node, or one of a Sentinel endpoint's sentinels (which
+/// changes what a failure to reach it means, and the URL to suggest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Peer {
+    Node,
+    Sentinel,
+}
+
+/// [`connect`], to a data node or to a sentinel.
+fn open_link(
+    endpoint: &Endpoint,
+    info: ConnectionInfo,
+    addr: String,
+    deadline: Instant,
+    role: Option<Named>,
+    peer: Peer,
+) -> Result<Node, Failure> {
     time_left_at(deadline, &addr)?;
     let tls = endpoint.tls_config().map_err(|e| {
         Failure::Refused(format!("cannot use TLS with Redis at {addr}: {e}").into())
     })?;
     let explain = |err: RedisError| {
         let failure = classify(&addr, err.clone());
-        diagnose::explain(&info, &addr, &err, failure)
+        let reached = diagnose::Reached {
+            endpoint,
+            info: &info,
+            addr: &addr,
+            peer,
+        };
+        diagnose::explain(&reached, &err, failure)
     };
-    let (conn, reply) = Link::open(&info, tls, deadline, role.is_some()).map_err(|opening| {
-        if opening.oversized {
-            failure::too_large(&addr, opening.error)
-        } else {
-            explain(opening.error)
-        }
-    })?;
+    let (conn, reply) =
+        Link::open(&info, tls, deadline, role.is_some()).map_err(|opening| {
+            match (opening.oversized, &opening.said) {
+                (true, _) => failure::too_large(&addr, opening.error),
+                (false, Some(said)) => failure::turned_away(&addr, said, opening.error),
+                (false, None) => explain(opening.error),
+            }
+        })?;
     if let (Some(named), Some(reply)) = (role, reply) {
         // ROLE is the first command a server without a password requirement sees.
         let role = Role::of(reply).map_err(explain)?;
@@ -363,6 +398,27 @@ pub(crate) fn connect_to(
     deadline: Instant,
 ) -> Result<Link, Failure> {
     let mut node = connect(endpoint, info, addr.to_owned(), deadline, None)?;
+    node.conn.set_deadline(deadline);
+    Ok(node.conn)
+}
+
+/// [`connect_to`] the sentinel at `host:port` of `endpoint` (named `addr` in messages).
+pub(crate) fn connect_to_sentinel(
+    endpoint: &Endpoint,
+    host: &str,
+    port: u16,
+    addr: &str,
+    deadline: Instant,
+) -> Result<Link, Failure> {
+    let info = endpoint.sentinel(host, port);
+    let mut node = open_link(
+        endpoint,
+        info,
+        addr.to_owned(),
+        deadline,
+        None,
+        Peer::Sentinel,
+    )?;
     node.conn.set_deadline(deadline);
     Ok(node.conn)
 }

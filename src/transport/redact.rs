@@ -1,38 +1,7 @@
-//! URLs as messages and the command may show them: any password hidden (`redact`, for every
-//! message) or taken out (`without_password`, for the `REDLOCK_URL` the command sees).
+//! URLs as messages show them: any password hidden (`redact`). The `REDLOCK_URL` the command
+//! sees, without any secret, is [`url::without_password`](crate::transport::url::without_password)'s.
 
-/// `url` with any password taken out (a `user:password@` keeps the user; a password query
-/// parameter goes), for the `REDLOCK_URL` the command sees: it can reuse the address, not the
-/// secret.
-pub fn without_password(url: &str) -> String {
-    let shown = redact(url);
-    let Some(scheme_end) = shown.find("://").map(|i| i + 3) else {
-        return shown;
-    };
-    let (head, rest) = shown.split_at(scheme_end);
-    let rest = match rest.split_once(":***@") {
-        Some(("", host)) => host.to_owned(),
-        Some((user, host)) if !user.contains('@') => format!("{user}@{host}"),
-        _ => rest.replacen("***@", "", 1),
-    };
-    // A password query parameter, hidden to the end by redact(): drop it and what follows.
-    let rest = match [
-        "?pass=***",
-        "&pass=***",
-        "?password=***",
-        "&password=***",
-        "?sentinel_password=***",
-        "&sentinel_password=***",
-    ]
-    .iter()
-    .filter_map(|p| rest.find(p))
-    .min()
-    {
-        Some(at) => rest[..at].to_owned(),
-        None => rest,
-    };
-    format!("{head}{rest}")
-}
+use crate::transport::url::SECRET_PARAMETERS;
 
 /// `url` with any password replaced by `***`, for messages. A password may hold any character,
 /// spaces, `/`, `?`, `#` and `@` included: the user info runs to the *last* `@`, and a password
@@ -66,11 +35,12 @@ pub fn redact(url: &str) -> String {
     // Query parameters such as ?pass= (unix sockets) carry secrets too: from the first one on,
     // everything is hidden, since the password may hold '&'.
     let lower = rest.to_ascii_lowercase();
-    let secret = ["pass=", "password=", "sentinel_password="]
+    let secret = SECRET_PARAMETERS
         .iter()
+        .map(|name| format!("{name}="))
         .filter_map(|key| {
             lower
-                .match_indices(key)
+                .match_indices(key.as_str())
                 .find(|(i, _)| *i > 0 && matches!(lower.as_bytes()[i - 1], b'?' | b'&'))
                 .map(|(i, _)| i + key.len())
         })
@@ -130,31 +100,5 @@ mod tests {
             "unix://:***@/tmp/a@b.sock"
         );
         assert_eq!(redact("unix://S3cr3tPW@"), "unix://***@");
-    }
-
-    #[test]
-    fn the_commands_url_has_no_password() {
-        assert_eq!(
-            without_password("redis://alice:hunter2@host:6379/0"),
-            "redis://alice@host:6379/0"
-        );
-        assert_eq!(without_password("redis://:p@ss word@host"), "redis://host");
-        assert_eq!(without_password("redis://host:6379"), "redis://host:6379");
-        assert_eq!(
-            without_password("redis+unix:///tmp/r.sock?db=1&pass=hunter2"),
-            "redis+unix:///tmp/r.sock?db=1"
-        );
-        assert_eq!(
-            without_password("redis+sentinel://:pw@h1,h2/svc"),
-            "redis+sentinel://h1,h2/svc"
-        );
-        assert_eq!(
-            without_password("redis+sentinel://h1/svc?db=2&sentinel_password=s3cret"),
-            "redis+sentinel://h1/svc?db=2"
-        );
-        assert_eq!(
-            without_password("redis+sentinel://h1/svc?sentinel_password=s3cret&db=2"),
-            "redis+sentinel://h1/svc"
-        );
     }
 }

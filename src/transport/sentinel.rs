@@ -36,20 +36,18 @@ pub(crate) fn master(
         let (host, port) = &sentinels[i];
         let at = format!("sentinel {}", transport::node_name(host, *port));
         if let Err(failure) = transport::time_left_at(until, &at) {
-            last = Some(failure);
+            keep(&mut last, failure);
             break;
         }
         let conn = match cached.take() {
             Some((j, conn)) if j == i => conn,
-            _ => {
-                match transport::connect_to(endpoint, endpoint.sentinel(host, *port), &at, until) {
-                    Ok(conn) => conn,
-                    Err(failure) => {
-                        last = Some(failure);
-                        continue;
-                    }
+            _ => match transport::connect_to_sentinel(endpoint, host, *port, &at, until) {
+                Ok(conn) => conn,
+                Err(failure) => {
+                    keep(&mut last, failure);
+                    continue;
                 }
-            }
+            },
         };
         let mut conn = conn;
         conn.set_deadline(until);
@@ -76,7 +74,7 @@ pub(crate) fn master(
                     format!("unexpected reply from {at}: {other:?}").into(),
                 ))
             }
-            Err(e) => last = Some(classify(&at, e)),
+            Err(e) => keep(&mut last, classify(&at, e)),
         }
     }
     if unknown > 0 {
@@ -91,6 +89,18 @@ pub(crate) fn master(
     Err(last.unwrap_or_else(|| {
         Failure::Unreachable(format!("no sentinel of {endpoint} answered in time").into())
     }))
+}
+
+/// Keep `failure` as the one to report, unless `last` says more: a sentinel that answered (or
+/// was found to be the wrong kind: plain text behind `rediss+`) says more than one that could
+/// not be reached, or ran out of time after it.
+fn keep(last: &mut Option<Failure>, failure: Failure) {
+    if !matches!(
+        (&*last, &failure),
+        (Some(Failure::Refused(_)), Failure::Unreachable(_))
+    ) {
+        *last = Some(failure);
+    }
 }
 
 /// `[host, port]` from GET-MASTER-ADDR-BY-NAME.

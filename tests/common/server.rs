@@ -134,7 +134,7 @@ impl RedisServer {
         panic!("could not start redis-server: {last_err}");
     }
 
-    fn socket_path(&self) -> PathBuf {
+    pub fn socket_path(&self) -> PathBuf {
         self.dir.join("redis.sock")
     }
 

@@ -279,3 +279,59 @@ fn verbose_output_is_prefixed_and_quiet_is_silent() {
         .stderr("")
         .output();
 }
+
+/// The command's REDLOCK_URL loses the password and keeps the rest: the database above all, or a
+/// nested `redlock status` would look at database 0 and find the lock free. Whatever the order
+/// of the socket URL's parameters, and in the path of a TCP URL.
+#[test]
+fn the_commands_url_keeps_the_database_in_any_order_and_no_password() {
+    const PW: &str = "db-s3cret";
+    let dir = TempDir::new();
+    let pw_file = dir.join("pw");
+    write_file(&pw_file, &format!("{PW}\n"), 0o600);
+    let with_password = |unix| ServerOpts {
+        unix,
+        password: Some(PW.into()),
+        ..ServerOpts::default()
+    };
+    let socket = RedisServer::start_with(with_password(true));
+    let tcp = RedisServer::start_with(with_password(false));
+    let sock = socket.socket_path().display().to_string();
+    let port = tcp.port();
+    for (url, seen) in [
+        (
+            format!("redis+unix://{sock}?pass={PW}&db=2"),
+            format!("redis+unix://{sock}?db=2"),
+        ),
+        (
+            format!("redis+unix://{sock}?db=2&pass={PW}"),
+            format!("redis+unix://{sock}?db=2"),
+        ),
+        (
+            format!("redis://:{PW}@127.0.0.1:{port}/2"),
+            format!("redis://127.0.0.1:{port}/2"),
+        ),
+    ] {
+        // The nested status reads the URL the command got, with the password from a file.
+        let script = format!(
+            "echo \"$REDLOCK_URL\"; REDLOCK_PASSWORD_FILE={} {} status --key nested",
+            shell_quote(&pw_file),
+            shell_quote(std::path::Path::new(BIN))
+        );
+        let out = Redlock::sub("run")
+            .env("REDLOCK_URL", &url)
+            .key("nested")
+            .sh(&script)
+            .any_stdout()
+            .output();
+        out.assert_no_secret(&[PW]);
+        let mut lines = out.stdout.lines();
+        assert_eq!(lines.next(), Some(seen.as_str()), "{url}: {}", out.stdout);
+        assert_eq!(
+            lines.next(),
+            Some("lock 'nested' (redlock:{nested}) is held"),
+            "{url}: {}",
+            out.stdout
+        );
+    }
+}

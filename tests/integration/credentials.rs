@@ -91,6 +91,47 @@ fn a_missing_or_empty_password_file_is_a_usage_error() {
     assert!(redis.all_keys().is_empty());
 }
 
+/// `--password-file <(...)`, the shell's way to hand a secret over with no file on disk: the
+/// pipe is read until its writer closes it. A FIFO nobody writes to is given up after 5 s, a
+/// usage error, and nothing runs.
+#[test]
+fn a_password_through_a_pipe_is_read() {
+    let dir = TempDir::new();
+    let redis = server();
+    // "$1" is the subcommand (run); the option goes after it.
+    let substitute = r#"exec "$0" "$1" --password-file <(printf '%s\n' "$PW") "${@:2}""#;
+    Redlock::run_at(&redis.url_without_password())
+        .through(["bash", "-c", substitute])
+        .env("PW", PW)
+        .key("pw")
+        .sh("echo ran")
+        .stdout("ran\n")
+        .output()
+        .assert_no_secret(&[PW]);
+    let fifo = dir.join("fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.unwrap().success());
+    let out = Redlock::run_at(&redis.url_without_password())
+        .key("pw")
+        .arg("--password-file")
+        .arg(&fifo)
+        .sh(&marker_script(&dir))
+        .status(64)
+        .stderr(&format!(
+            "redlock: --password-file {}: a pipe that was not written and closed within 5s\n",
+            fifo.display()
+        ))
+        .output();
+    assert!(
+        out.elapsed >= std::time::Duration::from_secs(4),
+        "{:?}",
+        out.elapsed
+    );
+    assert!(!dir.join("marker").exists());
+    // The first run's record of runs and fencing counter stay; the lock is free.
+    assert_eq!(redis.get(&lock_key("pw")), None);
+}
+
 /// The `ACL SETUSER` line of docs/security.md, with its password placeholder filled in.
 fn documented_acl_line(password: &str) -> Vec<String> {
     let page =

@@ -539,6 +539,22 @@ fn a_url_without_a_scheme_names_the_url_to_use() {
             .output();
         assert!(!out.stderr.contains("whitespace"), "{}", out.stderr);
     }
+    // The `//` forgotten after a scheme: the URL meant, not the scheme taken for a host.
+    for redlock in [
+        Redlock::sub("run").env("REDLOCK_URL", "redis:127.0.0.1:7311"),
+        Redlock::sub("run").url("redis:127.0.0.1:7311"),
+    ] {
+        redlock
+            .key("k")
+            .command(["true"])
+            .status(64)
+            .stderr_lines(1)
+            .stderr_contains(
+                "'redis:127.0.0.1:7311' is not a URL: it lacks the '//' after 'redis:'; use \
+                 redis://127.0.0.1:7311",
+            )
+            .output();
+    }
     // Anything but host:port may hold a password: not quoted.
     Redlock::sub("run")
         .env("REDLOCK_URL", ":hunter2@127.0.0.1:6379")

@@ -120,3 +120,47 @@ fn the_commands_url_drops_the_sentinels_password() {
         .stderr("")
         .output();
 }
+
+/// A query parameter redlock does not take is refused with 64, not ignored: `?password=` on a
+/// socket URL (the crate reads only `pass=`) would otherwise leave the server without the
+/// password it was given. The value is never shown, nor anything after a password.
+#[test]
+fn an_unknown_url_parameter_is_refused_without_showing_a_password() {
+    let redis = RedisServer::start_with(ServerOpts {
+        unix: true,
+        password: Some(PW.into()),
+        ..ServerOpts::default()
+    });
+    let sock = redis.socket_path().display().to_string();
+    let dir = TempDir::new();
+    for (url, says) in [
+        (
+            format!("unix://{sock}?password={PW}"),
+            "unknown parameter 'password': a unix:// URL takes db, user, pass and protocol; \
+             the password goes in pass=",
+        ),
+        (
+            format!("redis+unix://{sock}?pass={}&{}", &PW[..4], &PW[4..]),
+            "unknown parameter after the password (a '&' in a password is written %26)",
+        ),
+        (
+            format!("redis://:{PW}@127.0.0.1:1/?db=2"),
+            "unknown parameter 'db': a redis:// URL takes only protocol; the database goes in the path: /2",
+        ),
+    ] {
+        for sub in ["run", "status"] {
+            let out = invocation(sub, &dir, &url, false, "text")
+                .status(64)
+                .stderr_contains(says)
+                .stderr_lines(1)
+                .output();
+            out.assert_no_secret(&pieces());
+        }
+    }
+    assert!(!dir.join("marker").exists(), "a command ran");
+    // The parameter it does take authenticates.
+    Redlock::run_at(&format!("unix://{sock}?pass={PW}"))
+        .key("k")
+        .command(["true"])
+        .output();
+}

@@ -115,7 +115,12 @@ fn is_timestamp(word: &str) -> bool {
 /// `1ms`, `21s`, `12m`, `3h`, `2d` (humantime's parts).
 fn is_duration(word: &str) -> bool {
     let digits = word.chars().take_while(char::is_ascii_digit).count();
-    digits > 0 && ["ms", "us", "ns", "s", "m", "h", "d"].contains(&&word[digits..])
+    // A tenth of a second (`1.5s`), as redlock rounds below a minute.
+    let unit = match word[digits..].strip_prefix('.') {
+        Some(rest) if rest.starts_with(|c: char| c.is_ascii_digit()) => &rest[1..],
+        _ => &word[digits..],
+    };
+    digits > 0 && ["ms", "us", "ns", "s", "m", "h", "d"].contains(&unit)
 }
 
 /// Whether `quoted` (a message as a page shows it) matches one line of any snapshot, whose
