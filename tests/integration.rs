@@ -43,8 +43,9 @@ mod integration {
     mod faults;
     // -v lines and --log-format json: events in order, errors as JSON, statuses unchanged.
     mod logs;
-    // Files a user names: FIFOs, devices, directories, sockets and files past their cap refused
-    // at start with 64; a metrics file turned into a FIFO never blocks the end of a run.
+    // Files a user names: devices, directories, sockets, files past their cap (and FIFOs where
+    // a pipe will not do) refused at start with 64; a metrics file turned into a FIFO never
+    // blocks the end of a run.
     mod files;
     // --metrics-file: the Prometheus textfile on every exit path, last success carried over.
     mod metrics;
@@ -53,6 +54,8 @@ mod integration {
     // The record of runs: history, status's last run and counts, check's four statuses, a
     // SIGKILLed holder shown as vanished, the bound, quorum, Sentinel and Cluster.
     mod records;
+    // `check`: OK, WARNING, CRITICAL and UNKNOWN with Redis up and down; the cron recipe's line.
+    mod checks;
     // --splay: the spread of the starts, -v and the JSON log, a signal ending it, bad values.
     mod splay;
     // A quorum of independent masters: minority/majority down, restarts, no overlap, fencing.

@@ -1,4 +1,4 @@
-//! The files a user names: a FIFO, a device, a directory or a socket where `--password-file`,
+//! The files a user names: a device, a directory, a socket (or a FIFO where no pipe will do) where `--password-file`,
 //! `--tls-ca-cert`, `--tls-cert`, `--tls-key`, `SSL_CERT_FILE` or `--metrics-file` expects a
 //! file is refused at start with 64 and one line naming the option, the path and what is there,
 //! before any lock is taken; a file larger than its cap (64 KiB for a password, 1 MiB for PEM)

@@ -1,8 +1,7 @@
 //! The record of runs: every run recorded in the lock's Redis by the acquire and the release
 //! (no request of its own), a SIGKILLed holder shown as vanished, the list bounded and every key
 //! expiring, busy and skipped runs counted and not listed; `history`, `status`'s new lines and
-//! fields, and `check`'s four statuses with Redis up and down; on a quorum, a Sentinel service
-//! and a Cluster.
+//! fields (`check` in checks.rs); on a quorum, a Sentinel service and a Cluster.
 
 use std::time::Duration;
 
@@ -48,7 +47,7 @@ fn fence(row: &str) -> u64 {
         .unwrap_or_else(|| panic!("no fence in {row}"))
 }
 
-fn host() -> String {
+pub(super) fn host() -> String {
     nix::unistd::gethostname()
         .unwrap()
         .to_string_lossy()
@@ -364,130 +363,6 @@ fn busy_attempts_and_skips_are_counted_not_listed() {
 }
 
 /// `check --max-age`, as a monitoring plugin: the status, and one line starting with its word.
-fn check(url: &str, max_age: &str, status: i32, word: &str) -> Output {
-    let out = Redlock::admin_at("check", url)
-        .key("nightly")
-        .args(["--max-age", max_age])
-        .status(status)
-        .any_stdout()
-        .any_stderr()
-        .output();
-    assert_eq!(out.stdout.lines().count(), 1, "{}", out.stdout);
-    assert!(
-        out.stdout.starts_with(&format!("{word}: ")),
-        "{}",
-        out.stdout
-    );
-    out
-}
-
-#[test]
-fn check_says_ok_warning_critical_or_unknown() {
-    let mut redis = RedisServer::start();
-    let url = redis.url();
-    let run = |redis: &RedisServer, script: &str, status: i32| {
-        Redlock::run(redis)
-            .key("nightly")
-            .sh(script)
-            .status(status)
-            .output();
-    };
-    let out = check(&url, "1h", 2, "CRITICAL");
-    assert_eq!(out.stdout, "CRITICAL: lock 'nightly' has no recorded run\n");
-    assert_eq!(out.stderr, "");
-    run(&redis, "exit 4", 4);
-    let out = check(&url, "1h", 2, "CRITICAL");
-    assert!(
-        out.stdout
-            .contains("has no recorded success; the last run started"),
-        "{}",
-        out.stdout
-    );
-    assert!(out.stdout.contains("failed (exit 4)"), "{}", out.stdout);
-    run(&redis, "true", 0);
-    let out = check(&url, "1h", 0, "OK");
-    assert!(
-        out.stdout
-            .contains(&format!("last succeeded 0s ago on {} pid ", host())),
-        "{}",
-        out.stdout
-    );
-    assert_eq!(out.stderr, "");
-    run(&redis, "exit 5", 5);
-    let out = check(&url, "1h", 1, "WARNING");
-    assert!(
-        out.stdout.contains("but a later run did not") && out.stdout.contains("exit 5"),
-        "{}",
-        out.stdout
-    );
-    // JSON keeps the status.
-    let json = Redlock::admin_at("check", &url)
-        .key("nightly")
-        .args(["--max-age", "1h", "--json"])
-        .status(1)
-        .any_stdout()
-        .output()
-        .stdout;
-    assert!(
-        json.starts_with(r#"{"status":"WARNING","code":1,"key":"nightly","message":"WARNING: "#),
-        "{json}"
-    );
-    assert!(json.contains(r#""max_age_ms":3600000"#), "{json}");
-    // Older than --max-age.
-    std::thread::sleep(Duration::from_millis(50));
-    let out = check(&url, "10ms", 2, "CRITICAL");
-    assert!(
-        out.stdout
-            .contains("longer ago than --max-age 10ms; the last run started"),
-        "{}",
-        out.stdout
-    );
-    // Bad arguments: UNKNOWN, not 64; nothing read.
-    for bad in [&["--max-age", "soon"][..], &["--max-age", "-1h"], &[]] {
-        let out = Redlock::admin_at("check", &url)
-            .key("nightly")
-            .args(bad)
-            .status(3)
-            .stderr_lines(1)
-            .stderr_prefixed()
-            .any_stdout()
-            .output();
-        assert!(
-            out.stdout.starts_with("UNKNOWN: "),
-            "{bad:?}: {}",
-            out.stdout
-        );
-    }
-    // Redis down: UNKNOWN, with why.
-    redis.kill();
-    let out = check(&url, "1h", 3, "UNKNOWN");
-    assert!(
-        out.stdout
-            .contains("cannot read the runs of lock 'nightly'"),
-        "{}",
-        out.stdout
-    );
-    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
-    let json = Redlock::admin_at("check", &url)
-        .key("nightly")
-        .args(["--max-age", "1h", "--json"])
-        .status(3)
-        .any_stdout()
-        .stderr_lines(1)
-        .output()
-        .stdout;
-    assert!(
-        json.starts_with(r#"{"status":"UNKNOWN","code":3,"key":"nightly""#),
-        "{json}"
-    );
-    Redlock::admin_at("history", &url)
-        .key("nightly")
-        .status(69)
-        .stderr_lines(1)
-        .any_stdout()
-        .output();
-}
-
 #[test]
 fn a_quorum_records_each_run_on_every_node_and_reads_a_majority() {
     let mut nodes = start_servers(3);
@@ -588,42 +463,6 @@ fn the_record_lives_in_the_locks_slot_on_a_cluster_and_on_the_sentinels_master()
 
 /// The `redlock check` line of packaging/cron/backup-monitored, run as written (our server
 /// instead of the documented one), before and after the file's job ran.
-#[test]
-fn the_monitored_cron_recipe_checks_as_documented() {
-    let redis = RedisServer::start();
-    let file = read(
-        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/cron/backup-monitored"),
-    );
-    let line = file
-        .lines()
-        .rev()
-        .find_map(|l| {
-            l.split_once("/usr/bin/redlock check ")
-                .map(|(_, rest)| rest)
-        })
-        .expect("a check line");
-    let options: Vec<&str> = line
-        .split(" >")
-        .next()
-        .unwrap()
-        .split_whitespace()
-        .collect();
-    let check = || Redlock::admin("check", &redis).args(&options);
-    check()
-        .status(2)
-        .stdout_contains("CRITICAL: lock 'backup' has no recorded run")
-        .output();
-    Redlock::run(&redis)
-        .key("backup")
-        .sh("true")
-        .status(0)
-        .output();
-    check()
-        .status(0)
-        .stdout_contains("OK: lock 'backup' last succeeded")
-        .output();
-}
-
 /// The record's lines as docs/operating.md shows them: `history`, `status`'s three lines and
 /// `check`'s, snapshot-tested; every line of the docs' examples is found in a snapshot.
 #[test]
