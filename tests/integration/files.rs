@@ -1,6 +1,6 @@
-//! The files a user names: a device, a directory, a socket (or a FIFO where no pipe will do) where `--password-file`,
-//! `--tls-ca-cert`, `--tls-cert`, `--tls-key`, `SSL_CERT_FILE` or `--metrics-file` expects a
-//! file is refused at start with 64 and one line naming the option, the path and what is there,
+//! The files a user names: a device, a directory, a socket (or a FIFO where no pipe will do)
+//! where `--password-file`, `--tls-ca-cert`, `--tls-cert`, `--tls-key`, `SSL_CERT_FILE` or
+//! `--metrics-file` expects a file is refused at start with 64 and one line naming the option, the path and what is there,
 //! before any lock is taken; a file larger than its cap (64 KiB for a password, 1 MiB for PEM)
 //! too. Each run is under a 1 GiB address-space limit and a deadline, so a redlock that read a
 //! device into memory, or waited on a FIFO, fails the test instead of taking the machine.
