@@ -230,11 +230,20 @@ fn on_a_quorum_min_replicas_applies_per_node() {
     replicaof(&replicas[1], Some(free_port()));
     let out = holder.finish();
     eprintln!("holder:\n{}", out.stderr);
-    assert_stopped_for_replicas(&out);
-    assert!(
-        out.stderr
-            .contains("1 of 3 Redis nodes renewed the lock with their replicas acknowledging"),
-        "{}",
-        out.stderr
-    );
+    out.assert_code(76);
+    out.assert_stderr_prefixed();
+    // A node's WAIT is held up to half its time limit (ttl/50, 100 ms at least): on a loaded
+    // machine the reply of a node whose replica is gone can come past the limit, and that node
+    // counts as silent instead of unacknowledged. Either way only one node renewed.
+    let unacknowledged = out
+        .stderr
+        .contains("1 of 3 Redis nodes renewed the lock with their replicas acknowledging")
+        && out
+            .stderr
+            .contains("its replicas stopped acknowledging the renewals (--min-replicas)");
+    let late = out
+        .stderr
+        .contains("only 1 of 3 Redis nodes renewed the lock (a majority is 2): no answer")
+        && out.stderr.contains("before its lease ran low");
+    assert!(unacknowledged || late, "{}", out.stderr);
 }
