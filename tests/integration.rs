@@ -60,6 +60,8 @@ mod integration {
     mod splay;
     // A quorum of independent masters: minority/majority down, restarts, no overlap, fencing.
     mod quorum;
+    // The admin commands on a quorum: release --force, status and list over every node.
+    mod quorum_admin;
     // Redis Sentinel: the master found through the sentinels, a forced failover, --min-replicas.
     mod sentinel;
     // Only a master holds a lock: replicas refused, read-only or not; ROLE forbidden by an ACL.
