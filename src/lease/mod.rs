@@ -60,6 +60,9 @@ pub enum WaitEvent {
     Unreachable { failure: Failure, first: bool },
     /// Asked to stop while waiting: the thread left the waiters' queue (or tried to).
     Stopped,
+    /// Sent before [`WaitEvent::Failed`] or [`WaitEvent::Stopped`] when an attempt's reply was
+    /// lost, so that it may have taken the lock: what releasing it found (Ours: it had).
+    GaveBack(Result<Held, Failure>),
 }
 
 /// What the lease thread tells the supervisor once the lock is held.
@@ -178,6 +181,7 @@ impl Lease {
                     waiting: shared,
                     clock: RealClock,
                     reports,
+                    stopped: None,
                 };
                 worker.run(splay, wait);
             })
@@ -252,6 +256,8 @@ struct Worker<C: Clock> {
     waiting: Arc<Mutex<Blocked>>,
     clock: C,
     reports: Reports,
+    /// How the run ended, as the stop that ended the wait said.
+    stopped: Option<RunEnding>,
 }
 
 impl<C: Clock> Worker<C> {
@@ -282,10 +288,13 @@ impl<C: Clock> Worker<C> {
     }
 
     /// Sleep until `until`; true when asked to stop meanwhile.
-    fn sleep(&self, until: Moment) -> bool {
+    fn sleep(&mut self, until: Moment) -> bool {
         loop {
             match self.next_message(Some(until)) {
-                Some(Stop::Stop { .. }) => return true,
+                Some(Stop::Stop { ended }) => {
+                    self.stopped = Some(ended);
+                    return true;
+                }
                 // Nothing to renew while waiting: a request to renew changes nothing.
                 Some(Stop::RenewNow) => {}
                 None => return false,
@@ -363,9 +372,13 @@ impl<C: Clock> Worker<C> {
                     return Some(sent);
                 }
                 Next::Over { ending, leave } => {
+                    let unanswered = self.locker.unanswered();
                     // Pass on a wake-up we may have taken: the next waiter finds out at once.
                     if leave {
                         self.leave(&waiting);
+                    }
+                    if unanswered && matches!(ending, Ending::Failed(_)) {
+                        self.give_back(RunEnding::of(Outcome::Unavailable, 0));
                     }
                     (self.reports.wait)(match ending {
                         Ending::Busy { queued } => WaitEvent::Busy { waited, queued },
@@ -383,13 +396,34 @@ impl<C: Clock> Worker<C> {
                 } => self.back_off(failure, pause, first),
             };
             if stopped {
+                let unanswered = self.locker.unanswered();
                 if waiting.registered() {
                     self.leave(&waiting);
+                }
+                if unanswered {
+                    // A stop that came while blocked is still in the inbox.
+                    let ended = match self.stopped.take() {
+                        Some(ended) => Some(ended),
+                        None => match self.inbox.try_recv() {
+                            Ok(Stop::Stop { ended }) => Some(ended),
+                            _ => None,
+                        },
+                    };
+                    self.give_back(ended.unwrap_or(RunEnding::of(Outcome::Interrupted(0), 0)));
                 }
                 (self.reports.wait)(WaitEvent::Stopped);
                 return None;
             }
         }
+    }
+
+    /// The wait ends without the lock, but an attempt whose reply was lost may have taken it:
+    /// release it (recording the run as `ended`), so that it is not left taken for its ttl.
+    /// Within the time an acquire has, 1 s at most: the exit waits for it.
+    fn give_back(&mut self, ended: RunEnding) {
+        let timeout = acquire_timeout(self.ttl).min(GIVE_BACK_LIMIT);
+        let released = self.locker.release(&self.token, ended, timeout);
+        (self.reports.wait)(WaitEvent::GaveBack(released));
     }
 
     /// Renew (the lease sent at `acquired`) until asked to stop (Some(how the run ended)) or

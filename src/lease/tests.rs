@@ -95,6 +95,9 @@ struct FakeLocker {
     extends: VecDeque<Result<Renewal, Failure>>,
     releases: VecDeque<Result<Held, Failure>>,
     calls: Arc<Mutex<Vec<Call>>>,
+    /// A failed acquire lost its reply (it may have taken the lock); the last one failed.
+    lost_replies: bool,
+    last_failed: bool,
 }
 
 impl FakeLocker {
@@ -141,9 +144,13 @@ impl Locker for FakeLocker {
             at: self.clock.at(),
             timeout,
         });
-        self.acquires
-            .pop_front()
-            .unwrap_or(Ok(Acquire::Acquired { fence: 1 }))
+        let answer = self.acquires.pop_front();
+        self.last_failed = matches!(answer, Some(Err(_)));
+        answer.unwrap_or(Ok(Acquire::Acquired { fence: 1 }))
+    }
+
+    fn unanswered(&self) -> bool {
+        self.lost_replies && self.last_failed
     }
 
     fn extend(&mut self, _: &str, _: Duration, timeout: Duration) -> Result<Renewal, Failure> {
@@ -178,6 +185,8 @@ struct Run {
     stopping: bool,
     /// `--splay`: how long the thread waits before its first attempt.
     splay: Duration,
+    /// The failed acquires lost their replies ([`Locker::unanswered`]).
+    lost_replies: bool,
 }
 
 impl Default for Run {
@@ -193,6 +202,7 @@ impl Default for Run {
             messages: Vec::new(),
             stopping: false,
             splay: Duration::ZERO,
+            lost_replies: false,
         }
     }
 }
@@ -217,6 +227,8 @@ fn run(script: Run) -> (Vec<(u64, String)>, Vec<Call>) {
         extends: script.extends.into(),
         releases: script.releases.into(),
         calls: Arc::clone(&calls),
+        lost_replies: script.lost_replies,
+        last_failed: false,
     };
     let reported = Arc::new(Mutex::new(Vec::new()));
     let (wait_log, hold_log) = (Arc::clone(&reported), Arc::clone(&reported));
@@ -247,6 +259,7 @@ fn run(script: Run) -> (Vec<(u64, String)>, Vec<Call>) {
         })),
         clock,
         reports,
+        stopped: None,
     };
     worker.run(script.splay, script.wait);
     drop(stop);
@@ -526,21 +539,6 @@ fn a_refusal_is_never_waited_out() {
 }
 
 #[test]
-fn a_waiter_told_to_stop_leaves_the_queue() {
-    let (reported, calls) = run(Run {
-        wait: Wait::Forever,
-        acquires: vec![Ok(Acquire::Busy {
-            remaining: Some(ms(3000)),
-            queued: false,
-        })],
-        stopping: true,
-        ..Run::default()
-    });
-    assert_eq!(names(&reported), [(0, "Stopped")]);
-    assert_eq!(calls.last(), Some(&Call::Leave { at: 0 }));
-}
-
-#[test]
 fn a_release_that_gets_no_answer_is_retried_for_two_seconds() {
     let (reported, calls) = run(Run {
         releases: (0..100).map(|_| Err(unreachable())).collect(),
@@ -554,22 +552,6 @@ fn a_release_that_gets_no_answer_is_retried_for_two_seconds() {
         .count();
     // Every 50 ms from 10 ms until less than 50 ms of the 2 s budget is left.
     assert_eq!(releases, 40);
-}
-
-#[test]
-fn a_skipped_or_mismatched_run_is_reported_as_such() {
-    let (reported, _) = run(Run {
-        acquires: vec![Ok(Acquire::Skipped { ago: ms(5000) })],
-        ..Run::default()
-    });
-    assert_eq!(names(&reported), [(0, "Skipped")]);
-    let (reported, _) = run(Run {
-        acquires: vec![Ok(Acquire::Mismatch {
-            found: crate::lock::HeldAs::Kind(crate::lock::Kind::Limit(3)),
-        })],
-        ..Run::default()
-    });
-    assert_eq!(names(&reported), [(0, "Mismatch")]);
 }
 
 #[test]
@@ -596,3 +578,5 @@ fn a_splay_comes_before_the_first_attempt_and_a_stop_ends_it() {
     assert_eq!(names(&reported), [(300, "Stopped")]);
     assert!(calls.is_empty(), "{calls:?}");
 }
+
+mod endings;

@@ -43,6 +43,10 @@ pub fn replica_wait(ttl: Duration) -> Duration {
 /// The most time spent releasing (a lost reply is retried within it).
 pub const RELEASE_BUDGET: Duration = Duration::from_secs(2);
 
+/// The most a wait that ends without the lock spends giving back one an attempt may have taken
+/// though its reply was lost (the acquire's own limit, ttl/3, when smaller).
+pub const GIVE_BACK_LIMIT: Duration = Duration::from_secs(1);
+
 /// The longest a waiter blocks for a wake-up before trying again on its own. Wake-ups can be
 /// lost (a waiter that took one died), so this bounds the lag; it also sets the cost of
 /// waiting: two requests (an acquire and a BLPOP) per period, at most 0.1 a second whenever

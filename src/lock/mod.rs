@@ -209,6 +209,13 @@ pub trait Locker: Send {
     /// Stop waiting: leave the fair queue and, if the lock is free, pass on a wake-up this
     /// waiter may have taken.
     fn leave(&mut self, token: &str, timeout: Duration) -> Result<(), Failure>;
+    /// Whether an attempt may have taken the lock although its reply never came (cut off,
+    /// timed out, unreadable) and no request was answered since: a wait that ends without the
+    /// lock must then give it back ([`Locker::release`]), or it stays taken for its ttl. A
+    /// quorum undoes every failed attempt on every node at once, so it never needs to.
+    fn unanswered(&self) -> bool {
+        false
+    }
     /// One attempt to take the lock with `token` for `ttl`, within `timeout`.
     fn acquire(
         &mut self,

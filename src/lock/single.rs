@@ -52,6 +52,9 @@ pub(crate) struct SingleRedis {
     /// This waiter is in the waiters' queue without `--fair` (an exclusive waiter behind shared
     /// holders): it must come back every [`FAIR_BEAT`] to keep its place, as a fair one does.
     queued: bool,
+    /// An acquire reached the server and got no reply redlock could read, and no acquire has
+    /// been answered since: it may have taken the lock ([`Locker::unanswered`]).
+    acquire_unanswered: bool,
 }
 
 impl SingleRedis {
@@ -71,6 +74,7 @@ impl SingleRedis {
             waited: false,
             waiting_lifetime: None,
             queued: false,
+            acquire_unanswered: false,
         }
     }
 
@@ -431,6 +435,11 @@ impl Locker for SingleRedis {
         };
         // A failed attempt may have been turned away, its reply lost.
         self.waited |= sent.is_err();
+        // Or it may have taken the lock: only an acquire's answer settles that.
+        self.acquire_unanswered = match &sent {
+            Ok(_) => false,
+            Err(_) => self.acquire_unanswered || self.conn.unanswered(),
+        };
         if let Err(failure @ Failure::Refused(_)) = &sent
             && let Some(said) = self.stopped_at_the_counter(failure, timeout)
         {
@@ -536,6 +545,10 @@ impl Locker for SingleRedis {
             keys: self.keys.clone(),
             token: token.to_owned(),
         })
+    }
+
+    fn unanswered(&self) -> bool {
+        self.acquire_unanswered
     }
 
     fn leave(&mut self, token: &str, timeout: Duration) -> Result<(), Failure> {

@@ -39,6 +39,8 @@ events! {
     SignalIgnored => "signal_ignored",
     Unreachable => "unreachable",
     LeaveFailed => "leave_failed",
+    GaveBack => "gave_back",
+    GiveBackFailed => "give_back_failed",
     Renewed => "renewed",
     RenewFailed => "renew_failed",
     RenewRecovered => "renew_recovered",

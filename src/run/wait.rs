@@ -11,7 +11,7 @@ use crate::clock::Moment;
 use crate::error::{Class, classified};
 use crate::exit::Outcome;
 use crate::lease::{Wait, WaitEvent};
-use crate::lock::{Failure, Kind};
+use crate::lock::{Failure, Held, Kind};
 use crate::process::signals::{self, Intake, Meaning};
 use crate::report;
 use crate::report::metrics::Stats;
@@ -80,6 +80,7 @@ pub(super) fn acquire(
                 return Err(classified(Class::Unavailable, failure.to_string()))
                     .with_context(|| format!("cannot take lock '{key}'"));
             }
+            Event::Wait(WaitEvent::GaveBack(released)) => gave_back(key, &released),
             // The lease thread ends a wait only with one of the above; a stop ends it here.
             Event::Wait(WaitEvent::Stopped) => {
                 return Err(anyhow::anyhow!("the wait for lock '{key}' stopped unasked"));
@@ -110,6 +111,27 @@ pub(super) fn acquire(
                 ));
             }
         }
+    }
+}
+
+/// Say what giving back a lock an attempt may have taken, its reply lost, found.
+pub(super) fn gave_back(key: &str, released: &Result<Held, Failure>) {
+    match released {
+        Ok(Held::Ours) => report!(
+            1,
+            GaveBack {},
+            "an attempt whose reply was lost had taken lock '{key}'; released it"
+        ),
+        // It had not taken it: nothing to say.
+        Ok(Held::Gone | Held::Theirs) => {}
+        // Said with -v only: the failure that ends the run says already that Redis is not
+        // answering, and what is left is what the lock's ttl takes care of anyway.
+        Err(failure) => report!(
+            1,
+            GiveBackFailed { "error" => failure.to_string() },
+            "an attempt to take lock '{key}' got no reply, and releasing what it may have \
+             taken failed too ({failure}); if it took the lock, it expires with its ttl"
+        ),
     }
 }
 
@@ -182,6 +204,7 @@ pub(super) fn left_the_queue(rx: &Receiver<Event>, key: &str) {
     loop {
         match rx.recv_timeout(give_up.saturating_duration_since(Instant::now())) {
             Ok(Event::Wait(WaitEvent::Stopped)) => return,
+            Ok(Event::Wait(WaitEvent::GaveBack(released))) => gave_back(key, &released),
             // Redlock is on its way out already: another signal adds nothing, and the rest
             // (a last attempt's news) is moot.
             Ok(Event::Signal(_) | Event::Wait(_) | Event::Hold(_)) => {}

@@ -61,6 +61,9 @@ pub(crate) struct Connection {
     owner: Option<(String, u16)>,
     /// The sentinel that answered last, and its connection.
     sentinel: Option<(usize, Link)>,
+    /// The last request reached a node and got no reply redlock could read (cut off, timed
+    /// out, too large, unreadable): it may have been carried out.
+    unanswered: bool,
 }
 
 impl Connection {
@@ -70,7 +73,14 @@ impl Connection {
             node: None,
             owner: None,
             sentinel: None,
+            unanswered: false,
         }
+    }
+
+    /// Whether the last request may have been carried out although its reply never came: it
+    /// reached a node and got no reply redlock could read.
+    pub fn unanswered(&self) -> bool {
+        self.unanswered
     }
 
     pub fn endpoint(&self) -> &Endpoint {
@@ -89,6 +99,7 @@ impl Connection {
     ) -> Result<T, Failure> {
         let mut hops = 0;
         let mut ask: Option<(String, u16)> = None;
+        self.unanswered = false;
         loop {
             time_left(deadline, &self.endpoint)?;
             let result = if let Some((host, port)) = ask.take() {
@@ -118,9 +129,14 @@ impl Connection {
                 r
             };
             let (addr, err, oversized, first) = match result {
-                Ok(value) => return Ok(value),
+                Ok(value) => {
+                    self.unanswered = false;
+                    return Ok(value);
+                }
                 Err(failed) => failed,
             };
+            // A server's error is an answer (a script that fails takes nothing: see guard.lua).
+            self.unanswered = oversized || err.code().is_none();
             if oversized {
                 self.forget();
                 return Err(failure::too_large(&addr, err));

@@ -503,3 +503,45 @@ fn a_release_whose_reply_is_lost_still_counts_as_released() {
         );
     }
 }
+
+/// The reply to the acquire is lost (the network fails between the request and its answer),
+/// and no --wait retries it: the run exits 69 without running the command, and the lock its
+/// request took is released (it was left taken for its whole ttl), its run recorded as ended.
+#[test]
+fn an_acquire_whose_reply_is_lost_gives_the_lock_back() {
+    let redis = RedisServer::start();
+    let proxy = Proxy::start(redis.port());
+    let dir = TempDir::new();
+    for (name, flags) in [("lock", &[][..]), ("slots", &["--limit", "2"][..])] {
+        // Once first, so that the server has the acquire script: the reply lost is then the
+        // acquire's own, not a NOSCRIPT.
+        Redlock::run_at(&proxy.url())
+            .key(name)
+            .args(flags)
+            .sh("true")
+            .output();
+        // The command line travels in the acquire only (the holder's details).
+        let script = format!("{} # acquire-marker", marker_script(&dir));
+        proxy.lose_reply_to(b"acquire-marker");
+        Redlock::run_at(&proxy.url())
+            .key(name)
+            .ttl("1h")
+            .args(flags)
+            .arg("-v")
+            .sh(&script)
+            .status(69)
+            .stderr_contains(&format!(
+                "an attempt whose reply was lost had taken lock '{name}'; released it"
+            ))
+            .any_stderr()
+            .output();
+        assert!(proxy.lost_a_reply(), "{name}: no reply was lost");
+        assert!(!dir.join("marker").exists(), "{name}: the command ran");
+        assert_eq!(redis.pttl(&lock_key(name)), -2, "{name}: still held");
+        let history = stdout_of("history", &redis, &["--key", name, "--json"]);
+        assert!(
+            !history.contains("\"running\"") && history.contains("\"unavailable\""),
+            "{name}: {history}"
+        );
+    }
+}

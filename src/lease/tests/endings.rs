@@ -1,0 +1,86 @@
+//! How a wait ends without the lock: a waiter told to stop leaves the queue, a skipped or
+//! mismatched run is reported as such, and after an attempt whose reply was lost, what that
+//! attempt may have taken is given back (not when Redis answered the failure).
+
+use super::*;
+
+#[test]
+fn a_waiter_told_to_stop_leaves_the_queue() {
+    let (reported, calls) = run(Run {
+        wait: Wait::Forever,
+        acquires: vec![Ok(Acquire::Busy {
+            remaining: Some(ms(3000)),
+            queued: false,
+        })],
+        stopping: true,
+        ..Run::default()
+    });
+    assert_eq!(names(&reported), [(0, "Stopped")]);
+    assert_eq!(calls.last(), Some(&Call::Leave { at: 0 }));
+}
+
+#[test]
+fn a_skipped_or_mismatched_run_is_reported_as_such() {
+    let (reported, _) = run(Run {
+        acquires: vec![Ok(Acquire::Skipped { ago: ms(5000) })],
+        ..Run::default()
+    });
+    assert_eq!(names(&reported), [(0, "Skipped")]);
+    let (reported, _) = run(Run {
+        acquires: vec![Ok(Acquire::Mismatch {
+            found: crate::lock::HeldAs::Kind(crate::lock::Kind::Limit(3)),
+        })],
+        ..Run::default()
+    });
+    assert_eq!(names(&reported), [(0, "Mismatch")]);
+}
+
+fn releases(calls: &[Call]) -> usize {
+    calls
+        .iter()
+        .filter(|c| matches!(c, Call::Release { .. }))
+        .count()
+}
+
+#[test]
+fn a_lost_reply_to_the_last_attempt_is_given_back_before_the_failure_is_reported() {
+    let (reported, calls) = run(Run {
+        acquires: vec![Err(unreachable())],
+        lost_replies: true,
+        ..Run::default()
+    });
+    assert_eq!(names(&reported), [(0, "GaveBack"), (0, "Failed")]);
+    assert_eq!(
+        calls.last(),
+        Some(&Call::Release {
+            at: 0,
+            succeeded: false
+        })
+    );
+}
+
+#[test]
+fn a_failure_redis_answered_gives_nothing_back() {
+    let (reported, calls) = run(Run {
+        acquires: vec![Err(Failure::Refused("NOPERM".into()))],
+        ..Run::default()
+    });
+    assert_eq!(names(&reported), [(0, "Failed")]);
+    assert_eq!(releases(&calls), 0);
+}
+
+#[test]
+fn a_waiter_stopped_after_a_lost_reply_gives_it_back_too() {
+    let (reported, calls) = run(Run {
+        wait: Wait::Up(Duration::from_secs(10)),
+        acquires: vec![Err(unreachable())],
+        lost_replies: true,
+        messages: vec![stop_at(50)],
+        ..Run::default()
+    });
+    assert_eq!(
+        names(&reported),
+        [(0, "Unreachable"), (50, "GaveBack"), (50, "Stopped")]
+    );
+    assert_eq!(releases(&calls), 1);
+}
