@@ -221,8 +221,11 @@ impl Counts {
         let mut counts = Vec::new();
         while !c.end() {
             let name = c.text()?;
-            // A counter moved back below zero (a correction) reads as 0.
-            counts.push((name, c.int()?.max(0) as u64));
+            // A counter moved back below zero (a correction) reads as 0; a field that is not
+            // a number is not one of redlock's counters (something else wrote it): skipped.
+            if let Some(n) = c.int() {
+                counts.push((name, n.max(0) as u64));
+            }
         }
         counts.sort();
         Some(Counts(counts))

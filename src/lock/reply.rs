@@ -110,13 +110,36 @@ impl FromReply for () {
     }
 }
 
+/// A reply of a shape redlock's scripts never give: named with its first 200 characters (a
+/// lock's whole state could be kilobytes on one line).
 pub(super) fn unexpected(endpoint: &Endpoint, reply: &Value) -> Failure {
-    Failure::Refused(format!("unexpected reply from Redis at {endpoint}: {reply:?}").into())
+    let mut shown = format!("{reply:?}");
+    if let Some((cut, _)) = shown.char_indices().nth(UNEXPECTED_SHOWN) {
+        shown.truncate(cut);
+        shown.push_str("...");
+    }
+    Failure::Refused(format!("unexpected reply from Redis at {endpoint}: {shown}").into())
 }
+
+/// How much of an unexpected reply a message shows.
+const UNEXPECTED_SHOWN: usize = 200;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unexpected_reply_is_shown_cut() {
+        let endpoint = Endpoint::parse("redis://127.0.0.1:6379").unwrap();
+        let long = Value::BulkString(vec![b'x'; 10_000]);
+        let said = unexpected(&endpoint, &long).to_string();
+        assert!(said.len() < 300 && said.ends_with("..."), "{said}");
+        let short = unexpected(&endpoint, &Value::Int(7)).to_string();
+        assert_eq!(
+            short,
+            "unexpected reply from Redis at 127.0.0.1:6379: int(7)"
+        );
+    }
 
     #[test]
     fn fields_read_integers_and_strings_either_way() {

@@ -4,6 +4,8 @@
 -- run's success, for that long, before anyone is woken, so that the woken waiter sees it.
 -- Uses: waiting, done, token, waited, success_for.
 local function finish_run()
-  if waited == '1' then redis.call('ZREM', waiting, token) end
+  -- A registry that is not redlock's (a key of another kind there) must not keep a release
+  -- from deleting the lock: leaving it is bookkeeping, and its entries lapse by themselves.
+  if waited == '1' then redis.pcall('ZREM', waiting, token) end
   if success_for ~= '0' then redis.call('SET', done, now_ms(), 'PX', success_for) end
 end

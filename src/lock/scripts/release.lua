@@ -21,6 +21,8 @@ elseif ended_as(token, outcome) then
 else
   record_end(token, now_ms(), lost_outcome, lost_status)
 end
-pass_on(linger)
+-- Waking is bookkeeping: a queue or wake list that is not redlock's (a key of another kind)
+-- must not turn a release already done into an error; waiters then retry on their own.
+pcall(pass_on, linger)
 if v then return 1 end
 return 0

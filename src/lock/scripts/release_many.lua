@@ -24,6 +24,8 @@ else
   record_end(token, now_ms(), lost_outcome, lost_status)
 end
 if redis.call('GET', kind) ~= 'shared' or redis.call('EXISTS', lock) == 0 then
-  pass_on(linger)
+  -- Waking is bookkeeping: a queue or wake list that is not redlock's (a key of another kind)
+  -- must not turn a release already done into an error; waiters then retry on their own.
+  pcall(pass_on, linger)
 end
 return ours
