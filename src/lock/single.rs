@@ -55,6 +55,8 @@ pub(crate) struct SingleRedis {
     /// An acquire reached the server and got no reply redlock could read, and no acquire has
     /// been answered since: it may have taken the lock ([`Locker::unanswered`]).
     acquire_unanswered: bool,
+    /// The last script's reply came, of a shape it never gives (a hostile server or proxy).
+    unreadable: bool,
 }
 
 impl SingleRedis {
@@ -75,6 +77,7 @@ impl SingleRedis {
             waiting_lifetime: None,
             queued: false,
             acquire_unanswered: false,
+            unreadable: false,
         }
     }
 
@@ -268,6 +271,7 @@ impl SingleRedis {
         beside: Beside,
     ) -> Result<(S::Reply, Option<Value>), Failure> {
         let deadline = Instant::now() + timeout.max(Duration::from_millis(1));
+        self.unreadable = false;
         let keys = &self.keys;
         let mut policy = None;
         let reply = self.conn.request(deadline, |node| {
@@ -294,8 +298,10 @@ impl SingleRedis {
             self.report_policy(&addr, config.as_ref(), preflight, deadline);
         }
         let (reply, acked) = reply?;
-        let decoded =
-            S::Reply::from_reply(&reply).ok_or_else(|| unexpected(self.endpoint(), &reply))?;
+        let decoded = S::Reply::from_reply(&reply);
+        // Carried out, but what it did cannot be read: as good as no answer.
+        self.unreadable = decoded.is_none();
+        let decoded = decoded.ok_or_else(|| unexpected(self.endpoint(), &reply))?;
         Ok((decoded, acked))
     }
 
@@ -438,7 +444,7 @@ impl Locker for SingleRedis {
         // Or it may have taken the lock: only an acquire's answer settles that.
         self.acquire_unanswered = match &sent {
             Ok(_) => false,
-            Err(_) => self.acquire_unanswered || self.conn.unanswered(),
+            Err(_) => self.acquire_unanswered || self.conn.unanswered() || self.unreadable,
         };
         if let Err(failure @ Failure::Refused(_)) = &sent
             && let Some(said) = self.stopped_at_the_counter(failure, timeout)

@@ -165,10 +165,6 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared, generation: u64
                     if let Some(m) = marker.as_deref()
                         && buf[..n].windows(m.len()).any(|w| w == m)
                     {
-                        eprintln!(
-                            "DBG lost reply to {:?}",
-                            String::from_utf8_lossy(&buf[..n.min(300)])
-                        );
                         *marker = None;
                         shared.losing.store(true, Ordering::SeqCst);
                     }
