@@ -3,7 +3,8 @@
 //! `--wait`), `status` and `list` end with 69 and a line naming the server, within the
 //! documented time limit (an acquire: ttl/3; an admin request: 5 s), connect time included. The
 //! flood runs redlock with its address space limited, so a reply read into memory kills redlock
-//! and fails the test instead of taking the machine.
+//! and fails the test instead of taking the machine. What redlock stores is bounded too: a
+//! command line is stored cut to 1 KiB, and a lock `list` cannot read is said, not left out.
 
 use std::time::Duration;
 
@@ -129,4 +130,51 @@ fn an_acquire_against_a_silent_server_takes_its_timeout_once() {
         "gave up after {:?}, before its timeout of 4 s",
         out.elapsed
     );
+}
+
+/// The command line redlock stores beside a lock is cut to 1 KiB: three holders of a
+/// semaphore whose command lines are 1.68 MB each made `status`'s reply larger than 4 MiB
+/// (69) and `list` leave the lock out.
+#[test]
+fn a_huge_command_line_is_stored_cut_so_that_status_and_list_still_read_the_lock() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let arg = "c".repeat(60_000);
+    let holders: Vec<Proc> = ["a", "b", "c"]
+        .iter()
+        .map(|tag| {
+            let mut command = vec!["sh".to_owned(), "-c".to_owned(), hold_script(&dir, tag)];
+            command.extend(std::iter::repeat_n(arg.clone(), 28));
+            Redlock::run(&redis)
+                .key("fat")
+                .args(["--limit", "3"])
+                .command(command)
+                .spawn()
+        })
+        .collect();
+    for tag in ["a", "b", "c"] {
+        wait_for_file(&dir.join(&format!("{tag}.ready")));
+    }
+    let stored: Vec<String> = redis::cmd("HVALS")
+        .arg(format!("{}:holders", lock_key("fat")))
+        .query(&mut redis.conn())
+        .unwrap();
+    assert_eq!(stored.len(), 3, "{stored:?}");
+    for json in &stored {
+        assert!(
+            json.len() < 1400,
+            "{} bytes stored: {json:.200}",
+            json.len()
+        );
+        assert!(json.contains("… (cut from 1680"), "{json:.200}");
+    }
+    let text = stdout_of("status", &redis, &["--key", "fat"]);
+    assert!(text.contains("is held by 3 of 3"), "{text:.500}");
+    assert_eq!(text.matches("… (cut from 1680").count(), 3, "{text:.2000}");
+    let list = stdout_of("list", &redis, &[]);
+    assert!(list.starts_with("fat\t"), "{list:.500}");
+    for (tag, proc) in ["a", "b", "c"].iter().zip(holders) {
+        touch(&dir.join(&format!("{tag}.go")));
+        proc.finish().assert_code(0);
+    }
 }
