@@ -178,3 +178,32 @@ fn a_huge_command_line_is_stored_cut_so_that_status_and_list_still_read_the_lock
         proc.finish().assert_code(0);
     }
 }
+
+/// A held lock whose details cannot be read (here a holder record larger than a reply may be,
+/// as written by hand or by a redlock that did not cut the command line) is said on stderr,
+/// not left out of `list` in silence; the other locks are listed all the same.
+#[test]
+fn list_says_which_held_lock_it_could_not_read() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let (fat, _) = Redlock::run(&redis).key("fat").hold(&dir, "fat");
+    let (thin, _) = Redlock::run(&redis).key("thin").hold(&dir, "thin");
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{}:holder", lock_key("fat")))
+        .arg("argv")
+        .arg("c".repeat(5 << 20))
+        .query(&mut redis.conn())
+        .unwrap();
+    let out = Redlock::admin("list", &redis)
+        .any_stdout()
+        .stderr_lines(1)
+        .stderr_contains("redlock: cannot read lock 'fat': ")
+        .stderr_contains("larger than 4 MiB")
+        .output();
+    assert!(out.stdout.starts_with("thin\t"), "{}", out.stdout);
+    assert_eq!(out.stdout.lines().count(), 1, "{}", out.stdout);
+    for (tag, proc) in [("fat", fat), ("thin", thin)] {
+        touch(&dir.join(&format!("{tag}.go")));
+        proc.finish().assert_code(0);
+    }
+}
