@@ -9,7 +9,8 @@
 use std::time::Duration;
 
 use crate::common::*;
-use crate::integration::fake::{Answer, FakeServer};
+use crate::integration::fake::{Answer, FakeServer, MASTER};
+use crate::integration::snapshots::assert_snapshot;
 
 /// The time limit of one admin request (`status`, `list`), as the README gives it.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -206,4 +207,27 @@ fn list_says_which_held_lock_it_could_not_read() {
         touch(&dir.join(&format!("{tag}.go")));
         proc.finish().assert_code(0);
     }
+}
+
+/// A server whose SCAN cursor never comes back to 0 (a proxy answered every SCAN with cursor
+/// 1 and no keys: `list` made 447,000 SCANs in 60 s) is refused with 69 at the first cursor
+/// it returns again, in one line naming it.
+#[test]
+fn list_ends_a_scan_whose_cursor_comes_back() {
+    let server = FakeServer::start(Answer::After {
+        first: MASTER.to_vec(),
+        rest: b"*2\r\n$1\r\n1\r\n*0\r\n".to_vec(),
+    });
+    let out = Redlock::admin_at("list", &server.url())
+        .status(69)
+        .stderr_lines(1)
+        .stderr_contains(&format!(
+            "redlock: cannot list locks: Redis at {} returned SCAN cursor 1 again: not a Redis \
+             redlock can list",
+            server.addr()
+        ))
+        .output();
+    assert!(out.elapsed < ADMIN_TIMEOUT, "took {:?}", out.elapsed);
+    let port = format!(":{}", server.addr().rsplit(':').next().unwrap());
+    assert_snapshot("scan-cycle.stderr", out.stderr.trim(), &[(&port, ":6379")]);
 }
