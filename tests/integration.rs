@@ -20,7 +20,8 @@ mod integration {
     mod holders_admin;
     // Run a command under the lock: key while running, release, environment, fencing, URLs, output.
     mod basic;
-    // Every request bounded: silent, trickling and flooding servers end in 69 in time, in memory.
+    // Every request bounded: silent, trickling and flooding servers end in 69 in time, in memory;
+    // a SCAN that never ends is refused; a command line is stored cut; an unreadable lock is said.
     mod bounded;
     // Redis Cluster: the slot's owner found through any seed, waiters, list, a slot migration.
     mod cluster;

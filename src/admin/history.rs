@@ -184,14 +184,19 @@ fn verdict_json(code: i32, key: Option<&str>, line: &str) -> Object {
 }
 
 /// Say on stdout that `check` cannot tell (`message`: why), as its line or JSON object.
-pub fn unknown(key: Option<&str>, message: &str, json: bool) {
+/// The JSON object has every field of a known status's, null where nothing is known
+/// (`max_age_ms` too, when `--max-age` was not understood).
+pub fn unknown(key: Option<&str>, max_age: Option<Duration>, message: &str, json: bool) {
     let line = format!("{}: {}", word(UNKNOWN), message.replace('\n', " "));
     let text = if json {
-        let obj = verdict_json(UNKNOWN, key, &line);
+        let obj = verdict_json(UNKNOWN, key, &line)
+            .opt_int("max_age_ms", max_age.map(|d| d.as_millis() as i128))
+            .raw("last_success_age_ms", "null");
         format!(
             "{}\n",
             obj.raw("last_run", "null")
                 .raw("last_success", "null")
+                .raw("counts", "null")
                 .finish()
         )
     } else {

@@ -34,7 +34,13 @@ pub fn list(servers: Servers, json: bool) -> anyhow::Result<i32> {
         match read(&mut redis) {
             Ok(info) if info.is_held() => locks.push((name, info)),
             // Released since the SCAN, or a key of another kind that looks like a lock.
-            Ok(_) | Err(Unread::Foreign { .. } | Unread::Failed(Failure::Refused(_))) => {}
+            Ok(_) | Err(Unread::Foreign { .. }) => {}
+            // Redis answered, but not with a lock redlock can read (a reply past the cap, an
+            // error): said, never left out in silence; the other locks are listed all the same.
+            Err(Unread::Failed(failure @ Failure::Refused(_))) => report::error(format!(
+                "cannot read lock '{}': {failure}",
+                crate::admin::render::field(&name)
+            )),
             Err(Unread::Failed(failure)) => {
                 return Err(unavailable(failure)).context("cannot list locks");
             }
@@ -204,6 +210,14 @@ fn read_names(
             Err(Unread::Failed(failure @ Failure::Unreachable(_))) => Some((i, name, failure)),
             _ => None,
         });
+    for (r, name) in reads.iter().zip(names) {
+        if let Err(Unread::Failed(failure @ Failure::Refused(_))) = r {
+            report::error(format!(
+                "{endpoint}: cannot read lock '{}': {failure}",
+                crate::admin::render::field(name)
+            ));
+        }
+    }
     if let Some((i, name, failure)) = silent {
         let rest = names.len() - i - 1;
         let not_again = match rest {

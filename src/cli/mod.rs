@@ -104,7 +104,7 @@ fn check(args: &CheckArgs) -> i32 {
         Ok(code) => code,
         Err(err) => {
             let message = format!("{err:#}");
-            admin::unknown(Some(&args.key), &message, args.json);
+            admin::unknown(Some(&args.key), Some(args.max_age), &message, args.json);
             report::error(message);
             exit::check::UNKNOWN
         }
@@ -236,7 +236,7 @@ fn usage_error(err: &clap::Error) -> i32 {
 fn bad_usage(line: String) -> i32 {
     let checking = std::env::args_os().nth(1).is_some_and(|a| a == "check");
     if checking {
-        admin::unknown(None, &line, false);
+        admin::unknown(None, None, &line, false);
     }
     report::error(line);
     if checking {

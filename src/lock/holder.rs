@@ -19,14 +19,32 @@ args! {
     pub struct Holder {
         pub host: String,
         pub pid: u32,
-        /// The command line, shell-quoted.
+        /// The command line, shell-quoted, cut to [`MAX_COMMAND`] bytes (see [`cut_command`]).
         pub command: String,
         /// Unix seconds, by the holder's clock.
         pub started: u64,
     }
 }
+/// The most of a command line stored beside a lock, in bytes: a lock's record stays a few KiB
+/// however long the command line (up to the kernel's 2 MiB and more), so that `status` and
+/// `list` of a semaphore's holders stay far below the 4 MiB a reply may have.
+pub(crate) const MAX_COMMAND: usize = 1024;
+
+/// `line` cut to its first [`MAX_COMMAND`] bytes (on a character boundary), followed by
+/// `… (cut from N bytes)`; a line no longer than that as it is.
+pub(crate) fn cut_command(line: String) -> String {
+    if line.len() <= MAX_COMMAND {
+        return line;
+    }
+    let mut end = MAX_COMMAND;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… (cut from {} bytes)", &line[..end], line.len())
+}
+
 impl Holder {
-    /// This process, about to run `argv`.
+    /// This process, about to run `argv` (its command line cut by [`cut_command`]).
     pub fn current(argv: &[std::ffi::OsString]) -> Self {
         let host = nix::unistd::gethostname()
             .map(|h| h.to_string_lossy().into_owned())
@@ -39,6 +57,7 @@ impl Holder {
             .map(|a| crate::report::shell_quote(&a.to_string_lossy()))
             .collect::<Vec<_>>()
             .join(" ");
+        let command = cut_command(command);
         Self {
             host,
             pid: std::process::id(),
@@ -311,6 +330,28 @@ fn holder_from(f: &mut Fields) -> Option<Option<Holder>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_command_line_is_cut_on_a_character_boundary_and_says_so() {
+        let short = "x".repeat(MAX_COMMAND);
+        assert_eq!(cut_command(short.clone()), short);
+        let long = "c".repeat(1_680_000);
+        assert_eq!(
+            cut_command(long),
+            format!("{}… (cut from 1680000 bytes)", "c".repeat(MAX_COMMAND))
+        );
+        // 'é' is two bytes: the 1024th byte is the first half of one, so the cut is before it.
+        let accents = format!("x{}", "é".repeat(MAX_COMMAND));
+        let cut = cut_command(accents);
+        assert_eq!(
+            cut,
+            format!(
+                "x{}… (cut from 2049 bytes)",
+                "é".repeat(MAX_COMMAND / 2 - 1)
+            )
+        );
+        assert!(cut.len() < MAX_COMMAND + 30);
+    }
 
     /// A script's array reply: numbers as integers (as Lua sends them), the rest as strings;
     /// `{}` is an empty summary of the record of runs.

@@ -3,12 +3,14 @@
 //! `--wait`), `status` and `list` end with 69 and a line naming the server, within the
 //! documented time limit (an acquire: ttl/3; an admin request: 5 s), connect time included. The
 //! flood runs redlock with its address space limited, so a reply read into memory kills redlock
-//! and fails the test instead of taking the machine.
+//! and fails the test instead of taking the machine. What redlock stores is bounded too: a
+//! command line is stored cut to 1 KiB, and a lock `list` cannot read is said, not left out.
 
 use std::time::Duration;
 
 use crate::common::*;
-use crate::integration::fake::{Answer, FakeServer};
+use crate::integration::fake::{Answer, FakeServer, MASTER};
+use crate::integration::snapshots::assert_snapshot;
 
 /// The time limit of one admin request (`status`, `list`), as the README gives it.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -129,4 +131,103 @@ fn an_acquire_against_a_silent_server_takes_its_timeout_once() {
         "gave up after {:?}, before its timeout of 4 s",
         out.elapsed
     );
+}
+
+/// The command line redlock stores beside a lock is cut to 1 KiB: three holders of a
+/// semaphore whose command lines are 1.68 MB each made `status`'s reply larger than 4 MiB
+/// (69) and `list` leave the lock out.
+#[test]
+fn a_huge_command_line_is_stored_cut_so_that_status_and_list_still_read_the_lock() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let arg = "c".repeat(60_000);
+    let holders: Vec<Proc> = ["a", "b", "c"]
+        .iter()
+        .map(|tag| {
+            let mut command = vec!["sh".to_owned(), "-c".to_owned(), hold_script(&dir, tag)];
+            command.extend(std::iter::repeat_n(arg.clone(), 28));
+            Redlock::run(&redis)
+                .key("fat")
+                .args(["--limit", "3"])
+                .command(command)
+                .spawn()
+        })
+        .collect();
+    for tag in ["a", "b", "c"] {
+        wait_for_file(&dir.join(&format!("{tag}.ready")));
+    }
+    let stored: Vec<String> = redis::cmd("HVALS")
+        .arg(format!("{}:holders", lock_key("fat")))
+        .query(&mut redis.conn())
+        .unwrap();
+    assert_eq!(stored.len(), 3, "{stored:?}");
+    for json in &stored {
+        assert!(
+            json.len() < 1400,
+            "{} bytes stored: {json:.200}",
+            json.len()
+        );
+        assert!(json.contains("… (cut from 1680"), "{json:.200}");
+    }
+    let text = stdout_of("status", &redis, &["--key", "fat"]);
+    assert!(text.contains("is held by 3 of 3"), "{text:.500}");
+    assert_eq!(text.matches("… (cut from 1680").count(), 3, "{text:.2000}");
+    let list = stdout_of("list", &redis, &[]);
+    assert!(list.starts_with("fat\t"), "{list:.500}");
+    for (tag, proc) in ["a", "b", "c"].iter().zip(holders) {
+        touch(&dir.join(&format!("{tag}.go")));
+        proc.finish().assert_code(0);
+    }
+}
+
+/// A held lock whose details cannot be read (here a holder record larger than a reply may be,
+/// as written by hand or by a redlock that did not cut the command line) is said on stderr,
+/// not left out of `list` in silence; the other locks are listed all the same.
+#[test]
+fn list_says_which_held_lock_it_could_not_read() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let (fat, _) = Redlock::run(&redis).key("fat").hold(&dir, "fat");
+    let (thin, _) = Redlock::run(&redis).key("thin").hold(&dir, "thin");
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{}:holder", lock_key("fat")))
+        .arg("argv")
+        .arg("c".repeat(5 << 20))
+        .query(&mut redis.conn())
+        .unwrap();
+    let out = Redlock::admin("list", &redis)
+        .any_stdout()
+        .stderr_lines(1)
+        .stderr_contains("redlock: cannot read lock 'fat': ")
+        .stderr_contains("larger than 4 MiB")
+        .output();
+    assert!(out.stdout.starts_with("thin\t"), "{}", out.stdout);
+    assert_eq!(out.stdout.lines().count(), 1, "{}", out.stdout);
+    for (tag, proc) in [("fat", fat), ("thin", thin)] {
+        touch(&dir.join(&format!("{tag}.go")));
+        proc.finish().assert_code(0);
+    }
+}
+
+/// A server whose SCAN cursor never comes back to 0 (a proxy answered every SCAN with cursor
+/// 1 and no keys: `list` made 447,000 SCANs in 60 s) is refused with 69 at the first cursor
+/// it returns again, in one line naming it.
+#[test]
+fn list_ends_a_scan_whose_cursor_comes_back() {
+    let server = FakeServer::start(Answer::After {
+        first: MASTER.to_vec(),
+        rest: b"*2\r\n$1\r\n1\r\n*0\r\n".to_vec(),
+    });
+    let out = Redlock::admin_at("list", &server.url())
+        .status(69)
+        .stderr_lines(1)
+        .stderr_contains(&format!(
+            "redlock: cannot list locks: Redis at {} returned SCAN cursor 1 again: not a Redis \
+             redlock can list",
+            server.addr()
+        ))
+        .output();
+    assert!(out.elapsed < ADMIN_TIMEOUT, "took {:?}", out.elapsed);
+    let port = format!(":{}", server.addr().rsplit(':').next().unwrap());
+    assert_snapshot("scan-cycle.stderr", out.stderr.trim(), &[(&port, ":6379")]);
 }

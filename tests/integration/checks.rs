@@ -23,6 +23,32 @@ fn check(url: &str, max_age: &str, status: i32, word: &str) -> Output {
     out
 }
 
+/// The fields of `check --json`'s object, as docs/operating.md lists them.
+const FIELDS: [&str; 9] = [
+    "status",
+    "code",
+    "key",
+    "message",
+    "max_age_ms",
+    "last_success_age_ms",
+    "last_run",
+    "last_success",
+    "counts",
+];
+
+/// `json` has each of [`FIELDS`], in that order.
+#[track_caller]
+fn has_the_documented_fields(json: &str) {
+    let mut rest = json;
+    for field in FIELDS {
+        let name = format!(r#""{field}":"#);
+        let at = rest
+            .find(&name)
+            .unwrap_or_else(|| panic!("no {name} (in order) in {json}"));
+        rest = &rest[at + name.len()..];
+    }
+}
+
 #[test]
 fn check_says_ok_warning_critical_or_unknown() {
     let mut redis = RedisServer::start();
@@ -75,6 +101,7 @@ fn check_says_ok_warning_critical_or_unknown() {
         "{json}"
     );
     assert!(json.contains(r#""max_age_ms":3600000"#), "{json}");
+    has_the_documented_fields(&json);
     // Older than --max-age.
     std::thread::sleep(Duration::from_millis(50));
     let out = check(&url, "10ms", 2, "CRITICAL");
@@ -119,7 +146,16 @@ fn check_says_ok_warning_critical_or_unknown() {
         .output()
         .stdout;
     assert!(
-        json.starts_with(r#"{"status":"UNKNOWN","code":3,"key":"nightly""#),
+        json.starts_with(r#"{"status":"UNKNOWN","code":3,"key":"nightly","message":"UNKNOWN: "#),
+        "{json}"
+    );
+    // The documented object, null where nothing is known.
+    has_the_documented_fields(&json);
+    assert!(
+        json.ends_with(
+            r#"","max_age_ms":3600000,"last_success_age_ms":null,"last_run":null,"last_success":null,"counts":null}
+"#
+        ),
         "{json}"
     );
     Redlock::admin_at("history", &url)

@@ -1,6 +1,6 @@
 //! A hostile server on a free loopback port: it reads each connection's first request and then
-//! answers as a test says (never, a byte at a time, with an endless flood, or with the same
-//! bytes to every request). Stopped on drop.
+//! answers as a test says (never, a byte at a time, with an endless flood, with the same
+//! bytes to every request, or to every one after the first). Stopped on drop.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -21,7 +21,13 @@ pub enum Answer {
     Flood,
     /// `reply` to each request, then `then`.
     Reply { reply: Vec<u8>, then: Then },
+    /// `first` to the first request (the connection's set-up, such as ROLE), then `rest` to
+    /// every other: a server that passes the checks and then misbehaves.
+    After { first: Vec<u8>, rest: Vec<u8> },
 }
+
+/// ROLE's reply from a master without replicas.
+pub const MASTER: &[u8] = b"*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n";
 
 /// What a [`Answer::Reply`] server does after a reply.
 #[derive(Clone, Copy, Debug)]
@@ -100,6 +106,12 @@ fn serve(mut conn: TcpStream, answer: Answer, stop: &AtomicBool) {
             let chunk = vec![b'x'; 64 * 1024];
             // Until the client stops reading for a second, or goes away.
             while !stop.load(Ordering::SeqCst) && conn.write_all(&chunk).is_ok() {}
+        }
+        Answer::After { first, rest } => {
+            if conn.write_all(&first).is_err() {
+                return;
+            }
+            while matches!(conn.read(&mut buf), Ok(n) if n > 0) && conn.write_all(&rest).is_ok() {}
         }
         Answer::Reply { reply, then } => loop {
             if conn.write_all(&reply).is_err() {
