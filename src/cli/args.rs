@@ -43,8 +43,9 @@ ENVIRONMENT:
   and REDLOCK_TLS_INSECURE give defaults for the options of the same name; a flag
   wins over its variable. REDLOCK_PASSWORD holds the Redis password (below
   --password-file, above a password in the URL).
-  The command sees REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_FENCING_TOKEN, and no
-  credentials: REDLOCK_PASSWORD is removed, REDLOCK_URL loses its password.";
+  The command sees REDLOCK_KEY, REDLOCK_TOKEN, REDLOCK_FENCING_TOKEN and
+  REDLOCK_URL (the servers locked on, every --url, without passwords), and no
+  credentials: REDLOCK_PASSWORD is removed.";
 
 pub(crate) const ADMIN_ENV_HELP: &str = "\
 ENVIRONMENT:
@@ -457,15 +458,7 @@ impl RunArgs {
             fsync: self.fsync,
             max_runtime: self.max_runtime,
             command: self.command.clone(),
-            // Whatever --url says, the command inherits REDLOCK_URL: without its passwords.
-            command_url: std::env::var("REDLOCK_URL").ok().map(|urls| {
-                urls.split_ascii_whitespace()
-                    .map(crate::transport::endpoint::without_password)
-                    // A word that is not a URL may be a piece of a password: dropped.
-                    .filter(|url| !url.is_empty())
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            }),
+            command_url: self.conn.command_url(),
         })
     }
 
