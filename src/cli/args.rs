@@ -337,7 +337,7 @@ pub struct RunArgs {
     pub shared: bool,
 
     /// Exit status when the lock was not acquired (or the run was skipped by --min-interval).
-    #[arg(long, env = "REDLOCK_CONFLICT_EXIT_CODE", hide_env_values = true, default_value_t = exit::CONFLICT as u8, value_name = "N")]
+    #[arg(long, env = "REDLOCK_CONFLICT_EXIT_CODE", hide_env_values = true, default_value_t = exit::CONFLICT as u8, value_name = "N", allow_hyphen_values = true)]
     pub conflict_exit_code: u8,
 
     /// Skip the run (conflict status) if a run of this lock succeeded this recently, on any host.
@@ -351,7 +351,7 @@ pub struct RunArgs {
     pub splay: Option<Duration>,
 
     /// Signal that asks the command to stop (lock lost, --max-runtime): a name or number.
-    #[arg(long, env = "REDLOCK_STOP_SIGNAL", hide_env_values = true, default_value = "TERM", value_name = "SIG", value_parser = parse_stop_signal)]
+    #[arg(long, env = "REDLOCK_STOP_SIGNAL", hide_env_values = true, default_value = "TERM", value_name = "SIG", value_parser = parse_stop_signal, allow_hyphen_values = true)]
     pub stop_signal: Signal,
 
     #[arg(help = KILL_AFTER_HELP, long, env = "REDLOCK_KILL_AFTER", hide_env_values = true, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
@@ -367,7 +367,8 @@ pub struct RunArgs {
         env = "REDLOCK_MIN_REPLICAS",
         hide_env_values = true,
         default_value_t = 0,
-        value_name = "N"
+        value_name = "N",
+        allow_hyphen_values = true
     )]
     pub min_replicas: u32,
 
