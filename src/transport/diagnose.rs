@@ -28,8 +28,8 @@ const GREETING_WAIT: Duration = Duration::from_millis(200);
 enum Found {
     /// A Redis master, answering without a password.
     Master,
-    /// A Redis replica of `master` (`host:port`).
-    Replica { master: String },
+    /// A Redis replica of `master` (`host:port`; None when it named none).
+    Replica { master: Option<String> },
     /// A Sentinel, monitoring these services.
     Sentinel { services: Vec<String> },
     /// A Redis server that wants a password first.
@@ -111,10 +111,9 @@ pub(crate) fn explain(at: &Reached, err: &RedisError, failure: Failure) -> Failu
                 services.join(", ")
             }
         )),
-        Found::Replica { master } if err.code() == Some("READONLY") => refused(format!(
-            "Redis at {addr} is a replica (of {master}), which cannot hold a lock: give its \
-             master, redis://{master}, or a redis+sentinel:// URL to follow failovers"
-        )),
+        Found::Replica { master } if err.code() == Some("READONLY") => refused(
+            crate::transport::role::replica_refused(addr, master.as_deref()),
+        ),
         Found::NoAuth if !has_password => refused(password_needed(at, &place)),
         Found::Http => refused(format!(
             "{addr} is not a Redis server: it answered in HTTP; check the port"
@@ -424,8 +423,8 @@ fn identify(reply: &[u8]) -> Found {
         Some("master") => Found::Master,
         Some("slave" | "replica") => Found::Replica {
             master: match (items.get(1), items.get(2)) {
-                (Some(host), Some(port)) => format!("{host}:{port}"),
-                _ => "its master".to_owned(),
+                (Some(host), Some(port)) => crate::transport::role::master_of(host, port),
+                _ => None,
             },
         },
         Some("sentinel") => Found::Sentinel {
@@ -450,8 +449,12 @@ mod tests {
                 b"*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:6380\r\n$9\r\nconnected\r\n:14\r\n"
             ),
             Found::Replica {
-                master: "127.0.0.1:6380".into()
+                master: Some("127.0.0.1:6380".into())
             }
+        );
+        assert_eq!(
+            identify(b"*1\r\n$5\r\nslave\r\n"),
+            Found::Replica { master: None }
         );
         assert_eq!(
             identify(b"*2\r\n$8\r\nsentinel\r\n*2\r\n$8\r\nmymaster\r\n$5\r\nother\r\n"),
