@@ -385,8 +385,13 @@ fn exchange(mut stream: impl Timed, probe: &[u8], deadline: Instant) -> Option<V
 /// Whether `reply` holds enough to identify the server.
 fn complete(reply: &[u8]) -> bool {
     match reply.first() {
-        // An array reply: wait for the role's name and, for a replica, the master's address.
-        Some(b'*') => reply.windows(2).filter(|w| w == b"\r\n").count() >= 7,
+        // An array reply: wait for the role's name and, for a replica, the master's address;
+        // a master's name is all there is to know (it answers no more than 5 lines, so waiting
+        // for 7 kept every probe of a master waiting out PROBE_WAIT).
+        Some(b'*') => {
+            reply.starts_with(b"*3\r\n$6\r\nmaster\r\n")
+                || reply.windows(2).filter(|w| w == b"\r\n").count() >= 7
+        }
         _ => reply.windows(2).any(|w| w == b"\r\n") || reply.len() >= 5,
     }
 }
@@ -470,6 +475,9 @@ mod tests {
         assert_eq!(identify(&[21, 3, 3, 0, 2, 2, 70]), Found::Tls);
         assert_eq!(identify(&[22, 3, 3, 0, 122, 2]), Found::Tls);
         assert_eq!(identify(b""), Found::Closed);
+        // A master is known from its first three lines; a replica's master takes more.
+        assert!(complete(b"*3\r\n$6\r\nmaster\r\n"));
+        assert!(!complete(b"*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n"));
         assert_eq!(identify(b"SSH-2.0-OpenSSH\r\n"), Found::Other);
     }
 }
