@@ -43,8 +43,9 @@ ENVIRONMENT:
   and REDLOCK_TLS_INSECURE give defaults for the options of the same name; a flag
   wins over its variable. REDLOCK_PASSWORD holds the Redis password (below
   --password-file, above a password in the URL).
-  The command sees REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_FENCING_TOKEN, and no
-  credentials: REDLOCK_PASSWORD is removed, REDLOCK_URL loses its password.";
+  The command sees REDLOCK_KEY, REDLOCK_TOKEN, REDLOCK_FENCING_TOKEN and
+  REDLOCK_URL (the servers locked on, every --url, without passwords), and no
+  credentials: REDLOCK_PASSWORD is removed.";
 
 pub(crate) const ADMIN_ENV_HELP: &str = "\
 ENVIRONMENT:
@@ -336,7 +337,7 @@ pub struct RunArgs {
     pub shared: bool,
 
     /// Exit status when the lock was not acquired (or the run was skipped by --min-interval).
-    #[arg(long, env = "REDLOCK_CONFLICT_EXIT_CODE", hide_env_values = true, default_value_t = exit::CONFLICT as u8, value_name = "N")]
+    #[arg(long, env = "REDLOCK_CONFLICT_EXIT_CODE", hide_env_values = true, default_value_t = exit::CONFLICT as u8, value_name = "N", allow_hyphen_values = true)]
     pub conflict_exit_code: u8,
 
     /// Skip the run (conflict status) if a run of this lock succeeded this recently, on any host.
@@ -350,7 +351,7 @@ pub struct RunArgs {
     pub splay: Option<Duration>,
 
     /// Signal that asks the command to stop (lock lost, --max-runtime): a name or number.
-    #[arg(long, env = "REDLOCK_STOP_SIGNAL", hide_env_values = true, default_value = "TERM", value_name = "SIG", value_parser = parse_stop_signal)]
+    #[arg(long, env = "REDLOCK_STOP_SIGNAL", hide_env_values = true, default_value = "TERM", value_name = "SIG", value_parser = parse_stop_signal, allow_hyphen_values = true)]
     pub stop_signal: Signal,
 
     #[arg(help = KILL_AFTER_HELP, long, env = "REDLOCK_KILL_AFTER", hide_env_values = true, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
@@ -366,7 +367,8 @@ pub struct RunArgs {
         env = "REDLOCK_MIN_REPLICAS",
         hide_env_values = true,
         default_value_t = 0,
-        value_name = "N"
+        value_name = "N",
+        allow_hyphen_values = true
     )]
     pub min_replicas: u32,
 
@@ -457,15 +459,7 @@ impl RunArgs {
             fsync: self.fsync,
             max_runtime: self.max_runtime,
             command: self.command.clone(),
-            // Whatever --url says, the command inherits REDLOCK_URL: without its passwords.
-            command_url: std::env::var("REDLOCK_URL").ok().map(|urls| {
-                urls.split_ascii_whitespace()
-                    .map(crate::transport::endpoint::without_password)
-                    // A word that is not a URL may be a piece of a password: dropped.
-                    .filter(|url| !url.is_empty())
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            }),
+            command_url: self.conn.command_url(),
         })
     }
 

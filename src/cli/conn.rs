@@ -24,35 +24,7 @@ impl ConnArgs {
         let usage = |message: String| classified(Class::Usage, message);
         let tls = self.tls().map_err(usage)?;
         let password = password(self.password_file.as_deref()).map_err(usage)?;
-        let urls: Vec<&str> = if self.url_from_env {
-            let urls: Vec<&str> = self
-                .url
-                .iter()
-                .flat_map(|url| url.split_ascii_whitespace())
-                .collect();
-            // One word without a scheme is just that (`127.0.0.1:6379`); among several, a
-            // piece without one is most likely part of a password with a space in it: say so
-            // without showing any piece.
-            if let [url] = urls[..]
-                && !url.contains("://")
-            {
-                return Err(usage(format!(
-                    "REDLOCK_URL: {}",
-                    crate::transport::endpoint::no_scheme(url)
-                )));
-            }
-            if urls.iter().any(|url| !url.contains("://")) {
-                return Err(usage(
-                    "REDLOCK_URL holds a word that is not a URL: several URLs are separated by \
-                     whitespace, so a password with a space must be percent-encoded (%20)"
-                        .into(),
-                ));
-            }
-            urls
-        } else {
-            // Each --url is one URL, whatever it holds (a password may contain spaces).
-            self.url.iter().map(|url| url.trim()).collect()
-        };
+        let urls = self.urls()?;
         if urls.iter().all(|url| url.is_empty()) {
             return Err(usage(
                 "'' is not a Redis URL (use redis://, rediss://, unix:// or redis+unix://)".into(),
@@ -86,6 +58,69 @@ impl ConnArgs {
             );
         }
         Ok(endpoints)
+    }
+
+    /// The URLs as given: each `--url` is one URL, whatever it holds (a password may contain
+    /// spaces); REDLOCK_URL is split on whitespace, and a word in it that is not a URL refused.
+    fn urls(&self) -> anyhow::Result<Vec<&str>> {
+        let urls = if self.url_from_env {
+            let urls: Vec<&str> = self
+                .url
+                .iter()
+                .flat_map(|url| url.split_ascii_whitespace())
+                .collect();
+            // One word without a scheme is just that (`127.0.0.1:6379`); among several, a
+            // piece without one is most likely part of a password with a space in it: say so
+            // without showing any piece.
+            if let [url] = urls[..]
+                && !url.contains("://")
+            {
+                return Err(classified(
+                    Class::Usage,
+                    format!(
+                        "REDLOCK_URL: {}",
+                        crate::transport::endpoint::no_scheme(url)
+                    ),
+                ));
+            }
+            if urls.iter().any(|url| !url.contains("://")) {
+                return Err(classified(
+                    Class::Usage,
+                    "REDLOCK_URL holds a word that is not a URL: several URLs are separated by \
+                     whitespace, so a password with a space must be percent-encoded (%20)"
+                        .to_owned(),
+                ));
+            }
+            urls
+        } else {
+            // Each --url is one URL, whatever it holds (a password may contain spaces).
+            self.url.iter().map(|url| url.trim()).collect()
+        };
+        Ok(urls)
+    }
+
+    /// The `REDLOCK_URL` the command sees: the URLs redlock locks on (every one of a quorum,
+    /// from `--url` as from REDLOCK_URL, or the default), each without its password, separated
+    /// by spaces as REDLOCK_URL takes them, so that a nested `redlock status` reads the same
+    /// servers. Whitespace left in a URL (a socket path's) is percent-encoded, or it would
+    /// split it in two. Called after [`ConnArgs::endpoints`] accepted the URLs.
+    pub fn command_url(&self) -> String {
+        let urls = self.urls().unwrap_or_default();
+        let seen: Vec<String> = urls
+            .into_iter()
+            .map(crate::transport::endpoint::without_password)
+            // A word that is not a URL may be a piece of a password: dropped.
+            .filter(|url| !url.is_empty())
+            .map(|url| {
+                url.chars()
+                    .map(|c| match c {
+                        c if c.is_ascii_whitespace() => format!("%{:02X}", c as u32),
+                        c => c.to_string(),
+                    })
+                    .collect()
+            })
+            .collect();
+        seen.join(" ")
     }
 
     fn tls(&self) -> Result<Tls, String> {

@@ -25,7 +25,10 @@ impl SingleRedis {
 
     /// After an acquire failed with `failure`: the failure to report when a counter that is a
     /// string but no number stopped it (INCRBY's error; the script's guard has given the lock
-    /// back: guard.lua). A key of another kind there the guard names itself (FOREIGNKEY).
+    /// back: guard.lua). A key of another kind there the guard names itself (FOREIGNKEY). Only
+    /// an error the server answered with can be the counter's: a refusal redlock made of what
+    /// it found (a plain-text server given as rediss://, a replica, a Sentinel) is not asked
+    /// about, or the question would connect again and spend a second whole time limit.
     pub(super) fn stopped_at_the_counter(
         &mut self,
         failure: &Failure,
@@ -34,7 +37,7 @@ impl SingleRedis {
         let code = std::error::Error::source(failure)
             .and_then(|e| e.downcast_ref::<redis::RedisError>())
             .and_then(|e| e.code());
-        if code == Some("FOREIGNKEY") {
+        if matches!(code, None | Some("FOREIGNKEY")) {
             return None;
         }
         let found = self.foreign_fence(timeout).ok()??;

@@ -86,8 +86,8 @@ pub struct Options {
     pub max_runtime: Option<Duration>,
     /// The command and its arguments (at least one word).
     pub command: Vec<OsString>,
-    /// The `REDLOCK_URL` the command sees: redlock's own, without its passwords (None: unset).
-    pub command_url: Option<String>,
+    /// The `REDLOCK_URL` the command sees: the servers redlock locks on, without passwords.
+    pub command_url: String,
 }
 
 /// Run the command under the lock; how the run ended. An error is a failure before the command
@@ -282,7 +282,7 @@ fn command_env(
         ("REDLOCK_TOKEN", Some(token)),
         ("REDLOCK_FENCING_TOKEN", Some(fence.to_string())),
         ("REDLOCK_PASSWORD", None),
-        ("REDLOCK_URL", options.command_url.clone()),
+        ("REDLOCK_URL", Some(options.command_url.clone())),
     ]
 }
 

@@ -28,8 +28,8 @@ const GREETING_WAIT: Duration = Duration::from_millis(200);
 enum Found {
     /// A Redis master, answering without a password.
     Master,
-    /// A Redis replica of `master` (`host:port`).
-    Replica { master: String },
+    /// A Redis replica of `master` (`host:port`; None when it named none).
+    Replica { master: Option<String> },
     /// A Sentinel, monitoring these services.
     Sentinel { services: Vec<String> },
     /// A Redis server that wants a password first.
@@ -111,10 +111,9 @@ pub(crate) fn explain(at: &Reached, err: &RedisError, failure: Failure) -> Failu
                 services.join(", ")
             }
         )),
-        Found::Replica { master } if err.code() == Some("READONLY") => refused(format!(
-            "Redis at {addr} is a replica (of {master}), which cannot hold a lock: give its \
-             master, redis://{master}, or a redis+sentinel:// URL to follow failovers"
-        )),
+        Found::Replica { master } if err.code() == Some("READONLY") => refused(
+            crate::transport::role::replica_refused(addr, master.as_deref()),
+        ),
         Found::NoAuth if !has_password => refused(password_needed(at, &place)),
         Found::Http => refused(format!(
             "{addr} is not a Redis server: it answered in HTTP; check the port"
@@ -386,8 +385,13 @@ fn exchange(mut stream: impl Timed, probe: &[u8], deadline: Instant) -> Option<V
 /// Whether `reply` holds enough to identify the server.
 fn complete(reply: &[u8]) -> bool {
     match reply.first() {
-        // An array reply: wait for the role's name and, for a replica, the master's address.
-        Some(b'*') => reply.windows(2).filter(|w| w == b"\r\n").count() >= 7,
+        // An array reply: wait for the role's name and, for a replica, the master's address;
+        // a master's name is all there is to know (it answers no more than 5 lines, so waiting
+        // for 7 kept every probe of a master waiting out PROBE_WAIT).
+        Some(b'*') => {
+            reply.starts_with(b"*3\r\n$6\r\nmaster\r\n")
+                || reply.windows(2).filter(|w| w == b"\r\n").count() >= 7
+        }
         _ => reply.windows(2).any(|w| w == b"\r\n") || reply.len() >= 5,
     }
 }
@@ -424,8 +428,8 @@ fn identify(reply: &[u8]) -> Found {
         Some("master") => Found::Master,
         Some("slave" | "replica") => Found::Replica {
             master: match (items.get(1), items.get(2)) {
-                (Some(host), Some(port)) => format!("{host}:{port}"),
-                _ => "its master".to_owned(),
+                (Some(host), Some(port)) => crate::transport::role::master_of(host, port),
+                _ => None,
             },
         },
         Some("sentinel") => Found::Sentinel {
@@ -450,8 +454,12 @@ mod tests {
                 b"*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:6380\r\n$9\r\nconnected\r\n:14\r\n"
             ),
             Found::Replica {
-                master: "127.0.0.1:6380".into()
+                master: Some("127.0.0.1:6380".into())
             }
+        );
+        assert_eq!(
+            identify(b"*1\r\n$5\r\nslave\r\n"),
+            Found::Replica { master: None }
         );
         assert_eq!(
             identify(b"*2\r\n$8\r\nsentinel\r\n*2\r\n$8\r\nmymaster\r\n$5\r\nother\r\n"),
@@ -467,6 +475,9 @@ mod tests {
         assert_eq!(identify(&[21, 3, 3, 0, 2, 2, 70]), Found::Tls);
         assert_eq!(identify(&[22, 3, 3, 0, 122, 2]), Found::Tls);
         assert_eq!(identify(b""), Found::Closed);
+        // A master is known from its first three lines; a replica's master takes more.
+        assert!(complete(b"*3\r\n$6\r\nmaster\r\n"));
+        assert!(!complete(b"*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n"));
         assert_eq!(identify(b"SSH-2.0-OpenSSH\r\n"), Found::Other);
     }
 }

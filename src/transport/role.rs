@@ -11,9 +11,10 @@ use crate::transport::failure::Failure;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Role {
     Master,
-    /// A replica of `master` (`host:port`).
+    /// A replica of `master` (`host:port`), None when ROLE named none (a bare `slave`, an
+    /// empty host, port 0).
     Replica {
-        master: String,
+        master: Option<String>,
     },
     /// A Sentinel, monitoring these services.
     Sentinel {
@@ -54,10 +55,8 @@ impl Role {
             Some("master") => Role::Master,
             Some("slave" | "replica") => Role::Replica {
                 master: match (items.get(1).and_then(text), items.get(2).and_then(text)) {
-                    (Some(host), Some(port)) => {
-                        crate::transport::node_name(&host, port.parse().unwrap_or(0))
-                    }
-                    _ => "its master".to_owned(),
+                    (Some(host), Some(port)) => master_of(&host, &port),
+                    _ => None,
                 },
             },
             Some("sentinel") => Role::Sentinel {
@@ -68,6 +67,28 @@ impl Role {
             },
             _ => Role::Strange,
         })
+    }
+}
+
+/// The master a replica's ROLE names, as `host:port`; None for an empty host or a port that
+/// is not one (0, say, before the replica knows its master).
+pub(crate) fn master_of(host: &str, port: &str) -> Option<String> {
+    let port = port.parse::<u16>().ok().filter(|port| *port != 0)?;
+    (!host.is_empty() && host != "?").then(|| crate::transport::node_name(host, port))
+}
+
+/// Why a replica given by its URL is refused: naming its master's URL when ROLE said which it
+/// is, and never making one up when it did not.
+pub(crate) fn replica_refused(addr: &str, master: Option<&str>) -> String {
+    match master {
+        Some(master) => format!(
+            "Redis at {addr} is a replica (of {master}), which cannot hold a lock: give its \
+             master, redis://{master}, or a redis+sentinel:// URL to follow failovers"
+        ),
+        None => format!(
+            "Redis at {addr} is a replica; give its master's URL instead (it did not say which \
+             server that is), or a redis+sentinel:// URL to follow failovers"
+        ),
     }
 }
 
@@ -85,13 +106,7 @@ pub(crate) fn admit(role: Role, addr: &str, named: Named) -> Result<(), Failure>
     match role {
         Role::Master => Ok(()),
         Role::Replica { master } => Err(match named {
-            Named::Url => Failure::Refused(
-                format!(
-                    "Redis at {addr} is a replica (of {master}), which cannot hold a lock: give \
-                     its master, redis://{master}, or a redis+sentinel:// URL to follow failovers"
-                )
-                .into(),
-            ),
+            Named::Url => Failure::Refused(replica_refused(addr, master.as_deref()).into()),
             Named::Sentinels => Failure::Unreachable(
                 format!("Redis at {addr} is not a master yet (a failover in progress?)").into(),
             ),
@@ -150,9 +165,19 @@ mod tests {
         assert_eq!(
             Role::of(replica).unwrap(),
             Role::Replica {
-                master: "127.0.0.1:6380".into()
+                master: Some("127.0.0.1:6380".into())
             }
         );
+        for bare in [
+            vec![bulk("slave")],
+            vec![bulk("slave"), bulk(""), Value::Int(6379)],
+            vec![bulk("replica"), bulk("10.0.0.1"), Value::Int(0)],
+        ] {
+            let role = Role::of(Value::Array(bare)).unwrap();
+            assert_eq!(role, Role::Replica { master: None });
+            let err = admit(role, "10.0.0.2:6379", Named::Url).unwrap_err();
+            assert!(!err.to_string().contains("redis://"), "{err}");
+        }
         let sentinel = Value::Array(vec![
             bulk("sentinel"),
             Value::Array(vec![bulk("mymaster"), bulk("other")]),

@@ -148,11 +148,13 @@ pub fn without_password(url: &str) -> String {
 
 /// Why `word`, which has no `://`, is not a URL. It is quoted, with the URL it most likely
 /// means, only when it is `host:port` (or `SCHEME:host:port`, the `//` forgotten): anything
-/// else may be part of a password.
+/// else may be part of a password, so of `SCHEME:anything` (`redis:s3cret@host:1`) only the
+/// scheme is named.
 pub fn no_scheme(word: &str) -> String {
-    if let Some((scheme, rest)) = word.split_once(':')
-        && SCHEMES.contains(&scheme.to_ascii_lowercase().as_str())
-    {
+    let known = word
+        .split_once(':')
+        .filter(|(scheme, _)| SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()));
+    if let Some((scheme, rest)) = known {
         let rest = rest.trim_start_matches('/');
         let unix = scheme.to_ascii_lowercase().contains("unix");
         let path = |p: &str| {
@@ -173,6 +175,13 @@ pub fn no_scheme(word: &str) -> String {
     }
     if address(word) {
         format!("'{word}' is not a URL: it has no scheme; use redis://{word}")
+    } else if let Some((scheme, _)) = known {
+        let slashes = if scheme.to_ascii_lowercase().contains("unix") {
+            "///PATH"
+        } else {
+            "//..."
+        };
+        format!("the URL lacks the '//' after '{scheme}:' (write {scheme}:{slashes})")
     } else {
         "the URL has no scheme (use redis://, rediss://, unix://, redis+unix://, \
          redis+sentinel:// or redis+cluster://)"
@@ -286,10 +295,17 @@ mod tests {
         assert!(say("127.0.0.1:6379").ends_with("use redis://127.0.0.1:6379"));
         for secret in [
             "redis::hunter2@h:1",
+            "redis:hunter2@h:1",
             "unix:/tmp/r.sock?pass=hunter2",
             ":hunter2@h:1",
         ] {
             assert!(!say(secret).contains("hunter2"), "{secret}");
         }
+        assert_eq!(
+            say("redis:hunter2@h:1"),
+            "the URL lacks the '//' after 'redis:' (write redis://...)"
+        );
+        assert!(say("unix:/tmp/r.sock?pass=x").ends_with("(write unix:///PATH)"));
+        assert!(say("hunter2@h:1").contains("has no scheme"));
     }
 }

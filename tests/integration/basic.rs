@@ -335,3 +335,49 @@ fn the_commands_url_keeps_the_database_in_any_order_and_no_password() {
         );
     }
 }
+
+/// The command's REDLOCK_URL names the servers redlock locked on, wherever they came from: from
+/// `--url` with REDLOCK_URL unset, from `--url` over a REDLOCK_URL naming another server, and
+/// every `--url` of a quorum. A nested `redlock status` then finds the lock held, and no
+/// password reaches the command.
+#[test]
+fn the_commands_url_names_the_servers_given_by_url() {
+    const PW: &str = "url-s3cret";
+    let dir = TempDir::new();
+    let pw_file = dir.join("pw");
+    write_file(&pw_file, &format!("{PW}\n"), 0o600);
+    let opts = || ServerOpts {
+        password: Some(PW.into()),
+        ..ServerOpts::default()
+    };
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start_with(opts())).collect();
+    let elsewhere = format!("redis://:other-s3cret@127.0.0.1:{}", free_port());
+    let script = format!(
+        "echo \"$REDLOCK_URL\"; REDLOCK_PASSWORD_FILE={} {} status --key nested",
+        shell_quote(&pw_file),
+        shell_quote(std::path::Path::new(BIN))
+    );
+    let plain = |s: &RedisServer| s.url_without_password();
+    let all: Vec<String> = servers.iter().map(plain).collect();
+    for (redlock, seen) in [
+        (Redlock::run(&servers[0]), plain(&servers[0])),
+        (
+            Redlock::run(&servers[0]).env("REDLOCK_URL", &elsewhere),
+            plain(&servers[0]),
+        ),
+        (
+            Redlock::run_quorum(&servers).env("REDLOCK_URL", &elsewhere),
+            all.join(" "),
+        ),
+    ] {
+        let out = redlock.key("nested").sh(&script).any_stdout().output();
+        out.assert_no_secret(&[PW, "other-s3cret"]);
+        let mut lines = out.stdout.lines();
+        assert_eq!(lines.next(), Some(seen.as_str()), "{}", out.stdout);
+        assert!(
+            lines.next().is_some_and(|l| l.contains("is held")),
+            "{seen}: {}",
+            out.stdout
+        );
+    }
+}

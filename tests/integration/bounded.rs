@@ -231,3 +231,50 @@ fn list_ends_a_scan_whose_cursor_comes_back() {
     let port = format!(":{}", server.addr().rsplit(':').next().unwrap());
     assert_snapshot("scan-cycle.stderr", out.stderr.trim(), &[(&port, ":6379")]);
 }
+
+/// A plain-text Redis given as rediss:// answers no TLS hello: the first attempt spends its
+/// whole time limit (ttl/3, at most 5 s, with or without --wait), then a short plain-text
+/// probe says what answered. Once: it took two whole limits (11.2 s), the refusal being asked
+/// about the fencing counter over a new connection that waited out a second TLS hello.
+#[test]
+fn a_plain_server_given_as_rediss_takes_its_time_limit_once() {
+    let redis = RedisServer::start();
+    let url = format!("rediss://127.0.0.1:{}", redis.port());
+    // (options, the first attempt's limit); the probe and a loaded machine get 2.5 s more.
+    let cases: [(&[&str], u64); 3] = [
+        (&[], 5),
+        (&["--wait", "2s"], 5),
+        (&["--ttl", "6s", "--wait", "2s"], 2),
+    ];
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = cases
+            .iter()
+            .map(|(args, limit)| {
+                let redlock = Redlock::run_at(&url).key("tl").args(*args);
+                let run = scope.spawn(move || {
+                    redlock
+                        .command(["true"])
+                        .status(69)
+                        .stderr_lines(1)
+                        .stderr_contains("speaks plain text, not TLS")
+                        .output()
+                });
+                (args, limit, run)
+            })
+            .collect();
+        for (args, limit, run) in runs {
+            let out = run.join().unwrap();
+            let bound = Duration::from_secs(*limit) + Duration::from_millis(2_500);
+            assert!(
+                out.elapsed < bound,
+                "{args:?}: took {:?}, bound {bound:?}",
+                out.elapsed
+            );
+            assert!(
+                out.elapsed >= Duration::from_secs(*limit) - Duration::from_millis(100),
+                "{args:?}: gave up after {:?}, before its limit",
+                out.elapsed
+            );
+        }
+    });
+}

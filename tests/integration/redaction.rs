@@ -39,6 +39,12 @@ fn urls(closed: u16) -> Vec<String> {
         format!("redis+cluster://:{PW}@h/0"),
         format!("valkey://:{PW}@{at}"),
         format!("redis://:{PW}@{at}\n/x"),
+        // A scheme without its `//`: said, never the rest.
+        format!("redis:{PW}@{at}"),
+        format!("rediss::{PW}@{at}"),
+        format!("unix:/tmp/x?pass={PW}"),
+        format!("redis+unix:/tmp/x?db=1&pass={PW}"),
+        format!("redis+sentinel:{PW}@{at}/svc"),
     ]
     .into()
 }
@@ -163,4 +169,37 @@ fn an_unknown_url_parameter_is_refused_without_showing_a_password() {
         .key("k")
         .command(["true"])
         .output();
+}
+
+/// A scheme whose `//` is missing is named as such (the docs promise "it lacks the '//' after
+/// 'redis:'"), not called no scheme at all; and nothing after the scheme is shown, since it may
+/// hold the password.
+#[test]
+fn a_scheme_without_its_slashes_is_named_without_the_rest() {
+    let closed = free_port();
+    for (url, scheme) in [
+        (format!("redis:{PW}@127.0.0.1:{closed}"), "redis"),
+        (format!("REDISS::{PW}@127.0.0.1:{closed}"), "REDISS"),
+        (format!("unix:/tmp/x?pass={PW}"), "unix"),
+        (format!("redis+unix:/tmp/x?pass={PW}"), "redis+unix"),
+        (format!("redis+sentinel:{PW}@h:1/svc"), "redis+sentinel"),
+        (format!("rediss+cluster:{PW}@h:1"), "rediss+cluster"),
+    ] {
+        for from_env in [false, true] {
+            let redlock = Redlock::sub("run").key("k").command(["true"]);
+            let redlock = if from_env {
+                redlock.env("REDLOCK_URL", &url)
+            } else {
+                redlock.url(&url)
+            };
+            let out = redlock
+                .status(64)
+                .stderr_lines(1)
+                .stderr_contains(&format!("lacks the '//' after '{scheme}:'"))
+                .stderr_contains(&format!("{scheme}://"))
+                .output();
+            assert!(!out.stderr.contains("no scheme"), "{url}: {}", out.stderr);
+            out.assert_no_secret(&pieces());
+        }
+    }
 }

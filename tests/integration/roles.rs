@@ -109,3 +109,31 @@ fn a_server_whose_acl_forbids_role_is_used_unchecked_and_says_so_at_v() {
         .output();
     out.assert_no_secret(&["norole-pw"]);
 }
+
+/// A replica whose ROLE names no master (a bare `slave`) is refused plainly: no URL is made up
+/// from a master nobody named.
+#[test]
+fn a_replica_that_names_no_master_is_refused_without_a_made_up_url() {
+    use crate::integration::fake::{Answer, FakeServer, Then};
+    let server = FakeServer::start(Answer::Reply {
+        reply: b"*1\r\n$5\r\nslave\r\n".to_vec(),
+        then: Then::Repeat,
+    });
+    let out = Redlock::run_at(&server.url())
+        .key("k")
+        .ttl("3s")
+        .command(["true"])
+        .status(69)
+        .stderr_lines(1)
+        .output();
+    assert!(
+        out.stderr.contains(&format!(
+            "Redis at {} is a replica; give its master's URL instead",
+            server.addr()
+        )),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("its master,"), "{}", out.stderr);
+    assert!(!out.stderr.contains("redis://its"), "{}", out.stderr);
+}

@@ -316,3 +316,47 @@ fn valid_spellings_are_accepted() {
         assert!(marker.exists(), "{opts:?}: command not run");
     }
 }
+
+/// A value that starts with '-' is the option's value, refused as a value: clap's "unexpected
+/// argument '-1' found; to pass '-1' as a value, use '-- -1'" names the wrong value, and its
+/// advice would make -1 the command.
+#[test]
+fn a_value_starting_with_a_dash_is_the_options_value() {
+    let mut failures = Vec::new();
+    for (option, value) in [
+        ("--stop-signal", "-15"),
+        ("--stop-signal", "-TERM"),
+        ("--conflict-exit-code", "-1"),
+        ("--min-replicas", "-1"),
+        ("--limit", "-1"),
+        ("--ttl", "-5s"),
+        ("--wait", "-1s"),
+        ("--kill-after", "-1s"),
+        ("--max-runtime", "-1s"),
+        ("--min-interval", "-1s"),
+        ("--splay", "-1s"),
+    ] {
+        let out = Redlock::sub("run")
+            .env("REDLOCK_URL", "redis://127.0.0.1:1")
+            .args(["--key", "k", option, value])
+            .command(["true"])
+            .status(64)
+            .any_stderr()
+            .output();
+        let want = format!("redlock: invalid value '{value}' for '{option} <");
+        if !out.stderr.starts_with(&want) || out.stderr.lines().count() != 1 {
+            failures.push(format!("{option} {value}: {:?}", out.stderr));
+        }
+    }
+    let out = Redlock::sub("check")
+        .env("REDLOCK_URL", "redis://127.0.0.1:1")
+        .args(["--key", "k", "--max-age", "-1s"])
+        .status(3)
+        .any_stdout()
+        .any_stderr()
+        .output();
+    if !out.stdout.contains("invalid value '-1s' for '--max-age <") {
+        failures.push(format!("--max-age -1s: {:?}", out.stdout));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
