@@ -46,17 +46,7 @@ pub(super) fn acquire(
                 fence,
                 sent,
                 waited,
-            }) => {
-                report!(
-                    1,
-                    Acquired { "waited_ms" => waited.as_millis(), "fence" => fence },
-                    "acquired lock '{key}' after {} (fencing token {fence})",
-                    report::millis(waited)
-                );
-                stats.waited = Some(waited);
-                let held = Moment::now();
-                return Ok(Ok(Taken { fence, sent, held }));
-            }
+            }) => return Ok(Ok(acquired(key, fence, sent, waited, stats))),
             Event::Wait(WaitEvent::Busy { waited, queued }) => {
                 stats.waited = Some(waited);
                 busy(key, options.kind, queued, waited);
@@ -111,6 +101,22 @@ pub(super) fn acquire(
                 ));
             }
         }
+    }
+}
+
+/// Say that the lock was taken, `waited` after the first attempt, by the request `sent` then.
+fn acquired(key: &str, fence: i64, sent: Moment, waited: Duration, stats: &mut Stats) -> Taken {
+    report!(
+        1,
+        Acquired { "waited_ms" => waited.as_millis(), "fence" => fence },
+        "acquired lock '{key}' after {} (fencing token {fence})",
+        report::millis(waited)
+    );
+    stats.waited = Some(waited);
+    Taken {
+        fence,
+        sent,
+        held: Moment::now(),
     }
 }
 

@@ -129,13 +129,11 @@ impl Connection {
                 r
             };
             let (addr, err, oversized, first) = match result {
-                Ok(value) => {
-                    self.unanswered = false;
-                    return Ok(value);
-                }
+                Ok(value) => return Ok(value),
                 Err(failed) => failed,
             };
-            // A server's error is an answer (a script that fails takes nothing: see guard.lua).
+            // A server's error is an answer (a script that fails takes nothing: see guard.lua);
+            // only a redirect, an answer, goes round again, so an Ok finds this still false.
             self.unanswered = oversized || err.code().is_none();
             if oversized {
                 self.forget();
