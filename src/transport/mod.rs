@@ -64,6 +64,9 @@ pub(crate) struct Connection {
     /// The last request reached a node and got no reply redlock could read (cut off, timed
     /// out, too large, unreadable): it may have been carried out.
     unanswered: bool,
+    /// The owner a MOVED named could not be reached, and why: a seed that sends the request
+    /// there again (its master just died, no failover yet) is not the node to blame.
+    owner_down: Option<((String, u16), String)>,
 }
 
 impl Connection {
@@ -74,6 +77,7 @@ impl Connection {
             owner: None,
             sentinel: None,
             unanswered: false,
+            owner_down: None,
         }
     }
 
@@ -135,9 +139,8 @@ impl Connection {
             // A server's error is an answer (a script that fails takes nothing: see guard.lua);
             // only a redirect, an answer, goes round again, so an Ok finds this still false.
             self.unanswered = oversized || err.code().is_none();
-            if oversized {
-                self.forget();
-                return Err(failure::too_large(&addr, err));
+            if let Some(failure) = self.cut_short(&addr, &err, oversized) {
+                return Err(failure);
             }
             let clustered = matches!(self.endpoint.target, Target::Cluster { .. });
             match cluster::redirect(&err) {
@@ -224,6 +227,24 @@ impl Connection {
         }
     }
 
+    /// A failure that ends a request at once: a reply too large, or a MOVED to the owner that
+    /// just could not be reached.
+    fn cut_short(&mut self, addr: &str, err: &RedisError, oversized: bool) -> Option<Failure> {
+        if oversized {
+            self.forget();
+            return Some(failure::too_large(&addr, err.clone()));
+        }
+        self.owner_down(err)
+    }
+
+    /// A MOVED to the owner that just could not be reached: that failure, retryable (a failover
+    /// promotes a replica in a few seconds).
+    fn owner_down(&mut self, err: &RedisError) -> Option<Failure> {
+        let (_, to) = cluster::redirect(err).filter(|(moved, _)| *moved)?;
+        let (down, why) = self.owner_down.take()?;
+        (down == to).then(|| Failure::Unreachable(why.into()))
+    }
+
     fn forget(&mut self) {
         self.node = None;
         self.owner = None;
@@ -286,12 +307,17 @@ impl Connection {
                 // The owner if a MOVED named it, else any seed: a MOVED reply routes from there.
                 // No ROLE: a Cluster replica answers MOVED to its master for every key.
                 let mut last = None;
+                self.owner_down = None;
                 let nodes: Vec<_> = self.owner.iter().chain(seeds.iter()).collect();
                 for (i, (host, port)) in nodes.iter().enumerate() {
                     // A share of the time left each, so one silent seed cannot use it all.
                     let until = share(deadline, nodes.len() - i);
                     match self.open_at(host, *port, until, None) {
                         Ok(node) => return Ok(node),
+                        Err(failure) if i == 0 && self.owner.is_some() => {
+                            self.owner_down = Some(((host.clone(), *port), failure.to_string()));
+                            last = Some(failure);
+                        }
                         Err(failure) => last = Some(failure),
                     }
                     if Instant::now() >= deadline {

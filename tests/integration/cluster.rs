@@ -1,6 +1,6 @@
 //! Redis Cluster: the lock lives on the node that owns its slot, found through any seed (MOVED);
 //! waiters are woken there; `list` scans every master; renewals follow a slot migration; a
-//! cluster URL to a standalone server treats it as the one node.
+//! cluster URL to a standalone server treats it as the one node; a dead slot owner is named.
 
 use super::topology::*;
 use crate::common::*;
@@ -214,4 +214,34 @@ fn a_cluster_url_to_a_standalone_server_treats_it_as_the_one_node() {
     touch(&dir.join("a.go"));
     holder.finish().assert_code(0);
     assert_eq!(redis.get(&lock_key("solo")), None);
+}
+
+/// The master that owns the lock's slot dies, and no failover has happened yet: the seeds
+/// still send the lock there (MOVED). A contender says it cannot reach that master, a failure
+/// `--wait` rides out; it said the seed had "answered with an error: Moved".
+#[test]
+fn a_dead_slot_owner_is_named_not_the_seed_that_points_at_it() {
+    let mut cluster = Cluster::start();
+    let key = "dead";
+    let owner = cluster.owner(cluster.slot(&lock_key(key)), 0);
+    let other = (owner + 1) % 3;
+    let port = cluster.nodes[owner].port();
+    cluster.nodes[owner].kill();
+    let out = Redlock::run_at(&cluster.url_of(&[other]))
+        .key(key)
+        .sh("true")
+        .status(69)
+        .any_stderr()
+        .output();
+    // Within the cluster's node timeout (1 s) the seeds still name the dead owner; past it
+    // the cluster is down: either way the failure is the owner's, not the seed's.
+    assert!(
+        !out.stderr.contains("Moved")
+            && (out
+                .stderr
+                .contains(&format!("cannot reach Redis at 127.0.0.1:{port}"))
+                || out.stderr.contains("CLUSTERDOWN")),
+        "{}",
+        out.stderr
+    );
 }
