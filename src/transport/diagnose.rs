@@ -174,15 +174,20 @@ fn sentinel_url(at: &Reached, place: &str, services: &[String]) -> String {
     }
 }
 
+/// What to say to a sentinel at `place` that wants a password and got none.
+pub(crate) fn sentinel_needs_password(place: &str) -> String {
+    format!(
+        "the Redis Sentinel at {place} needs a password: give it as \
+         sentinel_password=PASSWORD in the URL's parameters (REDLOCK_PASSWORD and \
+         --password-file are the data nodes')"
+    )
+}
+
 /// What to say to a server that wants a password and got none, with where the password goes
 /// for this kind of URL (a socket's is `?pass=`; a sentinel's own is `sentinel_password=`).
 fn password_needed(at: &Reached, place: &str) -> String {
     if at.peer == Peer::Sentinel {
-        return format!(
-            "the Redis Sentinel at {place} needs a password: give it as \
-             sentinel_password=PASSWORD in the URL's parameters (REDLOCK_PASSWORD and \
-             --password-file are the data nodes')"
-        );
+        return sentinel_needs_password(place);
     }
     let tls = if at.endpoint.uses_tls() { "s" } else { "" };
     let url = match (&at.endpoint.target, at.info.addr()) {

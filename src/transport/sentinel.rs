@@ -6,7 +6,7 @@ use std::time::Instant;
 use redis::Value;
 
 use crate::transport::endpoint::{Endpoint, Target};
-use crate::transport::{self, Failure, Link, classify};
+use crate::transport::{self, Failure, Link, classify, diagnose};
 
 /// The master's address as the first sentinel that answers names it. `cached` keeps the
 /// connection to the sentinel that answered last (tried first next time).
@@ -74,6 +74,14 @@ pub(crate) fn master(
                     format!("unexpected reply from {at}: {other:?}").into(),
                 ))
             }
+            // No password of the sentinels' own was given: not a wrong one.
+            Err(e) if e.code() == Some("NOAUTH") && target_auth(endpoint).is_none() => {
+                let place = transport::node_name(host, *port);
+                keep(
+                    &mut last,
+                    Failure::Refused(diagnose::sentinel_needs_password(&place).into()),
+                );
+            }
             Err(e) => keep(&mut last, classify(&at, e)),
         }
     }
@@ -89,6 +97,14 @@ pub(crate) fn master(
     Err(last.unwrap_or_else(|| {
         Failure::Unreachable(format!("no sentinel of {endpoint} answered in time").into())
     }))
+}
+
+/// The sentinels' own credentials, if the URL gives any.
+fn target_auth(endpoint: &Endpoint) -> Option<&(Option<String>, String)> {
+    match &endpoint.target {
+        Target::Sentinel { auth, .. } => auth.as_ref(),
+        _ => None,
+    }
 }
 
 /// Keep `failure` as the one to report, unless `last` says more: a sentinel that answered (or

@@ -137,3 +137,41 @@ fn a_replica_that_names_no_master_is_refused_without_a_made_up_url() {
     assert!(!out.stderr.contains("its master,"), "{}", out.stderr);
     assert!(!out.stderr.contains("redis://its"), "{}", out.stderr);
 }
+
+/// A sentinel that wants a password of its own, given none (`sentinel_password=` missing, or
+/// only the data nodes' password in the URL): it needs a password, not "wrong password";
+/// a wrong one is still refused as such.
+#[test]
+fn a_sentinel_that_wants_a_password_and_got_none_says_so() {
+    let master = RedisServer::start();
+    let sentinel = Sentinel::start(master.port());
+    redis::cmd("ACL")
+        .arg(&["SETUSER", "default", "on", "resetpass", ">s3ntinel-pw"])
+        .exec(&mut sentinel.conn())
+        .unwrap();
+    let at = format!("127.0.0.1:{}", sentinel.port);
+    for url in [
+        format!("redis+sentinel://{at}/mymaster"),
+        format!("redis+sentinel://:data-pw@{at}/mymaster"),
+    ] {
+        Redlock::run_at(&url)
+            .key("k")
+            .command(["true"])
+            .status(69)
+            .stderr(&format!(
+                "redlock: cannot take lock 'k': the Redis Sentinel at {at} needs a password: \
+                 give it as sentinel_password=PASSWORD in the URL's parameters \
+                 (REDLOCK_PASSWORD and --password-file are the data nodes')\n"
+            ))
+            .output();
+    }
+    Redlock::run_at(&format!(
+        "redis+sentinel://{at}/mymaster?sentinel_password=wrong"
+    ))
+    .key("k")
+    .command(["true"])
+    .status(69)
+    .stderr_contains("refused the credentials")
+    .stderr_lines(1)
+    .output();
+}
