@@ -111,6 +111,15 @@ pub(crate) fn admit(role: Role, addr: &str, named: Named) -> Result<(), Failure>
                 format!("Redis at {addr} is not a master yet (a failover in progress?)").into(),
             ),
         }),
+        // The sentinels' word for the master is a sentinel: their configuration is wrong, not
+        // the URL (which already is a redis+sentinel:// one).
+        Role::Sentinel { .. } if named == Named::Sentinels => Err(Failure::Refused(
+            format!(
+                "the sentinels name {addr} as the master, but it is a Redis Sentinel itself: \
+                 check what their `sentinel monitor` lines point at"
+            )
+            .into(),
+        )),
         Role::Sentinel { services } => {
             let service = services.first().map_or("SERVICE", String::as_str);
             Err(Failure::Refused(
@@ -203,5 +212,19 @@ mod tests {
         assert!(matches!(err, Failure::Unreachable(_)), "{err}");
         let master = Value::Array(vec![bulk("master"), Value::Int(0)]);
         assert!(check(master, Named::Url).is_ok());
+        // A sentinel: given as redis://, the URL to use instead; named by the sentinels as the
+        // master, their configuration to check (that URL is the one in use already).
+        let sentinel = || Value::Array(vec![bulk("sentinel"), Value::Array(vec![bulk("m")])]);
+        let err = check(sentinel(), Named::Url).unwrap_err().to_string();
+        assert!(
+            err.contains("use redis+sentinel://10.0.0.2:6379/m"),
+            "{err}"
+        );
+        let err = check(sentinel(), Named::Sentinels).unwrap_err().to_string();
+        assert!(
+            err.starts_with("the sentinels name 10.0.0.2:6379 as the master, but it is a Redis")
+                && !err.contains("redis+sentinel://"),
+            "{err}"
+        );
     }
 }
