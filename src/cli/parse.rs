@@ -68,7 +68,14 @@ pub(crate) fn printable(text: &str) -> String {
         .collect()
 }
 
+/// A duration greater than zero (a negative one is told so too, not that 0 would do).
 pub fn parse_positive(text: &str) -> Result<Duration, String> {
+    if text.trim().starts_with('-') {
+        return Err(format!(
+            "'{}' is negative; it must be greater than zero",
+            printable(text.trim())
+        ));
+    }
     match parse_duration(text)? {
         Duration::ZERO => Err("must be greater than zero".into()),
         d => Ok(d),
@@ -173,6 +180,11 @@ mod tests {
         assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
         assert_eq!(parse_duration("0.25"), Ok(Duration::from_millis(250)));
         assert!(parse_duration("-5s").unwrap_err().contains("negative"));
+        assert_eq!(
+            parse_positive("-5s").unwrap_err(),
+            "'-5s' is negative; it must be greater than zero"
+        );
+        assert!(parse_ttl("-1s").unwrap_err().contains("greater than zero"));
         assert!(parse_ttl("1.5").is_ok());
         for bad in [
             ".5",
