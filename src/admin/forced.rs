@@ -133,7 +133,10 @@ fn unfenced_text(
 
 /// Whom `release --force` removed from the lock `key` (shown already), and what is left.
 fn removed(key: &str, holder: Option<&Holder>, held_as: &HeldAs, left: u64) -> String {
-    let whose = holder.map_or_else(|| "an unknown holder".to_owned(), holder_text);
+    let whose = holder.map_or_else(
+        || "an unknown holder".to_owned(),
+        |h| field(&holder_text(h)),
+    );
     if *held_as == HeldAs::Kind(Kind::Exclusive) {
         format!("released lock '{key}' held by {whose}")
     } else {

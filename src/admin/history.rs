@@ -111,9 +111,13 @@ fn judge(key: &str, record: &Runs, max_age: Duration) -> Judged {
             Some(_) => judged(CRITICAL, format!("has no recorded success; {}", last(""))),
         };
     };
+    let ago = if age(success) > max_age {
+        past(age(success), max_age)
+    } else {
+        secs(age(success))
+    };
     let said = format!(
-        "last succeeded {} ago on {} (took {}, fence {})",
-        secs(age(success)),
+        "last succeeded {ago} ago on {} (took {}, fence {})",
         who(success),
         runs::duration(success),
         success.fence
@@ -143,6 +147,23 @@ fn judge(key: &str, record: &Runs, max_age: Duration) -> Judged {
             ),
         ),
         None => judged(OK, said),
+    }
+}
+
+/// The age of a last success older than `max_age`, as the CRITICAL line says it: whole seconds,
+/// unless those are not past `max_age` (1.2 s against `--max-age 1s` is not "1s ago, longer
+/// ago than --max-age 1s"), then as finely as [`report::duration`] goes, and "more than" when
+/// even that rounds to `max_age`.
+fn past(age: Duration, max_age: Duration) -> String {
+    let whole = Duration::from_secs(age.as_secs());
+    if whole > max_age {
+        return report::duration(whole);
+    }
+    let shown = report::duration(age);
+    if shown == report::duration(max_age) {
+        format!("more than {shown}")
+    } else {
+        shown
     }
 }
 
@@ -187,7 +208,9 @@ fn verdict_json(code: i32, key: Option<&str>, line: &str) -> Object {
 /// The JSON object has every field of a known status's, null where nothing is known
 /// (`max_age_ms` too, when `--max-age` was not understood).
 pub fn unknown(key: Option<&str>, max_age: Option<Duration>, message: &str, json: bool) {
-    let line = format!("{}: {}", word(UNKNOWN), message.replace('\n', " "));
+    // Kept on one line as every line of redlock's is: a control character (a newline or ESC
+    // in the lock name) is written as an escape, as the `redlock: ` line on stderr writes it.
+    let line = format!("{}: {}", word(UNKNOWN), report::one_line(message));
     let text = if json {
         let obj = verdict_json(UNKNOWN, key, &line)
             .opt_int("max_age_ms", max_age.map(|d| d.as_millis() as i128))
@@ -288,6 +311,21 @@ mod tests {
         assert_eq!(code, CRITICAL, "{line}");
         assert!(
             line.contains("longer ago than --max-age 1day") && line.contains("host-b"),
+            "{line}"
+        );
+        // An age that rounds to --max-age is shown precisely enough to differ from it.
+        let mut barely = record(vec![run("a", 0, "success")]);
+        barely.summary.now_ms = 61_200;
+        let line = judge("k", &barely, Duration::from_secs(1)).line;
+        assert!(
+            line.starts_with("CRITICAL: lock 'k' last succeeded 1.2s ago on host-a")
+                && line.contains("longer ago than --max-age 1s;"),
+            "{line}"
+        );
+        barely.summary.now_ms = HOUR + 60_300;
+        let line = judge("k", &barely, Duration::from_secs(3600)).line;
+        assert!(
+            line.starts_with("CRITICAL: lock 'k' last succeeded more than 1h ago on host-a"),
             "{line}"
         );
         let (code, line) = verdict(vec![run("b", 60 * HOUR, "lock_lost")]);

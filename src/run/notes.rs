@@ -1,6 +1,7 @@
 //! What the supervisor says: each [`Note`] of the decision core as one line (or one JSON
 //! event), at its level. The words live here, the decisions in `core`.
 
+use crate::lock::Kind;
 use crate::report;
 use crate::run::Options;
 use crate::run::core::{KillReason, LostWhy, Note};
@@ -39,7 +40,9 @@ pub(crate) fn say(note: &Note, options: &Options) {
             ContinuedUntilRenewed {},
             "continued with the lease running low; the command stays stopped until it is renewed"
         ),
-        Note::LockLost(why) => report::error_event(report::Event::LockLost, lost(*why, key)),
+        Note::LockLost(why) => {
+            report::error_event(report::Event::LockLost, lost(*why, key, options.kind))
+        }
         Note::Killed(reason) => killed(*reason),
         Note::MaxRuntime => report!(
             0,
@@ -104,16 +107,27 @@ fn unacknowledged(key: &str, why: &str, first: bool) {
     report!(
         if first { 0 } else { 2 },
         RenewUnacknowledged { "error" => why },
-        "warning: the replicas stopped acknowledging renewals of lock '{key}' ({why}; \
-         --min-replicas); the lease is not extended until they do"
+        "warning: the replicas stopped acknowledging renewals of lock '{key}': {why}; the lease \
+         is not extended until they do"
     );
 }
 
-/// Why the lease was given up, as the `lock_lost` line says it.
-fn lost(why: LostWhy, key: &str) -> String {
+/// Why the lease was given up, as the `lock_lost` line says it. A lock held by several
+/// (`kind`) is gone for one holder when its place is: the key may well hold the others.
+fn lost(why: LostWhy, key: &str, kind: Kind) -> String {
     let stopping = "; stopping the command";
     match why {
-        LostWhy::Gone => format!("lost lock '{key}': its key is gone{stopping}"),
+        LostWhy::Gone => match kind {
+            Kind::Exclusive => format!("lost lock '{key}': its key is gone{stopping}"),
+            Kind::Limit(_) => format!(
+                "lost lock '{key}': its place in the semaphore is gone (removed, or its lease \
+                 ended){stopping}"
+            ),
+            Kind::Shared => format!(
+                "lost lock '{key}': its place among the shared holders is gone (removed, or its \
+                 lease ended){stopping}"
+            ),
+        },
         LostWhy::Theirs => format!("lost lock '{key}': another owner holds it{stopping}"),
         LostWhy::RanOut => {
             format!("the lease on lock '{key}' ran out without a renewal{stopping}")

@@ -50,6 +50,25 @@ fn assert_stopped_for_replicas(out: &Output) {
         "{}",
         out.stderr
     );
+    // The first unacknowledged renewal warns once, naming --min-replicas once (it was doubled:
+    // "(--min-replicas); --min-replicas)").
+    let warning = out
+        .stderr
+        .lines()
+        .find(|l| l.contains("stopped acknowledging renewals"))
+        .unwrap_or_else(|| panic!("no warning: {}", out.stderr));
+    let within = warning
+        .strip_prefix(
+            "redlock: warning: the replicas stopped acknowledging renewals of lock 'job': only \
+             0 of 1 replica(s) acknowledged the renewal within ",
+        )
+        .and_then(|rest| {
+            rest.strip_suffix(" (--min-replicas); the lease is not extended until they do")
+        });
+    assert!(
+        within.is_some_and(|w| !w.is_empty() && !w.contains(' ')),
+        "{warning}"
+    );
 }
 
 /// A contender takes the lock on the promoted server; the holder, done, must have been stopped

@@ -529,3 +529,83 @@ fn a_counter_that_is_not_a_number_is_left_out() {
         .stdout_contains("OK: lock 'c' last succeeded")
         .output();
 }
+
+/// Control characters in a holder's command line and in a lock name are written escaped on
+/// every line that shows them, as status and list do: `release --force`'s line about the
+/// holder it removed (it printed the command raw, ESC sequences, tab and newline included), and
+/// `check`'s UNKNOWN line (a newline became a space, ESC stayed raw).
+#[test]
+fn control_characters_are_escaped_by_release_force_and_check_unknown() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let script = format!(
+        "{} #\u{1b}]0;TITLE\u{7}\u{1b}[2J\n# line2\ttab",
+        hold_script(&dir, "h")
+    );
+    let holder = Redlock::run(&redis).key("ml").ttl("3s").sh(&script).spawn();
+    wait_for_file(&dir.join("h.ready"));
+    let out = Redlock::admin("release", &redis)
+        .key("ml")
+        .arg("--force")
+        .status(0)
+        .stdout_contains("\\u{1b}]0;TITLE\\u{7}\\u{1b}[2J\\n# line2\\ttab')")
+        .output();
+    let body = out.stdout.strip_suffix('\n').unwrap();
+    assert!(!body.chars().any(char::is_control), "{:?}", out.stdout);
+    touch(&dir.join("h.go"));
+    holder.finish().assert_code(76);
+
+    let out = Redlock::admin_at("check", "redis://127.0.0.1:1")
+        .key("a\nb\u{1b}[2J")
+        .args(["--max-age", "1h"])
+        .status(3)
+        .stdout_contains("lock 'a\\nb\\u{1b}[2J'")
+        .any_stderr()
+        .output();
+    let body = out.stdout.strip_suffix('\n').unwrap();
+    assert!(!body.chars().any(char::is_control), "{:?}", out.stdout);
+}
+
+/// A run in the record whose numbers redlock cannot read (a start that is not a number or is
+/// negative, a fence past i64, a pid or an end of 20-odd digits) is left out like an entry that
+/// is not JSON: `status` still shows the holder, `history` and `check` the readable runs (all
+/// three failed with "unexpected reply").
+#[test]
+fn a_run_entry_with_unreadable_numbers_is_left_out() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    Redlock::run(&redis).key("fr2").sh("true").output();
+    let (holder, token) = Redlock::run(&redis).key("fr2").ttl("5s").hold(&dir, "h");
+    let runs = format!("{}:runs", lock_key("fr2"));
+    for bad in [
+        r#"{"token":"x","host":"h","pid":"1","started":"abc","fence":"5"}"#,
+        r#"{"token":"x","host":"h","pid":"1","started":"-1","fence":"5"}"#,
+        r#"{"token":"x","host":"h","pid":"1","started":"5","fence":"1e400"}"#,
+        r#"{"token":"x","host":"h","pid":"12345678901234567890","started":"5","fence":"5"}"#,
+        r#"{"token":"x","host":"h","pid":"1","started":"5","fence":"5","ended":"12345678901234567890123","outcome":"success","status":"0"}"#,
+        r#"{"token":"x","host":"h","pid":"1","started":"5","fence":"5","ended":"6","outcome":"success","status":"99999999999"}"#,
+    ] {
+        redis::cmd("LPUSH")
+            .arg(&runs)
+            .arg(bad)
+            .exec(&mut redis.conn())
+            .unwrap();
+        Redlock::admin("status", &redis)
+            .key("fr2")
+            .stdout_contains(&token)
+            .stdout_contains("running")
+            .output();
+        Redlock::admin("history", &redis)
+            .key("fr2")
+            .stdout_contains("success (exit 0)")
+            .stdout_contains("running")
+            .output();
+        Redlock::admin("check", &redis)
+            .key("fr2")
+            .args(["--max-age", "1h"])
+            .stdout_contains("OK: lock 'fr2' last succeeded")
+            .output();
+    }
+    touch(&dir.join("h.go"));
+    holder.finish().assert_code(0);
+}

@@ -353,6 +353,42 @@ fn a_holder_renews_its_slot_and_stops_its_command_when_the_slot_is_gone() {
     assert!(!pid_alive(command), "the command outlived its slot");
 }
 
+/// A semaphore holder removed by `release --force --token` while another still holds the key
+/// is told its place is gone, not the key (which it said, the key still there).
+#[test]
+fn a_semaphore_holder_removed_by_force_is_told_its_place_is_gone() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let (a, token) = Redlock::run(&redis)
+        .key("pool2")
+        .args(["--limit", "2"])
+        .ttl("1s")
+        .hold(&dir, "a");
+    let (b, _) = Redlock::run(&redis)
+        .key("pool2")
+        .args(["--limit", "2"])
+        .ttl("1s")
+        .hold(&dir, "b");
+    Redlock::admin("release", &redis)
+        .key("pool2")
+        .args(["--force", "--token", &token])
+        .status(0)
+        .stdout_contains("1 holder(s) left")
+        .output();
+    let out = a.finish_within(PATIENCE);
+    out.assert_code(76);
+    assert!(
+        out.stderr.contains(
+            "redlock: lost lock 'pool2': its place in the semaphore is gone (removed, or its \
+             lease ended); stopping the command\n"
+        ),
+        "{}",
+        out.stderr
+    );
+    touch(&dir.join("b.go"));
+    b.finish().assert_code(0);
+}
+
 #[test]
 fn shared_holders_overlap_and_an_exclusive_one_is_alone_and_not_starved() {
     let redis = RedisServer::start();
