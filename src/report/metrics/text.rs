@@ -1,147 +1,29 @@
-//! `--metrics-file`: a Prometheus textfile-collector file about the run, written atomically
-//! (a temporary file in the same directory, then rename) when redlock exits. The path is
-//! checked at start and no open of it can block, so the end of a run never hangs on it.
+//! The metrics file's text: this run's series for its lock, the counters carried over from the
+//! previous file, and every other lock's series in that file carried over as they were (one file
+//! may hold several locks' series, told apart by their `key` label).
 
-use std::fs;
-use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::Stats;
 use crate::exit::Outcome;
-use crate::file::{self, Unusable};
 
-/// What the metrics file reports about one run; filled in as the run goes.
-#[derive(Debug, Default, Clone)]
-pub struct Stats {
-    /// From start-up until the lock was taken or given up.
-    pub waited: Option<Duration>,
-    /// From taking the lock until releasing it.
-    pub held: Option<Duration>,
-    pub renewals: u64,
-    pub renewal_failures: u64,
-    /// A `--min-interval` skip learnt that the lock's last success was this long ago.
-    pub success_ago: Option<Duration>,
-}
-
-/// The largest metrics file read back (to carry its counters over): this file is a few KiB.
-const PREVIOUS_CAP: u64 = 1 << 20;
-
-/// Check before running that the metrics file can be written where asked, and read back: a
-/// file there must be a regular file within [`PREVIOUS_CAP`] (a FIFO would block the run's
-/// end, a device fill its memory), and its directory must exist.
-pub fn check_path(path: &Path) -> Result<(), String> {
-    let bad = |why: String| format!("--metrics-file {}: {why}", path.display());
-    if path.file_name().is_none() {
-        return Err(bad("not a file name".into()));
-    }
-    match file::check(path, PREVIOUS_CAP) {
-        Ok(()) => {}
-        Err(Unusable::Io(e)) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(why @ Unusable::TooLarge(_)) => {
-            return Err(bad(format!("{why}: not a metrics file redlock wrote")));
-        }
-        Err(why) => return Err(bad(why.to_string())),
-    }
-    let dir = parent(path);
-    if !dir.is_dir() {
-        return Err(bad(format!("directory {} does not exist", dir.display())));
-    }
-    Ok(())
-}
-
-fn parent(path: &Path) -> &Path {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    }
-}
-
-/// Write the file for a run of lock `key` that ended with `outcome` and exits `code`. The
-/// last-success time is carried over from the previous file when this run did not succeed.
-pub fn write(path: &Path, key: &str, code: i32, outcome: Outcome, stats: &Stats) -> io::Result<()> {
-    let now = SystemTime::now();
-    // Read as any file a user names is (never blocking, within a cap): a FIFO put there during
-    // the run must not hang its end. One that cannot be read is not carried over.
-    let previous = file::read_if_there(path, PREVIOUS_CAP)
-        .map_err(|why| io::Error::other(format!("the file there: {why}")))?
-        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
-    let last_success = if outcome.succeeded() {
-        Some(seconds(now))
-    } else {
-        let known = stats
-            .success_ago
-            .and_then(|ago| now.checked_sub(ago))
-            .map(seconds);
-        let before = previous.as_deref().and_then(|p| last_success_in(p, key));
-        match (known, before) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        }
-    };
-    let text = render(
-        key,
-        code,
-        outcome,
-        stats,
-        seconds(now),
-        last_success,
-        previous.as_deref().unwrap_or_default(),
-    );
-    replace(path, text.as_bytes())
-}
-
-/// Put `bytes` at `path` atomically: a new temporary file in the same directory (created, never
-/// opened if something is there: a FIFO at its name would block), synced, renamed over `path`.
-fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = parent(path);
-    let name = path
-        .file_name()
-        .map_or_else(|| "metrics".into(), |n| n.to_string_lossy().into_owned());
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let create = || {
-        fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .custom_flags(nix::libc::O_NONBLOCK)
-            .open(&tmp)
-    };
-    let file = match create() {
-        // Left by an earlier redlock of the same pid: not ours to keep.
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            fs::remove_file(&tmp)?;
-            create()
-        }
-        other => other,
-    };
-    let result = file.and_then(|mut file| {
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)
-    });
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
-}
-
-fn seconds(t: SystemTime) -> f64 {
+pub(super) fn seconds(t: SystemTime) -> f64 {
     t.duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// A label value as the exposition format wants it.
-fn escape(value: &str) -> String {
+pub(super) fn escape(value: &str) -> String {
     value
         .replace('\\', r"\\")
         .replace('"', "\\\"")
         .replace('\n', r"\n")
 }
 
-const LAST_SUCCESS: &str = "redlock_last_success_timestamp_seconds";
+pub(super) const LAST_SUCCESS: &str = "redlock_last_success_timestamp_seconds";
 
 /// The last-success time recorded for `key` in a previous file.
-fn last_success_in(text: &str, key: &str) -> Option<f64> {
+pub(super) fn last_success_in(text: &str, key: &str) -> Option<f64> {
     let head = format!("{LAST_SUCCESS}{{key=\"{}\"}} ", escape(key));
     text.lines()
         .find_map(|l| l.strip_prefix(&head))
@@ -176,7 +58,8 @@ const OUTCOMES: &[Outcome] = &[
     Outcome::Internal,
 ];
 
-/// The file's text, the metrics written one by one; the counters carried over from `previous`.
+/// The file's text, the metrics written one by one: this lock's samples, its counters carried
+/// over from `previous`, and after them, in each family, the other locks' samples there.
 struct Text<'a> {
     out: String,
     key: String,
@@ -184,9 +67,49 @@ struct Text<'a> {
 }
 
 impl Text<'_> {
-    fn head(&mut self, name: &str, kind: &str, help: &str) {
+    /// One family: its HELP and TYPE, this lock's samples (written by `samples`), then every
+    /// other lock's samples of it in the previous file, as they were. A family left without
+    /// any sample is left out.
+    fn family(&mut self, name: &str, kind: &str, help: &str, samples: impl FnOnce(&mut Self)) {
+        let start = self.out.len();
         self.out
             .push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
+        let head = self.out.len();
+        samples(self);
+        let suffixes: &[&str] = if kind == "histogram" {
+            &["_bucket", "_sum", "_count"]
+        } else {
+            &[""]
+        };
+        for suffix in suffixes {
+            let metric = format!("{name}{suffix}");
+            let others: Vec<&str> = self
+                .previous
+                .lines()
+                .filter(|l| self.another_lock(l, &metric))
+                .collect();
+            for line in others {
+                self.out.push_str(line);
+                self.out.push('\n');
+            }
+        }
+        if self.out.len() == head {
+            self.out.truncate(start);
+        }
+    }
+
+    /// Whether `line` is a sample of `metric` for a lock other than this one.
+    fn another_lock(&self, line: &str, metric: &str) -> bool {
+        let Some(labels) = line
+            .strip_prefix(metric)
+            .and_then(|l| l.strip_prefix("{key=\""))
+        else {
+            return false;
+        };
+        let ours = labels
+            .strip_prefix(self.key.as_str())
+            .is_some_and(|l| l.starts_with("\",") || l.starts_with("\"}"));
+        !ours && labels.contains("} ")
     }
 
     /// One sample: `name{key="K"<labels>} value`.
@@ -196,9 +119,12 @@ impl Text<'_> {
             .push_str(&format!("{name}{{key=\"{key}\"{labels}}} {value}\n"));
     }
 
-    fn gauge(&mut self, name: &str, help: &str, labels: &str, value: String) {
-        self.head(name, "gauge", help);
-        self.sample(name, labels, &value);
+    fn gauge(&mut self, name: &str, help: &str, labels: &str, value: Option<String>) {
+        self.family(name, "gauge", help, |text| {
+            if let Some(value) = value {
+                text.sample(name, labels, &value);
+            }
+        });
     }
 
     /// What the previous file said of the series `name{key="K"<labels>}` (0 when nothing).
@@ -220,26 +146,22 @@ impl Text<'_> {
 
     /// A histogram carried over, with `observed` (seconds) added when this run observed one.
     fn histogram(&mut self, name: &str, help: &str, buckets: &[f64], observed: Option<f64>) {
-        self.head(name, "histogram", help);
-        let bucket = format!("{name}_bucket");
-        for le in buckets
-            .iter()
-            .map(|b| b.to_string())
-            .chain(["+Inf".to_owned()])
-        {
-            let within = observed.is_some_and(|o| le == "+Inf" || o <= le.parse().unwrap_or(0.0));
-            self.count(
-                &bucket,
-                &format!(",le=\"{le}\""),
-                f64::from(u8::from(within)),
-            );
-        }
-        self.count(&format!("{name}_sum"), "", observed.unwrap_or(0.0));
-        self.count(
-            &format!("{name}_count"),
-            "",
-            f64::from(u8::from(observed.is_some())),
-        );
+        self.family(name, "histogram", help, |text| {
+            let bucket = format!("{name}_bucket");
+            for le in buckets
+                .iter()
+                .map(|b| b.to_string())
+                .chain(["+Inf".to_owned()])
+            {
+                let within =
+                    observed.is_some_and(|o| le == "+Inf" || o <= le.parse().unwrap_or(0.0));
+                let labels = format!(",le=\"{le}\"");
+                text.count(&bucket, &labels, f64::from(u8::from(within)));
+            }
+            text.count(&format!("{name}_sum"), "", observed.unwrap_or(0.0));
+            let counted = f64::from(u8::from(observed.is_some()));
+            text.count(&format!("{name}_count"), "", counted);
+        });
     }
 }
 
@@ -252,7 +174,7 @@ fn number(value: f64) -> String {
     }
 }
 
-fn render(
+pub(super) fn render(
     key: &str,
     code: i32,
     outcome: Outcome,
@@ -270,52 +192,51 @@ fn render(
         "redlock_last_run_timestamp_seconds",
         "When redlock last finished a run of this lock (unix seconds).",
         "",
-        format!("{now:.3}"),
+        Some(format!("{now:.3}")),
     );
-    if let Some(t) = last_success {
-        text.gauge(
-            LAST_SUCCESS,
-            "When a run of this lock last succeeded, here or (seen by a --min-interval skip) elsewhere.",
-            "",
-            format!("{t:.3}"),
-        );
-    }
+    // Absent for this lock until its first success; another lock's is carried over all the same.
+    text.gauge(
+        LAST_SUCCESS,
+        "When a run of this lock last succeeded, here or (seen by a --min-interval skip) elsewhere.",
+        "",
+        last_success.map(|t| format!("{t:.3}")),
+    );
     text.gauge(
         "redlock_exit_status",
         "redlock's exit status for the last run.",
         "",
-        code.to_string(),
+        Some(code.to_string()),
     );
     text.gauge(
         "redlock_outcome",
         "How the last run ended (1 for the outcome label that applies).",
         &format!(",outcome=\"{}\"", outcome.label()),
-        "1".into(),
+        Some("1".into()),
     );
     let secs = |d: Option<Duration>| format!("{:.3}", d.unwrap_or_default().as_secs_f64());
     text.gauge(
         "redlock_wait_seconds",
         "Time spent taking (or waiting for) the lock in the last run.",
         "",
-        secs(stats.waited),
+        Some(secs(stats.waited)),
     );
     text.gauge(
         "redlock_held_seconds",
         "Time the lock was held in the last run.",
         "",
-        secs(stats.held),
+        Some(secs(stats.held)),
     );
     text.gauge(
         "redlock_renewals",
         "Successful lease renewals in the last run.",
         "",
-        stats.renewals.to_string(),
+        Some(stats.renewals.to_string()),
     );
     text.gauge(
         "redlock_renewal_failures",
         "Failed lease renewal attempts in the last run.",
         "",
-        stats.renewal_failures.to_string(),
+        Some(stats.renewal_failures.to_string()),
     );
     counters(&mut text, outcome, stats);
     text.out
@@ -323,15 +244,17 @@ fn render(
 
 /// The counters and histograms, carried over from the previous file: every run that wrote it.
 fn counters(text: &mut Text, outcome: Outcome, stats: &Stats) {
-    text.head(
+    text.family(
         "redlock_runs_total",
         "counter",
         "Runs of this lock that wrote this file, by how they ended.",
+        |text| {
+            for label in OUTCOMES.iter().map(|o| o.label()) {
+                let this = f64::from(u8::from(label == outcome.label()));
+                text.count("redlock_runs_total", &format!(",outcome=\"{label}\""), this);
+            }
+        },
     );
-    for label in OUTCOMES.iter().map(|o| o.label()) {
-        let this = f64::from(u8::from(label == outcome.label()));
-        text.count("redlock_runs_total", &format!(",outcome=\"{label}\""), this);
-    }
     let counters = [
         (
             "redlock_renewals_total",
@@ -350,8 +273,7 @@ fn counters(text: &mut Text, outcome: Outcome, stats: &Stats) {
         ),
     ];
     for (name, help, by) in counters {
-        text.head(name, "counter", help);
-        text.count(name, "", by);
+        text.family(name, "counter", help, |text| text.count(name, "", by));
     }
     text.histogram(
         "redlock_lock_wait_seconds",
@@ -421,11 +343,45 @@ mod tests {
         ] {
             assert!(third.lines().any(|l| l == line), "{line} missing:\n{third}");
         }
-        // Another lock's file carries nothing over.
+        // Another lock starts from 0, and this lock's series are carried over as they were.
         let other = render("other", 0, Outcome::Exited(0), &held, 4.0, None, &third);
         assert!(
             other.contains(r#"redlock_renewals_total{key="other"} 3"#),
             "{other}"
         );
+        for line in third.lines().filter(|l| !l.starts_with('#')) {
+            assert!(other.lines().any(|l| l == line), "{line} lost:\n{other}");
+        }
+        assert_eq!(other.matches("# TYPE redlock_runs_total ").count(), 1);
+        assert_eq!(last_success_in(&other, "k"), None);
+        let back = render("k", 1, Outcome::Exited(1), &held, 5.0, None, &other);
+        assert!(back.contains(r#"redlock_runs_total{key="k",outcome="failed"} 1"#));
+        assert!(back.contains(r#"redlock_runs_total{key="k",outcome="success"} 1"#));
+        assert!(back.contains(r#"redlock_runs_total{key="other",outcome="success"} 1"#));
+    }
+
+    #[test]
+    fn a_key_that_is_a_prefix_of_another_is_told_apart() {
+        let stats = Stats::default();
+        let long = render("ab", 0, Outcome::Exited(0), &stats, 1.0, Some(1.0), "");
+        let long = render("a\"b", 0, Outcome::Exited(0), &stats, 1.0, Some(1.0), &long);
+        let short = render("a", 1, Outcome::Exited(1), &stats, 2.0, None, &long);
+        for key in [r#"ab"#, r#"a\"b"#] {
+            let line = format!(r#"redlock_runs_total{{key="{key}",outcome="success"}} 1"#);
+            assert!(short.lines().any(|l| l == line), "{line}:\n{short}");
+        }
+        assert!(short.contains(r#"redlock_runs_total{key="a",outcome="success"} 0"#));
+        assert!(!short.contains(r#"redlock_last_success_timestamp_seconds{key="a"}"#));
+        // Lines that are no sample of a known family are not carried over.
+        let junk = render(
+            "a",
+            0,
+            Outcome::Exited(0),
+            &stats,
+            3.0,
+            None,
+            "x{key=\"b\"} 1\n",
+        );
+        assert!(!junk.contains("x{"), "{junk}");
     }
 }
