@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use redis::Value;
+use redis::{RedisError, Value};
 
 use crate::transport::endpoint::{Endpoint, Target};
 use crate::transport::{self, Failure, Link, classify, diagnose};
@@ -74,15 +74,7 @@ pub(crate) fn master(
                     format!("unexpected reply from {at}: {other:?}").into(),
                 ))
             }
-            // No password of the sentinels' own was given: not a wrong one.
-            Err(e) if e.code() == Some("NOAUTH") && target_auth(endpoint).is_none() => {
-                let place = transport::node_name(host, *port);
-                keep(
-                    &mut last,
-                    Failure::Refused(diagnose::sentinel_needs_password(&place).into()),
-                );
-            }
-            Err(e) => keep(&mut last, classify(&at, e)),
+            Err(e) => keep(&mut last, failed(endpoint, (host, *port), &at, e)),
         }
     }
     if unknown > 0 {
@@ -97,6 +89,16 @@ pub(crate) fn master(
     Err(last.unwrap_or_else(|| {
         Failure::Unreachable(format!("no sentinel of {endpoint} answered in time").into())
     }))
+}
+
+/// What a sentinel's error to the lookup means. NOAUTH with no password of the sentinels' own
+/// given is not a wrong one: it says where the password goes.
+fn failed(endpoint: &Endpoint, (host, port): (&str, u16), at: &str, e: RedisError) -> Failure {
+    if e.code() == Some("NOAUTH") && target_auth(endpoint).is_none() {
+        let place = transport::node_name(host, port);
+        return Failure::Refused(diagnose::sentinel_needs_password(&place).into());
+    }
+    classify(&at, e)
 }
 
 /// The sentinels' own credentials, if the URL gives any.
