@@ -76,9 +76,10 @@ local function last_success(now)
 end
 local function summary(now)
   local last = false
-  -- The newest run that reads (the list is cut to runs_kept entries).
-  for i = 0, redis.call('LLEN', runs) - 1 do
-    local r = decode(redis.call('LINDEX', runs, i))
+  -- The newest run that reads (the list is cut to runs_kept entries; LRANGE, which the
+  -- documented ACL user has, rather than LLEN, which it has not).
+  for _, raw in ipairs(redis.call('LRANGE', runs, 0, -1)) do
+    local r = decode(raw)
     if r then
       last = shown(r, now)
       break
