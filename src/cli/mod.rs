@@ -218,6 +218,9 @@ fn usage_error(err: &clap::Error) -> i32 {
                     rendered = rendered.replace(value.as_str(), &shown_value(value));
                 }
             }
+            if let Some(key) = key_on_the_line(&argv) {
+                report::set_key(&key);
+            }
             let mut line = one_line(&rendered, &argv);
             if let Some((shown, variable)) = from_variable(err, &argv) {
                 line = line.replacen(
@@ -291,6 +294,23 @@ fn from_variable(err: &clap::Error, argv: &[OsString]) -> Option<(String, String
         .to_str()?
         .to_owned();
     std::env::var_os(&variable).map(|_| (shown.clone(), variable))
+}
+
+/// The lock's name as the command line gives it (`--key NAME`, `--key=NAME`, before any `--`),
+/// if it is a valid one: a usage error elsewhere on the line still names its lock in the JSON
+/// log, as every later event does.
+fn key_on_the_line(argv: &[OsString]) -> Option<String> {
+    let args: Vec<&str> = argv
+        .iter()
+        .skip(1)
+        .take_while(|arg| *arg != "--")
+        .map(|arg| arg.to_str())
+        .collect::<Option<_>>()?;
+    let given = args.iter().enumerate().find_map(|(i, arg)| match *arg {
+        "--key" => args.get(i + 1).copied(),
+        _ => arg.strip_prefix("--key="),
+    })?;
+    parse::parse_key(given).ok()
 }
 
 /// The flag of an argument as clap shows it: `--ttl` of `--ttl <DURATION>`.

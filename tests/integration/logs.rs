@@ -82,6 +82,8 @@ fn json_errors_are_one_line_with_the_same_status() {
     let lines = json_lines(&out.stderr);
     assert_eq!(lines.len(), 1);
     assert!(lines[0].contains(r#""level":"error""#), "{}", lines[0]);
+    // The lock's name, given on the line, is in the error's "key" as in every other event.
+    assert!(lines[0].contains(r#""key":"k""#), "{}", lines[0]);
     let out = Redlock::run(&redis)
         .key("k")
         .arg("--log-format=json")
@@ -91,6 +93,7 @@ fn json_errors_are_one_line_with_the_same_status() {
         .any_stderr()
         .output();
     assert_eq!(json_lines(&out.stderr).len(), 1);
+    assert!(out.stderr.contains(r#""key":"k""#), "{}", out.stderr);
     // Redis unreachable, for run and for an admin command.
     let port = free_port();
     let url = format!("redis://127.0.0.1:{port}");
