@@ -51,14 +51,20 @@ fn a_replica_is_refused_naming_its_master_whether_read_only_or_not() {
     }
 }
 
-#[test]
-fn a_sentinel_behind_a_password_given_as_plain_redis_is_named_as_one() {
+/// A master and a sentinel of it that wants the password `s3ntinel-pw` from its clients.
+fn sentinel_with_password() -> (RedisServer, Sentinel) {
     let master = RedisServer::start();
     let sentinel = Sentinel::start(master.port());
     redis::cmd("ACL")
         .arg(&["SETUSER", "default", "on", "resetpass", ">s3ntinel-pw"])
         .exec(&mut sentinel.conn())
         .unwrap();
+    (master, sentinel)
+}
+
+#[test]
+fn a_sentinel_behind_a_password_given_as_plain_redis_is_named_as_one() {
+    let (_master, sentinel) = sentinel_with_password();
     let url = format!("redis://:s3ntinel-pw@127.0.0.1:{}", sentinel.port);
     let out = Redlock::run_at(&url)
         .key("k")
@@ -143,12 +149,7 @@ fn a_replica_that_names_no_master_is_refused_without_a_made_up_url() {
 /// a wrong one is still refused as such.
 #[test]
 fn a_sentinel_that_wants_a_password_and_got_none_says_so() {
-    let master = RedisServer::start();
-    let sentinel = Sentinel::start(master.port());
-    redis::cmd("ACL")
-        .arg(&["SETUSER", "default", "on", "resetpass", ">s3ntinel-pw"])
-        .exec(&mut sentinel.conn())
-        .unwrap();
+    let (_master, sentinel) = sentinel_with_password();
     let at = format!("127.0.0.1:{}", sentinel.port);
     for url in [
         format!("redis+sentinel://{at}/mymaster"),
