@@ -54,6 +54,7 @@ fn main() {
     let extend = Extend {
         token: "bench-token",
         ttl: TTL,
+        slot: "",
         lost: Lost::LOCK_LOST,
         record: Kept::DEFAULT,
     };

@@ -132,10 +132,17 @@ fn judge(key: &str, record: &Runs, max_age: Duration) -> Judged {
             ),
         );
     }
+    // A run that failed after the success: one that started after it, or (with several
+    // holders at once) one that started before it and ended after it; the last run to end is
+    // looked at too, for one that fell out of the runs kept.
+    let success_end = success.ended_ms().unwrap_or(success.started_ms);
     let since = runs
         .iter()
-        .take_while(|r| r.token != success.token)
-        .find(|r| r.started_ms >= success.started_ms && r.failed());
+        .chain(summary.last_ended.iter())
+        .filter(|r| r.token != success.token && r.failed())
+        .find(|r| {
+            r.started_ms >= success.started_ms || r.ended_ms().is_some_and(|e| e >= success_end)
+        });
     match since {
         Some(failed) => judged(
             WARNING,
@@ -264,6 +271,7 @@ mod tests {
                 now_ms: 100 * HOUR,
                 last_run: runs.first().cloned(),
                 last_success,
+                last_ended: None,
                 counts: Counts::default(),
             },
             runs,

@@ -364,7 +364,7 @@ pub(crate) fn info_json(name: &str, info: &LockInfo) -> String {
         None => (None, None),
     };
     let obj = obj
-        .opt_int("last_success_ms_ago", ago)
+        .opt_int("min_interval_success_ms_ago", ago)
         .opt_int("min_interval_left_ms", left)
         .int("fair_queue", info.queue.map_or(0, |(n, _)| n))
         .opt_int(

@@ -243,6 +243,11 @@ pub(crate) fn merged_summary(summaries: &[&Summary], runs: &[Run]) -> Summary {
         .filter_map(|s| s.last_success.as_ref())
         .max_by_key(|r| r.ended_ms().unwrap_or(r.started_ms))
         .cloned();
+    let last_ended = summaries
+        .iter()
+        .filter_map(|s| s.last_ended.as_ref())
+        .max_by_key(|r| r.ended_ms().unwrap_or(r.started_ms))
+        .cloned();
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     for summary in summaries {
         for (name, value) in &summary.counts.0 {
@@ -254,6 +259,7 @@ pub(crate) fn merged_summary(summaries: &[&Summary], runs: &[Run]) -> Summary {
         now_ms,
         last_run: runs.first().cloned(),
         last_success,
+        last_ended,
         counts: Counts(counts.into_iter().collect()),
     }
 }

@@ -346,9 +346,9 @@ impl<C: Clock> Worker<C> {
 
     /// A waiter stops waiting: leave the fair queue and pass on any wake-up it took, within
     /// what `waiting` gives an attempt now.
-    fn leave(&mut self, waiting: &Waiting) {
+    fn leave(&mut self, waiting: &Waiting, busy: bool) {
         let timeout = waiting.timeout(self.clock.now());
-        let _ = self.locker.leave(&self.token, timeout);
+        let _ = self.locker.leave(&self.token, busy, timeout);
     }
 
     /// Take the lock, waiting as asked. When taken (and reported): when the winning request was
@@ -375,7 +375,7 @@ impl<C: Clock> Worker<C> {
                     let unanswered = self.locker.unanswered();
                     // Pass on a wake-up we may have taken: the next waiter finds out at once.
                     if leave {
-                        self.leave(&waiting);
+                        self.leave(&waiting, matches!(ending, Ending::Busy { .. }));
                     }
                     if unanswered && matches!(ending, Ending::Failed(_)) {
                         self.give_back(RunEnding::of(Outcome::Unavailable, 0));
@@ -398,7 +398,7 @@ impl<C: Clock> Worker<C> {
             if stopped {
                 let unanswered = self.locker.unanswered();
                 if waiting.registered() {
-                    self.leave(&waiting);
+                    self.leave(&waiting, false);
                 }
                 if unanswered {
                     // A stop that came while blocked is still in the inbox.

@@ -132,7 +132,7 @@ impl Locker for FakeLocker {
         Box::new(NoInterrupt)
     }
 
-    fn leave(&mut self, _token: &str, _timeout: Duration) -> Result<(), Failure> {
+    fn leave(&mut self, _token: &str, _busy: bool, _timeout: Duration) -> Result<(), Failure> {
         self.call(Call::Leave {
             at: self.clock.at(),
         });

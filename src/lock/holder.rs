@@ -365,6 +365,7 @@ mod tests {
                         Value::Int(1),
                         Value::Nil,
                         Value::Nil,
+                        Value::Nil,
                         Value::Array(vec![]),
                     ]),
                     Err(_) => Value::BulkString(s.as_bytes().to_vec()),

@@ -207,8 +207,8 @@ pub trait Locker: Send {
     /// What another thread uses to cut this waiter's [`Locker::wait`] short.
     fn interrupter(&self, token: &str) -> Box<dyn Interrupt>;
     /// Stop waiting: leave the fair queue and, if the lock is free, pass on a wake-up this
-    /// waiter may have taken.
-    fn leave(&mut self, token: &str, timeout: Duration) -> Result<(), Failure>;
+    /// waiter may have taken; `busy`: the run gives up on a busy lock (the record counts it).
+    fn leave(&mut self, token: &str, busy: bool, timeout: Duration) -> Result<(), Failure>;
     /// Whether an attempt may have taken the lock although its reply never came (cut off,
     /// timed out, unreadable) and no request was answered since: a wait that ends without the
     /// lock must then give it back ([`Locker::release`]), or it stays taken for its ttl. A
@@ -297,11 +297,15 @@ pub(crate) const FENCE_LIFETIME: Duration = Duration::from_secs(40 * 24 * 3600);
 mod tests {
     #[test]
     fn the_fencing_counters_lifetime_is_the_same_in_the_lua() {
-        let lua = include_str!("scripts/fence.lua");
         let ms = super::FENCE_LIFETIME.as_millis();
-        assert!(
-            lua.contains(&format!("local FENCE_LIFETIME_MS = {ms}\n")),
-            "fence.lua's FENCE_LIFETIME_MS is not {ms}"
-        );
+        for (name, lua) in [
+            ("fence.lua", include_str!("scripts/fence.lua")),
+            ("take.lua", include_str!("scripts/take.lua")),
+        ] {
+            assert!(
+                lua.contains(&format!("local FENCE_LIFETIME_MS = {ms}\n")),
+                "{name}'s FENCE_LIFETIME_MS is not {ms}"
+            );
+        }
     }
 }

@@ -385,9 +385,9 @@ impl Locker for Quorum {
         ))
     }
 
-    fn leave(&mut self, token: &str, timeout: Duration) -> Result<(), Failure> {
+    fn leave(&mut self, token: &str, busy: bool, timeout: Duration) -> Result<(), Failure> {
         let all = self.all();
-        let replies = self.each(&all, |node| node.leave(token, timeout));
+        let replies = self.each(&all, |node| node.leave(token, busy, timeout));
         match first_failure(&replies) {
             Some(_) if replies.iter().flatten().all(Result::is_err) => Err(Failure::Unreachable(
                 shortfall("answered", 0, self.nodes.len(), first_failure(&replies)).into(),

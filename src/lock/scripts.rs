@@ -8,11 +8,12 @@
 //! only, and a new argument is a compile error wherever a caller does not supply it (the client
 //! in `single`, the chaos suite's replay).
 //!
-//! The helper files (`clock.lua`, `fence.lua`, `waiters.lua`, ...) are not scripts of their
+//! The helper files (`clock.lua`, `fence.lua`, `pass_on.lua`, ...) are not scripts of their
 //! own: they define the Lua functions several scripts share, and come after the names and
-//! before the script's own file. Each says in a `Uses:` line which names it needs; the tests
-//! below check that every script binds what its helpers use, and that nothing a script uses
-//! is left unbound.
+//! before the script's own file. A definition lists exactly the helpers its script calls, and
+//! the steps that follow its own file in the same call (`then`: the record of runs, the
+//! waiters' bookkeeping), so a plain run's scripts carry nothing of the features it does not
+//! use. The tests below check the binding of names; Redis itself refuses a name left unbound.
 //!
 //! [`send`] is the one way a script goes to Redis: EVALSHA with the SHA1 hashed once per
 //! process, EVAL when the server's script cache lost it (failover, restart, SCRIPT FLUSH),
@@ -43,8 +44,13 @@ pub struct Lua {
 }
 
 impl Lua {
-    /// The script of `S` from its files (`(name, text)`, helpers first); hashed once.
-    pub fn compose<S: Script>(files: &[(&'static str, &'static str)]) -> Lua {
+    /// The script of `S` from its files (`(name, text)`, helpers first, its own last) and the
+    /// steps that follow it (`then`, each under its own pcall: what need not hold for the
+    /// lock's own step to stand, such as the record of runs); hashed once.
+    pub fn compose<S: Script>(
+        files: &[(&'static str, &'static str)],
+        then: &[(&'static str, &'static str)],
+    ) -> Lua {
         let mut args = Vec::new();
         S::names("", &mut args);
         let mut body =
@@ -74,9 +80,13 @@ impl Lua {
         body.push_str(&format!(
             "local function main()\n-- {name}.lua\n{text}end\n\
              local ok, reply = pcall(main)\n\
-             if ok then return reply end\n\
-             return failed(reply)\n"
+             if not ok then return failed(reply) end\n"
         ));
+        // Each step after it sees the reply (and may add to it); its failure is its own.
+        for (name, text) in then {
+            body.push_str(&format!("-- {name}.lua\npcall(function()\n{text}end)\n"));
+        }
+        body.push_str("return reply\n");
         Lua {
             sha: redis::Script::new(&body).get_hash().to_owned(),
             body,
@@ -182,7 +192,8 @@ pub trait Script: Args {
 }
 
 /// Define a script: its arguments' struct (as [`args!`]), the lock's keys it takes, its files
-/// (helpers first, each a `lua!("name")`) and its reply's type.
+/// (helpers first, each a `lua!("name")`), the steps that follow it in the same call (`then`,
+/// optional; see [`Lua::compose`]) and its reply's type.
 macro_rules! script {
     (
         $(#[$meta:meta])*
@@ -191,6 +202,7 @@ macro_rules! script {
         }
         keys [$($key:ident),+ $(,)?];
         files [$($file:expr),+ $(,)?];
+        $(then [$($then:expr),+ $(,)?];)?
         reply $reply:ty;
     ) => {
         $crate::lock::scripts::args! {
@@ -209,7 +221,12 @@ macro_rules! script {
             fn lua() -> &'static $crate::lock::scripts::Lua {
                 static LUA: std::sync::OnceLock<$crate::lock::scripts::Lua> =
                     std::sync::OnceLock::new();
-                LUA.get_or_init(|| $crate::lock::scripts::Lua::compose::<Self>(&[$($file),+]))
+                LUA.get_or_init(|| {
+                    $crate::lock::scripts::Lua::compose::<Self>(
+                        &[$($file),+],
+                        &[$($($then),+)?],
+                    )
+                })
             }
         }
     };

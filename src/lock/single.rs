@@ -8,13 +8,13 @@ use redis::Value;
 use crate::exit::Outcome;
 use crate::lock::durable::Durability;
 use crate::lock::preflight::{self, Preflight};
-use crate::lock::record::{Kept, Lost, RunEnding, Runs};
+use crate::lock::record::{Kept, Lost, RunEnding, Runs, Started};
 use crate::lock::reply::{FromReply, unexpected};
 use crate::lock::scripts::calls::{AcquireReply, Attempt, Finish, TurnedAway};
 use crate::lock::scripts::{self, Script, calls};
 use crate::lock::{
-    Acquire, Block, FAIR_BEAT, Failure, Forced, Held, Holder, Inspected, Interrupt, Keys, Kind,
-    Locker, Renewal, WAIT_SLACK, WAKE_LINGER,
+    Acquire, Block, FAIR_BEAT, Failure, Forced, Held, HeldAs, Holder, Inspected, Interrupt, Keys,
+    Kind, Locker, Renewal, WAIT_SLACK, WAKE_LINGER,
 };
 use crate::transport::Connection;
 use crate::transport::endpoint::Endpoint;
@@ -57,6 +57,12 @@ pub(crate) struct SingleRedis {
     acquire_unanswered: bool,
     /// The last script's reply came, of a shape it never gives (a hostile server or proxy).
     unreadable: bool,
+    /// The plain take found the key held by several, or not redlock's: this run's attempts go
+    /// to the feature acquire (acquire.lua), which knows what to do with such a key.
+    several: bool,
+    /// The run this client took, as the acquire answered, and when the answer came: its
+    /// release writes the run's end into the record without reading it.
+    taken: Option<(Started, Instant)>,
 }
 
 impl SingleRedis {
@@ -78,6 +84,8 @@ impl SingleRedis {
             queued: false,
             acquire_unanswered: false,
             unreadable: false,
+            several: false,
+            taken: None,
         }
     }
 
@@ -137,13 +145,19 @@ impl SingleRedis {
     /// The lock's state, read in one script.
     pub fn inspect(&mut self, timeout: Duration) -> Result<Inspected, Failure> {
         let preflight = Beside::Preflight(self.preflight);
-        self.call(&calls::Inspect {}, timeout, preflight)
+        let inspect = calls::Inspect {
+            record: Kept::DEFAULT,
+        };
+        self.call(&inspect, timeout, preflight)
             .map(|(read, _)| read)
     }
 
     /// The record of the lock's runs, read in one script.
     pub fn runs(&mut self, timeout: Duration) -> Result<Runs, Failure> {
-        self.call(&calls::ReadRuns {}, timeout, Beside::Nothing)
+        let read = calls::ReadRuns {
+            record: Kept::DEFAULT,
+        };
+        self.call(&read, timeout, Beside::Nothing)
             .map(|(runs, _)| runs)
     }
 
@@ -179,8 +193,10 @@ impl SingleRedis {
     ) -> Result<(), Failure> {
         let lifetime = waiting.map(|ttl| self.waiting_lifetime(ttl));
         self.waited |= lifetime.is_some();
+        let slot = self.slot();
         let undo = calls::Undo {
             token,
+            slot: &slot,
             lifetime,
             record: Kept::DEFAULT,
         };
@@ -241,6 +257,13 @@ impl SingleRedis {
                 .arg(1000)
                 .query::<(u64, Vec<Vec<u8>>)>(&mut node.conn)
         })
+    }
+
+    /// The taken run's N in the record of runs ('' when none, or not recorded).
+    fn slot(&self) -> String {
+        self.taken
+            .as_ref()
+            .map_or_else(String::new, |(run, _)| run.slot.clone())
     }
 
     /// How long an attempt turned away counts as waiting (see `with_waiting_lifetime`).
@@ -387,19 +410,46 @@ impl SingleRedis {
         ended: RunEnding,
         timeout: Duration,
     ) -> Result<Held, Failure> {
+        let slot = self.slot();
         let finish = Finish {
             token,
             linger: WAKE_LINGER,
             success_for,
             waited: self.waited,
+            slot: &slot,
             ended,
             record: Kept::DEFAULT,
         };
         let (held, _) = match self.kind {
-            Kind::Exclusive => self.call(&calls::Release { finish }, timeout, Beside::Nothing)?,
+            Kind::Exclusive => {
+                let ended_run = self.taken.as_ref().map_or_else(String::new, |(run, at)| {
+                    ended.json(run, token, &self.holder, at.elapsed())
+                });
+                let give_back = calls::GiveBack {
+                    finish,
+                    ended_run: &ended_run,
+                };
+                self.call(&give_back, timeout, Beside::Nothing)?
+            }
             _ => self.call(&calls::ReleaseMany { finish }, timeout, Beside::Nothing)?,
         };
         Ok(held)
+    }
+}
+
+impl SingleRedis {
+    /// An attempt by the acquire of the features this run uses: `--fair`, `--min-interval`,
+    /// `--limit`, `--shared`, or an exclusive waiter behind shared holders.
+    fn feature_acquire(
+        &mut self,
+        attempt: Attempt,
+        timeout: Duration,
+        preflight: Beside,
+    ) -> Result<(AcquireReply, Option<Value>), Failure> {
+        match self.kind {
+            Kind::Exclusive => self.call(&calls::Acquire { attempt }, timeout, preflight),
+            held_as => self.call(&calls::AcquireMany { attempt, held_as }, timeout, preflight),
+        }
     }
 }
 
@@ -435,9 +485,31 @@ impl Locker for SingleRedis {
             record: Kept::DEFAULT,
         };
         let preflight = Beside::Preflight(self.preflight);
-        let sent = match self.kind {
-            Kind::Exclusive => self.call(&calls::Acquire { attempt }, timeout, preflight),
-            held_as => self.call(&calls::AcquireMany { attempt, held_as }, timeout, preflight),
+        // A plain run takes the lock with the plain take, which carries nothing of the features
+        // it does not use; the others, and a key the plain take cannot take, go to theirs.
+        let plain = self.kind == Kind::Exclusive
+            && !self.fair
+            && self.min_interval.is_none()
+            && !self.queued
+            && !self.several;
+        let sent = if plain {
+            let take = calls::Take {
+                token,
+                ttl,
+                holder: &holder,
+                lifetime: attempt.lifetime,
+                waited: self.waited,
+                record: Kept::DEFAULT,
+            };
+            match self.call(&take, timeout, preflight) {
+                Ok((AcquireReply::Several(_), _)) => {
+                    self.several = true;
+                    self.feature_acquire(attempt, timeout, preflight)
+                }
+                sent => sent,
+            }
+        } else {
+            self.feature_acquire(attempt, timeout, preflight)
         };
         // A failed attempt may have been turned away, its reply lost.
         self.waited |= sent.is_err();
@@ -452,7 +524,9 @@ impl Locker for SingleRedis {
             return Err(said);
         }
         Ok(match sent?.0 {
-            AcquireReply::Acquired { fence } => {
+            AcquireReply::Acquired { fence, at_ms, slot } => {
+                let run = Started { at_ms, fence, slot };
+                self.taken = Some((run, Instant::now()));
                 if let Some((durability, wait)) = self.durability {
                     self.durable(token, durability, wait)?;
                 }
@@ -469,6 +543,10 @@ impl Locker for SingleRedis {
             }
             AcquireReply::Skipped { ago } => Acquire::Skipped { ago },
             AcquireReply::Mismatch(found) => Acquire::Mismatch { found },
+            // Only the plain take answers so, and its answer went to the feature acquire.
+            AcquireReply::Several(t) => Acquire::Mismatch {
+                found: HeldAs::Foreign(t),
+            },
         })
     }
 
@@ -480,11 +558,14 @@ impl Locker for SingleRedis {
     ) -> Result<Renewal, Failure> {
         let beside = self.acknowledged(timeout);
         let (lost, record) = (Lost::LOCK_LOST, Kept::DEFAULT);
+        let slot = self.slot();
+        let slot = slot.as_str();
         let (held, acked) = match self.kind {
             Kind::Exclusive => {
                 let extend = calls::Extend {
                     token,
                     ttl,
+                    slot,
                     lost,
                     record,
                 };
@@ -494,6 +575,7 @@ impl Locker for SingleRedis {
                 let extend = calls::ExtendMany {
                     token,
                     ttl,
+                    slot,
                     lost,
                     record,
                 };
@@ -557,10 +639,12 @@ impl Locker for SingleRedis {
         self.acquire_unanswered
     }
 
-    fn leave(&mut self, token: &str, timeout: Duration) -> Result<(), Failure> {
+    fn leave(&mut self, token: &str, busy: bool, timeout: Duration) -> Result<(), Failure> {
         let leave = calls::Leave {
             token,
             linger: WAKE_LINGER,
+            busy,
+            record: Kept::DEFAULT,
         };
         self.call(&leave, timeout, Beside::Nothing).map(drop)
     }

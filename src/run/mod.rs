@@ -177,7 +177,12 @@ fn after_the_command(
     // records a lost lock itself).
     let in_time = Moment::now() < ended.deadline;
     let (if_ours, _) = release::judged(ended.outcome, Some(lock::Held::Ours), in_time);
-    lease.finish(RunEnding::of(if_ours, options.conflict_status));
+    let ending = RunEnding::of(if_ours, options.conflict_status);
+    lease.finish(if ended.cut_short {
+        ending.cut_short()
+    } else {
+        ending
+    });
     let released = release::finish(rx, &options.key);
     let (outcome, lost) = release::judged(ended.outcome, released, in_time);
     if let Some(why) = lost {

@@ -35,7 +35,7 @@ fn acquire(redis: &RedisServer, token: &str) -> Option<i64> {
     };
     let keys = Keys::new("redlock:", "replay");
     match eval(&mut redis.conn(), &keys, &script).expect("acquire_many") {
-        Some(AcquireReply::Acquired { fence }) => Some(fence),
+        Some(AcquireReply::Acquired { fence, .. }) => Some(fence),
         Some(_) => None,
         None => panic!("acquire_many gave a reply it does not give"),
     }

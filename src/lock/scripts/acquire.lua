@@ -1,6 +1,6 @@
 -- Take the lock alone (no --limit or --shared): SET NX PX when it is free, advance the fencing
 -- counter, record the holder's details beside it and the run in the record of runs (see
--- history.lua), all in one step. A retry of our own
+-- record/ring.lua), all in one step. A retry of our own
 -- acquire whose reply was lost finds our token and succeeds again. With a min-interval, a run
 -- that succeeded within it wins over all that.
 -- With --fair the lock goes only to the head of the waiters' queue (or to anyone when nobody
@@ -9,7 +9,7 @@
 -- Behind shared holders (--shared) an exclusive waiter joins the queue too: no new shared
 -- holder gets in ahead of a queued exclusive waiter, so a stream of them cannot starve it.
 -- KEYS and ARGV: `Acquire` in calls.rs.
--- Returns {'acquired', fencing counter}, {'skipped', ms since that success}, {'busy', ms until
+-- Returns {'acquired', fencing counter, server time (ms), the run's N in the record ('' none)}, {'skipped', ms since that success}, {'busy', ms until
 -- worth trying again (the holder's PTTL; -1 no expiry, -2 free), 'held' | 'turn' (free, but
 -- promised to waiters ahead) | 'behind' (queued behind shared holders)}, {'held_as', how its
 -- several holders hold it: 'limit N', or '' when not recorded} or {'foreign', the key's type}.
@@ -27,8 +27,9 @@ local function take()
     'started', started)
   redis.call('PEXPIRE', holder, ttl)
   local fenced = advance()
-  record_start(token, host, pid, fenced, now_ms())
-  return {'acquired', fenced}
+  local recorded, n = pcall(record_start, token, host, pid, fenced, true)
+  if not recorded then n = '' end
+  return {'acquired', fenced, now_ms(), tostring(n)}
 end
 -- A key of type `t` that is neither free nor one holder's: nil when it was a set whose leases
 -- all ended (purged, it is gone), else the reply.
@@ -57,7 +58,9 @@ if type(v) == 'table' then
 end
 if v == token then
   prolong(ttl)
-  return {'acquired', counter()}
+  local read, n, open = pcall(head)
+  if not (read and n and open == token) then n = '' end
+  return {'acquired', counter(), now_ms(), tostring(n)}
 end
 local free = not v
 local why = 'held'

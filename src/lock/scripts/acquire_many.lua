@@ -6,9 +6,9 @@
 -- A retry of our own acquire whose reply was lost finds our token and succeeds again, with
 -- the fencing token it was given (kept in the holder's details). A waiter let in with room
 -- left passes a wake-up on to the next one. A place taken is a run in the record of runs
--- (history.lua).
+-- (record/ring.lua).
 -- KEYS and ARGV: `AcquireMany` in calls.rs (`held_as`: 'limit N' or 'shared').
--- Returns {'acquired', fencing counter}, {'skipped', ms since a success within the
+-- Returns {'acquired', fencing counter, server time (ms), the run's N in the record}, {'skipped', ms since a success within the
 -- min-interval}, {'held_as', how the lock is held instead: 'lock' (an exclusive holder),
 -- 'limit N', 'shared', '' (not recorded)}, {'foreign', the key's type}, or {'busy', ms until
 -- worth trying again (-1 unknown), 'held' (full, or an exclusive holder) | 'turn' (room left,
@@ -28,6 +28,13 @@ local now_u = now_us()
 local now = math.floor(now_u / 1000)
 local held, used = 0, nil
 if t == 'zset' then held, used = holders_now(now) end
+-- Holders whose lease ended unreleased (purged just now) vanished: their runs say so.
+for who, raw in pairs(purged_holders) do
+  pcall(function()
+    local key, r = run_at(tonumber(cjson.decode(raw).n), who)
+    if r and not r.outcome then put_end(key, r, 'vanished') end
+  end)
+end
 if held > 0 and used ~= held_as then return {'held_as', used} end
 if held > 0 and redis.call('ZSCORE', lock, token) then
   -- Our own token, from the details recorded with it: the counter has moved on if another
@@ -36,7 +43,7 @@ if held > 0 and redis.call('ZSCORE', lock, token) then
   if mine then
     redis.call('ZADD', lock, now + tonumber(ttl), token)
     settle()
-    return {'acquired', mine}
+    return {'acquired', mine, now, text(details(token).n)}
   end
   -- Recorded without it (by an older redlock): take the place again, with a new token.
   redis.call('ZREM', lock, token)
@@ -63,18 +70,20 @@ if room then
     pcall(redis.call, 'HDEL', holders, token)
   end
   redis.call('SET', kind, held_as)
-  -- The token as a string: cjson writes numbers with 14 digits, and tokens have 16.
+  local recorded, n = pcall(record_start, token, host, pid, given, false)
+  if not recorded then n = '' end
+  -- The token as a string: cjson writes numbers with 14 digits, and tokens have 16. `n`: the
+  -- run's place in the record, for marking it vanished should its lease end unreleased.
   redis.call('HSET', holders, token, cjson.encode({
     host = host, pid = pid, argv = command, started = started, since = now,
-    fence = string.format('%.0f', given) }))
+    fence = string.format('%.0f', given), n = tostring(n) }))
   settle()
-  record_start(token, host, pid, given, now)
   if waited == '1' then
     dequeue(token)
     -- A release wakes one waiter; room enough for more: wake the next, and so on.
     if shared or held + 1 < limit then pass_on(linger) end
   end
-  return {'acquired', given}
+  return {'acquired', given, now, tostring(n)}
 end
 if fair == '1' then
   enqueue(token, now_u, tonumber(entry))

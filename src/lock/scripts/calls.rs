@@ -25,14 +25,20 @@ const LOCK: (&str, &str) = lua!("lock");
 const HOLDER: (&str, &str) = lua!("holder");
 const HOLDERS: (&str, &str) = lua!("holders");
 const WAKE: (&str, &str) = lua!("wake");
-const WAITERS: (&str, &str) = lua!("waiters");
+const PASS_ON: (&str, &str) = lua!("pass_on");
+const QUEUE: (&str, &str) = lua!("queue");
+const REGISTRY: (&str, &str) = lua!("registry");
 const ATTEMPT: (&str, &str) = lua!("attempt");
 const FINISH: (&str, &str) = lua!("finish");
-const RUNS: (&str, &str) = lua!("runs");
-const HISTORY: (&str, &str) = lua!("history");
+// The record of runs' own files (src/lock/record/).
+const RING: (&str, &str) = ("record/ring", include_str!("../record/ring.lua"));
+const READ: (&str, &str) = ("record/read", include_str!("../record/read.lua"));
+const RECORD_START: (&str, &str) = ("record/start", include_str!("../record/start.lua"));
+const RECORD_ENDED: (&str, &str) = ("record/ended", include_str!("../record/ended.lua"));
+const RECORD_LOST: (&str, &str) = ("record/lost", include_str!("../record/lost.lua"));
 
 args! {
-    /// What every attempt to take the lock says of itself (both acquire scripts take it).
+    /// What every attempt of the feature acquires says of itself (acquire.lua, acquire_many.lua).
     #[derive(Debug, Clone, Copy)]
     pub struct Attempt<'a> {
         /// This holder's token.
@@ -61,7 +67,7 @@ args! {
 }
 
 args! {
-    /// What both releases say of the run that ends.
+    /// What a release says of the run that ends.
     #[derive(Debug, Clone, Copy)]
     pub struct Finish<'a> {
         /// The holder's token.
@@ -72,6 +78,8 @@ args! {
         pub success_for: Option<Duration>,
         /// An attempt of this holder was, or may have been, turned away (see [`Attempt`]).
         pub waited: bool,
+        /// The run's N in the record of runs ('' when not recorded).
+        pub slot: &'a str,
         /// How the run ended, for the record of runs.
         pub ended: RunEnding,
         pub record: Kept,
@@ -79,12 +87,33 @@ args! {
 }
 
 script! {
-    /// Take the lock alone (no `--limit` or `--shared`); `--fair` or not.
+    /// Take the lock alone, without `--fair` or `--min-interval` (take.lua); the run is
+    /// recorded (record/start.lua) or the waiter registered (registered.lua) after it, in the
+    /// same call.
+    pub struct Take<'a> {
+        token: &'a str,
+        ttl: Duration,
+        holder: &'a Holder,
+        /// How long a waiter turned away counts as waiting, in the registry of waiters.
+        lifetime: Duration,
+        /// See [`Attempt::waited`].
+        waited: bool,
+        record: Kept,
+    }
+    keys [lock, fence, holder, wake, waiting, counts];
+    files [CLOCK, WAKE, REGISTRY, RING, lua!("take")];
+    then [RECORD_START, lua!("registered")];
+    reply AcquireReply;
+}
+
+script! {
+    /// Take the lock alone with `--fair` or `--min-interval`, or behind shared holders.
     pub struct Acquire<'a> {
         attempt: Attempt<'a>,
     }
-    keys [lock, fence, wake, queue, alive, holder, done, kind, holders, waiting, runs, counts];
-    files [CLOCK, FENCE, LOCK, HOLDER, HOLDERS, WAKE, WAITERS, RUNS, HISTORY, ATTEMPT, lua!("acquire")];
+    keys [lock, fence, wake, queue, alive, holder, done, kind, holders, waiting, counts];
+    files [CLOCK, FENCE, LOCK, HOLDER, HOLDERS, WAKE, PASS_ON, QUEUE, REGISTRY, RING, ATTEMPT,
+        lua!("acquire")];
     reply AcquireReply;
 }
 
@@ -95,22 +124,27 @@ script! {
         /// How: `Kind::Limit(n)` or `Kind::Shared`.
         held_as: Kind,
     }
-    keys [lock, fence, wake, queue, alive, done, kind, holders, waiting, runs, counts];
-    files [CLOCK, FENCE, LOCK, HOLDERS, WAKE, WAITERS, RUNS, HISTORY, ATTEMPT, lua!("acquire_many")];
+    keys [lock, fence, wake, queue, alive, done, kind, holders, waiting, counts];
+    files [CLOCK, FENCE, LOCK, HOLDERS, WAKE, PASS_ON, QUEUE, REGISTRY, RING, ATTEMPT,
+        lua!("acquire_many")];
     reply AcquireReply;
 }
 
 script! {
-    /// Extend the lease while the key still holds our token.
+    /// Extend the lease while the key still holds our token (extend.lua); a lease found lost
+    /// ends the run's record (record/lost.lua).
     pub struct Extend<'a> {
         token: &'a str,
         ttl: Duration,
+        /// The run's N in the record of runs ('' when not recorded).
+        slot: &'a str,
         /// How the run's record ends when the lock is found lost.
         lost: Lost,
         record: Kept,
     }
-    keys [lock, holder, runs, counts];
-    files [CLOCK, HOLDER, RUNS, HISTORY, lua!("extend")];
+    keys [lock, holder, counts];
+    files [CLOCK, RING, lua!("extend")];
+    then [RECORD_LOST];
     reply Held;
 }
 
@@ -119,22 +153,28 @@ script! {
     pub struct ExtendMany<'a> {
         token: &'a str,
         ttl: Duration,
+        slot: &'a str,
         /// How the run's record ends when the place is found lost.
         lost: Lost,
         record: Kept,
     }
-    keys [lock, kind, holders, runs, counts];
-    files [CLOCK, LOCK, HOLDERS, RUNS, HISTORY, lua!("extend_many")];
+    keys [lock, kind, holders, counts];
+    files [CLOCK, LOCK, HOLDERS, RING, lua!("extend_many")];
     reply Held;
 }
 
 script! {
-    /// Delete the key while it holds our token, and wake one waiter if any may wait.
-    pub struct Release<'a> {
+    /// Give the lock back while it holds our token (give_back.lua); then, in the same call,
+    /// the success kept for `--min-interval` (interval.lua), the run's end in the record
+    /// (record/ended.lua) and a waiter woken (wake_next.lua).
+    pub struct GiveBack<'a> {
         finish: Finish<'a>,
+        /// The run as it ended, the record's JSON, written by the client ('' unknown).
+        ended_run: &'a str,
     }
-    keys [lock, wake, queue, alive, holder, done, waiting, runs, counts];
-    files [CLOCK, HOLDER, WAKE, WAITERS, FINISH, RUNS, HISTORY, lua!("release")];
+    keys [lock, holder, done, wake, queue, alive, waiting, counts];
+    files [CLOCK, WAKE, PASS_ON, RING, lua!("give_back")];
+    then [lua!("interval"), RECORD_ENDED, lua!("wake_next")];
     reply Held;
 }
 
@@ -143,20 +183,22 @@ script! {
     pub struct ReleaseMany<'a> {
         finish: Finish<'a>,
     }
-    keys [lock, wake, queue, alive, done, kind, holders, waiting, runs, counts];
-    files [CLOCK, LOCK, HOLDERS, WAKE, WAITERS, FINISH, RUNS, HISTORY, lua!("release_many")];
+    keys [lock, wake, queue, alive, done, kind, holders, waiting, counts];
+    files [CLOCK, LOCK, HOLDERS, WAKE, PASS_ON, FINISH, RING, lua!("release_many")];
     reply Held;
 }
 
 script! {
     /// A waiter gives up: it leaves the waiters' records and passes on a wake-up it may have
-    /// taken.
+    /// taken; `busy`: the run ends busy, counted so in the record of runs.
     pub struct Leave<'a> {
         token: &'a str,
         linger: Duration,
+        busy: bool,
+        record: Kept,
     }
-    keys [lock, wake, queue, alive, waiting];
-    files [CLOCK, LOCK, WAKE, WAITERS, lua!("leave")];
+    keys [lock, wake, queue, alive, waiting, counts];
+    files [CLOCK, LOCK, WAKE, PASS_ON, QUEUE, RING, lua!("leave")];
     reply ();
 }
 
@@ -176,11 +218,13 @@ script! {
     /// `lifetime` when the attempt ended turned away (None: it does not wait).
     pub struct Undo<'a> {
         token: &'a str,
+        /// The run's N in the record of runs ('' when not recorded).
+        slot: &'a str,
         lifetime: Option<Duration>,
         record: Kept,
     }
-    keys [lock, holder, wake, queue, alive, waiting, runs, counts];
-    files [CLOCK, HOLDER, WAKE, WAITERS, RUNS, HISTORY, lua!("undo")];
+    keys [lock, holder, waiting, counts];
+    files [CLOCK, HOLDER, REGISTRY, RING, lua!("undo")];
     reply bool;
 }
 
@@ -203,18 +247,22 @@ script! {
 }
 
 script! {
-    /// Read a lock's state without changing anything.
-    pub struct Inspect {}
+    /// Read a lock's state (a run found vanished is marked so).
+    pub struct Inspect {
+        record: Kept,
+    }
     keys [lock, fence, queue, alive, holder, done, kind, holders, waiting, runs, counts];
-    files [CLOCK, FENCE, LOCK, HOLDER, HOLDERS, RUNS, lua!("inspect")];
+    files [CLOCK, FENCE, LOCK, HOLDER, HOLDERS, RING, READ, lua!("inspect")];
     reply Inspected;
 }
 
 script! {
-    /// Read the record of a lock's runs without changing anything.
-    pub struct ReadRuns {}
+    /// Read the record of a lock's runs (a run found vanished is marked so).
+    pub struct ReadRuns {
+        record: Kept,
+    }
     keys [lock, runs, counts];
-    files [CLOCK, RUNS, lua!("recent")];
+    files [CLOCK, RING, READ, lua!("recent")];
     reply Runs;
 }
 
@@ -226,15 +274,23 @@ script! {
         expected: Option<&'a str>,
     }
     keys [lock, fence, wake, queue, alive, holder, kind, holders, waiting];
-    files [CLOCK, FENCE, LOCK, HOLDER, HOLDERS, WAKE, WAITERS, lua!("force_release")];
+    files [CLOCK, FENCE, LOCK, HOLDER, HOLDERS, WAKE, PASS_ON, lua!("force_release")];
     reply Forced;
 }
 
 /// What an acquire script answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AcquireReply {
-    /// Taken; the fencing counter after this acquisition.
-    Acquired { fence: i64 },
+    /// Taken; the fencing counter after this acquisition, the server's time then (unix ms)
+    /// and the run's N in the record of runs ('' when not recorded).
+    Acquired {
+        fence: i64,
+        at_ms: u64,
+        slot: String,
+    },
+    /// Not attempted by the plain take: the key is a sorted set (several holders) or a key of
+    /// this Redis type that redlock does not make; the feature acquire decides.
+    Several(String),
     /// Not attempted: a run succeeded this long ago, within the min-interval.
     Skipped { ago: Duration },
     /// Turned away (and recorded as waiting); worth trying again after `retry_in` at the
@@ -263,7 +319,15 @@ impl FromReply for AcquireReply {
     fn from_reply(value: &Value) -> Option<Self> {
         let mut f = Fields::of(value)?;
         let reply = match f.text()?.as_str() {
-            "acquired" => AcquireReply::Acquired { fence: f.int()? },
+            "acquired" => AcquireReply::Acquired {
+                fence: f.int()?,
+                at_ms: u64::try_from(f.int()?).ok()?,
+                slot: f
+                    .text()
+                    .filter(|s| s.bytes().all(|b| b.is_ascii_digit()))
+                    .unwrap_or_default(),
+            },
+            "several" => AcquireReply::Several(f.text()?),
             "skipped" => AcquireReply::Skipped {
                 ago: f.millis()?.unwrap_or_default(),
             },
@@ -289,11 +353,12 @@ impl FromReply for AcquireReply {
 pub(super) fn all() -> Vec<(&'static str, &'static super::Lua)> {
     use crate::lock::scripts::Script;
     vec![
+        ("Take", Take::lua()),
         ("Acquire", Acquire::lua()),
         ("AcquireMany", AcquireMany::lua()),
         ("Extend", Extend::lua()),
         ("ExtendMany", ExtendMany::lua()),
-        ("Release", Release::lua()),
+        ("GiveBack", GiveBack::lua()),
         ("ReleaseMany", ReleaseMany::lua()),
         ("Leave", Leave::lua()),
         ("Interrupt", Interrupt::lua()),

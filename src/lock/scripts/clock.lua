@@ -1,5 +1,4 @@
 -- The server's clock: now_us() and now_ms() (Redis TIME, read once per script run).
--- Uses: none.
 -- TIME makes a script non-deterministic, hence effects replication (the default since
 -- Redis 5, asked for explicitly for older servers).
 redis.replicate_commands()

@@ -7,7 +7,6 @@
 -- by more than the time between two acquisitions. The counter expires FENCE_LIFETIME_MS after
 -- the last acquisition (`FENCE_LIFETIME` in lock/mod.rs says the same): a lock used once a month
 -- still shows it, and none lives forever.
--- Uses: fence.
 -- Needs clock.lua before it.
 local FENCE_LIFETIME_MS = 3456000000
 local function counter()

@@ -2,7 +2,6 @@
 -- the registry of waiters when an attempt of its may have been turned away (on a quorum a node
 -- may have turned it away while a majority let it in), and with a --min-interval records the
 -- run's success, for that long, before anyone is woken, so that the woken waiter sees it.
--- Uses: waiting, done, token, waited, success_for.
 local function finish_run()
   -- A registry that is not redlock's (a key of another kind there) must not keep a release
   -- from deleting the lock: leaving it is bookkeeping, and its entries lapse by themselves.

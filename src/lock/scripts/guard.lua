@@ -4,7 +4,6 @@
 -- write that must not outlive such a failure it sets `undo`, which then runs. The failure is
 -- answered FOREIGNKEY TYPE KEY for the first of KEYS that holds what redlock does not keep
 -- there (`kept_as`, from keys.rs), else with Redis's own error.
--- Uses: none.
 local undo = nil
 local function failed(err)
   if undo then pcall(undo) end

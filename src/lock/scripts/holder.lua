@@ -2,7 +2,6 @@
 -- argv, started) a hash beside it with the same expiry. prolong(ms) extends both; drop()
 -- deletes both; exclusive_holder() is the token and the recorded host, pid, command line and
 -- start time ('' each when not recorded, or recorded for another token).
--- Uses: lock, holder.
 local function prolong(ms)
   redis.call('PEXPIRE', lock, ms)
   redis.call('PEXPIRE', holder, ms)

@@ -3,8 +3,8 @@
 -- `kind` says how it is held ('limit N' or 'shared'); `holders` keeps each holder's details
 -- (a hash: token -> JSON). All three expire with the last lease. Included after clock.lua.
 --
--- purge_holders(now) drops the holders whose lease ended (by the server's clock) and returns
--- how many: a crashed holder's place frees when its lease ends, not later.
+-- purge_holders(now) drops the holders whose lease ended (by the server's clock), keeps their
+-- details in `purged_holders`, and returns how many: a crashed holder's place frees when its lease ends, not later.
 -- settle() makes the set, its kind and the details expire with the last lease, or deletes
 -- them when nobody holds.
 -- soonest(now) is the ms until the first lease ends (-1: nobody holds).
@@ -13,10 +13,15 @@
 -- leave_place(who, now) takes a holder out, purges and settles.
 -- details(who) is a holder's recorded details as a table ({} when none or unreadable), and
 -- text(x) one of its fields as a string ('' when missing).
--- Uses: lock, kind, holders.
+-- The details of the holders purged by this script, by token (their lease ended unreleased).
+local purged_holders = {}
 local function purge_holders(now)
   local ended = redis.call('ZRANGEBYSCORE', lock, '-inf', now)
   if #ended > 0 then
+    local gone = redis.call('HMGET', holders, unpack(ended))
+    for i, who in ipairs(ended) do
+      if gone[i] then purged_holders[who] = gone[i] end
+    end
     redis.call('ZREMRANGEBYSCORE', lock, '-inf', now)
     redis.call('HDEL', holders, unpack(ended))
   end

@@ -8,7 +8,14 @@
 local deleted = 0
 if redis.pcall('GET', lock) == token then
   drop()
-  record_forget(token)
+  -- Its run, never run, leaves the record of this node.
+  pcall(function()
+    local key, r = run_at(tonumber(slot), token)
+    if not r then return end
+    redis.call('HDEL', counts, key)
+    local n, open = head()
+    if open == token then redis.call('HSET', counts, 'head', n .. ' ') end
+  end)
   deleted = 1
 end
 if lifetime ~= '0' then register(token, now_ms(), tonumber(lifetime)) end

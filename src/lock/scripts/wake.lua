@@ -3,7 +3,6 @@
 -- KEYS, but it carries the same hash tag and so lives in the same Cluster slot), where a --fair
 -- waiter's turn and an interrupt's marker arrive. push(list, marker, linger_ms) pushes a marker
 -- that lingers that long if no BLPOP takes it.
--- Uses: wake.
 local function own_list(who)
   return wake .. ':' .. who
 end

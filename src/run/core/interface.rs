@@ -175,6 +175,9 @@ pub(crate) enum Note {
 pub(crate) struct Ended {
     /// How the run ended: the command's status, or redlock's verdict over it.
     pub outcome: Outcome,
+    /// A stop asked of redlock reached the command (a stop request, or TERM, INT, HUP or QUIT
+    /// forwarded to it): the record of runs says the run was cut short, whatever its status.
+    pub cut_short: bool,
     /// Whether the command died of a signal (its terminal modes are then redlock's to restore).
     pub signaled: bool,
     /// The lease's end by the last renewal that counted: past it the lock may be someone else's.

@@ -154,6 +154,9 @@ pub(crate) struct Core {
     verdict: Option<Verdict>,
     /// When the first stop request from outside came (a later second one kills at once).
     first_request: Option<Moment>,
+    /// A signal that asks a job to end (TERM, INT, HUP, QUIT) was forwarded to the command
+    /// while it ran: the run was cut short, whatever the command then exits with.
+    forwarded_stop: bool,
     max_runtime_at: Option<Moment>,
     renewals: u64,
     renewal_failures: u64,
@@ -175,6 +178,7 @@ impl Core {
             stopping: Stopping::No,
             verdict: None,
             first_request: None,
+            forwarded_stop: false,
             max_runtime_at: config.max_runtime.map(|d| started + d),
             renewals: 0,
             renewal_failures: 0,
@@ -263,11 +267,18 @@ impl Core {
         };
         Some(Ended {
             outcome,
+            cut_short: self.cut_short(),
             signaled: status.signal().is_some(),
             deadline: self.deadline(),
             renewals: self.renewals,
             renewal_failures: self.renewal_failures,
         })
+    }
+
+    /// Whether a stop asked of redlock (a stop request, or a job-ending signal it forwarded)
+    /// reached the command while it ran.
+    fn cut_short(&self) -> bool {
+        self.first_request.is_some() || self.forwarded_stop
     }
 
     /// How it ends when nothing can be heard any more (every sender of the supervisor's
@@ -279,6 +290,7 @@ impl Core {
             } else {
                 Outcome::Internal
             },
+            cut_short: self.cut_short(),
             signaled: false,
             deadline: self.deadline(),
             renewals: self.renewals,
@@ -326,6 +338,11 @@ impl Core {
         match input {
             Input::StopRequest(signal) => self.stop_requested(signal, now, out),
             Input::Forward(signal) => {
+                use nix::sys::signal::Signal::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+                let running = matches!(self.command, Command::Running { .. });
+                let ends_a_job =
+                    matches!(signal.standard(), Some(SIGTERM | SIGINT | SIGHUP | SIGQUIT));
+                self.forwarded_stop |= running && ends_a_job;
                 out.push(Action::Note(Note::Forwarded(signal)));
                 out.push(Action::Signal(signal));
             }

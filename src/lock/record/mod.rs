@@ -1,19 +1,28 @@
 //! The record of a lock's runs, kept in the lock's own Redis by the scripts redlock already
-//! sends (`history.lua` writes it, `runs.lua` reads it): what the scripts are told of it (how
-//! long it is kept, how many runs, how a run ended) and what the admin commands read back.
+//! sends, in the same call as the lock's own step: `ring.lua` writes it (the take's
+//! `start.lua`, the give-back's `ended.lua`, the renewal's `lost.lua`, and the feature scripts
+//! through the same functions), `read.lua` reads it. This module says what the scripts are
+//! told of it (how long it is kept, how many runs, how a run ended) and reads back what the
+//! admin commands show.
 //!
-//! The acquire records a run as started (its token, host, pid, the server's time, its fencing
-//! token); the release records how it ended (outcome and exit status); a renewal that finds the
-//! lock lost records that. A run with no end whose holder no longer holds the lock vanished:
-//! SIGKILLed, its machine gone. The next acquire marks it so; the readers show it so.
+//! The record is a ring of the last [`RUNS_KEPT`] runs in the lock's `:counts` hash, beside the
+//! counters by outcome: the take records a run as started (its token, host, pid, the server's
+//! time, its fencing token) and answers its place N; the release writes how it ended (the
+//! client sends the run's JSON, so the release reads nothing of the record); a renewal that
+//! finds the lock lost records that. A run with no end whose holder no longer holds the lock
+//! vanished (SIGKILLed, its machine gone): the next acquire, or the first reader, marks and
+//! counts it. Every write is best-effort: a record that is not redlock's never stops the lock.
+//! Builds before 0.2 kept a list (`:runs`), still read beside the ring.
 
 use std::time::Duration;
 
 use redis::Value;
 
 use crate::exit::{self, Outcome};
+use crate::lock::Holder;
 use crate::lock::reply::{Fields, FromReply};
 use crate::lock::scripts::args;
+use crate::report::json;
 
 /// How many runs of a lock its record keeps, newest first: a few kilobytes (a run is about
 /// 170 bytes of JSON; docs/operating.md has the measured size).
@@ -28,6 +37,11 @@ pub const VANISHED: &str = "vanished";
 
 /// The outcome label of a run that is still going.
 pub const RUNNING: &str = "running";
+
+/// The outcome label of a run cut short by a signal redlock forwarded to it (a stop asked of
+/// redlock: TERM, INT, HUP, QUIT or the `--stop-signal`), whatever the command's own status:
+/// a job that traps TERM and exits 0 did not finish.
+pub const CUT_SHORT: &str = "cut_short";
 
 args! {
     /// How the scripts that write the record keep it: how many runs, how long.
@@ -92,6 +106,41 @@ impl RunEnding {
     pub fn succeeded(&self) -> bool {
         self.outcome == Outcome::Exited(0).label()
     }
+
+    /// The same ending for a command that a signal redlock forwarded cut short: a run that
+    /// ran is [`CUT_SHORT`], whatever its status; redlock's own endings stay.
+    pub fn cut_short(mut self) -> Self {
+        if matches!(self.outcome, "success" | "failed") {
+            self.outcome = CUT_SHORT;
+        }
+        self
+    }
+
+    /// The run as the record keeps it once ended (see read.lua): `started` is when the lock
+    /// was taken by the server's clock, `took` how long it was held by this host's.
+    pub fn json(&self, run: &Started, token: &str, holder: &Holder, took: Duration) -> String {
+        let ms = |v: u64| v.to_string();
+        json::Object::new()
+            .str("token", token)
+            .str("host", &holder.host)
+            .str("pid", &holder.pid.to_string())
+            .str("started", &ms(run.at_ms))
+            .str("fence", &run.fence.to_string())
+            .str("n", &run.slot)
+            .str("ended", &ms(run.at_ms + took.as_millis() as u64))
+            .str("outcome", self.outcome)
+            .str("status", &self.status.to_string())
+            .finish()
+    }
+}
+
+/// A run this client took: when (the server's clock, unix ms), its fencing token and its N in
+/// the record ('' when not recorded), as the acquire answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Started {
+    pub at_ms: u64,
+    pub fence: i64,
+    pub slot: String,
 }
 
 /// How a recorded run stands.
@@ -201,7 +250,8 @@ impl Counts {
             .map_or(0, |(_, v)| *v)
     }
 
-    /// Runs turned away at their first attempt, one count per run however long it waited.
+    /// Runs that gave up on a busy lock (at once, or when their `--wait` ran out); a run that
+    /// waited and then took the lock is not one.
     pub fn busy(&self) -> u64 {
         self.get(Outcome::Busy.label())
     }
@@ -239,6 +289,9 @@ pub struct Summary {
     pub now_ms: u64,
     pub last_run: Option<Run>,
     pub last_success: Option<Run>,
+    /// The run that ended last (by the time it ended), whatever its ending: with several
+    /// holders, a failure that ends after the last success is not hidden by a later start.
+    pub last_ended: Option<Run>,
     pub counts: Counts,
 }
 
@@ -249,11 +302,13 @@ impl Summary {
         let now_ms = u64::try_from(s.int()?).ok()?;
         let last_run = Run::read(&mut s, now_ms)?;
         let last_success = Run::read(&mut s, now_ms)?;
+        let last_ended = Run::read(&mut s, now_ms)?;
         let counts = Counts::read(&mut s)?;
         s.end().then_some(Summary {
             now_ms,
             last_run,
             last_success,
+            last_ended,
             counts,
         })
     }
@@ -297,6 +352,7 @@ mod tests {
                 text("5000"),
                 run(&["t3", "h", "7", "4000", "3", "-1", "running", "-1"]),
                 Value::Nil,
+                Value::Nil,
                 Value::Array(vec![
                     text("busy"),
                     Value::Int(4),
@@ -336,6 +392,7 @@ mod tests {
         let short = Value::Array(vec![
             Value::Array(vec![
                 text("1"),
+                Value::Nil,
                 Value::Nil,
                 Value::Nil,
                 Value::Array(vec![]),

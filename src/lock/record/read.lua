@@ -1,0 +1,99 @@
+-- Reading the record of runs (ring.lua writes it; builds before 0.2 wrote the list `runs`,
+-- which is read too while hosts of both run). A run is a JSON object of strings: token, host,
+-- pid, started (server time, ms), fence, n when taken; ended, outcome (the metrics file's
+-- label, or 'vanished') and status (redlock's exit status; none for a vanished run) once it
+-- ended. A run of the ring that never ended and whose holder no longer holds the lock is
+-- marked vanished (and counted) when first seen, here as by the next acquire.
+--
+-- decode(raw) is a run's table (nil when unreadable: not JSON, no token, or a number redlock
+-- cannot read back, such as a start that is not digits or a fence past 64 bits; such an entry
+-- is left out rather than make the whole record unreadable). shown(r, now) is a run as the
+-- replies give it: {token, host, pid, started, fence, ended ('-1' none), outcome, status ('-1'
+-- none)}, 'running' while its holder holds the lock. record(now) is every run kept, newest
+-- first, and the summary `status` shows: {server time (ms), the newest run, the last success,
+-- the last run that ended (each as shown, false when none), the counters as {name, value,
+-- ...}}.
+-- Needs clock.lua and ring.lua before it.
+-- Whether `x`, a number of a run, reads back in Rust: absent, or at most `digits` decimal
+-- digits, a '-' first only when `signed` (18 digits fit any i64; 9 an i32, an exit status).
+local function readable(x, signed, digits)
+  if type(x) ~= 'string' and type(x) ~= 'number' then return true end
+  local s = tostring(x)
+  if signed and string.sub(s, 1, 1) == '-' then s = string.sub(s, 2) end
+  return #s >= 1 and #s <= digits and string.find(s, '^%d+$') ~= nil
+end
+local function decode(raw)
+  if type(raw) ~= 'string' then return nil end
+  local ok, r = pcall(cjson.decode, raw)
+  if not (ok and type(r) == 'table' and type(r.token) == 'string') then return nil end
+  if readable(r.pid, false, 18) and readable(r.started, false, 18)
+    and readable(r.fence, true, 18) and readable(r.ended, true, 18)
+    and readable(r.status, true, 9) then
+    return r
+  end
+  return nil
+end
+local function holds(who, now)
+  local t = redis.call('TYPE', lock).ok
+  if t == 'string' then return redis.call('GET', lock) == who end
+  if t == 'zset' then
+    local ends = tonumber(redis.call('ZSCORE', lock, who) or '')
+    return ends ~= nil and ends > now
+  end
+  return false
+end
+local function field(x, none)
+  if type(x) == 'string' or type(x) == 'number' then return tostring(x) end
+  return none
+end
+local function shown(r, now)
+  if not r then return false end
+  local outcome = r.outcome
+  if type(outcome) ~= 'string' then
+    outcome = 'vanished'
+    if holds(r.token, now) then outcome = 'running' end
+  end
+  return {r.token, field(r.host, ''), field(r.pid, '0'), field(r.started, '0'),
+    field(r.fence, '0'), field(r.ended, '-1'), outcome, field(r.status, '-1')}
+end
+local function record(now)
+  local list, last, tally = {}, {}, {}
+  local all = redis.call('HGETALL', counts)
+  for i = 1, #all, 2 do
+    local name, value = all[i], all[i + 1]
+    if string.sub(name, 1, 4) == 'run:' then
+      local r = decode(value)
+      if r then
+        if type(r.outcome) ~= 'string' and not holds(r.token, now)
+          and pcall(put_end, name, r, 'vanished') then
+          tally.vanished = (tally.vanished or 0) + 1
+          last.last_ended = r
+        end
+        list[#list + 1] = r
+      end
+    elseif name == 'last_success' or name == 'last_ended' then
+      last[name] = last[name] or decode(value)
+    elseif string.find(value, '^%-?%d+$') then
+      tally[name] = (tally[name] or 0) + tonumber(value)
+    end
+  end
+  for _, raw in ipairs(redis.call('LRANGE', runs, 0, -1)) do
+    local r = decode(raw)
+    if r then list[#list + 1] = r end
+  end
+  table.sort(list, function(a, b)
+    local sa, sb = tonumber(a.started) or 0, tonumber(b.started) or 0
+    if sa ~= sb then return sa > sb end
+    return (tonumber(a.fence) or 0) > (tonumber(b.fence) or 0)
+  end)
+  local counters = {}
+  for name, value in pairs(tally) do
+    counters[#counters + 1] = name
+    counters[#counters + 1] = string.format('%d', value)
+  end
+  local shown_runs = {}
+  for i = 1, math.min(#list, tonumber(runs_kept)) do shown_runs[i] = shown(list[i], now) end
+  local summary = {tostring(now), shown_runs[1] or false, shown(last.last_success, now),
+    shown(last.last_ended, now), counters}
+  return summary, shown_runs
+end

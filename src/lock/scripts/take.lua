@@ -1,0 +1,32 @@
+-- Take the lock alone: SET NX PX with our token; then the fencing token, one past the counter
+-- or the server's clock in µs when that is larger (so tokens never go back, even after the
+-- counter was lost), and the holder's details beside the lock, with its expiry. A retry of
+-- our own acquire whose reply was lost finds our token and succeeds again.
+-- --fair, --min-interval, --limit and --shared take the lock with acquire.lua and
+-- acquire_many.lua; a key this script cannot take (several holders, or not redlock's) is
+-- answered 'several', and the client asks acquire.lua.
+-- KEYS and ARGV: `Take` in calls.rs.
+-- Returns {'acquired', fencing token, server time (ms)} ('again' after them for a retry),
+-- {'busy', the holder's PTTL, 'held'} or {'several', the key's type}.
+local FENCE_LIFETIME_MS = 3456000000
+if redis.call('SET', lock, token, 'NX', 'PX', ttl) then
+  undo = function() redis.call('DEL', lock) end
+  local counter = redis.call('GET', fence)
+  if counter and not string.find(counter, '^%d+$') then
+    error({err = 'ERR value is not an integer or out of range'})
+  end
+  local given = math.max((tonumber(counter) or 0) + 1, now_us())
+  redis.call('SET', fence, string.format('%.0f', given), 'PX', FENCE_LIFETIME_MS)
+  redis.call('HSET', holder, 'token', token, 'host', host, 'pid', pid, 'argv', command,
+    'started', started)
+  redis.call('PEXPIRE', holder, ttl)
+  return {'acquired', given, now_ms()}
+end
+local v = redis.pcall('GET', lock)
+if v == token then
+  redis.call('PEXPIRE', lock, ttl)
+  redis.call('PEXPIRE', holder, ttl)
+  return {'acquired', tonumber(redis.call('GET', fence)) or 0, now_ms(), 'again'}
+end
+if type(v) == 'table' then return {'several', redis.call('TYPE', lock).ok} end
+return {'busy', redis.call('PTTL', lock), 'held'}
