@@ -102,6 +102,11 @@ fn passwd(user: &str) -> Option<(u32, u32)> {
     })
 }
 
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+}
+
 /// A PostgreSQL server of the test's own: a fresh cluster in a temp dir, listening on a unix
 /// socket there only (no TCP port to race for), fsync off; stopped on drop. PostgreSQL refuses
 /// to run as root, so as root it runs as the `postgres` user the package creates (or nobody).
@@ -130,6 +135,8 @@ impl Postgres {
         let root = std::os::unix::fs::MetadataExt::uid(&fs::metadata(&home).unwrap()) == 0;
         let user = root.then(|| passwd("postgres").or_else(|| passwd("nobody")).unwrap());
         if let Some((uid, gid)) = user {
+            // Its way in, whatever the umask, and a directory of its own.
+            set_mode(dir.path(), 0o755);
             std::os::unix::fs::chown(&home, Some(uid), Some(gid)).unwrap();
         }
         let as_user = |program: PathBuf| {
@@ -150,6 +157,7 @@ impl Postgres {
             .args(["--no-instructions", "-E", "UTF8", "--locale=C"]);
         let out = Proc::spawn(initdb).finish();
         out.assert_code(0);
+        // Only the socket's name: nothing listens on TCP.
         let port = free_port();
         let log = File::create(dir.join("postgres.log")).unwrap();
         let mut postgres = as_user(bin.join("postgres"));
