@@ -93,6 +93,9 @@ mod integration {
     // Fencing tokens carried by the server's clock across lost counters; no key without an
     // expiry; --fsync (WAITAOF) on Valkey, and its refusals.
     mod fencing;
+    // docs/fencing.md at a real PostgreSQL: a holder frozen with its whole process tree past its
+    // lease is refused by the database's token check (and overwrites the row without it).
+    mod pgfence;
     // Waiting: wake-ups on release, the cost of waiting, one waiter woken per release.
     mod waiting;
     // --fair: arrival order, no queue jumping, turns passed on, dead waiters forgotten.
