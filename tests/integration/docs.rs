@@ -577,3 +577,44 @@ fn every_layer_imports_only_what_its_header_allows() {
     problems.dedup();
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// docs/img/timeline.svg is what scripts/timeline.py draws from the run's own timing functions
+/// at the default `--ttl` and `--kill-after`: a change of a default or of the lease arithmetic
+/// changes the numbers, and the committed picture must follow.
+#[test]
+fn the_timeline_picture_is_drawn_from_the_defaults() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = TempDir::new();
+    let numbers = dir.join("numbers.tsv");
+    std::fs::write(&numbers, redlock::cli::timeline::numbers()).unwrap();
+    let mut cmd = Command::new("python3");
+    cmd.arg(root.join("scripts/timeline.py")).arg(&numbers);
+    let out = Proc::spawn(cmd).finish();
+    out.assert_code(0);
+    let committed = committed("docs/img/timeline.svg");
+    assert!(
+        out.stdout == committed,
+        "docs/img/timeline.svg is not what the defaults draw; run: {}",
+        redlock::cli::timeline::REGENERATE
+    );
+    // The picture says the defaults `redlock run --help` shows.
+    let help = offline(&["run", "--help"]).any_stdout().output().stdout;
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    let ttl = help
+        .split("--ttl <DURATION>")
+        .nth(1)
+        .and_then(|rest| rest.split("[default: ").nth(1))
+        .and_then(|rest| rest.split(']').next())
+        .expect("--ttl's default in --help");
+    let kill_after = help
+        .split("--kill-after <DURATION>")
+        .nth(1)
+        .and_then(|rest| rest.split("[default: ").nth(1))
+        .and_then(|rest| rest.split(']').next())
+        .expect("--kill-after's default in --help");
+    let title = format!("--ttl {ttl}, --kill-after {kill_after}");
+    assert!(
+        committed.contains(&title),
+        "the picture's title lacks {title:?}"
+    );
+}
