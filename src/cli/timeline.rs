@@ -32,18 +32,32 @@ pub fn default_ttl() -> Duration {
     parse_ttl(&text).expect("--ttl's default parses")
 }
 
+/// How long after the request that last counted the stop line comes: no renewal counting by
+/// then, the command is sent the stop signal (as the run's core has it: the lease ends ttl less
+/// the drift allowance after that request, the kill line is a margin before that, the stop line
+/// a grace before the kill line).
+pub fn stop_line(ttl: Duration, kill_after: Duration) -> Duration {
+    ttl.saturating_sub(drift(ttl))
+        .saturating_sub(kill_margin(ttl))
+        .saturating_sub(lease_grace(ttl, kill_after))
+}
+
+/// The longest Redis outage that can never stop a run (docs/faq.md quotes it): one that starts
+/// just before a renewal is due leaves the stop line that much later.
+pub fn outage_ridden_out(ttl: Duration, kill_after: Duration) -> Duration {
+    stop_line(ttl, kill_after).saturating_sub(renew_interval(ttl))
+}
+
 /// One line per number, tab-separated: its name, milliseconds (three decimals), what it is.
 /// Every moment counts from when the request that took (or last renewed) the lease was sent.
 pub fn numbers() -> String {
     let ttl = default_ttl();
     let kill_after = DEFAULT_KILL_AFTER;
-    // As the run's core has them: the lease ends ttl less the drift allowance after the
-    // request that counted was sent; the kill line is a margin before that; the stop line a
-    // grace before the kill line.
+    // As the run's core has them (see `stop_line`).
     let lease_end = ttl.saturating_sub(drift(ttl));
     let kill_line = lease_end - kill_margin(ttl);
     let grace = lease_grace(ttl, kill_after);
-    let stop_line = kill_line - grace;
+    let stop_line = stop_line(ttl, kill_after);
     let rows: [(&str, Duration, &str); 12] = [
         ("ttl", ttl, "--ttl's default"),
         ("kill_after", kill_after, "--kill-after's default"),

@@ -618,3 +618,39 @@ fn the_timeline_picture_is_drawn_from_the_defaults() {
         "the picture's title lacks {title:?}"
     );
 }
+
+/// The FAQ's answer on choosing `--ttl` quotes the stop line and the outage a run rides out:
+/// the numbers the run's own timing gives, at the defaults and at `--ttl 90s`.
+#[test]
+fn the_faq_quotes_the_lease_numbers_the_code_gives() {
+    use redlock::cli::timeline::{default_ttl, outage_ridden_out, stop_line};
+    let text = committed("docs/faq.md")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let kill_after = redlock::cli::DEFAULT_KILL_AFTER;
+    let ttl = default_ttl();
+    let secs = |d: std::time::Duration| d.as_secs_f64();
+    let quoted = [
+        format!("({:.1} s at the defaults", secs(stop_line(ttl, kill_after))),
+        format!(
+            "an outage shorter than about {:.0} s never stops the job",
+            secs(outage_ridden_out(ttl, kill_after)).floor()
+        ),
+        format!(
+            "one longer than about {:.0} s always does",
+            secs(stop_line(ttl, kill_after)).round()
+        ),
+        format!(
+            "`--ttl 90s` rides out about {:.0} s",
+            secs(outage_ridden_out(
+                std::time::Duration::from_secs(90),
+                kill_after
+            ))
+            .floor()
+        ),
+    ];
+    for quote in quoted {
+        assert!(text.contains(&quote), "docs/faq.md does not say: {quote}");
+    }
+}
