@@ -1,8 +1,10 @@
 //! `redlock completions` and `redlock man`: they print the committed files, need no Redis, and
 //! what they print works in bash and fish and renders as a man page without warnings. Every `redlock run`
 //! line in the README, docs/, the man page and packaging/ runs as written, so recipes cannot rot.
-//! Every relative link and anchor in the Markdown resolves, and the tables of options and of the
-//! command's environment in docs/running-jobs.md say what the code does.
+//! Every relative link and anchor in the Markdown resolves, every long page lists its sections
+//! after its title, and the tables of options and of the command's environment in
+//! docs/running-jobs.md say what the code does. The picture of a run's timeline is what the
+//! defaults draw, and the FAQ quotes the lease numbers the code gives.
 
 use std::path::Path;
 use std::process::Command;
@@ -653,4 +655,54 @@ fn the_faq_quotes_the_lease_numbers_the_code_gives() {
     for quote in quoted {
         assert!(text.contains(&quote), "docs/faq.md does not say: {quote}");
     }
+}
+
+/// The longest a page of docs/ may be without a table of contents.
+const TOC_FROM_LINES: usize = 150;
+
+/// Every page of docs/ longer than [`TOC_FROM_LINES`] opens with a table of contents: between
+/// its title and its first section, a list of links to each of its `##` sections, in order. A
+/// section added, renamed or moved without its line in the list fails here (a page without any
+/// `##` section has nothing to list).
+#[test]
+fn every_long_page_lists_its_sections_after_its_title() {
+    let mut problems = Vec::new();
+    let mut long = 0;
+    for file in files_under("docs")
+        .into_iter()
+        .filter(|f| f.ends_with(".md"))
+    {
+        let text = committed(&file);
+        if text.lines().count() <= TOC_FROM_LINES {
+            continue;
+        }
+        let prose = prose(&text);
+        let headings = prose.lines().filter(|line| line.starts_with('#'));
+        let sections: Vec<String> = headings
+            .zip(anchors(&text))
+            .filter(|(heading, _)| heading.starts_with("## "))
+            .map(|(_, anchor)| format!("#{anchor}"))
+            .collect();
+        if sections.is_empty() {
+            continue;
+        }
+        long += 1;
+        let head: Vec<&str> = prose
+            .lines()
+            .skip(1)
+            .take_while(|line| !line.starts_with("## "))
+            .filter(|line| line.starts_with("- ["))
+            .collect();
+        let listed: Vec<String> = link_targets(&head.join("\n"))
+            .into_iter()
+            .filter(|target| target.starts_with('#'))
+            .collect();
+        if listed != sections {
+            problems.push(format!(
+                "{file}: its list after the title links {listed:?}, its sections are {sections:?}"
+            ));
+        }
+    }
+    assert!(long >= 4, "only {long} long pages found");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
