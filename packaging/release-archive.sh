@@ -40,7 +40,7 @@ install -m 644 man/redlock.1 "$stage/$name/man/"
 install -m 644 completions/* "$stage/$name/completions/"
 install -m 644 README.md "$stage/$name/"
 install -m 644 docs/*.md "$stage/$name/docs/"
-install -m 644 docs/img/bench.svg "$stage/$name/docs/img/"
+install -m 644 docs/img/bench.svg docs/img/timeline.svg "$stage/$name/docs/img/"
 for license in LICENSE*; do
   [ -e "$license" ] && install -m 644 "$license" "$stage/$name/"
 done

@@ -58,8 +58,8 @@ declare -A want=(
   [/usr/share/fish/vendor_completions.d/redlock.fish]=completions/redlock.fish
   [/usr/share/doc/redlock/README.md]=README.md
 )
-# The guide beside the README, every page and the chart.
-for page in docs/*.md docs/img/bench.svg; do
+# The guide beside the README, every page and the pictures.
+for page in docs/*.md docs/img/bench.svg docs/img/timeline.svg; do
   want[/usr/share/doc/redlock/$page]=$page
 done
 

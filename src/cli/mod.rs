@@ -9,6 +9,7 @@ mod conn;
 pub mod docs;
 pub mod monitor;
 pub mod parse;
+pub mod timeline;
 
 pub use args::*;
 pub use parse::*;

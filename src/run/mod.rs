@@ -39,6 +39,7 @@ mod wait;
 use crate::report::metrics::Stats;
 use crate::transport::endpoint::Endpoint;
 use core::Ended;
+pub(crate) use core::lease_grace;
 use supervisor::{Supervised, Supervisor};
 use wait::Taken;
 

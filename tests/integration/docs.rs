@@ -1,8 +1,10 @@
 //! `redlock completions` and `redlock man`: they print the committed files, need no Redis, and
 //! what they print works in bash and fish and renders as a man page without warnings. Every `redlock run`
 //! line in the README, docs/, the man page and packaging/ runs as written, so recipes cannot rot.
-//! Every relative link and anchor in the Markdown resolves, and the tables of options and of the
-//! command's environment in docs/running-jobs.md say what the code does.
+//! Every relative link and anchor in the Markdown resolves, every long page lists its sections
+//! after its title, and the tables of options and of the command's environment in
+//! docs/running-jobs.md say what the code does. The picture of a run's timeline is what the
+//! defaults draw, and the FAQ quotes the lease numbers the code gives.
 
 use std::path::Path;
 use std::process::Command;
@@ -575,5 +577,132 @@ fn every_layer_imports_only_what_its_header_allows() {
     }
     problems.sort();
     problems.dedup();
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// docs/img/timeline.svg is what scripts/timeline.py draws from the run's own timing functions
+/// at the default `--ttl` and `--kill-after`: a change of a default or of the lease arithmetic
+/// changes the numbers, and the committed picture must follow.
+#[test]
+fn the_timeline_picture_is_drawn_from_the_defaults() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = TempDir::new();
+    let numbers = dir.join("numbers.tsv");
+    std::fs::write(&numbers, redlock::cli::timeline::numbers()).unwrap();
+    let mut cmd = Command::new("python3");
+    cmd.arg(root.join("scripts/timeline.py")).arg(&numbers);
+    let out = Proc::spawn(cmd).finish();
+    out.assert_code(0);
+    let committed = committed("docs/img/timeline.svg");
+    assert!(
+        out.stdout == committed,
+        "docs/img/timeline.svg is not what the defaults draw; run: {}",
+        redlock::cli::timeline::REGENERATE
+    );
+    // The picture says the defaults `redlock run --help` shows.
+    let help = offline(&["run", "--help"]).any_stdout().output().stdout;
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    let ttl = help
+        .split("--ttl <DURATION>")
+        .nth(1)
+        .and_then(|rest| rest.split("[default: ").nth(1))
+        .and_then(|rest| rest.split(']').next())
+        .expect("--ttl's default in --help");
+    let kill_after = help
+        .split("--kill-after <DURATION>")
+        .nth(1)
+        .and_then(|rest| rest.split("[default: ").nth(1))
+        .and_then(|rest| rest.split(']').next())
+        .expect("--kill-after's default in --help");
+    let title = format!("--ttl {ttl}, --kill-after {kill_after}");
+    assert!(
+        committed.contains(&title),
+        "the picture's title lacks {title:?}"
+    );
+}
+
+/// The FAQ's answer on choosing `--ttl` quotes the stop line and the outage a run rides out:
+/// the numbers the run's own timing gives, at the defaults and at `--ttl 90s`.
+#[test]
+fn the_faq_quotes_the_lease_numbers_the_code_gives() {
+    use redlock::cli::timeline::{default_ttl, outage_ridden_out, stop_line};
+    let text = committed("docs/faq.md")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let kill_after = redlock::cli::DEFAULT_KILL_AFTER;
+    let ttl = default_ttl();
+    let secs = |d: std::time::Duration| d.as_secs_f64();
+    let quoted = [
+        format!("({:.1} s at the defaults", secs(stop_line(ttl, kill_after))),
+        format!(
+            "an outage shorter than about {:.0} s never stops the job",
+            secs(outage_ridden_out(ttl, kill_after)).floor()
+        ),
+        format!(
+            "one longer than about {:.0} s always does",
+            secs(stop_line(ttl, kill_after)).round()
+        ),
+        format!(
+            "`--ttl 90s` rides out about {:.0} s",
+            secs(outage_ridden_out(
+                std::time::Duration::from_secs(90),
+                kill_after
+            ))
+            .floor()
+        ),
+    ];
+    for quote in quoted {
+        assert!(text.contains(&quote), "docs/faq.md does not say: {quote}");
+    }
+}
+
+/// The longest a page of docs/ may be without a table of contents.
+const TOC_FROM_LINES: usize = 150;
+
+/// Every page of docs/ longer than [`TOC_FROM_LINES`] opens with a table of contents: between
+/// its title and its first section, a list of links to each of its `##` sections, in order. A
+/// section added, renamed or moved without its line in the list fails here (a page without any
+/// `##` section has nothing to list).
+#[test]
+fn every_long_page_lists_its_sections_after_its_title() {
+    let mut problems = Vec::new();
+    let mut long = 0;
+    for file in files_under("docs")
+        .into_iter()
+        .filter(|f| f.ends_with(".md"))
+    {
+        let text = committed(&file);
+        if text.lines().count() <= TOC_FROM_LINES {
+            continue;
+        }
+        let prose = prose(&text);
+        let headings = prose.lines().filter(|line| line.starts_with('#'));
+        let sections: Vec<String> = headings
+            .zip(anchors(&text))
+            .filter(|(heading, _)| heading.starts_with("## "))
+            .map(|(_, anchor)| format!("#{anchor}"))
+            .collect();
+        if sections.is_empty() {
+            continue;
+        }
+        long += 1;
+        let head: Vec<&str> = prose
+            .lines()
+            .skip(1)
+            .take_while(|line| !line.starts_with("## "))
+            .filter(|line| line.starts_with("- ["))
+            .collect();
+        let listed: Vec<String> = link_targets(&head.join("\n"))
+            .into_iter()
+            .filter(|target| target.starts_with('#'))
+            .collect();
+        if listed != sections {
+            problems.push(format!(
+                "{file}: its list after the title links {listed:?}, its sections are {sections:?}"
+            ));
+        }
+    }
+    assert!(long >= 4, "only {long} long pages found");
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
