@@ -55,6 +55,8 @@ mod integration {
     // The record of runs: history, status's last run and counts, check's four statuses, a
     // SIGKILLed holder shown as vanished, the bound, quorum, Sentinel and Cluster.
     mod records;
+    // One run, one outcome: busy, vanished, cut short and a late failure as they happened.
+    mod outcomes;
     // `check`: OK, WARNING, CRITICAL and UNKNOWN with Redis up and down; the cron recipe's line.
     mod checks;
     // --splay: the spread of the starts, -v and the JSON log, a signal ending it, bad values.

@@ -420,18 +420,19 @@ impl SingleRedis {
             ended,
             record: Kept::DEFAULT,
         };
+        let ended_run = self.taken.as_ref().map_or_else(String::new, |(run, at)| {
+            ended.json(run, token, &self.holder, at.elapsed())
+        });
+        let ended_run = ended_run.as_str();
         let (held, _) = match self.kind {
             Kind::Exclusive => {
-                let ended_run = self.taken.as_ref().map_or_else(String::new, |(run, at)| {
-                    ended.json(run, token, &self.holder, at.elapsed())
-                });
-                let give_back = calls::GiveBack {
-                    finish,
-                    ended_run: &ended_run,
-                };
+                let give_back = calls::GiveBack { finish, ended_run };
                 self.call(&give_back, timeout, Beside::Nothing)?
             }
-            _ => self.call(&calls::ReleaseMany { finish }, timeout, Beside::Nothing)?,
+            _ => {
+                let release = calls::ReleaseMany { finish, ended_run };
+                self.call(&release, timeout, Beside::Nothing)?
+            }
         };
         Ok(held)
     }

@@ -10,7 +10,7 @@
 -- is left out rather than make the whole record unreadable). shown(r, now) is a run as the
 -- replies give it: {token, host, pid, started, fence, ended ('-1' none), outcome, status ('-1'
 -- none)}, 'running' while its holder holds the lock. record(now) is every run kept, newest
--- first, and the summary `status` shows: {server time (ms), the newest run, the last success,
+-- first (and the run that ended last, should it be older than those), and the summary `status` shows: {server time (ms), the newest run, the last success,
 -- the last run that ended (each as shown, false when none), the counters as {name, value,
 -- ...}}.
 -- Needs clock.lua and ring.lua before it.
@@ -91,8 +91,16 @@ local function record(now)
     counters[#counters + 1] = name
     counters[#counters + 1] = string.format('%d', value)
   end
-  local shown_runs = {}
-  for i = 1, math.min(#list, tonumber(runs_kept)) do shown_runs[i] = shown(list[i], now) end
+  local shown_runs, listed = {}, {}
+  for i = 1, math.min(#list, tonumber(runs_kept)) do
+    shown_runs[i] = shown(list[i], now)
+    listed[list[i].token] = true
+  end
+  -- The run that ended last stays in sight after runs_kept later ones (a long run under
+  -- --limit that failed after many short successes), last.
+  if last.last_ended and not listed[last.last_ended.token] then
+    shown_runs[#shown_runs + 1] = shown(last.last_ended, now)
+  end
   local summary = {tostring(now), shown_runs[1] or false, shown(last.last_success, now),
     shown(last.last_ended, now), counters}
   return summary, shown_runs

@@ -62,9 +62,18 @@ local function record_start(who, host, pid, fence, alone)
   redis.call('PEXPIRE', counts, record_ttl)
   return n
 end
--- How the run of `who` (run n; nil when unknown) ended. Not found in the ring (fallen off, or
--- never recorded), it is counted all the same.
-local function record_end(n, who, outcome, status)
+-- How the run of `who` (run n; nil when unknown) ended. Not found in the ring (more runs began
+-- since than it keeps, beside it under --limit, or never recorded), it is counted all the same,
+-- and `as_sent` (the run's JSON as its client wrote it; '' none) is the last run to end.
+local function record_end(n, who, outcome, status, as_sent)
   local key, r = run_at(n, who)
-  if r then put_end(key, r, outcome, status) else count(outcome, 1) end
+  if r then
+    put_end(key, r, outcome, status)
+    return
+  end
+  count(outcome, 1)
+  if as_sent and as_sent ~= '' then
+    redis.call('HSET', counts, 'last_ended', as_sent)
+    if outcome == 'success' then redis.call('HSET', counts, 'last_success', as_sent) end
+  end
 end

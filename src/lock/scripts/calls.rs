@@ -182,6 +182,9 @@ script! {
     /// Give up our place among several holders, and wake a waiter the place may let in.
     pub struct ReleaseMany<'a> {
         finish: Finish<'a>,
+        /// The run as it ended, the record's JSON, written by the client ('' unknown): the
+        /// last run to end, when more runs began beside it than the record keeps.
+        ended_run: &'a str,
     }
     keys [lock, wake, queue, alive, done, kind, holders, waiting, counts];
     files [CLOCK, LOCK, HOLDERS, WAKE, PASS_ON, FINISH, RING, lua!("release_many")];

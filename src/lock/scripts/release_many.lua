@@ -16,7 +16,7 @@ if t == 'zset' then
   leave_place(token, now)
 end
 if ours == 1 then
-  pcall(record_end, tonumber(slot), token, outcome, status)
+  pcall(record_end, tonumber(slot), token, outcome, status, ended_run)
 else
   local read, _, r = pcall(run_at, tonumber(slot), token)
   -- A retry of this release, whose reply was lost: the first one gave the place up (and woke).

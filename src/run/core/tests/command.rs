@@ -302,3 +302,35 @@ fn sigcont_is_what_continue_sends() {
     let (actions, _) = when(core, 200, Input::Continued);
     assert!(!actions.contains(&signal(SIGCONT)));
 }
+
+/// A job asked to end (a stop request, or TERM, INT, HUP or QUIT forwarded while it ran) was
+/// cut short, whatever it exits with; one that only got a USR1, or a TERM once it had ended,
+/// was not.
+#[test]
+fn a_job_asked_to_end_was_cut_short_whatever_its_status() {
+    use nix::sys::signal::Signal::{SIGHUP, SIGINT, SIGQUIT, SIGUSR1};
+    let ended = |inputs: &[(u64, Input)]| {
+        let mut all = inputs.to_vec();
+        all.push((500, Input::Exited(exited(0))));
+        all.push((510, Input::Group { alive: false }));
+        let core = given(&all);
+        core.ended(at(510)).unwrap()
+    };
+    for asked in [
+        Input::StopRequest(sig(SIGTERM)),
+        Input::Forward(sig(SIGTERM)),
+        Input::Forward(sig(SIGINT)),
+        Input::Forward(sig(SIGHUP)),
+        Input::Forward(sig(SIGQUIT)),
+    ] {
+        let ended = ended(&[(100, asked.clone())]);
+        assert!(ended.cut_short, "{asked:?}");
+        assert_eq!(ended.outcome, Outcome::Exited(0), "its status is kept");
+    }
+    assert!(!ended(&[(100, Input::Forward(sig(SIGUSR1)))]).cut_short);
+    assert!(!ended(&[]).cut_short);
+    let core = given(&[(100, Input::Exited(exited(0)))]);
+    let (_, core) = when(core, 105, Input::Forward(sig(SIGTERM)));
+    let (_, core) = when(core, 110, Input::Group { alive: false });
+    assert!(!core.ended(at(110)).unwrap().cut_short);
+}
