@@ -38,7 +38,7 @@ mkdir -p "$stage/$name/man" "$stage/$name/completions" "$stage/$name/docs/img"
 install -m 755 "$release_dir/redlock" "$stage/$name/redlock"
 install -m 644 man/redlock.1 "$stage/$name/man/"
 install -m 644 completions/* "$stage/$name/completions/"
-install -m 644 README.md "$stage/$name/"
+install -m 644 README.md CHANGELOG.md "$stage/$name/"
 install -m 644 docs/*.md "$stage/$name/docs/"
 install -m 644 docs/img/bench.svg docs/img/timeline.svg "$stage/$name/docs/img/"
 for license in LICENSE*; do

@@ -57,6 +57,7 @@ declare -A want=(
   [/usr/share/zsh/vendor-completions/_redlock]=completions/_redlock
   [/usr/share/fish/vendor_completions.d/redlock.fish]=completions/redlock.fish
   [/usr/share/doc/redlock/README.md]=README.md
+  [/usr/share/doc/redlock/CHANGELOG.md]=CHANGELOG.md
 )
 # The guide beside the README, every page and the pictures.
 for page in docs/*.md docs/img/bench.svg docs/img/timeline.svg; do

@@ -9,8 +9,8 @@
 -- cannot read back, such as a start that is not digits or a fence past 64 bits; such an entry
 -- is left out rather than make the whole record unreadable). shown(r, now) is a run as the
 -- replies give it: {token, host, pid, started, fence, ended ('-1' none), outcome, status ('-1'
--- none)}, 'running' while its holder holds the lock. record(now) is every run kept, newest
--- first (and the run that ended last, should it be older than those), and the summary `status` shows: {server time (ms), the newest run, the last success,
+-- none)}, 'running' while its holder holds the lock. record(now, whole) is every run kept,
+-- newest first (and the run that ended last, should it be older than those), and the summary `status` shows: {server time (ms), the newest run, the last success,
 -- the last run that ended (each as shown, false when none), the counters as {name, value,
 -- ...}}.
 -- Needs clock.lua and ring.lua before it.
@@ -56,20 +56,27 @@ local function shown(r, now)
   return {r.token, field(r.host, ''), field(r.pid, '0'), field(r.started, '0'),
     field(r.fence, '0'), field(r.ended, '-1'), outcome, field(r.status, '-1')}
 end
-local function record(now)
+-- `whole`: every run, decoded and sorted (history, check); else only what the summary needs,
+-- the newest run by the ring's head and the runs without an end (status and list, once per lock).
+local function record(now, whole)
   local list, last, tally = {}, {}, {}
+  local newest = tonumber(string.match(redis.call('HGET', counts, 'head') or '', '^(%d+)'))
   local all = redis.call('HGETALL', counts)
   for i = 1, #all, 2 do
     local name, value = all[i], all[i + 1]
     if string.sub(name, 1, 4) == 'run:' then
-      local r = decode(value)
+      local open = not string.find(value, '"outcome"', 1, true)
+      local r = nil
+      if whole or open or name == 'run:' .. tostring((newest or -1) % tonumber(runs_kept)) then
+        r = decode(value)
+      end
       if r then
-        if type(r.outcome) ~= 'string' and not holds(r.token, now)
+        if open and type(r.outcome) ~= 'string' and not holds(r.token, now)
           and pcall(put_end, name, r, 'vanished') then
           tally.vanished = (tally.vanished or 0) + 1
           last.last_ended = r
         end
-        list[#list + 1] = r
+        if whole or tonumber(r.n) == newest then list[#list + 1] = r end
       end
     elseif name == 'last_success' or name == 'last_ended' then
       last[name] = last[name] or decode(value)
@@ -77,7 +84,9 @@ local function record(now)
       tally[name] = (tally[name] or 0) + tonumber(value)
     end
   end
-  for _, raw in ipairs(redis.call('LRANGE', runs, 0, -1)) do
+  -- The list of runs of builds before 0.2, while hosts of those run.
+  local older = redis.call('LRANGE', runs, 0, whole and -1 or 0)
+  for _, raw in ipairs(older) do
     local r = decode(raw)
     if r then list[#list + 1] = r end
   end
@@ -98,7 +107,7 @@ local function record(now)
   end
   -- The run that ended last stays in sight after runs_kept later ones (a long run under
   -- --limit that failed after many short successes), last.
-  if last.last_ended and not listed[last.last_ended.token] then
+  if whole and last.last_ended and not listed[last.last_ended.token] then
     shown_runs[#shown_runs + 1] = shown(last.last_ended, now)
   end
   local summary = {tostring(now), shown_runs[1] or false, shown(last.last_success, now),

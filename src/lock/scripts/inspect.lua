@@ -28,7 +28,7 @@ for _, w in ipairs(redis.call('ZRANGE', queue, 0, 15)) do
   end
 end
 local registered = redis.call('ZCOUNT', waiting, '(' .. now, '+inf')
-local reply = {'free', lock, counter(), ago, left, -2, queued, oldest, registered, (record(now))}
+local reply = {'free', lock, counter(), ago, left, -2, queued, oldest, registered, (record(now, false))}
 local function add(items)
   for _, x in ipairs(items) do reply[#reply + 1] = x end
 end

@@ -2,7 +2,7 @@
 -- marked so (read.lua).
 -- KEYS and ARGV: `ReadRuns` in calls.rs.
 -- Returns {summary, then each run kept as shown, newest first} (see read.lua).
-local summary, list = record(now_ms())
+local summary, list = record(now_ms(), true)
 local reply = {summary}
 for _, r in ipairs(list) do reply[#reply + 1] = r end
 return reply
