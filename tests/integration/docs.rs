@@ -807,3 +807,29 @@ fn sentences_are_split_as_a_reader_splits_them() {
         ]
     );
 }
+
+/// operating.md's Logs section names the subcommands that take `--log-format`: exactly those
+/// whose clap definitions have it.
+#[test]
+fn the_log_format_is_documented_for_every_subcommand_that_takes_it() {
+    let text = committed("docs/operating.md");
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let said = "Every subcommand that talks to Redis takes it:";
+    let start = text
+        .find(said)
+        .expect("operating.md names who takes --log-format")
+        + said.len();
+    let sentence = &text[start..start + text[start..].find('.').unwrap()];
+    let mut documented = spans(sentence);
+    documented.sort();
+    let mut taking: Vec<String> = redlock::cli::command()
+        .get_subcommands()
+        .filter(|sub| {
+            sub.get_arguments()
+                .any(|a| a.get_long() == Some("log-format"))
+        })
+        .map(|sub| sub.get_name().to_owned())
+        .collect();
+    taking.sort();
+    assert_eq!(documented, taking);
+}
