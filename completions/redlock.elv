@@ -47,7 +47,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --min-interval 'Skip the run (conflict status) if a run of this lock succeeded this recently, on any host'
             cand --splay 'Before the first attempt, wait a random time in [0, DURATION), so that a fleet started by the same crontab line spreads out (and another host can win). A signal ends it as it ends a wait for the lock; --min-interval is checked after it'
             cand --stop-signal 'Signal that asks the command to stop (lock lost, --max-runtime): a name or number'
-            cand --kill-after 'Grace between the stop signal and SIGKILL [default: 5s]. After the loss of the lease it is at most a quarter of the ttl, and never past the lease.'
+            cand --kill-after 'Grace between the stop signal and SIGKILL [default: 5s]. After the loss of the lease the grace is the shorter of --kill-after and a quarter of the ttl, and never runs past the lease.'
             cand --min-replicas 'After taking the lock and after every renewal, wait for N replicas to acknowledge it (WAIT, up to ttl/10, at most 1s). Too few after taking it: release it, do not run the command, exit 69. A renewal too few acknowledged does not extend the lease: if none is acknowledged before it runs low, the command is stopped (76). With several --url: N replicas of each node. 0: do not wait'
             cand --max-runtime 'Stop the command after this long and exit 124'
             cand --metrics-file 'Write Prometheus metrics (textfile collector format) to PATH when redlock exits'

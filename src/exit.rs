@@ -1,7 +1,8 @@
 //! How a run ends and which exit status says so: the one place where redlock's exit statuses
 //! live. [`Outcome`] is how a `redlock run` ended; it yields the exit status and the metrics
-//! label (`report::Event` names the JSON log event that reports it). The tables (`RUN`, `STATUS`, `LIST`, `HISTORY`, `CHECK`, `RELEASE`) are data that
-//! `--help` and the man page render and a test checks the README against.
+//! label (`report::Event` names the JSON log event that reports it). The tables ([`TABLES`]:
+//! `RUN`, `STATUS`, `LIST`, `HISTORY`, `CHECK`, `RELEASE`) are data that `--help` and the man
+//! page render, and that a test holds the README's tables to, row for row.
 //!
 //! Everything else (the command's own status, 128+N for a signal death) passes through unchanged.
 //! Used by every layer; uses nothing of redlock's.
@@ -127,9 +128,13 @@ const fn row(status: &'static str, meaning: &'static str) -> Row {
     Row { status, meaning }
 }
 
-/// The exit statuses of `redlock run`.
+/// The exit statuses of `redlock run`. The README's table says the same, row for row (a test
+/// holds it to this).
 pub const RUN: &[Row] = &[
-    row("N", "the command's own exit status"),
+    row(
+        "N",
+        "the command's own exit status: it ran and exited with N",
+    ),
     row(
         "128+N",
         "the command died from signal N, or signal N interrupted the wait for the lock: \
@@ -138,31 +143,39 @@ pub const RUN: &[Row] = &[
     ),
     row(
         "64",
-        "usage error: bad flag or value, missing key or command; or the lock's holders hold \
-         it another way (another --limit, a semaphore against a plain lock)",
+        "usage error: bad flag or value, missing key or command (--help and --version exit \
+         0); or the lock's holders hold it another way (another --limit, a semaphore against \
+         a plain lock): nothing ran",
     ),
     row(
         "69",
-        "Redis unreachable (with several --url: fewer than a majority granted the lock; with \
-         --wait: still unreachable when the wait ran out), refused the credentials, or answered \
-         with an error before the lock was taken, or too few replicas acknowledged it \
-         (--min-replicas), or it was not fsynced (--fsync; it was released); the command did \
-         not run",
+        "Redis could not be used before the lock was taken: unreachable (with --wait: still \
+         unreachable when the wait ran out), refused the credentials, or answered with an \
+         error (an unknown Sentinel service name too); with several --url, no node found the \
+         lock held and fewer than a majority granted it in time; or the lock was taken but too \
+         few replicas acknowledged it (--min-replicas) or it was not fsynced (--fsync), and it \
+         was released. The command did not run",
     ),
     row("70", "internal error"),
     row(
         "75",
-        "lock busy, --wait ran out, or a run succeeded within --min-interval \
-         (change it with --conflict-exit-code)",
+        "lock busy (with several --url: a node found it held and no majority granted it), \
+         --wait ran out, or a run succeeded within --min-interval (change it with \
+         --conflict-exit-code)",
     ),
     row(
         "76",
-        "the lock was lost while the command ran: redlock stopped the command, \
-         or the command ended and the release found the lock gone",
+        "the lock was lost while the command ran: redlock stopped the command; or, once the \
+         command ended, the release found the lock gone or someone else's (deleted, evicted, \
+         release --force), or came after the lease ran out (redlock was stopped or frozen \
+         meanwhile)",
     ),
     row("124", "--max-runtime exceeded; redlock stopped the command"),
-    row("126", "the command could not be executed"),
-    row("127", "the command was not found"),
+    row(
+        "126",
+        "the command could not be executed (the lock is released)",
+    ),
+    row("127", "the command was not found (the lock is released)"),
 ];
 
 /// The exit statuses of `redlock status`.
@@ -248,6 +261,17 @@ pub const RELEASE: &[Row] = &[
         "75",
         "--token given and the lock holds another token, or none of its holders has it (left alone)",
     ),
+];
+
+/// Every subcommand that has an exit-status table, with it: `--help` and the man page show
+/// each one.
+pub const TABLES: &[(&str, &[Row])] = &[
+    ("run", RUN),
+    ("status", STATUS),
+    ("list", LIST),
+    ("history", HISTORY),
+    ("check", CHECK),
+    ("release", RELEASE),
 ];
 
 /// Where a table's meanings start, and the width they wrap at, in `--help`.
@@ -354,7 +378,9 @@ mod tests {
     #[test]
     fn help_tables_wrap_at_80_columns() {
         let table = help_table(RUN);
-        assert!(table.starts_with("EXIT STATUS:\n  N        the command's own exit status\n"));
+        assert!(table.starts_with(
+            "EXIT STATUS:\n  N        the command's own exit status: it ran and exited with N\n"
+        ));
         assert!(table.lines().all(|l| l.len() <= HELP_WIDTH), "{table}");
         assert!(
             table.contains("\n  124      --max-runtime exceeded"),

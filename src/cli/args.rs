@@ -63,7 +63,13 @@ pub const COMMAND_ENV: [(&str, &str); 3] = [
     ),
     (
         "REDLOCK_FENCING_TOKEN",
-        "the fencing counter after this acquisition: strictly increasing for a name, while Redis keeps its data (with several --url: read from a majority and raised on a majority, see docs/high-availability.md)",
+        concat!(
+            "this acquisition's fencing token, ",
+            crate::fencing_guarantee!(),
+            ": the larger of the lock's counter + 1 and the server's clock (TIME) in \
+             microseconds, an integer of 16 digits (with several --url: read from a majority \
+             and raised on a majority)"
+        ),
     ),
 ];
 

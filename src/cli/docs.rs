@@ -71,13 +71,16 @@ const SIGNALS: &[&str] = &[
      Not taken: KILL and STOP (they cannot be), CHLD (redlock reaps), URG (ignored by default), \
      and signals 32 and 33 (the C library's own: redlock ignores 32, whose default would end \
      it with the lock held).",
-    "Stop requests: TERM, or the --stop-signal, from outside (systemd, Kubernetes, timeout(1)) \
-     sends the stop signal to the group and SIGKILL after --kill-after, while the lease goes on \
-     being renewed, so the grace may be longer than the ttl. The same request again within \
-     500 ms is the same request (timeout(1) sends TERM to redlock, then to its process group); \
-     a later second one sends SIGKILL at once. --max-runtime and the loss of the lease stop the \
-     command the same way; after the loss of the lease the grace is at most what is left of \
-     the lease. Every SIGKILL redlock sends is reported (-v; the JSON event killed).",
+    concat!(
+        "Stop requests: TERM, or the --stop-signal, from outside (systemd, Kubernetes, \
+         timeout(1)) sends the stop signal to the group and SIGKILL after --kill-after (the \
+         grace), while the lease goes on being renewed, so the grace may be longer than the \
+         ttl. The same request again within 500 ms is the same request (timeout(1) sends TERM \
+         to redlock, then to its process group); a later second one sends SIGKILL at once. \
+         --max-runtime and the loss of the lease stop the command the same way. ",
+        crate::lease_grace_rule!(),
+        " Every SIGKILL redlock sends is reported (-v; the JSON event killed)."
+    ),
     "Ignored signals: a signal ignored when redlock starts (nohup, a shell's cmd &) stays \
      ignored, for redlock and for the command, and is not forwarded, as POSIX shells do: under \
      nohup a logout's SIGHUP ends neither. Every other signal reaches the command with its \
@@ -325,20 +328,17 @@ fn man_command() -> clap::Command {
     root
 }
 
-/// EXIT STATUS, from the table in `exit.rs`.
+/// EXIT STATUS, from the tables in `exit.rs`: one subsection per subcommand, `run`'s first.
+/// `check` speaks the monitoring plugins' convention instead, which its own subsection says.
 fn exit_status_section(roff: &mut Roff) {
     roff.control("SH", ["EXIT STATUS"]);
-    for row in exit::RUN {
-        roff.control("TP", []);
-        roff.text([bold(row.status)]);
-        roff.text([roman(row.meaning)]);
-    }
-    // check speaks the monitoring plugins' convention instead: said apart, not mixed in.
-    roff.control("SS", ["redlock check"]);
-    for row in exit::CHECK {
-        roff.control("TP", []);
-        roff.text([bold(row.status)]);
-        roff.text([roman(row.meaning)]);
+    for (name, rows) in exit::TABLES {
+        roff.control("SS", [format!("redlock {name}").as_str()]);
+        for row in *rows {
+            roff.control("TP", []);
+            roff.text([bold(row.status)]);
+            roff.text([roman(row.meaning)]);
+        }
     }
 }
 
@@ -462,39 +462,26 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_lists_every_exit_status() {
-        let readme =
-            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-        let table = &readme[readme
-            .find("## Exit status")
-            .expect("an exit status section")..];
-        // The first cell of each row of the section's table: "64", "126 / 127".
-        let listed: Vec<&str> = table
-            .lines()
-            .skip_while(|line| !line.starts_with('|'))
-            .take_while(|line| line.starts_with('|'))
-            .filter_map(|line| line.split('|').nth(1))
-            .flat_map(|cell| cell.split('/').map(str::trim))
-            .collect();
-        for row in exit::RUN {
-            assert!(
-                listed.contains(&row.status),
-                "README's exit status table lacks {}: {listed:?}",
-                row.status
-            );
-        }
-    }
-
-    #[test]
-    fn the_man_page_lists_every_exit_status() {
+    fn the_man_page_lists_every_exit_status_of_every_subcommand() {
         let page = String::from_utf8(man_page()).unwrap();
         let section = &page[page.find(".SH \"EXIT STATUS\"").unwrap()..];
-        for row in exit::RUN {
-            assert!(
-                section.contains(&format!("\\fB{}\\fR", row.status)),
-                "{}",
-                row.status
-            );
+        let section = &section[..section.find(".SH ENVIRONMENT").unwrap()];
+        for (name, rows) in exit::TABLES {
+            let heading = format!(".SS \"redlock {name}\"\n");
+            let start = section.find(&heading).expect(&heading) + heading.len();
+            let table = &section[start..];
+            let table = &table[..table.find(".SS ").unwrap_or(table.len())];
+            let shown: Vec<&str> = table.lines().filter(|l| !l.starts_with(".TP")).collect();
+            let wanted: Vec<String> = rows
+                .iter()
+                .flat_map(|row| {
+                    [
+                        format!("\\fB{}\\fR", row.status.replace('-', "\\-")),
+                        row.meaning.replace('-', "\\-").replace('\'', "\\*(Aq"),
+                    ]
+                })
+                .collect();
+            assert_eq!(shown, wanted, "redlock {name}");
         }
     }
 

@@ -9,6 +9,20 @@
 
 use std::time::{Duration, Instant};
 
+/// What a fencing token promises, as the man page, `--help` and the docs say it, written once (a
+/// macro, for `concat!`; the docs test holds the pages to it). It holds because a token is the
+/// larger of the counter + 1 and the server's clock in microseconds (`fence.lua`): while the
+/// counter lives it carries the order, and when it is lost (a restart without persistence,
+/// FLUSHALL, a failover to a replica that missed it) the clock does.
+#[macro_export]
+macro_rules! fencing_guarantee {
+    () => {
+        "larger than every token given out before for the lock's name, also after a restart \
+         that lost the data or a FLUSHALL, unless a server's clock stepped back by more than \
+         the time since the last acquisition"
+    };
+}
+
 use redis::Value;
 
 use crate::lock::{Failure, Forced, SingleRedis};

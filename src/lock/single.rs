@@ -386,10 +386,13 @@ impl SingleRedis {
             Ok(Some(Ok(()))) => return Ok(()),
             Ok(Some(Err(why))) => format!("{why} ({flags})"),
             Ok(None) => format!("an unexpected answer to {flags}'s wait"),
-            Err(refusal @ Failure::Refused(_)) if durability.fsync => format!(
-                "{refusal}: --fsync needs WAITAOF, so an append-only file (appendonly yes) and \
+            // Not for a NOPERM: the user lacks WAITAOF, whatever the server can do.
+            Err(refusal @ Failure::Refused(_)) if durability.fsync && !refusal.is_denied() => {
+                format!(
+                    "{refusal}: --fsync needs WAITAOF, so an append-only file (appendonly yes) and \
                  Redis 7.2 or later, or Valkey 8; without them, run without --fsync"
-            ),
+                )
+            }
             Err(failure) => format!("waiting for {flags} failed ({failure})"),
         };
         // The command never ran: the run ends as one that Redis could not be used for.

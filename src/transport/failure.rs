@@ -56,6 +56,15 @@ impl Failure {
             Failure::Unreachable(r) | Failure::Refused(r) => r,
         }
     }
+
+    /// Whether the server refused the request for want of a permission (`NOPERM`: the ACL
+    /// user lacks the command or the key), rather than for what the server is or can do.
+    pub fn is_denied(&self) -> bool {
+        let redis = self
+            .source()
+            .and_then(|source| source.downcast_ref::<RedisError>());
+        redis.is_some_and(|err| err.code() == Some("NOPERM"))
+    }
 }
 
 impl fmt::Display for Failure {
@@ -100,6 +109,17 @@ pub(crate) fn classify(at: &dyn fmt::Display, err: RedisError) -> Failure {
     {
         Failure::Refused(Reason::caused_by(
             format!("Redis at {at} refused the credentials (wrong password or user name)"),
+            err,
+        ))
+    } else if err.code() == Some("NOPERM") {
+        // The ACL user lacks a command (or a key): the server's own words name it.
+        let detail = err.detail().unwrap_or_default().trim();
+        Failure::Refused(Reason::caused_by(
+            format!(
+                "Redis at {at} does not let this user do what redlock needs: {detail}; add \
+                 that permission to the user's ACL (docs/security.md has the least-privilege \
+                 line)"
+            ),
             err,
         ))
     } else if err.kind() == redis::ErrorKind::Parse {
@@ -192,7 +212,22 @@ mod tests {
         assert!(matches!(failure, Failure::Refused(_)));
         assert!(failure.to_string().contains("refused the credentials"));
 
+        let noperm = RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm),
+            "NOPERM",
+            "User redlock has no permissions to run the 'waitaof' command".to_owned(),
+        ));
+        let failure = classify(&"h:1", noperm);
+        assert!(matches!(failure, Failure::Refused(_)) && failure.is_denied());
+        assert_eq!(
+            failure.to_string(),
+            "Redis at h:1 does not let this user do what redlock needs: User redlock has no \
+             permissions to run the 'waitaof' command; add that permission to the user's ACL \
+             (docs/security.md has the least-privilege line)"
+        );
+
         let plain = Failure::Refused("no such thing".into());
+        assert!(!plain.is_denied());
         assert!(plain.source().is_none());
         assert_eq!(plain.to_string(), "no such thing");
     }

@@ -1,7 +1,14 @@
 //! Passwords off the command line: --password-file, REDLOCK_PASSWORD and their precedence, wrong
-//! or missing ones (69 / 64, never printed), and docs/security.md's least-privilege ACL user driving a
-//! held lock, a woken waiter, --fair, --min-interval, status, list and release --force.
+//! or missing ones (69 / 64, never printed), and docs/security.md's least-privilege ACL user: its
+//! line names exactly the commands the code sends, and the user, created from that line, drives
+//! a held lock, a woken waiter, --fair, --min-interval, status, list, history, check and release
+//! --force, --fsync on Valkey, --min-replicas beside a replica, and a Cluster's redirects and
+//! `list`. A permission it lacks is named in the message.
 
+use std::path::Path;
+
+use super::snapshots::assert_snapshot;
+use super::topology::{Cluster, replica_of};
 use crate::common::*;
 const PW: &str = "s3cret-pa55word";
 const WRONG: &str = "wr0ng-pa55word";
@@ -147,15 +154,251 @@ fn documented_acl_line(password: &str) -> Vec<String> {
         .collect()
 }
 
+/// Whether redlock said that the user lacked a permission (the server's NOPERM, as redlock words
+/// it or not).
+fn denied(stderr: &str) -> bool {
+    stderr.contains("NOPERM") || stderr.contains("does not let this user")
+}
+
+/// `ACL SETUSER` with the documented line on `server`; on a server without WAITAOF (Redis
+/// before 7.2, whose ACL SETUSER refuses a command it does not know) without `+waitaof`, as
+/// the page says.
+fn create_documented_user(server: &RedisServer) {
+    let mut con = server.conn();
+    let waitaof: Vec<redis::Value> = redis::cmd("COMMAND")
+        .arg(&["INFO", "WAITAOF"])
+        .query(&mut con)
+        .unwrap();
+    let known = !matches!(waitaof.as_slice(), [redis::Value::Nil]);
+    let line: Vec<String> = documented_acl_line(PW)
+        .into_iter()
+        .filter(|rule| known || rule != "+waitaof")
+        .collect();
+    redis::cmd("ACL").arg(line).exec(&mut con).unwrap();
+}
+
+/// Every command redlock sends to a data node, as ACL rules name them (`get`, `config|get`):
+/// the `cmd("X")` of src/ outside its tests (with the subcommand of CLUSTER and CONFIG), the
+/// EVALSHA and EVAL a script goes as, and every `redis.call` and `redis.pcall` of the Lua
+/// scripts (ACLs apply inside scripts too).
+fn commands_the_code_sends() -> Vec<String> {
+    fn files(dir: &Path, found: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                files(&path, found);
+            } else {
+                found.push(path);
+            }
+        }
+    }
+    let mut paths = Vec::new();
+    files(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut paths,
+    );
+    let mut commands = Vec::new();
+    for path in paths {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let ext = path.extension().and_then(|e| e.to_str());
+        if ext == Some("lua") {
+            for call in ["redis.call('", "redis.pcall('"] {
+                for rest in text.split(call).skip(1) {
+                    let name = rest.split('\'').next().unwrap_or_default();
+                    commands.push(name.to_lowercase());
+                }
+            }
+        } else if ext == Some("rs") {
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            for call in ["cmd(\"", "round(\""] {
+                for rest in code.split(call).skip(1) {
+                    let name = rest.split('"').next().unwrap_or_default().to_lowercase();
+                    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphabetic()) {
+                        continue;
+                    }
+                    let command = if ["cluster", "config"].contains(&name.as_str()) {
+                        let sub = rest.split(".arg(\"").nth(1).unwrap_or_default();
+                        let sub = sub.split('"').next().unwrap_or_default().to_lowercase();
+                        format!("{name}|{sub}")
+                    } else {
+                        name
+                    };
+                    commands.push(command);
+                }
+            }
+        }
+    }
+    commands.sort();
+    commands.dedup();
+    commands
+}
+
+/// The line allows what the code sends and nothing more, but for the commands no ACL governs
+/// (AUTH and HELLO, which a connection sends to log in), SENTINEL (sent to the sentinels, whose
+/// users are their own) and PING (the redis crate's connection check, which redlock never
+/// calls).
+#[test]
+fn the_documented_acl_line_allows_exactly_what_redlock_sends() {
+    let line = documented_acl_line(PW);
+    let allowed: Vec<String> = line
+        .iter()
+        .filter_map(|rule| rule.strip_prefix('+'))
+        .map(str::to_owned)
+        .collect();
+    let sent = commands_the_code_sends();
+    assert!(sent.len() >= 30, "{sent:?}");
+    let exempt = ["auth", "hello", "sentinel", "ping"];
+    let missing: Vec<&String> = sent
+        .iter()
+        .filter(|c| !exempt.contains(&c.as_str()) && !allowed.contains(c))
+        .collect();
+    let unused: Vec<&String> = allowed.iter().filter(|c| !sent.contains(c)).collect();
+    assert!(
+        missing.is_empty() && unused.is_empty(),
+        "docs/security.md's ACL line lacks {missing:?} and allows {unused:?}, which nothing sends"
+    );
+}
+
+/// `--fsync` on Valkey (an append-only file, `appendfsync always`) with the documented user; and
+/// a user without `+waitaof` is told which permission it lacks, not that the server is too old.
+#[test]
+fn the_documented_acl_user_can_fsync_on_valkey() {
+    let valkey = RedisServer::start_with(ServerOpts {
+        binary: Some(valkey_binary()),
+        persist: true,
+        ..ServerOpts::default()
+    });
+    create_documented_user(&valkey);
+    let url = format!("redis://redlock@127.0.0.1:{}", valkey.port());
+    // Renewed once, with WAITAOF behind the renewal too.
+    let out = Redlock::run_at(&url)
+        .env("REDLOCK_PASSWORD", PW)
+        .key("fsynced")
+        .ttl("1s")
+        .arg("--fsync")
+        .sh("sleep 0.5; echo ran")
+        .stdout("ran\n")
+        .status(0)
+        .output();
+    assert!(!denied(&out.stderr), "{}", out.stderr);
+
+    let mut con = valkey.conn();
+    redis::cmd("ACL")
+        .arg(&["SETUSER", "redlock", "-waitaof"])
+        .exec(&mut con)
+        .unwrap();
+    let out = Redlock::run_at(&url)
+        .env("REDLOCK_PASSWORD", PW)
+        .key("k")
+        .arg("--fsync")
+        .sh("echo ran")
+        .stdout("")
+        .status(69)
+        .stderr_lines(1)
+        .output();
+    let port = format!(":{}", valkey.port());
+    assert_snapshot(
+        "fsync-denied.stderr",
+        out.stderr.trim(),
+        &[(&port, ":6379")],
+    );
+    assert!(
+        out.stderr
+            .contains("no permissions to run the 'waitaof' command")
+            && !out.stderr.contains("Redis 7.2"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(valkey.get(&lock_key("k")), None, "not released");
+}
+
+/// `--min-replicas 1` beside a replica, the documented user on the master: the acquire's and
+/// every renewal's WAIT are allowed.
+#[test]
+fn the_documented_acl_user_can_wait_for_a_replica() {
+    let master = RedisServer::start();
+    let _replica = replica_of(&master);
+    create_documented_user(&master);
+    let url = format!("redis://redlock@127.0.0.1:{}", master.port());
+    let out = Redlock::run_at(&url)
+        .env("REDLOCK_PASSWORD", PW)
+        .key("replicated")
+        .ttl("3s")
+        .args(["--min-replicas", "1", "-vv"])
+        .sh("sleep 1.2; echo ran")
+        .stdout("ran\n")
+        .status(0)
+        .stderr_prefixed()
+        .output();
+    assert!(out.stderr.contains("renewed lock"), "{}", out.stderr);
+    assert!(!denied(&out.stderr), "{}", out.stderr);
+}
+
+/// A Cluster with the documented user on every node: a MOVED from a seed that does not own the
+/// lock's slot, renewals through ASK (ASKING) while the slot migrates, and `list` (CLUSTER
+/// SLOTS, then a SCAN of every master).
+#[test]
+fn the_documented_acl_user_can_follow_cluster_redirects() {
+    let cluster = Cluster::start();
+    for node in &cluster.nodes {
+        create_documented_user(node);
+    }
+    let dir = TempDir::new();
+    let key = "clustered";
+    let slot = cluster.slot(&lock_key(key));
+    let from = cluster.owner(slot, 0);
+    let to = (from + 1) % 3;
+    // The one seed does not own the slot: its MOVED leads to the owner.
+    let url = format!(
+        "redis+cluster://redlock@127.0.0.1:{}",
+        cluster.nodes[to].port()
+    );
+    let (holder, token) = Redlock::run_at(&url)
+        .env("REDLOCK_PASSWORD", PW)
+        .key(key)
+        .ttl("3s")
+        .arg("-vv")
+        .hold(&dir, "a");
+    let list = Redlock::admin_at("list", &url)
+        .env("REDLOCK_PASSWORD", PW)
+        .status(0)
+        .stdout_contains(key)
+        .output();
+    assert!(!denied(&list.stderr), "{}", list.stderr);
+
+    // Mid-migration the keys are on `to` and `from` answers ASK: the next renewal goes there
+    // after ASKING, and `to` renews it or answers TRYAGAIN (some of the script's keys are not
+    // there); without `+asking` it would be NOPERM.
+    let renewed = |p: &Proc| p.stderr_so_far().matches("renewed lock").count();
+    let before = renewed(&holder);
+    cluster.begin_migration(slot, from, to);
+    wait_until(PATIENCE, "a renewal through ASK", || {
+        let so_far = holder.stderr_so_far();
+        renewed(&holder) > before || so_far.contains("TRYAGAIN") || denied(&so_far)
+    });
+    let so_far = holder.stderr_so_far();
+    assert!(!denied(&so_far), "{so_far}");
+    // Once the slot is `to`'s, renewals follow MOVED there.
+    cluster.finish_migration(slot, from, to);
+    let before = renewed(&holder);
+    wait_until(PATIENCE, "a renewal on the new owner", || {
+        renewed(&holder) > before
+    });
+    assert_eq!(
+        cluster.nodes[to].get(&lock_key(key)).as_deref(),
+        Some(&*token)
+    );
+    touch(&dir.join("a.go"));
+    let out = holder.finish();
+    out.assert_code(0);
+    assert!(!denied(&out.stderr), "{}", out.stderr);
+}
+
 #[test]
 fn the_documented_acl_user_can_do_everything_redlock_does() {
     let dir = TempDir::new();
     let redis = RedisServer::start();
-    let mut con = redis.conn();
-    redis::cmd("ACL")
-        .arg(documented_acl_line(PW))
-        .exec(&mut con)
-        .unwrap();
+    create_documented_user(&redis);
     let url = format!("redis://redlock@127.0.0.1:{}", redis.port());
     // The user's name is in the URL, its password in the environment.
     let run = |key: &str| Redlock::run_at(&url).key(key).env("REDLOCK_PASSWORD", PW);
@@ -234,7 +477,7 @@ fn the_documented_acl_user_can_do_everything_redlock_does() {
     );
 
     for out in outputs.iter().chain([&status, &list]) {
-        assert!(!out.stderr.contains("NOPERM"), "{}", out.stderr);
+        assert!(!denied(&out.stderr), "{}", out.stderr);
         out.assert_no_secret(&[PW, WRONG]);
     }
     let keys = redis.all_keys();

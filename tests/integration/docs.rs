@@ -501,21 +501,86 @@ fn the_environment_table_lists_what_the_command_is_given() {
     assert_eq!(given, documented);
 }
 
+/// Text as a reader sees it, for comparing sentences: `code spans` and `[links](target)` as
+/// their text, emphasis dropped, whitespace collapsed.
+fn plain(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("](") {
+        let Some(end) = rest[start..].find(')') else {
+            break;
+        };
+        out.push_str(&rest[..start]);
+        rest = &rest[start + end + 1..];
+    }
+    out.push_str(rest);
+    out.replace(['`', '[', ']'], "")
+        .replace("**", "")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The man page as `man` shows it, on one line.
+fn man_text() -> String {
+    let page = Path::new(env!("CARGO_MANIFEST_DIR")).join("man/redlock.1");
+    let mut cmd = Command::new("groff");
+    cmd.args(["-man", "-Tutf8", "-P-cbou", "-rLL=400n", "-rHY=0"])
+        .arg(&page);
+    let text = Proc::spawn(cmd).finish().stdout;
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// The grace after a lost lease is one rule, written once in the code (`--kill-after`'s help
 /// and the man page render it) and said in the same words wherever the docs give it.
 #[test]
 fn the_grace_after_a_lost_lease_is_one_rule_everywhere() {
     let rule = redlock::lease_grace_rule!();
-    for page in ["docs/running-jobs.md", "docs/signals.md"] {
-        let text = committed(page)
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ");
+    for page in [
+        "docs/running-jobs.md",
+        "docs/signals.md",
+        "docs/guarantees.md",
+    ] {
+        let text = plain(&committed(page));
         assert!(text.contains(rule), "{page} does not say: {rule}");
     }
     let help = offline(&["run", "--help"]).any_stdout().output().stdout;
     let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(help.contains(rule), "{help}");
+    let man = man_text();
+    assert!(man.contains(rule), "the man page does not say: {rule}");
+}
+
+/// What a fencing token promises is one sentence, written once in the code: the man page gives
+/// it with REDLOCK_FENCING_TOKEN, and the docs that state the promise say it in the same words
+/// (the environment table says everything the man page says of each variable).
+#[test]
+fn the_fencing_tokens_promise_is_one_sentence_everywhere() {
+    let promise = redlock::fencing_guarantee!();
+    for page in ["docs/guarantees.md", "docs/running-jobs.md"] {
+        let text = plain(&committed(page));
+        assert!(text.contains(promise), "{page} does not say: {promise}");
+    }
+    let rows = table_after(
+        "docs/running-jobs.md",
+        "## Environment given to the command",
+    );
+    for (var, meaning) in redlock::cli::COMMAND_ENV {
+        let row = rows
+            .iter()
+            .find(|row| plain(&row[0]) == var)
+            .unwrap_or_else(|| panic!("{var} is not in the environment table"));
+        assert!(
+            plain(&row[1]).starts_with(meaning),
+            "running-jobs.md's {var}: {}\nshould begin: {meaning}",
+            plain(&row[1])
+        );
+    }
+    let man = man_text();
+    assert!(
+        man.contains(promise),
+        "the man page does not say: {promise}"
+    );
 }
 
 /// Each layer's header says which of redlock's modules it may use: every module it imports is
@@ -705,4 +770,195 @@ fn every_long_page_lists_its_sections_after_its_title() {
     }
     assert!(long >= 4, "only {long} long pages found");
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// A table's rows as (status, meaning), `code spans` shown as plain text.
+fn exit_rows(file: &str, heading: &str) -> Vec<(String, String)> {
+    table_after(file, heading)
+        .into_iter()
+        .map(|row| (row[0].replace('`', ""), row[1].replace('`', "")))
+        .collect()
+}
+
+/// The exit statuses are one set of tables, in `src/exit.rs`: each subcommand's `--help` and
+/// the man page render them (a unit test in `src/cli/docs.rs` holds the page), and the README's
+/// tables say the same, row for row and word for word.
+#[test]
+fn exit_statuses_are_the_codes_tables_everywhere() {
+    let rows = |table: &[redlock::exit::Row]| -> Vec<(String, String)> {
+        table
+            .iter()
+            .map(|row| (row.status.to_owned(), row.meaning.to_owned()))
+            .collect()
+    };
+    assert_eq!(
+        exit_rows("README.md", "## Exit status"),
+        rows(redlock::exit::RUN),
+        "README.md's exit table differs from src/exit.rs's RUN"
+    );
+    assert_eq!(
+        exit_rows("README.md", "| check | meaning |"),
+        rows(redlock::exit::CHECK),
+        "README.md's check table differs from src/exit.rs's CHECK"
+    );
+    for (name, table) in redlock::exit::TABLES {
+        let help = offline(&[name, "--help"]).any_stdout().output().stdout;
+        let wanted = redlock::exit::help_table(table);
+        assert!(help.contains(&wanted), "redlock {name} --help:\n{help}");
+    }
+    // The man page as a reader sees it: every subcommand's table under its own heading.
+    let text = man_text();
+    let section = &text[text.find("EXIT STATUS redlock run").expect("EXIT STATUS")..];
+    for (name, table) in redlock::exit::TABLES {
+        let start = section
+            .find(&format!("redlock {name} "))
+            .unwrap_or_else(|| panic!("no redlock {name} in EXIT STATUS"));
+        for row in *table {
+            let shown = format!("{} {}", row.status, row.meaning);
+            assert!(
+                section[start..].contains(&shown),
+                "man page, redlock {name}: {shown}"
+            );
+        }
+    }
+}
+
+/// The sentences of a Markdown file's prose, each as its words: code blocks, tables and
+/// headings left out, a `code span` its words, a link its text. A sentence ends at `.`, `?` or
+/// `!` before a space, at a blank line, and where a list item starts.
+fn sentences(markdown: &str) -> Vec<String> {
+    let mut paragraphs: Vec<String> = vec![String::new()];
+    let mut fenced = false;
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        let item = trimmed.starts_with("- ")
+            || trimmed
+                .split_once(". ")
+                .is_some_and(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
+        if fenced || indent >= 4 || trimmed.is_empty() || item {
+            paragraphs.push(String::new());
+        }
+        if fenced
+            || indent >= 4
+            || trimmed.starts_with('|')
+            || trimmed.starts_with('#')
+            || trimmed.starts_with("<")
+        {
+            continue;
+        }
+        let last = paragraphs.last_mut().unwrap();
+        let trimmed = if item {
+            trimmed.split_once(' ').map_or(trimmed, |(_, rest)| rest)
+        } else {
+            trimmed
+        };
+        last.push_str(trimmed);
+        last.push(' ');
+    }
+    let mut found = Vec::new();
+    for paragraph in paragraphs {
+        // Code spans as one word each, then links as their text.
+        let unspanned: String = paragraph
+            .split('`')
+            .enumerate()
+            .map(|(i, part)| {
+                if i % 2 == 1 {
+                    // Its words count, but a full stop in it ends nothing.
+                    part.replace(['.', '?', '!'], "_")
+                } else {
+                    part.to_owned()
+                }
+            })
+            .collect();
+        let text = plain(&unspanned);
+        let mut sentence = Vec::new();
+        for word in text.split_whitespace() {
+            sentence.push(word);
+            if word.ends_with(['.', '?', '!']) || word.ends_with(".)") {
+                found.push(sentence.join(" "));
+                sentence.clear();
+            }
+        }
+        if !sentence.is_empty() {
+            found.push(sentence.join(" "));
+        }
+    }
+    found
+}
+
+/// The longest sentence the README and docs/ may have, in words (tables and code aside).
+const LONGEST_SENTENCE: usize = 60;
+
+#[test]
+fn no_sentence_in_the_readme_or_docs_runs_over_60_words() {
+    let mut long = Vec::new();
+    let mut counted = 0;
+    let mut files = vec!["README.md".to_owned()];
+    files.extend(
+        files_under("docs")
+            .into_iter()
+            .filter(|f| f.ends_with(".md")),
+    );
+    for file in files {
+        for sentence in sentences(&committed(&file)) {
+            counted += 1;
+            let words = sentence.split_whitespace().count();
+            if words > LONGEST_SENTENCE {
+                long.push(format!("{file}: {words} words: {sentence}"));
+            }
+        }
+    }
+    assert!(counted > 500, "only {counted} sentences found");
+    assert!(
+        long.is_empty(),
+        "{} sentences over {LONGEST_SENTENCE} words:\n{}",
+        long.len(),
+        long.join("\n\n")
+    );
+}
+
+#[test]
+fn sentences_are_split_as_a_reader_splits_them() {
+    let text = "# Title\n\nOne two. Three `a. b` four.\n- An item\n  goes on.\n\n    code. here\n| a. | b |\n\nSee [the page](x.md). Last\n";
+    assert_eq!(
+        sentences(text),
+        [
+            "One two.",
+            "Three a_ b four.",
+            "An item goes on.",
+            "See the page.",
+            "Last"
+        ]
+    );
+}
+
+/// operating.md's Logs section names the subcommands that take `--log-format`: exactly those
+/// whose clap definitions have it.
+#[test]
+fn the_log_format_is_documented_for_every_subcommand_that_takes_it() {
+    let text = committed("docs/operating.md");
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let said = "Every subcommand that talks to Redis takes it:";
+    let start = text
+        .find(said)
+        .expect("operating.md names who takes --log-format")
+        + said.len();
+    let sentence = &text[start..start + text[start..].find('.').unwrap()];
+    let mut documented = spans(sentence);
+    documented.sort();
+    let mut taking: Vec<String> = redlock::cli::command()
+        .get_subcommands()
+        .filter(|sub| {
+            sub.get_arguments()
+                .any(|a| a.get_long() == Some("log-format"))
+        })
+        .map(|sub| sub.get_name().to_owned())
+        .collect();
+    taking.sort();
+    assert_eq!(documented, taking);
 }

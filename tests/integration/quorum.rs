@@ -79,6 +79,29 @@ fn a_majority_down_exits_69_and_runs_nothing() {
     }
 }
 
+/// The README's exit table says it: with several --url, a node that found the lock held makes a
+/// failed attempt busy (75), even when the others are down; only when none found it held is it
+/// 69. One node held by another client, one down, one free: a split vote, 75 without --wait.
+#[test]
+fn a_split_vote_is_busy_not_unavailable() {
+    let dir = TempDir::new();
+    let mut servers = start_servers(3);
+    let (holder, _) = Redlock::run(&servers[0]).key("q").hold(&dir, "a");
+    servers[2].kill();
+    Redlock::run_quorum(&servers)
+        .key("q")
+        .ttl("2s")
+        .sh(&marker_script(&dir))
+        .status(75)
+        .stderr("")
+        .output();
+    assert!(!dir.join("marker").exists(), "the command ran");
+    // The free node's key went back at once.
+    assert_eq!(lock_keys_left(&servers[1]), Vec::<String>::new());
+    touch(&dir.join("a.go"));
+    holder.finish().assert_code(0);
+}
+
 #[test]
 fn a_node_restarted_empty_under_a_hold_is_ridden_out() {
     let dir = TempDir::new();

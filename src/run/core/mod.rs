@@ -63,7 +63,8 @@ pub(crate) const IDLE_WAKE: Duration = Duration::from_secs(60);
 #[macro_export]
 macro_rules! lease_grace_rule {
     () => {
-        "After the loss of the lease it is at most a quarter of the ttl, and never past the lease."
+        "After the loss of the lease the grace is the shorter of --kill-after and a quarter of \
+         the ttl, and never runs past the lease."
     };
 }
 
