@@ -49,6 +49,7 @@ fn main() {
             fair: false,
             waited: false,
             record: Kept::DEFAULT,
+            run: r#"{"token":"bench-token""#,
         },
     };
     let extend = Extend {

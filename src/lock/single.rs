@@ -8,7 +8,7 @@ use redis::Value;
 use crate::exit::Outcome;
 use crate::lock::durable::Durability;
 use crate::lock::preflight::{self, Preflight};
-use crate::lock::record::{Kept, Lost, RunEnding, Runs, Started};
+use crate::lock::record::{self, Kept, Lost, RunEnding, Runs, Started};
 use crate::lock::reply::{FromReply, unexpected};
 use crate::lock::scripts::calls::{AcquireReply, Attempt, Finish, TurnedAway};
 use crate::lock::scripts::{self, Script, calls};
@@ -476,6 +476,7 @@ impl Locker for SingleRedis {
         timeout: Duration,
     ) -> Result<Acquire, Failure> {
         let holder = self.holder.clone();
+        let run = record::started_json(token, &holder);
         let attempt = Attempt {
             token,
             ttl,
@@ -487,6 +488,7 @@ impl Locker for SingleRedis {
             fair: self.fair,
             waited: self.waited,
             record: Kept::DEFAULT,
+            run: &run,
         };
         let preflight = Beside::Preflight(self.preflight);
         // A plain run takes the lock with the plain take, which carries nothing of the features
@@ -504,6 +506,7 @@ impl Locker for SingleRedis {
                 lifetime: attempt.lifetime,
                 waited: self.waited,
                 record: Kept::DEFAULT,
+                run: &run,
             };
             match self.call(&take, timeout, preflight) {
                 Ok((AcquireReply::Several(_), _)) => {

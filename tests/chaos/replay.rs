@@ -30,6 +30,7 @@ fn acquire(redis: &RedisServer, token: &str) -> Option<i64> {
             fair: false,
             waited: false,
             record: Kept::DEFAULT,
+            run: r#"{"token":"replay""#,
         },
         held_as: Kind::Limit(3),
     };

@@ -3,18 +3,22 @@
 -- release whose reply was lost, retried, finds its own ending and answers 1 again.
 if reply == 1 then
   if slot ~= '' and ended_run ~= '' then
-    local fields = {slot_key(tonumber(slot)), ended_run, 'head', slot .. ' ', 'last_ended', ended_run}
+    local fields = {'run:' .. (tonumber(slot) % tonumber(runs_kept)), ended_run,
+      'head', slot .. ' ', 'last_ended', ended_run}
     if outcome == 'success' then
       fields[7], fields[8] = 'last_success', ended_run
     end
     redis.call('HSET', counts, unpack(fields))
   end
-  count(outcome, 1)
+  if redis.call('HINCRBY', counts, outcome, 1) == 1 then
+    redis.call('PEXPIRE', counts, record_ttl)
+  end
   return
 end
-local key, r = run_at(tonumber(slot), token)
+local R = ring()
+local key, r = R.run_at(tonumber(slot), token)
 if reply == 0 and r and r.outcome == outcome and r.ended then
   reply = 1
   return
 end
-if r then put_end(key, r, lost_outcome, lost_status) else count(lost_outcome, 1) end
+if r then R.put_end(key, r, lost_outcome, lost_status) else R.count(lost_outcome, 1) end

@@ -134,6 +134,19 @@ impl RunEnding {
     }
 }
 
+/// The run of `token` as the record keeps it from its start, as far as its client knows it:
+/// a JSON object of its token, host and pid, without its closing brace; the take adds when it
+/// started, its fencing token and its N (ring.lua), so that no script encodes JSON.
+pub fn started_json(token: &str, holder: &Holder) -> String {
+    let mut json = json::Object::new()
+        .str("token", token)
+        .str("host", &holder.host)
+        .str("pid", &holder.pid.to_string())
+        .finish();
+    json.pop();
+    json
+}
+
 /// A run this client took: when (the server's clock, unix ms), its fencing token and its N in
 /// the record ('' when not recorded), as the acquire answered.
 #[derive(Debug, Clone, PartialEq, Eq)]

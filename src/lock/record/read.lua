@@ -72,7 +72,7 @@ local function record(now, whole)
       end
       if r then
         if open and type(r.outcome) ~= 'string' and not holds(r.token, now)
-          and pcall(put_end, name, r, 'vanished') then
+          and pcall(ring().put_end, name, r, 'vanished') then
           tally.vanished = (tally.vanished or 0) + 1
           last.last_ended = r
         end

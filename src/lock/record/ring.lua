@@ -2,78 +2,104 @@
 -- last `runs_kept` runs in the `counts` hash, beside the counters. 'run:S' is the JSON of run
 -- N (S = N mod runs_kept); 'head' is 'N TOKEN', the newest run's N and, while an exclusive run
 -- holds the lock, its token ('' after it). 'last_success' and 'last_ended' are the JSON of the
--- last run that succeeded and of the last run that ended. A run's start keeps the hash
--- `record_ttl` ms more; a counter that comes into being does too.
+-- last run that succeeded and of the last run that ended. 'kept' is '@' and the server time
+-- (ms) when the hash was last given `record_ttl` ms more: a run's start does so when that was
+-- a day ago or more, so the record lives `record_ttl` less a day at least after the last run.
+-- A counter that comes into being gives it `record_ttl` too.
 -- The callers run these under pcall: a record that is not redlock's never stops the lock.
--- Needs clock.lua before it.
-local function slot_key(n)
-  return 'run:' .. (n % tonumber(runs_kept))
-end
-local function count(name, by)
-  if redis.call('HINCRBY', counts, name, by) == by then
-    redis.call('PEXPIRE', counts, record_ttl)
+-- record_start(...) is the one function every take calls; ring() makes the others the first
+-- time a script needs one (a run found vanished or lost, a counter of a feature), since each
+-- function a script defines costs every call of it. Needs clock.lua before it.
+local ring_made
+local function ring()
+  if ring_made then return ring_made end
+  local R = {}
+  function R.slot_key(n)
+    return 'run:' .. (n % tonumber(runs_kept))
   end
-end
--- Run n's field and table, when it is `who`'s (nil otherwise).
-local function run_at(n, who)
-  if not n then return nil end
-  local key = slot_key(n)
-  local ok, r = pcall(cjson.decode, redis.call('HGET', counts, key) or '')
-  if ok and type(r) == 'table' and r.token == who then return key, r end
-  return nil
-end
--- The newest run's N (nil when none) and the token of the exclusive run that holds the lock.
-local function head()
-  local n, open = string.match(redis.call('HGET', counts, 'head') or '', '^(%d+) (.*)$')
-  return tonumber(n), open or ''
-end
--- End the run of field `key` (table r) as `outcome`, its count moved from any earlier ending
--- (a run found vanished, then released after all). A vanished run has no status or end time.
-local function put_end(key, r, outcome, status)
-  if r.outcome == outcome then return end
-  if type(r.outcome) == 'string' then count(r.outcome, -1) end
-  r.outcome = outcome
-  if status then
-    r.status = tostring(status)
-    r.ended = string.format('%.0f', now_ms())
+  function R.count(name, by)
+    if redis.call('HINCRBY', counts, name, by) == by then
+      redis.call('PEXPIRE', counts, record_ttl)
+    end
   end
-  local encoded = cjson.encode(r)
-  local fields = {key, encoded, 'last_ended', encoded}
-  if outcome == 'success' then
-    fields[5], fields[6] = 'last_success', encoded
+  -- Run n's field and table, when it is `who`'s (nil otherwise).
+  function R.run_at(n, who)
+    if not n then return nil end
+    local key = R.slot_key(n)
+    local ok, r = pcall(cjson.decode, redis.call('HGET', counts, key) or '')
+    if ok and type(r) == 'table' and r.token == who then return key, r end
+    return nil
   end
-  redis.call('HSET', counts, unpack(fields))
-  count(outcome, 1)
+  -- The newest run's N (nil when none) and the token of the exclusive run holding the lock.
+  function R.head()
+    local n, open = string.match(redis.call('HGET', counts, 'head') or '', '^(%d+) (.*)$')
+    return tonumber(n), open or ''
+  end
+  -- End the run of field `key` (table r) as `outcome`, its count moved from any earlier
+  -- ending (a run found vanished, then released after all). A vanished run has no status or
+  -- end time.
+  function R.put_end(key, r, outcome, status)
+    if r.outcome == outcome then return end
+    if type(r.outcome) == 'string' then R.count(r.outcome, -1) end
+    r.outcome = outcome
+    if status then
+      r.status = tostring(status)
+      r.ended = string.format('%.0f', now_ms())
+    end
+    local encoded = cjson.encode(r)
+    local fields = {key, encoded, 'last_ended', encoded}
+    if outcome == 'success' then
+      fields[5], fields[6] = 'last_success', encoded
+    end
+    redis.call('HSET', counts, unpack(fields))
+    R.count(outcome, 1)
+  end
+  -- Run n of `who`, if it never ended, vanished.
+  function R.vanish(n, who)
+    local key, r = R.run_at(n, who)
+    if r and not r.outcome then R.put_end(key, r, 'vanished') end
+  end
+  -- How the run of `who` (run n; nil when unknown) ended. Not found in the ring (more runs
+  -- began since than it keeps, beside it under --limit, or never recorded), it is counted all
+  -- the same, and `as_sent` (the run's JSON as its client wrote it; '' none) is the last run
+  -- to end.
+  function R.record_end(n, who, outcome, status, as_sent)
+    local key, r = R.run_at(n, who)
+    if r then
+      R.put_end(key, r, outcome, status)
+      return
+    end
+    R.count(outcome, 1)
+    if as_sent and as_sent ~= '' then
+      redis.call('HSET', counts, 'last_ended', as_sent)
+      if outcome == 'success' then redis.call('HSET', counts, 'last_success', as_sent) end
+    end
+  end
+  ring_made = R
+  return R
 end
--- A new run, the newest in the ring; the exclusive run before it that never ended vanished.
--- `alone`: an exclusive holder's. Its N.
-local function record_start(who, host, pid, fence, alone)
-  local n, open = head()
-  if open ~= '' and open ~= who then
-    local key, r = run_at(n, open)
-    if r and not r.outcome then put_end(key, r, 'vanished') end
-  end
+-- A new run, the newest in the ring, as its client wrote it (`sent`: the JSON object of its
+-- token, host and pid, without its closing brace) with its fencing token (`fence`, its digits);
+-- the exclusive run before it that never ended vanished. `alone`: an exclusive holder's. Its N.
+-- Numbers join strings with `..` where they have at most 14 digits (Lua writes more with an
+-- exponent): the server's time in ms has 13.
+local function record_start(who, sent, fence, alone)
+  local got = redis.call('HMGET', counts, 'head', 'kept')
+  local n, open = string.match(got[1] or '', '^(%d+) (.*)$')
+  n = tonumber(n)
+  if open and open ~= '' and open ~= who then ring().vanish(n, open) end
   n = (n or 0) + 1
   local holding = ''
   if alone then holding = who end
-  redis.call('HSET', counts, 'head', n .. ' ' .. holding, slot_key(n), cjson.encode({
-    token = who, host = host, pid = tostring(pid), started = string.format('%.0f', now_ms()),
-    fence = string.format('%.0f', fence), n = tostring(n) }))
-  redis.call('PEXPIRE', counts, record_ttl)
+  local now = now_ms()
+  local run = sent .. ',"started":"' .. now .. '","fence":"' .. fence .. '","n":"' .. n .. '"}'
+  local key = 'run:' .. (n % tonumber(runs_kept))
+  local kept = tonumber(string.sub(got[2] or '', 2))
+  if kept and now - kept < 86400000 and now >= kept then
+    redis.call('HSET', counts, 'head', n .. ' ' .. holding, key, run)
+  else
+    redis.call('HSET', counts, 'head', n .. ' ' .. holding, key, run, 'kept', '@' .. now)
+    redis.call('PEXPIRE', counts, record_ttl)
+  end
   return n
-end
--- How the run of `who` (run n; nil when unknown) ended. Not found in the ring (more runs began
--- since than it keeps, beside it under --limit, or never recorded), it is counted all the same,
--- and `as_sent` (the run's JSON as its client wrote it; '' none) is the last run to end.
-local function record_end(n, who, outcome, status, as_sent)
-  local key, r = run_at(n, who)
-  if r then
-    put_end(key, r, outcome, status)
-    return
-  end
-  count(outcome, 1)
-  if as_sent and as_sent ~= '' then
-    redis.call('HSET', counts, 'last_ended', as_sent)
-    if outcome == 'success' then redis.call('HSET', counts, 'last_success', as_sent) end
-  end
 end

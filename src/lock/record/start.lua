@@ -2,9 +2,9 @@
 -- reply ('' when not recorded). A retry that found our token again finds our run.
 if reply[1] ~= 'acquired' then return end
 if reply[4] == 'again' then
-  local n, open = head()
+  local n, open = ring().head()
   reply[4] = ''
   if n and open == token then reply[4] = tostring(n) end
   return
 end
-reply[4] = tostring(record_start(token, host, pid, reply[2], true))
+reply[4] = tostring(record_start(token, run, reply[2], true))

@@ -27,7 +27,7 @@ local function take()
     'started', started)
   redis.call('PEXPIRE', holder, ttl)
   local fenced = advance()
-  local recorded, n = pcall(record_start, token, host, pid, fenced, true)
+  local recorded, n = pcall(record_start, token, run, string.format('%.0f', fenced), true)
   if not recorded then n = '' end
   return {'acquired', fenced, now_ms(), tostring(n)}
 end
@@ -58,7 +58,7 @@ if type(v) == 'table' then
 end
 if v == token then
   prolong(ttl)
-  local read, n, open = pcall(head)
+  local read, n, open = pcall(ring().head)
   if not (read and n and open == token) then n = '' end
   return {'acquired', counter(), now_ms(), tostring(n)}
 end

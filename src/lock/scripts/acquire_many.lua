@@ -31,8 +31,7 @@ if t == 'zset' then held, used = holders_now(now) end
 -- Holders whose lease ended unreleased (purged just now) vanished: their runs say so.
 for who, raw in pairs(purged_holders) do
   pcall(function()
-    local key, r = run_at(tonumber(cjson.decode(raw).n), who)
-    if r and not r.outcome then put_end(key, r, 'vanished') end
+    ring().vanish(tonumber(cjson.decode(raw).n), who)
   end)
 end
 if held > 0 and used ~= held_as then return {'held_as', used} end
@@ -70,7 +69,7 @@ if room then
     pcall(redis.call, 'HDEL', holders, token)
   end
   redis.call('SET', kind, held_as)
-  local recorded, n = pcall(record_start, token, host, pid, given, false)
+  local recorded, n = pcall(record_start, token, run, string.format('%.0f', given), false)
   if not recorded then n = '' end
   -- The token as a string: cjson writes numbers with 14 digits, and tokens have 16. `n`: the
   -- run's place in the record, for marking it vanished should its lease end unreleased.

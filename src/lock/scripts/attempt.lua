@@ -9,7 +9,7 @@ local function done_ago()
   if not at then return nil end
   local ago = now_ms() - at
   if ago < tonumber(min_interval) then
-    pcall(count, 'skipped', 1)
+    pcall(ring().count, 'skipped', 1)
     return math.max(ago, 0)
   end
   return nil

@@ -63,6 +63,9 @@ args! {
         pub waited: bool,
         /// How the record of runs is kept (the run is recorded when taken).
         pub record: Kept,
+        /// The run as the record keeps it once taken, as far as the client knows it (see
+        /// [`crate::lock::record::started_json`]).
+        pub run: &'a str,
     }
 }
 
@@ -99,6 +102,8 @@ script! {
         /// See [`Attempt::waited`].
         waited: bool,
         record: Kept,
+        /// See [`Attempt::run`].
+        run: &'a str,
     }
     keys [lock, fence, holder, wake, waiting, counts];
     files [CLOCK, WAKE, REGISTRY, RING, lua!("take")];

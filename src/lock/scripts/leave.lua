@@ -6,5 +6,5 @@
 -- Returns 1.
 dequeue(token)
 if lock_type() ~= 'string' then pass_on(linger) end
-if busy == '1' then pcall(count, 'busy', 1) end
+if busy == '1' then pcall(ring().count, 'busy', 1) end
 return 1

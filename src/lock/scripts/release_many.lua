@@ -16,12 +16,12 @@ if t == 'zset' then
   leave_place(token, now)
 end
 if ours == 1 then
-  pcall(record_end, tonumber(slot), token, outcome, status, ended_run)
+  pcall(ring().record_end, tonumber(slot), token, outcome, status, ended_run)
 else
-  local read, _, r = pcall(run_at, tonumber(slot), token)
+  local read, _, r = pcall(ring().run_at, tonumber(slot), token)
   -- A retry of this release, whose reply was lost: the first one gave the place up (and woke).
   if read and r and r.outcome == outcome and r.ended then return 1 end
-  pcall(record_end, tonumber(slot), token, lost_outcome, lost_status)
+  pcall(ring().record_end, tonumber(slot), token, lost_outcome, lost_status)
 end
 if redis.call('GET', kind) ~= 'shared' or redis.call('EXISTS', lock) == 0 then
   -- Waking is bookkeeping: a queue or wake list that is not redlock's (a key of another kind)

@@ -1,22 +1,29 @@
--- Take the lock alone: SET NX PX with our token; then the fencing token, one past the counter
--- or the server's clock in µs when that is larger (so tokens never go back, even after the
+-- Take the lock alone: SET NX PX with our token; then the fencing token, the server's clock in
+-- µs or one past the counter when that is larger (so tokens never go back, even after the
 -- counter was lost), and the holder's details beside the lock, with its expiry. A retry of
 -- our own acquire whose reply was lost finds our token and succeeds again.
 -- --fair, --min-interval, --limit and --shared take the lock with acquire.lua and
 -- acquire_many.lua; a key this script cannot take (several holders, or not redlock's) is
 -- answered 'several', and the client asks acquire.lua.
 -- KEYS and ARGV: `Take` in calls.rs.
--- Returns {'acquired', fencing token, server time (ms)} ('again' after them for a retry),
+-- Returns {'acquired', fencing token (as a string), server time (ms)} ('again' after them for
+-- a retry),
 -- {'busy', the holder's PTTL, 'held'} or {'several', the key's type}.
 local FENCE_LIFETIME_MS = 3456000000
 if redis.call('SET', lock, token, 'NX', 'PX', ttl) then
   undo = function() redis.call('DEL', lock) end
-  local counter = redis.call('GET', fence)
+  -- The clock first, in one command that also reads the counter it replaces; where the clock is
+  -- behind the counter (stepped back, or tokens taken faster than a microsecond), one past it.
+  local now = now_us()
+  local given = string.format('%.0f', now)
+  local counter = redis.call('SET', fence, given, 'PX', FENCE_LIFETIME_MS, 'GET')
   if counter and not string.find(counter, '^%d+$') then
     error({err = 'ERR value is not an integer or out of range'})
   end
-  local given = math.max((tonumber(counter) or 0) + 1, now_us())
-  redis.call('SET', fence, string.format('%.0f', given), 'PX', FENCE_LIFETIME_MS)
+  if counter and tonumber(counter) >= now then
+    given = string.format('%.0f', tonumber(counter) + 1)
+    redis.call('SET', fence, given, 'PX', FENCE_LIFETIME_MS)
+  end
   redis.call('HSET', holder, 'token', token, 'host', host, 'pid', pid, 'argv', command,
     'started', started)
   redis.call('PEXPIRE', holder, ttl)

@@ -10,10 +10,10 @@ if redis.pcall('GET', lock) == token then
   drop()
   -- Its run, never run, leaves the record of this node.
   pcall(function()
-    local key, r = run_at(tonumber(slot), token)
+    local key, r = ring().run_at(tonumber(slot), token)
     if not r then return end
     redis.call('HDEL', counts, key)
-    local n, open = head()
+    local n, open = ring().head()
     if open == token then redis.call('HSET', counts, 'head', n .. ' ') end
   end)
   deleted = 1
