@@ -3,11 +3,12 @@
 # removed: scripts/check-deb.sh), then unit and integration tests against real redis-server
 # processes the tests start themselves (the core of them on valkey-server first). The tests run
 # last so that the full suite's summary closes the log. promtool (Debian's prometheus package)
-# checks the metrics file in the counters module.
+# checks the metrics file in the counters module; Debian's cron runs the crontab recipes in the
+# crond module.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/need.sh
-need_packages tmux openssl groff:groff-base man:man-db fish promtool:prometheus
+need_packages tmux openssl groff:groff-base man:man-db fish promtool:prometheus cron
 cargo fmt --check
 cargo clippy --all-targets --locked -- -D warnings
 bash scripts/check-deb.sh
