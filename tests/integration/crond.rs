@@ -7,15 +7,19 @@
 //! The cron runs in a mount namespace of its own (`unshare --mount`, as root), where a temp dir
 //! is bind-mounted over /etc/cron.d, /etc/crontab and /var/spool/cron/crontabs, a tmpfs over
 //! /run (cron's pid file) and overlays put this build's redlock at /usr/bin/redlock, a stand-in
-//! report at /usr/local/bin/report.sh and a sendmail that keeps the mails in the temp dir. So
-//! nothing is written to the machine's /etc/cron.d, the machine's own cron daemon (if any) and
-//! other test runs' crons are not in the way, none of the machine's jobs runs, no mail leaves,
-//! and everything goes with the last process of the namespace: cron, killed on drop.
+//! report at /usr/local/bin/report.sh, a sendmail that keeps the mails in the temp dir and a
+//! /dev/log for cron's syslog. So nothing is written to the machine's /etc/cron.d, the machine's
+//! own cron daemon (if any) and other test runs' crons are not in the way, none of the machine's
+//! jobs runs, no mail leaves, and everything goes with the last process of the namespace: cron,
+//! killed on drop.
 
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
+use std::os::unix::net::UnixDatagram;
 use std::path::Path;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -175,6 +179,46 @@ fn unix_now() -> u64 {
         .as_secs()
 }
 
+/// cron's syslog messages, read from the datagram socket the namespace's /dev/log points at, by
+/// a thread of its own: a socket nobody reads fills up, and then cron blocks in syslog().
+struct Syslog {
+    lines: Arc<Mutex<Vec<String>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Syslog {
+    fn bind(path: &Path) -> Syslog {
+        let socket = UnixDatagram::bind(path).unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (sink, stopped) = (Arc::clone(&lines), Arc::clone(&stop));
+        thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            while !stopped.load(Ordering::Relaxed) {
+                if let Ok(n) = socket.recv(&mut buf) {
+                    let line = String::from_utf8_lossy(&buf[..n]).trim_end().to_owned();
+                    sink.lock().unwrap().push(line);
+                }
+            }
+        });
+        Syslog { lines, stop }
+    }
+
+    /// Every message so far, one a line.
+    fn text(&self) -> String {
+        self.lines.lock().unwrap().join("\n")
+    }
+}
+
+impl Drop for Syslog {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
 /// The mails the namespace's sendmail kept, in the order sent.
 fn mails(dir: &Path) -> Vec<String> {
     let mut names: Vec<_> = std::fs::read_dir(dir)
@@ -209,6 +253,7 @@ fn the_cron_recipes_run_once_a_minute_in_a_real_cron() {
         "usr-bin",
         "usr-local-bin",
         "usr-sbin",
+        "dev",
         "mail",
     ] {
         std::fs::create_dir(dir.join(sub)).unwrap();
@@ -250,6 +295,9 @@ fn the_cron_recipes_run_once_a_minute_in_a_real_cron() {
         &format!("#!/bin/sh\ncat > {}/$(date +%s%N).$$\n", dir.sh("mail")),
         0o755,
     );
+    // cron's syslog: /dev/log in the namespace is a link to this socket.
+    std::os::unix::fs::symlink(dir.join("log.sock"), dir.join("dev/log")).unwrap();
+    let syslog = Syslog::bind(&dir.join("log.sock"));
     let d = dir.path().display();
     let script = format!(
         "set -e
@@ -260,6 +308,7 @@ mount -t tmpfs -o mode=755 tmpfs /run
 mount -t overlay overlay -o lowerdir={d}/usr-bin:/usr/bin /usr/bin
 mount -t overlay overlay -o lowerdir={d}/usr-local-bin:/usr/local/bin /usr/local/bin
 mount -t overlay overlay -o lowerdir={d}/usr-sbin:/usr/sbin /usr/sbin
+mount -t overlay overlay -o lowerdir={d}/dev:/dev /dev
 exec /usr/sbin/cron -f"
     );
     let mut cmd = Command::new("unshare");
@@ -272,6 +321,13 @@ exec /usr/sbin/cron -f"
         "cron did not start in its namespace: {}",
         cron.stderr_so_far()
     );
+    // cron reads the files at its start: a file it ignores says so at once.
+    let refused = |log: &str| log.contains("ERROR") || log.contains("Error");
+    assert!(
+        !refused(&syslog.text()),
+        "cron refused a file:\n{}",
+        syslog.text()
+    );
 
     let runs = || -> Vec<u64> {
         read(&dir.join("runs"))
@@ -280,11 +336,15 @@ exec /usr/sbin/cron -f"
             .collect()
     };
     // cron runs a minute's jobs when the minute starts: the first within 61 s of its start.
-    wait_until(
-        Duration::from_secs(75),
-        "cron's first run of the job",
-        || !runs().is_empty(),
-    );
+    while runs().is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(75),
+            "no run within 75 s of cron's start; cron's syslog:\n{}",
+            syslog.text()
+        );
+        assert!(cron.running(), "cron exited: {}", cron.stderr_so_far());
+        thread::sleep(Duration::from_millis(200));
+    }
     let first = runs()[0] / 60;
     // The next minute's runs, the busy host's exit and the mails are over 15 s into it.
     let deadline = (first + 1) * 60 + 15;
@@ -294,11 +354,13 @@ exec /usr/sbin/cron -f"
         thread::sleep(Duration::from_millis(500));
     }
     drop(cron);
+    let log = syslog.text();
+    assert!(!refused(&log), "cron refused something:\n{log}");
     let per_minute = |minute: u64| runs().iter().filter(|stamp| **stamp / 60 == minute).count();
     assert_eq!(
         (per_minute(first), per_minute(first + 1)),
         (1, 1),
-        "runs per minute: {:?}",
+        "runs per minute: {:?}; cron's syslog:\n{log}",
         runs()
     );
 
@@ -333,6 +395,6 @@ exec /usr/sbin/cron -f"
     // Host C's file is the recipe's /etc/cron.d file: no mail from it means cron ignored it.
     assert_eq!(
         failures, 2,
-        "host C's /etc/cron.d file sent {failures} failure mails in two minutes: {mails:#?}"
+        "host C's /etc/cron.d file sent {failures} failure mails in two minutes: {mails:#?}\n{log}"
     );
 }
