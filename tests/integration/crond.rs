@@ -153,7 +153,7 @@ fn the_cron_d_file_packaging_ships_and_the_readme_lines_are_the_recipes() {
 /// skips, unless `CI` is set (.ci/run sets it), where a skip would hide a broken set-up.
 fn cron_available() -> bool {
     let problem = if !Path::new("/usr/sbin/cron").exists() {
-        "Debian's cron is not installed (/usr/sbin/cron)"
+        "Debian's cron is not installed (/usr/sbin/cron; scripts/test.sh installs it)"
     } else if std::fs::metadata("/proc/self").map(|m| m.uid()).ok() != Some(0) {
         "not root: cron runs only root's files in /etc/cron.d and needs root to run jobs"
     } else {
@@ -165,10 +165,7 @@ fn cron_available() -> bool {
         "CI={ci}: the cron test cannot run here: {problem}"
     );
     // Straight to stderr, past the test harness's capture, so that a skip is seen.
-    let _ = writeln!(
-        std::io::stderr(),
-        "crond:: skipped: {problem} (scripts/test.sh installs cron)"
-    );
+    let _ = writeln!(std::io::stderr(), "crond:: skipped: {problem}");
     false
 }
 
