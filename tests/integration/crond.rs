@@ -232,7 +232,7 @@ fn mails(dir: &Path) -> Vec<String> {
 /// starts all three in the same second, as NTP-synced hosts do: the lock alone keeps the second
 /// one out, because the stand-in report takes 2 s, longer than the hosts' starts are apart (a
 /// job shorter than that wants `--min-interval`, as the recipe says). Two consecutive minutes
-/// must each have exactly one run. About 1.5 to 2.2 minutes (waiting for cron's minutes).
+/// must each have exactly one run. 80 to 140 s, most of it waiting for cron's minutes.
 #[test]
 fn the_cron_recipes_run_once_a_minute_in_a_real_cron() {
     if !cron_available() {
