@@ -4,12 +4,13 @@
 # processes the tests start themselves (the core of them on valkey-server first). The tests run
 # last so that the full suite's summary closes the log. promtool (Debian's prometheus package)
 # checks the metrics file in the counters module; pgfence:: starts a PostgreSQL server
-# (Debian's postgresql, whose pg_ctlcluster stands for it on PATH); its recipe uses jq and pgrep.
+# (Debian's postgresql, whose pg_ctlcluster stands for it on PATH); its recipe uses jq and pgrep;
+# Debian's cron runs the crontab recipes in the crond module.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/need.sh
 need_packages tmux openssl groff:groff-base man:man-db fish promtool:prometheus \
-  pg_ctlcluster:postgresql jq pgrep:procps
+  pg_ctlcluster:postgresql jq pgrep:procps cron
 cargo fmt --check
 cargo clippy --all-targets --locked -- -D warnings
 bash scripts/check-deb.sh

@@ -29,6 +29,10 @@ mod integration {
     mod contention;
     // --min-interval: a success recorded in Redis skips later runs and waiters on any host.
     mod cron;
+    // docs/recipes.md's crontab lines and /etc/cron.d file in a real Debian cron (in a mount
+    // namespace of its own) against a real Redis with a password: one run a minute, mails
+    // without the password. Not in scripts/test.sh's Valkey run: about two minutes of cron time.
+    mod crond;
     // `redlock completions` and `redlock man`: committed output, no Redis, bash, fish and groff
     // accept it; every `redlock run` line in the README, docs/, man page and packaging/ is
     // accepted; every relative link resolves; the options and environment tables are true.

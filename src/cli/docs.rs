@@ -140,8 +140,8 @@ const EXAMPLES: &[(&str, &str)] = &[
          redlock run --key dataset --wait 1h -- ./rebuild.sh",
     ),
     (
-        "Lock on a TLS Redis with a password, kept out of the command line:",
-        "REDLOCK_URL='rediss://:secret@redis.internal:6380/0' redlock run --key report -- ./report.sh",
+        "Lock on a TLS Redis with the password in a file, out of the command line and the environment:",
+        "REDLOCK_URL=rediss://redis.internal:6380/0 REDLOCK_PASSWORD_FILE=/etc/redlock/password redlock run --key report -- ./report.sh",
     ),
     (
         "Install completions and this page for the current user:",

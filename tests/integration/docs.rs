@@ -199,13 +199,7 @@ fn documented_run_options() -> Vec<(String, Vec<String>)> {
         }
     }
     let file = "packaging/kubernetes/cronjob.yaml";
-    let yaml = read(&root.join(file));
-    let items: Vec<&str> = yaml
-        .lines()
-        .skip_while(|line| line.trim() != "command:")
-        .skip(1)
-        .map_while(|line| line.trim().strip_prefix("- "))
-        .collect();
+    let items = cronjob_command();
     let options = items
         .iter()
         .skip_while(|word| **word != "run")
@@ -215,6 +209,183 @@ fn documented_run_options() -> Vec<(String, Vec<String>)> {
         .collect();
     found.push((format!("{file}: {items:?}"), options));
     found
+}
+
+/// The container's command in packaging/kubernetes/cronjob.yaml, one word per item.
+fn cronjob_command() -> Vec<String> {
+    committed("packaging/kubernetes/cronjob.yaml")
+        .lines()
+        .skip_while(|line| line.trim() != "command:")
+        .skip(1)
+        .map_while(|line| line.trim().strip_prefix("- ").map(str::to_owned))
+        .collect()
+}
+
+/// The Kubernetes entrypoint is one block, the same in docs/signals.md (redlock as PID 1),
+/// docs/recipes.md and the README, with the words of packaging/'s CronJob; and it maps a busy
+/// lock to 0, since a Job counts any other exit as a failure (signals.md's lacked it).
+#[test]
+fn the_kubernetes_entrypoint_is_the_same_everywhere() {
+    let mut blocks = Vec::new();
+    for page in ["docs/signals.md", "docs/recipes.md", "README.md"] {
+        let text = committed(page);
+        let code: Vec<&str> = text
+            .lines()
+            .filter_map(|line| line.strip_prefix("    "))
+            .collect();
+        let starts: Vec<usize> = (0..code.len())
+            .filter(|i| code[*i].starts_with("command: ["))
+            .collect();
+        assert_eq!(
+            starts.len(),
+            1,
+            "{page}: {} `command: [` blocks",
+            starts.len()
+        );
+        let lines: Vec<&str> = code[starts[0]..]
+            .iter()
+            .scan(false, |closed, line| {
+                (!*closed).then(|| {
+                    *closed = line.contains(']');
+                    *line
+                })
+            })
+            .collect();
+        blocks.push((page, lines.join("\n")));
+    }
+    for (page, block) in &blocks[1..] {
+        assert_eq!(block, &blocks[0].1, "{page} and {}", blocks[0].0);
+    }
+    let words: Vec<String> = blocks[0]
+        .1
+        .trim_start_matches("command: [")
+        .trim_end_matches(']')
+        .split(',')
+        .map(|word| word.trim().to_owned())
+        .collect();
+    assert_eq!(
+        words,
+        cronjob_command(),
+        "packaging/kubernetes/cronjob.yaml"
+    );
+    assert!(
+        words.iter().any(|w| w == "--conflict-exit-code=0"),
+        "{words:?}"
+    );
+}
+
+/// The entrypoint as the CronJob runs it: PID 1 of a new PID namespace (`unshare --pid`), the
+/// password from a file as the Secret gives it. A pod's TERM reaches the job, whose status
+/// redlock exits with, and nothing stays locked; a busy lock exits 0, so the Job succeeds.
+#[test]
+fn the_kubernetes_entrypoint_works_as_pid_1() {
+    let words = cronjob_command();
+    let dashes = words.iter().position(|w| w == "--").expect("a --");
+    assert_eq!(words[..2], ["/usr/local/bin/redlock", "run"], "{words:?}");
+    assert_eq!(words[dashes + 1..], ["/app/report.sh"], "{words:?}");
+    let options = &words[2..dashes];
+    let key = options
+        .iter()
+        .find_map(|w| w.strip_prefix("--key="))
+        .expect("a --key=");
+    let password = "pid1-s3cret";
+    let redis = RedisServer::start_with(ServerOpts {
+        password: Some(password.to_owned()),
+        ..ServerOpts::default()
+    });
+    let dir = TempDir::new();
+    write_file(&dir.join("password"), password, 0o400);
+    let report = dir.join("report.sh");
+    write_file(
+        &report,
+        &format!(
+            "#!/bin/sh\ntrap 'exit 3' TERM\ntouch {}\nwhile :; do sleep 0.02; done\n",
+            dir.sh("ready")
+        ),
+        0o755,
+    );
+    let entrypoint = || {
+        Redlock::sub("run")
+            .env("REDLOCK_URL", redis.url_without_password())
+            .env("REDLOCK_PASSWORD_FILE", dir.join("password"))
+            .args(options)
+            .command([&report])
+            .through(["unshare", "--pid", "--fork", "--mount-proc"])
+    };
+    let pod = entrypoint().spawn();
+    wait_for_file(&dir.join("ready"));
+    // redlock's pid outside its namespace: unshare's only child.
+    let children =
+        std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", pod.pid())).unwrap();
+    let redlock: i32 = children.split_whitespace().next().unwrap().parse().unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(redlock),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = pod.finish();
+    out.assert_code(3);
+    // The job's shell may say its sleep was "Terminated"; redlock says nothing.
+    assert!(!out.stderr.contains("redlock"), "{}", out.stderr);
+    assert_eq!(redis.get(&lock_key(key)), None, "the lock was left held");
+
+    // Busy: another host holds the lock; the pod exits 0 without running the job.
+    std::fs::remove_file(dir.join("ready")).unwrap();
+    let (holder, _) = Redlock::run(&redis).key(key).hold(&dir, "h");
+    entrypoint().output();
+    assert!(!dir.join("ready").exists(), "the job ran beside the holder");
+    touch(&dir.join("h.go"));
+    holder.finish().assert_code(0);
+}
+
+/// No recipe puts a password in a URL (cron mails the job's environment, `ps` shows a command
+/// line, a CI secret holding the URL hides that it holds one): no code line of the README or
+/// docs/, and no line of packaging/ or the man page, has a URL with a password or a secret
+/// standing for the URL.
+#[test]
+fn no_recipe_puts_a_password_in_a_url() {
+    let mut files: Vec<(String, bool)> = markdown_files()
+        .into_iter()
+        .map(|file| (file, true))
+        .collect();
+    files.extend(
+        files_under("packaging")
+            .into_iter()
+            .map(|file| (file, false)),
+    );
+    files.push(("man/redlock.1".to_owned(), false));
+    let mut found = Vec::new();
+    for (file, markdown) in &files {
+        let text = committed(file);
+        let mut fenced = false;
+        for line in text.lines() {
+            if line.trim_start().starts_with("```") {
+                fenced = !fenced;
+            }
+            if *markdown && !fenced && !line.starts_with("    ") {
+                continue; // prose and tables describe URL forms; recipes are code
+            }
+            let with_password = line.split("://").skip(1).any(|rest| {
+                let authority = rest
+                    .split(['/', ' ', '"', '\'', '`', ','])
+                    .next()
+                    .unwrap_or_default();
+                // `[user:pass@]host` is a synopsis, not a URL.
+                !authority.contains('[')
+                    && authority
+                        .split_once('@')
+                        .is_some_and(|(userinfo, _)| userinfo.contains(':'))
+            });
+            if with_password || line.contains("pass=") || line.contains("secrets.REDLOCK_URL") {
+                found.push(format!("{file}: {line}"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a password in a URL:\n{}",
+        found.join("\n")
+    );
 }
 
 #[test]
