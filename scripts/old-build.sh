@@ -7,10 +7,18 @@
 # the path to tests/integration/upgrade.rs as REDLOCK_OLD_BIN; the test runs it itself when the
 # variable is unset. scripts/bench.sh uses it for its old-build column.
 #
-# Usage: scripts/old-build.sh [COMMIT]   (default: the start of the round; REDLOCK_OLD_COMMIT too)
+# Usage: scripts/old-build.sh [--release] [COMMIT]   (default: the start of the round;
+# REDLOCK_OLD_COMMIT too). --release builds it as it ships instead (scripts/release-env.sh:
+# release profile, static on glibc), as the benchmark compares it: a few minutes, once.
 # Progress and cargo's output go to stderr; stdout is the path and nothing else.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+release=false
+if [ "${1:-}" = --release ]; then
+    release=true
+    shift
+fi
 
 # 97da732: "roles tests: the password-protected sentinel set up once", the start of the round
 # of issue 27 (the lock protocol rewritten).
@@ -29,7 +37,14 @@ if ! full=$(git rev-parse --verify --quiet "$commit^{commit}"); then
 fi
 short=${full:0:9}
 root=$PWD/target/old-build/$short
-bin=$root/target/debug/redlock
+if $release; then
+    . scripts/release-env.sh
+    bin=$root/$release_dir/redlock
+    built=$root/built-release
+else
+    bin=$root/target/debug/redlock
+    built=$root/built
+fi
 mkdir -p "$root"
 
 # One build at a time (a test process and the benchmark, say); the second waits, then finds it.
@@ -51,10 +66,21 @@ fi
 # stamp is written after it) is current, and cargo is not even asked; asking would wait for
 # cargo's package-cache lock whenever another cargo on the machine holds it. Under nice: the
 # machines this runs on are shared.
-if [ ! -e "$root/built" ] || [ ! -x "$bin" ]; then
-    echo "old-build: building $short (debug, once)" >&2
-    CARGO_TARGET_DIR=$root/target nice -n 10 cargo build --locked --quiet \
-        --manifest-path "$root/src/Cargo.toml" --bin redlock >&2
-    echo "$full" >"$root/built"
+if [ ! -e "$built" ] || [ ! -x "$bin" ]; then
+    if $release; then
+        echo "old-build: building $short (release, as it ships, once)" >&2
+        # $release_dir is target/TRIPLE/release: under $root, with this CARGO_TARGET_DIR.
+        (
+            renice -n 10 "$BASHPID" >/dev/null
+            export CARGO_TARGET_DIR=$root/target
+            release_cargo build --release --locked --quiet \
+                --manifest-path "$root/src/Cargo.toml" --bin redlock >&2
+        )
+    else
+        echo "old-build: building $short (debug, once)" >&2
+        CARGO_TARGET_DIR=$root/target nice -n 10 cargo build --locked --quiet \
+            --manifest-path "$root/src/Cargo.toml" --bin redlock >&2
+    fi
+    echo "$full" >"$built"
 fi
 echo "$bin"
