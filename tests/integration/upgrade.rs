@@ -494,21 +494,22 @@ fn min_interval_is_kept_across_builds() {
         first
             .run(&redis)
             .key("interval")
-            .args(["--min-interval", "1s"])
+            .args(["--min-interval", "2s"])
             .sh("true")
             .output();
         first
             .other()
             .run(&redis)
             .key("interval")
-            .args(["--min-interval", "1s"])
+            .args(["--min-interval", "2s"])
             .sh(&marker_script(&dir))
             .status(75)
             .any_stderr()
             .output();
         assert!(
-            started.elapsed() < Duration::from_secs(1),
-            "too slow to test the interval"
+            started.elapsed() < Duration::from_secs(2),
+            "two runs took {:?}: too slow to test a 2 s interval",
+            started.elapsed()
         );
         assert!(
             !dir.join("marker").exists(),
@@ -516,7 +517,7 @@ fn min_interval_is_kept_across_builds() {
             first.other().name(),
             first.name()
         );
-        thread::sleep(Duration::from_secs(1) - started.elapsed() + Duration::from_millis(50));
+        thread::sleep(Duration::from_secs(2) - started.elapsed() + Duration::from_millis(50));
     }
 
     // A loop of both builds, waiting too: every run that ran started at least the interval
