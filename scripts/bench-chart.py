@@ -18,7 +18,7 @@ COLOURS = {
     "flock": "#4c72b0",
     "redlock": "#c44e52",
     "baseline": "#dd8452",
-    "old": "#dd8452",
+    "old": "#8172b3",
     "bare": "#8c8c8c",
     "etcdctl": "#55a868",
 }
