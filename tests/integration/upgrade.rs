@@ -747,3 +747,107 @@ fn each_build_shows_the_others_holders_in_status_and_list() {
         }
     });
 }
+
+// --- the fair queue and the writers' turn, shared across builds -----------------------------
+
+/// Waiters of alternating builds queued one after another on a `--fair` lock run in the order
+/// they came, whoever holds it: both builds read and write one queue.
+#[test]
+fn fair_waiters_of_both_builds_run_in_arrival_order() {
+    old_bin();
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let (holder, _) = Old.run(&redis).key("fifo").arg("--fair").hold(&dir, "h");
+    let order = dir.sh("order");
+    let arrivals = [New, Old, New, Old, New];
+    let waiters: Vec<Proc> = arrivals
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let waiter = b
+                .run(&redis)
+                .key("fifo")
+                .args(["--fair", "--wait", "30s"])
+                .sh(&format!("echo {i}-{} >> {order}; sleep 0.02", b.name()))
+                .spawn();
+            // Queued (its first attempt made) and blocked until woken, before the next comes.
+            wait_until(PATIENCE, "the waiter to queue", || {
+                redis.info_field("blocked_clients") == i as u64 + 1
+            });
+            waiter
+        })
+        .collect();
+    touch(&dir.join("h.go"));
+    holder.finish().assert_code(0);
+    for waiter in waiters {
+        waiter.finish().assert_code(0);
+    }
+    let want: Vec<String> = arrivals
+        .iter()
+        .enumerate()
+        .map(|(i, b)| format!("{i}-{}", b.name()))
+        .collect();
+    let got: Vec<String> = read(&dir.join("order"))
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(got, want, "not in arrival order");
+}
+
+/// A writer of one build waiting behind readers keeps the other build's new readers out, and
+/// runs before them.
+#[test]
+fn a_waiting_writer_of_one_build_holds_back_the_others_readers() {
+    old_bin();
+    thread::scope(|s| {
+        for readers in BOTH {
+            s.spawn(move || {
+                let redis = RedisServer::start();
+                let dir = TempDir::new();
+                let (reader, _) = readers
+                    .run(&redis)
+                    .key("doc")
+                    .arg("--shared")
+                    .hold(&dir, "r");
+                let writer = readers
+                    .other()
+                    .run(&redis)
+                    .key("doc")
+                    .wait("30s")
+                    .sh(&format!("echo writer >> {}", dir.sh("order")))
+                    .spawn();
+                wait_until(PATIENCE, "the writer to wait", || {
+                    redis.info_field("blocked_clients") == 1
+                });
+                readers
+                    .run(&redis)
+                    .key("doc")
+                    .arg("--shared")
+                    .sh(&marker_script(&dir))
+                    .status(75)
+                    .any_stderr()
+                    .output();
+                assert!(
+                    !dir.join("marker").exists(),
+                    "a reader of the {} build got in ahead of the {} build's waiting writer",
+                    readers.name(),
+                    readers.other().name()
+                );
+                let late = readers
+                    .run(&redis)
+                    .key("doc")
+                    .args(["--shared", "--wait", "30s"])
+                    .sh(&format!("echo reader >> {}", dir.sh("order")))
+                    .spawn();
+                wait_until(PATIENCE, "the late reader to wait", || {
+                    redis.info_field("blocked_clients") == 2
+                });
+                touch(&dir.join("r.go"));
+                reader.finish().assert_code(0);
+                writer.finish().assert_code(0);
+                late.finish().assert_code(0);
+                assert_eq!(read(&dir.join("order")), "writer\nreader\n");
+            });
+        }
+    });
+}
