@@ -3,8 +3,11 @@
 //! taken from `REDLOCK_OLD_BIN`) and on the build under test lock one key on one Redis at once.
 //! In every mode they exclude each other (contention loops whose jobs log their start and end,
 //! checked for overlaps and for fencing tokens that repeat or go backwards), a release by one
-//! wakes the other's waiter well before that waiter's own fallback timer would, and each build's
-//! `status` and `list` show the other's holders.
+//! wakes the other's waiter well before that waiter's own fallback timer would, they keep one
+//! fair queue and one writers' turn, and each build's `status` and `list` show the other's
+//! holders. `builds_on_different_keys_are_caught_overlapping` shows the checker is not blind.
+//! Until the protocol changes both builds are the same code; a build whose keys moved (the new
+//! one under another `--prefix`) fails every other test here.
 
 use std::collections::HashSet;
 use std::ffi::OsStr;
