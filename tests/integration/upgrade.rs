@@ -695,7 +695,7 @@ fn seen_by_both(holding: Build, key: &str, holders: usize, args: &[&str], busy_a
         let list_json = reader.admin("list", &redis, &["--json"]);
         let line = list
             .lines()
-            .find(|l| l.starts_with(&format!("{key}\t")))
+            .find(|l| l.split_whitespace().next() == Some(key))
             .unwrap_or_else(|| panic!("{who}: no {key} in list:\n{list}"));
         assert!(status.contains(&host), "{who}: status\n{status}");
         assert!(line.contains(&host), "{who}: list\n{list}");
