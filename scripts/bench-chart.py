@@ -18,6 +18,8 @@ COLOURS = {
     "flock": "#4c72b0",
     "redlock": "#c44e52",
     "baseline": "#dd8452",
+    "old": "#8172b3",
+    "bare": "#8c8c8c",
     "etcdctl": "#55a868",
 }
 FALLBACK = ["#8172b3", "#937860", "#da8bc3", "#8c8c8c"]

@@ -13,6 +13,11 @@
 #              requests of each run, the scripts' work included, and the commands the scripts
 #              ran, for runs alone and for runs shared among 10 waiters on one key
 #   peak RSS   VmHWM of the wrapper process while it holds the lock
+#   per mode   Redis time of a plain run (acquire + release, nobody waiting) and the commands
+#              the scripts ran in it, for a bare lock (examples/bare_lock.rs: SET NX PX + INCR in
+#              one script, a compare-and-DEL in another, one connection per run) and for
+#              redlock plain, --fair, --limit 2 and --shared; each as a multiple of the bare lock's
+#   list       `redlock list` of 10,000 held locks: its wall time and the Redis time it costs
 # Timings depend on the machine: compare the columns of one run. Rows are measured in passes
 # that take turns between the tools, so drift during a run weighs on every column alike.
 #
@@ -20,7 +25,9 @@
 # (scripts/bench-chart.py) into docs/img/bench.svg, or BENCH_CHART=PATH, which
 # docs/performance.md shows; the numbers it was drawn from go beside it (the same name, .tsv).
 #
-# Usage: scripts/bench.sh [--quick]     (--quick: fewer runs, for checking the script)
+# Usage: scripts/bench.sh [--quick]     (--quick: fewer runs, about a minute)
+# The `old` column is the build the round started from (scripts/old-build.sh --release builds it
+# from git as it ships, once; BENCH_OLD=0 leaves it out), measured in the same interleaved passes.
 # BENCH_BASELINE=PATH adds a column for another redlock binary (an earlier build, say), measured
 # in the same interleaved passes: a before/after comparison that the machine's drift cannot skew.
 set -euo pipefail
@@ -30,20 +37,31 @@ quick=false
 [ "${1:-}" = "--quick" ] && quick=true
 # rounds10 and rounds100: runs per waiter in each of the hand_passes hand-over passes; the
 # 30-waiter rows (plain and --limit 3) run once per waiter, in passes30 passes.
+# mode_runs: runs per pass of the per-mode Redis time, in mode_passes passes; lists: how many
+# times `redlock list` of $list_locks locks is timed (the median is shown).
 if $quick; then
-    runs=30 hand_passes=1 rounds10=5 rounds100=1 passes30=2 idle=6 rt_runs=50 rt_passes=1
+    runs=30 hand_passes=1 rounds10=5 rounds100=1 passes30=1 idle=3 rt_runs=50 rt_passes=1
+    mode_runs=30 mode_passes=3 lists=1
 else
     runs=300 hand_passes=3 rounds10=10 rounds100=1 passes30=10 idle=30 rt_runs=200 rt_passes=3
+    mode_runs=100 mode_passes=3 lists=3
 fi
+list_locks=10000
 slots=3 # the semaphore's N
 
 . scripts/need.sh
 # etcd-server and etcd-client: the etcdctl column (without them the run leaves it out).
 need_packages hyperfine curl etcd:etcd-server etcdctl:etcd-client
 . scripts/release-env.sh
-release_cargo build --release --locked --bin redlock --example stamp >&2
+release_cargo build --release --locked --bin redlock --example stamp --example bare_lock >&2
 redlock=$PWD/$release_dir/redlock
 stamp=$PWD/$release_dir/examples/stamp
+bare=$PWD/$release_dir/examples/bare_lock
+# The build the round started from, built as it ships (once; later runs find it).
+old=
+if [ "${BENCH_OLD:-1}" != 0 ]; then
+    old=$(bash scripts/old-build.sh --release)
+fi
 
 . scripts/bench-lib.sh
 
@@ -77,6 +95,9 @@ wrap() { # tool lockname
     case $1 in
     redlock) echo "$redlock run --url $url --key $2 --wait forever --" ;;
     baseline) echo "$BENCH_BASELINE run --url $url --key $2 --wait forever --" ;;
+    old) echo "$old run --url $url --key $2 --wait forever --" ;;
+    old-sem) echo "$old run --url $url --key $2 --limit $slots --wait forever --" ;;
+    bare) echo "$bare $url bare:{$2}" ;;
     redlock-sem) echo "$redlock run --url $url --key $2 --limit $slots --wait forever --" ;;
     baseline-sem) echo "$BENCH_BASELINE run --url $url --key $2 --limit $slots --wait forever --" ;;
     flock) echo "flock $work/$2.flock" ;;
@@ -84,15 +105,20 @@ wrap() { # tool lockname
     esac
 }
 tools=(flock redlock)
+[ -n "$old" ] && tools+=(old)
 [ -n "${BENCH_BASELINE:-}" ] && tools+=(baseline)
 $have_etcd && tools+=(etcdctl)
+# The table's columns: the bare lock has no --wait, so it is in the rows of single runs only
+# (overhead, Redis time per mode, peak RSS).
+columns=(flock bare "${tools[@]:1}")
 # The semaphore's hand-over is measured for the redlock builds that have --limit.
 sems=(redlock-sem)
+[ -n "$old" ] && sems+=(old-sem)
 if [ -n "${BENCH_BASELINE:-}" ] && "$BENCH_BASELINE" run --help 2>/dev/null | grep -q -- --limit; then
     sems+=(baseline-sem)
 fi
 
-say() { echo "bench: $*" >&2; }
+say() { echo "bench: [${SECONDS}s] $*" >&2; }
 
 # The machine drifts (other tenants, CPU frequency) over the minutes a run takes, so every row
 # is measured in passes that take turns between the tools, and pooled: a slow minute then
@@ -103,8 +129,9 @@ passes=5
 # Per pass, one hyperfine over bare `true` and each wrapper; the row is the median of the pass
 # medians, each minus its pass's bare `true`.
 declare -A overhead
+over_tools=(flock bare "${tools[@]:1}")
 cmds=(true)
-for t in "${tools[@]}"; do cmds+=("$(wrap "$t" over) true"); done
+for t in "${over_tools[@]}"; do cmds+=("$(wrap "$t" over) true"); done
 say "overhead"
 for p in $(seq "$passes"); do
     hyperfine -N --style none --warmup 10 --runs $((runs / passes)) \
@@ -114,7 +141,7 @@ done
 median_of() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 base=$(for p in $(seq "$passes"); do awk -F, 'NR==2 {print $4}' "$work/over-$p.csv"; done | median_of)
 i=3
-for t in "${tools[@]}"; do
+for t in "${over_tools[@]}"; do
     overhead[$t]=$(for p in $(seq "$passes"); do
         awk -F, -v n="$i" 'NR==2 {b = $4} NR==n {printf "%.6f\n", ($4 - b) * 1000}' "$work/over-$p.csv"
     done | median_of | awk '{printf "%.2f ms", $1}')
@@ -236,6 +263,7 @@ waiters=10
 declare -A cost semcost
 cost[flock]="0 (kernel)"
 cost[baseline]="-"
+cost[old]="-"
 cost[redlock]=$(idle_cost 1 "$waiters" "$redlock run --url $url --key idle --ttl 300s --" \
     "$redlock run --url $url --key idle --wait forever --")
 say "wait cost, --limit $slots"
@@ -275,7 +303,7 @@ fi
 redis_time() { # runs: "usec commands" per run since the last CONFIG RESETSTAT
     redis-cli -p "$rport" info commandstats | tr -d '\r' | awk -F'[:=,]' -v n="$1" '
         /^cmdstat_(config\|resetstat|info):/ { next }
-        /^cmdstat_(evalsha|eval|blpop|wait|config\|get|scan|select):/ { us += $5; next }
+        /^cmdstat_(evalsha|eval|blpop|wait|config\|get|scan|select|role|hello|client\|setinfo):/ { us += $5; next }
         /^cmdstat_/ { inner += $3 }
         END { printf "%.1f %.1f\n", us / n, inner / n }'
 }
@@ -297,6 +325,7 @@ redis_time_pass() { # tool lockname waiters: "usec commands" per run
 say "redis time"
 declare -A rtime
 rt_tools=(redlock)
+[ -n "$old" ] && rt_tools+=(old)
 [ -n "${BENCH_BASELINE:-}" ] && rt_tools+=(baseline)
 for t in "${rt_tools[@]}"; do
     $(wrap "$t" rt-warm) true >/dev/null 2>&1 # the script cache, once
@@ -316,49 +345,217 @@ for t in "${rt_tools[@]}"; do
     rtime[$t]="$a / $b µs ($c / $d commands)"
 done
 
+# --- Redis time per plain run, by mode ---------------------------------------------------------
+# What the lock step itself costs the shared Redis, feature by feature: a plain run (`true`,
+# nobody waiting), acquire + release, for the bare lock and each redlock build plain, --fair,
+# --limit 2 and --shared. Passes take turns between them; each cell is the median of the passes.
+#
+# Time: INFO commandstats deltas over $mode_runs runs, summed over the commands clients sent
+# (a script's usec already holds the commands it ran, which are not added again), per run.
+# Commands: the calls made inside scripts, per run. Which calls of a command came from a script
+# is seen once per variant under MONITOR (a script's calls show there as `[0 lua]`), so the
+# split holds for any protocol: scripts, functions, or commands pipelined beside them. MONITOR
+# leaves out admin commands (CONFIG GET): those are the client's.
+mon_runs=5
+redis_commands() { # the `name calls usec` of every command since the last CONFIG RESETSTAT
+    redis-cli -p "$rport" info commandstats | tr -d '\r' | awk -F'[:=,]' '
+        /^cmdstat_/ { sub("^cmdstat_", "", $1); print $1, $3, $5 }' |
+        grep -Ev '^(config\|resetstat|info|monitor|select|dbsize|flushdb) '
+}
+# MONITOR output as `name from-clients from-scripts`, a container command as NAME|SUB.
+monitor_split() { # file
+    awk '
+        NR == 1 && $1 == "OK" { next }
+        {
+            src = $3; sub(/\]$/, "", src)
+            name = tolower($4); gsub(/"/, "", name)
+            if (name ~ /^(config|client|script|function|object|memory|xinfo|cluster|command|acl|latency|slowlog|pubsub)$/) {
+                sub_ = tolower($5); gsub(/"/, "", sub_); name = name "|" sub_
+            }
+            if (src == "lua") inner[name]++; else outer[name]++
+            seen[name] = 1
+        }
+        END { for (n in seen) print n, outer[n] + 0, inner[n] + 0 }' "$1"
+}
+# Runs `CMD...` under MONITOR; the split goes to $work/split-NAME.
+calibrate() { # name cmd...
+    local name=$1 m
+    shift
+    : >"$work/mon-$name"
+    redis-cli -p "$rport" monitor >"$work/mon-$name" &
+    m=$!
+    until [ -s "$work/mon-$name" ]; do sleep 0.02; done
+    "$@"
+    sleep 0.2
+    kill "$m"
+    wait "$m" 2>/dev/null || true
+    monitor_split "$work/mon-$name" >"$work/split-$name"
+}
+# `usec commands` per unit (runs, or lists) since the last CONFIG RESETSTAT, split as NAME was.
+attributed() { # name units
+    redis_commands | awk -v n="$2" -v file="$work/split-$1" '
+        BEGIN { while ((getline l < file) > 0) { split(l, f, " "); o[f[1]] = f[2]; i[f[1]] = f[3] } }
+        {
+            frac = ($1 in o && o[$1] + i[$1] > 0) ? o[$1] / (o[$1] + i[$1]) : 1
+            us += $3 * frac; inner += $2 * (1 - frac)
+        }
+        END { printf "%.1f %.1f\n", us / n, inner / n }'
+}
+# A variant: the bare lock, or BUILD[-MODE] with MODE fair, limit or shared.
+mode_wrap() { # variant lockname
+    local bin m
+    case ${1%%-*} in
+    bare) echo "$bare $url bare:{$2}"; return ;;
+    redlock) bin=$redlock ;;
+    old) bin=$old ;;
+    baseline) bin=$BENCH_BASELINE ;;
+    esac
+    case $1 in
+    *-fair) m=--fair ;;
+    *-limit) m="--limit 2" ;;
+    *-shared) m=--shared ;;
+    *) m= ;;
+    esac
+    echo "$bin run --url $url --key $2 $m --"
+}
+runs_of() { # count wrapper...
+    local n=$1
+    shift
+    for _ in $(seq "$n"); do "$@" true >/dev/null 2>&1; done
+}
+say "Redis time per mode"
+mode_builds=(redlock)
+[ -n "$old" ] && mode_builds+=(old)
+variants=(bare)
+for b in "${mode_builds[@]}"; do variants+=("$b" "$b-fair" "$b-limit" "$b-shared"); done
+for v in "${variants[@]}"; do
+    runs_of 1 $(mode_wrap "$v" "mode-$v") # the script cache, once (the wrapper is words)
+    calibrate "$v" runs_of "$mon_runs" $(mode_wrap "$v" "mode-$v")
+    : >"$work/mode-$v"
+done
+for p in $(seq "$mode_passes"); do
+    for v in "${variants[@]}"; do
+        redis-cli -p "$rport" config resetstat >/dev/null
+        runs_of "$mode_runs" $(mode_wrap "$v" "mode-$v")
+        attributed "$v" "$mode_runs" >>"$work/mode-$v"
+    done
+done
+declare -A mode_us mode_cmds
+for v in "${variants[@]}"; do
+    mode_us[$v]=$(awk '{print $1}' "$work/mode-$v" | median_of)
+    mode_cmds[$v]=$(awk '{print $2}' "$work/mode-$v" | median_of)
+done
+# What a plain run's scripts ran, command by command (from MONITOR), for the record.
+for b in "${mode_builds[@]}"; do
+    say "$b: commands in the scripts of a plain run: $(awk -v n="$mon_runs" '$3 > 0 {printf "%s %g, ", $1, $3 / n}' "$work/split-$b" | sed 's/, $//')"
+done
+
+# --- redlock list of 10,000 locks -----------------------------------------------------------------
+# $list_locks copies (scripts/bench-locks.py: DUMP and RESTORE) of one lock that the build itself
+# holds, in a database of its own; `list` is timed (wall, median of $lists) and its Redis time
+# taken as above (the split seen under MONITOR on a list of 100 locks first).
+say "list of $list_locks locks"
+declare -A list_cost
+db=1
+for b in "${mode_builds[@]}"; do
+    db=$((db + 1))
+    case $b in redlock) bin=$redlock ;; old) bin=$old ;; esac
+    dburl=$url/$db
+    rm -f "$work/tpl-$b.ready"
+    $bin run --url "$dburl" --key tpl --ttl 600s -- sh -c "touch '$work/tpl-$b.ready'; exec sleep 600" &
+    tpl=$!
+    until [ -e "$work/tpl-$b.ready" ]; do sleep 0.02; done
+    python3 scripts/bench-locks.py "$rport" "$db" redlock: tpl 100 >/dev/null
+    calibrate "list-$b" "$bin" list --url "$dburl" >/dev/null
+    python3 scripts/bench-locks.py "$rport" "$db" redlock: tpl "$list_locks" >/dev/null
+    : >"$work/list-$b"
+    for _ in $(seq "$lists"); do
+        redis-cli -p "$rport" config resetstat >/dev/null
+        t0=$(date +%s%N)
+        "$bin" list --url "$dburl" >"$work/list-out-$b"
+        t1=$(date +%s%N)
+        read -r us _ < <(attributed "list-$b" 1)
+        echo "$(((t1 - t0) / 1000)) $us" >>"$work/list-$b"
+    done
+    shown=$(grep -c . "$work/list-out-$b")
+    kill "$tpl"
+    wait "$tpl" || true
+    redis-cli -p "$rport" -n "$db" flushdb >/dev/null
+    list_cost[$b]=$(awk '{print $1}' "$work/list-$b" | median_of | awk -v r="$(awk '{print $2}' "$work/list-$b" | median_of)" -v n="$shown" \
+        '{printf "%.2f s wall, %.2f s Redis (%d listed)", $1 / 1e6, r / 1e6, n}')
+done
+
 # --- peak RSS while holding -------------------------------------------------------------------
 say "peak RSS"
 declare -A rss per
-for t in "${tools[@]}"; do
+for t in "${over_tools[@]}"; do
     w=$(wrap "$t" rss)
     [ "$t" = redlock ] && w="$redlock run --url $url --key rss --ttl 1s --"
+    [ "$t" = old ] && w="$old run --url $url --key rss --ttl 1s --"
     [ "$t" = baseline ] && w="$BENCH_BASELINE run --url $url --key rss --ttl 1s --"
     kb=$($w sh -c 'sleep 1.2; awk "/^VmHWM/ {print \$2}" /proc/$PPID/status')
     rss[$t]=$(awk -v k="$kb" 'BEGIN {printf "%.1f MiB", k / 1024}')
 done
 
 # --- table -------------------------------------------------------------------------------------
+# Ratios to flock's (overhead, hand-over) and to the bare lock's (Redis time), as cells.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
+declare -A over_x hand_x50 hand_x99 mode_cell mode_cmd_cell
+for t in "${over_tools[@]}"; do
+    over_x[$t]="$(ratio "${overhead[$t]% ms}" "${overhead[flock]% ms}")x"
+done
+for t in "${tools[@]}"; do
+    hand_x50[$t]="$(ratio "${p50[$t-10]}" "${p50[flock-10]}") / $(ratio "${p50[$t-30]}" "${p50[flock-30]}") / $(ratio "${p50[$t-100]}" "${p50[flock-100]}")"
+    hand_x99[$t]="$(ratio "${p99[$t-10]}" "${p99[flock-10]}") / $(ratio "${p99[$t-30]}" "${p99[flock-30]}") / $(ratio "${p99[$t-100]}" "${p99[flock-100]}")"
+done
+for v in "${variants[@]}"; do
+    mode_cell[$v]=$(printf '%.0f µs (%sx)' "${mode_us[$v]}" "$(ratio "${mode_us[$v]}" "${mode_us[bare]}")")
+    mode_cmd_cell[$v]=$(printf '%g' "${mode_cmds[$v]}")
+done
+for b in "${mode_builds[@]}"; do
+    mode_cmd_cell[$b]="${mode_cmds[$b]} / ${mode_cmds[$b-fair]} / ${mode_cmds[$b-limit]} / ${mode_cmds[$b-shared]}"
+done
+
 echo
-echo "| | $(printf '%s | ' "${tools[@]}")"
-echo "|---|$(printf -- '---|%.0s' "${tools[@]}")"
+echo "| | $(printf '%s | ' "${columns[@]}")"
+echo "|---|$(printf -- '---|%.0s' "${columns[@]}")"
 row() { # title assoc-name [suffix: the entries come from TOOL-SUFFIX]
     local -n m=$2
     printf '| %s |' "$1"
-    for t in "${tools[@]}"; do printf ' %s |' "${m[$t${3:-}]:--}"; done
+    for t in "${columns[@]}"; do printf ' %s |' "${m[$t${3:-}]:--}"; done
     echo
 }
 for t in "${tools[@]}"; do per[$t]="${per10[$t]} / ${per30[$t]} / ${per100[$t]}"; done
 for t in "${sems[@]}"; do per[$t]=${per30[$t]}; done
 row "overhead (median, minus bare \`true\`)" overhead
+row "overhead ÷ flock's" over_x
 row "handoff p50 / p99, 10 waiters" h10
 row "handoff p50 / p99, 30 waiters" h30
 row "handoff of a freed slot p50 / p99, \`--limit $slots\`, 30 waiters" h30 -sem
 row "handoff p50 / p99, 100 waiters" h100
+row "handoff p50 ÷ flock's, 10 / 30 / 100 waiters" hand_x50
+row "handoff p99 ÷ flock's, 10 / 30 / 100 waiters" hand_x99
 row "Redis requests per run, 10 / 30 / 100 waiters" per
 row "Redis requests per run, \`--limit $slots\`, 30 waiters" per -sem
 row "Redis time per run, alone / 10 waiters (commands the scripts ran)" rtime
 row "requests per waiter per second while waiting" cost
 row "requests per waiter per second while waiting, \`--limit $slots\` (all slots held)" semcost
+row "Redis time of a plain run, acquire + release (x the bare lock's)" mode_cell
+row "the same, \`--fair\`" mode_cell -fair
+row "the same, \`--limit 2\`" mode_cell -limit
+row "the same, \`--shared\`" mode_cell -shared
+row "commands the scripts ran in a plain run (plain / \`--fair\` / \`--limit 2\` / \`--shared\`)" mode_cmd_cell
+row "\`list\` of $list_locks held locks" list_cost
 row "peak RSS while holding" rss
 echo
 # The semaphore against the plain lock and flock's (exclusive) lock, 30 waiters, same passes.
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 for t in "${sems[@]}"; do
     plain=${t%-sem}
     echo "$plain \`--limit $slots\` hand-over, 30 waiters: $(ratio "${p50[$t-30]}" "${p50[$plain-30]}") / $(ratio "${p99[$t-30]}" "${p99[$plain-30]}") x the plain lock's p50 / p99, $(ratio "${p50[$t-30]}" "${p50[flock-30]}") / $(ratio "${p99[$t-30]}" "${p99[flock-30]}") x flock's"
 done
 machine="$(awk -v b="$base" 'BEGIN {printf "%.2f ms", b * 1000}') median; $(nproc) cores; $(redis-server --version | awk '{sub("v=", "", $3); print "Redis " $3}')$($have_etcd && echo ", etcd $(etcd --version | awk 'NR==1 {print $3}')")"
 echo "bare \`true\`: $machine"
+echo "Redis time per mode: median of $mode_passes passes of $mode_runs runs each$([ -n "$old" ] && echo "; \`old\`: the round's start ($(basename "$(dirname "$(dirname "$(dirname "$(dirname "$old")")")")")), built as it ships")"
 
 # --- chart -------------------------------------------------------------------------------------
 # The numbers above, as computed (p50, p99 unrounded), as `tool metric waiters value` lines, then drawn.
@@ -367,8 +564,9 @@ mkdir -p "$(dirname "$chart")"
 {
     echo "# $(date -u +%F), scripts/bench.sh$($quick && echo " --quick"): $((runs / passes)) runs x $passes passes per overhead, hand-over gaps of $hand_passes passes (10, 100 waiters) and $passes30 (30 waiters)"
     echo "# bare true $machine; $(uname -m)"
-    for t in "${tools[@]}"; do
+    for t in "${over_tools[@]}"; do
         printf '%s\toverhead\t-\t%s\n' "$t" "${overhead[$t]% ms}"
+        [ "$t" = bare ] && continue # no --wait: no hand-over
         for n in 10 30 100; do
             printf '%s\tp50\t%s\t%s\n%s\tp99\t%s\t%s\n' "$t" "$n" "${p50[$t-$n]}" "$t" "$n" "${p99[$t-$n]}"
         done

@@ -21,4 +21,9 @@ bash scripts/check-deb.sh
 valkey=$(bash scripts/need-valkey.sh)
 REDLOCK_TEST_SERVER=$valkey cargo test --locked --test integration -- \
   basic:: contention:: lease:: cron:: faults:: failover::a_ semaphore:: fencing::
+# The build this round started from, for the rolling-upgrade tests (tests/integration/upgrade.rs
+# runs it beside the build under test): built from git once into target/old-build/ (about a
+# minute on a clean checkout, which must have the commit: a full clone, not a shallow one).
+REDLOCK_OLD_BIN=$(bash scripts/old-build.sh)
+export REDLOCK_OLD_BIN
 cargo test --locked

@@ -117,6 +117,10 @@ mod integration {
     mod snapshots;
     // No part of a password printed, whatever the URL form, subcommand or log format.
     mod redaction;
+    // Rolling upgrades: the round's starting commit, built from git, beside the build under test
+    // on one key: no overlap in any mode, waiters woken across builds, one fair queue, holders
+    // seen by both.
+    mod upgrade;
     // Bad command lines and environment values: 64, nothing run, nothing locked; --help, --version.
     mod usage;
 }

@@ -97,6 +97,8 @@ pub fn stdout_of(sub: &str, server: &RedisServer, args: &[&str]) -> String {
 /// leave it to the builder.
 #[must_use = "a Redlock runs nothing until output(), spawn() or hold()"]
 pub struct Redlock {
+    /// The redlock binary: [`BIN`] unless [`binary`](Self::binary) names another build.
+    bin: OsString,
     /// A program that runs redlock (`unshare ...`, `sh -c '... exec "$0" "$@"'`).
     through: Vec<OsString>,
     args: Vec<OsString>,
@@ -247,6 +249,7 @@ impl Redlock {
     /// `redlock` with no arguments yet.
     pub fn new() -> Redlock {
         Redlock {
+            bin: BIN.into(),
             through: Vec::new(),
             args: Vec::new(),
             command: None,
@@ -358,6 +361,13 @@ impl Redlock {
     /// `["sh", "-c", r#"trap '' HUP; exec "$0" "$@""#]` to start it with HUP ignored.
     pub fn through<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(mut self, program: I) -> Self {
         self.through = program.into_iter().map(|a| a.as_ref().to_owned()).collect();
+        self
+    }
+
+    /// Runs this redlock binary instead of the one under test (another build of it: the
+    /// rolling-upgrade tests run the round's starting commit beside it).
+    pub fn binary(mut self, bin: impl AsRef<OsStr>) -> Self {
+        self.bin = bin.as_ref().to_owned();
         self
     }
 
@@ -500,7 +510,7 @@ impl Redlock {
     /// Every word of the command line, the program first.
     fn words(&self) -> Vec<OsString> {
         let mut words = self.through.clone();
-        words.push(BIN.into());
+        words.push(self.bin.clone());
         words.extend(self.args.iter().cloned());
         if let Some(command) = &self.command {
             words.push("--".into());
