@@ -1,15 +1,18 @@
 -- After give_back.lua: the run ends as this client says (`ended_run`: its JSON, written by the
 -- client, for run `slot`), or, when the lock was not ours any more, as `lost_outcome`. A
 -- release whose reply was lost, retried, finds its own ending and answers 1 again.
+if reply == 1 and (slot == '' or ended_run == '') then
+  -- Given back without the acquire's answer (it was lost): the run is looked for.
+  ring().record_end(nil, token, outcome, status)
+  return
+end
 if reply == 1 then
-  if slot ~= '' and ended_run ~= '' then
-    local fields = {'run:' .. (tonumber(slot) % tonumber(runs_kept)), ended_run,
-      'head', slot .. ' ', 'last_ended', ended_run}
-    if outcome == 'success' then
-      fields[7], fields[8] = 'last_success', ended_run
-    end
-    redis.call('HSET', counts, unpack(fields))
+  local fields = {'run:' .. (tonumber(slot) % tonumber(runs_kept)), ended_run,
+    'head', slot .. ' ', 'last_ended', ended_run}
+  if outcome == 'success' then
+    fields[7], fields[8] = 'last_success', ended_run
   end
+  redis.call('HSET', counts, unpack(fields))
   if redis.call('HINCRBY', counts, outcome, 1) == 1 then
     redis.call('PEXPIRE', counts, record_ttl)
   end

@@ -22,8 +22,21 @@ local function ring()
       redis.call('PEXPIRE', counts, record_ttl)
     end
   end
-  -- Run n's field and table, when it is `who`'s (nil otherwise).
+  -- The N of the run of `who`, found by looking through the ring (nil when not there): for a
+  -- client that never heard its acquire's answer (lost) and gives the lock back.
+  function R.find(who)
+    local all = redis.call('HGETALL', counts)
+    for i = 1, #all, 2 do
+      if string.sub(all[i], 1, 4) == 'run:' and string.find(all[i + 1], who, 1, true) then
+        local ok, r = pcall(cjson.decode, all[i + 1])
+        if ok and type(r) == 'table' and r.token == who then return tonumber(r.n) end
+      end
+    end
+    return nil
+  end
+  -- Run n's field and table, when it is `who`'s (nil otherwise; n nil: looked for).
   function R.run_at(n, who)
+    n = n or R.find(who)
     if not n then return nil end
     local key = R.slot_key(n)
     local ok, r = pcall(cjson.decode, redis.call('HGET', counts, key) or '')
