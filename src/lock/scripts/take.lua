@@ -18,7 +18,10 @@ if redis.call('SET', lock, token, 'NX', 'PX', ttl) then
   local given = string.format('%.0f', now)
   local counter = redis.call('SET', fence, given, 'PX', FENCE_LIFETIME_MS, 'GET')
   if counter and not string.find(counter, '^%d+$') then
-    error({err = 'ERR value is not an integer or out of range'})
+    -- Not a counter redlock wrote: put it back, and fail as INCRBY on it does (the client
+    -- then says what the key holds; the lock is given back).
+    redis.call('SET', fence, counter, 'KEEPTTL')
+    redis.call('INCRBY', fence, 1)
   end
   if counter and tonumber(counter) >= now then
     given = string.format('%.0f', tonumber(counter) + 1)
