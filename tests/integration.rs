@@ -61,6 +61,8 @@ mod integration {
     mod records;
     // One run, one outcome: busy, vanished, cut short and a late failure as they happened.
     mod outcomes;
+    // What a hostile tester broke, one test each (fencing past 2^53, a quorum's record, ...).
+    mod found;
     // `check`: OK, WARNING, CRITICAL and UNKNOWN with Redis up and down; the cron recipe's line.
     mod checks;
     // --splay: the spread of the starts, -v and the JSON log, a signal ending it, bad values.

@@ -135,14 +135,21 @@ fn judge(key: &str, record: &Runs, max_age: Duration) -> Judged {
     // A run that failed after the success: one that started after it, or (with several
     // holders at once) one that started before it and ended after it; the last run to end is
     // looked at too, for one that fell out of the runs kept.
+    // The run that ended last, when it is not the success, ended after it (a vanished one
+    // too, whose end nobody saw).
     let success_end = success.ended_ms().unwrap_or(success.started_ms);
+    let ended_since = summary
+        .last_ended
+        .iter()
+        .filter(|r| r.token != success.token);
     let since = runs
         .iter()
-        .chain(summary.last_ended.iter())
-        .filter(|r| r.token != success.token && r.failed())
-        .find(|r| {
+        .filter(|r| r.token != success.token)
+        .filter(|r| {
             r.started_ms >= success.started_ms || r.ended_ms().is_some_and(|e| e >= success_end)
-        });
+        })
+        .chain(ended_since)
+        .find(|r| r.failed());
     match since {
         Some(failed) => judged(
             WARNING,

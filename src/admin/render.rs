@@ -246,7 +246,7 @@ pub(crate) fn info_text(name: &str, info: &LockInfo) -> String {
     ));
     if let Some((token, ttl)) = &info.held {
         if let Some(h) = &info.holder {
-            out.push_str(&format!("  holder:   {} pid {}\n", h.host, h.pid));
+            out.push_str(&format!("  holder:   {} pid {}\n", field(&h.host), h.pid));
             out.push_str(&format!("  command:  {}\n", field(&h.command)));
             out.push_str(&format!("  started:  {}\n", since(h.started)));
         } else {
@@ -294,7 +294,7 @@ fn place_text(place: &Place) -> String {
     let secs = |d: Duration| report::duration(Duration::from_secs(d.as_secs()));
     let who = place.holder.as_ref().map_or_else(
         || "unknown (no details stored)".to_owned(),
-        |h| format!("{} pid {}", h.host, h.pid),
+        |h| format!("{} pid {}", field(&h.host), h.pid),
     );
     let age = place
         .age

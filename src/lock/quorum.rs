@@ -126,7 +126,14 @@ impl Quorum {
         let token = counters.iter().max()?.saturating_add(1);
         let raised = self.each(answered, |node| node.raise_fence(token, timeout));
         let ok = raised.iter().flatten().filter(|r| r.is_ok()).count();
-        (ok >= self.majority()).then_some(token)
+        if ok < self.majority() {
+            return None;
+        }
+        // Each node's record of the run ends with the token the command got, not its own.
+        for node in &mut self.nodes {
+            node.fenced_as(token);
+        }
+        Some(token)
     }
 }
 

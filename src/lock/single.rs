@@ -259,6 +259,14 @@ impl SingleRedis {
         })
     }
 
+    /// The run this client took holds `fence` as its fencing token (a quorum's, raised past
+    /// every node's counter): its release records that one.
+    pub fn fenced_as(&mut self, fence: i64) {
+        if let Some((run, _)) = &mut self.taken {
+            run.fence = fence;
+        }
+    }
+
     /// The taken run's N in the record of runs ('' when none, or not recorded).
     fn slot(&self) -> String {
         self.taken

@@ -70,17 +70,30 @@ impl<S> Timed<S> {
     }
 }
 
+// A read or write cut short by a signal (redlock stopped and continued, Ctrl-Z then `fg`,
+// during a request: EINTR) is tried again, within the same deadline, as std's own read_exact
+// does: it is no failure of the server's.
 impl<S: Socket> Read for Timed<S> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.socket.read_timeout(self.left()?)?;
-        self.socket.read(buf)
+        loop {
+            self.socket.read_timeout(self.left()?)?;
+            match self.socket.read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                read => return read,
+            }
+        }
     }
 }
 
 impl<S: Socket> Write for Timed<S> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.socket.write_timeout(self.left()?)?;
-        self.socket.write(buf)
+        loop {
+            self.socket.write_timeout(self.left()?)?;
+            match self.socket.write(buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                written => return written,
+            }
+        }
     }
     fn flush(&mut self) -> io::Result<()> {
         self.socket.flush()

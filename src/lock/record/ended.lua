@@ -20,8 +20,14 @@ if reply == 1 then
 end
 local R = ring()
 local key, r = R.run_at(tonumber(slot), token)
-if reply == 0 and r and r.outcome == outcome and r.ended then
+if r and r.outcome == outcome and r.ended then
+  -- This same release, retried after its reply was lost, ended the run: the lock was ours
+  -- then, whoever took it since.
   reply = 1
   return
 end
-if r then R.put_end(key, r, lost_outcome, lost_status) else R.count(lost_outcome, 1) end
+if r then
+  R.put_end(key, r, lost_outcome, lost_status)
+else
+  R.record_end(tonumber(slot), token, lost_outcome, lost_status, ended_run)
+end

@@ -67,25 +67,41 @@ local function ring()
     redis.call('HSET', counts, unpack(fields))
     R.count(outcome, 1)
   end
-  -- Run n of `who`, if it never ended, vanished.
-  function R.vanish(n, who)
-    local key, r = R.run_at(n, who)
-    if r and not r.outcome then R.put_end(key, r, 'vanished') end
+  -- A run that the ring no longer holds (more runs began beside it since than it keeps) ends
+  -- all the same: counted, and the last to end, from `r` (its table as far as known).
+  function R.end_unkept(r, outcome)
+    R.count(outcome, 1)
+    local encoded = cjson.encode(r)
+    redis.call('HSET', counts, 'last_ended', encoded)
+    if outcome == 'success' then redis.call('HSET', counts, 'last_success', encoded) end
   end
-  -- How the run of `who` (run n; nil when unknown) ended. Not found in the ring (more runs
-  -- began since than it keeps, beside it under --limit, or never recorded), it is counted all
-  -- the same, and `as_sent` (the run's JSON as its client wrote it; '' none) is the last run
-  -- to end.
+  -- Run n of `who`, if it never ended, vanished; `held`, its holder's details (a place of
+  -- several holders), stand for it should the ring no longer hold it.
+  function R.vanish(n, who, held)
+    local key, r = R.run_at(n, who)
+    if r then
+      if not r.outcome then R.put_end(key, r, 'vanished') end
+    elseif n and held then
+      R.end_unkept({token = who, host = held.host, pid = held.pid, started = held.since,
+        fence = held.fence, n = tostring(n), outcome = 'vanished'}, 'vanished')
+    end
+  end
+  -- How the run of `who` (run n; nil when its client does not know) ended. Not found in the
+  -- ring: a run the client knows (n, or `as_sent`, its JSON as the client wrote it) that more
+  -- runs have pushed out is counted all the same, and the last to end; one the client does
+  -- not know was never taken here (a quorum node that did not grant it): nothing to record.
   function R.record_end(n, who, outcome, status, as_sent)
     local key, r = R.run_at(n, who)
     if r then
       R.put_end(key, r, outcome, status)
       return
     end
-    R.count(outcome, 1)
-    if as_sent and as_sent ~= '' then
-      redis.call('HSET', counts, 'last_ended', as_sent)
-      if outcome == 'success' then redis.call('HSET', counts, 'last_success', as_sent) end
+    local ok, sent = pcall(cjson.decode, as_sent or '')
+    if ok and type(sent) == 'table' then
+      sent.outcome, sent.status = outcome, tostring(status)
+      R.end_unkept(sent, outcome)
+    elseif n then
+      R.count(outcome, 1)
     end
   end
   ring_made = R

@@ -27,7 +27,7 @@ local function take()
     'started', started)
   redis.call('PEXPIRE', holder, ttl)
   local fenced = advance()
-  local recorded, n = pcall(record_start, token, run, string.format('%.0f', fenced), true)
+  local recorded, n = pcall(record_start, token, run, fenced, true)
   if not recorded then n = '' end
   return {'acquired', fenced, now_ms(), tostring(n)}
 end
@@ -60,7 +60,7 @@ if v == token then
   prolong(ttl)
   local read, n, open = pcall(ring().head)
   if not (read and n and open == token) then n = '' end
-  return {'acquired', counter(), now_ms(), tostring(n)}
+  return {'acquired', redis.call('GET', fence) or '0', now_ms(), tostring(n)}
 end
 local free = not v
 local why = 'held'

@@ -28,18 +28,25 @@ local now_u = now_us()
 local now = math.floor(now_u / 1000)
 local held, used = 0, nil
 if t == 'zset' then held, used = holders_now(now) end
--- Holders whose lease ended unreleased (purged just now) vanished: their runs say so.
+-- Holders whose lease ended unreleased vanished: purged just now, or, the set gone with the
+-- last of them, their details left over. Their runs say so.
+if t == 'none' then
+  local left = redis.call('HGETALL', holders)
+  for i = 1, #left, 2 do purged_holders[left[i]] = left[i + 1] end
+  if #left > 0 then redis.call('DEL', holders) end
+end
 for who, raw in pairs(purged_holders) do
   pcall(function()
-    ring().vanish(tonumber(cjson.decode(raw).n), who)
+    local held = cjson.decode(raw)
+    ring().vanish(tonumber(held.n), who, held)
   end)
 end
 if held > 0 and used ~= held_as then return {'held_as', used} end
 if held > 0 and redis.call('ZSCORE', lock, token) then
   -- Our own token, from the details recorded with it: the counter has moved on if another
   -- holder came in since, and its value is that holder's token.
-  local mine = tonumber(details(token).fence)
-  if mine then
+  local mine = details(token).fence
+  if type(mine) == 'string' and string.find(mine, '^%d+$') then
     redis.call('ZADD', lock, now + tonumber(ttl), token)
     settle()
     return {'acquired', mine, now, text(details(token).n)}
@@ -69,13 +76,13 @@ if room then
     pcall(redis.call, 'HDEL', holders, token)
   end
   redis.call('SET', kind, held_as)
-  local recorded, n = pcall(record_start, token, run, string.format('%.0f', given), false)
+  local recorded, n = pcall(record_start, token, run, given, false)
   if not recorded then n = '' end
   -- The token as a string: cjson writes numbers with 14 digits, and tokens have 16. `n`: the
   -- run's place in the record, for marking it vanished should its lease end unreleased.
   redis.call('HSET', holders, token, cjson.encode({
     host = host, pid = pid, argv = command, started = started, since = now,
-    fence = string.format('%.0f', given), n = tostring(n) }))
+    fence = given, n = tostring(n) }))
   settle()
   if waited == '1' then
     dequeue(token)

@@ -23,10 +23,12 @@ local function raise_to(floor)
   redis.call('PEXPIRE', fence, FENCE_LIFETIME_MS)
   return c
 end
+-- The token as its digits: INCRBY counts in 64-bit integers, a Lua number only to 2^53.
 local function advance()
   local c = counter()
   local step = math.max(1, now_us() - c)
   local token = redis.call('INCRBY', fence, string.format('%.0f', step))
   redis.call('PEXPIRE', fence, FENCE_LIFETIME_MS)
-  return token
+  if token < 9007199254740992 then return string.format('%.0f', token) end
+  return redis.call('GET', fence)
 end

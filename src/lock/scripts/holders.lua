@@ -1,12 +1,13 @@
 -- Several holders at once: a semaphore (--limit N) or shared holders (--shared). The lock key
 -- is then a sorted set, each holder's token scored by when its lease ends (server time, ms);
 -- `kind` says how it is held ('limit N' or 'shared'); `holders` keeps each holder's details
--- (a hash: token -> JSON). All three expire with the last lease. Included after clock.lua.
+-- (a hash: token -> JSON). The set and its kind expire with the last lease, the details a day
+-- later. Included after clock.lua.
 --
 -- purge_holders(now) drops the holders whose lease ended (by the server's clock), keeps their
--- details in `purged_holders`, and returns how many: a crashed holder's place frees when its lease ends, not later.
--- settle() makes the set, its kind and the details expire with the last lease, or deletes
--- them when nobody holds.
+-- details in `purged_holders`, and returns how many: a crashed holder's place frees when its
+-- lease ends, not later.
+-- settle() sets those expiries, or deletes the kind and the details when nobody holds.
 -- soonest(now) is the ms until the first lease ends (-1: nobody holds).
 -- holders_now(now) purges, then returns how many hold the lock and how they hold it ('' when
 -- not recorded; nil when nobody holds, the leftovers of the last holder deleted).
@@ -33,9 +34,11 @@ local function settle()
     redis.call('DEL', kind, holders)
     return
   end
-  for _, key in ipairs({lock, kind, holders}) do
-    redis.call('PEXPIREAT', key, last[2])
-  end
+  redis.call('PEXPIREAT', lock, last[2])
+  redis.call('PEXPIREAT', kind, last[2])
+  -- The details outlive the last lease by a day: should its holder vanish, the next place
+  -- taken finds them (acquire_many.lua) and its run is recorded so.
+  redis.call('PEXPIREAT', holders, tonumber(last[2]) + 86400000)
 end
 local function soonest(now)
   local first = redis.call('ZRANGE', lock, 0, 0, 'WITHSCORES')

@@ -24,8 +24,11 @@ if redis.call('SET', lock, token, 'NX', 'PX', ttl) then
     redis.call('INCRBY', fence, 1)
   end
   if counter and tonumber(counter) >= now then
-    given = string.format('%.0f', tonumber(counter) + 1)
-    redis.call('SET', fence, given, 'PX', FENCE_LIFETIME_MS)
+    -- One past it, in Redis's 64-bit integers (a Lua number is exact only to 2^53); past
+    -- the last one INCRBY fails, and the lock is given back.
+    redis.call('SET', fence, counter, 'PX', FENCE_LIFETIME_MS)
+    redis.call('INCRBY', fence, 1)
+    given = redis.call('GET', fence)
   end
   redis.call('HSET', holder, 'token', token, 'host', host, 'pid', pid, 'argv', command,
     'started', started)

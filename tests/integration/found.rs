@@ -1,0 +1,227 @@
+//! What a hostile tester with only the binary and the docs broke, one test each: fencing
+//! tokens past 2^53 and at the counter's end, a semaphore holder's end after the record's ring
+//! moved on, a quorum's recorded token and a node that never granted the lock, a release
+//! whose reply was lost while a waiter moved in, a request cut short by SIGTSTP and SIGCONT,
+//! and a holder's host name with control characters in `status`.
+
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use redis::Commands;
+
+use crate::common::*;
+
+/// The tokens the commands of `runs` runs of `key` saw, in order.
+fn tokens(redis: &RedisServer, key: &str, runs: usize, dir: &TempDir) -> Vec<u64> {
+    let file = dir.join(&format!("{key}.tokens"));
+    for _ in 0..runs {
+        Redlock::run(redis)
+            .key(key)
+            .sh(&format!(
+                "echo $REDLOCK_FENCING_TOKEN >> {}",
+                shell_quote(&file)
+            ))
+            .status(0)
+            .output();
+    }
+    std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap_or_else(|_| panic!("not a token: {l}")))
+        .collect()
+}
+
+#[test]
+fn tokens_past_2_to_the_53_stay_exact_and_a_counter_at_its_end_is_refused() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let _: () = redis
+        .conn()
+        .set(fence_key("big"), "9007199254740990")
+        .unwrap();
+    let got = tokens(&redis, "big", 4, &dir);
+    assert_eq!(
+        got,
+        [
+            9007199254740991,
+            9007199254740992,
+            9007199254740993,
+            9007199254740994
+        ]
+    );
+    // A counter at the largest 64-bit integer has no next token: refused, nothing runs.
+    let _: () = redis
+        .conn()
+        .set(fence_key("end"), i64::MAX.to_string())
+        .unwrap();
+    Redlock::run(&redis)
+        .key("end")
+        .sh(&format!("touch {}", dir.sh("ran")))
+        .status(69)
+        .stderr_prefixed()
+        .output();
+    assert!(!dir.join("ran").exists());
+    assert_eq!(redis.pttl(&lock_key("end")), -2, "left taken");
+}
+
+#[test]
+fn a_semaphore_holders_end_is_recorded_after_the_ring_moved_on() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let slot = || Redlock::run(&redis).key("s").args(["--limit", "2"]);
+    // Removed by hand after 21 other runs: lost, and the last run to end.
+    let (long, token) = slot().hold(&dir, "long");
+    for _ in 0..21 {
+        slot().sh("true").status(0).output();
+    }
+    Redlock::admin("release", &redis)
+        .key("s")
+        .args(["--force", "--token", &token])
+        .any_stdout()
+        .any_stderr()
+        .output();
+    touch(&dir.join("long.go"));
+    long.finish().assert_code(76);
+    Redlock::admin("check", &redis)
+        .key("s")
+        .args(["--max-age", "1h"])
+        .status(1)
+        .stdout_contains("WARNING: ")
+        .output();
+    // Killed with its watchdog after 21 other runs: vanished, counted by the next acquire.
+    let held = slot()
+        .ttl("1s")
+        .sh(&format!("touch {}; sleep 30", dir.sh("v.ready")))
+        .spawn();
+    wait_for_file(&dir.join("v.ready"));
+    for _ in 0..21 {
+        slot().sh("true").status(0).output();
+    }
+    let watchdog = watchdog_of(held.pid());
+    held.signal(Signal::SIGKILL);
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(watchdog), Signal::SIGKILL);
+    std::thread::sleep(Duration::from_millis(1200));
+    slot().sh("true").status(0).output();
+    let counts: Option<String> = redis
+        .conn()
+        .hget(format!("{}:counts", lock_key("s")), "vanished")
+        .unwrap();
+    assert_eq!(counts.as_deref(), Some("1"));
+}
+
+#[test]
+fn a_quorum_records_the_token_its_command_got_and_a_node_that_never_granted_counts_nothing() {
+    let nodes = start_servers(3);
+    let dir = TempDir::new();
+    // The third node's key is held by someone else: it never grants the lock.
+    let _: () = redis::cmd("SET")
+        .arg(lock_key("q"))
+        .arg("someone")
+        .arg("PX")
+        .arg(30_000)
+        .query(&mut nodes[2].conn())
+        .unwrap();
+    let file = dir.join("token");
+    for _ in 0..2 {
+        Redlock::run_quorum(&nodes)
+            .key("q")
+            .sh(&format!(
+                "echo $REDLOCK_FENCING_TOKEN > {}",
+                shell_quote(&file)
+            ))
+            .status(0)
+            .output();
+    }
+    let token = std::fs::read_to_string(&file).unwrap().trim().to_owned();
+    let history = Redlock::admin_quorum("history", &nodes)
+        .key("q")
+        .arg("--json")
+        .status(0)
+        .any_stdout()
+        .output();
+    assert!(
+        history.stdout.starts_with("[{") && history.stdout.contains(&format!("\"fence\":{token},")),
+        "{token}: {}",
+        history.stdout
+    );
+    let lost: Option<String> = nodes[2]
+        .conn()
+        .hget(format!("{}:counts", lock_key("q")), "lock_lost")
+        .unwrap();
+    assert_eq!(
+        lost, None,
+        "a node that never granted the lock counted it lost"
+    );
+}
+
+#[test]
+fn a_release_whose_reply_was_lost_while_a_waiter_moved_in_is_still_a_success() {
+    let redis = RedisServer::start();
+    let proxy = Proxy::start(redis.port());
+    let dir = TempDir::new();
+    // Once first, so that the server has the scripts and the lost reply is the release's own.
+    Redlock::run_at(&proxy.url())
+        .key("r")
+        .sh("true")
+        .status(0)
+        .output();
+    let holder = Redlock::run_at(&proxy.url())
+        .key("r")
+        .ttl("5s")
+        .sh(&format!("touch {}; sleep 0.5", dir.sh("h.ready")))
+        .spawn();
+    wait_for_file(&dir.join("h.ready"));
+    let waiter = Redlock::run(&redis)
+        .key("r")
+        .wait("10s")
+        .sh("sleep 1")
+        .spawn();
+    std::thread::sleep(Duration::from_millis(100));
+    // Only the release's request carries the run's ending.
+    proxy.lose_reply_to(br#""outcome":"success""#);
+    let out = holder.finish();
+    assert!(proxy.lost_a_reply(), "no reply was lost");
+    out.assert_code(0);
+    waiter.finish().assert_code(0);
+    let history = stdout_of("history", &redis, &["--key", "r", "--json"]);
+    assert!(!history.contains("lock_lost"), "{history}");
+}
+
+#[test]
+fn a_request_cut_short_by_job_control_signals_is_tried_again() {
+    let redis = RedisServer::start();
+    // The acquire waits on a frozen server while redlock is stopped and continued.
+    redis.pause();
+    let run = Redlock::run(&redis).key("j").sh("true").spawn();
+    std::thread::sleep(Duration::from_millis(300));
+    run.signal(Signal::SIGTSTP);
+    std::thread::sleep(Duration::from_millis(100));
+    run.signal(Signal::SIGCONT);
+    std::thread::sleep(Duration::from_millis(200));
+    redis.resume();
+    let out = run.finish();
+    out.assert_code(0);
+}
+
+#[test]
+fn a_holders_host_with_control_characters_is_escaped_by_status() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let (holder, _) = Redlock::run(&redis).key("h").hold(&dir, "h");
+    let _: () = redis
+        .conn()
+        .hset(format!("{}:holder", lock_key("h")), "host", "h\tx\n\x1b[2J")
+        .unwrap();
+    let out = Redlock::admin("status", &redis)
+        .key("h")
+        .status(0)
+        .any_stdout()
+        .output();
+    assert!(
+        !out.stdout.contains('\x1b') && !out.stdout.contains('\t'),
+        "{:?}",
+        out.stdout
+    );
+    touch(&dir.join("h.go"));
+    holder.finish().assert_code(0);
+}
