@@ -136,12 +136,19 @@ impl Quorum {
     }
 
     /// A connection to every node, opened by `until` where none is (its set-up asks which
-    /// server it is); what each node is, or why it could not be reached.
+    /// server it is); what each node is, or why it could not be reached. Nothing is sent
+    /// where a connection is open already.
     fn connect(&mut self, until: Instant) -> Vec<Result<Option<Identity>, Failure>> {
-        let all = self.all();
-        self.each(&all, |node| node.conn.identity(until))
-            .into_iter()
-            .map(|r| r.expect("asked of every node"))
+        let open: Vec<_> = self.nodes.iter().map(|n| n.conn.open_identity()).collect();
+        let closed: Vec<bool> = open.iter().map(Option::is_none).collect();
+        let opened = self.each(&closed, |node| node.conn.identity(until));
+        open.into_iter()
+            .zip(opened)
+            .map(|(open, opened)| match (open, opened) {
+                (Some(identity), _) => Ok(identity),
+                (None, Some(opened)) => opened,
+                (None, None) => unreachable!("asked of every node without a connection"),
+            })
             .collect()
     }
 

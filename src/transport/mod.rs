@@ -101,6 +101,11 @@ impl Connection {
         Ok(node.identity.clone())
     }
 
+    /// [`Connection::identity`] of the connection open now, without any I/O; None when none is.
+    pub fn open_identity(&self) -> Option<Option<Identity>> {
+        self.node.as_ref().map(|node| node.identity.clone())
+    }
+
     /// Whether the last request may have been carried out although its reply never came: it
     /// reached a node and got no reply redlock could read.
     pub fn unanswered(&self) -> bool {
