@@ -52,6 +52,8 @@ pub enum WaitEvent {
     /// Not run: the lock's holders use it otherwise (another `--limit`, a semaphore against an
     /// exclusive lock), or its key is not redlock's.
     Mismatch { found: HeldAs },
+    /// Not run: several nodes of the quorum are one server (these, as shown).
+    SameServer { nodes: Vec<String> },
     /// Redis could not be used to take the lock.
     Failed(Failure),
     /// Redis could not be reached (or did not answer) while waiting for the lock: the thread
@@ -384,6 +386,7 @@ impl<C: Clock> Worker<C> {
                         Ending::Busy { queued } => WaitEvent::Busy { waited, queued },
                         Ending::Skipped { ago } => WaitEvent::Skipped { ago, waited },
                         Ending::Mismatch { found } => WaitEvent::Mismatch { found },
+                        Ending::SameServer { nodes } => WaitEvent::SameServer { nodes },
                         Ending::Failed(failure) => WaitEvent::Failed(failure),
                     });
                     return None;

@@ -60,6 +60,8 @@ pub enum Ending {
     Skipped { ago: Duration },
     /// Its holders use the lock otherwise, or its key is not redlock's.
     Mismatch { found: HeldAs },
+    /// Several nodes of the quorum are one server (these).
+    SameServer { nodes: Vec<String> },
     /// Redis could not be used.
     Failed(Failure),
 }
@@ -119,6 +121,7 @@ impl Waiting {
             Ok(Acquire::Acquired { fence }) => Next::Acquired { fence },
             Ok(Acquire::Skipped { ago }) => over(Ending::Skipped { ago }, self.busy_seen),
             Ok(Acquire::Mismatch { found }) => over(Ending::Mismatch { found }, self.busy_seen),
+            Ok(Acquire::SameServer { nodes }) => over(Ending::SameServer { nodes }, self.busy_seen),
             Ok(Acquire::Busy { remaining, queued }) => {
                 self.busy_seen = true;
                 self.unreachable = 0;
@@ -306,6 +309,7 @@ mod tests {
                     Ending::Busy { .. } => "busy",
                     Ending::Skipped { .. } => "skipped",
                     Ending::Mismatch { .. } => "mismatch",
+                    Ending::SameServer { .. } => "same server",
                     Ending::Failed(Failure::Refused(_)) => "refused",
                     Ending::Failed(Failure::Unreachable(_)) => "unreachable",
                 },
@@ -351,6 +355,15 @@ mod tests {
                 }),
                 5,
                 over("mismatch", false),
+            ),
+            // Within a wait too: no wait makes two names of one server two nodes.
+            (
+                Wait::Up(ms(5000)),
+                Ok(Acquire::SameServer {
+                    nodes: vec!["127.0.0.1:6379".into(), "localhost:6379".into()],
+                }),
+                5,
+                over("same server", false),
             ),
             (
                 Wait::Up(ms(0)),

@@ -154,6 +154,9 @@ pub enum Acquire {
     /// Not attempted: the lock's holders use it otherwise (another `--limit`, a semaphore
     /// against an exclusive lock), or its key is not redlock's.
     Mismatch { found: HeldAs },
+    /// Not attempted: several nodes of a quorum are one server (these, as shown), given under
+    /// different names; nothing was written to any node by this attempt.
+    SameServer { nodes: Vec<String> },
 }
 
 /// What a compare-and-extend or compare-and-delete found.

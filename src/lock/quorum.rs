@@ -15,6 +15,7 @@ use crate::lock::validity::{deadline, random_unit};
 use crate::lock::{
     Acquire, Block, Failure, Held, Interrupt, Locker, Renewal, RunEnding, SingleRedis,
 };
+use crate::transport::Identity;
 
 /// A lock on N independent masters, each a [`SingleRedis`] with its own connection; every
 /// request goes to all of them at once, one thread per node, except a waiter's wait, which
@@ -61,9 +62,39 @@ fn valid(sent: Moment, ttl: Duration) -> bool {
     deadline(sent, ttl).until() >= ttl / 2
 }
 
+/// The nodes that are one server, if any: the first `run_id` that more than one of
+/// `identities` (a node's, None when unknown) shares, and the places of the nodes that have it.
+/// A node whose server did not say which it is matches none.
+pub fn same_server(identities: &[Option<&str>]) -> Option<Vec<usize>> {
+    identities.iter().enumerate().find_map(|(i, id)| {
+        let id = (*id)?;
+        let same: Vec<usize> = (i..identities.len())
+            .filter(|&j| identities[j] == Some(id))
+            .collect();
+        (same.len() > 1).then_some(same)
+    })
+}
+
+/// Why a quorum whose `nodes` are one server is refused (exit 64), as one line.
+pub fn same_server_refusal(nodes: &[String]) -> String {
+    let named = match nodes {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    };
+    format!(
+        "{named} are one Redis server (INFO server gives them the same run_id): the nodes of a \
+         quorum must be independent servers; not running the command"
+    )
+}
+
 impl Quorum {
-    pub fn new(nodes: Vec<SingleRedis>) -> Self {
+    pub fn new(mut nodes: Vec<SingleRedis>) -> Self {
         assert!(!nodes.is_empty(), "a quorum needs nodes");
+        // Names cannot tell whether two nodes are one server; each connection's set-up asks.
+        for node in &mut nodes {
+            node.conn.identify();
+        }
         let mut order: Vec<usize> = (0..nodes.len()).collect();
         order.sort_by_cached_key(|&i| nodes[i].endpoint().to_string());
         Self {
@@ -102,6 +133,23 @@ impl Quorum {
 
     fn all(&self) -> Vec<bool> {
         vec![true; self.nodes.len()]
+    }
+
+    /// A connection to every node, opened by `until` where none is (its set-up asks which
+    /// server it is); what each node is, or why it could not be reached. Nothing is sent
+    /// where a connection is open already.
+    fn connect(&mut self, until: Instant) -> Vec<Result<Option<Identity>, Failure>> {
+        let open: Vec<_> = self.nodes.iter().map(|n| n.conn.open_identity()).collect();
+        let closed: Vec<bool> = open.iter().map(Option::is_none).collect();
+        let opened = self.each(&closed, |node| node.conn.identity(until));
+        open.into_iter()
+            .zip(opened)
+            .map(|(open, opened)| match (open, opened) {
+                (Some(identity), _) => Ok(identity),
+                (None, Some(opened)) => opened,
+                (None, None) => unreachable!("asked of every node without a connection"),
+            })
+            .collect()
     }
 
     /// After a failed attempt: delete our key on every node, since a request that timed out
@@ -196,8 +244,37 @@ impl Locker for Quorum {
         let sent = Moment::now();
         self.ttl = Some(ttl);
         let per_node = node_timeout(ttl, timeout);
-        let all = self.all();
-        let replies = self.each(&all, |node| node.acquire(token, ttl, per_node));
+        // Connections first, so that nothing is written to any node until the quorum is
+        // known to be of distinct servers. The acquire then has its own time limit: a node
+        // that is slow to connect must not leave the others none.
+        let connected = self.connect(Instant::now() + per_node);
+        let ids: Vec<Option<&str>> = connected
+            .iter()
+            .map(|r| {
+                r.as_ref()
+                    .ok()
+                    .and_then(Option::as_ref)
+                    .and_then(Identity::run_id)
+            })
+            .collect();
+        if let Some(same) = same_server(&ids) {
+            let nodes = same
+                .iter()
+                .map(|&i| self.nodes[i].endpoint().to_string())
+                .collect();
+            return Ok(Acquire::SameServer { nodes });
+        }
+        let reached: Vec<bool> = connected.iter().map(Result::is_ok).collect();
+        let acquired = self.each(&reached, |node| node.acquire(token, ttl, per_node));
+        // A node that could not be reached answers the acquire with why.
+        let replies: Vec<Option<Result<Acquire, Failure>>> = acquired
+            .into_iter()
+            .zip(connected)
+            .map(|(acquired, connected)| match connected {
+                Err(failure) => Some(Err(failure)),
+                Ok(_) => acquired,
+            })
+            .collect();
         let n = self.nodes.len();
         let done = replies
             .iter()
@@ -466,6 +543,27 @@ mod tests {
         assert_eq!(split_delay(5, 1.0), Duration::from_millis(3250));
         assert_eq!(split_delay(u32::MAX, 1.0), Duration::from_millis(3250));
         assert_eq!(split_delay(0, 1.0), Duration::from_millis(250));
+    }
+
+    #[test]
+    fn nodes_of_one_run_id_are_one_server() {
+        let (a, b) = (Some("a1b2"), Some("c3d4"));
+        assert_eq!(same_server(&[a, b, Some("e5f6")]), None);
+        assert_eq!(same_server(&[a, a, b]), Some(vec![0, 1]));
+        assert_eq!(same_server(&[b, a, None, a, a]), Some(vec![1, 3, 4]));
+        // A node that did not say (an ACL, a proxy, a node down) matches nothing.
+        assert_eq!(same_server(&[None, None, a]), None);
+        assert_eq!(same_server(&[a]), None);
+        assert_eq!(same_server(&[]), None);
+        let two = ["127.0.0.1:6379".to_owned(), "localhost:6379".to_owned()];
+        assert!(same_server_refusal(&two).starts_with(
+            "127.0.0.1:6379 and localhost:6379 are one Redis server (INFO server gives them"
+        ));
+        let three = [two[0].clone(), two[1].clone(), "[::1]:6379".to_owned()];
+        assert!(
+            same_server_refusal(&three)
+                .starts_with("127.0.0.1:6379, localhost:6379 and [::1]:6379 are one Redis")
+        );
     }
 
     #[test]

@@ -67,6 +67,7 @@ events! {
     EvictionPolicy => "eviction_policy",
     PreflightSkipped => "preflight_skipped",
     RoleUnchecked => "role_unchecked",
+    IdentityUnchecked => "identity_unchecked",
     MasterChanged => "master_changed",
     Moved => "moved",
     /// Anything else: a line with no event of its own.

@@ -62,6 +62,13 @@ pub(super) fn acquire(
                 stats.waited = Some(started.elapsed());
                 return Err(classified(Class::Usage, found.refusal(key, options.kind)));
             }
+            Event::Wait(WaitEvent::SameServer { nodes }) => {
+                stats.waited = Some(started.elapsed());
+                return Err(classified(
+                    Class::Usage,
+                    crate::lock::quorum::same_server_refusal(&nodes),
+                ));
+            }
             Event::Wait(WaitEvent::Unreachable { failure, first }) => {
                 unreachable(key, &failure, first, options.wait);
             }

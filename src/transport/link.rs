@@ -210,20 +210,32 @@ pub(crate) struct Link {
     oversized: bool,
 }
 
-/// What [`Link::open`] found when asked to check the server's role: ROLE's reply (a server
-/// error included), None when not asked.
-pub(crate) type RoleReply = Option<Value>;
+/// What [`Link::open`] asks the server in the connection's set-up, beside AUTH and SELECT.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Ask {
+    /// ROLE: whether the server is a master.
+    pub role: bool,
+    /// INFO server: which server it is (its `run_id`), for telling a quorum's nodes apart.
+    pub identity: bool,
+}
+
+/// What the set-up's questions were answered (a server error included); None where not asked.
+#[derive(Debug, Default)]
+pub(crate) struct Answers {
+    pub role: Option<Value>,
+    pub identity: Option<Value>,
+}
 
 impl Link {
-    /// Connect to `info`'s address and set the connection up (AUTH, SELECT, and ROLE when
-    /// `role` is asked, pipelined in one round trip), all within `deadline`. `tls`: the
-    /// client configuration, for a TLS address.
+    /// Connect to `info`'s address and set the connection up (AUTH, SELECT, and ROLE and
+    /// INFO server as `ask` says, pipelined in one round trip), all within `deadline`. `tls`:
+    /// the client configuration, for a TLS address.
     pub(crate) fn open(
         info: &ConnectionInfo,
         tls: Option<Arc<rustls::ClientConfig>>,
         deadline: Instant,
-        role: bool,
-    ) -> Result<(Link, RoleReply), Opening> {
+        ask: Ask,
+    ) -> Result<(Link, Answers), Opening> {
         let stream =
             connect(info.addr(), tls, deadline).map_err(|e| Opening::from(RedisError::from(e)))?;
         let settings = info.redis_settings();
@@ -234,9 +246,9 @@ impl Link {
             broken: false,
             oversized: false,
         };
-        let (setup, auth) = setup(settings, role);
+        let (setup, auth) = setup(settings, ask);
         if setup.is_empty() {
-            return Ok((link, None));
+            return Ok((link, Answers::default()));
         }
         link.set_deadline(deadline);
         let replies = match link.req_packed_commands(&setup.get_packed_pipeline(), 0, setup.len()) {
@@ -266,7 +278,11 @@ impl Link {
                 detail,
             )));
         }
-        Ok((link, replies.last().filter(|_| role)))
+        let mut answer = |asked: bool| if asked { replies.next() } else { None };
+        let role = answer(ask.role);
+        let identity = answer(ask.identity);
+        let answers = Answers { role, identity };
+        Ok((link, answers))
     }
 
     /// An error among the set-up's `replies`, and the connection closed behind it: the server
@@ -380,8 +396,9 @@ impl ConnectionLike for Link {
 }
 
 /// The set-up of a new connection to a server with `settings`, in one pipeline: HELLO 3 or
-/// AUTH, SELECT, and ROLE when `role` is asked; and whether its first reply is AUTH's.
-fn setup(settings: &redis::RedisConnectionInfo, role: bool) -> (redis::Pipeline, bool) {
+/// AUTH, SELECT, then ROLE and INFO server as `ask` says; and whether its first reply is
+/// AUTH's.
+fn setup(settings: &redis::RedisConnectionInfo, ask: Ask) -> (redis::Pipeline, bool) {
     let mut setup = redis::pipe();
     let resp3 = settings.protocol() != ProtocolVersion::RESP2;
     let auth = match (resp3, settings.password()) {
@@ -407,8 +424,11 @@ fn setup(settings: &redis::RedisConnectionInfo, role: bool) -> (redis::Pipeline,
     if settings.db() != 0 {
         setup.cmd("SELECT").arg(settings.db());
     }
-    if role {
+    if ask.role {
         setup.cmd("ROLE");
+    }
+    if ask.identity {
+        setup.cmd("INFO").arg("server");
     }
     (setup, auth)
 }

@@ -29,7 +29,9 @@ use redis::{ConnectionInfo, RedisError, RedisResult};
 use endpoint::{Endpoint, Target};
 pub(crate) use failure::classify;
 pub use failure::{Failure, Reason};
+use link::Ask;
 pub(crate) use link::Link;
+pub(crate) use role::Identity;
 use role::{Named, Role};
 
 /// The most MOVED / ASK redirects one request follows (a slot moves once; more is a loop).
@@ -51,6 +53,8 @@ pub(crate) struct Node {
     verified: Instant,
     /// No request has been answered on this connection yet.
     pub fresh: bool,
+    /// Which server it reaches, when the connection was asked to find out.
+    identity: Option<Identity>,
 }
 
 /// The way to the node that holds one lock, over one connection re-opened as needed.
@@ -67,6 +71,8 @@ pub(crate) struct Connection {
     /// The owner a MOVED named could not be reached, and why: a seed that sends the request
     /// there again (its master just died, no failover yet) is not the node to blame.
     owner_down: Option<((String, u16), String)>,
+    /// Ask each new data-node connection which server it reaches ([`Connection::identify`]).
+    identify: bool,
 }
 
 impl Connection {
@@ -78,7 +84,26 @@ impl Connection {
             sentinel: None,
             unanswered: false,
             owner_down: None,
+            identify: false,
         }
+    }
+
+    /// From now on, ask each new connection's server which server it is (INFO server's
+    /// `run_id`, in the set-up's round trip): a quorum's nodes must be told apart.
+    pub fn identify(&mut self) {
+        self.identify = true;
+    }
+
+    /// Which server the lock's node is ([`Connection::identify`] asked), connecting to it
+    /// first, within `deadline`, if no connection is open; None when not asked.
+    pub fn identity(&mut self, deadline: Instant) -> Result<Option<Identity>, Failure> {
+        let node = self.node(deadline)?;
+        Ok(node.identity.clone())
+    }
+
+    /// [`Connection::identity`] of the connection open now, without any I/O; None when none is.
+    pub fn open_identity(&self) -> Option<Option<Identity>> {
+        self.node.as_ref().map(|node| node.identity.clone())
     }
 
     /// Whether the last request may have been carried out although its reply never came: it
@@ -108,7 +133,7 @@ impl Connection {
             time_left(deadline, &self.endpoint)?;
             let result = if let Some((host, port)) = ask.take() {
                 // The slot is being migrated: this one request goes to the importing node.
-                let mut node = self.open_at(&host, port, deadline, None)?;
+                let mut node = self.open_at(&host, port, deadline, (None, Ask::default()))?;
                 node.conn.set_deadline(deadline);
                 let r = redis::cmd("ASKING")
                     .exec(&mut node.conn)
@@ -293,13 +318,15 @@ impl Connection {
             Target::Direct => {
                 let info = self.endpoint.info.clone();
                 let addr = info.addr().to_string();
-                connect(&self.endpoint, info, addr, deadline, Some(Named::Url))
+                let ask = self.ask(Some(Named::Url));
+                connect(&self.endpoint, info, addr, deadline, ask)
             }
             Target::Sentinel { .. } => {
                 let (host, port) = self.master(deadline)?;
                 // The sentinels' word can trail a failover: only a master may hold the lock
                 // (ROLE, in the connection's set-up).
-                let mut node = self.open_at(&host, port, deadline, Some(Named::Sentinels))?;
+                let ask = self.ask(Some(Named::Sentinels));
+                let mut node = self.open_at(&host, port, deadline, ask)?;
                 node.named = Some((host, port));
                 Ok(node)
             }
@@ -312,7 +339,7 @@ impl Connection {
                 for (i, (host, port)) in nodes.iter().enumerate() {
                     // A share of the time left each, so one silent seed cannot use it all.
                     let until = share(deadline, nodes.len() - i);
-                    match self.open_at(host, *port, until, None) {
+                    match self.open_at(host, *port, until, self.ask(None)) {
                         Ok(node) => return Ok(node),
                         Err(failure) if i == 0 && self.owner.is_some() => {
                             self.owner_down = Some(((host.clone(), *port), failure.to_string()));
@@ -334,10 +361,20 @@ impl Connection {
         host: &str,
         port: u16,
         deadline: Instant,
-        role: Option<Named>,
+        ask: (Option<Named>, Ask),
     ) -> Result<Node, Failure> {
         let info = self.endpoint.node(host, port);
-        connect(&self.endpoint, info, node_name(host, port), deadline, role)
+        connect(&self.endpoint, info, node_name(host, port), deadline, ask)
+    }
+
+    /// What a new connection to the lock's node asks in its set-up: its ROLE when `role` says
+    /// who named it, and which server it is when [`Connection::identify`] asked.
+    fn ask(&self, role: Option<Named>) -> (Option<Named>, Ask) {
+        let ask = Ask {
+            role: role.is_some(),
+            identity: self.identify,
+        };
+        (role, ask)
     }
 
     /// The master's address, as a sentinel names it now.
@@ -363,16 +400,18 @@ pub(crate) fn node_name(host: &str, port: u16) -> String {
 }
 
 /// A new connection to `info` (one of `endpoint`'s nodes), set up (AUTH, SELECT) within
-/// `deadline`; with `role`, only to a master (ROLE in the same round trip, before anything is
-/// written to the server), what a replica means depending on who named it.
+/// `deadline`; with a role (who named the server), only to a master (ROLE in the same round
+/// trip, before anything is written to the server), what a replica means depending on who
+/// named it; and asking which server it is when `ask` says so (INFO server, in that round
+/// trip too).
 fn connect(
     endpoint: &Endpoint,
     info: ConnectionInfo,
     addr: String,
     deadline: Instant,
-    role: Option<Named>,
+    (role, ask): (Option<Named>, Ask),
 ) -> Result<Node, Failure> {
-    open_link(endpoint, info, addr, deadline, role, Peer::Node)
+    open_link(endpoint, info, addr, deadline, (role, ask), Peer::Node)
 }
 
 /// What a connection reaches: a data node, or one of a Sentinel endpoint's sentinels (which
@@ -389,7 +428,7 @@ fn open_link(
     info: ConnectionInfo,
     addr: String,
     deadline: Instant,
-    role: Option<Named>,
+    (role, ask): (Option<Named>, Ask),
     peer: Peer,
 ) -> Result<Node, Failure> {
     time_left_at(deadline, &addr)?;
@@ -406,18 +445,26 @@ fn open_link(
         };
         diagnose::explain(&reached, &err, failure)
     };
-    let (conn, reply) =
-        Link::open(&info, tls, deadline, role.is_some()).map_err(|opening| {
-            match (opening.oversized, &opening.said) {
-                (true, _) => failure::too_large(&addr, opening.error),
-                (false, Some(said)) => failure::turned_away(&addr, said, opening.error),
-                (false, None) => explain(opening.error),
-            }
-        })?;
-    if let (Some(named), Some(reply)) = (role, reply) {
+    let (conn, answers) = Link::open(&info, tls, deadline, ask).map_err(|opening| {
+        match (opening.oversized, &opening.said) {
+            (true, _) => failure::too_large(&addr, opening.error),
+            (false, Some(said)) => failure::turned_away(&addr, said, opening.error),
+            (false, None) => explain(opening.error),
+        }
+    })?;
+    if let (Some(named), Some(reply)) = (role, answers.role) {
         // ROLE is the first command a server without a password requirement sees.
         let role = Role::of(reply).map_err(explain)?;
         role::admit(role, &addr, named)?;
+    }
+    let identity = answers.identity.map(|reply| Identity::of(&reply));
+    if let Some(Identity::Unknown(why)) = &identity {
+        crate::report!(
+            1,
+            IdentityUnchecked { "node" => addr },
+            "could not ask Redis at {addr} which server it is ({why}); not checked whether \
+             another node of the quorum is the same server"
+        );
     }
     Ok(Node {
         conn,
@@ -426,6 +473,7 @@ fn open_link(
         named: None,
         verified: Instant::now(),
         fresh: true,
+        identity,
     })
 }
 
@@ -437,7 +485,13 @@ pub(crate) fn connect_to(
     addr: &str,
     deadline: Instant,
 ) -> Result<Link, Failure> {
-    let mut node = connect(endpoint, info, addr.to_owned(), deadline, None)?;
+    let mut node = connect(
+        endpoint,
+        info,
+        addr.to_owned(),
+        deadline,
+        (None, Ask::default()),
+    )?;
     node.conn.set_deadline(deadline);
     Ok(node.conn)
 }
@@ -456,7 +510,7 @@ pub(crate) fn connect_to_sentinel(
         info,
         addr.to_owned(),
         deadline,
-        None,
+        (None, Ask::default()),
         Peer::Sentinel,
     )?;
     node.conn.set_deadline(deadline);

@@ -1,7 +1,9 @@
 //! What a server says it is (ROLE, asked in the set-up of each new connection to a data node,
 //! before anything is written to it), and whether the lock may live there: only on a master.
 //! A replica that accepts writes (`replica-read-only no`) would otherwise take a lock its
-//! master knows nothing of.
+//! master knows nothing of. Also which server it is ([`Identity`], asked in the same set-up of
+//! a quorum's connections), so that one server given under several names is not counted as
+//! several nodes.
 
 use redis::Value;
 
@@ -89,6 +91,50 @@ pub(crate) fn replica_refused(addr: &str, master: Option<&str>) -> String {
             "Redis at {addr} is a replica; give its master's URL instead (it did not say which \
              server that is), or a redis+sentinel:// URL to follow failovers"
         ),
+    }
+}
+
+/// Which server a connection reaches, as the `run_id` of INFO server says: a random id the
+/// server draws each time it starts, so two connections that get the same one reach one
+/// server, whatever names (`127.0.0.1`, `localhost`, a DNS alias, a proxy) they used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Identity {
+    RunId(String),
+    /// The server would not say (an ACL without `+info`, a proxy without the command) or
+    /// gave no `run_id`: why, for the message.
+    Unknown(String),
+}
+
+impl Identity {
+    /// INFO server's reply as an identity.
+    pub(crate) fn of(reply: &Value) -> Identity {
+        let text = match reply {
+            Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+            Value::VerbatimString { text, .. } => text.clone(),
+            Value::ServerError(e) => {
+                return Identity::Unknown(
+                    e.details()
+                        .map_or_else(|| e.code().to_owned(), |d| format!("{} {d}", e.code())),
+                );
+            }
+            _ => return Identity::Unknown("INFO server gave no text".to_owned()),
+        };
+        text.lines()
+            .find_map(|line| line.strip_prefix("run_id:"))
+            .map(str::trim)
+            .filter(|id| !id.is_empty())
+            .map_or_else(
+                || Identity::Unknown("INFO server gave no run_id".to_owned()),
+                |id| Identity::RunId(id.to_owned()),
+            )
+    }
+
+    /// The `run_id`, when the server gave one.
+    pub(crate) fn run_id(&self) -> Option<&str> {
+        match self {
+            Identity::RunId(id) => Some(id),
+            Identity::Unknown(_) => None,
+        }
     }
 }
 
@@ -199,6 +245,37 @@ mod tests {
         );
         assert_eq!(Role::of(Value::Okay).unwrap(), Role::Strange);
         assert_eq!(Role::of(Value::Int(1)).unwrap(), Role::Strange);
+    }
+
+    #[test]
+    fn identities_from_info_server() {
+        let info = "# Server\r\nredis_version:7.0.15\r\nrun_id:5e1c0ffee\r\ntcp_port:6379\r\n";
+        assert_eq!(
+            Identity::of(&bulk(info)),
+            Identity::RunId("5e1c0ffee".into())
+        );
+        let verbatim = Value::VerbatimString {
+            format: redis::VerbatimFormat::Text,
+            text: info.to_owned(),
+        };
+        assert_eq!(Identity::of(&verbatim).run_id(), Some("5e1c0ffee"));
+        // A proxy's INFO of its own, an error, anything else: not known, and never a match.
+        for unknown in [
+            bulk("# Server\r\nproxy_version:1\r\n"),
+            bulk("run_id:\r\n"),
+            Value::Int(1),
+            Value::Nil,
+        ] {
+            assert!(matches!(Identity::of(&unknown), Identity::Unknown(_)));
+        }
+        let noperm = redis::parse_redis_value(
+            b"-NOPERM User redlock has no permissions to run the 'info' command\r\n",
+        )
+        .unwrap();
+        let Identity::Unknown(why) = Identity::of(&noperm) else {
+            panic!("{noperm:?}")
+        };
+        assert!(why.starts_with("NOPERM User redlock has no"), "{why}");
     }
 
     #[test]

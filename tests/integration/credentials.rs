@@ -216,7 +216,7 @@ fn commands_the_code_sends() -> Vec<String> {
                     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphabetic()) {
                         continue;
                     }
-                    let command = if ["cluster", "config"].contains(&name.as_str()) {
+                    let command = if ["cluster", "config", "info"].contains(&name.as_str()) {
                         let sub = rest.split(".arg(\"").nth(1).unwrap_or_default();
                         let sub = sub.split('"').next().unwrap_or_default().to_lowercase();
                         format!("{name}|{sub}")
@@ -485,4 +485,53 @@ fn the_documented_acl_user_can_do_everything_redlock_does() {
         keys.iter().all(|k| k.starts_with("db0:redlock:")),
         "keys: {keys:?}"
     );
+}
+
+/// The documented user may ask `INFO server` (`+info|server`), so a quorum's nodes are told
+/// apart: one server under two names is refused (64). A user without it still locks on a
+/// quorum, and `-v` says that check was skipped.
+#[test]
+fn a_quorum_tells_its_nodes_apart_with_the_documented_user_and_runs_without_it() {
+    let dir = TempDir::new();
+    let servers = start_servers(2);
+    for server in &servers {
+        create_documented_user(server);
+    }
+    let (a, b) = (&servers[0], &servers[1]);
+    let at = |host: &str, server: &RedisServer| format!("redis://redlock@{host}:{}", server.port());
+    Redlock::sub("run")
+        .url(&at("127.0.0.1", a))
+        .url(&at("localhost", a))
+        .url(&at("127.0.0.1", b))
+        .env("REDLOCK_PASSWORD", PW)
+        .key("acl")
+        .sh(&marker_script(&dir))
+        .status(64)
+        .stderr_contains("are one Redis server")
+        .stderr_lines(1)
+        .output();
+    assert!(!dir.join("marker").exists());
+    for server in &servers {
+        redis::cmd("ACL")
+            .arg(&["SETUSER", "redlock", "-info"])
+            .exec(&mut server.conn())
+            .unwrap();
+    }
+    let out = Redlock::sub("run")
+        .url(&at("127.0.0.1", a))
+        .url(&at("127.0.0.1", b))
+        .env("REDLOCK_PASSWORD", PW)
+        .key("acl")
+        .arg("-v")
+        .sh(&marker_script(&dir))
+        .stderr_prefixed()
+        .output();
+    assert!(dir.join("marker").exists());
+    for server in [a, b] {
+        let said = format!(
+            "could not ask Redis at 127.0.0.1:{} which server it is (NOPERM",
+            server.port()
+        );
+        assert!(out.stderr.contains(&said), "{}", out.stderr);
+    }
 }

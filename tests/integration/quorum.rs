@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use crate::common::*;
+use crate::integration::snapshots::assert_snapshot;
 
 /// The keys of `name` left on `server`, without its fencing counter and its wake list (which
 /// lingers a few seconds after a release, by design).
@@ -380,6 +381,94 @@ fn quorum_usage_errors() {
     assert!(!dir.join("marker").exists());
     for server in &servers {
         assert!(server.all_keys().is_empty());
+    }
+}
+
+/// One server under several names (`127.0.0.1`, `localhost`) is one node, not two: the run is
+/// refused with 64 naming them, and nothing is written to any node, since each connection's
+/// set-up asks the server's `run_id` (INFO server, beside ROLE) and the acquire connects to
+/// every node before it writes to any. Distinct servers under those names run as before, with
+/// no more round trips: one set-up and one acquire per node.
+#[test]
+fn one_server_under_several_names_is_refused() {
+    let dir = TempDir::new();
+    let servers = start_servers(2);
+    let (a, b) = (&servers[0], &servers[1]);
+    let at = |host: &str, server: &RedisServer| format!("redis://{host}:{}", server.port());
+    for server in &servers {
+        server.reset_stats();
+    }
+    let out = Redlock::sub("run")
+        .url(&at("127.0.0.1", a))
+        .url(&at("localhost", a))
+        .url(&at("127.0.0.1", b))
+        .key("k")
+        .sh(&marker_script(&dir))
+        .status(64)
+        .stderr_lines(1)
+        .output();
+    let port = format!(":{}", a.port());
+    assert!(
+        out.stderr.contains(&format!(
+            "127.0.0.1{port} and localhost{port} are one Redis server"
+        )),
+        "{}",
+        out.stderr
+    );
+    assert_snapshot(
+        "same-server-quorum.stderr",
+        out.stderr.trim(),
+        &[(&port, ":6379")],
+    );
+    assert!(!dir.join("marker").exists());
+    for server in &servers {
+        // Asked what it is, nothing more (this reads the stats before anything else does).
+        let asked: Vec<_> = server
+            .command_calls()
+            .into_iter()
+            .filter(|(name, _)| name != "role")
+            .collect();
+        assert!(asked.is_empty(), "{asked:?}");
+        assert!(server.all_keys().is_empty(), "{:?}", server.all_keys());
+    }
+    // Three names of one server and nothing else: the same.
+    Redlock::sub("run")
+        .url(&at("127.0.0.1", b))
+        .url(&at("localhost", b))
+        .url(&format!("redis://[::1]:{}", b.port()))
+        .key("k")
+        .sh(&marker_script(&dir))
+        .status(64)
+        .stderr_contains("are one Redis server")
+        .stderr_lines(1)
+        .output();
+    assert!(!dir.join("marker").exists());
+    // Two servers, each under another name: a quorum of two distinct nodes, which runs.
+    for server in &servers {
+        server.reset_stats();
+    }
+    Redlock::sub("run")
+        .url(&at("localhost", a))
+        .url(&at("127.0.0.1", b))
+        .key("k")
+        .sh(&marker_script(&dir))
+        .output();
+    assert!(dir.join("marker").exists());
+    for server in &servers {
+        // One connection, whose set-up asked ROLE and INFO server once (this INFO is the
+        // test's first since the reset, and counts itself only once it has answered).
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut server.conn())
+            .unwrap();
+        let calls = |name: &str| {
+            stats
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("cmdstat_{name}:calls=")))
+                .and_then(|rest| rest.split(',').next()?.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        assert_eq!((calls("role"), calls("info")), (1, 1), "{stats}");
     }
 }
 

@@ -167,6 +167,28 @@ impl SentinelSetup {
     }
 }
 
+/// Waits until a renewal of the lock `key` that `holder` holds reaches `server` (the new
+/// owner after a failover or a slot move): the lock key's expiry there rises, as only a
+/// renewal's PEXPIRE can raise it; between renewals it only falls, to -2 once the key is gone.
+/// Panics if the holder ends first, or no renewal lands there in time.
+#[track_caller]
+pub fn wait_for_renewal_on(server: &RedisServer, key: &str, holder: &mut Proc) {
+    let mut lowest = i64::MAX;
+    let mut renewed = false;
+    wait_until(PATIENCE, "a renewal to reach the new owner", || {
+        let pttl = server.pttl(&lock_key(key));
+        renewed = pttl > lowest;
+        lowest = lowest.min(pttl);
+        renewed || !holder.running()
+    });
+    assert!(
+        renewed,
+        "the holder ended before any renewal reached port {} (PTTL {lowest}):\n{}",
+        server.port(),
+        holder.stderr_so_far()
+    );
+}
+
 /// A replica of `master`, in sync with it.
 pub fn replica_of(master: &RedisServer) -> RedisServer {
     let replica = RedisServer::start_with(ServerOpts {
