@@ -6,14 +6,18 @@ use anyhow::Context;
 
 use crate::admin::render::{info_json, list_line, quorum_json};
 use crate::admin::{
-    Servers, Unread, Verdict, lock_names, need_majority, read, unavailable, verdict,
+    Servers, TIMEOUT, Unread, Verdict, lock_names, need_majority, read, unavailable, verdict,
 };
-use crate::lock::{Failure, Keys, LockInfo, SingleRedis, WAKE_LINGER};
+use crate::lock::{Failure, Inspected, Keys, LockInfo, SingleRedis, WAKE_LINGER};
 use crate::report;
 use crate::transport::endpoint::Endpoint;
 
 /// `redlock list`: every held lock under the prefix (SCAN, never KEYS; on a Cluster, a SCAN on
 /// every master). With several --url, every node is scanned and each lock read on all of them.
+/// How many locks one request of `list` reads: a few hundred KiB of replies at most, well
+/// within the reply bound, and 10,000 locks in 100 round trips instead of 10,000.
+const BATCH: usize = 100;
+
 pub fn list(servers: Servers, json: bool) -> anyhow::Result<i32> {
     let Servers {
         mut endpoints,
@@ -29,20 +33,35 @@ pub fn list(servers: Servers, json: bool) -> anyhow::Result<i32> {
         .context("cannot list locks")?;
     let mut redis = SingleRedis::new(endpoint, Keys::new(prefix, ""), false, WAKE_LINGER);
     let mut locks = Vec::new();
-    for name in found {
-        redis.set_keys(Keys::new(prefix, &name));
-        match read(&mut redis) {
-            Ok(info) if info.is_held() => locks.push((name, info)),
-            // Released since the SCAN, or a key of another kind that looks like a lock.
-            Ok(_) | Err(Unread::Foreign { .. }) => {}
-            // Redis answered, but not with a lock redlock can read (a reply past the cap, an
-            // error): said, never left out in silence; the other locks are listed all the same.
-            Err(Unread::Failed(failure @ Failure::Refused(_))) => report::error(format!(
-                "cannot read lock '{}': {failure}",
-                crate::admin::render::field(&name)
-            )),
-            Err(Unread::Failed(failure)) => {
-                return Err(unavailable(failure)).context("cannot list locks");
+    let found: Vec<String> = found.into_iter().collect();
+    for batch in found.chunks(BATCH) {
+        let keys: Vec<Keys> = batch.iter().map(|name| Keys::new(prefix, name)).collect();
+        // A batch that fails whole (a reply past the bound breaks the connection) is read
+        // lock by lock, which says which lock it was, and whether Redis is gone.
+        let read_at_once = redis
+            .inspect_each(&keys, json, TIMEOUT)
+            .unwrap_or_else(|_| vec![None; keys.len()]);
+        for ((name, keys), inspected) in batch.iter().zip(keys).zip(read_at_once) {
+            redis.set_keys(keys);
+            let info = match inspected {
+                Some(Inspected::Lock(info)) if info.fence != 0 => Ok(*info),
+                // A foreign key, a foreign counter, or a reply that was not a lock's (an error,
+                // another node's slot): read alone, which says what it is.
+                _ => read(&mut redis),
+            };
+            match info {
+                Ok(info) if info.is_held() => locks.push((name, info)),
+                // Released since the SCAN, or a key of another kind that looks like a lock.
+                Ok(_) | Err(Unread::Foreign { .. }) => {}
+                // Redis answered, but not with a lock redlock can read (a reply past the cap, an
+                // error): said, never left out in silence; the other locks are listed all the same.
+                Err(Unread::Failed(failure @ Failure::Refused(_))) => report::error(format!(
+                    "cannot read lock '{}': {failure}",
+                    crate::admin::render::field(name)
+                )),
+                Err(Unread::Failed(failure)) => {
+                    return Err(unavailable(failure)).context("cannot list locks");
+                }
             }
         }
     }

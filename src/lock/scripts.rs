@@ -284,6 +284,44 @@ pub fn send<S: Script>(
     Ok((error_of(reply), other))
 }
 
+/// Send `script` once for the lock of each of `locks`, in one pipeline (one round trip): EVALSHA
+/// each, then EVAL for those the server's script cache lost. Each reply as it came, an error
+/// reply as an error (a Cluster's MOVED for a lock of another node's slot among them).
+pub fn send_each<S: Script>(
+    conn: &mut dyn ConnectionLike,
+    locks: &[Keys],
+    script: &S,
+) -> RedisResult<Vec<RedisResult<Value>>> {
+    let lua = S::lua();
+    let mut argv = Vec::new();
+    script.push(&mut argv);
+    let round = |conn: &mut dyn ConnectionLike, verb: &str, text: &str, which: &[usize]| {
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for &i in which {
+            let keys = S::keys(&locks[i]);
+            pipe.cmd(verb)
+                .arg(text)
+                .arg(keys.len())
+                .arg(&keys)
+                .arg(&argv);
+        }
+        pipe.query::<Vec<Value>>(conn)
+    };
+    let all: Vec<usize> = (0..locks.len()).collect();
+    let mut replies = round(conn, "EVALSHA", &lua.sha, &all)?;
+    let lost: Vec<usize> = all
+        .into_iter()
+        .filter(|&i| matches!(&replies[i], Value::ServerError(e) if e.code() == "NOSCRIPT"))
+        .collect();
+    if !lost.is_empty() {
+        for (i, reply) in lost.iter().zip(round(conn, "EVAL", &lua.body, &lost)?) {
+            replies[*i] = reply;
+        }
+    }
+    Ok(replies.into_iter().map(error_of).collect())
+}
+
 /// A reply, an error reply as an error.
 fn error_of(reply: Value) -> RedisResult<Value> {
     match reply {

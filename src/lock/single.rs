@@ -147,9 +147,35 @@ impl SingleRedis {
         let preflight = Beside::Preflight(self.preflight);
         let inspect = calls::Inspect {
             record: Kept::DEFAULT,
+            summary: true,
         };
         self.call(&inspect, timeout, preflight)
             .map(|(read, _)| read)
+    }
+
+    /// The state of each lock of `locks`, read in one round trip (`redlock list`; `summary`:
+    /// with the record of runs' summary, which only `--json` shows); None for
+    /// a lock whose reply was an error (a MOVED to another node's slot, say) or unreadable,
+    /// which the caller reads alone (see [`SingleRedis::inspect`]) for what it means. A
+    /// failure to reach the server at all is the error.
+    pub fn inspect_each(
+        &mut self,
+        locks: &[Keys],
+        summary: bool,
+        timeout: Duration,
+    ) -> Result<Vec<Option<Inspected>>, Failure> {
+        let deadline = Instant::now() + timeout.max(Duration::from_millis(1));
+        let inspect = calls::Inspect {
+            record: Kept::DEFAULT,
+            summary,
+        };
+        let replies = self.conn.request(deadline, |node| {
+            scripts::send_each(&mut node.conn, locks, &inspect)
+        })?;
+        Ok(replies
+            .into_iter()
+            .map(|reply| reply.ok().and_then(|value| Inspected::from_reply(&value)))
+            .collect())
     }
 
     /// The record of the lock's runs, read in one script.

@@ -415,6 +415,38 @@ mod tests {
         assert_eq!(Runs::from_reply(&short), None);
     }
 
+    /// read.lua's summary reads these counters by name: every label a run can end with.
+    #[test]
+    fn the_summary_reads_every_outcome_label() {
+        use crate::exit::Outcome::*;
+        let lua = include_str!("read.lua");
+        let list = lua.split("local COUNTERS = {").nth(1).unwrap();
+        let list = list.split('}').next().unwrap();
+        let outcomes = [
+            Exited(0),
+            Exited(1),
+            Busy,
+            Skipped,
+            Interrupted(0),
+            NotRun { found: true },
+            LockLost,
+            MaxRuntime,
+            Usage,
+            Unavailable,
+            Internal,
+        ];
+        let labels = outcomes
+            .iter()
+            .map(|o| o.label())
+            .chain([CUT_SHORT, VANISHED]);
+        for label in labels {
+            assert!(
+                list.contains(&format!("'{label}'")),
+                "{label} missing from read.lua"
+            );
+        }
+    }
+
     #[test]
     fn endings_carry_the_label_and_the_status() {
         let ok = RunEnding::of(Outcome::Exited(0), 75);

@@ -56,9 +56,49 @@ local function shown(r, now)
   return {r.token, field(r.host, ''), field(r.pid, '0'), field(r.started, '0'),
     field(r.fence, '0'), field(r.ended, '-1'), outcome, field(r.status, '-1')}
 end
--- `whole`: every run, decoded and sorted (history, check); else only what the summary needs,
--- the newest run by the ring's head and the runs without an end (status and list, once per lock).
+-- The counters a summary shows: every outcome label (src/exit.rs, and record/mod.rs's own;
+-- a test holds this list to them), busy and skipped.
+local COUNTERS = {'success', 'failed', 'cut_short', 'busy', 'skipped', 'interrupted', 'not_run',
+  'lock_lost', 'vanished', 'max_runtime', 'usage', 'unavailable', 'error'}
+-- What status and list show of the record, per lock: the newest run (marked vanished if so),
+-- the last success, the last run to end and the counters, in two reads of the hash.
+local function brief(now)
+  local got = redis.call('HMGET', counts, 'head', 'last_success', 'last_ended', unpack(COUNTERS))
+  local tally, last_ended = {}, decode(got[3])
+  for i, name in ipairs(COUNTERS) do
+    local value = got[i + 3]
+    if value and string.find(value, '^%-?%d+$') then tally[#tally + 1] = {name, value} end
+  end
+  local n = tonumber(string.match(got[1] or '', '^(%d+) '))
+  local newest = nil
+  if n then
+    local key = 'run:' .. (n % tonumber(runs_kept))
+    newest = decode(redis.call('HGET', counts, key))
+    if newest and type(newest.outcome) ~= 'string' and not holds(newest.token, now)
+      and pcall(ring().put_end, key, newest, 'vanished') then
+      last_ended = newest
+      local counted = false
+      for _, pair in ipairs(tally) do
+        if pair[1] == 'vanished' then
+          pair[2], counted = tostring(tonumber(pair[2]) + 1), true
+        end
+      end
+      if not counted then tally[#tally + 1] = {'vanished', '1'} end
+    end
+  end
+  if not newest then newest = decode(redis.call('LRANGE', runs, 0, 0)[1]) end
+  local counters = {}
+  for _, pair in ipairs(tally) do
+    counters[#counters + 1] = pair[1]
+    counters[#counters + 1] = pair[2]
+  end
+  return {tostring(now), shown(newest, now), shown(decode(got[2]), now), shown(last_ended, now),
+    counters}
+end
+-- `whole`: every run, decoded and sorted (history, check); else only what the summary needs
+-- (status and list, once per lock; see brief()).
 local function record(now, whole)
+  if not whole then return brief(now), {} end
   local list, last, tally = {}, {}, {}
   local newest = tonumber(string.match(redis.call('HGET', counts, 'head') or '', '^(%d+)'))
   local all = redis.call('HGETALL', counts)

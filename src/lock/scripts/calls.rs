@@ -255,9 +255,11 @@ script! {
 }
 
 script! {
-    /// Read a lock's state (a run found vanished is marked so).
+    /// Read a lock's state (a run found vanished is marked so); `summary`: with what the
+    /// record of runs says of it (status, and list --json), else an empty one (list).
     pub struct Inspect {
         record: Kept,
+        summary: bool,
     }
     keys [lock, fence, queue, alive, holder, done, kind, holders, waiting, runs, counts];
     files [CLOCK, FENCE, LOCK, HOLDER, HOLDERS, RING, READ, lua!("inspect")];

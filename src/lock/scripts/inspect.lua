@@ -6,7 +6,7 @@
 -- {state, the lock key, fencing counter, ms since the last recorded success (-1 none), ms left
 -- of that record, lock PTTL (-2 free), live waiters in the queue, ms the oldest of them has
 -- waited (-1 none), live waiters in the registry of waiters, the record of runs' summary (see
--- record/read.lua)}, then by state:
+-- record/read.lua; without `summary`, one of no runs)}, then by state:
 -- - 'free': nothing more (also a set whose leases all ended);
 -- - 'lock' (one exclusive holder): token, holder host, pid, command line, start time;
 -- - 'several': how they hold it ('limit N', 'shared', '' when not recorded), then for each
@@ -28,7 +28,9 @@ for _, w in ipairs(redis.call('ZRANGE', queue, 0, 15)) do
   end
 end
 local registered = redis.call('ZCOUNT', waiting, '(' .. now, '+inf')
-local reply = {'free', lock, counter(), ago, left, -2, queued, oldest, registered, (record(now, false))}
+local runs_said = {tostring(now), false, false, false, {}}
+if summary == '1' then runs_said = (record(now, false)) end
+local reply = {'free', lock, counter(), ago, left, -2, queued, oldest, registered, runs_said}
 local function add(items)
   for _, x in ipairs(items) do reply[#reply + 1] = x end
 end
