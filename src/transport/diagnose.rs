@@ -208,8 +208,10 @@ fn password_needed(at: &Reached, place: &str) -> String {
         }
         (Target::Direct, _) => format!("redis{tls}://USER:PASSWORD@{place}"),
     };
+    // The file first: a password in the environment is mailed by cron (docs/security.md).
     format!(
-        "Redis at {} needs a password: set REDLOCK_PASSWORD, --password-file, or {url}",
+        "Redis at {} needs a password: set REDLOCK_PASSWORD_FILE (or --password-file), \
+         REDLOCK_PASSWORD, or {url}",
         at.addr
     )
 }

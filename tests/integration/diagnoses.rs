@@ -136,7 +136,8 @@ fn a_socket_that_wants_a_password_gets_the_socket_urls_form() {
         line,
         format!(
             "redlock: cannot take lock 'k': Redis at {sock} needs a password: set \
-             REDLOCK_PASSWORD, --password-file, or redis+unix://{sock}?pass=PASSWORD"
+             REDLOCK_PASSWORD_FILE (or --password-file), REDLOCK_PASSWORD, or \
+             redis+unix://{sock}?pass=PASSWORD"
         )
     );
     // The form it names works.
