@@ -1,9 +1,16 @@
 //! The lock protocol: the [`Locker`] trait the lease drives, the key layout (`keys`), the Lua
 //! scripts and their typed boundary (`scripts`: one `.lua` file and one Rust definition of its
-//! keys, arguments and reply each; `reply` reads the replies), a lock on one server (`single`)
-//! or on a quorum of independent masters (`quorum`), how long a lease is certainly ours
-//! (`validity`), who holds a lock (`holder`) and the record of its runs (`record`); plus the
-//! eviction-policy warning (`preflight`).
+//! keys, arguments, helpers, following steps and reply each; `reply` reads the replies), a lock
+//! on one server (`single`) or on a quorum of independent masters (`quorum`), how long a lease
+//! is certainly ours (`validity`), who holds a lock (`holder`); plus the eviction-policy
+//! warning (`preflight`).
+//!
+//! The plain run's scripts (`scripts/take.lua`, `extend.lua`, `give_back.lua`) carry only the
+//! lock's own step; each feature keeps its Lua in a folder of its own, which a plain run sends
+//! only the steps of that it uses: the record of runs (`record/`, with its Rust), waiting and
+//! the fair queue (`waiters/`, with its timing), semaphores and shared holders (`several/`:
+//! `acquire_many.lua` and the rest); `--fair`, `--min-interval` and a writer queued behind
+//! shared holders take the lock with `scripts/acquire.lua`.
 //!
 //! May use `transport` (the connection to each server and its failures), `report`
 //! (diagnostics), `clock` (a quorum's validity) and `exit` (the outcome labels and exit statuses
@@ -25,6 +32,10 @@ mod reply;
 pub(crate) mod scripts;
 mod single;
 pub(crate) mod validity;
+mod waiters;
+
+pub use waiters::FAIR_ENTRY_LIFETIME;
+pub(crate) use waiters::{FAIR_BEAT, WAIT_SLACK, WAKE_LINGER};
 
 use std::time::Duration;
 
@@ -270,23 +281,6 @@ pub struct Block {
     /// `hold`, by as much as Redis may answer late (the waiter decides how much).
     pub limit: Duration,
 }
-
-/// How late past its timeout a wait's reply may come before the connection is given up, when
-/// nothing else (the end of a `--wait`) comes first. Redis answers a BLPOP that timed out at
-/// the next tick of its event loop, 100 ms apart at the default `hz 10`.
-pub(crate) const WAIT_SLACK: Duration = Duration::from_secs(1);
-
-/// The longest a `--fair` waiter blocks before it tries again, which refreshes its place in the
-/// queue.
-pub(crate) const FAIR_BEAT: Duration = Duration::from_millis(1500);
-
-/// How long a `--fair` waiter's place in the queue lasts without a refresh: a waiter that died
-/// (SIGKILL, a lost host) is forgotten this long after its last attempt, so it holds up the
-/// others no longer. Three beats and a late reply fit in it.
-pub const FAIR_ENTRY_LIFETIME: Duration = Duration::from_secs(5);
-
-/// How long a wake-up waits in its list for a waiter to take it.
-pub(crate) const WAKE_LINGER: Duration = Duration::from_secs(5);
 
 /// How long the fencing counter lives after the last acquisition (or forced release): forty
 /// days, so that a lock used once a month still shows it in `status`. After that, the next

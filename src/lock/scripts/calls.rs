@@ -12,10 +12,17 @@ use crate::lock::reply::{Fields, FromReply};
 use crate::lock::scripts::{args, script};
 use crate::lock::{Forced, Held, HeldAs, Holder, Inspected, Kind};
 
-/// A file of `scripts/`, by name and text.
+/// A file of `scripts/` (the lock's own step and what several steps share), or of a feature's
+/// own folder (`waiters/`, `several/`, `record/`), by name and text.
 macro_rules! lua {
     ($name:literal) => {
         ($name, include_str!(concat!($name, ".lua")))
+    };
+    ($dir:literal / $name:literal) => {
+        (
+            concat!($dir, "/", $name),
+            include_str!(concat!("../", $dir, "/", $name, ".lua")),
+        )
     };
 }
 
@@ -23,19 +30,18 @@ const CLOCK: (&str, &str) = lua!("clock");
 const FENCE: (&str, &str) = lua!("fence");
 const LOCK: (&str, &str) = lua!("lock");
 const HOLDER: (&str, &str) = lua!("holder");
-const HOLDERS: (&str, &str) = lua!("holders");
-const WAKE: (&str, &str) = lua!("wake");
-const PASS_ON: (&str, &str) = lua!("pass_on");
-const QUEUE: (&str, &str) = lua!("queue");
-const REGISTRY: (&str, &str) = lua!("registry");
+const HOLDERS: (&str, &str) = lua!("several" / "holders");
+const WAKE: (&str, &str) = lua!("waiters" / "wake");
+const PASS_ON: (&str, &str) = lua!("waiters" / "pass_on");
+const QUEUE: (&str, &str) = lua!("waiters" / "queue");
+const REGISTRY: (&str, &str) = lua!("waiters" / "registry");
 const ATTEMPT: (&str, &str) = lua!("attempt");
-const FINISH: (&str, &str) = lua!("finish");
-// The record of runs' own files (src/lock/record/).
-const RING: (&str, &str) = ("record/ring", include_str!("../record/ring.lua"));
-const READ: (&str, &str) = ("record/read", include_str!("../record/read.lua"));
-const RECORD_START: (&str, &str) = ("record/start", include_str!("../record/start.lua"));
-const RECORD_ENDED: (&str, &str) = ("record/ended", include_str!("../record/ended.lua"));
-const RECORD_LOST: (&str, &str) = ("record/lost", include_str!("../record/lost.lua"));
+const FINISH: (&str, &str) = lua!("several" / "finish");
+const RING: (&str, &str) = lua!("record" / "ring");
+const READ: (&str, &str) = lua!("record" / "read");
+const RECORD_START: (&str, &str) = lua!("record" / "start");
+const RECORD_ENDED: (&str, &str) = lua!("record" / "ended");
+const RECORD_LOST: (&str, &str) = lua!("record" / "lost");
 
 args! {
     /// What every attempt of the feature acquires says of itself (acquire.lua, acquire_many.lua).
@@ -107,7 +113,7 @@ script! {
     }
     keys [lock, fence, holder, wake, waiting, counts];
     files [CLOCK, WAKE, REGISTRY, RING, lua!("take")];
-    then [RECORD_START, lua!("registered")];
+    then [RECORD_START, lua!("waiters" / "registered")];
     reply AcquireReply;
 }
 
@@ -131,7 +137,7 @@ script! {
     }
     keys [lock, fence, wake, queue, alive, done, kind, holders, waiting, counts];
     files [CLOCK, FENCE, LOCK, HOLDERS, WAKE, PASS_ON, QUEUE, REGISTRY, RING, ATTEMPT,
-        lua!("acquire_many")];
+        lua!("several" / "acquire_many")];
     reply AcquireReply;
 }
 
@@ -164,7 +170,7 @@ script! {
         record: Kept,
     }
     keys [lock, kind, holders, counts];
-    files [CLOCK, LOCK, HOLDERS, RING, lua!("extend_many")];
+    files [CLOCK, LOCK, HOLDERS, RING, lua!("several" / "extend_many")];
     reply Held;
 }
 
@@ -179,7 +185,7 @@ script! {
     }
     keys [lock, holder, done, wake, queue, alive, waiting, counts];
     files [CLOCK, WAKE, PASS_ON, RING, lua!("give_back")];
-    then [lua!("interval"), RECORD_ENDED, lua!("wake_next")];
+    then [lua!("interval"), RECORD_ENDED, lua!("waiters" / "wake_next")];
     reply Held;
 }
 
@@ -192,7 +198,7 @@ script! {
         ended_run: &'a str,
     }
     keys [lock, wake, queue, alive, done, kind, holders, waiting, counts];
-    files [CLOCK, LOCK, HOLDERS, WAKE, PASS_ON, FINISH, RING, lua!("release_many")];
+    files [CLOCK, LOCK, HOLDERS, WAKE, PASS_ON, FINISH, RING, lua!("several" / "release_many")];
     reply Held;
 }
 
@@ -206,7 +212,7 @@ script! {
         record: Kept,
     }
     keys [lock, wake, queue, alive, waiting, counts];
-    files [CLOCK, LOCK, WAKE, PASS_ON, QUEUE, RING, lua!("leave")];
+    files [CLOCK, LOCK, WAKE, PASS_ON, QUEUE, RING, lua!("waiters" / "leave")];
     reply ();
 }
 
@@ -217,7 +223,7 @@ script! {
         linger: Duration,
     }
     keys [wake];
-    files [WAKE, lua!("interrupt")];
+    files [WAKE, lua!("waiters" / "interrupt")];
     reply ();
 }
 

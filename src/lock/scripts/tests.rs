@@ -95,7 +95,12 @@ fn scripts_use_names_not_positions_and_say_what_they_return() {
         let (_, files, own) = parts(&lua.body);
         let (name, _) = files[own];
         sent.extend(files.iter().map(|(f, _)| (*f).to_owned()));
-        let header: String = std::fs::read_to_string(root.join(format!("scripts/{name}.lua")))
+        let file = if name.contains('/') {
+            format!("{name}.lua")
+        } else {
+            format!("scripts/{name}.lua")
+        };
+        let header: String = std::fs::read_to_string(root.join(file))
             .unwrap()
             .lines()
             .take_while(|l| l.starts_with("--"))
@@ -110,7 +115,7 @@ fn scripts_use_names_not_positions_and_say_what_they_return() {
         );
     }
     let mut on_disk = BTreeSet::new();
-    for dir in ["scripts", "record"] {
+    for dir in ["scripts", "record", "waiters", "several"] {
         for entry in std::fs::read_dir(root.join(dir)).unwrap() {
             let path = entry.unwrap().path();
             if path.extension().is_none_or(|e| e != "lua") {
@@ -166,7 +171,7 @@ fn a_script_binds_its_keys_then_its_arguments_in_the_order_of_its_definition() {
         ]
     );
     assert_eq!(files[own].0, "give_back");
-    assert_eq!(files.last().unwrap().0, "wake_next");
+    assert_eq!(files.last().unwrap().0, "waiters/wake_next");
     let keys = crate::lock::Keys::new("redlock:", "k");
     assert_eq!(
         calls::GiveBack::keys(&keys)[..2],
