@@ -351,6 +351,12 @@ fn connection_info(url: &str, shown: &str) -> Result<ConnectionInfo, String> {
             "'{shown}': this build of redlock has no TLS support"
         ));
     }
+    // A database is numbered from 0: a negative one would go to the server to be refused.
+    if info.redis_settings().db() < 0 {
+        return Err(format!(
+            "invalid Redis URL '{shown}': a database number is 0 or more"
+        ));
+    }
     // CLIENT SETINFO costs a round trip per connection and tells the lock nothing.
     let redis = info.redis_settings().clone().set_skip_set_lib_name();
     Ok(info.set_redis_settings(redis))

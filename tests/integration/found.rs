@@ -2,7 +2,7 @@
 //! tokens past 2^53 and at the counter's end, a semaphore holder's end after the record's ring
 //! moved on, a quorum's recorded token and a node that never granted the lock, a release
 //! whose reply was lost while a waiter moved in, a request cut short by SIGTSTP and SIGCONT,
-//! and a holder's host name with control characters in `status`.
+//! a holder's host name with control characters in `status`, and a negative database number.
 
 use std::time::Duration;
 
@@ -224,4 +224,16 @@ fn a_holders_host_with_control_characters_is_escaped_by_status() {
     );
     touch(&dir.join("h.go"));
     holder.finish().assert_code(0);
+}
+
+#[test]
+fn a_negative_database_number_is_a_usage_error() {
+    Redlock::run_at("redis://127.0.0.1:1/-1")
+        .key("k")
+        .sh("true")
+        .status(64)
+        .stderr(
+            "redlock: invalid Redis URL 'redis://127.0.0.1:1/-1': a database number is 0 or more\n",
+        )
+        .output();
 }
