@@ -8,16 +8,19 @@ use redis::Value;
 use crate::exit::Outcome;
 use crate::lock::durable::Durability;
 use crate::lock::preflight::{self, Preflight};
-use crate::lock::record::{self, Kept, Lost, RunEnding, Runs, Started};
+use crate::lock::record::{self, Kept, Lost, RunEnding, Started};
 use crate::lock::reply::{FromReply, unexpected};
 use crate::lock::scripts::calls::{AcquireReply, Attempt, Finish, TurnedAway};
 use crate::lock::scripts::{self, Script, calls};
 use crate::lock::{
-    Acquire, Block, FAIR_BEAT, Failure, Forced, Held, HeldAs, Holder, Inspected, Interrupt, Keys,
-    Kind, Locker, Renewal, WAIT_SLACK, WAKE_LINGER,
+    Acquire, Block, FAIR_BEAT, Failure, Held, HeldAs, Holder, Interrupt, Keys, Kind, Locker,
+    Renewal, WAIT_SLACK, WAKE_LINGER,
 };
 use crate::transport::Connection;
 use crate::transport::endpoint::Endpoint;
+
+mod quorum_node;
+mod reads;
 
 /// A lock on one Redis server (one URL, a Sentinel service's master, or the Cluster node that
 /// owns the lock's slot), over one connection that is re-opened after any I/O failure; a
@@ -137,118 +140,6 @@ impl SingleRedis {
         self
     }
 
-    /// Look at another lock's keys from now on (`redlock list` reuses one connection).
-    pub fn set_keys(&mut self, keys: Keys) {
-        self.keys = keys;
-    }
-
-    /// The lock's state, read in one script.
-    pub fn inspect(&mut self, timeout: Duration) -> Result<Inspected, Failure> {
-        let preflight = Beside::Preflight(self.preflight);
-        let inspect = calls::Inspect {
-            record: Kept::DEFAULT,
-            summary: true,
-        };
-        self.call(&inspect, timeout, preflight)
-            .map(|(read, _)| read)
-    }
-
-    /// The state of each lock of `locks`, read in one round trip (`redlock list`; `summary`:
-    /// with the record of runs' summary, which only `--json` shows); None for
-    /// a lock whose reply was an error (a MOVED to another node's slot, say) or unreadable,
-    /// which the caller reads alone (see [`SingleRedis::inspect`]) for what it means. A
-    /// failure to reach the server at all is the error.
-    pub fn inspect_each(
-        &mut self,
-        locks: &[Keys],
-        summary: bool,
-        timeout: Duration,
-    ) -> Result<Vec<Option<Inspected>>, Failure> {
-        let deadline = Instant::now() + timeout.max(Duration::from_millis(1));
-        let inspect = calls::Inspect {
-            record: Kept::DEFAULT,
-            summary,
-        };
-        let replies = self.conn.request(deadline, |node| {
-            scripts::send_each(&mut node.conn, locks, &inspect)
-        })?;
-        Ok(replies
-            .into_iter()
-            .map(|reply| reply.ok().and_then(|value| Inspected::from_reply(&value)))
-            .collect())
-    }
-
-    /// The record of the lock's runs, read in one script.
-    pub fn runs(&mut self, timeout: Duration) -> Result<Runs, Failure> {
-        let read = calls::ReadRuns {
-            record: Kept::DEFAULT,
-        };
-        self.call(&read, timeout, Beside::Nothing)
-            .map(|(runs, _)| runs)
-    }
-
-    /// Break-glass: delete the lock whoever holds it (or only while it holds `expected`) and
-    /// advance the fencing counter; held by several, remove the one holder of `expected`
-    /// (or the only one); a key redlock did not make, remove it (unless a token is expected).
-    pub fn force_release(
-        &mut self,
-        expected: Option<&str>,
-        timeout: Duration,
-    ) -> Result<Forced, Failure> {
-        let force = calls::ForceRelease {
-            linger: WAKE_LINGER,
-            expected,
-        };
-        let forced = self.call(&force, timeout, Beside::Nothing);
-        if let Err(Failure::Refused(_)) = &forced
-            && let Some(unfenced) = self.forced_past_the_counter(expected, timeout)?
-        {
-            return Ok(unfenced);
-        }
-        forced.map(|(forced, _)| forced)
-    }
-
-    /// Undo a partial quorum acquire on this node, waking nobody. `waiting`: the attempt ended
-    /// turned away with this ttl, and the waiter is recorded as waiting here too (it may block
-    /// on this node, whose releases must then wake it).
-    pub fn undo(
-        &mut self,
-        token: &str,
-        waiting: Option<Duration>,
-        timeout: Duration,
-    ) -> Result<(), Failure> {
-        let lifetime = waiting.map(|ttl| self.waiting_lifetime(ttl));
-        self.waited |= lifetime.is_some();
-        let slot = self.slot();
-        let undo = calls::Undo {
-            token,
-            slot: &slot,
-            lifetime,
-            record: Kept::DEFAULT,
-        };
-        self.call(&undo, timeout, Beside::Nothing).map(drop)
-    }
-
-    /// The fencing counter as it is (a quorum's read phase).
-    pub fn read_fence(&mut self, timeout: Duration) -> Result<i64, Failure> {
-        self.call(&calls::FenceRead {}, timeout, Beside::Nothing)
-            .map(|(fence, _)| fence)
-    }
-
-    /// Raise the fencing counter to at least `to` (a quorum's write-back phase); the counter after.
-    /// With `--min-replicas` or `--fsync`, only once the raise reached what they ask, as the
-    /// acquire's own is: a failover or a restart of this node must not lower the counter again.
-    pub fn raise_fence(&mut self, to: i64, timeout: Duration) -> Result<i64, Failure> {
-        let beside = self.acknowledged(timeout);
-        let (fence, acked) = self.call(&calls::FenceRaise { at_least: to }, timeout, beside)?;
-        if let Err(why) = self.judged(beside, acked.as_ref(), "the fencing counter")? {
-            return Err(Failure::Unreachable(
-                format!("Redis at {}: {why}", self.endpoint()).into(),
-            ));
-        }
-        Ok(fence)
-    }
-
     /// What `acked` (the reply to what `beside` sent) says of a write described as `what`:
     /// Ok(Ok(())) when it counts, or nothing was asked; Ok(Err(why)) when it does not.
     fn judged(
@@ -265,32 +156,6 @@ impl SingleRedis {
             .judge(acked, what, wait)
             .map(|judged| judged.map_err(|why| format!("{why} ({flags})")))
             .ok_or_else(|| unexpected(self.endpoint(), acked))
-    }
-
-    /// One SCAN step over keys matching `pattern`: the next cursor (0 when done) and the keys.
-    pub fn scan(
-        &mut self,
-        cursor: u64,
-        pattern: &str,
-        timeout: Duration,
-    ) -> Result<(u64, Vec<Vec<u8>>), Failure> {
-        self.conn.request(Instant::now() + timeout, |node| {
-            redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .query::<(u64, Vec<Vec<u8>>)>(&mut node.conn)
-        })
-    }
-
-    /// The run this client took holds `fence` as its fencing token (a quorum's, raised past
-    /// every node's counter): its release records that one.
-    pub fn fenced_as(&mut self, fence: i64) {
-        if let Some((run, _)) = &mut self.taken {
-            run.fence = fence;
-        }
     }
 
     /// The taken run's N in the record of runs ('' when none, or not recorded).
