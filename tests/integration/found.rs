@@ -62,6 +62,16 @@ fn tokens_past_2_to_the_53_stay_exact_and_a_counter_at_its_end_is_refused() {
         .output();
     assert!(!dir.join("ran").exists());
     assert_eq!(redis.pttl(&lock_key("end")), -2, "left taken");
+    // A counter that is not a whole number is not one redlock wrote: said, and left as it is.
+    let _: () = redis.conn().set(fence_key("text"), "5x").unwrap();
+    Redlock::run(&redis)
+        .key("text")
+        .sh(&format!("touch {}", dir.sh("ran")))
+        .status(69)
+        .stderr_contains("which redlock did not write")
+        .output();
+    assert!(!dir.join("ran").exists());
+    assert_eq!(redis.get(&fence_key("text")).as_deref(), Some("5x"));
 }
 
 #[test]

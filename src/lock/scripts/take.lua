@@ -17,11 +17,11 @@ if redis.call('SET', lock, token, 'NX', 'PX', ttl) then
   local now = now_us()
   local given = string.format('%.0f', now)
   local counter = redis.call('SET', fence, given, 'PX', FENCE_LIFETIME_MS, 'GET')
-  if counter and not string.find(counter, '^%d+$') then
-    -- Not a counter redlock wrote: put it back, and fail as INCRBY on it does (the client
-    -- then says what the key holds; the lock is given back).
+  if counter and not string.find(counter, '^%-?%d+$') then
+    -- Not a counter (a whole number, as INCRBY takes it): put it back and fail, so the client
+    -- says what the key holds; the guard gives the lock back.
     redis.call('SET', fence, counter, 'KEEPTTL')
-    redis.call('INCRBY', fence, 1)
+    error({err = 'ERR value is not an integer or out of range'})
   end
   if counter and tonumber(counter) >= now then
     -- One past it, in Redis's 64-bit integers (a Lua number is exact only to 2^53); past
