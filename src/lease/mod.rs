@@ -380,7 +380,13 @@ impl<C: Clock> Worker<C> {
                         self.leave(&waiting, matches!(ending, Ending::Busy { .. }));
                     }
                     if unanswered && matches!(ending, Ending::Failed(_)) {
-                        self.give_back(RunEnding::of(Outcome::Unavailable, 0));
+                        // A stop that came while the attempt hung (a TERM during an acquire on a
+                        // frozen server) says how the run ended; else Redis could not be used.
+                        let ended = match self.next_message(Some(self.clock.now())) {
+                            Some(Stop::Stop { ended }) => ended,
+                            _ => RunEnding::of(Outcome::Unavailable, 0),
+                        };
+                        self.give_back(ended);
                     }
                     (self.reports.wait)(match ending {
                         Ending::Busy { queued } => WaitEvent::Busy { waited, queued },

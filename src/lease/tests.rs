@@ -82,7 +82,7 @@ enum Call {
     Wait { at: u64 },
     Leave { at: u64 },
     Extend { at: u64, timeout: Duration },
-    Release { at: u64, succeeded: bool },
+    Release { at: u64, outcome: &'static str },
 }
 
 /// A fake lock that answers as scripted; each answer takes `latency` of the fake clock.
@@ -164,7 +164,7 @@ impl Locker for FakeLocker {
     fn release(&mut self, _: &str, ended: RunEnding, _: Duration) -> Result<Held, Failure> {
         self.call(Call::Release {
             at: self.clock.at(),
-            succeeded: ended.succeeded(),
+            outcome: ended.outcome,
         });
         self.releases.pop_front().unwrap_or(Ok(Held::Ours))
     }
@@ -318,7 +318,7 @@ fn a_held_lease_is_renewed_every_third_of_the_ttl_from_the_last_send() {
         calls.last(),
         Some(&Call::Release {
             at: 3500,
-            succeeded: true
+            outcome: "success"
         })
     );
     assert!(reported[0].1.contains("waited: 5ms"), "{reported:?}");

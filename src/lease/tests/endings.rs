@@ -54,7 +54,7 @@ fn a_lost_reply_to_the_last_attempt_is_given_back_before_the_failure_is_reported
         calls.last(),
         Some(&Call::Release {
             at: 0,
-            succeeded: false
+            outcome: "unavailable"
         })
     );
 }
@@ -83,4 +83,30 @@ fn a_waiter_stopped_after_a_lost_reply_gives_it_back_too() {
         [(0, "Unreachable"), (50, "GaveBack"), (50, "Stopped")]
     );
     assert_eq!(releases(&calls), 1);
+}
+
+/// A stop that came while the last attempt hung (TERM to a run whose acquire waits on a frozen
+/// server) says how the run ended when what that attempt may have taken is given back: it was
+/// interrupted, not refused by Redis.
+#[test]
+fn a_stop_during_a_lost_attempt_gives_it_back_as_interrupted() {
+    let (_, calls) = run(Run {
+        acquires: vec![Err(unreachable())],
+        lost_replies: true,
+        latency: ms(100),
+        messages: vec![(
+            50,
+            Stop::Stop {
+                ended: RunEnding::of(Outcome::Interrupted(15), 75),
+            },
+        )],
+        ..Run::default()
+    });
+    assert_eq!(
+        calls.last(),
+        Some(&Call::Release {
+            at: 100,
+            outcome: "interrupted"
+        })
+    );
 }
