@@ -151,6 +151,7 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
     }
     let outcome = after_the_command(options, &lease, &rx, &ended, held, terminal.is_some());
     stats.held = Some(held.elapsed());
+    stats.cut_short = ended.cut_short;
     stats.renewals = ended.renewals;
     stats.renewal_failures = ended.renewal_failures;
     Ok(outcome)

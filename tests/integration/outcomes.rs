@@ -143,8 +143,11 @@ fn a_run_cut_short_by_a_forwarded_term_is_not_a_success() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
     // The job traps TERM and exits 0, as a pod's job asked to stop often does.
+    let metrics = dir.join("t.prom");
     let run = Redlock::run(&redis)
         .key("t")
+        .arg("--metrics-file")
+        .arg(&metrics)
         .sh(&format!(
             "trap 'exit 0' TERM; touch {}; while :; do sleep 0.02; done",
             dir.sh("t.ready")
@@ -171,6 +174,14 @@ fn a_run_cut_short_by_a_forwarded_term_is_not_a_success() {
         .status(2)
         .stdout_contains("CRITICAL: ")
         .output();
+    // The host's metrics file says the same: cut short, and no success.
+    let text = std::fs::read_to_string(&metrics).unwrap();
+    assert!(
+        text.contains(r#"redlock_runs_total{key="t",outcome="cut_short"} 1"#)
+            && text.contains(r#"redlock_runs_total{key="t",outcome="success"} 0"#)
+            && !text.contains("redlock_last_success_timestamp_seconds{"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -30,7 +30,23 @@ pub struct Stats {
     pub renewal_failures: u64,
     /// A `--min-interval` skip learnt that the lock's last success was this long ago.
     pub success_ago: Option<Duration>,
+    /// A stop asked of redlock reached the command while it ran: the run is `cut_short`,
+    /// whatever the command's status, as the record of runs says (never a success).
+    pub cut_short: bool,
 }
+
+impl Stats {
+    /// The outcome label of a run that ended with `outcome`.
+    pub(crate) fn label(&self, outcome: Outcome) -> &'static str {
+        match outcome {
+            Outcome::Exited(_) | Outcome::Signaled(_) if self.cut_short => CUT_SHORT,
+            _ => outcome.label(),
+        }
+    }
+}
+
+/// The label of a run cut short by a stop redlock forwarded (the record of runs' own).
+const CUT_SHORT: &str = "cut_short";
 
 /// The largest metrics file read back (to carry its counters over): this file is a few KiB.
 const PREVIOUS_CAP: u64 = 1 << 20;
@@ -87,7 +103,7 @@ pub fn write(path: &Path, key: &str, code: i32, outcome: Outcome, stats: &Stats)
     let previous = file::read_if_there(path, PREVIOUS_CAP)
         .map_err(|why| io::Error::other(format!("the file there: {why}")))?
         .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
-    let last_success = if outcome.succeeded() {
+    let last_success = if outcome.succeeded() && !stats.cut_short {
         Some(seconds(now))
     } else {
         let known = stats

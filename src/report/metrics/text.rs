@@ -210,7 +210,7 @@ pub(super) fn render(
     text.gauge(
         "redlock_outcome",
         "How the last run ended (1 for the outcome label that applies).",
-        &format!(",outcome=\"{}\"", outcome.label()),
+        &format!(",outcome=\"{}\"", stats.label(outcome)),
         Some("1".into()),
     );
     let secs = |d: Option<Duration>| format!("{:.3}", d.unwrap_or_default().as_secs_f64());
@@ -249,8 +249,9 @@ fn counters(text: &mut Text, outcome: Outcome, stats: &Stats) {
         "counter",
         "Runs of this lock that wrote this file, by how they ended.",
         |text| {
-            for label in OUTCOMES.iter().map(|o| o.label()) {
-                let this = f64::from(u8::from(label == outcome.label()));
+            let labels = OUTCOMES.iter().map(|o| o.label()).chain([super::CUT_SHORT]);
+            for label in labels {
+                let this = f64::from(u8::from(label == stats.label(outcome)));
                 text.count("redlock_runs_total", &format!(",outcome=\"{label}\""), this);
             }
         },
