@@ -105,7 +105,9 @@ fn judge(key: &str, record: &Runs, max_age: Duration) -> Judged {
         code,
         line: format!("{}: lock '{key}' {text}", word(code)),
     };
-    let Some(success) = &summary.last_success else {
+    // The record's last success, or (that field lost or unreadable) the newest kept.
+    let newest_success = runs.iter().find(|r| r.succeeded());
+    let Some(success) = summary.last_success.as_ref().or(newest_success) else {
         return match runs.first() {
             None => judged(CRITICAL, "has no recorded run".to_owned()),
             Some(_) => judged(CRITICAL, format!("has no recorded success; {}", last(""))),
@@ -135,13 +137,15 @@ fn judge(key: &str, record: &Runs, max_age: Duration) -> Judged {
     // A run that failed after the success: one that started after it, or (with several
     // holders at once) one that started before it and ended after it; the last run to end is
     // looked at too, for one that fell out of the runs kept.
-    // The run that ended last, when it is not the success, ended after it (a vanished one
-    // too, whose end nobody saw).
+    // The run that ended last, when it is not the success: after it if its end says so (a
+    // host of 0.1 writes successes but no last run to end), or if nobody saw its end (it
+    // vanished).
     let success_end = success.ended_ms().unwrap_or(success.started_ms);
     let ended_since = summary
         .last_ended
         .iter()
-        .filter(|r| r.token != success.token);
+        .filter(|r| r.token != success.token)
+        .filter(|r| r.ended_ms().is_none_or(|e| e >= success_end));
     let since = runs
         .iter()
         .filter(|r| r.token != success.token)

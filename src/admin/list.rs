@@ -36,11 +36,16 @@ pub fn list(servers: Servers, json: bool) -> anyhow::Result<i32> {
     let found: Vec<String> = found.into_iter().collect();
     for batch in found.chunks(BATCH) {
         let keys: Vec<Keys> = batch.iter().map(|name| Keys::new(prefix, name)).collect();
-        // A batch that fails whole (a reply past the bound breaks the connection) is read
-        // lock by lock, which says which lock it was, and whether Redis is gone.
-        let read_at_once = redis
-            .inspect_each(&keys, json, TIMEOUT)
-            .unwrap_or_else(|_| vec![None; keys.len()]);
+        // A batch that Redis answered wrongly as a whole (a reply past the bound breaks the
+        // connection) is read lock by lock, which says which lock it was; one it did not
+        // answer at all is the end of the listing, after one time limit, not one a lock.
+        let read_at_once = match redis.inspect_each(&keys, json, TIMEOUT) {
+            Ok(read) => read,
+            Err(failure @ Failure::Unreachable(_)) => {
+                return Err(unavailable(failure)).context("cannot list locks");
+            }
+            Err(_) => vec![None; keys.len()],
+        };
         for ((name, keys), inspected) in batch.iter().zip(keys).zip(read_at_once) {
             redis.set_keys(keys);
             let info = match inspected {

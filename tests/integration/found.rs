@@ -247,3 +247,34 @@ fn a_negative_database_number_is_a_usage_error() {
         )
         .output();
 }
+
+/// What status and list show of a lock stays exact and readable whatever the record or the
+/// counter holds: a counter past 2^53 as its digits, and a record field of megabytes (not one
+/// redlock wrote) left out rather than making the lock unreadable.
+#[test]
+fn status_shows_a_big_counter_exactly_and_a_huge_record_field_does_not_hide_the_lock() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let _: () = redis
+        .conn()
+        .set(fence_key("big"), "9007199254740994")
+        .unwrap();
+    let (holder, _) = Redlock::run(&redis).key("big").hold(&dir, "big");
+    let token = std::fs::read_to_string(dir.join("big.fence")).unwrap();
+    let token = token.trim();
+    assert_eq!(token, "9007199254740995");
+    let _: () = redis
+        .conn()
+        .hset(
+            format!("{}:counts", lock_key("big")),
+            "last_success",
+            "x".repeat(5 << 20),
+        )
+        .unwrap();
+    let json = stdout_of("status", &redis, &["--key", "big", "--json"]);
+    assert!(json.contains(&format!("\"fence\":{token},")), "{json:.300}");
+    let list = stdout_of("list", &redis, &[]);
+    assert!(list.starts_with("big\t") && list.contains(token), "{list}");
+    touch(&dir.join("big.go"));
+    holder.finish().assert_code(0);
+}

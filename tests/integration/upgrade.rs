@@ -854,3 +854,47 @@ fn a_waiting_writer_of_one_build_holds_back_the_others_readers() {
         }
     });
 }
+
+/// `check` of this build over a record both builds wrote: a failure of the old build that
+/// ends after this build's last success is seen (WARNING), even after more runs than the record
+/// keeps began beside it; an old build's success after this build's failure is OK.
+#[test]
+fn check_judges_a_record_that_both_builds_wrote() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let old = || Redlock::run(&redis).binary(old_bin());
+    let new = || Redlock::run(&redis);
+    let ready = dir.join("long.ready");
+    let go = dir.join("long.go");
+    let long = old()
+        .key("late")
+        .args(["--limit", "2"])
+        .sh(&format!(
+            "touch {}; while [ ! -e {} ]; do sleep 0.02; done; exit 4",
+            shell_quote(&ready),
+            shell_quote(&go)
+        ))
+        .spawn();
+    wait_for_file(&ready);
+    for _ in 0..22 {
+        new().key("late").args(["--limit", "2"]).sh("true").output();
+    }
+    touch(&go);
+    long.finish().assert_code(4);
+    Redlock::admin("check", &redis)
+        .key("late")
+        .args(["--max-age", "1h"])
+        .status(1)
+        .stdout_contains("WARNING: ")
+        .output();
+    // This build fails, then the old one succeeds: the job works again.
+    new().key("again").sh("exit 3").status(3).output();
+    std::thread::sleep(Duration::from_millis(20));
+    old().key("again").sh("true").output();
+    Redlock::admin("check", &redis)
+        .key("again")
+        .args(["--max-age", "1h"])
+        .status(0)
+        .stdout_contains("OK: ")
+        .output();
+}

@@ -23,9 +23,13 @@ local function readable(x, signed, digits)
   return #s >= 1 and #s <= digits and string.find(s, '^%d+$') ~= nil
 end
 local function decode(raw)
-  if type(raw) ~= 'string' then return nil end
+  -- A run is a few hundred bytes: one far larger was not written by redlock, and would make
+  -- the reply too large to read (the lock's own state with it).
+  if type(raw) ~= 'string' or #raw > 65536 then return nil end
   local ok, r = pcall(cjson.decode, raw)
-  if not (ok and type(r) == 'table' and type(r.token) == 'string') then return nil end
+  if not (ok and type(r) == 'table' and type(r.token) == 'string' and r.started ~= nil) then
+    return nil
+  end
   if readable(r.pid, false, 18) and readable(r.started, false, 18)
     and readable(r.fence, true, 18) and readable(r.ended, true, 18)
     and readable(r.status, true, 9) then
@@ -86,7 +90,11 @@ local function brief(now)
       if not counted then tally[#tally + 1] = {'vanished', '1'} end
     end
   end
-  if not newest then newest = decode(redis.call('LRANGE', runs, 0, 0)[1]) end
+  -- The newest run of a 0.1 host, when it started later.
+  local older = decode(redis.call('LRANGE', runs, 0, 0)[1])
+  if older and (not newest or (tonumber(older.started) or 0) > (tonumber(newest.started) or 0)) then
+    newest = older
+  end
   local counters = {}
   for _, pair in ipairs(tally) do
     counters[#counters + 1] = pair[1]
@@ -139,6 +147,13 @@ local function record(now, whole)
   for name, value in pairs(tally) do
     counters[#counters + 1] = name
     counters[#counters + 1] = string.format('%d', value)
+  end
+  -- The run that ended last: the ring's, or a 0.1 host's (0.1 keeps no last_ended).
+  local function ended_at(r) return r and tonumber(r.ended) or -1 end
+  for _, r in ipairs(list) do
+    if type(r.outcome) == 'string' and ended_at(r) > ended_at(last.last_ended) then
+      last.last_ended = r
+    end
   end
   local shown_runs, listed = {}, {}
   for i = 1, math.min(#list, tonumber(runs_kept)) do

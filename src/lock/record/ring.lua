@@ -116,6 +116,8 @@ local function record_start(who, sent, fence, alone)
   local got = redis.call('HMGET', counts, 'head', 'kept')
   local n, open = string.match(got[1] or '', '^(%d+) (.*)$')
   n = tonumber(n)
+  -- A head redlock did not write (past what a Lua number counts exactly) starts over.
+  if n and n >= 1e14 then n = nil end
   if open and open ~= '' and open ~= who then ring().vanish(n, open) end
   n = (n or 0) + 1
   local holding = ''

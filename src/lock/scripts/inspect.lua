@@ -30,7 +30,14 @@ end
 local registered = redis.call('ZCOUNT', waiting, '(' .. now, '+inf')
 local runs_said = {tostring(now), false, false, false, {}}
 if summary == '1' then runs_said = (record(now, false)) end
-local reply = {'free', lock, counter(), ago, left, -2, queued, oldest, registered, runs_said}
+-- The counter as its digits (a Lua number is exact only to 2^53); '0' when it is not a 64-bit
+-- whole number (the client then says what the key holds).
+local fenced = redis.call('GET', fence) or '0'
+local digits = string.match(fenced, '^%-?(%d+)$')
+local largest = '9223372036854775807'
+if string.sub(fenced, 1, 1) == '-' then largest = '9223372036854775808' end
+if not digits or #digits > 19 or (#digits == 19 and digits > largest) then fenced = '0' end
+local reply = {'free', lock, fenced, ago, left, -2, queued, oldest, registered, runs_said}
 local function add(items)
   for _, x in ipairs(items) do reply[#reply + 1] = x end
 end
