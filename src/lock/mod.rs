@@ -300,7 +300,7 @@ mod tests {
             ("take.lua", include_str!("scripts/take.lua")),
         ] {
             assert!(
-                lua.contains(&format!("local FENCE_LIFETIME_MS = {ms}\n")),
+                lua.contains(&format!("local FENCE_LIFETIME_MS = '{ms}'\n")),
                 "{name}'s FENCE_LIFETIME_MS is not {ms}"
             );
         }

@@ -60,13 +60,14 @@ impl Lua {
                 body.push_str(&format!("local {} = unpack({table})\n", names.join(", ")));
             }
         }
-        // The guard first: what each of KEYS holds, and the failure handler (guard.lua).
+        // The guard first: what each of KEYS holds (made only when a script fails), and the
+        // failure handler (guard.lua).
         let kept_as: Vec<String> = S::KEYS
             .iter()
             .map(|key| format!("'{}'", Keys::kept_as(key)))
             .collect();
         body.push_str(&format!(
-            "-- guard.lua\nlocal kept_as = {{{}}}\n{}",
+            "-- guard.lua\nlocal function kept_as() return {{{}}} end\n{}",
             kept_as.join(", "),
             include_str!("scripts/guard.lua")
         ));

@@ -7,13 +7,13 @@ if reply == 1 and (slot == '' or ended_run == '') then
   return
 end
 if reply == 1 then
-  local fields = {'run:' .. (tonumber(slot) % tonumber(runs_kept)), ended_run,
+  local fields = {string.format('run:%d', slot % runs_kept), ended_run,
     'head', slot .. ' ', 'last_ended', ended_run}
   if outcome == 'success' then
     fields[7], fields[8] = 'last_success', ended_run
   end
   redis.call('HSET', counts, unpack(fields))
-  if redis.call('HINCRBY', counts, outcome, 1) == 1 then
+  if redis.call('HINCRBY', counts, outcome, '1') == 1 then
     redis.call('PEXPIRE', counts, record_ttl)
   end
   return

@@ -110,8 +110,8 @@ end
 -- A new run, the newest in the ring, as its client wrote it (`sent`: the JSON object of its
 -- token, host and pid, without its closing brace) with its fencing token (`fence`, its digits);
 -- the exclusive run before it that never ended vanished. `alone`: an exclusive holder's. Its N.
--- Numbers join strings with `..` where they have at most 14 digits (Lua writes more with an
--- exponent): the server's time in ms has 13.
+-- Its N comes back as a string: Lua writes each number it joins to a string anew (see
+-- clock.lua), and the N is written three times.
 local function record_start(who, sent, fence, alone)
   local got = redis.call('HMGET', counts, 'head', 'kept')
   local n, open = string.match(got[1] or '', '^(%d+) (.*)$')
@@ -119,14 +119,15 @@ local function record_start(who, sent, fence, alone)
   -- A head redlock did not write (past what a Lua number counts exactly) starts over.
   if n and n >= 1e14 then n = nil end
   if open and open ~= '' and open ~= who then ring().vanish(n, open) end
-  n = (n or 0) + 1
+  n = tostring((n or 0) + 1)
   local holding = ''
   if alone then holding = who end
-  local now = now_ms()
+  local now = now_ms_text()
   local run = sent .. ',"started":"' .. now .. '","fence":"' .. fence .. '","n":"' .. n .. '"}'
-  local key = 'run:' .. (n % tonumber(runs_kept))
+  local key = string.format('run:%d', n % runs_kept)
   local kept = tonumber(string.sub(got[2] or '', 2))
-  if kept and now - kept < 86400000 and now >= kept then
+  local ms = now_ms()
+  if kept and ms - kept < 86400000 and ms >= kept then
     redis.call('HSET', counts, 'head', n .. ' ' .. holding, key, run)
   else
     redis.call('HSET', counts, 'head', n .. ' ' .. holding, key, run, 'kept', '@' .. now)

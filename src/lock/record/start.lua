@@ -7,4 +7,4 @@ if reply[4] == 'again' then
   if n and open == token then reply[4] = tostring(n) end
   return
 end
-reply[4] = tostring(record_start(token, run, reply[2], true))
+reply[4] = record_start(token, run, reply[2], true)

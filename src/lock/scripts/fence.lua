@@ -8,7 +8,7 @@
 -- the last acquisition (`FENCE_LIFETIME` in lock/mod.rs says the same): a lock used once a month
 -- still shows it, and none lives forever.
 -- Needs clock.lua before it.
-local FENCE_LIFETIME_MS = 3456000000
+local FENCE_LIFETIME_MS = '3456000000'
 local function counter()
   return tonumber(redis.call('GET', fence) or '0') or 0
 end

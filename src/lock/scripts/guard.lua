@@ -7,9 +7,10 @@
 local undo = nil
 local function failed(err)
   if undo then pcall(undo) end
+  local kept = kept_as()
   for i, key in ipairs(KEYS) do
     local t = redis.call('TYPE', key).ok
-    if t ~= 'none' and not string.find(' ' .. kept_as[i] .. ' ', ' ' .. t .. ' ', 1, true) then
+    if t ~= 'none' and not string.find(' ' .. kept[i] .. ' ', ' ' .. t .. ' ', 1, true) then
       return redis.error_reply('FOREIGNKEY ' .. t .. ' ' .. key)
     end
   end

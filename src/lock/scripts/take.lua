@@ -9,26 +9,30 @@
 -- Returns {'acquired', fencing token (as a string), server time (ms)} ('again' after them for
 -- a retry),
 -- {'busy', the holder's PTTL, 'held'} or {'several', the key's type}.
-local FENCE_LIFETIME_MS = 3456000000
+local FENCE_LIFETIME_MS = '3456000000'
 if redis.call('SET', lock, token, 'NX', 'PX', ttl) then
   undo = function() redis.call('DEL', lock) end
   -- The clock first, in one command that also reads the counter it replaces; where the clock is
   -- behind the counter (stepped back, or tokens taken faster than a microsecond), one past it.
-  local now = now_us()
-  local given = string.format('%.0f', now)
+  local given = now_us_text()
   local counter = redis.call('SET', fence, given, 'PX', FENCE_LIFETIME_MS, 'GET')
-  if counter and not string.find(counter, '^%-?%d+$') then
-    -- Not a counter (a whole number, as INCRBY takes it): put it back and fail, so the client
-    -- says what the key holds; the guard gives the lock back.
-    redis.call('SET', fence, counter, 'KEEPTTL')
-    error({err = 'ERR value is not an integer or out of range'})
-  end
-  if counter and tonumber(counter) >= now then
-    -- One past it, in Redis's 64-bit integers (a Lua number is exact only to 2^53); past
-    -- the last one INCRBY fails, and the lock is given back.
-    redis.call('SET', fence, counter, 'PX', FENCE_LIFETIME_MS)
-    redis.call('INCRBY', fence, 1)
-    given = redis.call('GET', fence)
+  -- As a rule the counter is the clock of the last take: as many digits, all of them digits,
+  -- and less. Anything else is looked at closely.
+  if counter and not (#counter == #given and counter < given and not string.find(counter, '%D'))
+  then
+    if not string.find(counter, '^%-?%d+$') then
+      -- Not a counter (a whole number, as INCRBY takes it): put it back and fail, so the
+      -- client says what the key holds; the guard gives the lock back.
+      redis.call('SET', fence, counter, 'KEEPTTL')
+      error({err = 'ERR value is not an integer or out of range'})
+    end
+    if tonumber(counter) >= tonumber(given) then
+      -- One past it, in Redis's 64-bit integers (a Lua number is exact only to 2^53); past
+      -- the last one INCRBY fails, and the lock is given back.
+      redis.call('SET', fence, counter, 'PX', FENCE_LIFETIME_MS)
+      redis.call('INCRBY', fence, '1')
+      given = redis.call('GET', fence)
+    end
   end
   redis.call('HSET', holder, 'token', token, 'host', host, 'pid', pid, 'argv', command,
     'started', started)
