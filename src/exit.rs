@@ -28,6 +28,12 @@ pub const NOT_EXECUTABLE: i32 = 126;
 /// The command was not found.
 pub const NOT_FOUND: i32 = 127;
 
+/// The outcome label of a run cut short by a signal redlock forwarded to it (a stop asked of
+/// redlock: TERM, INT, HUP, QUIT or the `--stop-signal`), whatever the command's own status:
+/// a job that traps TERM and exits 0 did not finish. The record of runs and the metrics file
+/// both say it.
+pub const CUT_SHORT: &str = "cut_short";
+
 /// How a `redlock run` ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {

@@ -38,10 +38,7 @@ pub const VANISHED: &str = "vanished";
 /// The outcome label of a run that is still going.
 pub const RUNNING: &str = "running";
 
-/// The outcome label of a run cut short by a signal redlock forwarded to it (a stop asked of
-/// redlock: TERM, INT, HUP, QUIT or the `--stop-signal`), whatever the command's own status:
-/// a job that traps TERM and exits 0 did not finish.
-pub const CUT_SHORT: &str = "cut_short";
+pub use crate::exit::CUT_SHORT;
 
 args! {
     /// How the scripts that write the record keep it: how many runs, how long.

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant, SystemTime};
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 
-use crate::exit::Outcome;
+use crate::exit::{CUT_SHORT, Outcome};
 use crate::file::{self, Unusable};
 use text::{last_success_in, render, seconds};
 
@@ -44,9 +44,6 @@ impl Stats {
         }
     }
 }
-
-/// The label of a run cut short by a stop redlock forwarded (the record of runs' own).
-const CUT_SHORT: &str = "cut_short";
 
 /// The largest metrics file read back (to carry its counters over): this file is a few KiB.
 const PREVIOUS_CAP: u64 = 1 << 20;

@@ -5,7 +5,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::Stats;
-use crate::exit::Outcome;
+use crate::exit::{CUT_SHORT, Outcome};
 
 pub(super) fn seconds(t: SystemTime) -> f64 {
     t.duration_since(UNIX_EPOCH)
@@ -249,7 +249,7 @@ fn counters(text: &mut Text, outcome: Outcome, stats: &Stats) {
         "counter",
         "Runs of this lock that wrote this file, by how they ended.",
         |text| {
-            let labels = OUTCOMES.iter().map(|o| o.label()).chain([super::CUT_SHORT]);
+            let labels = OUTCOMES.iter().map(|o| o.label()).chain([CUT_SHORT]);
             for label in labels {
                 let this = f64::from(u8::from(label == stats.label(outcome)));
                 text.count("redlock_runs_total", &format!(",outcome=\"{label}\""), this);
