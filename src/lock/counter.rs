@@ -139,8 +139,11 @@ pub(crate) fn still_held(
 }
 
 /// Whether `bytes` is a whole number as INCRBY takes it (and writes it).
+/// A whole number as Redis's INCRBY reads one: a 64-bit integer written as Redis writes it, so
+/// no `+`, no leading zeros, no `-0` (Rust's parse takes all three, Redis refuses them).
 fn whole_number(bytes: &[u8]) -> bool {
-    std::str::from_utf8(bytes).is_ok_and(|text| text.parse::<i64>().is_ok())
+    std::str::from_utf8(bytes)
+        .is_ok_and(|text| text.parse::<i64>().is_ok_and(|n| n.to_string() == text))
 }
 
 /// A counter redlock did not write, as messages say it: what is there, and what to do.
@@ -176,7 +179,19 @@ mod tests {
         for good in ["0", "1796127497258668", "-3"] {
             assert!(whole_number(good.as_bytes()), "{good}");
         }
-        for bad in ["", "notanumber", "1e5", "0x10", " 12", "1.5", "\u{ff}"] {
+        let bad = [
+            "",
+            "notanumber",
+            "1e5",
+            "0x10",
+            " 12",
+            "1.5",
+            "\u{ff}",
+            "+5",
+            "0099",
+            "-0",
+        ];
+        for bad in bad {
             assert!(!whole_number(bad.as_bytes()), "{bad}");
         }
     }

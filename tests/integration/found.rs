@@ -62,16 +62,24 @@ fn tokens_past_2_to_the_53_stay_exact_and_a_counter_at_its_end_is_refused() {
         .output();
     assert!(!dir.join("ran").exists());
     assert_eq!(redis.pttl(&lock_key("end")), -2, "left taken");
-    // A counter that is not a whole number is not one redlock wrote: said, and left as it is.
-    let _: () = redis.conn().set(fence_key("text"), "5x").unwrap();
-    Redlock::run(&redis)
-        .key("text")
-        .sh(&format!("touch {}", dir.sh("ran")))
-        .status(69)
-        .stderr_contains("which redlock did not write")
-        .output();
-    assert!(!dir.join("ran").exists());
-    assert_eq!(redis.get(&fence_key("text")).as_deref(), Some("5x"));
+    // A counter that is not a whole number is not one redlock wrote: said, and left as it is;
+    // also one that Rust would parse but Redis's INCRBY refuses (a `+`, leading zeros).
+    for (key, value) in [
+        ("text", "5x"),
+        ("plus", "+5"),
+        ("zeros", "0099999999999999999"),
+    ] {
+        let _: () = redis.conn().set(fence_key(key), value).unwrap();
+        Redlock::run(&redis)
+            .key(key)
+            .sh(&format!("touch {}", dir.sh("ran")))
+            .status(69)
+            .stderr_contains("which redlock did not write")
+            .output();
+        assert!(!dir.join("ran").exists(), "{value}");
+        assert_eq!(redis.get(&fence_key(key)).as_deref(), Some(value));
+        assert_eq!(redis.pttl(&lock_key(key)), -2, "left taken: {value}");
+    }
 }
 
 #[test]
