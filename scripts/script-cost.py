@@ -16,7 +16,7 @@ pair, over 250 pairs sent one after another on one connection:
 Unlike timings, the counts are the same from run to run (within a few hundred instructions of
 Lua's garbage collector), so they show what a change to a script costs. Usage:
 
-    scripts/script-cost.py [REDLOCK_BINARY]     (default: target/release/redlock)
+    cargo build --release && scripts/script-cost.py [REDLOCK_BINARY]   (default: target/release/redlock)
 
 Needs redis-server, redis-cli and valgrind; takes about a minute.
 """
@@ -25,6 +25,7 @@ import ast
 import glob
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -207,6 +208,11 @@ return 1""",
 
 def main():
     binary = sys.argv[1] if len(sys.argv) > 1 else "target/release/redlock"
+    if not os.access(binary, os.X_OK):
+        raise SystemExit(f"script-cost: no redlock at {binary}: run cargo build --release first")
+    for tool in ("redis-server", "redis-cli", "valgrind", "callgrind_annotate"):
+        if not shutil.which(tool):
+            raise SystemExit(f"script-cost: {tool} is missing (apt-get install redis-server valgrind)")
     with tempfile.TemporaryDirectory() as work:
         server = Server(work)
         try:
