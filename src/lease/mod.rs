@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use crate::clock::Moment;
 use crate::exit::Outcome;
-use crate::lock::{Block, Failure, Held, HeldAs, Interrupt, Locker, Renewal, RunEnding};
+use crate::lock::{Acquire, Block, Failure, Held, HeldAs, Interrupt, Locker, Renewal, RunEnding};
 use schedule::{AfterBlock, Ending, Next, Renewals, Waiting};
 
 /// How long to wait for a busy lock: up to a duration, or until it is free.
@@ -184,6 +184,7 @@ impl Lease {
                     clock: RealClock,
                     reports,
                     stopped: None,
+                    behind: None,
                 };
                 worker.run(splay, wait);
             })
@@ -260,6 +261,9 @@ struct Worker<C: Clock> {
     reports: Reports,
     /// How the run ended, as the stop that ended the wait said.
     stopped: Option<RunEnding>,
+    /// The answer of the attempt sent behind the last block ([`Locker::wait_then_acquire`]),
+    /// and when it was sent: the next attempt, not yet judged.
+    behind: Option<(Moment, Acquire)>,
 }
 
 impl<C: Clock> Worker<C> {
@@ -319,7 +323,9 @@ impl<C: Clock> Worker<C> {
             }
             shared.blocked = true;
         }
-        let woken = self.locker.wait(&self.token, block);
+        let sent = self.clock.now();
+        let (woken, taken) = self.locker.wait_then_acquire(&self.token, block, self.ttl);
+        self.behind = taken.map(|taken| (sent, taken));
         let stopping = {
             let mut shared = lock(&self.waiting);
             shared.blocked = false;
@@ -329,7 +335,12 @@ impl<C: Clock> Worker<C> {
             return true;
         }
         let now = self.clock.now();
-        match waiting.after_block(woken, now, random_unit()) {
+        let next = waiting.after_block(woken, now, random_unit());
+        if self.behind.is_some() {
+            // The attempt was made, whatever the block came to: it is judged now.
+            return false;
+        }
+        match next {
             AfterBlock::Attempt => false,
             AfterBlock::Sleep(pause) => self.sleep(now + pause),
             AfterBlock::Retry {
@@ -358,10 +369,18 @@ impl<C: Clock> Worker<C> {
     fn acquire(&mut self, wait: Wait) -> Option<Moment> {
         let mut waiting = Waiting::new(self.clock.now(), wait, self.ttl);
         loop {
-            let sent = self.clock.now();
-            let result = self
-                .locker
-                .acquire(&self.token, self.ttl, waiting.timeout(sent));
+            let (sent, result) = match self.behind.take() {
+                // A lease counts from when its attempt was sent, behind a block that may have
+                // lasted most of a ttl: one taken that long ago is taken again (our own token
+                // is found, the lease restarts, the run is the same) to count from now.
+                Some((sent, Acquire::Acquired { .. }))
+                    if self.clock.now().saturating_since(sent) > self.ttl / 3 =>
+                {
+                    self.attempt(&waiting)
+                }
+                Some((sent, taken)) => (sent, Ok(taken)),
+                None => self.attempt(&waiting),
+            };
             let now = self.clock.now();
             let waited = waiting.waited(now);
             let stopped = match waiting.after(result, now, random_unit()) {
@@ -405,7 +424,9 @@ impl<C: Clock> Worker<C> {
                 } => self.back_off(failure, pause, first),
             };
             if stopped {
-                let unanswered = self.locker.unanswered();
+                // The attempt behind the block may have taken the lock as the stop came.
+                let took = matches!(self.behind.take(), Some((_, Acquire::Acquired { .. })));
+                let unanswered = self.locker.unanswered() || took;
                 if waiting.registered() {
                     self.leave(&waiting, false);
                 }
@@ -424,6 +445,15 @@ impl<C: Clock> Worker<C> {
                 return None;
             }
         }
+    }
+
+    /// One attempt to take the lock, sent now: when, and its result.
+    fn attempt(&mut self, waiting: &Waiting) -> (Moment, Result<Acquire, Failure>) {
+        let sent = self.clock.now();
+        let result = self
+            .locker
+            .acquire(&self.token, self.ttl, waiting.timeout(sent));
+        (sent, result)
     }
 
     /// The wait ends without the lock, but an attempt whose reply was lost may have taken it:

@@ -98,6 +98,12 @@ struct FakeLocker {
     /// A failed acquire lost its reply (it may have taken the lock); the last one failed.
     lost_replies: bool,
     last_failed: bool,
+    /// The answers of attempts sent behind blocks ([`Locker::wait_then_acquire`]; none: no
+    /// attempt rides behind a block), how long a block that is woken takes, and the state a
+    /// stop during a block sets (to stop while blocked, when `stop_in_block`).
+    behind: VecDeque<Option<Acquire>>,
+    block_takes: Duration,
+    stop_in_block: Option<Arc<Mutex<Blocked>>>,
 }
 
 impl FakeLocker {
@@ -126,6 +132,22 @@ impl Locker for FakeLocker {
             self.clock.advance(block.limit);
         }
         woken
+    }
+
+    fn wait_then_acquire(
+        &mut self,
+        token: &str,
+        block: crate::lock::Block,
+        _ttl: Duration,
+    ) -> (Result<bool, Failure>, Option<Acquire>) {
+        let woken = self.wait(token, block);
+        if woken.is_ok() {
+            self.clock.advance(self.block_takes);
+        }
+        if let Some(waiting) = &self.stop_in_block {
+            waiting.lock().unwrap().stopping = true;
+        }
+        (woken, self.behind.pop_front().flatten())
     }
 
     fn interrupter(&self, _token: &str) -> Box<dyn Interrupt> {
@@ -187,6 +209,10 @@ struct Run {
     splay: Duration,
     /// The failed acquires lost their replies ([`Locker::unanswered`]).
     lost_replies: bool,
+    /// See [`FakeLocker`]'s fields of the same names.
+    behind: Vec<Option<Acquire>>,
+    block_takes: Duration,
+    stop_in_block: bool,
 }
 
 impl Default for Run {
@@ -203,6 +229,9 @@ impl Default for Run {
             stopping: false,
             splay: Duration::ZERO,
             lost_replies: false,
+            behind: Vec::new(),
+            block_takes: Duration::ZERO,
+            stop_in_block: false,
         }
     }
 }
@@ -219,6 +248,10 @@ fn run(script: Run) -> (Vec<(u64, String)>, Vec<Call>) {
         .map(|&(ms, stop)| (at(ms), stop))
         .collect();
     let calls = Arc::new(Mutex::new(Vec::new()));
+    let waiting = Arc::new(Mutex::new(Blocked {
+        stopping: script.stopping,
+        ..Blocked::default()
+    }));
     let locker = FakeLocker {
         clock: clock.clone(),
         latency: script.latency,
@@ -229,6 +262,9 @@ fn run(script: Run) -> (Vec<(u64, String)>, Vec<Call>) {
         calls: Arc::clone(&calls),
         lost_replies: script.lost_replies,
         last_failed: false,
+        behind: script.behind.into(),
+        block_takes: script.block_takes,
+        stop_in_block: script.stop_in_block.then(|| Arc::clone(&waiting)),
     };
     let reported = Arc::new(Mutex::new(Vec::new()));
     let (wait_log, hold_log) = (Arc::clone(&reported), Arc::clone(&reported));
@@ -253,13 +289,11 @@ fn run(script: Run) -> (Vec<(u64, String)>, Vec<Call>) {
         token: "t".into(),
         ttl: script.ttl,
         inbox,
-        waiting: Arc::new(Mutex::new(Blocked {
-            stopping: script.stopping,
-            ..Blocked::default()
-        })),
+        waiting,
         clock,
         reports,
         stopped: None,
+        behind: None,
     };
     worker.run(script.splay, script.wait);
     drop(stop);
@@ -438,6 +472,119 @@ fn a_busy_lock_is_waited_for_and_a_release_wakes_the_waiter() {
             Call::Acquire {
                 at: 8,
                 timeout: ms(1000)
+            },
+        ]
+    );
+}
+
+fn busy_for(remaining: u64) -> Result<Acquire, Failure> {
+    Ok(Acquire::Busy {
+        remaining: Some(ms(remaining)),
+        queued: false,
+    })
+}
+
+#[test]
+fn an_attempt_sent_behind_a_block_is_judged_without_another_request() {
+    let (reported, calls) = run(Run {
+        wait: Wait::Up(Duration::from_secs(10)),
+        latency: ms(2),
+        acquires: vec![busy_for(800)],
+        behind: vec![Some(Acquire::Acquired { fence: 7 })],
+        block_takes: ms(300),
+        messages: vec![stop_at(500)],
+        ..Run::default()
+    });
+    assert_eq!(names(&reported), [(304, "Acquired"), (502, "Released")]);
+    assert!(reported[0].1.contains("fence: 7"), "{reported:?}");
+    assert_eq!(
+        calls,
+        [
+            Call::Acquire {
+                at: 0,
+                timeout: ms(1000)
+            },
+            Call::Wait { at: 2 },
+            Call::Release {
+                at: 500,
+                outcome: "success"
+            },
+        ]
+    );
+    // The lease counts from when the block (and the attempt behind it) was sent: the first
+    // renewal would be due at 2 + 1000, which the stop at 500 comes before.
+}
+
+#[test]
+fn a_busy_answer_behind_a_block_is_waited_on_as_any_other() {
+    let (reported, calls) = run(Run {
+        wait: Wait::Up(Duration::from_secs(10)),
+        latency: ms(2),
+        acquires: vec![busy_for(800)],
+        behind: vec![
+            Some(busy_for(500).unwrap()),
+            Some(Acquire::Acquired { fence: 3 }),
+        ],
+        messages: vec![stop_at(100)],
+        ..Run::default()
+    });
+    assert_eq!(names(&reported), [(6, "Acquired"), (102, "Released")]);
+    assert_eq!(
+        calls[..3],
+        [
+            Call::Acquire {
+                at: 0,
+                timeout: ms(1000)
+            },
+            Call::Wait { at: 2 },
+            Call::Wait { at: 4 },
+        ]
+    );
+}
+
+#[test]
+fn a_lease_taken_behind_a_long_block_is_taken_again_to_count_from_now() {
+    // A block of 1.5 s, half the ttl: the lease it took would count from 1.5 s ago.
+    let (reported, calls) = run(Run {
+        wait: Wait::Up(Duration::from_secs(10)),
+        latency: ms(2),
+        acquires: vec![busy_for(2000), Ok(Acquire::Acquired { fence: 9 })],
+        behind: vec![Some(Acquire::Acquired { fence: 9 })],
+        block_takes: ms(1500),
+        messages: vec![stop_at(1600)],
+        ..Run::default()
+    });
+    assert_eq!(names(&reported), [(1506, "Acquired"), (1602, "Released")]);
+    assert_eq!(
+        calls[2],
+        Call::Acquire {
+            at: 1504,
+            timeout: ms(1000)
+        }
+    );
+}
+
+#[test]
+fn a_stop_during_a_block_whose_attempt_took_the_lock_gives_it_back() {
+    let (reported, calls) = run(Run {
+        wait: Wait::Up(Duration::from_secs(10)),
+        latency: ms(2),
+        acquires: vec![busy_for(800)],
+        behind: vec![Some(Acquire::Acquired { fence: 5 })],
+        stop_in_block: true,
+        messages: vec![stop_at(1)],
+        ..Run::default()
+    });
+    assert_eq!(names(&reported), [(8, "GaveBack"), (8, "Stopped")]);
+    // It leaves the waiters, then gives back what the attempt took: a run interrupted
+    // before its command ran, not a success.
+    assert_eq!(
+        calls[2..],
+        [
+            Call::Leave { at: 4 },
+            Call::Release {
+                at: 6,
+                outcome: "interrupted"
             },
         ]
     );

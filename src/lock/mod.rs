@@ -218,6 +218,21 @@ pub trait Locker: Send {
     /// passes, over the connection the other requests use; the answer is given up (a failure)
     /// `block.limit` after the call. Ok(true) when woken, Ok(false) when the time ran out.
     fn wait(&mut self, token: &str, block: Block) -> Result<bool, Failure>;
+    /// [`Locker::wait`], with the next attempt to take the lock ([`Locker::acquire`] of `token`
+    /// for `ttl`) sent behind the block in the same request where this lock can: the server
+    /// runs the attempt the moment the block ends, so a woken waiter's attempt costs no round
+    /// trip of its own. The block's answer, and the attempt's when it came and can be acted on
+    /// (None: not sent, or to be made again as usual). A lease that the attempt took counts
+    /// from when the request was sent, since the attempt ran at some moment after that.
+    fn wait_then_acquire(
+        &mut self,
+        token: &str,
+        block: Block,
+        ttl: Duration,
+    ) -> (Result<bool, Failure>, Option<Acquire>) {
+        let _ = ttl;
+        (self.wait(token, block), None)
+    }
     /// What another thread uses to cut this waiter's [`Locker::wait`] short.
     fn interrupter(&self, token: &str) -> Box<dyn Interrupt>;
     /// Stop waiting: leave the fair queue and, if the lock is free, pass on a wake-up this

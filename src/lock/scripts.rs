@@ -285,6 +285,57 @@ pub fn send<S: Script>(
     Ok((error_of(reply), other))
 }
 
+/// Send `first`, then `script` for the lock of `keys`, in one pipeline: Redis runs the script
+/// the moment `first` is answered, a blocking command's wake-up included, before the client
+/// has even read that answer. `first`'s reply as it came, then the script's as [`send`] gives
+/// it; when the server's script cache lost the script, it alone is sent again whole (EVAL),
+/// `first` not repeated.
+pub fn send_behind<S: Script>(
+    conn: &mut dyn ConnectionLike,
+    keys: &Keys,
+    script: &S,
+    first: &redis::Cmd,
+) -> RedisResult<(Value, RedisResult<Value>)> {
+    let lua = S::lua();
+    let keys = S::keys(keys);
+    let mut argv = Vec::new();
+    script.push(&mut argv);
+    let flushed = lua.flushed.load(Ordering::Relaxed);
+    let (verb, text) = if flushed {
+        ("EVAL", lua.body.as_str())
+    } else {
+        ("EVALSHA", lua.sha.as_str())
+    };
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    pipe.add_command(first.clone());
+    pipe.cmd(verb)
+        .arg(text)
+        .arg(keys.len())
+        .arg(&keys)
+        .arg(&argv);
+    let mut replies: Vec<Value> = pipe.query(conn)?;
+    let mut reply = replies.pop().unwrap_or(Value::Nil);
+    let answered = replies.pop().unwrap_or(Value::Nil);
+    if matches!(&reply, Value::ServerError(e) if e.code() == "NOSCRIPT") {
+        lua.flushed.store(true, Ordering::Relaxed);
+        let mut again = redis::pipe();
+        again.ignore_errors();
+        again
+            .cmd("EVAL")
+            .arg(&lua.body)
+            .arg(keys.len())
+            .arg(&keys)
+            .arg(&argv);
+        let mut replies: Vec<Value> = again.query(conn)?;
+        reply = replies.pop().unwrap_or(Value::Nil);
+    }
+    if !matches!(&reply, Value::ServerError(_)) {
+        lua.flushed.store(false, Ordering::Relaxed);
+    }
+    Ok((answered, error_of(reply)))
+}
+
 /// Send `script` once for the lock of each of `locks`, in one pipeline (one round trip): EVALSHA
 /// each, then EVAL for those the server's script cache lost. Each reply as it came, an error
 /// reply as an error (a Cluster's MOVED for a lock of another node's slot among them).

@@ -251,6 +251,65 @@ fn a_waiter_sends_an_acquire_and_a_20_s_blpop_over_one_connection() {
     waiter.finish().assert_code(0);
 }
 
+/// The `qbuf=` (bytes waiting in the query buffer) of each client blocked in a BLPOP, from
+/// CLIENT LIST.
+fn blocked_query_buffers(redis: &RedisServer) -> Vec<u64> {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut redis.conn())
+        .unwrap();
+    list.lines()
+        .filter(|l| l.contains(" cmd=blpop "))
+        .map(|l| {
+            let qbuf = l.split(' ').find_map(|f| f.strip_prefix("qbuf="));
+            qbuf.expect("CLIENT LIST gives qbuf").parse().unwrap()
+        })
+        .collect()
+}
+
+/// A plain waiter's next attempt waits in Redis behind its BLPOP (the same request), so that
+/// the wake-up is followed by the take at once, without a round trip; a `--fair` waiter's
+/// goes after the wake-up. Either way the release hands over, and the record has both runs.
+#[test]
+fn a_plain_waiters_attempt_waits_behind_its_blpop_in_redis() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    for (key, opts) in [("plain", vec![]), ("fair", vec!["--fair"])] {
+        let (holder, _) = Redlock::run(&redis).key(key).args(&opts).hold(&dir, key);
+        let waiter = Redlock::run(&redis)
+            .key(key)
+            .args(&opts)
+            .wait("60s")
+            .sh(&log_script(&dir, 0))
+            .spawn();
+        wait_until(PATIENCE, "the waiter to block", || {
+            redis.info_field("blocked_clients") == 1
+        });
+        let behind = blocked_query_buffers(&redis);
+        assert_eq!(behind.len(), 1, "{key}: one blocked client");
+        if key == "plain" {
+            // The EVALSHA of the take, with its KEYS and ARGV: a few hundred bytes.
+            assert!(
+                behind[0] > 100,
+                "{key}: nothing behind the BLPOP ({behind:?})"
+            );
+        } else {
+            assert_eq!(behind[0], 0, "{key}: a request behind the BLPOP");
+        }
+        touch(&dir.join(&format!("{key}.go")));
+        holder.finish().assert_code(0);
+        waiter.finish().assert_code(0);
+        assert_eq!(lines(&dir, "order"), ["0"], "{key}: the waiter ran once");
+        std::fs::remove_file(dir.join("order")).unwrap();
+        let successes: Option<u64> = redis::cmd("HGET")
+            .arg(format!("{}:counts", lock_key(key)))
+            .arg("success")
+            .query(&mut redis.conn())
+            .unwrap();
+        assert_eq!(successes, Some(2), "{key}: both runs recorded");
+    }
+}
+
 /// Blocked waiters, plain and `--fair`, hold one connection each, not two: Redis's
 /// `maxclients` (10,000 by default) caps a fleet of waiters at that many, not half.
 #[test]
