@@ -60,17 +60,8 @@ impl Lua {
                 body.push_str(&format!("local {} = unpack({table})\n", names.join(", ")));
             }
         }
-        // The guard first: what each of KEYS holds (made only when a script fails), and the
-        // failure handler (guard.lua).
-        let kept_as: Vec<String> = S::KEYS
-            .iter()
-            .map(|key| format!("'{}'", Keys::kept_as(key)))
-            .collect();
-        body.push_str(&format!(
-            "-- guard.lua\nlocal function kept_as() return {{{}}} end\n{}",
-            kept_as.join(", "),
-            include_str!("scripts/guard.lua")
-        ));
+        // What main() sets once it made a write a failure must undo (guard.lua).
+        body.push_str("local undo = nil\n");
         // Each file under its name, which also tells what a line number in an error is in; the
         // script's own file (the last) as main(), run under pcall.
         let (own, helpers) = files.split_last().expect("a script has its own file");
@@ -78,10 +69,23 @@ impl Lua {
             body.push_str(&format!("-- {name}.lua\n{text}"));
         }
         let (name, text) = own;
+        // The guard, only on the way out of a failure: what each of KEYS holds, and the
+        // failure handler (guard.lua).
+        let kept_as: Vec<String> = S::KEYS
+            .iter()
+            .map(|key| format!("'{}'", Keys::kept_as(key)))
+            .collect();
         body.push_str(&format!(
             "local function main()\n-- {name}.lua\n{text}end\n\
              local ok, reply = pcall(main)\n\
-             if not ok then return failed(reply) end\n"
+             if not ok then\n\
+             -- guard.lua\n\
+             local function kept_as() return {{{}}} end\n\
+             {}\
+             return failed(reply)\n\
+             end\n",
+            kept_as.join(", "),
+            include_str!("scripts/guard.lua")
         ));
         // Each step after it sees the reply (and may add to it); its failure is its own.
         for (name, text) in then {

@@ -7,9 +7,9 @@
 -- a day ago or more, so the record lives `record_ttl` less a day at least after the last run.
 -- A counter that comes into being gives it `record_ttl` too.
 -- The callers run these under pcall: a record that is not redlock's never stops the lock.
--- record_start(...) is the one function every take calls; ring() makes the others the first
--- time a script needs one (a run found vanished or lost, a counter of a feature), since each
--- function a script defines costs every call of it. Needs clock.lua before it.
+-- ring() makes these functions the first time a script needs one (a run found vanished or
+-- lost, a counter of a feature), since each function a script defines costs every call of
+-- it; record_start, which every take calls, is new_run.lua's. Needs clock.lua before it.
 local ring_made
 local function ring()
   if ring_made then return ring_made end
@@ -106,32 +106,4 @@ local function ring()
   end
   ring_made = R
   return R
-end
--- A new run, the newest in the ring, as its client wrote it (`sent`: the JSON object of its
--- token, host and pid, without its closing brace) with its fencing token (`fence`, its digits);
--- the exclusive run before it that never ended vanished. `alone`: an exclusive holder's. Its N.
--- Its N comes back as a string: Lua writes each number it joins to a string anew (see
--- clock.lua), and the N is written three times.
-local function record_start(who, sent, fence, alone)
-  local got = redis.call('HMGET', counts, 'head', 'kept')
-  local n, open = string.match(got[1] or '', '^(%d+) (.*)$')
-  n = tonumber(n)
-  -- A head redlock did not write (past what a Lua number counts exactly) starts over.
-  if n and n >= 1e14 then n = nil end
-  if open and open ~= '' and open ~= who then ring().vanish(n, open) end
-  n = tostring((n or 0) + 1)
-  local holding = ''
-  if alone then holding = who end
-  local now = now_ms_text()
-  local run = sent .. ',"started":"' .. now .. '","fence":"' .. fence .. '","n":"' .. n .. '"}'
-  local key = string.format('run:%d', n % runs_kept)
-  local kept = tonumber(string.sub(got[2] or '', 2))
-  local ms = now_ms()
-  if kept and ms - kept < 86400000 and ms >= kept then
-    redis.call('HSET', counts, 'head', n .. ' ' .. holding, key, run)
-  else
-    redis.call('HSET', counts, 'head', n .. ' ' .. holding, key, run, 'kept', '@' .. now)
-    redis.call('PEXPIRE', counts, record_ttl)
-  end
-  return n
 end

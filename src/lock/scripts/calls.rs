@@ -38,6 +38,7 @@ const REGISTRY: (&str, &str) = lua!("waiters" / "registry");
 const ATTEMPT: (&str, &str) = lua!("attempt");
 const FINISH: (&str, &str) = lua!("several" / "finish");
 const RING: (&str, &str) = lua!("record" / "ring");
+const NEW_RUN: (&str, &str) = lua!("record" / "new_run");
 const READ: (&str, &str) = lua!("record" / "read");
 const RECORD_START: (&str, &str) = lua!("record" / "start");
 const RECORD_ENDED: (&str, &str) = lua!("record" / "ended");
@@ -112,7 +113,7 @@ script! {
         run: &'a str,
     }
     keys [lock, fence, holder, wake, waiting, counts];
-    files [CLOCK, WAKE, REGISTRY, RING, lua!("take")];
+    files [CLOCK, WAKE, REGISTRY, RING, NEW_RUN, lua!("take")];
     then [RECORD_START, lua!("waiters" / "registered")];
     reply AcquireReply;
 }
@@ -123,8 +124,8 @@ script! {
         attempt: Attempt<'a>,
     }
     keys [lock, fence, wake, queue, alive, holder, done, kind, holders, waiting, counts];
-    files [CLOCK, FENCE, LOCK, HOLDER, HOLDERS, WAKE, PASS_ON, QUEUE, REGISTRY, RING, ATTEMPT,
-        lua!("acquire")];
+    files [CLOCK, FENCE, LOCK, HOLDER, HOLDERS, WAKE, PASS_ON, QUEUE, REGISTRY, RING, NEW_RUN,
+        ATTEMPT, lua!("acquire")];
     reply AcquireReply;
 }
 
@@ -136,8 +137,8 @@ script! {
         held_as: Kind,
     }
     keys [lock, fence, wake, queue, alive, done, kind, holders, waiting, counts];
-    files [CLOCK, FENCE, LOCK, HOLDERS, WAKE, PASS_ON, QUEUE, REGISTRY, RING, ATTEMPT,
-        lua!("several" / "acquire_many")];
+    files [CLOCK, FENCE, LOCK, HOLDERS, WAKE, PASS_ON, QUEUE, REGISTRY, RING, NEW_RUN,
+        ATTEMPT, lua!("several" / "acquire_many")];
     reply AcquireReply;
 }
 

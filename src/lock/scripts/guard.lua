@@ -1,10 +1,10 @@
 -- A script that fails half-way (a key where redlock keeps one of its own holds something else:
 -- a WRONGTYPE error from Redis) must not leave the lock taken: Redis keeps every write made
 -- before the error. The script runs as main() under pcall (see scripts.rs); once it has made a
--- write that must not outlive such a failure it sets `undo`, which then runs. The failure is
--- answered FOREIGNKEY TYPE KEY for the first of KEYS that holds what redlock does not keep
--- there (`kept_as`, from keys.rs), else with Redis's own error.
-local undo = nil
+-- write that must not outlive such a failure it sets `undo` (declared before main), which then
+-- runs. The failure is answered FOREIGNKEY TYPE KEY for the first of KEYS that holds what
+-- redlock does not keep there (`kept_as`, from keys.rs), else with Redis's own error.
+-- This is defined only when main() failed: each function a script defines costs every call.
 local function failed(err)
   if undo then pcall(undo) end
   local kept = kept_as()

@@ -14,7 +14,8 @@ if redis.call('SET', lock, token, 'NX', 'PX', ttl) then
   undo = function() redis.call('DEL', lock) end
   -- The clock first, in one command that also reads the counter it replaces; where the clock is
   -- behind the counter (stepped back, or tokens taken faster than a microsecond), one past it.
-  local given = now_us_text()
+  local t = time()
+  local given = t[1] .. string.sub('00000' .. t[2], -6)
   local counter = redis.call('SET', fence, given, 'PX', FENCE_LIFETIME_MS, 'GET')
   -- As a rule the counter is the clock of the last take: as many digits, all of them digits,
   -- and less. Anything else is looked at closely.
