@@ -82,6 +82,28 @@ fn tokens_past_2_to_the_53_stay_exact_and_a_counter_at_its_end_is_refused() {
     }
 }
 
+/// `release --force` reports the fencing counter as Redis holds it, past 2^53 too (it went
+/// through a Lua number: 12345678901234567 came back as ...568, and 2^63 - 2 as -2^63).
+#[test]
+fn a_forced_release_reports_a_counter_past_2_to_the_53_exactly() {
+    let redis = RedisServer::start();
+    for value in ["12345678901234567", "9223372036854775806"] {
+        let _: () = redis.conn().set(fence_key("big"), value).unwrap();
+        Redlock::admin("release", &redis)
+            .key("big")
+            .args(["--force", "--json"])
+            .status(0)
+            .stdout_contains(&format!("\"fence\":{value},"))
+            .output();
+        Redlock::admin("release", &redis)
+            .key("big")
+            .args(["--force"])
+            .status(0)
+            .stdout_contains(&format!("(fencing counter {value})"))
+            .output();
+    }
+}
+
 #[test]
 fn a_semaphore_holders_end_is_recorded_after_the_ring_moved_on() {
     let redis = RedisServer::start();

@@ -18,6 +18,17 @@
 -- when unknown), how it was held ('lock' for one holder), holders left};
 -- {'foreign', counter (new when deleted), the key's type, 1 deleted | 0 left alone}.
 -- The lock key and the holder's details deleted, the counter advanced, a waiter woken.
+-- The counter as this script answers it: its digits when it is a whole number that Redis's
+-- 64-bit integers hold (a Lua number is exact only to 2^53, and past 2^63 it would come back
+-- wrapped), else as counter() reads it (0 for what is not a number).
+local function counter_now()
+  local v = redis.call('GET', fence)
+  if v and string.find(v, '^[1-9]%d*$')
+    and (#v < 19 or (#v == 19 and v <= '9223372036854775807')) then
+    return v
+  end
+  return counter()
+end
 local function break_lock()
   drop()
   local fenced = advance()
@@ -27,7 +38,7 @@ end
 local t = lock_type()
 local now = now_ms()
 if t ~= 'none' and t ~= 'string' and t ~= 'zset' then
-  if expected ~= '' then return {'foreign', counter(), t, 0} end
+  if expected ~= '' then return {'foreign', counter_now(), t, 0} end
   return {'foreign', break_lock(), t, 1}
 end
 if t == 'zset' then
@@ -37,10 +48,10 @@ if t == 'zset' then
   else
     local me = expected
     if me == '' then
-      if n > 1 then return {'several', counter(), used, n} end
+      if n > 1 then return {'several', counter_now(), used, n} end
       me = redis.call('ZRANGE', lock, 0, 0)[1]
     elseif not redis.call('ZSCORE', lock, me) then
-      return {'not_a_holder', counter(), used, n}
+      return {'not_a_holder', counter_now(), used, n}
     end
     local d = details(me)
     leave_place(me, now)
@@ -56,8 +67,8 @@ if t == 'none' then
   for _, w in ipairs(queued) do redis.call('DEL', own_list(w)) end
   redis.call('DEL', queue, alive)
   if #queued > 0 then wake_one(linger) end
-  return {'free', counter(), #queued}
+  return {'free', counter_now(), #queued}
 end
 local v, h_host, h_pid, h_command, h_started = exclusive_holder()
-if expected ~= '' and v ~= expected then return {'other', counter(), v} end
+if expected ~= '' and v ~= expected then return {'other', counter_now(), v} end
 return {'removed', break_lock(), v, h_host, h_pid, h_command, h_started, 'lock', 0}
