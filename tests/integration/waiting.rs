@@ -310,6 +310,58 @@ fn a_plain_waiters_attempt_waits_behind_its_blpop_in_redis() {
     }
 }
 
+/// A waiter frozen behind its block: the release wakes it, and Redis runs the attempt queued
+/// behind the BLPOP for it, so it takes the lock while it cannot run anything. Its lease runs
+/// out; once continued it takes the lock anew and runs. The record says what happened: the
+/// first take vanished (a lease that ended without a release), then one success, and nothing
+/// is left open (before, the lapsed take stayed a run that never ended).
+#[test]
+fn a_waiter_frozen_behind_its_block_leaves_a_vanished_run_and_then_runs() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let (holder, _) = Redlock::run(&redis).key("frozen").ttl("1s").hold(&dir, "h");
+    let waiter = Redlock::run(&redis)
+        .key("frozen")
+        .ttl("1s")
+        .wait("30s")
+        .sh(&log_script(&dir, 0))
+        .spawn();
+    wait_until(PATIENCE, "the waiter to block", || {
+        redis.info_field("blocked_clients") == 1
+    });
+    waiter.signal(Signal::SIGSTOP);
+    touch(&dir.join("h.go"));
+    holder.finish().assert_code(0);
+    // The attempt behind the block took the lock for the frozen waiter; it lapses.
+    wait_until(PATIENCE, "the frozen waiter's lease to run out", || {
+        redis.get(&lock_key("frozen")).is_none()
+    });
+    waiter.signal(Signal::SIGCONT);
+    let out = waiter.finish();
+    assert_eq!(out.status.code(), Some(0), "{}", out.stderr);
+    assert_eq!(lines(&dir, "order"), ["0"]);
+    let counts = format!("{}:counts", lock_key("frozen"));
+    let count = |field: &str| -> Option<u64> {
+        redis::cmd("HGET")
+            .arg(&counts)
+            .arg(field)
+            .query(&mut redis.conn())
+            .unwrap()
+    };
+    assert_eq!(
+        count("success"),
+        Some(2),
+        "the holder's run and the waiter's"
+    );
+    assert_eq!(count("vanished"), Some(1), "the lapsed take");
+    let head: String = redis::cmd("HGET")
+        .arg(&counts)
+        .arg("head")
+        .query(&mut redis.conn())
+        .unwrap();
+    assert!(head.ends_with(' '), "a run left open: head {head:?}");
+}
+
 /// Blocked waiters, plain and `--fair`, hold one connection each, not two: Redis's
 /// `maxclients` (10,000 by default) caps a fleet of waiters at that many, not half.
 #[test]

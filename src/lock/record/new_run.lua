@@ -10,7 +10,10 @@ local function record_start(who, sent, fence, alone)
   n = tonumber(n)
   -- A head redlock did not write (past what a Lua number counts exactly) starts over.
   if n and n >= 1e14 then n = nil end
-  if open and open ~= '' and open ~= who then ring().vanish(n, open) end
+  -- The lock was free, so the exclusive run that held it last never gave it back: it
+  -- vanished, even one of this same token (an attempt that took the lock for a waiter frozen
+  -- behind its block, whose lease ran out before it woke: the same client takes it anew).
+  if open and open ~= '' then ring().vanish(n, open) end
   n = string.format('%d', (n or 0) + 1)
   local holding = ''
   if alone then holding = who end
