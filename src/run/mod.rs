@@ -191,7 +191,7 @@ fn after_the_command(
         report::error_event(
             outcome.into(),
             format!(
-                "lock '{}' was lost while the command ran ({why})",
+                "lock '{}' may have been lost while the command ran ({why})",
                 options.key
             ),
         );

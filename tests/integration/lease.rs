@@ -244,7 +244,8 @@ fn a_lock_found_gone_at_release_exits_76_though_the_command_succeeded() {
         let out = holder.finish();
         out.assert_code(76);
         assert!(
-            out.stderr.contains("lost while the command ran"),
+            out.stderr
+                .contains("may have been lost while the command ran"),
             "{key}: {}",
             out.stderr
         );
