@@ -122,6 +122,19 @@ pub(crate) fn classify(at: &dyn fmt::Display, err: RedisError) -> Failure {
             ),
             err,
         ))
+    } else if err
+        .to_string()
+        .starts_with("Redis server refused to switch database")
+    {
+        // The redis crate's SELECT in the connection's set-up: its words end in a Debug form.
+        Failure::Refused(Reason::caused_by(
+            format!(
+                "Redis at {at} has no such database ({}): the URL's database (its path, as in \
+                 /2, or db=) must be below the server's `databases` setting, 16 by default",
+                err.detail().unwrap_or("refused").trim()
+            ),
+            err,
+        ))
     } else if err.kind() == redis::ErrorKind::Parse {
         // The parser's own words span lines and name byte offsets: say what was found.
         Failure::Refused(Reason::caused_by(

@@ -370,3 +370,19 @@ fn durations_in_messages_are_rounded_as_people_read_them() {
     touch(&dir.join("h.go"));
     holder.finish().assert_code(0);
 }
+
+/// A database the server does not have (the URL's path past its `databases`): one line that
+/// says so, 69, nothing run; not the redis crate's words, which end in a Debug form.
+#[test]
+fn a_database_the_server_does_not_have_is_named_in_one_line() {
+    let redis = RedisServer::start();
+    let line = one_line(&format!("redis://127.0.0.1:{}/99999", redis.port()), 69);
+    assert!(
+        line.contains(&format!(
+            "Redis at 127.0.0.1:{} has no such database (DB index is out of range)",
+            redis.port()
+        )),
+        "{line}"
+    );
+    assert!(!line.contains("ResponseError"), "{line}");
+}
