@@ -83,8 +83,8 @@ impl SingleRedis {
 }
 
 /// What the fencing counter at `key` holds, when it is not a counter redlock wrote (a string
-/// of a whole number): `a Redis hash`, `a string that is not a whole number`. None when it is
-/// one, or absent.
+/// of a whole number below the largest 64-bit integer): `a Redis hash`, `a string that is not
+/// a whole number`, that integer. None when it is one, or absent.
 pub(crate) fn foreign(
     conn: &mut Connection,
     key: &str,
@@ -102,6 +102,12 @@ pub(crate) fn foreign(
         redis::cmd("GET").arg(key).query::<Value>(&mut node.conn)
     })?;
     Ok(match value {
+        // Past it INCRBY fails: no token can follow (redlock's clock-based tokens reach it in
+        // some 290,000 years, so it was set by hand).
+        Value::BulkString(bytes) if bytes == i64::MAX.to_string().as_bytes() => Some(format!(
+            "{} (the largest 64-bit integer, which no token can follow)",
+            i64::MAX
+        )),
         Value::BulkString(bytes) if whole_number(&bytes) => None,
         // Gone between the two requests: nothing wrong with it any more.
         Value::Nil => None,

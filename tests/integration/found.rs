@@ -49,19 +49,31 @@ fn tokens_past_2_to_the_53_stay_exact_and_a_counter_at_its_end_is_refused() {
             9007199254740994
         ]
     );
-    // A counter at the largest 64-bit integer has no next token: refused, nothing runs.
+    // A counter at the largest 64-bit integer has no next token: refused, said so (not Redis's
+    // raw "increment or decrement would overflow"), nothing runs.
     let _: () = redis
         .conn()
         .set(fence_key("end"), i64::MAX.to_string())
         .unwrap();
+    let said = "holds 9223372036854775807 (the largest 64-bit integer, which no token can follow)";
     Redlock::run(&redis)
         .key("end")
         .sh(&format!("touch {}", dir.sh("ran")))
         .status(69)
-        .stderr_prefixed()
+        .stderr_contains(said)
         .output();
     assert!(!dir.join("ran").exists());
     assert_eq!(redis.pttl(&lock_key("end")), -2, "left taken");
+    // A forced release of a lock whose counter is there removes the lock, says that the
+    // counter was left as it is, and exits 0 (it used to exit 69 after removing it).
+    let _: () = redis.conn().set(lock_key("end"), "someone").unwrap();
+    Redlock::admin("release", &redis)
+        .key("end")
+        .args(["--force"])
+        .status(0)
+        .stdout_contains(said)
+        .output();
+    assert_eq!(redis.pttl(&lock_key("end")), -2, "still taken");
     // A counter that is not a whole number is not one redlock wrote: said, and left as it is;
     // also one that Rust would parse but Redis's INCRBY refuses (a `+`, leading zeros).
     for (key, value) in [
