@@ -228,9 +228,8 @@ pub trait Locker: Send {
         &mut self,
         token: &str,
         block: Block,
-        ttl: Duration,
+        _ttl: Duration,
     ) -> (Result<bool, Failure>, Option<Acquire>) {
-        let _ = ttl;
         (self.wait(token, block), None)
     }
     /// What another thread uses to cut this waiter's [`Locker::wait`] short.

@@ -250,43 +250,8 @@ pub fn send<S: Script>(
     beside: Option<&redis::Cmd>,
     again: bool,
 ) -> RedisResult<(RedisResult<Value>, Option<Value>)> {
-    let lua = S::lua();
-    let keys = S::keys(keys);
-    let mut argv = Vec::new();
-    script.push(&mut argv);
-    let mut round = |verb: &str, text: &str, beside: Option<&redis::Cmd>| {
-        let mut pipe = redis::pipe();
-        pipe.ignore_errors();
-        pipe.cmd(verb)
-            .arg(text)
-            .arg(keys.len())
-            .arg(&keys)
-            .arg(&argv);
-        if let Some(cmd) = beside {
-            pipe.add_command(cmd.clone());
-        }
-        let mut replies: Vec<Value> = pipe.query(conn)?;
-        let other = beside.and_then(|_| replies.pop());
-        Ok::<_, redis::RedisError>((replies.pop().unwrap_or(Value::Nil), other))
-    };
-    // Until an EVAL of it is answered (which caches it on that server), send it whole.
-    let (mut reply, mut other) = if lua.flushed.load(Ordering::Relaxed) {
-        round("EVAL", &lua.body, beside)?
-    } else {
-        round("EVALSHA", &lua.sha, beside)?
-    };
-    if matches!(&reply, Value::ServerError(e) if e.code() == "NOSCRIPT") {
-        lua.flushed.store(true, Ordering::Relaxed);
-        let (retried, with) = round("EVAL", &lua.body, beside.filter(|_| again))?;
-        reply = retried;
-        if again {
-            other = with;
-        }
-    }
-    if !matches!(&reply, Value::ServerError(_)) {
-        lua.flushed.store(false, Ordering::Relaxed);
-    }
-    Ok((error_of(reply), other))
+    let (_, reply, other) = sent(conn, keys, script, None, beside, again)?;
+    Ok((reply, other))
 }
 
 /// Send `first`, then `script` for the lock of `keys`, in one pipeline: Redis runs the script
@@ -300,44 +265,63 @@ pub fn send_behind<S: Script>(
     script: &S,
     first: &redis::Cmd,
 ) -> RedisResult<(Value, RedisResult<Value>)> {
+    let (answered, reply, _) = sent(conn, keys, script, Some(first), None, false)?;
+    Ok((answered.unwrap_or(Value::Nil), reply))
+}
+
+/// [`send`] and [`send_behind`]: `before`, the script, `after`, in one round trip; EVAL when
+/// the server's script cache lost it, with `after` again when `again`.
+fn sent<S: Script>(
+    conn: &mut dyn ConnectionLike,
+    keys: &Keys,
+    script: &S,
+    before: Option<&redis::Cmd>,
+    after: Option<&redis::Cmd>,
+    again: bool,
+) -> RedisResult<(Option<Value>, RedisResult<Value>, Option<Value>)> {
     let lua = S::lua();
     let keys = S::keys(keys);
     let mut argv = Vec::new();
     script.push(&mut argv);
-    let flushed = lua.flushed.load(Ordering::Relaxed);
-    let (verb, text) = if flushed {
-        ("EVAL", lua.body.as_str())
+    let mut round =
+        |verb: &str, text: &str, before: Option<&redis::Cmd>, after: Option<&redis::Cmd>| {
+            let mut pipe = redis::pipe();
+            pipe.ignore_errors();
+            if let Some(cmd) = before {
+                pipe.add_command(cmd.clone());
+            }
+            pipe.cmd(verb)
+                .arg(text)
+                .arg(keys.len())
+                .arg(&keys)
+                .arg(&argv);
+            if let Some(cmd) = after {
+                pipe.add_command(cmd.clone());
+            }
+            let replies: Vec<Value> = pipe.query(conn)?;
+            let mut replies = replies.into_iter();
+            let first = before.map(|_| replies.next().unwrap_or(Value::Nil));
+            let reply = replies.next().unwrap_or(Value::Nil);
+            Ok::<_, redis::RedisError>((first, reply, replies.next()))
+        };
+    // Until an EVAL of it is answered (which caches it on that server), send it whole.
+    let (first, mut reply, mut other) = if lua.flushed.load(Ordering::Relaxed) {
+        round("EVAL", &lua.body, before, after)?
     } else {
-        ("EVALSHA", lua.sha.as_str())
+        round("EVALSHA", &lua.sha, before, after)?
     };
-    let mut pipe = redis::pipe();
-    pipe.ignore_errors();
-    pipe.add_command(first.clone());
-    pipe.cmd(verb)
-        .arg(text)
-        .arg(keys.len())
-        .arg(&keys)
-        .arg(&argv);
-    let mut replies: Vec<Value> = pipe.query(conn)?;
-    let mut reply = replies.pop().unwrap_or(Value::Nil);
-    let answered = replies.pop().unwrap_or(Value::Nil);
     if matches!(&reply, Value::ServerError(e) if e.code() == "NOSCRIPT") {
         lua.flushed.store(true, Ordering::Relaxed);
-        let mut again = redis::pipe();
-        again.ignore_errors();
-        again
-            .cmd("EVAL")
-            .arg(&lua.body)
-            .arg(keys.len())
-            .arg(&keys)
-            .arg(&argv);
-        let mut replies: Vec<Value> = again.query(conn)?;
-        reply = replies.pop().unwrap_or(Value::Nil);
+        let (_, retried, with) = round("EVAL", &lua.body, None, after.filter(|_| again))?;
+        reply = retried;
+        if again {
+            other = with;
+        }
     }
     if !matches!(&reply, Value::ServerError(_)) {
         lua.flushed.store(false, Ordering::Relaxed);
     }
-    Ok((answered, error_of(reply)))
+    Ok((first, error_of(reply), other))
 }
 
 /// Send `script` once for the lock of each of `locks`, in one pipeline (one round trip): EVALSHA

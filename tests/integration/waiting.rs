@@ -58,6 +58,33 @@ pub(super) fn queue_key(name: &str) -> String {
     format!("{}:queue", lock_key(name))
 }
 
+/// A holder of `key` (with `ttl` and `args`; touching `KEY.go` in `dir` lets it go) and a
+/// waiter with the same, `--wait 60s`, blocked behind it; the waiter runs `log_script(dir, 0)`.
+fn a_waiter_blocked_behind_a_holder(
+    redis: &RedisServer,
+    dir: &TempDir,
+    key: &str,
+    ttl: &str,
+    args: &[&str],
+) -> (Proc, Proc) {
+    let (holder, _) = Redlock::run(redis)
+        .key(key)
+        .ttl(ttl)
+        .args(args)
+        .hold(dir, key);
+    let waiter = Redlock::run(redis)
+        .key(key)
+        .ttl(ttl)
+        .args(args)
+        .wait("60s")
+        .sh(&log_script(dir, 0))
+        .spawn();
+    wait_until(PATIENCE, "the waiter to block", || {
+        redis.info_field("blocked_clients") == 1
+    });
+    (holder, waiter)
+}
+
 /// One command MONITOR saw: the client that sent it (`127.0.0.1:PORT`, or `lua` inside a
 /// script) and its words, unquoted (escapes left as they are).
 struct Seen {
@@ -275,16 +302,7 @@ fn a_plain_waiters_attempt_waits_behind_its_blpop_in_redis() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
     for (key, opts) in [("plain", vec![]), ("fair", vec!["--fair"])] {
-        let (holder, _) = Redlock::run(&redis).key(key).args(&opts).hold(&dir, key);
-        let waiter = Redlock::run(&redis)
-            .key(key)
-            .args(&opts)
-            .wait("60s")
-            .sh(&log_script(&dir, 0))
-            .spawn();
-        wait_until(PATIENCE, "the waiter to block", || {
-            redis.info_field("blocked_clients") == 1
-        });
+        let (holder, waiter) = a_waiter_blocked_behind_a_holder(&redis, &dir, key, "30s", &opts);
         let behind = blocked_query_buffers(&redis);
         assert_eq!(behind.len(), 1, "{key}: one blocked client");
         if key == "plain" {
@@ -319,18 +337,9 @@ fn a_plain_waiters_attempt_waits_behind_its_blpop_in_redis() {
 fn a_waiter_frozen_behind_its_block_leaves_a_vanished_run_and_then_runs() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let (holder, _) = Redlock::run(&redis).key("frozen").ttl("1s").hold(&dir, "h");
-    let waiter = Redlock::run(&redis)
-        .key("frozen")
-        .ttl("1s")
-        .wait("30s")
-        .sh(&log_script(&dir, 0))
-        .spawn();
-    wait_until(PATIENCE, "the waiter to block", || {
-        redis.info_field("blocked_clients") == 1
-    });
+    let (holder, waiter) = a_waiter_blocked_behind_a_holder(&redis, &dir, "frozen", "1s", &[]);
     waiter.signal(Signal::SIGSTOP);
-    touch(&dir.join("h.go"));
+    touch(&dir.join("frozen.go"));
     holder.finish().assert_code(0);
     // The attempt behind the block took the lock for the frozen waiter; it lapses.
     wait_until(PATIENCE, "the frozen waiter's lease to run out", || {
@@ -473,15 +482,7 @@ fn a_waiter_stopped_while_blocked_exits_at_once_and_passes_the_wake_up_on() {
 fn a_holder_that_dies_hands_over_when_its_lease_runs_out() {
     let redis = RedisServer::start();
     let dir = TempDir::new();
-    let (holder, _) = Redlock::run(&redis).key("crash").ttl("2s").hold(&dir, "h");
-    let waiter = Redlock::run(&redis)
-        .key("crash")
-        .wait("forever")
-        .sh(&log_script(&dir, 0))
-        .spawn();
-    wait_until(PATIENCE, "the waiter to block", || {
-        redis.info_field("blocked_clients") == 1
-    });
+    let (holder, waiter) = a_waiter_blocked_behind_a_holder(&redis, &dir, "crash", "2s", &[]);
 
     let killed = now_ns();
     holder.signal(Signal::SIGKILL);

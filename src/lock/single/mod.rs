@@ -19,6 +19,7 @@ use crate::lock::{
 use crate::transport::Connection;
 use crate::transport::endpoint::Endpoint;
 
+mod behind;
 mod quorum_node;
 mod reads;
 
@@ -366,6 +367,44 @@ impl SingleRedis {
             && !self.several
     }
 
+    /// The plain take of `token` for `ttl`, `holder` and `run` as the attempt gives them.
+    fn take<'a>(
+        &self,
+        token: &'a str,
+        ttl: Duration,
+        holder: &'a Holder,
+        run: &'a str,
+    ) -> calls::Take<'a> {
+        calls::Take {
+            token,
+            ttl,
+            holder,
+            lifetime: self.waiting_lifetime(ttl),
+            waited: self.waited,
+            record: Kept::DEFAULT,
+            run,
+        }
+    }
+
+    /// The BLPOP of `token`'s wake lists, held `hold` by the server.
+    fn blpop(&self, token: &str, hold: Duration) -> redis::Cmd {
+        let mut blpop = redis::cmd("BLPOP");
+        // BLPOP takes seconds; 0 would mean forever.
+        blpop
+            .arg(self.keys.wake_lists(token, self.fair))
+            .arg(format!("{:.3}", hold.as_secs_f64().max(0.001)));
+        blpop
+    }
+
+    /// Whether the BLPOP's `reply` says the waiter was woken (else its time ran out).
+    fn woken(&self, reply: Value) -> Result<bool, Failure> {
+        match reply {
+            Value::Nil => Ok(false),
+            Value::Array(_) => Ok(true),
+            other => Err(unexpected(self.endpoint(), &other)),
+        }
+    }
+
     /// What an attempt's answer means, and what this client keeps of it.
     fn answered(&mut self, token: &str, reply: AcquireReply) -> Result<Acquire, Failure> {
         Ok(match reply {
@@ -433,15 +472,7 @@ impl Locker for SingleRedis {
         // A plain run takes the lock with the plain take, which carries nothing of the features
         // it does not use; the others, and a key the plain take cannot take, go to theirs.
         let sent = if self.plain() {
-            let take = calls::Take {
-                token,
-                ttl,
-                holder: &holder,
-                lifetime: attempt.lifetime,
-                waited: self.waited,
-                record: Kept::DEFAULT,
-                run: &run,
-            };
+            let take = self.take(token, ttl, &holder, &run);
             match self.call(&take, timeout, preflight) {
                 Ok((AcquireReply::Several(_), _)) => {
                     self.several = true;
@@ -528,29 +559,13 @@ impl Locker for SingleRedis {
         } else {
             (block.hold, limit)
         };
-        // BLPOP takes seconds; 0 would mean forever.
-        let seconds = format!("{:.3}", hold.as_secs_f64().max(0.001));
-        let lists = self.keys.wake_lists(token, self.fair);
-        let reply = self.conn.request(limit, |node| {
-            redis::cmd("BLPOP")
-                .arg(&lists)
-                .arg(&seconds)
-                .query::<Value>(&mut node.conn)
-        })?;
-        match reply {
-            Value::Nil => Ok(false),
-            Value::Array(_) => Ok(true),
-            other => Err(unexpected(self.endpoint(), &other)),
-        }
+        let blpop = self.blpop(token, hold);
+        let reply = self
+            .conn
+            .request(limit, |node| blpop.query::<Value>(&mut node.conn))?;
+        self.woken(reply)
     }
 
-    /// The plain take rides behind the BLPOP (a plain waiter's, without `--min-replicas` or
-    /// `--fsync`, whose WAIT must follow the take): a release's wake-up is followed in Redis by
-    /// the woken waiter's take at once, and the hand-over saves the round trip that a take
-    /// sent after hearing the wake-up costs (0.3-0.7 ms on loopback, measured; a network's
-    /// round trip elsewhere). Which commands run, and in what order, is as before: a 0.1 host
-    /// sees nothing new. A new connection's first request carries the eviction-policy question
-    /// instead, and its attempt goes as usual.
     fn wait_then_acquire(
         &mut self,
         token: &str,
@@ -560,73 +575,7 @@ impl Locker for SingleRedis {
         if !self.plain() || self.durability.is_some() {
             return (self.wait(token, block), None);
         }
-        let limit = Instant::now() + block.limit;
-        let seconds = format!("{:.3}", block.hold.as_secs_f64().max(0.001));
-        let mut blpop = redis::cmd("BLPOP");
-        blpop.arg(self.keys.wake_lists(token, false)).arg(&seconds);
-        let holder = self.holder.clone();
-        let run = record::started_json(token, &holder);
-        let take = calls::Take {
-            token,
-            ttl,
-            holder: &holder,
-            lifetime: self.waiting_lifetime(ttl),
-            waited: self.waited,
-            record: Kept::DEFAULT,
-            run: &run,
-        };
-        let keys = &self.keys;
-        // The take's answer, kept even when the BLPOP's is an error (a NOPERM for BLPOP alone
-        // says nothing of the take, which ran).
-        let mut taken = None;
-        let mut sent = false;
-        let reply = self.conn.request(limit, |node| {
-            taken = None;
-            if node.fresh {
-                sent = false;
-                return blpop.query::<Value>(&mut node.conn);
-            }
-            sent = true;
-            let (woken, take) = scripts::send_behind(&mut node.conn, keys, &take, &blpop)?;
-            taken = Some(take);
-            match woken {
-                Value::ServerError(e) => Err(e.into()),
-                woken => Ok(woken),
-            }
-        });
-        let woken = match reply {
-            Ok(Value::Nil) => Ok(false),
-            Ok(Value::Array(_)) => Ok(true),
-            Ok(other) => Err(unexpected(self.endpoint(), &other)),
-            Err(failure) => Err(failure),
-        };
-        // Cut off before the take's answer was read: it may have taken the lock.
-        if sent && taken.is_none() && self.conn.unanswered() {
-            self.acquire_unanswered = true;
-        }
-        // An error reply took nothing (guard.lua); the attempt made again says what it was.
-        let reply = match taken.and_then(Result::ok) {
-            Some(reply) => {
-                let decoded = AcquireReply::from_reply(&reply);
-                // Carried out, but what it did cannot be read: as good as no answer.
-                self.acquire_unanswered |= decoded.is_none();
-                decoded
-            }
-            None => None,
-        };
-        let acquired = match reply {
-            // A key the plain take cannot take: the next attempt goes to the feature acquire.
-            Some(AcquireReply::Several(_)) => {
-                self.several = true;
-                None
-            }
-            Some(reply) => {
-                self.acquire_unanswered = false;
-                self.answered(token, reply).ok()
-            }
-            None => None,
-        };
-        (woken, acquired)
+        self.take_behind_the_block(token, block, ttl)
     }
 
     fn interrupter(&self, token: &str) -> Box<dyn Interrupt> {
