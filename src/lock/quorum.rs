@@ -186,6 +186,19 @@ impl Quorum {
 }
 
 impl Quorum {
+    /// After an attempt some nodes turned away: a wait listens on the first of them by name.
+    /// Their releases are the wake-ups it needs. A node that let it in may have had its release
+    /// (and its wake-up) already, while the others had not: a retry woken there finds them
+    /// still held, and a wait on that node again would hear none of their releases, sitting
+    /// out its fallback timer instead. Waiters turned away by the same nodes still listen on
+    /// the same one.
+    fn listen_where_held(&mut self, replies: &[Option<Result<Acquire, Failure>>]) {
+        let held = |i: &usize| matches!(replies[*i], Some(Ok(Acquire::Busy { .. })));
+        if let Some(place) = self.order.iter().position(held) {
+            self.listening = place;
+        }
+    }
+
     /// What a failed attempt that found the lock held on the nodes in `busy` (each with the
     /// lease it saw left) comes to, if any node was busy.
     fn busy(&mut self, busy: &[Option<Duration>]) -> Option<Acquire> {
@@ -318,6 +331,7 @@ impl Locker for Quorum {
                 _ => None,
             })
             .collect::<Vec<_>>();
+        self.listen_where_held(&replies);
         self.clean_up(token, (!busy.is_empty()).then_some(ttl), per_node);
         if let Some(busy) = self.busy(&busy) {
             return Ok(busy);
@@ -427,9 +441,10 @@ impl Locker for Quorum {
         })
     }
 
-    /// Blocks on one node only: the one listened to last, or else the first by name, so that
-    /// waiters with the same URLs listen on the same node and each release (which wakes one
-    /// waiter on every node) wakes one of them. The other nodes' connections stay free for the
+    /// Blocks on one node only: the first by name of those that turned the last attempt away
+    /// (see `listen_where_held`), or else the one listened to last, or the first by name, so
+    /// that waiters with the same URLs listen on the same node and each release (which wakes
+    /// one waiter on every node) wakes one of them. The other nodes' connections stay free for the
     /// acquire that follows. A node that fails hands the rest of the wait to the next one, and
     /// stays passed over until that one fails too.
     fn wait(&mut self, token: &str, block: Block) -> Result<bool, Failure> {

@@ -498,23 +498,28 @@ fn a_holder_that_dies_hands_over_when_its_lease_runs_out() {
     );
 }
 
-/// A waiter that blocks on a node which let it in (the holder's key there was lost) is woken by
-/// the release there: a release wakes only a waiter it knows of, so the quorum's undo of that
-/// partial acquire records the waiter as waiting on every node.
+/// The nodes of `servers` by name, as a quorum orders them.
+fn by_name(servers: &[RedisServer]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..servers.len()).collect();
+    order.sort_by_key(|&i| servers[i].url());
+    order
+}
+
+/// A waiter that a node let in (the holder's key there was lost) and the others turned away
+/// blocks on the first of those by name, and the holder's release wakes it: a release wakes
+/// only a waiter it knows of, so the quorum's undo of that partial acquire records the waiter
+/// as waiting on every node.
 #[test]
-fn a_waiter_blocked_on_a_node_that_let_it_in_is_woken_there() {
+fn a_quorum_waiter_blocks_on_a_node_that_turned_it_away_and_is_woken_there() {
     let dir = TempDir::new();
     let servers = start_servers(3);
-    // A waiter listens on the first node by name.
-    let first = (0..servers.len())
-        .min_by_key(|&i| servers[i].url())
-        .unwrap();
+    let order = by_name(&servers);
     let (holder, _) = Redlock::run_quorum(&servers)
         .key("q")
         .ttl(LONG_TTL)
         .hold(&dir, "a");
-    // That node loses the holder's key (restarted empty, say); the others keep a majority.
-    servers[first].del(&lock_key("q"));
+    // The first node loses the holder's key (restarted empty, say); the others keep a majority.
+    servers[order[0]].del(&lock_key("q"));
     let waiter = Redlock::run_quorum(&servers)
         .key("q")
         .ttl(LONG_TTL)
@@ -523,8 +528,8 @@ fn a_waiter_blocked_on_a_node_that_let_it_in_is_woken_there() {
         .spawn();
     wait_until(
         PATIENCE,
-        "the waiter to block on the node that let it in",
-        || servers[first].info_field("blocked_clients") == 1,
+        "the waiter to block on the first node that turned it away",
+        || servers[order[1]].info_field("blocked_clients") == 1,
     );
     touch(&dir.join("a.go"));
     holder.finish().assert_code(0);
@@ -534,6 +539,75 @@ fn a_waiter_blocked_on_a_node_that_let_it_in_is_woken_there() {
     out.assert_code(0);
     assert_eq!(out.stdout, "woken\n");
     // Unwoken it would try again only after min(ttl, 20s).
+    assert!(
+        took < Duration::from_secs(8),
+        "woken {took:?} after the release"
+    );
+}
+
+/// A quorum's release reaches its nodes one by one. A waiter woken by the first release to
+/// land retries while the other nodes still hold the lock, and is turned away again; it must
+/// then listen where the lock is still held, or the releases that follow there wake nobody
+/// and it sits out its fallback timer (the ttl here, 60 s).
+#[test]
+fn a_quorum_waiter_woken_before_the_others_released_hears_their_release() {
+    let servers = start_servers(3);
+    let order = by_name(&servers);
+    // Another owner holds the second and third node by name; the first is free.
+    for &i in &order[1..] {
+        redis::cmd("SET")
+            .arg(lock_key("r"))
+            .arg("someone")
+            .arg("PX")
+            .arg(60_000)
+            .exec(&mut servers[i].conn())
+            .unwrap();
+    }
+    let waiter = Redlock::run_quorum(&servers)
+        .key("r")
+        .ttl(LONG_TTL)
+        .wait("60s")
+        .sh("echo woken")
+        .spawn();
+    let blocked = || {
+        servers
+            .iter()
+            .map(|s| s.info_field("blocked_clients"))
+            .sum::<u64>()
+    };
+    wait_until(PATIENCE, "the waiter to block", || blocked() == 1);
+    // The first node's release lands first: its wake-up, pushed as a release pushes it.
+    let wake = format!("{}:wake", lock_key("r"));
+    redis::cmd("RPUSH")
+        .arg(&wake)
+        .arg("1")
+        .exec(&mut servers[order[0]].conn())
+        .unwrap();
+    // The waiter, if it listened there, took it, tried, and was turned away again.
+    let first = &servers[order[0]];
+    let llen = || -> u64 {
+        redis::cmd("LLEN")
+            .arg(&wake)
+            .query(&mut first.conn())
+            .unwrap()
+    };
+    wait_until(PATIENCE, "the waiter to block again", || {
+        servers[order[1]].info_field("blocked_clients") == 1
+            || (llen() == 0 && first.info_field("blocked_clients") == 1)
+    });
+    // Then the other nodes release, one after the other.
+    let released = Instant::now();
+    for &i in &order[1..] {
+        Redlock::admin_at("release", &servers[i].url())
+            .key("r")
+            .arg("--force")
+            .stdout_contains("released lock 'r'")
+            .output();
+    }
+    let out = waiter.finish();
+    let took = released.elapsed();
+    out.assert_code(0);
+    assert_eq!(out.stdout, "woken\n");
     assert!(
         took < Duration::from_secs(8),
         "woken {took:?} after the release"
