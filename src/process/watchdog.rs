@@ -341,6 +341,18 @@ mod tests {
         assert_eq!(next_order(&reader), None);
     }
 
+    /// Held by each test that starts a watchdog. Tests run on threads of one process, and a
+    /// watchdog keeps open a descriptor another thread opened between its listing and its
+    /// fork (see `restart`): another test's pipe to its watchdog, which then sees no end of
+    /// file when that test drops it, and two such watchdogs wait for each other for good.
+    static ONE_WATCHDOG_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn one_watchdog_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+        ONE_WATCHDOG_AT_A_TIME
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn wait_until(what: &str, done: impl Fn() -> bool) {
         let give_up = Instant::now() + Duration::from_secs(5);
         while !done() {
@@ -358,6 +370,7 @@ mod tests {
 
     #[test]
     fn kills_the_last_group_given_when_redlock_goes_and_not_after_none() {
+        let _alone = one_watchdog_at_a_time();
         let mut sleeper = std::process::Command::new("sleep")
             .arg("30")
             .process_group(0)
@@ -401,6 +414,7 @@ mod tests {
 
     #[test]
     fn kills_the_group_at_the_deadline_unless_a_later_one_came() {
+        let _alone = one_watchdog_at_a_time();
         let mut sleeper = std::process::Command::new("sleep")
             .arg("30")
             .process_group(0)
@@ -410,9 +424,10 @@ mod tests {
         let mut watchdog = Watchdog::start().unwrap();
         // A deadline pushed back (a renewal) before it passed: nothing happens at the first.
         let first = Instant::now() + Duration::from_millis(100);
+        // The look between them comes well before the second, even on a loaded machine.
         watchdog.watch(group, Moment::now() + Duration::from_millis(100));
-        watchdog.watch(group, Moment::now() + Duration::from_millis(400));
-        std::thread::sleep(Duration::from_millis(250));
+        watchdog.watch(group, Moment::now() + Duration::from_millis(1000));
+        std::thread::sleep(Duration::from_millis(300));
         assert!(
             sleeper.try_wait().unwrap().is_none(),
             "killed at the first deadline"
@@ -421,7 +436,7 @@ mod tests {
         let status = sleeper.wait().unwrap();
         let killed = Instant::now();
         assert_eq!(status.signal(), Some(Signal::SIGKILL as i32));
-        assert!(killed >= first + Duration::from_millis(250), "killed early");
+        assert!(killed >= first + Duration::from_millis(850), "killed early");
         drop(watchdog);
     }
 }
