@@ -14,13 +14,18 @@
 -- the last run that ended (each as shown, false when none), the counters as {name, value,
 -- ...}}.
 -- Needs clock.lua and ring.lua before it.
--- Whether `x`, a number of a run, reads back in Rust: absent, or at most `digits` decimal
--- digits, a '-' first only when `signed` (18 digits fit any i64; 9 an i32, an exit status).
-local function readable(x, signed, digits)
+-- Whether `x`, a number of a run, reads back in Rust: absent, or decimal digits no larger
+-- than `most` (written out: I64 for a time or a fencing token, I32 for an exit status), a
+-- '-' first only when `signed`.
+local I64, I32 = '9223372036854775807', '2147483647'
+local function readable(x, signed, most)
   if type(x) ~= 'string' and type(x) ~= 'number' then return true end
   local s = tostring(x)
   if signed and string.sub(s, 1, 1) == '-' then s = string.sub(s, 2) end
-  return #s >= 1 and #s <= digits and string.find(s, '^%d+$') ~= nil
+  s = string.gsub(s, '^0+(%d)', '%1')
+  if #s < 1 or not string.find(s, '^%d+$') then return false end
+  -- Of as many digits, the larger number is the later string.
+  return #s < #most or (#s == #most and s <= most)
 end
 local function decode(raw)
   -- A run is a few hundred bytes: one far larger was not written by redlock, and would make
@@ -30,9 +35,9 @@ local function decode(raw)
   if not (ok and type(r) == 'table' and type(r.token) == 'string' and r.started ~= nil) then
     return nil
   end
-  if readable(r.pid, false, 18) and readable(r.started, false, 18)
-    and readable(r.fence, true, 18) and readable(r.ended, true, 18)
-    and readable(r.status, true, 9) then
+  if readable(r.pid, false, I64) and readable(r.started, false, I64)
+    and readable(r.fence, true, I64) and readable(r.ended, true, I64)
+    and readable(r.status, true, I32) then
     return r
   end
   return nil
