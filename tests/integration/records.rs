@@ -173,6 +173,43 @@ fn every_run_is_recorded_with_how_it_ended() {
     }
 }
 
+/// Fencing tokens take every value of a 64-bit integer, 19 digits from 10^18 on (a counter
+/// raised by hand, or a quorum's): the record keeps such runs, and `check` still sees a
+/// failure after a success.
+#[test]
+fn runs_with_the_largest_fencing_tokens_are_kept() {
+    for start in [1_000_000_000_000_000_000_i64, i64::MAX - 10] {
+        let redis = RedisServer::start();
+        redis::cmd("SET")
+            .arg(fence_key("big"))
+            .arg(start)
+            .exec(&mut redis.conn())
+            .unwrap();
+        Redlock::run(&redis).key("big").sh("true").output();
+        Redlock::run(&redis)
+            .key("big")
+            .sh("exit 3")
+            .status(3)
+            .output();
+        let rows = history(&redis, "big");
+        assert_eq!(rows.len(), 2, "{start}: {rows:?}");
+        let fences: Vec<u64> = rows.iter().map(|r| fence(r)).collect();
+        let start = start as u64;
+        assert_eq!(fences, [start + 2, start + 1]);
+        let out = Redlock::admin("check", &redis)
+            .key("big")
+            .args(["--max-age", "1h"])
+            .status(1)
+            .any_stdout()
+            .output();
+        assert!(
+            out.stdout.starts_with("WARNING: ") && out.stdout.contains("exit 3"),
+            "{}",
+            out.stdout
+        );
+    }
+}
+
 #[test]
 fn a_sigkilled_holder_is_shown_as_vanished() {
     let redis = RedisServer::start();
@@ -330,6 +367,41 @@ fn the_record_keeps_the_last_20_runs_in_a_few_kilobytes_and_every_key_expires() 
         pttl > forty_days - 60_000 && pttl <= forty_days,
         "{key}: {pttl}"
     );
+}
+
+/// A count set to what is not a whole number (by hand) starts over at the next run that
+/// counts there, instead of staying unreadable and dropped from `status` for good; the run's
+/// entry in the record is written either way.
+#[test]
+fn a_count_that_is_not_a_number_starts_over() {
+    let redis = RedisServer::start();
+    Redlock::run(&redis).key("odd").sh("true").output();
+    let key = counts_key("odd");
+    let set = |field: &str, value: &str| {
+        redis::cmd("HSET")
+            .arg(&key)
+            .arg(field)
+            .arg(value)
+            .exec(&mut redis.conn())
+            .unwrap();
+    };
+    set("success", "many");
+    set("failed", "99999999999999999999");
+    Redlock::run(&redis).key("odd").sh("true").output();
+    Redlock::run(&redis)
+        .key("odd")
+        .sh("exit 4")
+        .status(4)
+        .output();
+    let count = |field: &str| -> Option<String> { redis.conn().hget(&key, field).unwrap() };
+    assert_eq!(count("success").as_deref(), Some("1"));
+    assert_eq!(count("failed").as_deref(), Some("1"));
+    assert_eq!(history(&redis, "odd").len(), 3);
+    Redlock::admin("status", &redis)
+        .key("odd")
+        .status(0)
+        .stdout_contains("runs ended: 1 failed, 1 success")
+        .output();
 }
 
 #[test]

@@ -13,9 +13,13 @@ if reply == 1 then
     fields[7], fields[8] = 'last_success', ended_run
   end
   redis.call('HSET', counts, unpack(fields))
-  if redis.call('HINCRBY', counts, outcome, '1') == 1 then
-    redis.call('PEXPIRE', counts, record_ttl)
+  local c = redis.pcall('HINCRBY', counts, outcome, '1')
+  if type(c) == 'table' then
+    -- A count redlock did not write (not a whole number): it starts over from this run.
+    redis.call('HSET', counts, outcome, '1')
+    c = 1
   end
+  if c == 1 then redis.call('PEXPIRE', counts, record_ttl) end
   return
 end
 local R = ring()

@@ -18,9 +18,13 @@ local function ring()
     return 'run:' .. (n % tonumber(runs_kept))
   end
   function R.count(name, by)
-    if redis.call('HINCRBY', counts, name, by) == by then
-      redis.call('PEXPIRE', counts, record_ttl)
+    local c = redis.pcall('HINCRBY', counts, name, by)
+    if type(c) == 'table' then
+      -- A count redlock did not write (not a whole number): it starts over from here.
+      c = math.max(by, 0)
+      redis.call('HSET', counts, name, c)
     end
+    if c == by then redis.call('PEXPIRE', counts, record_ttl) end
   end
   -- The N of the run of `who`, found by looking through the ring (nil when not there): for a
   -- client that never heard its acquire's answer (lost) and gives the lock back.
