@@ -84,7 +84,7 @@ impl SingleRedis {
 
 /// What the fencing counter at `key` holds, when it is not a counter redlock wrote (a string
 /// of a whole number below the largest 64-bit integer): `a Redis hash`, `a string that is not
-/// a whole number`, that integer. None when it is one, or absent.
+/// a whole number`, a whole number past 64 bits, that integer. None when it is one, or absent.
 pub(crate) fn foreign(
     conn: &mut Connection,
     key: &str,
@@ -111,6 +111,13 @@ pub(crate) fn foreign(
         Value::BulkString(bytes) if whole_number(&bytes) => None,
         // Gone between the two requests: nothing wrong with it any more.
         Value::Nil => None,
+        // Digits past 2^63 - 1, which Redis's integers do not hold (INCRBY fails on them).
+        Value::BulkString(bytes) if !bytes.is_empty() && bytes.iter().all(u8::is_ascii_digit) => {
+            Some(format!(
+                "a whole number of {} digits, past the largest 64-bit integer",
+                bytes.len()
+            ))
+        }
         _ => Some("a string that is not a whole number".to_owned()),
     })
 }

@@ -262,6 +262,10 @@ fn release_force_removes_a_lock_whose_fencing_counter_redlock_did_not_write() {
     // holder finds its lock gone.
     for (value, found) in [
         (None, "a Redis hash"),
+        (
+            Some("99999999999999999999"),
+            "a whole number of 20 digits, past the largest 64-bit integer",
+        ),
         (Some("notanumber"), "a string that is not a whole number"),
     ] {
         redis.del(&fence_key("k"));
