@@ -171,7 +171,8 @@ impl Quorum {
         if counters.len() < self.majority() {
             return None;
         }
-        let token = counters.iter().max()?.saturating_add(1);
+        // Past the largest 64-bit integer no token can follow.
+        let token = counters.iter().max()?.checked_add(1)?;
         let raised = self.each(answered, |node| node.raise_fence(token, timeout));
         let ok = raised.iter().flatten().filter(|r| r.is_ok()).count();
         if ok < self.majority() {

@@ -92,6 +92,21 @@ impl FromReply for i64 {
     }
 }
 
+/// A whole number a script answers as an integer, or as its digits where a Lua number would
+/// round it (a fencing counter past 2^53).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Whole(pub i64);
+
+impl FromReply for Whole {
+    fn from_reply(value: &Value) -> Option<Self> {
+        match value {
+            Value::Int(i) => Some(Whole(*i)),
+            Value::BulkString(digits) => std::str::from_utf8(digits).ok()?.parse().ok().map(Whole),
+            _ => None,
+        }
+    }
+}
+
 /// Done or not: 1 or 0.
 impl FromReply for bool {
     fn from_reply(value: &Value) -> Option<Self> {

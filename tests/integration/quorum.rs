@@ -254,6 +254,43 @@ fn fencing_tokens_increase_across_different_majorities() {
     assert!(b > a, "B got {b} after A's {a}");
 }
 
+/// Tokens go on rising past 2^53, where a Lua number is no longer exact: every node's counter
+/// set there (by hand, or after a long life of its own), each run gets a larger token than
+/// the last, and the last possible one is the largest 64-bit integer.
+#[test]
+fn quorum_fencing_tokens_rise_past_2_to_the_53() {
+    let servers = start_servers(3);
+    let token = || -> Option<i64> {
+        let out = Redlock::run_quorum(&servers)
+            .key("big")
+            .sh("echo $REDLOCK_FENCING_TOKEN")
+            .any_stdout()
+            .any_status()
+            .any_stderr()
+            .output();
+        out.stdout.trim().parse::<i64>().ok()
+    };
+    let set_counters = |value: i64| {
+        for server in &servers {
+            redis::cmd("SET")
+                .arg(fence_key("big"))
+                .arg(value)
+                .exec(&mut server.conn())
+                .unwrap();
+        }
+    };
+    for start in [5_000_000_000_000_000_000, 36_028_797_018_963_969, (1 << 53) + 1] {
+        set_counters(start);
+        let tokens: Vec<i64> = (0..3).map(|_| token().unwrap()).collect();
+        assert!(tokens[0] > start, "{start}: {tokens:?}");
+        assert!(tokens.windows(2).all(|w| w[1] > w[0]), "{start}: {tokens:?}");
+    }
+    // At the last token but one, the last is given once; then none can follow.
+    set_counters(i64::MAX - 2);
+    assert_eq!(token(), Some(i64::MAX));
+    assert_eq!(token(), None);
+}
+
 #[test]
 fn a_release_wakes_a_quorum_waiter_and_costs_4_requests_a_node() {
     let dir = TempDir::new();

@@ -12,17 +12,6 @@ local FENCE_LIFETIME_MS = '3456000000'
 local function counter()
   return tonumber(redis.call('GET', fence) or '0') or 0
 end
--- The counter at least `floor`, and its lifetime from now (numbers written out whole: a Lua
--- number passed to Redis could be written with an exponent).
-local function raise_to(floor)
-  local c = counter()
-  if c < floor then
-    redis.call('SET', fence, string.format('%.0f', floor), 'PX', FENCE_LIFETIME_MS)
-    return floor
-  end
-  redis.call('PEXPIRE', fence, FENCE_LIFETIME_MS)
-  return c
-end
 -- The token as its digits: INCRBY counts in 64-bit integers, a Lua number only to 2^53.
 local function advance()
   local c = counter()
