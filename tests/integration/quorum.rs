@@ -279,11 +279,18 @@ fn quorum_fencing_tokens_rise_past_2_to_the_53() {
                 .unwrap();
         }
     };
-    for start in [5_000_000_000_000_000_000, 36_028_797_018_963_969, (1 << 53) + 1] {
+    for start in [
+        5_000_000_000_000_000_000,
+        36_028_797_018_963_969,
+        (1 << 53) + 1,
+    ] {
         set_counters(start);
         let tokens: Vec<i64> = (0..3).map(|_| token().unwrap()).collect();
         assert!(tokens[0] > start, "{start}: {tokens:?}");
-        assert!(tokens.windows(2).all(|w| w[1] > w[0]), "{start}: {tokens:?}");
+        assert!(
+            tokens.windows(2).all(|w| w[1] > w[0]),
+            "{start}: {tokens:?}"
+        );
     }
     // At the last token but one, the last is given once; then none can follow.
     set_counters(i64::MAX - 2);

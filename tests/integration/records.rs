@@ -313,6 +313,66 @@ fn a_semaphore_holder_that_vanished_is_told_from_the_live_one() {
     assert!(runs[1].contains(r#""outcome":"success""#), "{runs:?}");
 }
 
+/// A place of a semaphore whose holder was SIGKILLed, with more runs after it than the ring
+/// keeps, is counted as vanished by the first reader once its lease ends (not only by the
+/// next acquire, which may never come), and counted once.
+#[test]
+fn a_vanished_place_the_ring_no_longer_holds_is_counted_by_a_reader_once() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let slot = || {
+        Redlock::run(&redis)
+            .key("many")
+            .args(["--limit", "2"])
+            .ttl("3s")
+    };
+    let doomed = slot().sh(&heartbeat_script(&dir, "b")).spawn();
+    wait_for_file(&dir.join("b.ready"));
+    let pid = wait_for_pid(&dir.join("b.pid"));
+    doomed.signal(Signal::SIGKILL);
+    wait_pid_dead(pid, Duration::from_secs(2));
+    for _ in 0..21 {
+        slot().sh("true").output();
+    }
+    // The set expires with the last lease, the dead one's here.
+    wait_until(
+        Duration::from_secs(5),
+        "the dead place's lease to end",
+        || {
+            let exists: bool = redis.conn().exists(lock_key("many")).unwrap();
+            !exists
+        },
+    );
+    let status = || {
+        Redlock::admin("status", &redis)
+            .key("many")
+            .status(0)
+            .any_stdout()
+            .output()
+            .stdout
+    };
+    let said = status();
+    assert!(
+        said.contains("runs ended: 21 success, 1 vanished"),
+        "{said}"
+    );
+    // The last run to end is the vanished one: no success hides it.
+    Redlock::admin("check", &redis)
+        .key("many")
+        .args(["--max-age", "1h"])
+        .status(1)
+        .stdout_contains("vanished")
+        .output();
+    // Read again, and purged by the next acquire: still counted once.
+    assert!(status().contains("1 vanished"));
+    slot().sh("true").output();
+    let said = status();
+    assert!(
+        said.contains("runs ended: 22 success, 1 vanished"),
+        "{said}"
+    );
+}
+
 #[test]
 fn a_lost_lock_is_recorded_as_lost_by_the_renewal_that_found_it() {
     let redis = RedisServer::start();

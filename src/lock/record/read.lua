@@ -13,7 +13,7 @@
 -- newest first (and the run that ended last, should it be older than those), and the summary `status` shows: {server time (ms), the newest run, the last success,
 -- the last run that ended (each as shown, false when none), the counters as {name, value,
 -- ...}}.
--- Needs clock.lua and ring.lua before it.
+-- Needs clock.lua and ring.lua before it, and the keys lock, holders, runs and counts.
 -- Whether `x`, a number of a run, reads back in Rust: absent, or decimal digits no larger
 -- than `most` (written out: I64 for a time or a fencing token, I32 for an exit status), a
 -- '-' first only when `signed`.
@@ -65,6 +65,34 @@ local function shown(r, now)
   return {r.token, field(r.host, ''), field(r.pid, '0'), field(r.started, '0'),
     field(r.fence, '0'), field(r.ended, '-1'), outcome, field(r.status, '-1')}
 end
+-- Holders of several (a semaphore's places, shared holds) whose lease ended unreleased
+-- vanished: each is marked so and counted when first seen, here as by the next acquire, even
+-- when more runs began since than the ring keeps. Their details, which outlive the lease by a
+-- day, then say `counted`, and the acquire that purges them counts them no more (ring.lua).
+local function lapsed_holders(now)
+  local t = redis.call('TYPE', lock).ok
+  local ended, got = {}, {}
+  if t == 'zset' then
+    ended = redis.call('ZRANGEBYSCORE', lock, '-inf', now)
+    if #ended == 0 then return end
+    got = redis.call('HMGET', holders, unpack(ended))
+  elseif t == 'none' then
+    -- The set expired with the last lease: the details left over are of holders that never
+    -- gave their place back (a release takes its own out).
+    local left = redis.call('HGETALL', holders)
+    for i = 1, #left, 2 do
+      ended[#ended + 1], got[#got + 1] = left[i], left[i + 1]
+    end
+  end
+  for i, who in ipairs(ended) do
+    local ok, held = pcall(cjson.decode, got[i] or '')
+    if ok and type(held) == 'table' and not held.counted then
+      pcall(ring().vanish, tonumber(held.n), who, held)
+      held.counted = '1'
+      redis.call('HSET', holders, who, cjson.encode(held))
+    end
+  end
+end
 -- The counters a summary shows: every outcome label (src/exit.rs, and record/mod.rs's own;
 -- a test holds this list to them), busy and skipped.
 local COUNTERS = {'success', 'failed', 'cut_short', 'busy', 'skipped', 'interrupted', 'not_run',
@@ -72,6 +100,7 @@ local COUNTERS = {'success', 'failed', 'cut_short', 'busy', 'skipped', 'interrup
 -- What status and list show of the record, per lock: the newest run (marked vanished if so),
 -- the last success, the last run to end and the counters, in two reads of the hash.
 local function brief(now)
+  pcall(lapsed_holders, now)
   local got = redis.call('HMGET', counts, 'head', 'last_success', 'last_ended', unpack(COUNTERS))
   local tally, last_ended = {}, decode(got[3])
   for i, name in ipairs(COUNTERS) do
@@ -112,6 +141,7 @@ end
 -- (status and list, once per lock; see brief()).
 local function record(now, whole)
   if not whole then return brief(now), {} end
+  pcall(lapsed_holders, now)
   local list, last, tally = {}, {}, {}
   local newest = tonumber(string.match(redis.call('HGET', counts, 'head') or '', '^(%d+)'))
   local all = redis.call('HGETALL', counts)
@@ -138,10 +168,13 @@ local function record(now, whole)
     end
   end
   -- The list of runs of builds before 0.2, while hosts of those run.
-  local older = redis.call('LRANGE', runs, 0, whole and -1 or 0)
+  local older, of_older = redis.call('LRANGE', runs, 0, whole and -1 or 0), {}
   for _, raw in ipairs(older) do
     local r = decode(raw)
-    if r then list[#list + 1] = r end
+    if r then
+      list[#list + 1] = r
+      of_older[#of_older + 1] = r
+    end
   end
   table.sort(list, function(a, b)
     local sa, sb = tonumber(a.started) or 0, tonumber(b.started) or 0
@@ -153,9 +186,11 @@ local function record(now, whole)
     counters[#counters + 1] = name
     counters[#counters + 1] = string.format('%d', value)
   end
-  -- The run that ended last: the ring's, or a 0.1 host's (0.1 keeps no last_ended).
+  -- The run that ended last: the ring's, or a 0.1 host's (0.1 keeps no last_ended). Only a
+  -- 0.1 run is weighed against it: the ring's is the last to end as its writers saw it, and
+  -- a vanished one, which has no end time, must not lose to an earlier success.
   local function ended_at(r) return r and tonumber(r.ended) or -1 end
-  for _, r in ipairs(list) do
+  for _, r in ipairs(of_older) do
     if type(r.outcome) == 'string' and ended_at(r) > ended_at(last.last_ended) then
       last.last_ended = r
     end

@@ -80,12 +80,13 @@ local function ring()
     if outcome == 'success' then redis.call('HSET', counts, 'last_success', encoded) end
   end
   -- Run n of `who`, if it never ended, vanished; `held`, its holder's details (a place of
-  -- several holders), stand for it should the ring no longer hold it.
+  -- several holders), stand for it should the ring no longer hold it, unless a reader counted
+  -- it already (`held.counted`: read.lua).
   function R.vanish(n, who, held)
     local key, r = R.run_at(n, who)
     if r then
       if not r.outcome then R.put_end(key, r, 'vanished') end
-    elseif n and held then
+    elseif n and held and not held.counted then
       R.end_unkept({token = who, host = held.host, pid = held.pid, started = held.since,
         fence = held.fence, n = tostring(n), outcome = 'vanished'}, 'vanished')
     end

@@ -278,7 +278,7 @@ script! {
     pub struct ReadRuns {
         record: Kept,
     }
-    keys [lock, runs, counts];
+    keys [lock, holders, runs, counts];
     files [CLOCK, RING, READ, lua!("recent")];
     reply Runs;
 }
