@@ -122,7 +122,9 @@ fn unfenced_text(
         );
     }
     let now = match token {
-        Some(token) => format!("lock '{key}' is not held by token {token} now"),
+        Some(token) => format!(
+            "lock '{key}' is not held by token {token} now (removed, or its holder had gone)"
+        ),
         None => format!("lock '{key}' is free now"),
     };
     (
@@ -174,13 +176,15 @@ pub(crate) fn forced_json(node: Option<&str>, key: &str, forced: &Forced) -> Str
             Some(*fence),
             None,
         ),
-        Forced::Unfenced { gone, .. } => (
+        // The token asked for, when its holder is gone now (the release removed it before it
+        // came to the counter, or it had ended already).
+        Forced::Unfenced { gone, token, .. } => (
             if *gone {
                 "free_unfenced"
             } else {
                 "left_unfenced"
             },
-            None,
+            token.as_ref().filter(|_| *gone),
             None,
             None,
         ),

@@ -252,6 +252,45 @@ fn a_fencing_counter_redlock_did_not_write_is_said_and_never_lowered() {
 const REMEDY: &str = "(delete it with `redis-cli DEL 'redlock:{k}:fence'`, and the next \
                       holder's token carries on from the server's clock)";
 
+/// `release --force --token T` past a counter redlock did not write: the lock of T goes (the
+/// script removes it before it comes to the counter), and the text and the JSON name T.
+#[test]
+fn release_force_of_a_token_past_a_spoilt_counter_names_the_token() {
+    let redis = RedisServer::start();
+    for json in [false, true] {
+        redis::cmd("SET")
+            .arg(lock_key("k"))
+            .arg("tok1")
+            .arg("PX")
+            .arg(20_000)
+            .exec(&mut redis.conn())
+            .unwrap();
+        spoil_counter(&redis, Some("notanumber"));
+        let release = Redlock::admin("release", &redis)
+            .key("k")
+            .args(["--force", "--token", "tok1"]);
+        let out = if json {
+            release.arg("--json").any_stdout().output()
+        } else {
+            release
+                .stdout_contains(
+                    "lock 'k' is not held by token tok1 now (removed, or its holder had gone)",
+                )
+                .output()
+        };
+        if json {
+            assert!(
+                out.stdout
+                    .contains(r#""result":"free_unfenced","token":"tok1""#),
+                "{}",
+                out.stdout
+            );
+        }
+        assert_eq!(redis.get(&lock_key("k")), None);
+        assert_eq!(redis.get(&fence_key("k")).as_deref(), Some("notanumber"));
+    }
+}
+
 #[test]
 fn release_force_removes_a_lock_whose_fencing_counter_redlock_did_not_write() {
     let redis = RedisServer::start();
