@@ -31,6 +31,18 @@ fn tokens(redis: &RedisServer, key: &str, runs: usize, dir: &TempDir) -> Vec<u64
         .collect()
 }
 
+/// A negative counter (a whole number redlock did not write, below the clock) is taken as an
+/// older one: the run goes ahead and its token is the server's clock, above it.
+#[test]
+fn a_negative_counter_is_passed_by_the_clock() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let _: () = redis.conn().set(fence_key("neg"), "-99").unwrap();
+    let got = tokens(&redis, "neg", 2, &dir);
+    let clock = (now_ns() / 1000) as u64;
+    assert!(got[0] > clock - 60_000_000 && got[1] > got[0], "{got:?}");
+}
+
 #[test]
 fn tokens_past_2_to_the_53_stay_exact_and_a_counter_at_its_end_is_refused() {
     let redis = RedisServer::start();
