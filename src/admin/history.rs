@@ -84,6 +84,13 @@ fn word(code: i32) -> &'static str {
     }
 }
 
+/// The success `check` judges by: the record's last success, or (that field lost or
+/// unreadable) the newest kept.
+fn last_success(record: &Runs) -> Option<&Run> {
+    let newest_success = || record.runs.iter().find(|r| r.succeeded());
+    record.summary.last_success.as_ref().or_else(newest_success)
+}
+
 /// `check`'s verdict on the record: OK with a success within `max_age` and no failure since,
 /// WARNING with one and a failure since, CRITICAL without one.
 fn judge(key: &str, record: &Runs, max_age: Duration) -> Judged {
@@ -105,9 +112,7 @@ fn judge(key: &str, record: &Runs, max_age: Duration) -> Judged {
         code,
         line: format!("{}: lock '{key}' {text}", word(code)),
     };
-    // The record's last success, or (that field lost or unreadable) the newest kept.
-    let newest_success = runs.iter().find(|r| r.succeeded());
-    let Some(success) = summary.last_success.as_ref().or(newest_success) else {
+    let Some(success) = last_success(record) else {
         return match runs.first() {
             None => judged(CRITICAL, "has no recorded run".to_owned()),
             Some(_) => judged(CRITICAL, format!("has no recorded success; {}", last(""))),
@@ -193,15 +198,16 @@ pub fn check(servers: Servers, key: &str, max_age: Duration, json: bool) -> anyh
     let Judged { code, line } = judge(key, &record, max_age);
     let text = if json {
         let summary = &record.summary;
-        let age = summary
-            .last_success
-            .as_ref()
-            .map(|r| i128::from(summary.now_ms.saturating_sub(r.ended_ms().unwrap_or(0))));
+        // The success the line names, so that the two never disagree.
+        let success = last_success(&record);
+        let age =
+            success.map(|r| i128::from(summary.now_ms.saturating_sub(r.ended_ms().unwrap_or(0))));
         let obj = verdict_json(code, Some(key), &line)
             .int("max_age_ms", max_age.as_millis() as i128)
             .opt_int("last_success_age_ms", age);
         let record = Summary {
             last_run: record.runs.first().cloned().or(summary.last_run.clone()),
+            last_success: success.cloned(),
             ..summary.clone()
         };
         format!("{}\n", runs::summary_fields(obj, &record).finish())

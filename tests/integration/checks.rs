@@ -49,6 +49,36 @@ fn has_the_documented_fields(json: &str) {
     }
 }
 
+/// The record's last success unreadable (hand-edited past what a time can be): `check` judges
+/// by the newest success it keeps, and its JSON shows that one too, not null beside a line
+/// that names it.
+#[test]
+fn an_unreadable_last_success_gives_way_to_the_newest_kept_in_line_and_json() {
+    let redis = RedisServer::start();
+    Redlock::run(&redis).key("nightly").sh("true").output();
+    let bad = r#"{"token":"x","host":"h","pid":"1","started":"1","fence":"1","n":"1","ended":"100000000000000000000","outcome":"success","status":"0"}"#;
+    redis::cmd("HSET")
+        .arg(format!("{}:counts", lock_key("nightly")))
+        .arg("last_success")
+        .arg(bad)
+        .exec(&mut redis.conn())
+        .unwrap();
+    let json = Redlock::admin("check", &redis)
+        .key("nightly")
+        .args(["--max-age", "1h", "--json"])
+        .status(0)
+        .any_stdout()
+        .output()
+        .stdout;
+    assert!(
+        json.contains(r#""message":"OK: lock 'nightly' last succeeded"#),
+        "{json}"
+    );
+    assert!(!json.contains(r#""last_success":null"#), "{json}");
+    assert!(!json.contains(r#""last_success_age_ms":null"#), "{json}");
+    has_the_documented_fields(&json);
+}
+
 #[test]
 fn check_says_ok_warning_critical_or_unknown() {
     let mut redis = RedisServer::start();
