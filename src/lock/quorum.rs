@@ -165,25 +165,34 @@ impl Quorum {
 
     /// The fencing token for a holder of a majority (see docs/high-availability.md): read the counters of a
     /// majority, then raise a majority to one past the highest. None when no majority answered.
-    fn fence(&mut self, answered: &[bool], timeout: Duration) -> Option<i64> {
+    fn fence(&mut self, answered: &[bool], timeout: Duration) -> Result<i64, Unfenced> {
         let read = self.each(answered, |node| node.read_fence(timeout));
         let counters: Vec<i64> = read.into_iter().flatten().filter_map(Result::ok).collect();
         if counters.len() < self.majority() {
-            return None;
+            return Err(Unfenced::Unanswered);
         }
-        // Past the largest 64-bit integer no token can follow.
-        let token = counters.iter().max()?.checked_add(1)?;
+        let highest = counters.iter().max().copied().unwrap_or_default();
+        let token = highest.checked_add(1).ok_or(Unfenced::AtTheEnd)?;
         let raised = self.each(answered, |node| node.raise_fence(token, timeout));
         let ok = raised.iter().flatten().filter(|r| r.is_ok()).count();
         if ok < self.majority() {
-            return None;
+            return Err(Unfenced::Unanswered);
         }
         // Each node's record of the run ends with the token the command got, not its own.
         for node in &mut self.nodes {
             node.fenced_as(token);
         }
-        Some(token)
+        Ok(token)
     }
+}
+
+/// Why a quorum that took the lock on a majority gave it no fencing token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unfenced {
+    /// Fewer than a majority answered the read of the counters, or their raise.
+    Unanswered,
+    /// A counter read is the largest 64-bit integer: no token can follow it.
+    AtTheEnd,
 }
 
 impl Quorum {
@@ -318,10 +327,24 @@ impl Locker for Quorum {
             .count();
         if taken >= self.majority() && valid(sent, ttl) {
             let answered: Vec<bool> = replies.iter().map(|r| matches!(r, Some(Ok(_)))).collect();
-            if let Some(fence) = self.fence(&answered, per_node)
-                && valid(sent, ttl)
-            {
-                return Ok(Acquire::Acquired { fence });
+            match self.fence(&answered, per_node) {
+                Ok(fence) if valid(sent, ttl) => return Ok(Acquire::Acquired { fence }),
+                Ok(_) | Err(Unfenced::Unanswered) => {}
+                Err(Unfenced::AtTheEnd) => {
+                    self.clean_up(token, None, per_node);
+                    let counter = crate::report::shell_quote(&self.nodes[0].keys.fence);
+                    return Err(Failure::Refused(
+                        format!(
+                            "took the lock on {taken} of {n} Redis nodes, but a fencing counter \
+                             there is {} (the largest 64-bit integer, which no token can \
+                             follow); not running the command (delete it with `redis-cli DEL \
+                             {counter}` on each node, and the next holder's token carries on \
+                             from the servers' clocks)",
+                            i64::MAX
+                        )
+                        .into(),
+                    ));
+                }
             }
         }
         let busy = replies

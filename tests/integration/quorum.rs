@@ -296,6 +296,25 @@ fn quorum_fencing_tokens_rise_past_2_to_the_53() {
     set_counters(i64::MAX - 2);
     assert_eq!(token(), Some(i64::MAX));
     assert_eq!(token(), None);
+    // One node's take reaches the last token, the others' do not: the majority's token would
+    // be past it. Refused, saying why, with nothing left taken.
+    for server in &servers {
+        server.del(&fence_key("big"));
+    }
+    redis::cmd("SET")
+        .arg(fence_key("big"))
+        .arg(i64::MAX - 1)
+        .exec(&mut servers[0].conn())
+        .unwrap();
+    Redlock::run_quorum(&servers)
+        .key("big")
+        .sh("echo ran")
+        .status(69)
+        .stderr_contains("which no token can follow); not running the command")
+        .output();
+    for server in &servers {
+        assert_eq!(server.get(&lock_key("big")), None);
+    }
 }
 
 #[test]
