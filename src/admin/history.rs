@@ -150,12 +150,12 @@ fn judge(key: &str, record: &Runs, max_age: Duration) -> Judged {
         .last_ended
         .iter()
         .filter(|r| r.token != success.token)
-        .filter(|r| r.ended_ms().is_none_or(|e| e >= success_end));
+        .filter(|r| r.over_by().is_none_or(|e| e >= success_end));
     let since = runs
         .iter()
         .filter(|r| r.token != success.token)
         .filter(|r| {
-            r.started_ms >= success.started_ms || r.ended_ms().is_some_and(|e| e >= success_end)
+            r.started_ms >= success.started_ms || r.over_by().is_some_and(|e| e >= success_end)
         })
         .chain(ended_since)
         .find(|r| r.failed());
@@ -261,7 +261,7 @@ mod tests {
 
     fn run(token: &str, started_ms: u64, outcome: &str) -> Run {
         let end = match outcome {
-            "vanished" => RunEnd::Vanished,
+            "vanished" => RunEnd::Vanished { by: None },
             "running" => RunEnd::Running {
                 so_far: Duration::ZERO,
             },

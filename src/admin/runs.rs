@@ -34,7 +34,7 @@ pub(crate) fn when(at_ms: u64, now_ms: u64) -> String {
 pub(crate) fn how(run: &Run) -> String {
     match &run.end {
         RunEnd::Running { so_far } => format!("running for {}", took(*so_far)),
-        RunEnd::Vanished => "vanished (its lease ended without a release)".to_owned(),
+        RunEnd::Vanished { .. } => "vanished (its lease ended without a release)".to_owned(),
         RunEnd::Ended {
             outcome,
             status,
@@ -48,7 +48,7 @@ pub(crate) fn duration(run: &Run) -> String {
     match &run.end {
         RunEnd::Ended { took: t, .. } => took(*t),
         RunEnd::Running { so_far } => format!("{} so far", took(*so_far)),
-        RunEnd::Vanished => "unknown".to_owned(),
+        RunEnd::Vanished { .. } => "unknown".to_owned(),
     }
 }
 
@@ -66,7 +66,7 @@ pub(crate) fn history_line(run: &Run) -> String {
             outcome, status, ..
         } => format!("{} (exit {status})", field(outcome)),
         RunEnd::Running { .. } => "running".to_owned(),
-        RunEnd::Vanished => format!("{VANISHED} (lease ended without a release)"),
+        RunEnd::Vanished { .. } => format!("{VANISHED} (lease ended without a release)"),
     };
     format!(
         "{}\t{}\t{}\t{ended}\tfence {}\n",
@@ -318,12 +318,12 @@ mod tests {
             run("b", 5, ended("success")),
         ];
         let b = [
-            run("a", 11, RunEnd::Vanished),
+            run("a", 11, RunEnd::Vanished { by: None }),
             run("b", 5, ended("lock_lost")),
         ];
         let c = [
             run("a", 10, ended("success")),
-            run("c", 1, RunEnd::Vanished),
+            run("c", 1, RunEnd::Vanished { by: None }),
         ];
         let runs = merged(&[&a, &b, &c]);
         let shown: Vec<(&str, &str)> = runs.iter().map(|r| (&*r.token, r.outcome())).collect();

@@ -373,6 +373,50 @@ fn a_vanished_place_the_ring_no_longer_holds_is_counted_by_a_reader_once() {
     );
 }
 
+/// A place of a semaphore (or a shared hold) whose holder vanished, then an exclusive run that
+/// took the lock after its lease ended and succeeded: the vanished run is counted (by the
+/// first reader, as the exclusive take does not look at places) and ordered before that
+/// success, which it ended before, so `check` says OK, not that a later run vanished.
+#[test]
+fn a_vanished_place_before_an_exclusive_success_does_not_make_check_warn() {
+    for how in ["--limit 2", "--shared"] {
+        let redis = RedisServer::start();
+        let dir = TempDir::new();
+        let mode: Vec<&str> = how.split(' ').collect();
+        let doomed = Redlock::run(&redis)
+            .key("mix")
+            .args(&mode)
+            .ttl("2s")
+            .sh(&heartbeat_script(&dir, "b"))
+            .spawn();
+        wait_for_file(&dir.join("b.ready"));
+        let pid = wait_for_pid(&dir.join("b.pid"));
+        doomed.signal(Signal::SIGKILL);
+        wait_pid_dead(pid, Duration::from_secs(2));
+        wait_until(
+            Duration::from_secs(5),
+            "the dead place's lease to end",
+            || {
+                let exists: bool = redis.conn().exists(lock_key("mix")).unwrap();
+                !exists
+            },
+        );
+        Redlock::run(&redis).key("mix").sh("true").output();
+        Redlock::admin("check", &redis)
+            .key("mix")
+            .args(["--max-age", "1h"])
+            .status(0)
+            .stdout_contains("OK: ")
+            .output();
+        let said = Redlock::admin("status", &redis)
+            .key("mix")
+            .any_stdout()
+            .output()
+            .stdout;
+        assert!(said.contains("1 success, 1 vanished"), "{how}: {said}");
+    }
+}
+
 #[test]
 fn a_lost_lock_is_recorded_as_lost_by_the_renewal_that_found_it() {
     let redis = RedisServer::start();

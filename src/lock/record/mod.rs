@@ -158,8 +158,10 @@ pub struct Started {
 pub enum RunEnd {
     /// Still held by its holder, this long after it started (by the server's clock).
     Running { so_far: Duration },
-    /// Never released, and its holder no longer holds the lock.
-    Vanished,
+    /// Never released, and its holder no longer holds the lock; `by`: when its lease had ended
+    /// at the latest (unix ms, server clock), where the record knows it (a place of several
+    /// holders), to order it against the runs after it.
+    Vanished { by: Option<u64> },
     /// Released (or found lost): the outcome label and redlock's exit status.
     Ended {
         outcome: String,
@@ -187,7 +189,7 @@ impl Run {
     pub fn outcome(&self) -> &str {
         match &self.end {
             RunEnd::Running { .. } => RUNNING,
-            RunEnd::Vanished => VANISHED,
+            RunEnd::Vanished { .. } => VANISHED,
             RunEnd::Ended { outcome, .. } => outcome,
         }
     }
@@ -199,6 +201,15 @@ impl Run {
     /// Whether it ended and did not succeed (vanished, failed, lost its lock...).
     pub fn failed(&self) -> bool {
         !matches!(self.end, RunEnd::Running { .. }) && !self.succeeded()
+    }
+
+    /// When it was over at the latest (unix ms, server clock): its end, or when a vanished
+    /// run's lease had ended where the record knows it.
+    pub fn over_by(&self) -> Option<u64> {
+        match &self.end {
+            RunEnd::Vanished { by } => *by,
+            _ => self.ended_ms(),
+        }
     }
 
     /// When it ended (unix ms, server clock), if it did.
@@ -227,7 +238,9 @@ impl Run {
             RUNNING => RunEnd::Running {
                 so_far: Duration::from_millis(now.saturating_sub(started_ms)),
             },
-            VANISHED => RunEnd::Vanished,
+            VANISHED => RunEnd::Vanished {
+                by: u64::try_from(ended).ok().filter(|&by| by > 0),
+            },
             _ => RunEnd::Ended {
                 outcome,
                 status: i32::try_from(status).ok()?,

@@ -71,23 +71,29 @@ end
 -- day, then say `counted`, and the acquire that purges them counts them no more (ring.lua).
 local function lapsed_holders(now)
   local t = redis.call('TYPE', lock).ok
-  local ended, got = {}, {}
+  local ended, got, by = {}, {}, {}
   if t == 'zset' then
-    ended = redis.call('ZRANGEBYSCORE', lock, '-inf', now)
-    if #ended == 0 then return end
+    local scored = redis.call('ZRANGEBYSCORE', lock, '-inf', now, 'WITHSCORES')
+    if #scored == 0 then return end
+    for i = 1, #scored, 2 do
+      ended[#ended + 1], by[#by + 1] = scored[i], tonumber(scored[i + 1])
+    end
     got = redis.call('HMGET', holders, unpack(ended))
   elseif t == 'none' then
     -- The set expired with the last lease: the details left over are of holders that never
-    -- gave their place back (a release takes its own out).
+    -- gave their place back (a release takes its own out). Their leases had ended by the
+    -- set's expiry, which the details' own (a day later: holders.lua) tells.
     local left = redis.call('HGETALL', holders)
+    local pttl = redis.call('PTTL', holders)
     for i = 1, #left, 2 do
       ended[#ended + 1], got[#got + 1] = left[i], left[i + 1]
+      if pttl > 0 then by[#by + 1] = now + pttl - 86400000 end
     end
   end
   for i, who in ipairs(ended) do
     local ok, held = pcall(cjson.decode, got[i] or '')
     if ok and type(held) == 'table' and not held.counted then
-      pcall(ring().vanish, tonumber(held.n), who, held)
+      pcall(ring().vanish, tonumber(held.n), who, held, by[i])
       held.counted = '1'
       redis.call('HSET', holders, who, cjson.encode(held))
     end

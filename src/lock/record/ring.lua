@@ -81,14 +81,21 @@ local function ring()
   end
   -- Run n of `who`, if it never ended, vanished; `held`, its holder's details (a place of
   -- several holders), stand for it should the ring no longer hold it, unless a reader counted
-  -- it already (`held.counted`: read.lua).
-  function R.vanish(n, who, held)
+  -- it already (`held.counted`: read.lua). `by`: when its lease had ended at the latest
+  -- (server ms), where known, kept as its `ended` so that `check` can order it against the
+  -- runs that came after (a vanished run shows no end time).
+  function R.vanish(n, who, held, by)
     local key, r = R.run_at(n, who)
     if r then
-      if not r.outcome then R.put_end(key, r, 'vanished') end
+      if not r.outcome then
+        if by then r.ended = string.format('%d', by) end
+        R.put_end(key, r, 'vanished')
+      end
     elseif n and held and not held.counted then
+      local ended = nil
+      if by then ended = string.format('%d', by) end
       R.end_unkept({token = who, host = held.host, pid = held.pid, started = held.since,
-        fence = held.fence, n = tostring(n), outcome = 'vanished'}, 'vanished')
+        fence = held.fence, n = tostring(n), ended = ended, outcome = 'vanished'}, 'vanished')
     end
   end
   -- How the run of `who` (run n; nil when its client does not know) ended. Not found in the
