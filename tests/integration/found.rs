@@ -33,6 +33,32 @@ fn tokens(redis: &RedisServer, key: &str, runs: usize, dir: &TempDir) -> Vec<u64
 
 /// A negative counter (a whole number redlock did not write, below the clock) is taken as an
 /// older one: the run goes ahead and its token is the server's clock, above it.
+/// The holders' details of a semaphore replaced, while a holder runs, by a key of another
+/// kind (not redlock's): its release still gives its place up, says nothing of a failure,
+/// exits with the command's status, and records the run as it ended.
+#[test]
+fn a_foreign_holders_key_does_not_spoil_a_release() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let holder = Redlock::run(&redis)
+        .key("h3")
+        .args(["--limit", "3"])
+        .sh(&format!("touch {}; sleep 1", dir.sh("ready")))
+        .spawn();
+    wait_for_file(&dir.join("ready"));
+    let holders = format!("{}:holders", lock_key("h3"));
+    redis.del(&holders);
+    let _: () = redis.conn().set(&holders, "junk").unwrap();
+    let out = holder.finish();
+    out.assert_code(0);
+    assert_eq!(out.stderr, "", "a release that worked said otherwise");
+    assert_eq!(redis.get(&lock_key("h3")), None);
+    Redlock::admin("history", &redis)
+        .key("h3")
+        .stdout_contains("success (exit 0)")
+        .output();
+}
+
 #[test]
 fn a_negative_counter_is_passed_by_the_clock() {
     let redis = RedisServer::start();

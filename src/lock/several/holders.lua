@@ -16,15 +16,19 @@
 -- text(x) one of its fields as a string ('' when missing).
 -- The details of the holders purged by this script, by token (their lease ended unreleased).
 local purged_holders = {}
+-- The details are bookkeeping: a `holders` key of another kind (not redlock's) must not turn
+-- a release into an error after its place is given up, so their reads and deletes are
+-- pcalls (the acquire refuses such a key: FOREIGNKEY).
 local function purge_holders(now)
   local ended = redis.call('ZRANGEBYSCORE', lock, '-inf', now)
   if #ended > 0 then
-    local gone = redis.call('HMGET', holders, unpack(ended))
+    local gone = redis.pcall('HMGET', holders, unpack(ended))
+    if gone.err then gone = {} end
     for i, who in ipairs(ended) do
       if gone[i] then purged_holders[who] = gone[i] end
     end
     redis.call('ZREMRANGEBYSCORE', lock, '-inf', now)
-    redis.call('HDEL', holders, unpack(ended))
+    redis.pcall('HDEL', holders, unpack(ended))
   end
   return #ended
 end
@@ -56,7 +60,7 @@ local function holders_now(now)
 end
 local function leave_place(who, now)
   redis.call('ZREM', lock, who)
-  redis.call('HDEL', holders, who)
+  redis.pcall('HDEL', holders, who)
   purge_holders(now)
   settle()
 end
