@@ -36,11 +36,7 @@ impl<'a> Fields<'a> {
 
     /// The next field as an integer.
     pub fn int(&mut self) -> Option<i64> {
-        match self.0.next()? {
-            Value::Int(i) => Some(*i),
-            Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
-            _ => None,
-        }
+        i64::from_reply(self.0.next()?)
     }
 
     /// The next field as a count (a negative one is not).
@@ -83,25 +79,13 @@ impl FromReply for Held {
 }
 
 /// A counter.
+/// An integer, or its digits where a script keeps it exact (a Lua number would round a
+/// fencing counter past 2^53).
 impl FromReply for i64 {
     fn from_reply(value: &Value) -> Option<Self> {
         match value {
             Value::Int(i) => Some(*i),
-            _ => None,
-        }
-    }
-}
-
-/// A whole number a script answers as an integer, or as its digits where a Lua number would
-/// round it (a fencing counter past 2^53).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Whole(pub i64);
-
-impl FromReply for Whole {
-    fn from_reply(value: &Value) -> Option<Self> {
-        match value {
-            Value::Int(i) => Some(Whole(*i)),
-            Value::BulkString(digits) => std::str::from_utf8(digits).ok()?.parse().ok().map(Whole),
+            Value::BulkString(digits) => std::str::from_utf8(digits).ok()?.parse().ok(),
             _ => None,
         }
     }

@@ -13,7 +13,7 @@
 -- newest first (and the run that ended last, should it be older than those), and the summary `status` shows: {server time (ms), the newest run, the last success,
 -- the last run that ended (each as shown, false when none), the counters as {name, value,
 -- ...}}.
--- Needs clock.lua and ring.lua before it, and the keys lock, holders, runs and counts.
+-- Needs clock.lua, several/holders.lua and ring.lua before it.
 -- Whether `x`, a number of a run, reads back in Rust: absent, or decimal digits no larger
 -- than `most` (written out: I64 for a time or a fencing token, I32 for an exit status), a
 -- '-' first only when `signed`.
@@ -70,26 +70,7 @@ end
 -- when more runs began since than the ring keeps. Their details, which outlive the lease by a
 -- day, then say `counted`, and the acquire that purges them counts them no more (ring.lua).
 local function lapsed_holders(now)
-  local t = redis.call('TYPE', lock).ok
-  local ended, got, by = {}, {}, {}
-  if t == 'zset' then
-    local scored = redis.call('ZRANGEBYSCORE', lock, '-inf', now, 'WITHSCORES')
-    if #scored == 0 then return end
-    for i = 1, #scored, 2 do
-      ended[#ended + 1], by[#by + 1] = scored[i], tonumber(scored[i + 1])
-    end
-    got = redis.call('HMGET', holders, unpack(ended))
-  elseif t == 'none' then
-    -- The set expired with the last lease: the details left over are of holders that never
-    -- gave their place back (a release takes its own out). Their leases had ended by the
-    -- set's expiry, which the details' own (a day later: holders.lua) tells.
-    local left = redis.call('HGETALL', holders)
-    local pttl = redis.call('PTTL', holders)
-    for i = 1, #left, 2 do
-      ended[#ended + 1], got[#got + 1] = left[i], left[i + 1]
-      if pttl > 0 then by[#by + 1] = now + pttl - 86400000 end
-    end
-  end
+  local ended, got, by = ended_places(now)
   for i, who in ipairs(ended) do
     local ok, held = pcall(cjson.decode, got[i] or '')
     if ok and type(held) == 'table' and not held.counted then

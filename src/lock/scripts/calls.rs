@@ -8,7 +8,7 @@ use std::time::Duration;
 use redis::Value;
 
 use crate::lock::record::{Kept, Lost, RunEnding, Runs};
-use crate::lock::reply::{Fields, FromReply, Whole};
+use crate::lock::reply::{Fields, FromReply};
 use crate::lock::scripts::{args, script};
 use crate::lock::{Forced, Held, HeldAs, Holder, Inspected, Kind};
 
@@ -248,7 +248,7 @@ script! {
     pub struct FenceRead {}
     keys [fence];
     files [CLOCK, FENCE, lua!("fence_read")];
-    reply Whole;
+    reply i64;
 }
 
 script! {
@@ -258,7 +258,7 @@ script! {
     }
     keys [fence];
     files [CLOCK, FENCE, lua!("fence_raise")];
-    reply Whole;
+    reply i64;
 }
 
 script! {
@@ -278,8 +278,8 @@ script! {
     pub struct ReadRuns {
         record: Kept,
     }
-    keys [lock, holders, runs, counts];
-    files [CLOCK, RING, READ, lua!("recent")];
+    keys [lock, kind, holders, runs, counts];
+    files [CLOCK, HOLDERS, RING, READ, lua!("recent")];
     reply Runs;
 }
 

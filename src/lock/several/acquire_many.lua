@@ -30,22 +30,17 @@ local held, used = 0, nil
 if t == 'zset' then held, used = holders_now(now) end
 -- Holders whose lease ended unreleased vanished: purged just now, or, the set gone with the
 -- last of them, their details left over. Their runs say so.
--- Those left over ended by the set's expiry, which their own a day later tells (read.lua);
--- one purged just now, by now.
-local lapsed_by = now
+-- A holder purged just now ended by now; one left over, by the set's expiry (ended_places).
+local lapsed_by = {}
 if t == 'none' then
-  local left = redis.call('HGETALL', holders)
-  for i = 1, #left, 2 do purged_holders[left[i]] = left[i + 1] end
-  if #left > 0 then
-    local pttl = redis.call('PTTL', holders)
-    if pttl > 0 then lapsed_by = now + pttl - 86400000 end
-    redis.call('DEL', holders)
-  end
+  local left, raws, by = ended_places(now)
+  for i, who in ipairs(left) do purged_holders[who], lapsed_by[who] = raws[i], by[i] end
+  if #left > 0 then redis.call('DEL', holders) end
 end
 for who, raw in pairs(purged_holders) do
   pcall(function()
     local held = cjson.decode(raw)
-    ring().vanish(tonumber(held.n), who, held, lapsed_by)
+    ring().vanish(tonumber(held.n), who, held, lapsed_by[who] or now)
   end)
 end
 if held > 0 and used ~= held_as then return {'held_as', used} end

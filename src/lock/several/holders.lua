@@ -14,6 +14,11 @@
 -- leave_place(who, now) takes a holder out, purges and settles.
 -- details(who) is a holder's recorded details as a table ({} when none or unreadable), and
 -- text(x) one of its fields as a string ('' when missing).
+-- ended_places(now), which changes nothing, is the holders whose lease ended unreleased, their
+-- details, and when each lease had ended at the latest (server ms): the set's members scored
+-- before now; or, the set expired with the last lease, the details left over (a release takes
+-- its own out), which ended by that expiry, told by theirs (DETAILS_OUTLIVE_MS later).
+local DETAILS_OUTLIVE_MS = 86400000
 -- The details of the holders purged by this script, by token (their lease ended unreleased).
 local purged_holders = {}
 -- The details are bookkeeping: a `holders` key of another kind (not redlock's) must not turn
@@ -42,7 +47,7 @@ local function settle()
   redis.call('PEXPIREAT', kind, last[2])
   -- The details outlive the last lease by a day: should its holder vanish, the next place
   -- taken finds them (acquire_many.lua) and its run is recorded so.
-  redis.call('PEXPIREAT', holders, tonumber(last[2]) + 86400000)
+  redis.call('PEXPIREAT', holders, tonumber(last[2]) + DETAILS_OUTLIVE_MS)
 end
 local function soonest(now)
   local first = redis.call('ZRANGE', lock, 0, 0, 'WITHSCORES')
@@ -63,6 +68,28 @@ local function leave_place(who, now)
   redis.pcall('HDEL', holders, who)
   purge_holders(now)
   settle()
+end
+local function ended_places(now)
+  local ended, got, by = {}, {}, {}
+  local t = redis.call('TYPE', lock).ok
+  if t == 'zset' then
+    local scored = redis.call('ZRANGEBYSCORE', lock, '-inf', now, 'WITHSCORES')
+    if #scored == 0 then return ended, got, by end
+    for i = 1, #scored, 2 do
+      ended[#ended + 1], by[#by + 1] = scored[i], tonumber(scored[i + 1])
+    end
+    got = redis.pcall('HMGET', holders, unpack(ended))
+    if got.err then got = {} end
+  elseif t == 'none' then
+    local left = redis.pcall('HGETALL', holders)
+    if left.err or #left == 0 then return ended, got, by end
+    local pttl = redis.call('PTTL', holders)
+    for i = 1, #left, 2 do
+      ended[#ended + 1], got[#got + 1] = left[i], left[i + 1]
+      if pttl > 0 then by[#by + 1] = now + pttl - DETAILS_OUTLIVE_MS end
+    end
+  end
+  return ended, got, by
 end
 local function details(who)
   local raw = redis.call('HGET', holders, who)

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use crate::lock::Failure;
 use crate::lock::record::Kept;
-use crate::lock::reply::Whole;
 use crate::lock::scripts::calls;
 
 use super::{Beside, SingleRedis};
@@ -35,7 +34,7 @@ impl SingleRedis {
     /// The fencing counter as it is (a quorum's read phase).
     pub fn read_fence(&mut self, timeout: Duration) -> Result<i64, Failure> {
         self.call(&calls::FenceRead {}, timeout, Beside::Nothing)
-            .map(|(Whole(fence), _)| fence)
+            .map(|(fence, _)| fence)
     }
 
     /// Raise the fencing counter to at least `to` (a quorum's write-back phase); the counter after.
@@ -43,8 +42,7 @@ impl SingleRedis {
     /// acquire's own is: a failover or a restart of this node must not lower the counter again.
     pub fn raise_fence(&mut self, to: i64, timeout: Duration) -> Result<i64, Failure> {
         let beside = self.acknowledged(timeout);
-        let (Whole(fence), acked) =
-            self.call(&calls::FenceRaise { at_least: to }, timeout, beside)?;
+        let (fence, acked) = self.call(&calls::FenceRaise { at_least: to }, timeout, beside)?;
         if let Err(why) = self.judged(beside, acked.as_ref(), "the fencing counter")? {
             return Err(Failure::Unreachable(
                 format!("Redis at {}: {why}", self.endpoint()).into(),
