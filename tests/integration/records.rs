@@ -62,6 +62,16 @@ fn fence(row: &str) -> u64 {
         .unwrap_or_else(|| panic!("no fence in {row}"))
 }
 
+/// Runs `run` around a heartbeat (tag `b` in `dir`) and SIGKILLs redlock once the command is
+/// up: the watchdog kills the command, and the lease is left to run out unreleased.
+fn killed_while_holding(run: Redlock, dir: &TempDir) {
+    let doomed = run.sh(&heartbeat_script(dir, "b")).spawn();
+    wait_for_file(&dir.join("b.ready"));
+    let pid = wait_for_pid(&dir.join("b.pid"));
+    doomed.signal(Signal::SIGKILL);
+    wait_pid_dead(pid, Duration::from_secs(2));
+}
+
 pub(super) fn host() -> String {
     nix::unistd::gethostname()
         .unwrap()
@@ -279,11 +289,7 @@ fn a_semaphore_holder_that_vanished_is_told_from_the_live_one() {
             .ttl("1s")
     };
     let (live, _) = slot().hold(&dir, "a");
-    let doomed = slot().sh(&heartbeat_script(&dir, "b")).spawn();
-    wait_for_file(&dir.join("b.ready"));
-    let pid = wait_for_pid(&dir.join("b.pid"));
-    doomed.signal(Signal::SIGKILL);
-    wait_pid_dead(pid, Duration::from_secs(2));
+    killed_while_holding(slot(), &dir);
     wait_until(
         Duration::from_secs(3),
         "the dead slot's lease to end",
@@ -326,11 +332,7 @@ fn a_vanished_place_the_ring_no_longer_holds_is_counted_by_a_reader_once() {
             .args(["--limit", "2"])
             .ttl("3s")
     };
-    let doomed = slot().sh(&heartbeat_script(&dir, "b")).spawn();
-    wait_for_file(&dir.join("b.ready"));
-    let pid = wait_for_pid(&dir.join("b.pid"));
-    doomed.signal(Signal::SIGKILL);
-    wait_pid_dead(pid, Duration::from_secs(2));
+    killed_while_holding(slot(), &dir);
     for _ in 0..21 {
         slot().sh("true").output();
     }
@@ -383,16 +385,7 @@ fn a_vanished_place_before_an_exclusive_success_does_not_make_check_warn() {
         let redis = RedisServer::start();
         let dir = TempDir::new();
         let mode: Vec<&str> = how.split(' ').collect();
-        let doomed = Redlock::run(&redis)
-            .key("mix")
-            .args(&mode)
-            .ttl("2s")
-            .sh(&heartbeat_script(&dir, "b"))
-            .spawn();
-        wait_for_file(&dir.join("b.ready"));
-        let pid = wait_for_pid(&dir.join("b.pid"));
-        doomed.signal(Signal::SIGKILL);
-        wait_pid_dead(pid, Duration::from_secs(2));
+        killed_while_holding(Redlock::run(&redis).key("mix").args(&mode).ttl("2s"), &dir);
         wait_until(
             Duration::from_secs(5),
             "the dead place's lease to end",
