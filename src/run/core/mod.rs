@@ -407,10 +407,12 @@ impl Core {
             }
             Input::WatchdogDied(how) => out.push(Action::RestartWatchdog(how)),
             Input::WatchdogRestarted { how, pid } => {
-                out.push(Action::Note(Note::WatchdogRestarted { how, pid }));
+                // Its orders first, then the word: once redlock says there is a new watchdog,
+                // that one watches the command (a stop right after the line found none).
                 if self.running() {
                     out.push(Action::Watch(self.kill_line()));
                 }
+                out.push(Action::Note(Note::WatchdogRestarted { how, pid }));
             }
             Input::WatchdogFailed { how, error } => {
                 out.push(Action::Note(Note::WatchdogFailed { how, error }));

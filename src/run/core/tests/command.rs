@@ -229,12 +229,13 @@ fn a_killed_watchdog_is_replaced_and_told_the_kill_line() {
     );
     assert_eq!(
         actions,
+        // The new watchdog has its orders before redlock says it started.
         [
+            Action::Watch(at(KILL_LINE)),
             note(Note::WatchdogRestarted {
                 how: "was killed".into(),
                 pid: 42
-            }),
-            Action::Watch(at(KILL_LINE))
+            })
         ]
     );
 }
