@@ -346,7 +346,8 @@ pub struct RunArgs {
     #[arg(long, env = "REDLOCK_CONFLICT_EXIT_CODE", hide_env_values = true, default_value_t = exit::CONFLICT as u8, value_name = "N", allow_hyphen_values = true)]
     pub conflict_exit_code: u8,
 
-    /// Skip the run (conflict status) if a run of this lock succeeded this recently, on any host.
+    /// Skip the run (conflict status) if a run of this lock succeeded this recently, on any host,
+    /// with or without --min-interval.
     #[arg(long, env = "REDLOCK_MIN_INTERVAL", hide_env_values = true, value_name = "DURATION", value_parser = parse_positive, allow_hyphen_values = true)]
     pub min_interval: Option<Duration>,
 

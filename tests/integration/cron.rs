@@ -43,7 +43,8 @@ fn a_success_skips_later_runs_within_the_interval() {
         .output();
     assert!(!dir.join("marker").exists(), "the command ran");
 
-    // Without --min-interval the record is ignored, and a shorter window has passed.
+    // Without --min-interval the record is ignored, and a shorter window has passed (both
+    // records of the last success made old: the :done key and the record of runs').
     cron().sh(&marker_script(&dir)).status(0).output();
     assert!(dir.join("marker").exists());
     std::fs::remove_file(dir.join("marker")).unwrap();
@@ -52,6 +53,7 @@ fn a_success_skips_later_runs_within_the_interval() {
         .arg(0)
         .exec(&mut redis.conn())
         .unwrap();
+    make_last_success_old(&redis, "cron");
     cron()
         .args(["--min-interval", "50m"])
         .sh(&marker_script(&dir))
@@ -66,6 +68,67 @@ fn a_success_skips_later_runs_within_the_interval() {
         .key("cron")
         .stdout_contains("last success")
         .output();
+}
+
+/// The record of runs' last success of `name` moved to the epoch, as if it were long ago.
+fn make_last_success_old(redis: &RedisServer, name: &str) {
+    let counts = format!("{}:counts", lock_key(name));
+    let last: String = redis::cmd("HGET")
+        .arg(&counts)
+        .arg("last_success")
+        .query(&mut redis.conn())
+        .unwrap();
+    let ended = last
+        .split("\"ended\":\"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap();
+    let old = last.replace(&format!("\"ended\":\"{ended}\""), "\"ended\":\"1\"");
+    redis::cmd("HSET")
+        .arg(&counts)
+        .arg("last_success")
+        .arg(old)
+        .exec(&mut redis.conn())
+        .unwrap();
+}
+
+#[test]
+fn a_success_without_the_flag_counts_for_a_later_run_with_it() {
+    // A manual run, or a host not yet given --min-interval, succeeded: a scheduled run with
+    // --min-interval skips, as its help says ("a run of this lock succeeded this recently").
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    Redlock::run(&redis).key("once").sh("true").output();
+    Redlock::run(&redis)
+        .key("once")
+        .args(["--min-interval", "1h"])
+        .sh(&marker_script(&dir))
+        .status(75)
+        .output();
+    assert!(!dir.join("marker").exists(), "the command ran");
+    // A failure or a cut-short run after it changes nothing: the last success still counts.
+    Redlock::run(&redis)
+        .key("once")
+        .sh("exit 3")
+        .status(3)
+        .output();
+    Redlock::run(&redis)
+        .key("once")
+        .args(["--min-interval", "1h"])
+        .sh(&marker_script(&dir))
+        .status(75)
+        .output();
+    assert!(!dir.join("marker").exists(), "the command ran");
+    // Once that success is older than the interval, the run goes ahead.
+    make_last_success_old(&redis, "once");
+    Redlock::run(&redis)
+        .key("once")
+        .args(["--min-interval", "1h"])
+        .sh(&marker_script(&dir))
+        .output();
+    assert!(dir.join("marker").exists(), "the command did not run");
 }
 
 #[test]

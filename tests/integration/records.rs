@@ -528,14 +528,15 @@ fn busy_attempts_and_skips_are_counted_not_listed() {
             .args(["--min-interval", "1h"])
             .sh("true")
     };
-    cron().status(0).output();
-    cron().status(75).output();
-    cron().status(75).output();
+    // The holder's success counts for --min-interval too: each of these skips.
+    for _ in 0..3 {
+        cron().status(75).output();
+    }
     let len = ring(&mut redis.conn(), "busy").len();
-    assert_eq!(len, 2, "only the runs that held the lock are listed");
+    assert_eq!(len, 1, "only the runs that held the lock are listed");
     Redlock::admin("status", &redis)
         .key("busy")
-        .stdout_contains("  counts:   4 busy, 2 skipped, 0 lost; runs ended: 2 success")
+        .stdout_contains("  counts:   4 busy, 3 skipped, 0 lost; runs ended: 1 success")
         .output();
 }
 
