@@ -201,3 +201,58 @@ fn status_json_names_the_min_interval_record_as_such() {
         out.stdout
     );
 }
+
+/// A run whose holder was frozen past its lease (SIGSTOP of redlock: the watchdog stops the
+/// command at the lease's end) held the lock to that end, not to when redlock woke and found
+/// it lost: `history` never shows it overlapping the run that took the lock after it. The
+/// same for a lock taken with `--limit` (its places renew and end by their own scripts).
+#[test]
+fn a_run_frozen_past_its_lease_held_the_lock_no_longer_than_the_lease() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    for (key, args) in [("frozen", &[][..]), ("frozen-sem", &["--limit", "1"][..])] {
+        let ready = format!("{key}.ready");
+        let holder = Redlock::run(&redis)
+            .key(key)
+            .ttl("2s")
+            .args(args)
+            .sh(&format!("touch {}; sleep 30", dir.sh(&ready)))
+            .spawn();
+        wait_for_file(&dir.join(&ready));
+        holder.signal(Signal::SIGSTOP);
+        // Well past the 2 s lease: the next run takes the lock while the holder is frozen.
+        std::thread::sleep(Duration::from_millis(2500));
+        Redlock::run(&redis).key(key).args(args).sh("true").output();
+        std::thread::sleep(Duration::from_millis(1000));
+        holder.signal(Signal::SIGCONT);
+        holder.finish().assert_code(76);
+        let out = Redlock::admin("history", &redis)
+            .key(key)
+            .arg("--json")
+            .status(0)
+            .any_stdout()
+            .output();
+        let field = |run: &str, name: &str| -> u64 {
+            run.split(&format!("\"{name}\":"))
+                .nth(1)
+                .and_then(|r| r.split([',', '}']).next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("no {name} in {run}"))
+        };
+        let runs: Vec<&str> = out.stdout.split("},{").collect();
+        assert_eq!(runs.len(), 2, "{}", out.stdout);
+        let (after, lost) = (runs[0], runs[1]);
+        assert!(lost.contains("\"outcome\":\"lock_lost\""), "{}", out.stdout);
+        let held = field(lost, "duration_ms");
+        assert!(
+            held <= 2100,
+            "{key}: held {held} ms on a 2 s lease: {}",
+            out.stdout
+        );
+        assert!(
+            field(lost, "started_ms") + held <= field(after, "started_ms"),
+            "{key}: the lost run overlaps the next: {}",
+            out.stdout
+        );
+    }
+}

@@ -31,7 +31,7 @@ if r and r.outcome == outcome and r.ended then
   return
 end
 if r then
-  R.put_end(key, r, lost_outcome, lost_status)
+  R.put_end(key, r, lost_outcome, lost_status, lost_by)
 else
-  R.record_end(tonumber(slot), token, lost_outcome, lost_status, ended_run)
+  R.record_end(tonumber(slot), token, lost_outcome, lost_status, ended_run, lost_by)
 end

@@ -66,6 +66,10 @@ args! {
     pub struct Lost {
         pub lost_outcome: &'static str,
         pub lost_status: i32,
+        /// When the run held the lock to at the latest (unix ms, server clock: the end of the
+        /// lease its last counted renewal gave, or its command's end if sooner); 0 when not
+        /// known. The record keeps the earlier of this and the server's time as its end.
+        pub lost_by: u64,
     }
 }
 
@@ -73,6 +77,7 @@ impl Lost {
     pub const LOCK_LOST: Lost = Lost {
         lost_outcome: "lock_lost",
         lost_status: exit::LOCK_LOST,
+        lost_by: 0,
     };
 }
 

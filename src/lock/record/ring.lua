@@ -54,14 +54,18 @@ local function ring()
   end
   -- End the run of field `key` (table r) as `outcome`, its count moved from any earlier
   -- ending (a run found vanished, then released after all). A vanished run has no status or
-  -- end time.
-  function R.put_end(key, r, outcome, status)
+  -- end time. Its end is now, or `by` (server ms) if earlier: a run found lost held the lock
+  -- to the end of its lease at the latest, however late its client found out.
+  function R.put_end(key, r, outcome, status, by)
     if r.outcome == outcome then return end
     if type(r.outcome) == 'string' then R.count(r.outcome, -1) end
     r.outcome = outcome
     if status then
       r.status = tostring(status)
-      r.ended = string.format('%.0f', now_ms())
+      local t = now_ms()
+      by = tonumber(by)
+      if by and by > 0 and by < t then t = by end
+      r.ended = string.format('%.0f', t)
     end
     local encoded = cjson.encode(r)
     local fields = {key, encoded, 'last_ended', encoded}
@@ -98,14 +102,15 @@ local function ring()
         fence = held.fence, n = tostring(n), ended = ended, outcome = 'vanished'}, 'vanished')
     end
   end
-  -- How the run of `who` (run n; nil when its client does not know) ended. Not found in the
+  -- How the run of `who` (run n; nil when its client does not know) ended, by `by` at the
+  -- latest where known (see put_end). Not found in the
   -- ring: a run the client knows (n, or `as_sent`, its JSON as the client wrote it) that more
   -- runs have pushed out is counted all the same, and the last to end; one the client does
   -- not know was never taken here (a quorum node that did not grant it): nothing to record.
-  function R.record_end(n, who, outcome, status, as_sent)
+  function R.record_end(n, who, outcome, status, as_sent, by)
     local key, r = R.run_at(n, who)
     if r then
-      R.put_end(key, r, outcome, status)
+      R.put_end(key, r, outcome, status, by)
       return
     end
     local ok, sent = pcall(cjson.decode, as_sent or '')

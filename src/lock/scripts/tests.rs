@@ -165,6 +165,7 @@ fn a_script_binds_its_keys_then_its_arguments_in_the_order_of_its_definition() {
             "status",
             "lost_outcome",
             "lost_status",
+            "lost_by",
             "runs_kept",
             "record_ttl",
             "ended_run", // ARGV
@@ -208,6 +209,7 @@ fn a_script_binds_its_keys_then_its_arguments_in_the_order_of_its_definition() {
             "3",
             "lock_lost",
             "76",
+            "0",
             "20",
             "1000",
             "{}"

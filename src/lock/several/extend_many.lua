@@ -13,6 +13,6 @@ if ends and ends > now then
   settle()
   return 1
 end
-pcall(ring().record_end, tonumber(slot), token, lost_outcome, lost_status)
+pcall(ring().record_end, tonumber(slot), token, lost_outcome, lost_status, nil, lost_by)
 if t == 'string' then return -1 end
 return 0

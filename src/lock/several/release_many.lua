@@ -21,7 +21,7 @@ else
   local read, _, r = pcall(ring().run_at, tonumber(slot), token)
   -- A retry of this release, whose reply was lost: the first one gave the place up (and woke).
   if read and r and r.outcome == outcome and r.ended then return 1 end
-  pcall(ring().record_end, tonumber(slot), token, lost_outcome, lost_status, ended_run)
+  pcall(ring().record_end, tonumber(slot), token, lost_outcome, lost_status, ended_run, lost_by)
 end
 if redis.call('GET', kind) ~= 'shared' or redis.call('EXISTS', lock) == 0 then
   -- Waking is bookkeeping: a queue or wake list that is not redlock's (a key of another kind)

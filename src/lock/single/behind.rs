@@ -73,7 +73,7 @@ impl SingleRedis {
             }
             reply => {
                 self.acquire_unanswered = false;
-                self.answered(token, reply).ok()
+                self.answered(token, reply, ttl).ok()
             }
         };
         (woken, acquired)

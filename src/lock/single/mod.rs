@@ -64,9 +64,36 @@ pub(crate) struct SingleRedis {
     /// The plain take found the key held by several, or not redlock's: this run's attempts go
     /// to the feature acquire (acquire.lua), which knows what to do with such a key.
     several: bool,
-    /// The run this client took, as the acquire answered, and when the answer came: its
-    /// release writes the run's end into the record without reading it.
-    taken: Option<(Started, Instant)>,
+    /// The run this client took, as the acquire answered: its release writes the run's end
+    /// into the record without reading it.
+    taken: Option<Taken>,
+}
+
+/// A run this client took, and its lease as far as this client knows it.
+#[derive(Debug)]
+struct Taken {
+    run: Started,
+    /// When the take's answer came.
+    at: Instant,
+    /// The lease: `ttl` from this long after `at`, when the last renewal that counted was sent
+    /// (zero: the take's own, which began when the server ran it, at `run.at_ms`).
+    lease_from: Duration,
+    ttl: Duration,
+}
+
+impl Taken {
+    /// How long the run held the lock by now: from its take to now, or to the end of its lease
+    /// if that came first (a run found lost later, its holder frozen past its lease, held it no
+    /// longer than that: the watchdog stopped its command at the lease's end).
+    fn held(&self) -> Duration {
+        self.at.elapsed().min(self.lease_from + self.ttl)
+    }
+
+    /// When the run held the lock to at the latest, by the server's clock (unix ms): what the
+    /// record keeps as the end of a run found lost.
+    fn over_by(&self) -> u64 {
+        self.run.at_ms + self.held().as_millis() as u64
+    }
 }
 
 impl SingleRedis {
@@ -159,11 +186,19 @@ impl SingleRedis {
             .ok_or_else(|| unexpected(self.endpoint(), acked))
     }
 
+    /// How a run found lost ends, with when it held the lock to at the latest, where known.
+    fn lost(&self, lost: Lost) -> Lost {
+        Lost {
+            lost_by: self.taken.as_ref().map_or(0, Taken::over_by),
+            ..lost
+        }
+    }
+
     /// The taken run's N in the record of runs ('' when none, or not recorded).
     fn slot(&self) -> String {
         self.taken
             .as_ref()
-            .map_or_else(String::new, |(run, _)| run.slot.clone())
+            .map_or_else(String::new, |taken| taken.run.slot.clone())
     }
 
     /// How long an attempt turned away counts as waiting (see `with_waiting_lifetime`).
@@ -314,6 +349,10 @@ impl SingleRedis {
         timeout: Duration,
     ) -> Result<Held, Failure> {
         let slot = self.slot();
+        let ended = RunEnding {
+            lost: self.lost(ended.lost),
+            ..ended
+        };
         let finish = Finish {
             token,
             linger: WAKE_LINGER,
@@ -323,8 +362,8 @@ impl SingleRedis {
             ended,
             record: Kept::DEFAULT,
         };
-        let ended_run = self.taken.as_ref().map_or_else(String::new, |(run, at)| {
-            ended.json(run, token, &self.holder, at.elapsed())
+        let ended_run = self.taken.as_ref().map_or_else(String::new, |taken| {
+            ended.json(&taken.run, token, &self.holder, taken.held())
         });
         let ended_run = ended_run.as_str();
         let (held, _) = match self.kind {
@@ -406,11 +445,20 @@ impl SingleRedis {
     }
 
     /// What an attempt's answer means, and what this client keeps of it.
-    fn answered(&mut self, token: &str, reply: AcquireReply) -> Result<Acquire, Failure> {
+    fn answered(
+        &mut self,
+        token: &str,
+        reply: AcquireReply,
+        ttl: Duration,
+    ) -> Result<Acquire, Failure> {
         Ok(match reply {
             AcquireReply::Acquired { fence, at_ms, slot } => {
-                let run = Started { at_ms, fence, slot };
-                self.taken = Some((run, Instant::now()));
+                self.taken = Some(Taken {
+                    run: Started { at_ms, fence, slot },
+                    at: Instant::now(),
+                    lease_from: Duration::ZERO,
+                    ttl,
+                });
                 if let Some((durability, wait)) = self.durability {
                     self.durable(token, durability, wait)?;
                 }
@@ -495,7 +543,7 @@ impl Locker for SingleRedis {
         {
             return Err(said);
         }
-        self.answered(token, sent?.0)
+        self.answered(token, sent?.0, ttl)
     }
 
     fn extend(
@@ -504,8 +552,9 @@ impl Locker for SingleRedis {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<Renewal, Failure> {
+        let sent = Instant::now();
         let beside = self.acknowledged(timeout);
-        let (lost, record) = (Lost::LOCK_LOST, Kept::DEFAULT);
+        let (lost, record) = (self.lost(Lost::LOCK_LOST), Kept::DEFAULT);
         let slot = self.slot();
         let slot = slot.as_str();
         let (held, acked) = match self.kind {
@@ -530,12 +579,15 @@ impl Locker for SingleRedis {
                 self.call(&extend, timeout, beside)?
             }
         };
-        Ok(
-            match (held, self.judged(beside, acked.as_ref(), "the renewal")?) {
-                (Held::Ours, Err(why)) => Renewal::Unacknowledged(why),
-                (held, _) => Renewal::from(held),
-            },
-        )
+        let renewal = match (held, self.judged(beside, acked.as_ref(), "the renewal")?) {
+            (Held::Ours, Err(why)) => Renewal::Unacknowledged(why),
+            (held, _) => Renewal::from(held),
+        };
+        if let (Renewal::Extended, Some(taken)) = (&renewal, &mut self.taken) {
+            taken.lease_from = sent.saturating_duration_since(taken.at);
+            taken.ttl = ttl;
+        }
+        Ok(renewal)
     }
 
     fn release(

@@ -54,8 +54,8 @@ impl SingleRedis {
     /// The run this client took holds `fence` as its fencing token (a quorum's, raised past
     /// every node's counter): its release records that one.
     pub fn fenced_as(&mut self, fence: i64) {
-        if let Some((run, _)) = &mut self.taken {
-            run.fence = fence;
+        if let Some(taken) = &mut self.taken {
+            taken.run.fence = fence;
         }
     }
 }
