@@ -149,11 +149,6 @@ pub(crate) fn shell_quote(word: &str) -> String {
     }
 }
 
-/// A duration as messages show it: whole milliseconds (`1500ms`).
-pub fn millis(d: std::time::Duration) -> String {
-    format!("{}ms", d.as_millis())
-}
-
 /// A duration as a person reads it, rounded to what matters at its size: none (`0s`),
 /// milliseconds below a second (`167ms`), tenths of a second below a minute (`1.5s`, `30s`), whole seconds above
 /// (`2m 30s`, `1h 5m`). humantime's own form keeps every nanosecond (`166ms 666us 666ns`).

@@ -172,7 +172,7 @@ fn after_the_command(
         1,
         Exited { "status" => code, "held_ms" => held.elapsed().as_millis() },
         "the command ended; exit status {code} after {}",
-        report::millis(held.elapsed())
+        report::duration(held.elapsed())
     );
 
     // Release, telling the record how the run ended if the lock is still ours (its release
@@ -270,7 +270,7 @@ fn splay(options: &Options) -> Duration {
         1,
         Splay { "splay_ms" => chosen.as_millis(), "max_ms" => splay.as_millis() },
         "waiting {} before the first attempt for lock '{}' (--splay {})",
-        report::millis(chosen),
+        report::duration(chosen),
         options.key,
         humantime::format_duration(splay)
     );

@@ -15,13 +15,13 @@ pub(crate) fn say(note: &Note, options: &Options) {
             StopRequested { "signal" => signal.to_string() },
             "{signal} received; sending {} to the command, SIGKILL after {}",
             options.stop_signal.as_str(),
-            report::millis(options.kill_after)
+            report::duration(options.kill_after)
         ),
         Note::StopRepeated(signal) => report!(
             2,
             StopRepeated { "signal" => signal.to_string() },
             "{signal} again within {}: the same stop request",
-            report::millis(crate::run::core::SAME_REQUEST)
+            report::duration(crate::run::core::SAME_REQUEST)
         ),
         Note::Forwarded(signal) => report!(
             1,

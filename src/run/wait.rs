@@ -40,6 +40,8 @@ pub(super) fn acquire(
     started: Instant,
 ) -> anyhow::Result<Result<Taken, Outcome>> {
     let key = &options.key;
+    // Whether this wait has warned that Redis could not be reached: once per wait.
+    let mut warned = false;
     loop {
         match rx.recv().context("event channel closed")? {
             Event::Wait(WaitEvent::Acquired {
@@ -49,7 +51,7 @@ pub(super) fn acquire(
             }) => return Ok(Ok(acquired(key, fence, sent, waited, stats))),
             Event::Wait(WaitEvent::Busy { waited, queued }) => {
                 stats.waited = Some(waited);
-                busy(key, options.kind, queued, waited);
+                busy(key, options.kind, queued, (waited, options.wait));
                 return Ok(Err(Outcome::Busy));
             }
             Event::Wait(WaitEvent::Skipped { ago, waited }) => {
@@ -70,7 +72,7 @@ pub(super) fn acquire(
                 ));
             }
             Event::Wait(WaitEvent::Unreachable { failure, first }) => {
-                unreachable(key, &failure, first, options.wait);
+                unreachable(key, &failure, (first, &mut warned), options.wait);
             }
             Event::Wait(WaitEvent::Failed(failure)) => {
                 stats.waited = Some(started.elapsed());
@@ -117,7 +119,7 @@ fn acquired(key: &str, fence: i64, sent: Moment, waited: Duration, stats: &mut S
         1,
         Acquired { "waited_ms" => waited.as_millis(), "fence" => fence },
         "acquired lock '{key}' after {} (fencing token {fence})",
-        report::millis(waited)
+        report::duration(waited)
     );
     stats.waited = Some(waited);
     Taken {
@@ -148,49 +150,73 @@ pub(super) fn gave_back(key: &str, released: &Result<Held, Failure>) {
     }
 }
 
-/// Say that `--min-interval` skips the run: a run succeeded `ago`.
+/// Say that `--min-interval` skips the run: a run succeeded `ago`; and how long this run waited
+/// for the lock first, if it did (a waiter that waited for that very run).
 fn skipped(key: &str, ago: Duration, waited: Duration) {
+    let waited_for = if waited >= Duration::from_millis(100) {
+        format!(" (waited {})", report::duration(waited))
+    } else {
+        String::new()
+    };
     report!(
         1,
         Skipped { "waited_ms" => waited.as_millis(), "last_success_ms_ago" => ago.as_millis() },
-        "lock '{key}' last succeeded {} ago, within --min-interval; skipping the run (waited {})",
-        humantime::format_duration(Duration::from_secs(ago.as_secs())),
-        report::millis(waited)
+        "lock '{key}' last succeeded {} ago, within --min-interval; skipping the run{waited_for}",
+        report::duration(Duration::from_secs(ago.as_secs()))
     );
 }
 
-/// Say that the lock stayed busy to the end of the wait, as a `kind` client found it
-/// (`queued`: free, but promised to waiters ahead).
-fn busy(key: &str, kind: Kind, queued: bool, waited: Duration) {
+/// Say that the lock stayed busy to the end of the wait (`waited`, of the `--wait` asked for),
+/// as a `kind` client found it (`queued`: free, but promised to waiters ahead).
+fn busy(key: &str, kind: Kind, queued: bool, (waited, wait): (Duration, Wait)) {
+    let found = match (kind, queued) {
+        // A run nested in a run of the same lock waits for itself: the environment says so.
+        (Kind::Exclusive, false) if nested_in(key) => format!(
+            "is held by another run, perhaps the one this command runs under (its REDLOCK_KEY \
+             is '{key}')"
+        ),
+        _ => found_busy(kind, queued),
+    };
+    let gave_up = match wait {
+        Wait::Up(wait) if wait.is_zero() => "gave up at once (no --wait)".to_owned(),
+        _ => format!("gave up after {}", report::duration(waited)),
+    };
     report!(
         1,
         Busy { "waited_ms" => waited.as_millis(), "queued" => u32::from(queued) },
-        "lock '{key}' {}; gave up after {}",
-        found_busy(kind, queued),
-        report::millis(waited)
+        "lock '{key}' {found}; {gave_up}"
     );
+}
+
+/// Whether this redlock runs inside a command that a run of lock `key` started (its
+/// `REDLOCK_KEY`): that run holds the lock, on this host.
+fn nested_in(key: &str) -> bool {
+    std::env::var_os("REDLOCK_KEY").is_some_and(|outer| outer == key)
 }
 
 /// What a busy lock was found to be, for a `kind` client (`queued`: free, but promised).
 fn found_busy(kind: Kind, queued: bool) -> String {
     match (kind, queued) {
-        (Kind::Exclusive, false) => "is held elsewhere".to_owned(),
+        (Kind::Exclusive, false) => "is held by another run (on this host or another)".to_owned(),
         (Kind::Exclusive, true) => {
             "is free but promised to --fair waiters ahead of this one".to_owned()
         }
-        (Kind::Limit(n), false) => format!("has all {n} slots held elsewhere (--limit {n})"),
+        (Kind::Limit(n), false) => format!("has all {n} slots held by other runs (--limit {n})"),
         (Kind::Limit(_), true) => {
             "has a free slot, promised to --fair waiters ahead of this one".to_owned()
         }
-        (Kind::Shared, false) => "is held exclusively elsewhere".to_owned(),
+        (Kind::Shared, false) => "is held exclusively by another run".to_owned(),
         (Kind::Shared, true) => {
             "is promised to an exclusive waiter ahead of this --shared one".to_owned()
         }
     }
 }
 
-/// Say that Redis could not be reached within a wait: a warning the first time, `-vv` after.
-fn unreachable(key: &str, failure: &Failure, first: bool, wait: Wait) {
+/// Say that Redis could not be reached within a wait: a warning the first time in the wait
+/// (`warned`: said already), then a `-v` line for the first failure of each later outage
+/// (`first`: Redis answered since the last failure), `-vv` for the rest. In cron every line
+/// is a line of mail: a Redis that drops its connections now and then is one warning.
+fn unreachable(key: &str, failure: &Failure, (first, warned): (bool, &mut bool), wait: Wait) {
     let until = match wait {
         Wait::Forever => "for as long as it waits (--wait forever)".to_owned(),
         Wait::Up(wait) => format!(
@@ -198,11 +224,12 @@ fn unreachable(key: &str, failure: &Failure, first: bool, wait: Wait) {
             humantime::format_duration(wait)
         ),
     };
-    let (level, what) = if first {
-        (0, "warning: ")
-    } else {
-        (2, "still: ")
+    let (level, what) = match (first, *warned) {
+        (true, false) => (0, "warning: "),
+        (true, true) => (1, "again: "),
+        (false, _) => (2, "still: "),
     };
+    *warned = true;
     report!(
         level,
         Unreachable { "error" => failure.to_string() },

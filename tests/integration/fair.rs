@@ -157,7 +157,9 @@ fn a_dead_fair_waiter_is_forgotten_within_5_s() {
         .args(["--fair", "-v"])
         .sh("true")
         .status(75)
-        .stderr_contains("is held elsewhere")
+        .stderr_contains(
+            "is held by another run (on this host or another); gave up at once (no --wait)",
+        )
         .output();
 
     // SIGKILL: its entry stays at the head until it lapses. The lock is released meanwhile, so

@@ -216,6 +216,52 @@ fn unreachable_redis_with_wait_retries_until_the_wait_ends_then_exits_69() {
     assert!(!dir.join("marker").exists());
 }
 
+/// A waiter whose connections are killed again and again (`CLIENT KILL`, as a failover or a
+/// proxy restart does) warns once for the whole wait: in cron each line is a line of mail.
+/// The later outages are `-v` lines.
+#[test]
+fn a_waiter_warns_once_however_often_its_connection_is_cut() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let (holder, _) = Redlock::run(&redis).key("cut").hold(&dir, "h");
+    let waiter = |verbose: bool| {
+        let run = Redlock::run(&redis).key("cut").wait("20s");
+        let run = if verbose { run.arg("-v") } else { run };
+        run.sh("true").spawn()
+    };
+    let (quiet, verbose) = (waiter(false), waiter(true));
+    wait_until(PATIENCE, "two waiters", || {
+        stdout_of("status", &redis, &["--key", "cut"]).contains("waiters:  2")
+    });
+    for _ in 0..5 {
+        redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("normal")
+            .exec(&mut redis.conn())
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(700));
+    }
+    touch(&dir.join("h.go"));
+    // The holder's renewals may have been cut too: its status is what matters.
+    holder.finish().assert_code(0);
+    for (waiter, verbose) in [(quiet, false), (verbose, true)] {
+        let out = waiter.finish();
+        out.assert_code(0);
+        let warnings = out
+            .stderr
+            .matches("warning: cannot take lock 'cut'")
+            .count();
+        assert_eq!(warnings, 1, "{}", out.stderr);
+        let again = out.stderr.matches("again: cannot take lock 'cut'").count();
+        if verbose {
+            assert!(again >= 2, "{}", out.stderr);
+        } else {
+            assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+        }
+    }
+}
+
 /// A cron job that fires while Redis restarts (or a pod that starts before Redis): with a
 /// `--wait`, the run waits for Redis to come up and runs.
 #[test]

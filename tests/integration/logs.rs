@@ -142,7 +142,7 @@ fn forwarded_signals_and_busy_locks_are_logged() {
         .sh("true")
         .status(75)
         .stderr_prefixed()
-        .stderr_contains("is held elsewhere; gave up after")
+        .stderr_contains("is held by another run (on this host or another); gave up at once")
         .output();
 
     touch(&dir.join("h.go"));

@@ -104,7 +104,7 @@ fn limit_lets_n_in_and_turns_the_next_away() {
         .args(["--limit", "3", "-v"])
         .sh(&marker_script(&dir))
         .status(75)
-        .stderr_contains("lock 'dumps' has all 3 slots held elsewhere (--limit 3); gave up")
+        .stderr_contains("lock 'dumps' has all 3 slots held by other runs (--limit 3); gave up at once (no --wait)")
         .output();
     assert!(!dir.join("marker").exists(), "a fourth ran beside three");
 
