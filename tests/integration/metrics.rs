@@ -182,3 +182,36 @@ fn a_metrics_file_in_a_missing_directory_is_a_usage_error() {
     assert!(!dir.join("marker").exists());
     assert!(redis.all_keys().is_empty());
 }
+
+/// A directory redlock cannot write in (here a read-only file system, as a read-only mount or
+/// a directory of another user is) is refused at start in one line: nothing runs, nothing is
+/// locked, and no warning comes at the end.
+#[test]
+fn a_metrics_file_in_a_directory_redlock_cannot_write_is_a_usage_error() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let ro = dir.join("ro");
+    std::fs::create_dir(&ro).unwrap();
+    let mount = format!(
+        "mount -t tmpfs -o ro tmpfs {} && exec \"$0\" \"$@\"",
+        shell_quote(&ro)
+    );
+    let file = ro.join("x.prom");
+    let out = Redlock::run(&redis)
+        .through(["unshare", "--mount", "sh", "-c", &mount])
+        .key("m")
+        .args(["--metrics-file", file.to_str().unwrap()])
+        .sh(&marker_script(&dir))
+        .status(64)
+        .stderr_lines(1)
+        .output();
+    // As docs/operating.md quotes it.
+    let (file, ro) = (file.to_string_lossy(), ro.to_string_lossy());
+    super::snapshots::assert_snapshot(
+        "metrics-read-only.stderr",
+        &out.stderr,
+        &[(&file, "/x/y.prom"), (&ro, "/x")],
+    );
+    assert!(!dir.join("marker").exists());
+    assert!(redis.all_keys().is_empty());
+}

@@ -50,7 +50,8 @@ const PREVIOUS_CAP: u64 = 1 << 20;
 
 /// Check before running that the metrics file can be written where asked, and read back: a
 /// file there must be a regular file within [`PREVIOUS_CAP`] (a FIFO would block the run's
-/// end, a device fill its memory), and its directory must exist.
+/// end, a device fill its memory), and its directory must exist and be writable (the file is
+/// replaced by a rename, beside a lock file: both are made in that directory).
 pub fn check_path(path: &Path) -> Result<(), String> {
     let bad = |why: String| format!("--metrics-file {}: {why}", path.display());
     if path.file_name().is_none() {
@@ -67,6 +68,16 @@ pub fn check_path(path: &Path) -> Result<(), String> {
     let dir = parent(path);
     if !dir.is_dir() {
         return Err(bad(format!("directory {} does not exist", dir.display())));
+    }
+    // access(2) answers for this process's user, as the kernel will at the end of the run
+    // (root too, on a read-only file system).
+    let writable = nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK;
+    if let Err(errno) = nix::unistd::access(dir, writable) {
+        return Err(bad(format!(
+            "directory {} is not writable ({})",
+            dir.display(),
+            errno.desc()
+        )));
     }
     Ok(())
 }
