@@ -68,6 +68,16 @@ fn read_runs(servers: Servers, key: &str) -> anyhow::Result<Runs> {
     })
 }
 
+/// Where the record is read, as `check` names it: the server (or every node) and the prefix.
+fn read_at(servers: &Servers) -> String {
+    let nodes: Vec<String> = servers.endpoints.iter().map(|e| e.to_string()).collect();
+    format!(
+        "{} under prefix '{}'",
+        nodes.join(", "),
+        field(&servers.prefix)
+    )
+}
+
 /// What `check` found: its status and the line that says why.
 struct Judged {
     code: i32,
@@ -92,8 +102,9 @@ fn last_success(record: &Runs) -> Option<&Run> {
 }
 
 /// `check`'s verdict on the record: OK with a success within `max_age` and no failure since,
-/// WARNING with one and a failure since, CRITICAL without one.
-fn judge(key: &str, record: &Runs, max_age: Duration) -> Judged {
+/// WARNING with one and a failure since, CRITICAL without one. `read_at`: where the record was
+/// read (the servers and the prefix), which a lock with no recorded run names.
+fn judge(key: &str, record: &Runs, max_age: Duration, read_at: &str) -> Judged {
     let key = field(key);
     let Runs { summary, runs } = record;
     let now = summary.now_ms;
@@ -114,7 +125,14 @@ fn judge(key: &str, record: &Runs, max_age: Duration) -> Judged {
     };
     let Some(success) = last_success(record) else {
         return match runs.first() {
-            None => judged(CRITICAL, "has no recorded run".to_owned()),
+            // Most often the runs lock it elsewhere: another --url or --prefix.
+            None => judged(
+                CRITICAL,
+                format!(
+                    "has no recorded run at {read_at} (runs with another --url or --prefix are \
+                     not seen there)"
+                ),
+            ),
             Some(_) => judged(CRITICAL, format!("has no recorded success; {}", last(""))),
         };
     };
@@ -194,8 +212,9 @@ fn past(age: Duration, max_age: Duration) -> String {
 /// UNKNOWN, said by the caller.
 pub fn check(servers: Servers, key: &str, max_age: Duration, json: bool) -> anyhow::Result<i32> {
     report::set_key(key);
+    let read_at = read_at(&servers);
     let record = read_runs(servers, key)?;
-    let Judged { code, line } = judge(key, &record, max_age);
+    let Judged { code, line } = judge(key, &record, max_age, &read_at);
     let text = if json {
         let summary = &record.summary;
         // The success the line names, so that the two never disagree.
@@ -299,13 +318,22 @@ mod tests {
     fn the_four_verdicts() {
         let day = Duration::from_secs(24 * 3600);
         let verdict = |runs| {
-            let judged = judge("k", &record(runs), day);
+            let judged = judge(
+                "k",
+                &record(runs),
+                day,
+                "127.0.0.1:6379 under prefix 'redlock:'",
+            );
             (judged.code, judged.line)
         };
         let (code, line) = verdict(vec![]);
         assert_eq!(
             (code, line.as_str()),
-            (CRITICAL, "CRITICAL: lock 'k' has no recorded run")
+            (
+                CRITICAL,
+                "CRITICAL: lock 'k' has no recorded run at 127.0.0.1:6379 under prefix \
+                 'redlock:' (runs with another --url or --prefix are not seen there)"
+            )
         );
         let (code, line) = verdict(vec![run("a", 99 * HOUR, "success")]);
         assert_eq!(code, OK, "{line}");
@@ -341,14 +369,14 @@ mod tests {
         // An age that rounds to --max-age is shown precisely enough to differ from it.
         let mut barely = record(vec![run("a", 0, "success")]);
         barely.summary.now_ms = 61_200;
-        let line = judge("k", &barely, Duration::from_secs(1)).line;
+        let line = judge("k", &barely, Duration::from_secs(1), "").line;
         assert!(
             line.starts_with("CRITICAL: lock 'k' last succeeded 1.2s ago on host-a")
                 && line.contains("longer ago than --max-age 1s;"),
             "{line}"
         );
         barely.summary.now_ms = HOUR + 60_300;
-        let line = judge("k", &barely, Duration::from_secs(3600)).line;
+        let line = judge("k", &barely, Duration::from_secs(3600), "").line;
         assert!(
             line.starts_with("CRITICAL: lock 'k' last succeeded more than 1h ago on host-a"),
             "{line}"

@@ -91,7 +91,14 @@ fn check_says_ok_warning_critical_or_unknown() {
             .output();
     };
     let out = check(&url, "1h", 2, "CRITICAL");
-    assert_eq!(out.stdout, "CRITICAL: lock 'nightly' has no recorded run\n");
+    assert_eq!(
+        out.stdout,
+        format!(
+            "CRITICAL: lock 'nightly' has no recorded run at 127.0.0.1:{} under prefix \
+             'redlock:' (runs with another --url or --prefix are not seen there)\n",
+            redis.port()
+        )
+    );
     assert_eq!(out.stderr, "");
     run(&redis, "exit 4", 4);
     let out = check(&url, "1h", 2, "CRITICAL");
