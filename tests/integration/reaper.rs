@@ -228,3 +228,47 @@ fn a_command_that_joins_another_group_is_stopped_when_the_lock_is_lost() {
     out.assert_code(76);
     assert!(!pid_alive(pid), "the command outlived redlock");
 }
+
+/// docs/troubleshooting.md's safe forms hold against a `kill -9` of redlock (the OOM killer):
+/// every process that stays in the command's process group dies with it, however it was
+/// started: in the background with `&`, under nohup, under timeout(1) given as the command, and
+/// the command's first process after an `exec`. (What leaves the group, `setsid` or a timeout(1)
+/// started inside a shell line, can outlive it: the page says so.)
+#[test]
+fn what_stays_in_the_group_dies_with_a_sigkilled_redlock() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let pids = dir.sh("pids");
+    // Each form writes the pids of its processes, then says it is ready.
+    let forms = [
+        format!(
+            "sleep 1000 & echo $! >> {pids}; sleep 1000 & echo $! >> {pids}; echo $$ >> {pids}; wait"
+        ),
+        format!(
+            "nohup sleep 1000 >/dev/null 2>&1 & echo $! >> {pids}; echo $$ >> {pids}; exec sleep 1000"
+        ),
+        format!(
+            "exec timeout 1h sh -c \"sleep 1000 & echo \\$! >> {pids}; echo \\$\\$ >> {pids}; wait\""
+        ),
+    ];
+    for (i, form) in forms.iter().enumerate() {
+        for attempt in 0..3 {
+            let _ = std::fs::remove_file(dir.join("pids"));
+            // A key each: the lock of a SIGKILLed redlock stays taken until its lease ends.
+            let key = format!("k{i}-{attempt}");
+            let proc = Redlock::run(&redis).key(key).sh(form).spawn();
+            wait_until(PATIENCE, "the form's processes", || {
+                std::fs::read_to_string(dir.join("pids")).is_ok_and(|t| t.lines().count() >= 2)
+            });
+            let started: Vec<i32> = read(&dir.join("pids"))
+                .lines()
+                .map(|l| l.trim().parse().unwrap())
+                .collect();
+            proc.signal(Signal::SIGKILL);
+            proc.finish().assert_signal(9);
+            wait_until(PATIENCE, &format!("{form}: {started:?} gone"), || {
+                started.iter().all(|&pid| !pid_alive(pid))
+            });
+        }
+    }
+}
