@@ -139,19 +139,39 @@ fn a_password_through_a_pipe_is_read() {
     assert_eq!(redis.get(&lock_key("pw")), None);
 }
 
-/// The `ACL SETUSER` line of docs/security.md, with its password placeholder filled in.
-fn documented_acl_line(password: &str) -> Vec<String> {
+/// The `ACL SETUSER` lines of docs/security.md, the one for Redis 7.2+ and Valkey 8 first, then
+/// the one for Redis 7.0 and 7.1, with the password placeholder filled in: the rules after
+/// `ACL`.
+fn documented_acl_lines(password: &str) -> [Vec<String>; 2] {
     let page =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/security.md")).unwrap();
-    let line = page
+    let lines: Vec<Vec<String>> = page
         .lines()
         .map(str::trim)
-        .find(|l| l.starts_with("ACL SETUSER redlock "))
-        .expect("docs/security.md documents an ACL SETUSER line");
-    line.split_whitespace()
-        .skip(1)
-        .map(|word| word.replace(">PASSWORD", &format!(">{password}")))
-        .collect()
+        .filter(|l| l.starts_with("ACL SETUSER redlock "))
+        .map(|line| {
+            line.split_whitespace()
+                .skip(1)
+                .map(|word| word.replace(">PASSWORD", &format!(">{password}")))
+                .collect()
+        })
+        .collect();
+    let [newer, older] = <[Vec<String>; 2]>::try_from(lines)
+        .expect("docs/security.md documents two ACL SETUSER lines");
+    // The same line, but for the command Redis 7.0 does not know.
+    let without: Vec<String> = newer.iter().filter(|r| *r != "+waitaof").cloned().collect();
+    assert_eq!(
+        older, without,
+        "the Redis 7.0 line is the other without +waitaof"
+    );
+    assert_ne!(newer, older);
+    [newer, older]
+}
+
+/// The rules of the documented line of the newest servers (every command redlock may send).
+fn documented_acl_line(password: &str) -> Vec<String> {
+    let [newer, _] = documented_acl_lines(password);
+    newer
 }
 
 /// Whether redlock said that the user lacked a permission (the server's NOPERM, as redlock words
@@ -160,9 +180,9 @@ fn denied(stderr: &str) -> bool {
     stderr.contains("NOPERM") || stderr.contains("does not let this user")
 }
 
-/// `ACL SETUSER` with the documented line on `server`; on a server without WAITAOF (Redis
-/// before 7.2, whose ACL SETUSER refuses a command it does not know) without `+waitaof`, as
-/// the page says.
+/// `ACL SETUSER` with the documented line for `server`, as pasted: the Redis 7.0 line on a
+/// server without WAITAOF (Redis before 7.2, whose ACL SETUSER refuses a command it does not
+/// know), the other everywhere else.
 fn create_documented_user(server: &RedisServer) {
     let mut con = server.conn();
     let waitaof: Vec<redis::Value> = redis::cmd("COMMAND")
@@ -170,10 +190,8 @@ fn create_documented_user(server: &RedisServer) {
         .query(&mut con)
         .unwrap();
     let known = !matches!(waitaof.as_slice(), [redis::Value::Nil]);
-    let line: Vec<String> = documented_acl_line(PW)
-        .into_iter()
-        .filter(|rule| known || rule != "+waitaof")
-        .collect();
+    let [newer, older] = documented_acl_lines(PW);
+    let line = if known { newer } else { older };
     redis::cmd("ACL").arg(line).exec(&mut con).unwrap();
 }
 
