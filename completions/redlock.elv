@@ -44,7 +44,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --wait 'How long to wait for a busy lock, or for an unreachable Redis to come back (retried with back-off): 0 tries once, `forever` waits without limit'
             cand --limit 'A semaphore: at most N holders of the lock at once, across every host, each with its own token and lease. Every client of the lock must give the same N (not read from the environment, like --key)'
             cand --conflict-exit-code 'Exit status when the lock was not acquired (or the run was skipped by --min-interval)'
-            cand --min-interval 'Skip the run (conflict status) if a run of this lock succeeded this recently, on any host'
+            cand --min-interval 'Skip the run (conflict status) if a run of this lock succeeded this recently, on any host, with or without --min-interval'
             cand --splay 'Before the first attempt, wait a random time in [0, DURATION), so that a fleet started by the same crontab line spreads out (and another host can win). A signal ends it as it ends a wait for the lock; --min-interval is checked after it'
             cand --stop-signal 'Signal that asks the command to stop (lock lost, --max-runtime): a name or number'
             cand --kill-after 'Grace between the stop signal and SIGKILL [default: 5s]. After the loss of the lease the grace is the shorter of --kill-after and a quarter of the ttl, and never runs past the lease.'

@@ -123,8 +123,8 @@ const EXAMPLES: &[(&str, &str)] = &[
         "redlock run --key nightly --conflict-exit-code 0 -- /usr/local/bin/nightly.sh",
     ),
     (
-        "Wait up to ten minutes for the lock, and stop the job if it runs longer than an hour (exit 124):",
-        "redlock run --key deploy --wait 10m --max-runtime 1h -- ./deploy.sh",
+        "A deploy from CI: wait up to 30 minutes for the lock, and stop the job if it runs longer than 45 minutes (exit 124):",
+        "redlock run --key deploy-production --ttl 60s --wait 30m --max-runtime 45m -- ./deploy.sh",
     ),
     (
         "Pass the fencing token to the resource, so that it can refuse writes from an older holder:",

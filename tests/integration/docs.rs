@@ -221,6 +221,70 @@ fn cronjob_command() -> Vec<String> {
         .collect()
 }
 
+/// The README opens with its two commands: the demo, and the test command, which is what CI
+/// runs (`.ci/run` execs scripts/test.sh).
+#[test]
+fn the_readme_opens_with_the_demo_and_the_test_command() {
+    let readme = committed("README.md");
+    let commands: Vec<&str> = readme
+        .lines()
+        .take_while(|line| !line.starts_with("## "))
+        .filter_map(|line| line.strip_prefix("    "))
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    assert_eq!(
+        commands,
+        ["redlock", "scripts/demo.sh", "scripts/test.sh"],
+        "the README's opening"
+    );
+    let ci = committed(".ci/run");
+    assert!(ci.contains("exec bash scripts/test.sh"), "{ci}");
+}
+
+/// The two recipes a reader copies from several places are one line each, the same
+/// everywhere: the CI deploy step (README, docs/recipes.md, packaging/ci/), and the nightly
+/// backup run once a night across a fleet (every `--key backup` line with `--min-interval`:
+/// docs/faq.md, docs/running-jobs.md, docs/recipes.md, packaging/cron/), which may differ only
+/// in `--metrics-file` (where node_exporter is). Copied from two places, they must not be two
+/// locks, or two behaviours.
+#[test]
+fn the_deploy_step_and_the_nightly_backup_are_the_same_everywhere() {
+    let documented = documented_run_options();
+    let same = |what: &str, pick: &dyn Fn(&[String]) -> bool, min: usize| {
+        let found: Vec<(&String, Vec<&String>)> = documented
+            .iter()
+            .filter(|(_, words)| pick(words))
+            .map(|(place, words)| {
+                let mut kept = Vec::new();
+                let mut words = words.iter();
+                while let Some(word) = words.next() {
+                    if word == "--metrics-file" {
+                        words.next();
+                    } else {
+                        kept.push(word);
+                    }
+                }
+                (place, kept)
+            })
+            .collect();
+        assert!(found.len() >= min, "{what}: {found:#?}");
+        for (place, words) in &found[1..] {
+            assert_eq!(words, &found[0].1, "{what}: {place}\nand {}", found[0].0);
+        }
+    };
+    let key = |words: &[String], prefix: &str| {
+        words
+            .windows(2)
+            .any(|w| w[0] == "--key" && w[1].starts_with(prefix))
+    };
+    same("the deploy step", &|w| key(w, "deploy"), 5);
+    same(
+        "the nightly backup",
+        &|w| key(w, "backup") && w.iter().any(|w| w == "--min-interval"),
+        4,
+    );
+}
+
 /// The Kubernetes entrypoint is one block, the same in docs/signals.md (redlock as PID 1),
 /// docs/recipes.md and the README, with the words of packaging/'s CronJob; and it maps a busy
 /// lock to 0, since a Job counts any other exit as a failure (signals.md's lacked it).
