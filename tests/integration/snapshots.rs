@@ -138,6 +138,8 @@ pub(super) fn in_a_snapshot(quoted: &str, snapshots: &[String]) -> bool {
         let mut patterns = vec![line.to_owned()];
         patterns.extend(line.split('\t').map(str::to_owned));
         let start = quoted.strip_suffix("...").unwrap_or(quoted);
+        // A field that is all wildcard (a history line's time) would match any quote.
+        patterns.retain(|p| !p.replace("[..]", "").trim().is_empty());
         patterns.into_iter().any(|pattern| {
             verify
                 .try_eq(None, Data::text(quoted), Data::text(pattern))
@@ -188,16 +190,20 @@ fn redact_hides_what_changes_and_keeps_the_rest() {
         "  last run: [..] ([..] ago), db2\n"
     );
     assert_eq!(
-        redact("lock 'k' is held elsewhere; gave up after 1ms"),
-        "lock 'k' is held elsewhere; gave up after [..]\n"
+        redact("lock 'k' is held by another run; gave up after 1.5s"),
+        "lock 'k' is held by another run; gave up after [..]\n"
     );
-    let snapshot = ["redlock: lock 'k' is held elsewhere; gave up after [..]\n".to_owned()];
+    let snapshot = ["redlock: lock 'k' is held by another run; gave up after [..]\n".to_owned()];
     assert!(in_a_snapshot(
-        "lock 'k' is held elsewhere; gave up after 1ms",
+        "lock 'k' is held by another run; gave up after 1ms",
         &snapshot
     ));
     assert!(!in_a_snapshot("lock 'k' is held here", &snapshot));
     assert!(!in_a_snapshot("anything", &["\n[..]\n".to_owned()]));
+    assert!(!in_a_snapshot(
+        "anything",
+        &["[..]\tdb1 pid [..]\n".to_owned()]
+    ));
 }
 
 /// The first `code span` of each row's last column in docs/messages.md's table: what redlock
@@ -221,14 +227,35 @@ fn quoted_messages() -> Vec<String> {
         .collect()
 }
 
+/// Every snapshot as a page can quote it: without backticks (a code span cannot hold them) and
+/// with every loopback port the documented one.
+fn snapshots_as_quoted() -> Vec<String> {
+    all_snapshots()
+        .iter()
+        .map(|s| ports_shown(&s.replace('`', "")))
+        .collect()
+}
+
+/// Whether `quote` is a line of `snapshots` (see [`snapshots_as_quoted`]): the whole line, or,
+/// where the quote elides a part in the middle (`...`), a line around it, or where it stops
+/// before the line's end (a clause), the line's start.
+fn quoted_in(quote: &str, snapshots: &[String]) -> bool {
+    let quote = ports_shown(quote);
+    let elided = quote.replace("...", "[..]");
+    let start = format!("{}...", quote.trim_end_matches("..."));
+    [quote.as_str(), &elided, &start]
+        .iter()
+        .any(|q| in_a_snapshot(q, snapshots))
+}
+
 #[test]
 fn every_message_the_docs_quote_is_in_a_snapshot() {
-    let snapshots = all_snapshots();
+    let snapshots = snapshots_as_quoted();
     let quoted = quoted_messages();
     assert!(quoted.len() >= 15, "{quoted:?}");
     let missing: Vec<&String> = quoted
         .iter()
-        .filter(|q| !in_a_snapshot(q, &snapshots))
+        .filter(|q| !quoted_in(q, &snapshots))
         .collect();
     assert!(
         missing.is_empty(),
@@ -238,6 +265,62 @@ fn every_message_the_docs_quote_is_in_a_snapshot() {
             .map(|m| m.as_str())
             .collect::<Vec<_>>()
             .join("\n")
+    );
+}
+
+/// What the README and every page of docs/ quote of redlock's lines in running text: each code
+/// span (a line break inside it read as a space) that starts as one of its lines does
+/// (`redlock: `, `warning: `, `lock '`, `waiting `, `SIG...`), with `...` standing for what a
+/// quote leaves out. docs/messages.md's table is checked above.
+fn quoted_in_the_guide() -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = vec![root.join("README.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    pages.extend(docs);
+    let starts = [
+        "redlock: ",
+        "warning: ",
+        "lock '",
+        "waiting ",
+        "SIGTERM received",
+    ];
+    let mut quoted = Vec::new();
+    for page in pages {
+        let text = read(&page);
+        // Code blocks hold commands and JSON, not quotes in running text.
+        let prose: Vec<&str> = text.lines().filter(|l| !l.starts_with("    ")).collect();
+        let prose = prose.join("\n");
+        for span in prose.split('`').skip(1).step_by(2) {
+            let span = span.split_whitespace().collect::<Vec<_>>().join(" ");
+            let said = span.strip_prefix("redlock: ").unwrap_or(&span);
+            if starts.iter().any(|s| span.starts_with(s)) && said.len() > 20 {
+                let name = page.file_name().unwrap().to_string_lossy().into_owned();
+                quoted.push((name, said.to_owned()));
+            }
+        }
+    }
+    quoted
+}
+
+#[test]
+fn every_line_the_guide_quotes_is_in_a_snapshot() {
+    let snapshots = snapshots_as_quoted();
+    let quoted = quoted_in_the_guide();
+    assert!(quoted.len() >= 10, "{quoted:?}");
+    let missing: Vec<String> = quoted
+        .iter()
+        .filter(|(_, q)| !quoted_in(q, &snapshots))
+        .map(|(page, q)| format!("{page}: {q}"))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the guide quotes what no snapshot shows (update the page, or add a snapshot):\n{}",
+        missing.join("\n")
     );
 }
 
@@ -366,16 +449,29 @@ fn a_busy_lock_a_lock_held_another_way_and_a_semaphores_status_and_list() {
     std::fs::write(dir.join("sem.go"), "").unwrap();
     holder.finish().assert_code(0);
 
-    // A plain lock, busy: silent, and one line under -v.
+    // A plain lock, busy: silent, and one line under -v: without --wait, with one, and from a
+    // run nested in the holder's command (its REDLOCK_KEY is the lock's).
     let (holder, _) = Redlock::run(&redis).key("k").hold(&dir, "k");
-    let busy = Redlock::run(&redis)
-        .key("k")
-        .arg("-v")
-        .command(["true"])
-        .status(75)
-        .any_stderr()
-        .output();
-    assert_snapshot("busy-verbose.stderr", &busy.stderr, &shown);
+    let busy = |args: &[&str], nested: bool| {
+        let run = Redlock::run(&redis).key("k").arg("-v").args(args);
+        let run = if nested {
+            run.env("REDLOCK_KEY", "k")
+        } else {
+            run
+        };
+        run.command(["true"])
+            .status(75)
+            .any_stderr()
+            .output()
+            .stderr
+    };
+    let said = [
+        busy(&[], false),
+        busy(&["--wait", "300ms"], false),
+        busy(&[], true),
+    ]
+    .concat();
+    assert_snapshot("busy-verbose.stderr", &said, &shown);
     std::fs::write(dir.join("k.go"), "").unwrap();
     holder.finish().assert_code(0);
 }
@@ -464,4 +560,215 @@ fn commands_that_cannot_run() {
         .any_stderr()
         .output();
     assert_snapshot("not-found.stderr", &out.stderr, &[]);
+}
+
+/// Every `127.0.0.1:PORT` as the docs show it, `127.0.0.1:6379`: the ports a test's servers got
+/// are no part of what redlock says.
+fn ports_shown(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("127.0.0.1:") {
+        let (head, tail) = rest.split_at(at + "127.0.0.1:".len());
+        out.push_str(head);
+        let digits = tail.chars().take_while(char::is_ascii_digit).count();
+        out.push_str(if digits > 0 { "6379" } else { "" });
+        rest = &tail[digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The lines the guide quotes in running text, each from a real run (held to the pages by
+/// `every_line_the_guide_quotes_is_in_a_snapshot` and the messages table's test): skips, busy
+/// semaphores and shared locks, a stop request, a failed renewal, the splay, a key of another
+/// kind, a foreign fencing counter, the metrics file's refusals, a wait for an unreachable
+/// Redis, a proxy without Redis behind it, a lost reply, a quorum's majority, and a Sentinel
+/// pointed at a sentinel.
+#[test]
+fn lines_the_guide_quotes() {
+    use std::io::Read as _;
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    let path = dir_of(&dir);
+    let mut said = String::new();
+    let mut say = |out: Output| {
+        said.push_str(&out.stdout);
+        said.push_str(&out.stderr);
+    };
+    let quiet = |r: Redlock| r.any_status().any_stdout().any_stderr().output();
+    let hash = |cmd: &[&str]| {
+        redis::cmd(cmd[0])
+            .arg(&cmd[1..])
+            .exec(&mut redis.conn())
+            .unwrap()
+    };
+
+    // --min-interval skips after any success.
+    quiet(Redlock::run(&redis).key("k").command(["true"]));
+    say(quiet(
+        Redlock::run(&redis)
+            .key("k")
+            .args(["--min-interval", "1h", "-v"])
+            .command(["true"]),
+    ));
+    redis::cmd("FLUSHALL").exec(&mut redis.conn()).unwrap();
+
+    // A semaphore with every slot taken, and a shared run beside an exclusive holder.
+    let holders: Vec<Proc> = (0..3)
+        .map(|i| {
+            let tag = format!("s{i}");
+            Redlock::run(&redis)
+                .key("k")
+                .args(["--limit", "3"])
+                .hold(&dir, &tag)
+                .0
+        })
+        .collect();
+    say(quiet(
+        Redlock::run(&redis)
+            .key("k")
+            .args(["--limit", "3", "-v"])
+            .command(["true"]),
+    ));
+    for (i, holder) in holders.into_iter().enumerate() {
+        touch(&dir.join(&format!("s{i}.go")));
+        holder.finish().assert_code(0);
+    }
+    redis::cmd("FLUSHALL").exec(&mut redis.conn()).unwrap();
+    let (holder, _) = Redlock::run(&redis).key("k").hold(&dir, "x");
+    say(quiet(
+        Redlock::run(&redis)
+            .key("k")
+            .args(["--shared", "-v"])
+            .command(["true"]),
+    ));
+    touch(&dir.join("x.go"));
+    holder.finish().assert_code(0);
+
+    // A stop request, and a renewal that failed while Redis was frozen.
+    let (holder, _) = Redlock::run(&redis).key("k").arg("-v").hold(&dir, "t");
+    holder.signal(nix::sys::signal::Signal::SIGTERM);
+    say(holder.finish());
+    // Renewed every 2 s, each given 1 s: frozen from the start to past 3 s, the first fails;
+    // the lease, 6 s from the take, is not lost.
+    let (holder, _) = Redlock::run(&redis).key("k").ttl("6s").hold(&dir, "r");
+    redis.pause();
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    redis.resume();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    touch(&dir.join("r.go"));
+    say(holder.finish());
+
+    // The splay.
+    say(quiet(
+        Redlock::run(&redis)
+            .key("backup")
+            .args(["--splay", "10ms", "-v"])
+            .command(["true"]),
+    ));
+
+    // Keys redlock did not make: the lock's, the fencing counter's (a set, then a word).
+    hash(&["FLUSHALL"]);
+    hash(&["HSET", "redlock:{k}", "a", "b"]);
+    say(quiet(Redlock::admin("status", &redis).key("k")));
+    hash(&["DEL", "redlock:{k}"]);
+    hash(&["SADD", "redlock:{k}:fence", "x"]);
+    say(quiet(Redlock::run(&redis).key("k").command(["true"])));
+    hash(&["DEL", "redlock:{k}:fence"]);
+    hash(&["SET", "redlock:{k}:fence", "word"]);
+    hash(&["SET", "redlock:{k}", "a-token"]);
+    say(quiet(
+        Redlock::admin("release", &redis).key("k").arg("--force"),
+    ));
+    hash(&["DEL", "redlock:{k}:fence"]);
+
+    // The metrics file: a FIFO there, and its lock file held by another run past 2 s.
+    nix::unistd::mkfifo(
+        &dir.join("x.prom"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    let fifo = dir.join("x.prom").to_string_lossy().into_owned();
+    say(quiet(
+        Redlock::run(&redis)
+            .key("k")
+            .args(["--metrics-file", &fifo])
+            .command(["true"]),
+    ));
+    std::fs::remove_file(dir.join("x.prom")).unwrap();
+    let lock = std::fs::File::create(dir.join(".x.prom.lock")).unwrap();
+    let held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive).unwrap();
+    say(quiet(
+        Redlock::run(&redis)
+            .key("k")
+            .args(["--metrics-file", &fifo])
+            .command(["true"]),
+    ));
+    drop(held);
+
+    // A TLS option naming a directory.
+    say(quiet(
+        Redlock::run_at(&format!("rediss://127.0.0.1:{}", redis.port()))
+            .key("k")
+            .args(["--tls-ca-cert", &path])
+            .command(["true"]),
+    ));
+
+    // Nothing listening, waited for; a proxy whose Redis is gone; a reply lost.
+    let nobody = format!("redis://127.0.0.1:{}", free_port());
+    say(quiet(
+        Redlock::run_at(&nobody)
+            .key("k")
+            .wait("1s")
+            .command(["true"]),
+    ));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let mut conn = conn.unwrap();
+            let _ = conn.read(&mut [0; 64]);
+        }
+    });
+    say(quiet(
+        Redlock::run_at(&format!("redis://127.0.0.1:{port}"))
+            .key("k")
+            .command(["true"]),
+    ));
+    let proxy = Proxy::start(redis.port());
+    quiet(Redlock::run_at(&proxy.url()).key("k").command(["true"]));
+    proxy.lose_reply_to(b"lose-this-reply");
+    say(quiet(
+        Redlock::run_at(&proxy.url())
+            .key("k")
+            .command(["true", "lose-this-reply"]),
+    ));
+
+    // A quorum's majority, one node down.
+    let mut nodes = start_servers(3);
+    let (holder, _) = Redlock::run_quorum(&nodes).key("q").hold(&dir, "q");
+    nodes[2].kill();
+    let mut status = quiet(Redlock::admin_quorum("status", &nodes).key("q"));
+    // Its first line; each node's view follows.
+    status.stdout = format!("{}\n", status.stdout.lines().next().unwrap_or_default());
+    status.stderr.clear();
+    say(status);
+    touch(&dir.join("q.go"));
+    quiet_finish(holder);
+
+    // A Sentinel whose master is another sentinel.
+    let first = super::topology::Sentinel::start(redis.port());
+    let second = super::topology::Sentinel::start(first.port);
+    let url = format!("redis+sentinel://127.0.0.1:{}/mymaster", second.port);
+    say(quiet(Redlock::run_at(&url).key("k").command(["true"])));
+
+    let shown = [(path.as_str(), "/x")];
+    let mut text = said.replace(&format!("{path}/"), "/");
+    text = ports_shown(&text);
+    assert_snapshot("guide-lines.stderr", &text, &shown);
+}
+
+/// A held run's end, whatever it said (a quorum node gone under it).
+fn quiet_finish(proc: Proc) {
+    let _ = proc.finish();
 }
