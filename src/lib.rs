@@ -16,6 +16,7 @@
 //!   `file` (the files a user names, regular ones only, read to a cap) by `cli` and `report`.
 
 pub(crate) mod admin;
+pub(crate) mod backend;
 pub mod cli;
 pub mod clock;
 pub(crate) mod error;
@@ -26,7 +27,9 @@ pub(crate) mod lock;
 pub(crate) mod process;
 pub(crate) mod report;
 pub(crate) mod run;
-pub mod transport;
+/// Redis URLs and connections, for the tests that parse a URL as redlock does.
+#[doc(hidden)]
+pub use backend::redis::transport;
 
 pub use cli::main;
 
@@ -36,8 +39,12 @@ pub use cli::main;
 /// client uses, so a new argument breaks their build too. Not an interface.
 #[doc(hidden)]
 pub mod boundary {
-    pub use crate::lock::record::{Kept, Lost};
-    pub use crate::lock::scripts::calls::{Acquire, AcquireMany, AcquireReply, Attempt, Extend};
-    pub use crate::lock::scripts::{eval, send};
-    pub use crate::lock::{Holder, Keys, Kind};
+    pub use crate::backend::redis::Keys;
+    pub use crate::backend::redis::record::Kept;
+    pub use crate::backend::redis::scripts::calls::{
+        Acquire, AcquireMany, AcquireReply, Attempt, Extend,
+    };
+    pub use crate::backend::redis::scripts::{eval, send};
+    pub use crate::lock::record::Lost;
+    pub use crate::lock::{Holder, Kind};
 }

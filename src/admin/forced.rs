@@ -2,7 +2,7 @@
 
 use crate::admin::render::{field, held_as_text, holder_json, holder_text, kind_fields};
 use crate::exit;
-use crate::lock::counter::Foreign;
+use crate::lock::Foreign;
 use crate::lock::{Forced, HeldAs, Holder, Kind};
 use crate::report::json::Object;
 use crate::report::shell_quote;
@@ -67,10 +67,10 @@ pub(crate) fn forced_text(node: &str, key: &str, forced: &Forced) -> (String, i3
             0,
         ),
         Forced::Foreign {
-            redis_type,
+            what,
             fence,
             removed,
-        } => foreign_text(node, key, redis_type, *fence, *removed),
+        } => foreign_text(node, key, what, *fence, *removed),
         Forced::Unfenced {
             foreign,
             token,
@@ -81,22 +81,16 @@ pub(crate) fn forced_text(node: &str, key: &str, forced: &Forced) -> (String, i3
 
 /// What a forced release did to a key at the lock's name that redlock did not make: removed
 /// it, or (a token expected) left it alone.
-fn foreign_text(
-    node: &str,
-    key: &str,
-    redis_type: &str,
-    fence: i64,
-    removed: bool,
-) -> (String, i32) {
+fn foreign_text(node: &str, key: &str, what: &str, fence: i64, removed: bool) -> (String, i32) {
     if removed {
         let text = format!(
-            "{node}removed lock '{key}': its key was a Redis {redis_type} that redlock did not make; fencing counter now {fence}\n"
+            "{node}removed lock '{key}': its key was {what} that redlock did not make; fencing counter now {fence}\n"
         );
         return (text, 0);
     }
     (
         format!(
-            "{node}lock '{key}' is a Redis {redis_type} that redlock did not make, held by no token; left alone (fencing counter {fence})\n"
+            "{node}lock '{key}' is {what} that redlock did not make, held by no token; left alone (fencing counter {fence})\n"
         ),
         exit::CONFLICT,
     )
@@ -200,14 +194,9 @@ pub(crate) fn forced_json(node: Option<&str>, key: &str, forced: &Forced) -> Str
             held_as, holders, ..
         } => (Some(held_as), Some(*holders)),
         Forced::Removed { held_as, left, .. } => (Some(held_as), Some(*left)),
-        Forced::Foreign {
-            redis_type,
-            removed,
-            ..
-        } => (
-            Some(&HeldAs::Foreign(redis_type.clone())),
-            removed.then_some(0),
-        ),
+        Forced::Foreign { what, removed, .. } => {
+            (Some(&HeldAs::Foreign(what.clone())), removed.then_some(0))
+        }
         Forced::Unfenced { .. } => (None, None),
     };
     obj = obj.str("result", result);

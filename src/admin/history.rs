@@ -7,17 +7,17 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::admin::runs::{self, history_line, how, merged, merged_summary, runs_json, when, who};
-use crate::admin::{Servers, TIMEOUT, need_majority, on_nodes, render::field, unavailable};
+use crate::admin::{TIMEOUT, need_majority, on_nodes, render::field, unavailable};
 use crate::exit::check::{CRITICAL, OK, UNKNOWN, WARNING};
 use crate::lock::record::{Run, Summary};
-use crate::lock::{Keys, Runs, SingleRedis, WAKE_LINGER};
+use crate::lock::{Backend, Runs};
 use crate::report;
 use crate::report::json::Object;
 
 /// `redlock history`: the runs, newest first; exit 0 (none is fine).
-pub fn history(servers: Servers, key: &str, json: bool) -> anyhow::Result<i32> {
+pub(crate) fn history(backend: &dyn Backend, key: &str, json: bool) -> anyhow::Result<i32> {
     report::set_key(key);
-    let Runs { runs, .. } = read_runs(servers, key)?;
+    let Runs { runs, .. } = read_runs(backend, key)?;
     let text = if json {
         format!("{}\n", runs_json(&runs))
     } else {
@@ -35,22 +35,18 @@ pub fn history(servers: Servers, key: &str, json: bool) -> anyhow::Result<i32> {
 
 /// The record of the lock's runs: from its one server, or merged from every node of a quorum
 /// (a node that does not answer is a `redlock:` line; fewer than a majority is exit 69).
-fn read_runs(servers: Servers, key: &str) -> anyhow::Result<Runs> {
-    let Servers {
-        mut endpoints,
-        prefix,
-    } = servers;
+fn read_runs(backend: &dyn Backend, key: &str) -> anyhow::Result<Runs> {
     let context = || format!("cannot read the runs of lock '{key}'");
-    if endpoints.len() == 1 {
-        let keys = Keys::new(&prefix, key);
-        let mut node = SingleRedis::new(endpoints.remove(0), keys, false, WAKE_LINGER);
-        return node
-            .runs(TIMEOUT)
+    let total = backend.nodes().len();
+    if total == 1 {
+        return backend
+            .node(0)
+            .runs(key, TIMEOUT)
             .map_err(unavailable)
             .with_context(context);
     }
-    let runs = |node: &mut SingleRedis| node.runs(TIMEOUT);
-    let results = on_nodes(&endpoints, &prefix, key, runs, |failure| failure);
+    let runs = |node: &mut dyn crate::lock::Node| node.runs(key, TIMEOUT);
+    let results = on_nodes(backend, runs, |failure| failure);
     let mut answered = Vec::new();
     for (node, result) in &results {
         match result {
@@ -58,7 +54,7 @@ fn read_runs(servers: Servers, key: &str) -> anyhow::Result<Runs> {
             Err(failure) => report::error(format!("{node}: {}: {failure}", context())),
         }
     }
-    need_majority(answered.len(), endpoints.len(), &context())?;
+    need_majority(answered.len(), total, &context())?;
     let lists: Vec<&[Run]> = answered.iter().map(|r| r.runs.as_slice()).collect();
     let runs = merged(&lists);
     let summaries: Vec<&Summary> = answered.iter().map(|r| &r.summary).collect();
@@ -66,16 +62,6 @@ fn read_runs(servers: Servers, key: &str) -> anyhow::Result<Runs> {
         summary: merged_summary(&summaries, &runs),
         runs,
     })
-}
-
-/// Where the record is read, as `check` names it: the server (or every node) and the prefix.
-fn read_at(servers: &Servers) -> String {
-    let nodes: Vec<String> = servers.endpoints.iter().map(|e| e.to_string()).collect();
-    format!(
-        "{} under prefix '{}'",
-        nodes.join(", "),
-        field(&servers.prefix)
-    )
 }
 
 /// What `check` found: its status and the line that says why.
@@ -210,10 +196,15 @@ fn past(age: Duration, max_age: Duration) -> String {
 
 /// `redlock check`: the plugin line (or JSON object) on stdout, and its status. An error is
 /// UNKNOWN, said by the caller.
-pub fn check(servers: Servers, key: &str, max_age: Duration, json: bool) -> anyhow::Result<i32> {
+pub(crate) fn check(
+    backend: &dyn Backend,
+    key: &str,
+    max_age: Duration,
+    json: bool,
+) -> anyhow::Result<i32> {
     report::set_key(key);
-    let read_at = read_at(&servers);
-    let record = read_runs(servers, key)?;
+    let read_at = backend.described();
+    let record = read_runs(backend, key)?;
     let Judged { code, line } = judge(key, &record, max_age, &read_at);
     let text = if json {
         let summary = &record.summary;

@@ -5,12 +5,9 @@ use std::collections::BTreeSet;
 use anyhow::Context;
 
 use crate::admin::render::{info_json, list_line, quorum_json};
-use crate::admin::{
-    Servers, TIMEOUT, Unread, Verdict, lock_names, need_majority, read, unavailable, verdict,
-};
-use crate::lock::{Failure, Inspected, Keys, LockInfo, SingleRedis, WAKE_LINGER};
+use crate::admin::{TIMEOUT, Unread, Verdict, need_majority, read, unavailable, verdict};
+use crate::lock::{Backend, Failure, Inspected, LockInfo, Node, Reason};
 use crate::report;
-use crate::transport::endpoint::Endpoint;
 
 /// `redlock list`: every held lock under the prefix (SCAN, never KEYS; on a Cluster, a SCAN on
 /// every master). With several --url, every node is scanned and each lock read on all of them.
@@ -18,41 +15,34 @@ use crate::transport::endpoint::Endpoint;
 /// within the reply bound, and 10,000 locks in 100 round trips instead of 10,000.
 const BATCH: usize = 100;
 
-pub fn list(servers: Servers, json: bool) -> anyhow::Result<i32> {
-    let Servers {
-        mut endpoints,
-        prefix,
-    } = servers;
-    let prefix = &prefix;
-    if endpoints.len() > 1 {
-        return quorum_list(endpoints, prefix, json);
+pub(crate) fn list(backend: &dyn Backend, json: bool) -> anyhow::Result<i32> {
+    if backend.nodes().len() > 1 {
+        return quorum_list(backend, json);
     }
-    let endpoint = endpoints.remove(0);
-    let found = lock_names(&endpoint, prefix)
+    let mut node = backend.node(0);
+    let found = node
+        .names(TIMEOUT)
         .map_err(unavailable)
         .context("cannot list locks")?;
-    let mut redis = SingleRedis::new(endpoint, Keys::new(prefix, ""), false, WAKE_LINGER);
     let mut locks = Vec::new();
     let found: Vec<String> = found.into_iter().collect();
     for batch in found.chunks(BATCH) {
-        let keys: Vec<Keys> = batch.iter().map(|name| Keys::new(prefix, name)).collect();
-        // A batch that Redis answered wrongly as a whole (a reply past the bound breaks the
-        // connection) is read lock by lock, which says which lock it was; one it did not
+        // A batch that the server answered wrongly as a whole (a reply past the bound breaks
+        // the connection) is read lock by lock, which says which lock it was; one it did not
         // answer at all is the end of the listing, after one time limit, not one a lock.
-        let read_at_once = match redis.inspect_each(&keys, json, TIMEOUT) {
+        let read_at_once = match node.inspect_each(batch, json, TIMEOUT) {
             Ok(read) => read,
             Err(failure @ Failure::Unreachable(_)) => {
                 return Err(unavailable(failure)).context("cannot list locks");
             }
-            Err(_) => vec![None; keys.len()],
+            Err(_) => vec![None; batch.len()],
         };
-        for ((name, keys), inspected) in batch.iter().zip(keys).zip(read_at_once) {
-            redis.set_keys(keys);
+        for (name, inspected) in batch.iter().zip(read_at_once) {
             let info = match inspected {
                 Some(Inspected::Lock(info)) if info.fence != 0 => Ok(*info),
                 // A foreign key, a foreign counter, or a reply that was not a lock's (an error,
                 // another node's slot): read alone, which says what it is.
-                _ => read(&mut redis),
+                _ => read(node.as_mut(), name),
             };
             match info {
                 Ok(info) if info.is_held() => locks.push((name, info)),
@@ -95,9 +85,10 @@ pub fn list(servers: Servers, json: bool) -> anyhow::Result<i32> {
 /// lock in turn, and a node that does not answer once is not asked again (see [`read_each`]):
 /// a silent node costs one request timeout (two, if it falls silent between the scan and the
 /// reads), however many locks there are.
-fn quorum_list(endpoints: Vec<Endpoint>, prefix: &str, json: bool) -> anyhow::Result<i32> {
+fn quorum_list(backend: &dyn Backend, json: bool) -> anyhow::Result<i32> {
+    let endpoints = backend.nodes();
     let total = endpoints.len();
-    let scans = scan_everywhere(&endpoints, prefix);
+    let scans = scan_everywhere(backend);
     let mut names = BTreeSet::new();
     let mut answered = 0;
     for (endpoint, scan) in endpoints.iter().zip(&scans) {
@@ -111,7 +102,7 @@ fn quorum_list(endpoints: Vec<Endpoint>, prefix: &str, json: bool) -> anyhow::Re
     }
     need_majority(answered, total, "cannot list locks")?;
     let names: Vec<String> = names.into_iter().collect();
-    let mut reads: Vec<_> = read_everywhere(&endpoints, &scans, prefix, &names)
+    let mut reads: Vec<_> = read_everywhere(backend, &scans, &names)
         .into_iter()
         .map(Vec::into_iter)
         .collect();
@@ -156,12 +147,11 @@ fn quorum_list(endpoints: Vec<Endpoint>, prefix: &str, json: bool) -> anyhow::Re
     Ok(0)
 }
 
-/// The lock names under `prefix` on every node, scanned at once.
-fn scan_everywhere(endpoints: &[Endpoint], prefix: &str) -> Vec<Result<BTreeSet<String>, Failure>> {
+/// The lock names under the prefix on every node, scanned at once.
+fn scan_everywhere(backend: &dyn Backend) -> Vec<Result<BTreeSet<String>, Failure>> {
     std::thread::scope(|s| {
-        let scans: Vec<_> = endpoints
-            .iter()
-            .map(|endpoint| s.spawn(|| lock_names(endpoint, prefix)))
+        let scans: Vec<_> = (0..backend.nodes().len())
+            .map(|index| s.spawn(move || backend.node(index).names(TIMEOUT)))
             .collect();
         scans
             .into_iter()
@@ -176,18 +166,19 @@ fn scan_everywhere(endpoints: &[Endpoint], prefix: &str) -> Vec<Result<BTreeSet<
 /// Every lock of `names` read on every node at once, the node's answers in the order of
 /// `names`. A node whose scan got no answer is not asked: its answers are that failure.
 fn read_everywhere(
-    endpoints: &[Endpoint],
+    backend: &dyn Backend,
     scans: &[Result<BTreeSet<String>, Failure>],
-    prefix: &str,
     names: &[String],
 ) -> Vec<Vec<Result<LockInfo, Unread>>> {
     std::thread::scope(|s| {
-        let reads: Vec<_> = endpoints
-            .iter()
+        let reads: Vec<_> = backend
+            .nodes()
+            .into_iter()
+            .enumerate()
             .zip(scans)
-            .map(|(endpoint, scan)| match scan {
+            .map(|((index, name), scan)| match scan {
                 Err(silent @ Failure::Unreachable(_)) => Err(silent.to_string()),
-                _ => Ok(s.spawn(|| read_names(endpoint, prefix, names))),
+                _ => Ok(s.spawn(move || read_names(backend.node(index).as_mut(), &name, names))),
             })
             .collect();
         reads
@@ -206,7 +197,7 @@ fn read_everywhere(
 fn not_asked(
     names: &[String],
     why: &str,
-    failure: fn(crate::transport::Reason) -> Failure,
+    failure: fn(Reason) -> Failure,
 ) -> Vec<Result<LockInfo, Unread>> {
     names
         .iter()
@@ -214,18 +205,14 @@ fn not_asked(
         .collect()
 }
 
-/// The locks `names` read in turn on `endpoint`, over one connection; a note on stderr when
-/// the node stops answering.
+/// The locks `names` read in turn on `node` (named `endpoint`), over one connection; a note on
+/// stderr when the node stops answering.
 fn read_names(
-    endpoint: &Endpoint,
-    prefix: &str,
+    node: &mut dyn Node,
+    endpoint: &str,
     names: &[String],
 ) -> Vec<Result<LockInfo, Unread>> {
-    let mut node = SingleRedis::new(endpoint.clone(), Keys::new(prefix, ""), false, WAKE_LINGER);
-    let reads = read_each(names, |name| {
-        node.set_keys(Keys::new(prefix, name));
-        read(&mut node)
-    });
+    let reads = read_each(names, |name| read(node, name));
     let silent = reads
         .iter()
         .zip(names)
@@ -292,8 +279,8 @@ mod tests {
         let silent = || Err(Unread::Failed(Failure::Unreachable("no answer".into())));
         let foreign = || {
             Err(Unread::Foreign {
-                redis_key: "k".into(),
-                redis_type: "hash".into(),
+                stored_key: "k".into(),
+                what: "hash".into(),
             })
         };
         type Answer = fn() -> Result<u32, Unread>;

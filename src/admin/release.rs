@@ -3,10 +3,10 @@
 use anyhow::Context;
 
 use crate::admin::forced::{failed_json, forced_json, forced_text};
-use crate::admin::{Servers, TIMEOUT, unavailable};
+use crate::admin::{TIMEOUT, unavailable};
 use crate::error::{Class, classified};
 use crate::exit;
-use crate::lock::{Keys, SingleRedis, WAKE_LINGER};
+use crate::lock::Backend;
 use crate::report;
 use crate::report::json::{self, Object};
 
@@ -18,15 +18,15 @@ use crate::report::json::{self, Object};
 /// no `token` nothing is removed and it exits 64 (removing them all would stop jobs nobody
 /// named; `status` shows the tokens).
 /// With `json`, one JSON object on stdout: what was done (one server), or `per_node` (a quorum).
-pub fn release(
-    servers: Servers,
+pub(crate) fn release(
+    backend: &dyn Backend,
     key: &str,
     token: Option<&str>,
     json: bool,
 ) -> anyhow::Result<i32> {
     report::set_key(key);
-    let Servers { endpoints, prefix } = servers;
-    let (quorum, nodes) = (endpoints.len() > 1, endpoints.len());
+    let names = backend.nodes();
+    let (quorum, nodes) = (names.len() > 1, names.len());
     let mut code = 0;
     let mut failed = 0;
     // Held by several and no --token: which holder to remove is the operator's to say.
@@ -34,16 +34,13 @@ pub fn release(
     let mut objects = Vec::new();
     // On a quorum every node is released, one after another; a node that fails does not stop
     // the others, and its failure decides the status once all were tried.
-    for endpoint in endpoints {
-        let endpoint_name = endpoint.to_string();
+    for (index, endpoint_name) in names.into_iter().enumerate() {
         let node = if quorum {
-            format!("{endpoint}: ")
+            format!("{endpoint_name}: ")
         } else {
             String::new()
         };
-        let keys = Keys::new(&prefix, key);
-        let mut redis = SingleRedis::new(endpoint, keys, false, WAKE_LINGER);
-        let forced = match redis.force_release(token, TIMEOUT) {
+        let forced = match backend.node(index).force_release(key, token, TIMEOUT) {
             Ok(forced) => forced,
             Err(failure) => {
                 let err = Err::<(), _>(unavailable(failure))

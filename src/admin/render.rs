@@ -94,7 +94,7 @@ pub(crate) fn held_as_text(held_as: &HeldAs) -> String {
                 field(text)
             )
         }
-        HeldAs::Foreign(t) => format!("a Redis {t} that redlock did not make"),
+        HeldAs::Foreign(what) => format!("{what} that redlock did not make"),
     }
 }
 
@@ -242,7 +242,7 @@ pub(crate) fn info_text(name: &str, info: &LockInfo) -> String {
     out.push_str(&format!(
         "lock '{}' ({}) is {state}\n",
         field(name),
-        field(&info.redis_key)
+        field(&info.stored_key)
     ));
     if let Some((token, ttl)) = &info.held {
         if let Some(h) = &info.holder {
@@ -320,7 +320,7 @@ fn ms(d: Duration) -> i128 {
 pub(crate) fn info_json(name: &str, info: &LockInfo) -> String {
     let mut obj = Object::new()
         .str("key", name)
-        .str("redis_key", &info.redis_key)
+        .str("server_key", &info.stored_key)
         .str("state", if info.is_held() { "held" } else { "free" });
     obj = match &info.foreign_fence {
         // 0 would read as a counter: none can be read.

@@ -3,24 +3,17 @@
 use anyhow::Context;
 
 use crate::admin::render::{info_json, info_text, quorum_json, quorum_text};
-use crate::admin::{Servers, need_majority, read, read_nodes, verdict};
-use crate::lock::{Keys, LockInfo, Preflight, SingleRedis, WAKE_LINGER};
+use crate::admin::{need_majority, read, read_nodes, verdict};
+use crate::lock::{Backend, LockInfo};
 use crate::report;
 
 /// `redlock status`: print the lock's state; exit 0 whether it is free or held.
-pub fn status(servers: Servers, key: &str, json: bool) -> anyhow::Result<i32> {
+pub(crate) fn status(backend: &dyn Backend, key: &str, json: bool) -> anyhow::Result<i32> {
     report::set_key(key);
-    let Servers {
-        mut endpoints,
-        prefix,
-    } = servers;
-    if endpoints.len() > 1 {
-        return quorum_status(&endpoints, &prefix, key, json);
+    if backend.nodes().len() > 1 {
+        return quorum_status(backend, key, json);
     }
-    let keys = Keys::new(&prefix, key);
-    let mut redis = SingleRedis::new(endpoints.remove(0), keys, false, WAKE_LINGER)
-        .with_preflight(Preflight::Always);
-    let info = read(&mut redis)
+    let info = read(backend.node(0).as_mut(), key)
         .map_err(anyhow::Error::from)
         .with_context(|| format!("cannot read lock '{key}'"))?;
     let text = if json {
@@ -35,14 +28,9 @@ pub fn status(servers: Servers, key: &str, json: bool) -> anyhow::Result<i32> {
 /// `redlock status` over a quorum: every node read at once, the verdict of the majority first,
 /// then each node's view. A node that does not answer is a `redlock:` line on stderr; fewer
 /// than a majority answering is exit 69.
-fn quorum_status(
-    endpoints: &[crate::transport::endpoint::Endpoint],
-    prefix: &str,
-    key: &str,
-    json: bool,
-) -> anyhow::Result<i32> {
-    let total = endpoints.len();
-    let results = read_nodes(endpoints, prefix, key);
+fn quorum_status(backend: &dyn Backend, key: &str, json: bool) -> anyhow::Result<i32> {
+    let total = backend.nodes().len();
+    let results = read_nodes(backend, key);
     let infos: Vec<Option<&LockInfo>> = results.iter().map(|(_, r)| r.as_ref().ok()).collect();
     let answered = infos.iter().filter(|i| i.is_some()).count();
     let verdict = verdict(&infos);

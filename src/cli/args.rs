@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use nix::sys::signal::Signal;
 
+use crate::backend::Durable;
 pub use crate::cli::monitor::{CheckArgs, HistoryArgs};
 use crate::cli::parse::{
     parse_duration, parse_key, parse_positive, parse_prefix, parse_stop_signal, parse_ttl,
@@ -75,7 +76,7 @@ pub const COMMAND_ENV: [(&str, &str); 3] = [
 
 /// The variable that names a PEM file of CA certificates for `rediss://` (rustls-native-certs
 /// reads it; redlock checks it first, as it checks the options' files).
-pub const SSL_CERT_FILE: &str = "SSL_CERT_FILE";
+pub use crate::backend::redis::transport::tls::SSL_CERT_FILE;
 
 /// Variables redlock reads that are not an option's default.
 pub const OTHER_ENV: [(&str, &str); 2] = [
@@ -418,8 +419,13 @@ impl RunArgs {
             ));
         }
         let kill_after = self.kill_after();
-        let endpoints = self.conn.endpoints()?;
-        if endpoints.len() > 1 && self.fair {
+        let durable = Durable {
+            min_replicas: self.min_replicas,
+            fsync: self.fsync,
+        };
+        let backend = self.conn.backend(durable)?;
+        let quorum = backend.nodes().len() > 1;
+        if quorum && self.fair {
             return Err(classified(
                 Class::Usage,
                 "--fair does not work with several --url (a quorum): each node would keep its own queue, in its own order",
@@ -430,7 +436,7 @@ impl RunArgs {
             (None, true) => Kind::Shared,
             (None, false) => Kind::Exclusive,
         };
-        if endpoints.len() > 1 && kind != Kind::Exclusive {
+        if quorum && kind != Kind::Exclusive {
             return Err(classified(
                 Class::Usage,
                 "--limit and --shared do not work with several --url (a quorum): counted on \
@@ -451,8 +457,7 @@ impl RunArgs {
         }
         Ok(Options {
             key: self.key.clone(),
-            endpoints,
-            prefix: self.conn.prefix.clone(),
+            backend,
             ttl: self.ttl,
             wait: self.wait,
             fair: self.fair,
@@ -462,8 +467,6 @@ impl RunArgs {
             splay: self.splay.filter(|splay| !splay.is_zero()),
             stop_signal: self.stop_signal,
             kill_after,
-            min_replicas: self.min_replicas,
-            fsync: self.fsync,
             max_runtime: self.max_runtime,
             command: self.command.clone(),
             command_url: self.conn.command_url(),

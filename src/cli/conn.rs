@@ -1,63 +1,31 @@
-//! What `--url`, the password sources and the TLS options come to: the endpoints redlock
-//! talks to, each with its credentials and TLS settings, read and checked once at start-up.
+//! What `--url`, the password sources and the TLS options come to: the backend the URLs name,
+//! with its credentials and TLS settings, read and checked once at start-up.
 
 use std::path::Path;
 
-use crate::admin::Servers;
-use crate::cli::args::{ConnArgs, PASSWORD_ENV, SSL_CERT_FILE};
+use crate::backend::{self, Connect, Durable, Tls};
+use crate::cli::args::{ConnArgs, PASSWORD_ENV};
 use crate::error::{Class, classified};
 use crate::file::{self, Unusable};
-use crate::transport::endpoint::{Endpoint, Tls};
+use crate::lock::Backend;
 
 impl ConnArgs {
-    /// [`ConnArgs::endpoints`] with the key prefix: what the admin subcommands work on.
-    pub fn servers(&self) -> anyhow::Result<Servers> {
-        Ok(Servers {
-            endpoints: self.endpoints()?,
-            prefix: self.prefix.clone(),
-        })
-    }
-
-    /// Every Redis named by --url / REDLOCK_URL (split on whitespace), with the TLS options and
-    /// the password applied. Several make a quorum; the same host:port twice is refused.
-    pub fn endpoints(&self) -> anyhow::Result<Vec<Endpoint>> {
+    /// The backend named by --url / REDLOCK_URL (split on whitespace), with the TLS options,
+    /// the password and the key prefix applied, and `durable` asked of every write (the admin
+    /// subcommands ask nothing).
+    pub(crate) fn backend(&self, durable: Durable) -> anyhow::Result<Box<dyn Backend>> {
         let usage = |message: String| classified(Class::Usage, message);
         let tls = self.tls().map_err(usage)?;
         let password = password(self.password_file.as_deref()).map_err(usage)?;
         let urls = self.urls()?;
-        if urls.iter().all(|url| url.is_empty()) {
-            return Err(usage(
-                "'' is not a Redis URL (use redis://, rediss://, unix:// or redis+unix://)".into(),
-            ));
-        }
-        let mut endpoints: Vec<Endpoint> = Vec::with_capacity(urls.len());
-        for url in urls {
-            let mut endpoint = Endpoint::parse(url)
-                .and_then(|e| e.with_tls(&tls))
-                .map_err(usage)?;
-            if let Some(password) = &password {
-                endpoint = endpoint.with_password(password);
-            }
-            if endpoints
-                .iter()
-                .any(|e| e.to_string() == endpoint.to_string())
-            {
-                return Err(usage(format!(
-                    "{endpoint} is given twice: the nodes of a quorum must be independent servers"
-                )));
-            }
-            endpoints.push(endpoint);
-        }
-        if tls.ca_cert.is_none() && endpoints.iter().any(Endpoint::uses_tls) {
-            check_ssl_cert_file().map_err(usage)?;
-        }
-        if tls.insecure {
-            crate::report!(
-                0,
-                "warning: --tls-insecure: the Redis server's certificate is not verified, so anyone on the network path can pose as it; for testing only"
-            );
-        }
-        Ok(endpoints)
+        backend::open(Connect {
+            urls,
+            tls,
+            password,
+            prefix: self.prefix.clone(),
+            durable,
+        })
+        .map_err(usage)
     }
 
     /// The URLs as given: each `--url` is one URL, whatever it holds (a password may contain
@@ -79,7 +47,7 @@ impl ConnArgs {
                     Class::Usage,
                     format!(
                         "REDLOCK_URL: {}",
-                        crate::transport::endpoint::no_scheme(url)
+                        crate::backend::redis::transport::endpoint::no_scheme(url)
                     ),
                 ));
             }
@@ -108,7 +76,7 @@ impl ConnArgs {
         let urls = self.urls().unwrap_or_default();
         let seen: Vec<String> = urls
             .into_iter()
-            .map(crate::transport::endpoint::without_password)
+            .map(crate::backend::redis::transport::endpoint::without_password)
             // A word that is not a URL may be a piece of a password: dropped.
             .filter(|url| !url.is_empty())
             .map(|url| {
@@ -171,23 +139,6 @@ fn read_pem(option: &str, path: &Path, marker: &str) -> Result<Vec<u8>, String> 
         return Err(format!("{option} {}: holds no PEM {what}", path.display()));
     }
     Ok(bytes)
-}
-
-/// `SSL_CERT_FILE`, which rustls-native-certs reads for a `rediss://` URL without
-/// `--tls-ca-cert`: checked at start like the options' files (a regular file within the PEM
-/// cap), so that a FIFO or a device there cannot hang or fill a run that connects.
-fn check_ssl_cert_file() -> Result<(), String> {
-    let Some(path) = std::env::var_os(SSL_CERT_FILE).filter(|p| !p.is_empty()) else {
-        return Ok(());
-    };
-    let path = Path::new(&path);
-    file::check(path, file::PEM_CAP).map_err(|why| {
-        let why = match why {
-            Unusable::TooLarge(_) => format!("{why}, more than a PEM file of certificates holds"),
-            why => why.to_string(),
-        };
-        format!("{SSL_CERT_FILE} {}: {why}", path.display())
-    })
 }
 
 /// The password given apart from the URL: the file's first line (a trailing newline dropped),

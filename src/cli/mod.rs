@@ -2,7 +2,8 @@
 //! ([`docs`]), and the entry point that parses, dispatches and maps errors to exit statuses.
 //!
 //! May use every layer below: `run`, `admin`, `lease` (its `Wait` and limits), `lock`,
-//! `transport`, `report`, `error`, `exit` and `file`. Nothing else imports from here.
+//! `backend` (opened from the URLs, in one place: `conn`), `report`, `error`, `exit` and
+//! `file`. Nothing else imports from here.
 
 pub mod args;
 mod conn;
@@ -18,6 +19,7 @@ use std::ffi::OsString;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 
+use crate::backend::Durable;
 use crate::report;
 use crate::report::metrics;
 use crate::{admin, error, exit, run};
@@ -51,16 +53,16 @@ pub fn main() -> i32 {
         Command::Run(args) => return run_with_metrics(args),
         Command::Status(args) => args
             .conn
-            .servers()
-            .and_then(|servers| admin::status(servers, &args.key, args.json)),
+            .backend(Durable::default())
+            .and_then(|backend| admin::status(backend.as_ref(), &args.key, args.json)),
         Command::List(args) => args
             .conn
-            .servers()
-            .and_then(|servers| admin::list(servers, args.json)),
+            .backend(Durable::default())
+            .and_then(|backend| admin::list(backend.as_ref(), args.json)),
         Command::History(args) => args
             .conn
-            .servers()
-            .and_then(|servers| admin::history(servers, &args.key, args.json)),
+            .backend(Durable::default())
+            .and_then(|backend| admin::history(backend.as_ref(), &args.key, args.json)),
         Command::Check(args) => return check(args),
         Command::Release(args) => release(args),
         Command::Completions { .. } | Command::Man => unreachable!("handled above"),
@@ -86,7 +88,7 @@ fn release(args: &ReleaseArgs) -> anyhow::Result<i32> {
         ));
     }
     admin::release(
-        args.conn.servers()?,
+        args.conn.backend(Durable::default())?.as_ref(),
         &args.key,
         args.token.as_deref(),
         args.json,
@@ -99,8 +101,8 @@ fn check(args: &CheckArgs) -> i32 {
     report::set_key(&args.key);
     match args
         .conn
-        .servers()
-        .and_then(|servers| admin::check(servers, &args.key, args.max_age, args.json))
+        .backend(Durable::default())
+        .and_then(|backend| admin::check(backend.as_ref(), &args.key, args.max_age, args.json))
     {
         Ok(code) => code,
         Err(err) => {

@@ -6,7 +6,7 @@
 //! The thread reads time through a [`Clock`], so that its tests run it against a fake clock and
 //! a fake [`Locker`] without Redis (`tests`).
 //!
-//! May use `lock` (the protocol it drives), `transport` (its failures), `clock` and `exit` (how
+//! May use `lock` (the protocol it drives, and its failures), `clock` and `exit` (how
 //! a run ended, which its release records); nothing above.
 
 pub mod schedule;
@@ -52,9 +52,9 @@ pub enum WaitEvent {
     /// Not run: the lock's holders use it otherwise (another `--limit`, a semaphore against an
     /// exclusive lock), or its key is not redlock's.
     Mismatch { found: HeldAs },
-    /// Not run: several nodes of the quorum are one server (these, as shown).
-    SameServer { nodes: Vec<String> },
-    /// Redis could not be used to take the lock.
+    /// Not run: the servers given cannot hold this lock as asked (why, in one line).
+    Misconfigured(String),
+    /// The server could not be used to take the lock.
     Failed(Failure),
     /// Redis could not be reached (or did not answer) while waiting for the lock: the thread
     /// tries again, backing off, until the wait runs out. Reported for every failed attempt
@@ -411,7 +411,7 @@ impl<C: Clock> Worker<C> {
                         Ending::Busy { queued } => WaitEvent::Busy { waited, queued },
                         Ending::Skipped { ago } => WaitEvent::Skipped { ago, waited },
                         Ending::Mismatch { found } => WaitEvent::Mismatch { found },
-                        Ending::SameServer { nodes } => WaitEvent::SameServer { nodes },
+                        Ending::Misconfigured(why) => WaitEvent::Misconfigured(why),
                         Ending::Failed(failure) => WaitEvent::Failed(failure),
                     });
                     return None;

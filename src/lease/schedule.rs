@@ -60,9 +60,9 @@ pub enum Ending {
     Skipped { ago: Duration },
     /// Its holders use the lock otherwise, or its key is not redlock's.
     Mismatch { found: HeldAs },
-    /// Several nodes of the quorum are one server (these).
-    SameServer { nodes: Vec<String> },
-    /// Redis could not be used.
+    /// The servers given cannot hold this lock as asked (why).
+    Misconfigured(String),
+    /// The server could not be used.
     Failed(Failure),
 }
 
@@ -121,7 +121,7 @@ impl Waiting {
             Ok(Acquire::Acquired { fence }) => Next::Acquired { fence },
             Ok(Acquire::Skipped { ago }) => over(Ending::Skipped { ago }, self.busy_seen),
             Ok(Acquire::Mismatch { found }) => over(Ending::Mismatch { found }, self.busy_seen),
-            Ok(Acquire::SameServer { nodes }) => over(Ending::SameServer { nodes }, self.busy_seen),
+            Ok(Acquire::Misconfigured(why)) => over(Ending::Misconfigured(why), self.busy_seen),
             Ok(Acquire::Busy { remaining, queued }) => {
                 self.busy_seen = true;
                 self.unreachable = 0;

@@ -33,13 +33,6 @@ pub fn acquire_timeout(ttl: Duration) -> Duration {
     (ttl / 3).clamp(Duration::from_millis(10), Duration::from_secs(5))
 }
 
-/// How long `--min-replicas` waits for replicas to acknowledge a fresh lock (the server's WAIT
-/// timeout; the reply may take as long again): a tenth of the ttl, at least 10 ms, at most 1 s,
-/// so the first renewal, due ttl/3 after the acquire was sent, still comes in time.
-pub fn replica_wait(ttl: Duration) -> Duration {
-    (ttl / 10).clamp(Duration::from_millis(10), Duration::from_secs(1))
-}
-
 /// The most time spent releasing (a lost reply is retried within it).
 pub const RELEASE_BUDGET: Duration = Duration::from_secs(2);
 
@@ -157,15 +150,6 @@ mod tests {
                 pause >= ms(50) && pause <= UNREACHABLE_CAP,
                 "{failures}: {pause:?}"
             );
-        }
-    }
-
-    #[test]
-    fn replica_wait_leaves_room_for_the_first_renewal() {
-        for ms in [100u64, 1000, 30_000, 3_600_000] {
-            let ttl = Duration::from_millis(ms);
-            // WAIT's reply may take twice the wait (plus 10 ms) after the acquire.
-            assert!(replica_wait(ttl) * 2 + Duration::from_millis(10) < renew_interval(ttl));
         }
     }
 

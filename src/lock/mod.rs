@@ -1,50 +1,28 @@
-//! The lock protocol: the [`Locker`] trait the lease drives, the key layout (`keys`), the Lua
-//! scripts and their typed boundary (`scripts`: one `.lua` file and one Rust definition of its
-//! keys, arguments, helpers, following steps and reply each; `reply` reads the replies), a lock
-//! on one server (`single`) or on a quorum of independent masters (`quorum`), how long a lease
-//! is certainly ours (`validity`), who holds a lock (`holder`); plus the eviction-policy
-//! warning (`preflight`).
+//! The lock, as `run`, `lease` and the admin commands see it, whatever keeps it: the
+//! [`Locker`] trait a run's lease drives (take, renew, wait, release), the [`Backend`] a run
+//! and the admin commands open from the URLs given and read through ([`Node`]: names, a lock's
+//! state, its record of runs, a forced release), and the words they share: how a lock is held
+//! ([`Kind`], [`HeldAs`]), what an attempt or a renewal came to, a lock's state and holders
+//! (`holder`), the record of runs (`record`), why a request failed (`failure`), and how long
+//! a lease is certainly ours (`validity`). Nothing here names a backend; each backend, a
+//! folder of `backend/`, implements these traits in its own words.
 //!
-//! The plain run's scripts (`scripts/take.lua`, `extend.lua`, `give_back.lua`) carry only the
-//! lock's own step; each feature keeps its Lua in a folder of its own, which a plain run sends
-//! only the steps of that it uses: the record of runs (`record/`, with its Rust), waiting and
-//! the fair queue (`waiters/`, with its timing), semaphores and shared holders (`several/`:
-//! `acquire_many.lua` and the rest); `--fair`, `--min-interval` and a writer queued behind
-//! shared holders take the lock with `scripts/acquire.lua`.
-//!
-//! May use `transport` (the connection to each server and its failures), `report`
-//! (diagnostics), `clock` (a quorum's validity) and `exit` (the outcome labels and exit statuses
-//! the record of runs keeps); never `lease`, `run`, `cli` or `admin`, which use it.
-//!
-//! Every key a script touches is passed in KEYS and carries the `{name}` hash tag, so the same
-//! scripts run unchanged on Redis Cluster.
+//! May use `report` (diagnostics), `clock` and `exit` (the outcome labels and exit statuses the
+//! record of runs keeps); never `lease`, `run`, `cli`, `admin` or `backend`, which use it.
 
-pub(crate) mod counter;
-mod durable;
+mod backend;
+mod failure;
 mod holder;
-mod keys;
-mod preflight;
 pub(crate) mod record;
-
-pub(crate) use preflight::Preflight;
-pub(crate) mod quorum;
-mod reply;
-pub(crate) mod scripts;
-mod single;
 pub(crate) mod validity;
-mod waiters;
 
-pub use waiters::FAIR_ENTRY_LIFETIME;
-pub(crate) use waiters::{FAIR_BEAT, WAIT_SLACK, WAKE_LINGER};
-
-use std::time::Duration;
-
-pub use crate::transport::Failure;
+pub(crate) use backend::{Backend, Node, RunSpec};
+pub use failure::{Failure, Reason};
 pub use holder::Holder;
 pub(crate) use holder::{Forced, Inspected, LockInfo, Place, Several};
-pub use keys::Keys;
 pub(crate) use record::{RunEnding, Runs};
-pub(crate) use single::SingleRedis;
+
+use std::time::Duration;
 
 /// How a client holds a lock: alone, as one of at most N (a semaphore), or beside other shared
 /// holders (and never beside an exclusive one). Every client of a key must agree, except that
@@ -93,7 +71,7 @@ impl Kind {
     }
 }
 
-/// How a lock's key is held, as found in Redis: by redlock clients of one [`Kind`], by several
+/// How a lock is held, as found on its server: by redlock clients of one [`Kind`], by several
 /// holders that did not record how, or not by redlock at all.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HeldAs {
@@ -104,8 +82,8 @@ pub enum HeldAs {
     /// By several holders that recorded it in a way this redlock does not know (a newer
     /// one's): the text as stored.
     Unknown(String),
-    /// Not by redlock: the key is a Redis key of this type (`hash`, `list`, ...) that redlock
-    /// did not make.
+    /// Not by redlock: what the lock's key holds instead, as the backend says it (`a Redis
+    /// hash`).
     Foreign(String),
 }
 
@@ -130,10 +108,10 @@ impl HeldAs {
     /// Why a run of `key` asking for `asked` does not take it (exit 64), as one line.
     pub fn refusal(&self, key: &str, asked: Kind) -> String {
         let held = match self {
-            HeldAs::Foreign(t) => {
+            HeldAs::Foreign(what) => {
                 return format!(
-                    "lock '{key}': its key is a Redis {t} that redlock did not make; not running \
-                     the command (`redlock release --force` on this key removes it)"
+                    "lock '{key}': its key is {what} that redlock did not make; not running the \
+                     command (`redlock release --force` on this key removes it)"
                 );
             }
             HeldAs::Kind(kind) => kind.flags(),
@@ -165,9 +143,10 @@ pub enum Acquire {
     /// Not attempted: the lock's holders use it otherwise (another `--limit`, a semaphore
     /// against an exclusive lock), or its key is not redlock's.
     Mismatch { found: HeldAs },
-    /// Not attempted: several nodes of a quorum are one server (these, as shown), given under
-    /// different names; nothing was written to any node by this attempt.
-    SameServer { nodes: Vec<String> },
+    /// Not attempted: the servers given cannot hold this lock as asked (several nodes of a
+    /// quorum that are one server, given under different names), as one line; nothing was
+    /// written by this attempt. A usage error (64).
+    Misconfigured(String),
 }
 
 /// What a compare-and-extend or compare-and-delete found.
@@ -184,13 +163,13 @@ pub enum Held {
 /// What one renewal came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Renewal {
-    /// The key held our token and was extended (and, with `--min-replicas`, that many replicas
-    /// acknowledged the extension): the lease counts from when the renewal was sent.
+    /// The lock held our token and was extended, as durably as asked: the lease counts from
+    /// when the renewal was sent.
     Extended,
-    /// The key held our token and was extended on the master, but fewer replicas than
-    /// `--min-replicas` acknowledged it in time (the message says how many). A replica promoted
-    /// now could carry an older expiry, so the lease must not count from this renewal: the
-    /// lease thread treats it as a failed renewal and tries again.
+    /// The lock held our token and was extended, but not as durably as asked (on Redis, fewer
+    /// replicas than `--min-replicas` acknowledged it in time; the message says how many). A
+    /// server that takes over now could carry the older lease, so the lease must not count
+    /// from this renewal: the lease thread treats it as a failed renewal and tries again.
     Unacknowledged(String),
     /// Not extended: the key was gone ([`Held::Gone`]) or held by another owner ([`Held::Theirs`]).
     Lost(Held),
@@ -206,13 +185,12 @@ impl From<Held> for Renewal {
     }
 }
 
-/// The lock protocol as the lease and run code see it. One implementation per deployment kind
-/// (`SingleRedis`: one server, a Sentinel service's master or the Cluster node of the
-/// lock's slot; a quorum of masters composes several).
+/// The lock protocol as the lease and run code see it, one implementation per backend (and on
+/// Redis, per deployment: one server, or a quorum of masters that composes several).
 ///
 /// A waiter keeps one connection per server: [`Locker::wait`] blocks on the same connection
-/// that acquires. Redis's default `maxclients` is 10,000, and a fleet of waiters should not
-/// need two each. What cuts such a wait short from another thread is an [`Interrupt`].
+/// that acquires, so that a fleet of waiters does not need two each. What cuts such a wait
+/// short from another thread is an [`Interrupt`].
 pub trait Locker: Send {
     /// Block until a release wakes this waiter, its [`Interrupt`] fires, or `block.hold`
     /// passes, over the connection the other requests use; the answer is given up (a failure)
@@ -265,20 +243,10 @@ pub trait Locker: Send {
     ) -> Result<Held, Failure>;
 }
 
-/// Ends a waiter's blocked [`Locker::wait`] at once, from another thread.
-///
-/// The sync redis connection a wait blocks on cannot be interrupted from outside, and a
-/// read timeout in the middle of a BLPOP leaves its reply to be skipped later. So the stop goes
-/// through Redis: a short-lived connection of the interrupter's own, opened only at that
-/// moment, pushes a marker onto the waiter's own wake list, which its BLPOP always watches
-/// (`interrupt.lua`). The server answers the BLPOP with it at once, and the waiter, its
-/// connection free again, leaves over it as it always does ([`Locker::leave`]).
-///
-/// The alternatives were worse. CLIENT UNBLOCK is an @admin @dangerous command that the
-/// least-privilege ACL user in docs/security.md does not (and should not) have. Leaving from a second
-/// connection while the BLPOP is still blocked, then exiting, lets that BLPOP, often the
-/// longest blocked on the shared list, take the very wake-up the leave passes on, and lose it
-/// with the connection: the next waiter would sit until its fallback retry.
+/// Ends a waiter's blocked [`Locker::wait`] at once, from another thread. How is the
+/// backend's: on Redis, a marker pushed through the server onto the waiter's own wake list
+/// (the sync connection a wait blocks on cannot be interrupted from outside, and the least
+/// privileged user must not need CLIENT UNBLOCK); on etcd, the watch is cancelled.
 pub trait Interrupt: Send + Sync {
     /// Make the waiter's current (or next) wait return at once; within `timeout`.
     fn interrupt(&self, timeout: Duration) -> Result<(), Failure>;
@@ -288,35 +256,27 @@ pub trait Interrupt: Send + Sync {
 /// how long it waits for the answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Block {
-    /// How long the server holds the request before it answers that nobody woke it (BLPOP's own
-    /// timeout; at least 1 ms is asked for).
+    /// How long the server holds the request before it answers that nobody woke it (on Redis
+    /// BLPOP's own timeout; at least 1 ms is asked for).
     pub hold: Duration,
     /// How long after it is sent the answer is given up, the connection with it: at least
     /// `hold`, by as much as Redis may answer late (the waiter decides how much).
     pub limit: Duration,
 }
 
-/// How long the fencing counter lives after the last acquisition (or forced release): forty
-/// days, so that a lock used once a month still shows it in `status`. After that, the next
-/// token comes from the server's clock (see `scripts/fence.lua`), which keeps tokens
-/// increasing without the counter. The scripts have it as `FENCE_LIFETIME_MS` (fence.lua); the
-/// test below holds the two together.
-#[cfg(test)]
-pub(crate) const FENCE_LIFETIME: Duration = Duration::from_secs(40 * 24 * 3600);
+/// How late past its timeout a blocked wait's answer may come before the connection is given
+/// up, when nothing else (the end of a `--wait`) comes first: Redis answers a BLPOP that timed
+/// out at the next tick of its event loop, 100 ms apart at the default `hz 10`; an etcd watch
+/// is cancelled by the client at its time.
+pub(crate) const WAIT_SLACK: Duration = Duration::from_secs(1);
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_fencing_counters_lifetime_is_the_same_in_the_lua() {
-        let ms = super::FENCE_LIFETIME.as_millis();
-        for (name, lua) in [
-            ("fence.lua", include_str!("scripts/fence.lua")),
-            ("take.lua", include_str!("scripts/take.lua")),
-        ] {
-            assert!(
-                lua.contains(&format!("local FENCE_LIFETIME_MS = '{ms}'\n")),
-                "{name}'s FENCE_LIFETIME_MS is not {ms}"
-            );
-        }
-    }
+/// A fencing counter (or other key of the lock's) holding what redlock did not write, as
+/// messages say it: what is there, and what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Foreign {
+    /// `the fencing counter KEY holds a Redis hash, which redlock did not write`.
+    pub said: String,
+    /// `delete it with redis-cli DEL KEY, and the next holder's token carries on from the
+    /// server's clock`.
+    pub remedy: String,
 }

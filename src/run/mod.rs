@@ -4,9 +4,9 @@
 //! thread (which also reaps children) only report into its channel, and the supervisor never
 //! blocks on Redis, so a hung server cannot delay stopping the command before its lease ends.
 //!
-//! May use `process`, `lease`, `lock`, `transport` (the endpoints it is given), `report`,
-//! `error`, `exit` and `clock`; never `cli` or `admin` (the command line builds an [`Options`]
-//! and calls in).
+//! May use `process`, `lease`, `lock` (the backend it is given, through the boundary),
+//! `report`, `error`, `exit` and `clock`; never `cli`, `admin` or `backend` (the command line
+//! opens the backend, builds an [`Options`] and calls in).
 
 use std::ffi::OsString;
 use std::io;
@@ -24,8 +24,7 @@ use crate::clock::Moment;
 use crate::exit::Outcome;
 use crate::lease::{self, HoldEvent, Lease, Reports, Wait, WaitEvent};
 use crate::lock;
-use crate::lock::quorum::Quorum;
-use crate::lock::{Holder, Keys, Locker, Preflight, RunEnding, SingleRedis};
+use crate::lock::{Backend, Holder, Locker, RunEnding, RunSpec};
 use crate::process::signals::{self, Intake};
 use crate::process::{self, Signo, Terminal, Waited, Watchdog};
 use crate::report;
@@ -37,7 +36,6 @@ mod supervisor;
 mod wait;
 
 use crate::report::metrics::Stats;
-use crate::transport::endpoint::Endpoint;
 use core::Ended;
 pub(crate) use core::lease_grace;
 use supervisor::{Supervised, Supervisor};
@@ -58,14 +56,12 @@ pub(crate) enum Event {
 }
 
 /// What `redlock run` was asked to do, checked: the command line builds it.
-#[derive(Debug)]
 pub struct Options {
     /// The lock's name.
     pub key: String,
-    /// The servers: one, or several for a quorum.
-    pub endpoints: Vec<Endpoint>,
-    /// The Redis key prefix.
-    pub prefix: String,
+    /// Where the lock lives: the backend the URLs name, opened with what it was asked to do
+    /// (the key prefix, and on Redis `--min-replicas` and `--fsync`).
+    pub(crate) backend: Box<dyn Backend>,
     pub ttl: Duration,
     pub wait: Wait,
     pub fair: bool,
@@ -80,10 +76,6 @@ pub struct Options {
     pub stop_signal: Signal,
     /// The grace between the stop signal and SIGKILL.
     pub kill_after: Duration,
-    /// Replicas that must acknowledge the lock (0: none).
-    pub min_replicas: u32,
-    /// The lock, and every renewal, must be fsynced to the append-only files (WAITAOF).
-    pub fsync: bool,
     pub max_runtime: Option<Duration>,
     /// The command and its arguments (at least one word).
     pub command: Vec<OsString>,
@@ -303,32 +295,17 @@ pub fn die_like(outcome: Outcome) {
     }
 }
 
-/// The lock protocol for the servers given: one server, or a quorum of several.
+/// The lock protocol the backend gives for this run.
 fn locker(options: &Options) -> Box<dyn Locker> {
-    let keys = Keys::new(&options.prefix, &options.key);
-    let holder = Holder::current(&options.command);
-    let node = |endpoint: &Endpoint| {
-        SingleRedis::new(
-            endpoint.clone(),
-            keys.clone(),
-            options.fair,
-            lock::FAIR_ENTRY_LIFETIME,
-        )
-        .with_holder(holder.clone())
-        .with_min_interval(options.min_interval)
-        .with_durability(
-            options.min_replicas,
-            options.fsync,
-            lease::replica_wait(options.ttl),
-        )
-        .with_preflight(Preflight::Weekly)
-        .with_kind(options.kind)
-        .with_waiting_lifetime(lease::waiting_lifetime(options.ttl))
-    };
-    match options.endpoints.as_slice() {
-        [one] => Box::new(node(one)),
-        many => Box::new(Quorum::new(many.iter().map(node).collect())),
-    }
+    options.backend.locker(&RunSpec {
+        key: options.key.clone(),
+        kind: options.kind,
+        fair: options.fair,
+        min_interval: options.min_interval,
+        holder: Holder::current(&options.command),
+        ttl: options.ttl,
+        waiting: lease::waiting_lifetime(options.ttl),
+    })
 }
 
 /// Start the signal thread, before anything slow, so a TERM while connecting or waiting is

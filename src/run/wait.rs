@@ -64,12 +64,9 @@ pub(super) fn acquire(
                 stats.waited = Some(started.elapsed());
                 return Err(classified(Class::Usage, found.refusal(key, options.kind)));
             }
-            Event::Wait(WaitEvent::SameServer { nodes }) => {
+            Event::Wait(WaitEvent::Misconfigured(why)) => {
                 stats.waited = Some(started.elapsed());
-                return Err(classified(
-                    Class::Usage,
-                    crate::lock::quorum::same_server_refusal(&nodes),
-                ));
+                return Err(classified(Class::Usage, why));
             }
             Event::Wait(WaitEvent::Unreachable { failure, first }) => {
                 unreachable(key, &failure, (first, &mut warned), options.wait);

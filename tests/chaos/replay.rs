@@ -10,7 +10,7 @@ use redlock::boundary::{AcquireMany, AcquireReply, Attempt, Holder, Kept, Keys, 
 use crate::common::RedisServer;
 
 /// `acquire_many` for `token` as `--limit 3` with a 10 s ttl: the fencing token, if let in. Its
-/// KEYS and ARGV are the client's own definition's (src/lock/scripts/calls.rs).
+/// KEYS and ARGV are the client's own definition's (src/backend/redis/scripts/calls.rs).
 fn acquire(redis: &RedisServer, token: &str) -> Option<i64> {
     let holder = Holder {
         host: "host".into(),

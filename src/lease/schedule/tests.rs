@@ -45,7 +45,7 @@ fn step(next: Next) -> Step {
                 Ending::Busy { .. } => "busy",
                 Ending::Skipped { .. } => "skipped",
                 Ending::Mismatch { .. } => "mismatch",
-                Ending::SameServer { .. } => "same server",
+                Ending::Misconfigured(_) => "misconfigured",
                 Ending::Failed(Failure::Refused(_)) => "refused",
                 Ending::Failed(Failure::Unreachable(_)) => "unreachable",
             },
@@ -95,11 +95,11 @@ fn every_attempt_result_has_its_next_step() {
         // Within a wait too: no wait makes two names of one server two nodes.
         (
             Wait::Up(ms(5000)),
-            Ok(Acquire::SameServer {
-                nodes: vec!["127.0.0.1:6379".into(), "localhost:6379".into()],
-            }),
+            Ok(Acquire::Misconfigured(
+                "127.0.0.1:6379 and localhost:6379 are one server".into(),
+            )),
             5,
-            over("same server", false),
+            over("misconfigured", false),
         ),
         (
             Wait::Up(ms(0)),

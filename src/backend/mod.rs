@@ -1,0 +1,57 @@
+//! The backends a lock can live on, each a folder of its own that implements the boundary
+//! `lock` defines: Redis (`redis/`). Which one a run or an admin command uses is decided here,
+//! once, from the URLs' scheme ([`open`]), as object_store's `parse_url` picks a store; what
+//! the command line says of how to connect ([`Connect`]) is the same for every backend, and a
+//! backend refuses what it cannot honour in one line (64).
+//!
+//! May use `lock`, `report`, `clock`, `exit` and `file`; never `lease`, `run`, `cli` or
+//! `admin`.
+
+pub(crate) mod redis;
+
+use crate::lock::Backend;
+
+/// TLS settings given apart from the URL, applied to every TLS URL (`rediss://`): PEM
+/// contents, read once at start-up.
+#[derive(Clone, Default)]
+pub struct Tls {
+    /// CA certificates to trust instead of the system store (`--tls-ca-cert`).
+    pub ca_cert: Option<Vec<u8>>,
+    /// Client certificate chain and private key, for mutual TLS (`--tls-cert`, `--tls-key`).
+    pub client: Option<(Vec<u8>, Vec<u8>)>,
+    /// Do not verify the server's certificate at all (`--tls-insecure`, for testing only).
+    pub insecure: bool,
+}
+
+impl Tls {
+    /// Whether any option was given.
+    pub(crate) fn is_set(&self) -> bool {
+        self.ca_cert.is_some() || self.client.is_some() || self.insecure
+    }
+}
+
+/// What each write must reach beyond the server that takes it (`--min-replicas`, `--fsync`):
+/// Redis's, refused by a backend whose writes are durable by consensus already.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Durable {
+    /// Replicas that must acknowledge each write (0: none).
+    pub min_replicas: u32,
+    /// Each write must be fsynced to the append-only files (WAITAOF).
+    pub fsync: bool,
+}
+
+/// How to reach the locks, as the command line gives it, checked: the URLs (several make a
+/// quorum on Redis), TLS, the password given apart from the URLs, the key prefix, durability.
+pub(crate) struct Connect<'a> {
+    pub urls: Vec<&'a str>,
+    pub tls: Tls,
+    pub password: Option<String>,
+    pub prefix: String,
+    pub durable: Durable,
+}
+
+/// The backend the URLs name, opened (nothing is connected yet); an error is a usage error's
+/// message (64).
+pub(crate) fn open(connect: Connect) -> Result<Box<dyn Backend>, String> {
+    Ok(Box::new(redis::open(connect)?))
+}

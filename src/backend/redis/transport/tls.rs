@@ -1,0 +1,170 @@
+//! The TLS side of a `rediss://` connection: the rustls client configuration, built from
+//! `--tls-ca-cert`, `--tls-cert`/`--tls-key` and `--tls-insecure` the way the redis crate builds
+//! it for its own connections (`create_rustls_config` in redis 1.8.1: the system's trust store
+//! through rustls-native-certs, which honours `SSL_CERT_FILE`, unless a CA file is given; no SNI
+//! when verification is off), once per endpoint instead of once per connection.
+//!
+//! redlock's [`link`](crate::backend::redis::transport::link) does the handshake itself, within the request's
+//! deadline, so it needs the configuration the crate keeps to itself.
+
+use std::io;
+use std::sync::{Arc, OnceLock};
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::WebPkiSupportedAlgorithms;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+
+use crate::backend::redis::transport::endpoint::Tls;
+
+/// The client configuration of one endpoint's TLS connections: built on first use (the
+/// system's trust store is read only by a run that connects), shared by the endpoint's copies.
+#[derive(Clone)]
+pub(crate) struct TlsClient {
+    settings: Arc<Tls>,
+    built: Arc<OnceLock<Result<Arc<ClientConfig>, String>>>,
+}
+
+impl TlsClient {
+    pub(crate) fn new(settings: Tls) -> Self {
+        Self {
+            settings: Arc::new(settings),
+            built: Arc::new(OnceLock::new()),
+        }
+    }
+
+    /// The configuration; an error (never showing a key) when the files or the trust store
+    /// cannot be used.
+    pub(crate) fn config(&self) -> Result<Arc<ClientConfig>, String> {
+        self.built
+            .get_or_init(|| build(&self.settings).map(Arc::new))
+            .clone()
+    }
+}
+
+fn build(tls: &Tls) -> Result<ClientConfig, String> {
+    let roots = match &tls.ca_cert {
+        Some(pem) => {
+            let mut roots = RootCertStore::empty();
+            for cert in CertificateDer::pem_slice_iter(pem) {
+                let cert =
+                    cert.map_err(|e| format!("unable to parse root certificate PEM: {e}"))?;
+                roots
+                    .add(cert)
+                    .map_err(|_| "unable to parse TLS trust anchors".to_owned())?;
+            }
+            roots
+        }
+        None => system_roots()?,
+    };
+    let builder = ClientConfig::builder().with_root_certificates(roots);
+    let mut config = match &tls.client {
+        Some((cert, key)) => {
+            let chain = CertificateDer::pem_slice_iter(cert)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("unable to parse client certificate chain PEM: {e}"))?;
+            let key = PrivateKeyDer::from_pem_slice(key)
+                .map_err(|e| format!("unable to extract private key from PEM file: {e}"))?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| format!("unable to build client with TLS parameters provided: {e}"))?
+        }
+        None => builder.with_no_client_auth(),
+    };
+    if tls.insecure {
+        let supported = config.crypto_provider().signature_verification_algorithms;
+        config.enable_sni = false;
+        config
+            .dangerous()
+            .set_certificate_verifier(Arc::new(NoVerification { supported }));
+    }
+    Ok(config)
+}
+
+/// The system's trust store, as the redis crate loads it: any error fails the connection.
+fn system_roots() -> Result<RootCertStore, String> {
+    let mut found = rustls_native_certs::load_native_certs();
+    if let Some(error) = found.errors.pop() {
+        return Err(error.to_string());
+    }
+    let mut roots = RootCertStore::empty();
+    for cert in found.certs {
+        roots.add(cert).map_err(|e| e.to_string())?;
+    }
+    Ok(roots)
+}
+
+/// A TLS client for `host` under `config`, as an I/O error for the connection's failure.
+pub(crate) fn client(
+    config: Arc<ClientConfig>,
+    host: &str,
+) -> io::Result<rustls::ClientConnection> {
+    let name = ServerName::try_from(host.to_owned())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    rustls::ClientConnection::new(config, name).map_err(io::Error::other)
+}
+
+/// `--tls-insecure`: every certificate is accepted (the handshake's signatures are not checked
+/// either), as the redis crate's `NoCertificateVerification` does.
+#[derive(Debug)]
+struct NoVerification {
+    supported: WebPkiSupportedAlgorithms,
+}
+
+impl ServerCertVerifier for NoVerification {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        _message: &[u8],
+        _cert: &CertificateDer<'_>,
+        _dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Ok(HandshakeSignatureValid::assertion())
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        _message: &[u8],
+        _cert: &CertificateDer<'_>,
+        _dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Ok(HandshakeSignatureValid::assertion())
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.supported.supported_schemes()
+    }
+}
+
+/// The variable rustls-native-certs reads a CA file from.
+pub const SSL_CERT_FILE: &str = "SSL_CERT_FILE";
+
+/// `SSL_CERT_FILE`, which rustls-native-certs reads for a `rediss://` URL without
+/// `--tls-ca-cert`: checked at start like the options' files (a regular file within the PEM
+/// cap), so that a FIFO or a device there cannot hang or fill a run that connects.
+pub(crate) fn check_ssl_cert_file() -> Result<(), String> {
+    use crate::file::{self, Unusable};
+    use std::path::Path;
+    let Some(path) = std::env::var_os(SSL_CERT_FILE).filter(|p| !p.is_empty()) else {
+        return Ok(());
+    };
+    let path = Path::new(&path);
+    file::check(path, file::PEM_CAP).map_err(|why| {
+        let why = match why {
+            Unusable::TooLarge(_) => format!("{why}, more than a PEM file of certificates holds"),
+            why => why.to_string(),
+        };
+        format!("{SSL_CERT_FILE} {}: {why}", path.display())
+    })
+}

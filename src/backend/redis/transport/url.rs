@@ -1,0 +1,311 @@
+//! A Redis URL as text: where its user info and its query are, the query parameters each
+//! scheme takes (any other is refused, never silently ignored), and what a word that is not a
+//! URL most likely meant. A password may hold any character, `@` included, so the user info
+//! runs to the *last* `@` (on a socket URL, whose path may hold one too, to the last `@/`).
+
+/// Every scheme redlock takes.
+const SCHEMES: [&str; 8] = [
+    "redis",
+    "rediss",
+    "unix",
+    "redis+unix",
+    "redis+sentinel",
+    "rediss+sentinel",
+    "redis+cluster",
+    "rediss+cluster",
+];
+
+/// The query parameters each scheme takes; the secret ones are [`SECRET_PARAMETERS`].
+pub(crate) fn parameters(scheme: &str) -> &'static [&'static str] {
+    match scheme {
+        "redis" | "rediss" => &["protocol"],
+        "unix" | "redis+unix" => &["db", "user", "pass", "protocol"],
+        "redis+sentinel" | "rediss+sentinel" => &["db", "sentinel_username", "sentinel_password"],
+        _ => &[],
+    }
+}
+
+/// Parameters that hold a password (and, for messages, anything after them may too).
+pub(crate) const SECRET_PARAMETERS: [&str; 3] = ["pass", "password", "sentinel_password"];
+
+/// A URL cut where the redis crate's parser cuts it (`scheme://userinfo@place?query#fragment`),
+/// with the user info found as [`redact`](crate::backend::redis::transport::redact::redact) finds it.
+pub(crate) struct Parts<'a> {
+    /// As written (not lowercased).
+    pub scheme: &'a str,
+    pub userinfo: Option<&'a str>,
+    /// Host, port and path; or the socket's path.
+    pub place: &'a str,
+    pub query: Option<&'a str>,
+}
+
+/// `url` cut into its [`Parts`]; None without `://`.
+pub(crate) fn parts(url: &str) -> Option<Parts<'_>> {
+    let (scheme, rest) = url.split_once("://")?;
+    let unix = scheme.to_ascii_lowercase().contains("unix");
+    let userinfo_end = if !unix {
+        rest.rfind('@')
+    } else if rest.starts_with('/') {
+        None
+    } else {
+        rest.rfind("@/").or_else(|| rest.rfind('@'))
+    };
+    let (userinfo, after) = match userinfo_end {
+        Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
+        None => (None, rest),
+    };
+    let after = after.split('#').next().unwrap_or(after);
+    let (place, query) = match after.split_once('?') {
+        Some((place, query)) => (place, Some(query)),
+        None => (after, None),
+    };
+    Some(Parts {
+        scheme,
+        userinfo,
+        place,
+        query,
+    })
+}
+
+/// The query's parameters as `(name, raw value)`, the name percent-decoded (as the crate's
+/// `query_pairs` decodes it; undecodable names are kept as written).
+pub(crate) fn pairs(query: &str) -> impl Iterator<Item = (String, &str)> {
+    query.split('&').filter(|p| !p.is_empty()).map(|pair| {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        (
+            percent_decode(name).unwrap_or_else(|| name.to_owned()),
+            value,
+        )
+    })
+}
+
+/// Refuse a query parameter `scheme` does not take (so that `?password=` on a socket URL, which
+/// the crate ignores, does not silently leave the server without a password), saying which it
+/// takes. A parameter after a secret one is not named: it may be part of the password (a `&`
+/// in a password must be written `%26`).
+pub(crate) fn check_parameters(scheme: &str, query: &str) -> Result<(), String> {
+    let scheme = scheme.to_ascii_lowercase();
+    let known = parameters(&scheme);
+    let mut after_secret = false;
+    for (name, _) in pairs(query) {
+        let lower = name.to_ascii_lowercase();
+        if !known.contains(&lower.as_str()) {
+            let takes = match known {
+                [] => format!("a {scheme}:// URL takes no parameters"),
+                [one] => format!("a {scheme}:// URL takes only {one}"),
+                [all @ .., last] => {
+                    format!("a {scheme}:// URL takes {} and {last}", all.join(", "))
+                }
+            };
+            let which = if after_secret {
+                "parameter after the password (a '&' in a password is written %26)".to_owned()
+            } else {
+                format!("parameter '{}'", printable(&name))
+            };
+            let hint = match (scheme.as_str(), lower.as_str()) {
+                ("redis" | "rediss", "db") => "; the database goes in the path: /2",
+                (_, "password") if known.contains(&"pass") => "; the password goes in pass=",
+                _ => "",
+            };
+            return Err(format!("unknown {which}: {takes}{hint}"));
+        }
+        after_secret |= SECRET_PARAMETERS.contains(&lower.as_str());
+    }
+    Ok(())
+}
+
+/// `url` as the command may see it in `REDLOCK_URL`: the scheme, the user name (not the
+/// password), the place, and of the query only the parameters that are not secret and that
+/// redlock takes (`db`, `user`, `protocol`, `sentinel_username`), in their order. A word that is
+/// not a URL gives "": it may be a piece of a password with a space in it.
+pub fn without_password(url: &str) -> String {
+    let Some(parts) = parts(url.trim()) else {
+        return String::new();
+    };
+    let user = match parts.userinfo.and_then(|u| u.split_once(':')) {
+        Some((user, _)) if !user.is_empty() => format!("{user}@"),
+        // No `:`: a word alone before the `@` may be a password; it goes too.
+        _ => String::new(),
+    };
+    let kept: Vec<&str> = parts
+        .query
+        .unwrap_or("")
+        .split('&')
+        .filter(|pair| {
+            let name = pair.split_once('=').map_or(*pair, |(name, _)| name);
+            let name = percent_decode(name)
+                .unwrap_or_default()
+                .to_ascii_lowercase();
+            ["db", "user", "protocol", "sentinel_username"].contains(&name.as_str())
+        })
+        .collect();
+    let query = match kept.as_slice() {
+        [] => String::new(),
+        kept => format!("?{}", kept.join("&")),
+    };
+    format!("{}://{user}{}{query}", parts.scheme, parts.place)
+}
+
+/// Why `word`, which has no `://`, is not a URL. It is quoted, with the URL it most likely
+/// means, only when it is `host:port` (or `SCHEME:host:port`, the `//` forgotten): anything
+/// else may be part of a password, so of `SCHEME:anything` (`redis:s3cret@host:1`) only the
+/// scheme is named.
+pub fn no_scheme(word: &str) -> String {
+    let known = word
+        .split_once(':')
+        .filter(|(scheme, _)| SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()));
+    if let Some((scheme, rest)) = known {
+        let rest = rest.trim_start_matches('/');
+        let unix = scheme.to_ascii_lowercase().contains("unix");
+        let path = |p: &str| {
+            !p.is_empty()
+                && p.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '/' | '-' | '_'))
+        };
+        if !unix && address(rest) {
+            return format!(
+                "'{word}' is not a URL: it lacks the '//' after '{scheme}:'; use {scheme}://{rest}"
+            );
+        }
+        if unix && path(rest) {
+            return format!(
+                "'{word}' is not a URL: it lacks the '//' after '{scheme}:'; use {scheme}:///{rest}"
+            );
+        }
+    }
+    if address(word) {
+        format!("'{word}' is not a URL: it has no scheme; use redis://{word}")
+    } else if let Some((scheme, _)) = known {
+        let slashes = if scheme.to_ascii_lowercase().contains("unix") {
+            "///PATH"
+        } else {
+            "//..."
+        };
+        format!("the URL lacks the '//' after '{scheme}:' (write {scheme}:{slashes})")
+    } else {
+        "the URL has no scheme (use redis://, rediss://, unix://, redis+unix://, \
+         redis+sentinel:// or redis+cluster://)"
+            .to_owned()
+    }
+}
+
+/// Whether `word` is `host:port` (IPv6 in brackets or not).
+fn address(word: &str) -> bool {
+    word.rsplit_once(':').is_some_and(|(host, port)| {
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        !host.is_empty()
+            && host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | ':' | '-' | '_'))
+            && port.parse::<u16>().is_ok()
+    })
+}
+
+/// `%XX` decoded; None when malformed or not UTF-8.
+pub(crate) fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = text.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// `text` with control characters escaped, for a one-line message.
+fn printable(text: &str) -> String {
+    text.chars().flat_map(char::escape_default).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_commands_url_keeps_what_is_not_secret_in_any_order() {
+        for (url, want) in [
+            (
+                "redis+unix:///p/r.sock?pass=PW&db=2",
+                "redis+unix:///p/r.sock?db=2",
+            ),
+            (
+                "redis+unix:///p/r.sock?db=2&pass=PW",
+                "redis+unix:///p/r.sock?db=2",
+            ),
+            (
+                "unix:///p/r.sock?user=u&pass=P%26W&protocol=3&db=1",
+                "unix:///p/r.sock?user=u&protocol=3&db=1",
+            ),
+            ("redis://:PW@h:6379/2", "redis://h:6379/2"),
+            ("redis://alice:PW@h:6379/2", "redis://alice@h:6379/2"),
+            ("redis://PW@h", "redis://h"),
+            ("redis://:p@ss word@host", "redis://host"),
+            ("rediss://h/0?protocol=resp3", "rediss://h/0?protocol=resp3"),
+            (
+                "redis+sentinel://:pw@h1,h2/svc?sentinel_password=s&db=2&sentinel_username=u",
+                "redis+sentinel://h1,h2/svc?db=2&sentinel_username=u",
+            ),
+            // Anything the crate would not read, a fragment included, goes.
+            ("redis://h/0#frag", "redis://h/0"),
+            ("unix:///p?pass=a#b&db=3", "unix:///p"),
+            ("unix:///p?pass=a&b", "unix:///p"),
+            ("not-a-url", ""),
+        ] {
+            assert_eq!(without_password(url), want, "{url}");
+        }
+    }
+
+    #[test]
+    fn unknown_parameters_are_refused_without_naming_a_piece_of_a_password() {
+        assert!(check_parameters("unix", "db=2&pass=x&user=u&protocol=2").is_ok());
+        assert!(check_parameters("redis", "protocol=resp3").is_ok());
+        let err = check_parameters("unix", "password=hunter2").unwrap_err();
+        assert_eq!(
+            err,
+            "unknown parameter 'password': a unix:// URL takes db, user, pass and protocol; \
+             the password goes in pass="
+        );
+        let err = check_parameters("redis", "db=2").unwrap_err();
+        assert!(err.ends_with("takes only protocol; the database goes in the path: /2"));
+        let err = check_parameters("unix", "pass=hun&ter2").unwrap_err();
+        assert!(!err.contains("ter2") && err.contains("%26"), "{err}");
+        let err = check_parameters("redis+cluster", "x=1").unwrap_err();
+        assert!(err.contains("takes no parameters"), "{err}");
+    }
+
+    #[test]
+    fn a_word_without_a_scheme_gets_the_url_it_meant() {
+        let say = no_scheme;
+        assert_eq!(
+            say("redis:127.0.0.1:7311"),
+            "'redis:127.0.0.1:7311' is not a URL: it lacks the '//' after 'redis:'; use \
+             redis://127.0.0.1:7311"
+        );
+        assert!(say("rediss:/h:1").ends_with("use rediss://h:1"));
+        assert!(say("unix:/tmp/r.sock").ends_with("use unix:///tmp/r.sock"));
+        // A host named redis, as in docker compose.
+        assert!(say("redis:6379").ends_with("it has no scheme; use redis://redis:6379"));
+        assert!(say("127.0.0.1:6379").ends_with("use redis://127.0.0.1:6379"));
+        for secret in [
+            "redis::hunter2@h:1",
+            "redis:hunter2@h:1",
+            "unix:/tmp/r.sock?pass=hunter2",
+            ":hunter2@h:1",
+        ] {
+            assert!(!say(secret).contains("hunter2"), "{secret}");
+        }
+        assert_eq!(
+            say("redis:hunter2@h:1"),
+            "the URL lacks the '//' after 'redis:' (write redis://...)"
+        );
+        assert!(say("unix:/tmp/r.sock?pass=x").ends_with("(write unix:///PATH)"));
+        assert!(say("hunter2@h:1").contains("has no scheme"));
+    }
+}

@@ -1,0 +1,80 @@
+//! What a backend is to the run and the admin commands: a [`Backend`], opened once from the
+//! URLs given, makes a [`Locker`] for a run and a [`Node`] for each server the admin commands
+//! read (one, or every node of a quorum of independent servers, whose answers count by
+//! majority).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use crate::lock::{Failure, Forced, Holder, Inspected, Kind, Locker, Runs};
+
+/// One lock service, opened from the URLs given: Redis (one server, Sentinel, Cluster, or a
+/// quorum of independent masters), or etcd (one cluster).
+pub(crate) trait Backend: Send + Sync {
+    /// The servers the admin commands read, as messages name them: one, or each node of a
+    /// quorum ([`Backend::node`] takes their index).
+    fn nodes(&self) -> Vec<String>;
+    /// Where the locks live, as a message names it: the servers and the prefix
+    /// (`127.0.0.1:6379 under prefix 'redlock:'`).
+    fn described(&self) -> String;
+    /// The lock protocol for one run of `run`.
+    fn locker(&self, run: &RunSpec) -> Box<dyn Locker>;
+    /// What the admin commands read through on node `index` of [`Backend::nodes`].
+    fn node(&self, index: usize) -> Box<dyn Node>;
+}
+
+/// What a run asks of the lock: everything the backend needs to take it as asked.
+#[derive(Debug, Clone)]
+pub(crate) struct RunSpec {
+    /// The lock's name (`--key`).
+    pub key: String,
+    /// Alone, one of at most N (`--limit`), or shared (`--shared`).
+    pub kind: Kind,
+    /// First come, first served among waiters (`--fair`).
+    pub fair: bool,
+    /// Skip the run when one succeeded this recently (`--min-interval`).
+    pub min_interval: Option<Duration>,
+    /// Who takes it: recorded beside the lock and in the record of runs.
+    pub holder: Holder,
+    /// The lease asked for (`--ttl`).
+    pub ttl: Duration,
+    /// How long a waiter turned away counts as waiting (`status`'s waiters): the longest it
+    /// may sleep before its next attempt, as the lease's schedule says.
+    pub waiting: Duration,
+}
+
+/// One server as the admin commands read it (a node of a quorum is one): the locks under the
+/// prefix, a lock's state, its record of runs, and a forced release. Each request within
+/// `timeout`.
+pub(crate) trait Node: Send {
+    /// The names of the locks under the prefix (held or not; the caller reads each).
+    fn names(&mut self, timeout: Duration) -> Result<BTreeSet<String>, Failure>;
+    /// The state of lock `name`; a fencing counter that holds what redlock did not write is
+    /// named in its `foreign_fence`.
+    fn inspect(&mut self, name: &str, timeout: Duration) -> Result<Inspected, Failure>;
+    /// The state of each of `names` in as few requests as the backend can, each None where it
+    /// must be read alone ([`Node::inspect`] says why). A failure is the whole batch's.
+    /// `with_runs`: with the record of runs' summary, which only `--json` shows.
+    fn inspect_each(
+        &mut self,
+        names: &[String],
+        with_runs: bool,
+        timeout: Duration,
+    ) -> Result<Vec<Option<Inspected>>, Failure> {
+        let _ = with_runs;
+        names
+            .iter()
+            .map(|name| self.inspect(name, timeout).map(Some))
+            .collect()
+    }
+    /// The record of the runs of lock `name`.
+    fn runs(&mut self, name: &str, timeout: Duration) -> Result<Runs, Failure>;
+    /// Break lock `name`: remove its holder (the one of `token`, when given) and advance its
+    /// fencing token past theirs.
+    fn force_release(
+        &mut self,
+        name: &str,
+        token: Option<&str>,
+        timeout: Duration,
+    ) -> Result<Forced, Failure>;
+}

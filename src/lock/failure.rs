@@ -1,0 +1,70 @@
+//! Why a request to the lock's server failed: [`Failure`], whose class the layers above decide
+//! on (retry, or give up with 69), with the message they show and the error it comes from (the
+//! backend client's, or an I/O error) as its `source()`. Each backend makes them from its own
+//! errors, told apart by their kind, never by their text.
+
+use std::error::Error;
+use std::fmt;
+
+/// Why a request failed.
+#[derive(Debug)]
+pub enum Failure {
+    /// No answer: connection refused, dropped, or timed out. Worth retrying.
+    Unreachable(Reason),
+    /// Redis answered, with an error (credentials, permissions, a replica, ...) or with what
+    /// redlock cannot use (a reply too large).
+    Refused(Reason),
+}
+
+/// What a [`Failure`] says, and the error beneath it, if any.
+#[derive(Debug)]
+pub struct Reason {
+    message: String,
+    source: Option<Box<dyn Error + Send + Sync + 'static>>,
+}
+
+impl Reason {
+    /// `message`, caused by `source`.
+    pub fn caused_by(message: String, source: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
+        Self {
+            message,
+            source: Some(source.into()),
+        }
+    }
+}
+
+impl From<String> for Reason {
+    fn from(message: String) -> Self {
+        Self {
+            message,
+            source: None,
+        }
+    }
+}
+
+impl From<&str> for Reason {
+    fn from(message: &str) -> Self {
+        message.to_owned().into()
+    }
+}
+
+impl Failure {
+    fn reason(&self) -> &Reason {
+        match self {
+            Failure::Unreachable(r) | Failure::Refused(r) => r,
+        }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.reason().message)
+    }
+}
+
+impl Error for Failure {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        let source = self.reason().source.as_deref()?;
+        Some(source)
+    }
+}
