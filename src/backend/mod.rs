@@ -1,5 +1,5 @@
 //! The backends a lock can live on, each a folder of its own that implements the boundary
-//! `lock` defines: Redis (`redis/`). Which one a run or an admin command uses is decided here,
+//! `lock` defines: Redis (`redis/`) and etcd (`etcd/`). Which one a run or an admin command uses is decided here,
 //! once, from the URLs' scheme ([`open`]), as object_store's `parse_url` picks a store; what
 //! the command line says of how to connect ([`Connect`]) is the same for every backend, and a
 //! backend refuses what it cannot honour in one line (64).
@@ -7,6 +7,7 @@
 //! May use `lock`, `report`, `clock`, `exit` and `file`; never `lease`, `run`, `cli` or
 //! `admin`.
 
+pub(crate) mod etcd;
 pub(crate) mod redis;
 
 use crate::lock::Backend;
@@ -51,7 +52,16 @@ pub(crate) struct Connect<'a> {
 }
 
 /// The backend the URLs name, opened (nothing is connected yet); an error is a usage error's
-/// message (64).
+/// message (64). The first URL's scheme decides: `etcd://` and `etcds://` are etcd, anything
+/// else is for Redis to read (and refuse, if it is not one of its own).
 pub(crate) fn open(connect: Connect) -> Result<Box<dyn Backend>, String> {
-    Ok(Box::new(redis::open(connect)?))
+    let etcd = |url: &&str| url.starts_with("etcd://") || url.starts_with("etcds://");
+    match connect.urls.iter().position(etcd) {
+        Some(_) if connect.urls.iter().all(etcd) => Ok(Box::new(etcd::open(connect)?)),
+        Some(_) => Err(
+            "Redis and etcd URLs together: a lock lives on one backend (one etcd cluster, or              Redis servers)"
+                .into(),
+        ),
+        None => Ok(Box::new(redis::open(connect)?)),
+    }
 }

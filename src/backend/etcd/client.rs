@@ -1,0 +1,267 @@
+//! The connection to an etcd cluster: one gRPC client per member (etcd-client, on a
+//! current-thread tokio runtime of this connection's own), one member asked at a time, and the
+//! next one asked when it does not answer in time.
+//!
+//! etcd-client balances requests over every endpoint it is given, a hung one included: a
+//! frozen member would keep getting a share of the requests, and each would wait out its time
+//! limit. Here each member has a client of its own, and a request that a member does not
+//! answer (or answers that it has no leader) is made again on the next member within what is
+//! left of its deadline, so that a dead or frozen member costs one request's share, not the
+//! run. Every request carries `require_leader`: a member cut off from the others answers at
+//! once that it has no leader instead of hanging.
+//!
+//! The runtime is made when the connection is, in the thread that uses it (the lease thread,
+//! started after the watchdog's fork; an admin command's), and has no worker threads: futures
+//! run only inside [`Conn::run`], which blocks.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use etcd_client::{Client, ConnectOptions, Error};
+use tokio::runtime::Runtime;
+
+use crate::lock::{Failure, Reason};
+
+/// How the members are reached: their addresses, TLS, and the user to log in as.
+#[derive(Clone)]
+pub(crate) struct Members {
+    /// `host:port` of each member, as given.
+    pub addrs: Vec<String>,
+    /// `https` with `etcds://`, else `http`.
+    pub scheme: &'static str,
+    pub options: ConnectOptions,
+}
+
+/// A connection to the cluster: the client of each member it has spoken to, and the member
+/// asked first.
+pub(crate) struct Conn {
+    members: Members,
+    clients: Vec<Option<Client>>,
+    current: usize,
+    runtime: Runtime,
+}
+
+/// The least time one member is given before the next is asked, when there is more than one.
+const MIN_SHARE: Duration = Duration::from_millis(20);
+
+impl Conn {
+    pub(crate) fn new(members: Members) -> Self {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a current-thread runtime");
+        let clients = members.addrs.iter().map(|_| None).collect();
+        Self {
+            members,
+            clients,
+            current: 0,
+            runtime,
+        }
+    }
+
+    /// The member asked first now, as `host:port`.
+    pub(crate) fn member(&self) -> &str {
+        &self.members.addrs[self.current]
+    }
+
+    /// Run `future` on this connection's runtime until it ends or `deadline` passes (None).
+    pub(crate) fn block_on<T>(
+        &self,
+        deadline: Instant,
+        future: impl Future<Output = T>,
+    ) -> Option<T> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        self.runtime
+            .block_on(async { tokio::time::timeout(left, future).await.ok() })
+    }
+
+    /// `request` with a member's client, made again on the next member when one does not
+    /// answer in time or cannot serve it (no leader, unreachable), until `deadline`. The
+    /// request must be safe to make twice (a guarded transaction, a read, a keep-alive).
+    pub(crate) fn run<T, F, Fut>(&mut self, deadline: Instant, request: F) -> Result<T, Failure>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        let n = self.members.addrs.len();
+        let mut last: Option<Failure> = None;
+        for tried in 0..n {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            // Each member not yet asked gets an equal share of what is left; the last all.
+            let left = deadline - now;
+            let share = if tried + 1 == n {
+                left
+            } else {
+                (left / (n - tried) as u32).max(MIN_SHARE).min(left)
+            };
+            let until = now + share;
+            match self.attempt(until, &request) {
+                Ok(value) => return Ok(value),
+                Err(Attempt::Refused(failure)) => return Err(failure),
+                Err(Attempt::Next(failure)) => {
+                    last = Some(failure);
+                    self.next_member();
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            Failure::Unreachable(format!("no answer from etcd at {} in time", self.member()).into())
+        }))
+    }
+
+    /// One request to the current member, connected first if need be.
+    fn attempt<T, F, Fut>(&mut self, until: Instant, request: &F) -> Result<T, Attempt>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        let at = self.member().to_owned();
+        let client = match self.clients[self.current].clone() {
+            Some(client) => client,
+            None => {
+                let url = format!("{}://{at}", self.members.scheme);
+                let options = self.members.options.clone();
+                let connected = self
+                    .block_on(until, Client::connect([url], Some(options)))
+                    .ok_or_else(|| Attempt::Next(late(&at)))?
+                    .map_err(|err| judged(&at, err))?;
+                self.clients[self.current] = Some(connected.clone());
+                connected
+            }
+        };
+        match self.block_on(until, request(client)) {
+            None => {
+                // The connection may be wedged: the next request to this member connects anew.
+                self.clients[self.current] = None;
+                Err(Attempt::Next(late(&at)))
+            }
+            Some(Ok(value)) => Ok(value),
+            Some(Err(err)) => {
+                let judged = judged(&at, err);
+                if matches!(judged, Attempt::Next(_)) {
+                    self.clients[self.current] = None;
+                }
+                Err(judged)
+            }
+        }
+    }
+
+    /// Ask the next member first from now on.
+    pub(crate) fn next_member(&mut self) {
+        self.current = (self.current + 1) % self.members.addrs.len();
+    }
+
+    /// The current member's client, connected within `until`, for a stream that outlives one
+    /// request (a watch, the keep-alives).
+    pub(crate) fn client(&mut self, until: Instant) -> Result<Client, Failure> {
+        self.run(until, |client| async move { Ok(client) })
+    }
+
+    /// The current member's client is not to be used again (its stream failed).
+    pub(crate) fn forget_member(&mut self) {
+        self.clients[self.current] = None;
+        self.next_member();
+    }
+}
+
+/// What a failed attempt means for the next.
+enum Attempt {
+    /// Another member may answer: no answer, a connection lost, no leader.
+    Next(Failure),
+    /// The cluster answered no (credentials, permissions, a request it refuses): the same
+    /// from any member.
+    Refused(Failure),
+}
+
+fn late(at: &str) -> Failure {
+    Failure::Unreachable(format!("no answer from etcd at {at} in time").into())
+}
+
+/// An etcd-client error as a [`Failure`], and whether another member is worth asking.
+fn judged(at: &str, err: Error) -> Attempt {
+    use tonic::Code::*;
+    // Beneath a failed connection is the I/O error that says why (refused, unreachable).
+    if let Some(io) = io_cause(&err) {
+        let said = format!("cannot reach etcd at {at}: {io}");
+        return Attempt::Next(Failure::Unreachable(Reason::caused_by(said, err)));
+    }
+    match &err {
+        Error::GRpcStatus(status) => {
+            let said = crate::report::one_line(status.message());
+            match status.code() {
+                Unavailable | DeadlineExceeded | Cancelled | Aborted | ResourceExhausted
+                | Unknown => Attempt::Next(Failure::Unreachable(Reason::caused_by(
+                    format!("etcd at {at} did not serve the request: {said}"),
+                    err,
+                ))),
+                Unauthenticated => Attempt::Refused(Failure::Refused(Reason::caused_by(
+                    format!("etcd at {at} refused the credentials ({said})"),
+                    err,
+                ))),
+                PermissionDenied => Attempt::Refused(Failure::Refused(Reason::caused_by(
+                    format!(
+                        "etcd at {at} does not let this user do what redlock needs: {said}; \
+                         grant the user's role readwrite on the prefix (docs/etcd.md)"
+                    ),
+                    err,
+                ))),
+                _ => Attempt::Refused(Failure::Refused(Reason::caused_by(
+                    format!("etcd at {at} answered with an error: {said}"),
+                    err,
+                ))),
+            }
+        }
+        Error::TransportError(_) | Error::IoError(_) | Error::LeaseKeepAliveError(_) => {
+            Attempt::Next(Failure::Unreachable(Reason::caused_by(
+                format!("cannot reach etcd at {at}: {}", chain(&err)),
+                err,
+            )))
+        }
+        _ => Attempt::Refused(Failure::Refused(Reason::caused_by(
+            format!("etcd at {at}: {}", chain(&err)),
+            err,
+        ))),
+    }
+}
+
+/// The I/O error beneath `err`, if it comes from one.
+fn io_cause(err: &Error) -> Option<&std::io::Error> {
+    // etcd-client's error does not name its cause: a gRPC status's is the status's own.
+    let mut source: Option<&(dyn std::error::Error + 'static)> = match err {
+        Error::GRpcStatus(status) => Some(status),
+        Error::TransportError(transport) => Some(transport),
+        Error::IoError(io) => return Some(io),
+        other => Some(other),
+    };
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            return Some(io);
+        }
+        source = cause.source();
+    }
+    None
+}
+
+/// An error and its causes, as one line (tonic's transport error says little on its own).
+pub(crate) fn chain(err: &dyn std::error::Error) -> String {
+    let mut said = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !said.contains(&text) {
+            said = format!("{said}: {text}");
+        }
+        source = cause.source();
+    }
+    crate::report::one_line(&said)
+}
+
+/// A failure of a stream (a watch, the keep-alives) on member `at`.
+pub(crate) fn stream_failure(at: &str, err: Error) -> Failure {
+    match judged(at, err) {
+        Attempt::Next(failure) | Attempt::Refused(failure) => failure,
+    }
+}

@@ -1,0 +1,133 @@
+//! The keys of a lock on etcd, all under `PREFIX` + the lock's name (escaped: `%` and `/` as
+//! `%25` and `%2F`, so that one lock's range never holds another's keys):
+//!
+//! | key | what | lease |
+//! |---|---|---|
+//! | `BASE/q/LEASE` | a client that holds or waits for the lock: its details as JSON | the client's |
+//! | `BASE/run/LEASE` | a run that took the lock: its record as JSON, its fencing token the key's create revision | none |
+//! | `BASE/last_success`, `BASE/last_ended` | the record's summary: a copy of a run's record | none |
+//! | `BASE/count/LABEL` | a counter of the record (runs by outcome, busy, skipped) | none |
+//!
+//! LEASE is the client's lease ID in 16 hex digits: one lease a run, so no two clients ever
+//! write the same entry.
+
+/// The keys of one lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Keys {
+    /// `PREFIX` + the escaped name.
+    base: String,
+}
+
+impl Keys {
+    pub(crate) fn new(prefix: &str, name: &str) -> Self {
+        Self {
+            base: format!("{prefix}{}", escape(name)),
+        }
+    }
+
+    /// Every key of the lock: `BASE/`.
+    pub(crate) fn all(&self) -> String {
+        format!("{}/", self.base)
+    }
+
+    /// The range of the clients that hold or wait: `BASE/q/`.
+    pub(crate) fn queue(&self) -> String {
+        format!("{}/q/", self.base)
+    }
+
+    /// The entry of the client of `lease`.
+    pub(crate) fn entry(&self, lease: i64) -> String {
+        format!("{}/q/{lease:016x}", self.base)
+    }
+
+    /// The range of the runs' records: `BASE/run/`.
+    pub(crate) fn runs(&self) -> String {
+        format!("{}/run/", self.base)
+    }
+
+    /// The record of the run of `lease`.
+    pub(crate) fn run(&self, lease: i64) -> String {
+        format!("{}/run/{lease:016x}", self.base)
+    }
+
+    pub(crate) fn last_success(&self) -> String {
+        format!("{}/last_success", self.base)
+    }
+
+    pub(crate) fn last_ended(&self) -> String {
+        format!("{}/last_ended", self.base)
+    }
+
+    /// The range of the counters: `BASE/count/`.
+    pub(crate) fn counts(&self) -> String {
+        format!("{}/count/", self.base)
+    }
+
+    pub(crate) fn count(&self, label: &str) -> String {
+        format!("{}/count/{label}", self.base)
+    }
+
+    /// The lock's name of a key under `prefix` that is one of a lock's (None: another key).
+    pub(crate) fn name_of(prefix: &str, key: &[u8]) -> Option<String> {
+        let key = std::str::from_utf8(key).ok()?.strip_prefix(prefix)?;
+        let (name, rest) = key.split_once('/')?;
+        let known = rest.starts_with("q/")
+            || rest.starts_with("run/")
+            || rest.starts_with("count/")
+            || rest == "last_success"
+            || rest == "last_ended";
+        known.then(|| unescape(name))
+    }
+
+    /// The lease of an entry's key (`BASE/q/LEASE`), if it is one.
+    pub(crate) fn lease_of(key: &[u8]) -> Option<i64> {
+        let key = std::str::from_utf8(key).ok()?;
+        let (_, lease) = key.rsplit_once("/q/")?;
+        (lease.len() == 16)
+            .then(|| u64::from_str_radix(lease, 16).ok())
+            .flatten()
+            .map(|l| l as i64)
+    }
+}
+
+fn escape(name: &str) -> String {
+    name.replace('%', "%25").replace('/', "%2F")
+}
+
+fn unescape(name: &str) -> String {
+    name.replace("%2F", "/").replace("%25", "%")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_locks_range_never_holds_anothers_keys() {
+        let a = Keys::new("redlock:", "a");
+        let nested = Keys::new("redlock:", "a/q");
+        assert_eq!(a.entry(255), "redlock:a/q/00000000000000ff");
+        assert_eq!(nested.entry(1), "redlock:a%2Fq/q/0000000000000001");
+        assert!(!nested.entry(1).starts_with(&a.queue()));
+        assert!(
+            !Keys::new("redlock:", "a%2Fq")
+                .all()
+                .starts_with(&nested.all())
+        );
+        for name in ["a", "a/q", "100%", "%2F", "x/run/y"] {
+            let keys = Keys::new("p:", name);
+            for key in [
+                keys.entry(7),
+                keys.run(7),
+                keys.last_success(),
+                keys.count("busy"),
+            ] {
+                assert_eq!(Keys::name_of("p:", key.as_bytes()).as_deref(), Some(name));
+            }
+        }
+        assert_eq!(Keys::name_of("p:", b"p:a/other"), None);
+        assert_eq!(Keys::name_of("p:", b"q:a/q/1"), None);
+        assert_eq!(Keys::lease_of(a.entry(-2).as_bytes()), Some(-2));
+        assert_eq!(Keys::lease_of(b"redlock:a/q/12"), None);
+    }
+}

@@ -1,0 +1,332 @@
+//! redlock on etcd: one cluster, named by `etcd://[USER[:PASSWORD]@]HOST:PORT[,HOST:PORT...]`
+//! (the members, any of which may answer; `etcds://` for TLS). The lock's fencing token is its
+//! entry's create revision, kept by Raft: it rises across holders, restarts and leader changes,
+//! and assumes no clock.
+//!
+//! The protocol (`locker`), who holds a lock from the queue of entries (`queue`, no I/O), the key
+//! layout (`keys`), the record of runs as etcd keeps it (`record`), the admin commands' reads
+//! (`node`), and the connection to the members (`client`: etcd-client on a current-thread
+//! runtime of its own, one member asked at a time).
+//!
+//! May use `lock` (the boundary it implements), `report`, `exit` and `file`; nothing above.
+
+mod client;
+mod keys;
+mod locker;
+mod node;
+mod queue;
+mod record;
+
+use etcd_client::{Certificate, ConnectOptions, Identity, TlsOptions};
+
+use crate::backend::{Connect, Durable, Tls};
+use crate::lock::{Backend, Locker, Node, RunSpec};
+use client::{Conn, Members};
+
+/// The members of one etcd cluster, how to log in and the key prefix.
+pub(crate) struct Etcd {
+    members: Members,
+    /// The URL as shown: scheme and members, no credentials.
+    shown: String,
+    prefix: String,
+}
+
+/// The etcd cluster `connect` names. Refused in one line: several URLs (the members of one
+/// cluster go in one), what only Redis does (`--min-replicas`, `--fsync`), `--tls-insecure`.
+pub(crate) fn open(connect: Connect) -> Result<Etcd, String> {
+    let Connect {
+        urls,
+        tls,
+        password,
+        prefix,
+        durable,
+    } = connect;
+    let url = match urls.as_slice() {
+        [one] => *one,
+        _ => {
+            return Err(
+                "several etcd URLs: the members of one cluster go in one URL, separated by \
+                 commas (etcd://10.0.0.1:2379,10.0.0.2:2379); a quorum of clusters is not needed, \
+                 since etcd keeps its own"
+                    .into(),
+            );
+        }
+    };
+    refuse_durability(durable)?;
+    let parsed = parse(url)?;
+    let mut options = ConnectOptions::new()
+        .with_require_leader(true)
+        .with_auto_token_refresh(true)
+        .with_connect_timeout(std::time::Duration::from_secs(5));
+    let password = password.or(parsed.password.clone());
+    match (&parsed.user, password) {
+        (Some(user), Some(password)) => options = options.with_user(user.clone(), password),
+        (Some(user), None) => options = options.with_user(user.clone(), ""),
+        (None, Some(_)) => {
+            return Err(format!(
+                "a password for etcd needs a user name in the URL: {}://USER@{}",
+                parsed.scheme(),
+                parsed.members.join(",")
+            ));
+        }
+        (None, None) => {}
+    }
+    if parsed.tls {
+        options = options.with_tls(tls_options(&tls)?);
+    } else if tls.is_set() {
+        return Err(format!(
+            "the TLS options need an etcds:// URL: {}",
+            parsed.shown()
+        ));
+    }
+    Ok(Etcd {
+        shown: parsed.shown(),
+        members: Members {
+            addrs: parsed.members,
+            scheme: if parsed.tls { "https" } else { "http" },
+            options,
+        },
+        prefix,
+    })
+}
+
+fn refuse_durability(durable: Durable) -> Result<(), String> {
+    if durable.min_replicas > 0 {
+        return Err(
+            "--min-replicas is for Redis's asynchronous replicas: etcd commits every \
+                    write to a majority of its members before it answers"
+                .into(),
+        );
+    }
+    if durable.fsync {
+        return Err(
+            "--fsync is for Redis's append-only file: etcd writes every commit to its \
+                    log with fsync before it answers"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+fn tls_options(tls: &Tls) -> Result<TlsOptions, String> {
+    if tls.insecure {
+        return Err(
+            "--tls-insecure does not work with etcds://: give the CA that signed the \
+                    members' certificates with --tls-ca-cert"
+                .into(),
+        );
+    }
+    let mut options = TlsOptions::new();
+    options = match &tls.ca_cert {
+        Some(pem) => options.ca_certificate(Certificate::from_pem(pem)),
+        None => options.with_native_roots(),
+    };
+    if let Some((cert, key)) = &tls.client {
+        options = options.identity(Identity::from_pem(cert, key));
+    }
+    Ok(options)
+}
+
+/// An etcd URL, read.
+#[derive(Debug, PartialEq, Eq)]
+struct Parsed {
+    tls: bool,
+    user: Option<String>,
+    password: Option<String>,
+    /// `host:port` of each member.
+    members: Vec<String>,
+}
+
+impl Parsed {
+    fn scheme(&self) -> &'static str {
+        if self.tls { "etcds" } else { "etcd" }
+    }
+
+    fn shown(&self) -> String {
+        format!("{}://{}", self.scheme(), self.members.join(","))
+    }
+}
+
+/// The default client port of an etcd member.
+const ETCD_PORT: u16 = 2379;
+
+/// `etcd://[USER[:PASSWORD]@]HOST[:PORT][,HOST[:PORT]...][/]`, or `etcds://`. A message that
+/// quotes the URL never quotes its user part.
+fn parse(url: &str) -> Result<Parsed, String> {
+    let (tls, rest) = if let Some(rest) = url.strip_prefix("etcd://") {
+        (false, rest)
+    } else if let Some(rest) = url.strip_prefix("etcds://") {
+        (true, rest)
+    } else {
+        return Err("not an etcd URL (use etcd:// or etcds://)".into());
+    };
+    let scheme = if tls { "etcds" } else { "etcd" };
+    let (userinfo, hosts) = match rest.rsplit_once('@') {
+        Some((userinfo, hosts)) => (Some(userinfo), hosts),
+        None => (None, rest),
+    };
+    let hosts = hosts.strip_suffix('/').unwrap_or(hosts);
+    if hosts.contains(['/', '?', '#']) {
+        return Err(format!(
+            "invalid etcd URL '{scheme}://{}': it takes members only (HOST:PORT, comma-separated), \
+             no path or parameters",
+            crate::report::one_line(hosts)
+        ));
+    }
+    let (user, password) = match userinfo {
+        None => (None, None),
+        Some(userinfo) => {
+            let (user, password) = match userinfo.split_once(':') {
+                Some((user, password)) => (user, Some(decode(password)?)),
+                None => (userinfo, None),
+            };
+            let user = decode(user)?;
+            if user.is_empty() {
+                return Err(format!(
+                    "invalid etcd URL '{scheme}://...@{hosts}': the user name is empty"
+                ));
+            }
+            (Some(user), password)
+        }
+    };
+    let mut members = Vec::new();
+    for member in hosts.split(',') {
+        let member = member.trim();
+        let (host, port) = split_port(member).ok_or_else(|| {
+            format!(
+                "invalid etcd URL '{scheme}://{hosts}': '{}' is not HOST:PORT",
+                crate::report::one_line(member)
+            )
+        })?;
+        let member = format!("{host}:{port}");
+        if members.contains(&member) {
+            return Err(format!("{member} is given twice in the etcd URL"));
+        }
+        members.push(member);
+    }
+    Ok(Parsed {
+        tls,
+        user,
+        password,
+        members,
+    })
+}
+
+/// `host:port`, `host` (the default port) or `[v6]:port`: the host and the port.
+fn split_port(member: &str) -> Option<(&str, u16)> {
+    if member.is_empty() || member.contains(char::is_whitespace) {
+        return None;
+    }
+    let (host, port) = if let Some(v6) = member.strip_prefix('[') {
+        let (host, after) = v6.split_once(']')?;
+        let host = &member[..host.len() + 2];
+        match after.strip_prefix(':') {
+            Some(port) => (host, Some(port)),
+            None if after.is_empty() => (host, None),
+            None => return None,
+        }
+    } else {
+        match member.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (member, None),
+        }
+    };
+    if host.is_empty() {
+        return None;
+    }
+    let port = match port {
+        Some(port) => port.parse::<u16>().ok().filter(|p| *p > 0)?,
+        None => ETCD_PORT,
+    };
+    Some((host, port))
+}
+
+/// A URL's percent-encoded part, decoded.
+fn decode(part: &str) -> Result<String, String> {
+    let mut bytes = Vec::with_capacity(part.len());
+    let mut rest = part.as_bytes();
+    while let Some((&b, tail)) = rest.split_first() {
+        if b == b'%' {
+            let hex = tail
+                .get(..2)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or("a '%' in the etcd URL's user part is not followed by two hex digits")?;
+            bytes.push(hex);
+            rest = &tail[2..];
+        } else {
+            bytes.push(b);
+            rest = tail;
+        }
+    }
+    String::from_utf8(bytes).map_err(|_| "the etcd URL's user part is not UTF-8".to_owned())
+}
+
+impl Backend for Etcd {
+    fn nodes(&self) -> Vec<String> {
+        vec![self.shown.clone()]
+    }
+
+    fn described(&self) -> String {
+        format!(
+            "{} under prefix '{}'",
+            self.shown,
+            crate::report::one_line(&self.prefix)
+        )
+    }
+
+    fn locker(&self, run: &RunSpec) -> Box<dyn Locker> {
+        let keys = keys::Keys::new(&self.prefix, &run.key);
+        Box::new(locker::EtcdLocker::new(
+            Conn::new(self.members.clone()),
+            keys,
+            run,
+        ))
+    }
+
+    fn node(&self, _index: usize) -> Box<dyn Node> {
+        Box::new(node::EtcdNode {
+            conn: Conn::new(self.members.clone()),
+            prefix: self.prefix.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_name_the_members_of_one_cluster() {
+        let ok = |url: &str| parse(url).unwrap();
+        let p = ok("etcd://10.0.0.1:2379,10.0.0.2:22379,10.0.0.3/");
+        assert_eq!(
+            p.members,
+            ["10.0.0.1:2379", "10.0.0.2:22379", "10.0.0.3:2379"]
+        );
+        assert!(!p.tls && p.user.is_none());
+        let p = ok("etcds://redlock:s%40cret@[::1]:2379,[::2]");
+        assert!(p.tls);
+        assert_eq!(
+            (p.user.as_deref(), p.password.as_deref()),
+            (Some("redlock"), Some("s@cret"))
+        );
+        assert_eq!(p.members, ["[::1]:2379", "[::2]:2379"]);
+        assert_eq!(p.shown(), "etcds://[::1]:2379,[::2]:2379");
+        for bad in [
+            "etcd://",
+            "etcd://host:0",
+            "etcd://host:99999",
+            "etcd://host:2379/path",
+            "etcd://host:2379?x=1",
+            "etcd://a:1,,b:2",
+            "etcd://:pw@host:1",
+            "etcd://h:1,h:1",
+            "etcd://[::1",
+            "redis://h:1",
+        ] {
+            let err = parse(bad).unwrap_err();
+            assert!(!err.contains("pw"), "{bad}: {err}");
+        }
+    }
+}

@@ -1,0 +1,292 @@
+//! What the admin commands read of locks on etcd, or break: a lock's whole range read in one
+//! request (its queue, its record), the holders' leases asked for what is left of them, and a
+//! forced release (the holder's entry deleted, guarded by its create revision, and its lease
+//! revoked, so that its renewals fail and its command is stopped).
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use etcd_client::{Compare, CompareOp, GetOptions, KeyValue, LeaseTimeToLiveOptions, Txn, TxnOp};
+
+use super::client::Conn;
+use super::keys::Keys;
+use super::locker::{entry_of, now_ms};
+use super::queue::{self, Entry};
+use super::record;
+use crate::lock::{
+    Failure, Forced, HeldAs, Holder, Inspected, Kind, LockInfo, Node, Place, Runs, Several,
+};
+
+/// The cluster, as the admin commands read it.
+pub(crate) struct EtcdNode {
+    pub conn: Conn,
+    pub prefix: String,
+}
+
+/// A lock's whole range, as one read found it.
+struct Range {
+    queue: Vec<(Entry, KeyValue)>,
+    record: record::Read,
+}
+
+impl EtcdNode {
+    /// Every key of lock `name`, in one request.
+    fn range(&mut self, name: &str, timeout: Duration) -> Result<(Keys, Range), Failure> {
+        let keys = Keys::new(&self.prefix, name);
+        let all = keys.all();
+        let found = self.conn.run(Instant::now() + timeout, move |mut client| {
+            let all = all.clone();
+            async move { client.get(all, Some(GetOptions::new().with_prefix())).await }
+        })?;
+        let (queue_at, runs_at, counts_at) = (keys.queue(), keys.runs(), keys.counts());
+        let mut queue = Vec::new();
+        let mut read = record::Read::default();
+        let mut entries_leases = BTreeSet::new();
+        for kv in found.kvs() {
+            let key = String::from_utf8_lossy(kv.key());
+            if key.starts_with(&queue_at) {
+                if let Some(lease) = Keys::lease_of(kv.key()) {
+                    entries_leases.insert(lease);
+                }
+                queue.push((entry_of(kv), kv.clone()));
+            }
+        }
+        for kv in found.kvs() {
+            let key = String::from_utf8_lossy(kv.key()).into_owned();
+            if let Some(lease) = key.strip_prefix(&runs_at) {
+                let lease = u64::from_str_radix(lease, 16).map(|l| l as i64).ok();
+                let running = lease.is_some_and(|l| entries_leases.contains(&l));
+                read.runs
+                    .push((kv.value().to_vec(), kv.create_revision(), running));
+            } else if key == keys.last_success() {
+                read.last_success = Some(kv.value().to_vec());
+            } else if key == keys.last_ended() {
+                read.last_ended = Some(kv.value().to_vec());
+            } else if let Some(label) = key.strip_prefix(&counts_at) {
+                read.counts.push((label.to_owned(), kv.value().to_vec()));
+            }
+        }
+        queue.sort_by_key(|(e, _)| e.rev);
+        Ok((
+            keys,
+            Range {
+                queue,
+                record: read,
+            },
+        ))
+    }
+
+    /// What is left of lease `id`, by the cluster's count (None: gone, or not answered).
+    fn lease_left(&mut self, id: i64, timeout: Duration) -> Option<Duration> {
+        let left = self
+            .conn
+            .run(Instant::now() + timeout, move |mut client| async move {
+                client
+                    .lease_time_to_live(id, None::<LeaseTimeToLiveOptions>)
+                    .await
+                    .map(|r| r.ttl())
+            });
+        left.ok()
+            .filter(|ttl| *ttl > 0)
+            .map(|ttl| Duration::from_secs(ttl as u64))
+    }
+}
+
+/// A holder's details from its entry's value.
+fn holder_of(kv: &KeyValue) -> (String, Option<Holder>) {
+    let value: serde_json::Value = serde_json::from_slice(kv.value()).unwrap_or_default();
+    let text = |name: &str| value.get(name).and_then(|v| v.as_str()).unwrap_or_default();
+    let int = |name: &str| {
+        value
+            .get(name)
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0)
+    };
+    let holder = (!text("host").is_empty()).then(|| Holder {
+        host: text("host").to_owned(),
+        pid: u32::try_from(int("pid")).unwrap_or(0),
+        command: text("command").to_owned(),
+        started: int("started"),
+    });
+    (text("token").to_owned(), holder)
+}
+
+impl Node for EtcdNode {
+    fn names(&mut self, timeout: Duration) -> Result<BTreeSet<String>, Failure> {
+        let prefix = self.prefix.clone();
+        let found = self.conn.run(Instant::now() + timeout, move |mut client| {
+            let prefix = prefix.clone();
+            async move {
+                client
+                    .get(
+                        prefix,
+                        Some(GetOptions::new().with_prefix().with_keys_only()),
+                    )
+                    .await
+            }
+        })?;
+        Ok(found
+            .kvs()
+            .iter()
+            .filter(|kv| String::from_utf8_lossy(kv.key()).contains("/q/"))
+            .filter_map(|kv| Keys::name_of(&self.prefix, kv.key()))
+            .collect())
+    }
+
+    fn inspect(&mut self, name: &str, timeout: Duration) -> Result<Inspected, Failure> {
+        let (keys, range) = self.range(name, timeout)?;
+        let runs = range.record.runs(now_ms());
+        let entries: Vec<Entry> = range.queue.iter().map(|(e, _)| e.clone()).collect();
+        let holding: Vec<&Entry> = queue::holders(&entries);
+        // The last fencing token given out: the newest run's, or a holder's.
+        let fence = runs
+            .runs
+            .iter()
+            .map(|r| r.fence)
+            .chain(holding.iter().map(|e| e.rev))
+            .max()
+            .unwrap_or(0);
+        let held_as = holding
+            .first()
+            .map(|e| HeldAs::from_stored(&e.kind))
+            .unwrap_or(HeldAs::Kind(Kind::Exclusive));
+        let waiting = entries.len().saturating_sub(holding.len()) as u64;
+        let oldest = range
+            .queue
+            .iter()
+            .skip(holding.len())
+            .filter_map(|(_, kv)| holder_of(kv).1)
+            .map(|h| now_ms() / 1000 - h.started.min(now_ms() / 1000))
+            .max();
+        let mut info = LockInfo {
+            stored_key: keys.all(),
+            fence,
+            foreign_fence: None,
+            held: None,
+            holder: None,
+            several: None,
+            done: None,
+            queue: (waiting > 0).then(|| (waiting, Duration::from_secs(oldest.unwrap_or(0)))),
+            waiting,
+            runs: runs.summary,
+        };
+        let leases: Vec<(i64, KeyValue)> = range
+            .queue
+            .iter()
+            .take(holding.len())
+            .filter_map(|(_, kv)| Keys::lease_of(kv.key()).map(|l| (l, kv.clone())))
+            .collect();
+        match held_as.kind() {
+            Some(Kind::Limit(_) | Kind::Shared) if !leases.is_empty() => {
+                let mut places = Vec::new();
+                for (lease, kv) in &leases {
+                    let (token, holder) = holder_of(kv);
+                    let age = holder.as_ref().map(|h| {
+                        Duration::from_secs(now_ms() / 1000 - h.started.min(now_ms() / 1000))
+                    });
+                    places.push(Place {
+                        token,
+                        lease: self.lease_left(*lease, timeout).unwrap_or_default(),
+                        holder,
+                        age,
+                    });
+                }
+                places.sort_by_key(|p| p.lease);
+                info.several = Some(Several {
+                    held_as,
+                    ttl: places.last().map(|p| p.lease),
+                    places,
+                });
+            }
+            _ => {
+                if let Some((lease, kv)) = leases.first() {
+                    let (token, holder) = holder_of(kv);
+                    info.held = Some((token, self.lease_left(*lease, timeout)));
+                    info.holder = holder;
+                }
+            }
+        }
+        Ok(Inspected::Lock(Box::new(info)))
+    }
+
+    fn runs(&mut self, name: &str, timeout: Duration) -> Result<Runs, Failure> {
+        let (_, range) = self.range(name, timeout)?;
+        Ok(range.record.runs(now_ms()))
+    }
+
+    fn force_release(
+        &mut self,
+        name: &str,
+        token: Option<&str>,
+        timeout: Duration,
+    ) -> Result<Forced, Failure> {
+        let deadline = Instant::now() + timeout;
+        let (keys, range) = self.range(name, timeout)?;
+        let entries: Vec<Entry> = range.queue.iter().map(|(e, _)| e.clone()).collect();
+        let holding = queue::holders(&entries).len();
+        let holders: Vec<&(Entry, KeyValue)> = range.queue.iter().take(holding).collect();
+        let fence = range
+            .record
+            .runs(now_ms())
+            .runs
+            .iter()
+            .map(|r| r.fence)
+            .chain(holders.iter().map(|(e, _)| e.rev))
+            .max()
+            .unwrap_or(0);
+        let held_as = holders
+            .first()
+            .map(|(e, _)| HeldAs::from_stored(&e.kind))
+            .unwrap_or(HeldAs::Kind(Kind::Exclusive));
+        let several = matches!(held_as.kind(), Some(Kind::Limit(_) | Kind::Shared));
+        let chosen = match token {
+            Some(token) => holders.iter().find(|(_, kv)| holder_of(kv).0 == token),
+            None => holders.first(),
+        };
+        let Some((entry, kv)) = chosen else {
+            return Ok(match (holders.first(), token, several) {
+                (None, _, _) => Forced::Free { fence, cleared: 0 },
+                (Some((_, kv)), Some(_), false) => Forced::Other {
+                    token: holder_of(kv).0,
+                    fence,
+                },
+                (Some(_), _, _) => Forced::NotAHolder {
+                    held_as,
+                    holders: holders.len() as u64,
+                    fence,
+                },
+            });
+        };
+        if several && token.is_none() && holders.len() > 1 {
+            return Ok(Forced::Several {
+                held_as,
+                holders: holders.len() as u64,
+                fence,
+            });
+        }
+        let key = entry.key.clone();
+        let rev = entry.rev;
+        let delete = Txn::new()
+            .when([Compare::create_revision(key.clone(), CompareOp::Equal, rev)])
+            .and_then([TxnOp::delete(key, None)]);
+        self.conn.run(deadline, move |mut client| {
+            let delete = delete.clone();
+            async move { client.txn(delete).await }
+        })?;
+        if let Some(lease) = Keys::lease_of(kv.key()) {
+            // Its renewals fail from now on, and its command is stopped; gone already is fine.
+            let _ = self.conn.run(deadline, move |mut client| async move {
+                client.lease_revoke(lease).await.map(drop)
+            });
+        }
+        let _ = keys;
+        let (removed, holder) = holder_of(kv);
+        Ok(Forced::Removed {
+            token: removed,
+            fence: rev,
+            holder,
+            held_as,
+            left: holders.len().saturating_sub(1) as u64,
+        })
+    }
+}

@@ -1,0 +1,234 @@
+//! Who holds a lock on etcd, decided from its entries alone (no I/O): every client that holds or
+//! waits has an entry under `BASE/q/`, and the entries in the order of their create revisions
+//! are the queue. First come, first served by construction: a waiter never passes one that came
+//! before it, with or without `--fair`.
+//!
+//! - Alone (no `--limit`, no `--shared`): the first entry holds. A waiter watches only the entry
+//!   just ahead of it (no herd: one waiter wakes per release).
+//! - `--limit N`: the first N hold. A waiter watches the whole queue, since any of the entries
+//!   ahead leaving lets it move up.
+//! - `--shared`: a shared entry holds when no exclusive entry is ahead of it; an exclusive one
+//!   holds when it is first. A shared waiter watches the last exclusive entry ahead of it, an
+//!   exclusive one the entry just ahead.
+//!
+//! A client of another kind than the entries' (another `--limit`, a semaphore against a lock) is
+//! refused, as on Redis.
+
+use crate::lock::{HeldAs, Kind};
+
+/// One entry of the queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Entry {
+    pub key: String,
+    /// Its create revision: its place in the queue, and the holder's fencing token.
+    pub rev: i64,
+    /// How its client holds the lock (`lock`, `limit N`, `shared`), as stored.
+    pub kind: String,
+}
+
+/// Where a client's entry stands in the queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// It holds the lock.
+    Holds,
+    /// It waits; what to watch for the change that may let it in.
+    Behind(Watch),
+    /// The other entries hold the lock another way.
+    Mismatch(HeldAs),
+}
+
+/// What a waiter watches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Watch {
+    /// This key, until it is deleted.
+    Key(String),
+    /// The whole queue, until any entry ahead is deleted.
+    Queue,
+}
+
+/// Where the entry of revision `ours` stands among `entries` (every entry of the queue, in any
+/// order, ours included), for a client holding the lock as `kind`. An entry that is not there
+/// (its lease ran out) stands at the back.
+pub(crate) fn place(entries: &[Entry], ours: i64, kind: Kind) -> Place {
+    let mut queue: Vec<&Entry> = entries.iter().collect();
+    queue.sort_by_key(|e| e.rev);
+    if let Some(found) = mismatch(&queue, ours, kind) {
+        return Place::Mismatch(found);
+    }
+    let ahead: Vec<&Entry> = queue.iter().copied().filter(|e| e.rev < ours).collect();
+    match kind {
+        Kind::Exclusive => match ahead.last() {
+            None => Place::Holds,
+            Some(next) => Place::Behind(Watch::Key(next.key.clone())),
+        },
+        Kind::Limit(n) if ahead.len() < n as usize => Place::Holds,
+        Kind::Limit(_) => Place::Behind(Watch::Queue),
+        Kind::Shared => match ahead.iter().rev().find(|e| e.kind != Kind::Shared.stored()) {
+            None => Place::Holds,
+            Some(writer) => Place::Behind(Watch::Key(writer.key.clone())),
+        },
+    }
+}
+
+/// How the other entries hold the lock, when a client of `kind` may not join them.
+fn mismatch(queue: &[&Entry], ours: i64, kind: Kind) -> Option<HeldAs> {
+    for entry in queue.iter().filter(|e| e.rev != ours) {
+        let theirs = HeldAs::from_stored(&entry.kind);
+        let fits = match theirs.kind() {
+            Some(k) => {
+                k == kind
+                    || matches!((k, kind), (Kind::Exclusive, Kind::Shared))
+                    || matches!((k, kind), (Kind::Shared, Kind::Exclusive))
+            }
+            None => false,
+        };
+        if !fits {
+            return Some(theirs);
+        }
+    }
+    None
+}
+
+/// The entries that hold the lock now, in the order of the queue.
+pub(crate) fn holders(entries: &[Entry]) -> Vec<&Entry> {
+    let mut queue: Vec<&Entry> = entries.iter().collect();
+    queue.sort_by_key(|e| e.rev);
+    let Some(first) = queue.first() else {
+        return Vec::new();
+    };
+    match HeldAs::from_stored(&first.kind).kind() {
+        Some(Kind::Limit(n)) => queue.into_iter().take(n as usize).collect(),
+        Some(Kind::Shared) => queue
+            .into_iter()
+            .take_while(|e| e.kind == Kind::Shared.stored())
+            .collect(),
+        _ => vec![queue[0]],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(rev: i64, kind: &str) -> Entry {
+        Entry {
+            key: format!("k/q/{rev}"),
+            rev,
+            kind: kind.into(),
+        }
+    }
+
+    fn key(rev: i64) -> Place {
+        Place::Behind(Watch::Key(format!("k/q/{rev}")))
+    }
+
+    #[test]
+    fn where_an_entry_stands() {
+        let lock =
+            |revs: &[i64]| -> Vec<Entry> { revs.iter().map(|&r| entry(r, "lock")).collect() };
+        // (the queue, our revision, how we hold it, where we stand)
+        let rows: Vec<(Vec<Entry>, i64, Kind, Place)> = vec![
+            (lock(&[5]), 5, Kind::Exclusive, Place::Holds),
+            (lock(&[5, 9]), 9, Kind::Exclusive, key(5)),
+            // Only the entry just ahead is watched, whatever is further ahead.
+            (lock(&[3, 5, 9]), 9, Kind::Exclusive, key(5)),
+            (lock(&[3, 5, 9]), 3, Kind::Exclusive, Place::Holds),
+            // Our entry gone (its lease ran out): at the back.
+            (lock(&[3, 5]), 9, Kind::Exclusive, key(5)),
+            (
+                vec![
+                    entry(3, "limit 2"),
+                    entry(5, "limit 2"),
+                    entry(9, "limit 2"),
+                ],
+                5,
+                Kind::Limit(2),
+                Place::Holds,
+            ),
+            (
+                vec![
+                    entry(3, "limit 2"),
+                    entry(5, "limit 2"),
+                    entry(9, "limit 2"),
+                ],
+                9,
+                Kind::Limit(2),
+                Place::Behind(Watch::Queue),
+            ),
+            // Readers beside readers; a writer alone; a reader behind a waiting writer waits.
+            (
+                vec![entry(3, "shared"), entry(5, "shared")],
+                5,
+                Kind::Shared,
+                Place::Holds,
+            ),
+            (
+                vec![entry(3, "shared"), entry(5, "lock"), entry(9, "shared")],
+                9,
+                Kind::Shared,
+                key(5),
+            ),
+            (
+                vec![entry(3, "shared"), entry(5, "lock")],
+                5,
+                Kind::Exclusive,
+                key(3),
+            ),
+            (
+                vec![entry(3, "lock"), entry(5, "shared"), entry(7, "shared")],
+                7,
+                Kind::Shared,
+                key(3),
+            ),
+            // Other kinds: refused, whatever the place.
+            (
+                vec![entry(3, "limit 3"), entry(5, "limit 2")],
+                5,
+                Kind::Limit(2),
+                Place::Mismatch(HeldAs::Kind(Kind::Limit(3))),
+            ),
+            (
+                vec![entry(3, "lock"), entry(5, "limit 2")],
+                5,
+                Kind::Limit(2),
+                Place::Mismatch(HeldAs::Kind(Kind::Exclusive)),
+            ),
+            (
+                vec![entry(3, "shared"), entry(5, "limit 2")],
+                5,
+                Kind::Limit(2),
+                Place::Mismatch(HeldAs::Kind(Kind::Shared)),
+            ),
+            (
+                vec![entry(3, "sorcery"), entry(5, "lock")],
+                5,
+                Kind::Exclusive,
+                Place::Mismatch(HeldAs::Unknown("sorcery".into())),
+            ),
+        ];
+        for (queue, ours, kind, want) in rows {
+            assert_eq!(place(&queue, ours, kind), want, "{queue:?} {ours} {kind:?}");
+        }
+    }
+
+    #[test]
+    fn the_holders_are_the_queues_head() {
+        let revs = |held: Vec<&Entry>| held.iter().map(|e| e.rev).collect::<Vec<_>>();
+        assert_eq!(revs(holders(&[])), Vec::<i64>::new());
+        let q = [entry(9, "lock"), entry(3, "lock")];
+        assert_eq!(revs(holders(&q)), [3]);
+        let q = [
+            entry(9, "limit 2"),
+            entry(3, "limit 2"),
+            entry(4, "limit 2"),
+        ];
+        assert_eq!(revs(holders(&q)), [3, 4]);
+        let q = [
+            entry(3, "shared"),
+            entry(4, "shared"),
+            entry(5, "lock"),
+            entry(6, "shared"),
+        ];
+        assert_eq!(revs(holders(&q)), [3, 4]);
+    }
+}

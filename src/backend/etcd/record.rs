@@ -1,0 +1,198 @@
+//! The record of runs as etcd keeps it: a key per run (`BASE/run/LEASE`, JSON), written when the
+//! run takes the lock and again when it ends; the last success and the last run to end copied
+//! beside it; a counter per label. The rules are the record's everywhere: a run with no end
+//! whose entry is gone (its lease ran out) vanished; each is counted once, by the next run that
+//! takes the lock (or by the release of a run found lost); readers show what is kept.
+//!
+//! Times are the holders' clocks (unix ms): etcd keeps no clock of its own to read.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use crate::lock::Holder;
+use crate::lock::record::{Counts, RUNS_KEPT, Run, RunEnd, RunEnding, Runs, Summary};
+
+/// A run's record as written when it takes the lock.
+pub(crate) fn started(token: &str, holder: &Holder, at_ms: u64) -> String {
+    json!({
+        "token": token,
+        "host": holder.host,
+        "pid": holder.pid,
+        "started": at_ms,
+    })
+    .to_string()
+}
+
+/// The record of a run that ended as `ended`, `took` after it took the lock, its fencing token
+/// `fence`: the run's key and the summary's copies hold it.
+pub(crate) fn ended(
+    token: &str,
+    holder: &Holder,
+    (at_ms, fence): (u64, i64),
+    took: Duration,
+    ended: &RunEnding,
+) -> String {
+    json!({
+        "token": token,
+        "host": holder.host,
+        "pid": holder.pid,
+        "started": at_ms,
+        "fence": fence,
+        "ended": at_ms + took.as_millis() as u64,
+        "outcome": ended.outcome,
+        "status": ended.status,
+    })
+    .to_string()
+}
+
+/// A run's record marked as vanished (its lease ended without a release).
+pub(crate) fn vanished(value: &[u8], fence: i64) -> Option<String> {
+    let mut run: Map<String, Value> = serde_json::from_slice(value).ok()?;
+    run.insert("outcome".into(), json!("vanished"));
+    run.insert("fence".into(), json!(fence));
+    Some(Value::Object(run).to_string())
+}
+
+/// Whether a run's record says it ended.
+pub(crate) fn has_ended(value: &[u8]) -> bool {
+    serde_json::from_slice::<Map<String, Value>>(value)
+        .map(|run| run.contains_key("outcome"))
+        .unwrap_or(true)
+}
+
+/// A run from its record (`fence`: its key's create revision, unless the record names one;
+/// `running`: its entry is still there), as the admin commands show it; None when the record
+/// is not one redlock wrote.
+pub(crate) fn run(value: &[u8], fence: i64, running: bool, now_ms: u64) -> Option<Run> {
+    let run: Map<String, Value> = serde_json::from_slice(value).ok()?;
+    let text = |name: &str| run.get(name).and_then(Value::as_str).map(str::to_owned);
+    let int = |name: &str| run.get(name).and_then(Value::as_i64);
+    let started_ms = u64::try_from(int("started")?).ok()?;
+    let end = match text("outcome") {
+        Some(outcome) if outcome == "vanished" => RunEnd::Vanished { by: None },
+        Some(outcome) => RunEnd::Ended {
+            outcome,
+            status: i32::try_from(int("status").unwrap_or(0)).unwrap_or(0),
+            took: Duration::from_millis(
+                u64::try_from(int("ended").unwrap_or(0))
+                    .unwrap_or(0)
+                    .saturating_sub(started_ms),
+            ),
+        },
+        None if running => RunEnd::Running {
+            so_far: Duration::from_millis(now_ms.saturating_sub(started_ms)),
+        },
+        None => RunEnd::Vanished { by: None },
+    };
+    Some(Run {
+        token: text("token")?,
+        host: text("host").unwrap_or_default(),
+        pid: int("pid").and_then(|p| u32::try_from(p).ok()).unwrap_or(0),
+        started_ms,
+        fence: int("fence").unwrap_or(fence),
+        end,
+    })
+}
+
+/// What a read of the lock's whole range found of its record.
+#[derive(Debug, Default)]
+pub(crate) struct Read {
+    /// Each run's record: its value, its create revision, and whether its entry is there.
+    pub runs: Vec<(Vec<u8>, i64, bool)>,
+    pub last_success: Option<Vec<u8>>,
+    pub last_ended: Option<Vec<u8>>,
+    /// Each counter: its label and value.
+    pub counts: Vec<(String, Vec<u8>)>,
+}
+
+impl Read {
+    /// The record as `history` and `check` read it, the runs newest first.
+    pub(crate) fn runs(&self, now_ms: u64) -> Runs {
+        let mut kept: Vec<Run> = self
+            .runs
+            .iter()
+            .filter_map(|(value, fence, running)| run(value, *fence, *running, now_ms))
+            .collect();
+        kept.sort_by_key(|r| std::cmp::Reverse(r.fence));
+        kept.truncate(RUNS_KEPT as usize);
+        let copy = |value: &Option<Vec<u8>>| {
+            value
+                .as_deref()
+                .and_then(|v| run(v, 0, false, now_ms))
+                .filter(|r| !matches!(r.end, RunEnd::Running { .. }))
+        };
+        let mut counts: Vec<(String, u64)> = self
+            .counts
+            .iter()
+            .filter_map(|(label, value)| {
+                let n: i64 = std::str::from_utf8(value).ok()?.parse().ok()?;
+                Some((label.clone(), n.max(0) as u64))
+            })
+            .collect();
+        counts.sort();
+        let last_ended = copy(&self.last_ended);
+        Runs {
+            summary: Summary {
+                now_ms,
+                last_run: kept.first().cloned(),
+                last_success: copy(&self.last_success),
+                last_ended,
+                counts: Counts(counts),
+            },
+            runs: kept,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exit::Outcome;
+
+    #[test]
+    fn a_runs_record_reads_back_in_each_state() {
+        let holder = Holder {
+            host: "h".into(),
+            pid: 7,
+            command: "true".into(),
+            started: 1,
+        };
+        let start = started("t", &holder, 1000);
+        let going = run(start.as_bytes(), 41, true, 1500).unwrap();
+        assert_eq!(
+            (going.fence, going.end.clone()),
+            (
+                41,
+                RunEnd::Running {
+                    so_far: Duration::from_millis(500)
+                }
+            )
+        );
+        // Its entry gone, and no end: it vanished.
+        let gone = run(start.as_bytes(), 41, false, 1500).unwrap();
+        assert_eq!(gone.outcome(), "vanished");
+        let done = ended(
+            "t",
+            &holder,
+            (1000, 41),
+            Duration::from_millis(250),
+            &RunEnding::of(Outcome::Exited(3), 75),
+        );
+        let done = run(done.as_bytes(), 0, false, 5000).unwrap();
+        assert_eq!(done.fence, 41);
+        assert_eq!(done.ended_ms(), Some(1250));
+        assert_eq!(done.outcome(), "failed");
+        assert!(has_ended(done_json().as_bytes()) && !has_ended(start.as_bytes()));
+        let marked = vanished(start.as_bytes(), 41).unwrap();
+        assert_eq!(
+            run(marked.as_bytes(), 0, true, 0).unwrap().outcome(),
+            "vanished"
+        );
+        assert!(run(b"not json", 1, true, 0).is_none());
+    }
+
+    fn done_json() -> String {
+        json!({"token": "t", "started": 1, "outcome": "success", "status": 0}).to_string()
+    }
+}
