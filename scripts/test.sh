@@ -5,12 +5,14 @@
 # last so that the full suite's summary closes the log. promtool (Debian's prometheus package)
 # checks the metrics file in the counters module; pgfence:: starts a PostgreSQL server
 # (Debian's postgresql, whose pg_ctlcluster stands for it on PATH); its recipe uses jq and pgrep;
-# Debian's cron runs the crontab recipes in the crond module.
+# Debian's cron runs the crontab recipes in the crond module; the conformance and etcd modules
+# start 3-member etcd clusters of Debian's etcd-server on free ports (its package may start a
+# service on 2379 when installed; no test uses that one), read with its etcdctl (etcd-client).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/need.sh
 need_packages tmux openssl groff:groff-base man:man-db fish promtool:prometheus \
-  pg_ctlcluster:postgresql jq pgrep:procps cron
+  pg_ctlcluster:postgresql jq pgrep:procps cron etcd:etcd-server etcdctl:etcd-client
 cargo fmt --check
 cargo clippy --all-targets --locked -- -D warnings
 bash scripts/check-deb.sh

@@ -13,6 +13,15 @@ mod integration {
     mod fake;
     // The builder itself: exit 0 and silence unless a test says otherwise.
     mod kit;
+    // The contract every backend keeps, run on Redis and on a 3-member etcd cluster: exclusion,
+    // exit statuses, waiting, --fair, --limit, --shared, --min-interval, the watchdog, TERM,
+    // the admin commands, metrics.
+    mod conformance;
+    // etcd alone: a leader lost or frozen, no majority, a revoked lease, a restart of every
+    // member, a compacted watch, what etcd refuses.
+    mod etcd;
+    // The etcd cluster fixture itself: a leader killed and replaced, restarts, compaction, leases.
+    mod etcd_fixture;
 
     // Admin subcommands: status and list show holders, release --force breaks a lock and fences it.
     mod admin;

@@ -70,6 +70,7 @@ events! {
     IdentityUnchecked => "identity_unchecked",
     MasterChanged => "master_changed",
     Moved => "moved",
+    WatchCancelled => "watch_cancelled",
     /// Anything else: a line with no event of its own.
     Message => "message",
 }

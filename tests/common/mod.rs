@@ -2,6 +2,7 @@
 //! test, a fault-injecting proxy before it, temp dirs, the redlock command, and polling helpers
 //! that synchronise on files the worker scripts write instead of on sleeps.
 
+mod etcd;
 mod poll;
 mod process;
 mod procfs;
@@ -11,6 +12,9 @@ mod scripts;
 mod server;
 mod tempdir;
 
+// The chaos suite starts no etcd: its allowance (on `mod common`) is for dead code only.
+#[allow(unused_imports)]
+pub use self::etcd::*;
 pub use self::poll::*;
 pub use self::process::*;
 pub use self::procfs::*;

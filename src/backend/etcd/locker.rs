@@ -550,6 +550,15 @@ impl Locker for EtcdLocker {
             .taken
             .as_ref()
             .map_or(Duration::from_secs(1), |t| t.ttl / 3);
+        // Debug builds only, for a test: a pause between the read of the queue and the watch,
+        // in which the test compacts the history the watch is to start from.
+        #[cfg(debug_assertions)]
+        if let Some(ms) = std::env::var("REDLOCK_TEST_WATCH_DELAY_MS")
+            .ok()
+            .and_then(|ms| ms.parse().ok())
+        {
+            std::thread::sleep(Duration::from_millis(ms));
+        }
         let waited = self.conn.block_on(limit, async move {
             let mut client = client;
             let mut stream = client.watch(key, Some(options)).await?;
@@ -568,7 +577,16 @@ impl Locker for EtcdLocker {
                 tokio::select! {
                     message = stream.message() => match message? {
                         // Cancelled (its start was compacted away): read the queue again.
-                        Some(r) if r.canceled() => return Ok(true),
+                        Some(r) if r.canceled() => {
+                            crate::report!(
+                                2,
+                                WatchCancelled { "compact_revision" => r.compact_revision() },
+                                "the watch on the lock's queue was cancelled (history \
+                                 compacted to revision {}); reading the queue again",
+                                r.compact_revision()
+                            );
+                            return Ok(true);
+                        }
                         Some(r) if r.events().iter().any(|e| e.event_type() == EventType::Delete) => {
                             return Ok(true);
                         }

@@ -1,0 +1,256 @@
+//! What only etcd shows, on real 3-member clusters: a member that dies or hangs costs a request,
+//! not the run (the leader SIGKILLed or SIGSTOPped during a hold); with no majority the command
+//! is stopped before its lease could end (76); a lease revoked or an entry deleted by an operator
+//! stops the command (76); fencing tokens rise across a restart of every member; a waiter whose
+//! watch starts in compacted history reads the queue again; the URL and the flags etcd cannot
+//! honour are refused in one line (64).
+
+use std::time::Duration;
+
+use crate::common::*;
+
+/// A command that beats every 50 ms into `<tag>.hb` until `<tag>.go` exists, then exits 0.
+fn beating(dir: &TempDir, tag: &str) -> String {
+    format!(
+        "touch {ready}; while [ ! -e {go} ]; do date +%s%N >> {hb}; sleep 0.05; done",
+        ready = dir.sh(&format!("{tag}.ready")),
+        go = dir.sh(&format!("{tag}.go")),
+        hb = dir.sh(&format!("{tag}.hb")),
+    )
+}
+
+/// The leader SIGKILLed, the leader SIGSTOPped, and the member redlock asks first (the URL's
+/// first) SIGSTOPped, whichever it is: the command runs on to its end and exits 0.
+#[test]
+fn a_member_killed_or_frozen_during_a_hold_costs_nothing() {
+    let mut etcd = EtcdCluster::start();
+    let dir = TempDir::new();
+    for fault in ["kill", "stop", "stop the first"] {
+        let tag = format!("h-{}", fault.replace(' ', "-"));
+        let holder = Redlock::run_at(&etcd.url())
+            .key("steady")
+            .ttl("2s")
+            .sh(&beating(&dir, &tag))
+            .spawn();
+        wait_for_file(&dir.join(&format!("{tag}.ready")));
+        let member = match fault {
+            "stop the first" => 0,
+            _ => etcd.leader(),
+        };
+        match fault {
+            "kill" => etcd.kill(member),
+            _ => etcd.stop(member),
+        }
+        // Two leases' worth of renewals through the election and after it.
+        std::thread::sleep(Duration::from_secs(4));
+        touch(&dir.join(&format!("{tag}.go")));
+        let out = holder.finish_within(Duration::from_secs(20));
+        out.assert_code(0);
+        match fault {
+            "kill" => etcd.restart(member),
+            _ => etcd.resume(member),
+        }
+        etcd.wait_healthy();
+    }
+}
+
+#[test]
+fn with_no_majority_the_command_is_stopped_before_its_lease_ends() {
+    let mut etcd = EtcdCluster::start();
+    let dir = TempDir::new();
+    let holder = Redlock::run_at(&etcd.url())
+        .key("minority")
+        .ttl("3s")
+        .sh(&beating(&dir, "h"))
+        .spawn();
+    wait_for_file(&dir.join("h.ready"));
+    // The last renewal that could have counted was sent before this.
+    let cut = now_ns();
+    let leader = etcd.leader();
+    let others: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    etcd.stop(others[0]);
+    etcd.stop(others[1]);
+    let out = holder.finish_within(Duration::from_secs(20));
+    out.assert_code(76);
+    let last = *read_stamps(&dir.join("h.hb")).last().unwrap();
+    assert!(
+        last < cut + 3_000_000_000,
+        "the command beat {} ms after the lease could have ended",
+        (last - cut - 3_000_000_000) / 1_000_000
+    );
+    for i in others {
+        etcd.resume(i);
+    }
+}
+
+#[test]
+fn a_revoked_lease_or_a_deleted_entry_stops_the_command() {
+    let etcd = EtcdCluster::start();
+    let dir = TempDir::new();
+    for (tag, fault) in [("revoked", 0), ("deleted", 1)] {
+        let holder = Redlock::run_at(&etcd.url())
+            .key(tag)
+            .ttl("3s")
+            .sh(&beating(&dir, tag))
+            .spawn();
+        wait_for_file(&dir.join(&format!("{tag}.ready")));
+        if fault == 0 {
+            assert_eq!(etcd.revoke_all_leases(), 1);
+        } else {
+            let entries = etcd.get_prefix(&format!("redlock:{tag}/q/"));
+            assert_eq!(entries.len(), 1, "{entries:?}");
+            etcd.del(&entries[0].0);
+        }
+        let out = holder.finish_within(Duration::from_secs(10));
+        out.assert_code(76);
+        assert!(out.stderr.contains("lost lock"), "{}", out.stderr);
+        Redlock::admin_at("history", &etcd.url())
+            .key(tag)
+            .stdout_contains("lock_lost (exit 76)")
+            .output();
+    }
+}
+
+#[test]
+fn tokens_rise_across_a_restart_of_every_member() {
+    let mut etcd = EtcdCluster::start();
+    let dir = TempDir::new();
+    let token = |etcd: &EtcdCluster| {
+        Redlock::run_at(&etcd.url())
+            .key("t")
+            .sh(&format!(
+                "echo $REDLOCK_FENCING_TOKEN >> {}",
+                dir.sh("tokens")
+            ))
+            .output();
+    };
+    token(&etcd);
+    token(&etcd);
+    etcd.restart_all();
+    token(&etcd);
+    let tokens: Vec<i64> = read(&dir.join("tokens"))
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(tokens.len(), 3);
+    assert!(tokens.windows(2).all(|w| w[1] > w[0]), "{tokens:?}");
+}
+
+/// A waiter whose watch would start in history compacted away meanwhile: etcd cancels the
+/// watch, and the waiter reads the queue again and still runs as soon as the holder ends.
+#[test]
+fn a_waiter_whose_watch_start_was_compacted_reads_the_queue_again() {
+    let etcd = EtcdCluster::start();
+    let dir = TempDir::new();
+    let (holder, _) = Redlock::run_at(&etcd.url()).key("c").hold(&dir, "h");
+    let waiter = Redlock::run_at(&etcd.url())
+        .key("c")
+        .wait("30s")
+        .args(["-vv", "--log-format", "json"])
+        .env("REDLOCK_TEST_WATCH_DELAY_MS", "1500")
+        .sh(&format!("date +%s%N > {}", dir.sh("w.start")))
+        .spawn();
+    wait_until(PATIENCE, "the waiter in the queue", || {
+        etcd.get_prefix("redlock:c/q/").len() == 2
+    });
+    // While it pauses before its watch: history moves on and is compacted.
+    for i in 0..5 {
+        etcd.put("other", &i.to_string());
+    }
+    etcd.compact_to_current();
+    std::thread::sleep(Duration::from_millis(2500));
+    let released = now_ns();
+    touch(&dir.join("h.go"));
+    holder.finish().assert_code(0);
+    let out = waiter.finish_within(Duration::from_secs(30));
+    out.assert_code(0);
+    assert!(
+        out.stderr.contains(r#""event":"watch_cancelled""#),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("warning"), "{}", out.stderr);
+    let took = read_stamps(&dir.join("w.start"))[0] - released;
+    assert!(
+        took < 5_000_000_000,
+        "ran {} ms after the release",
+        took / 1_000_000
+    );
+}
+
+#[test]
+fn what_etcd_cannot_honour_is_refused_in_one_line() {
+    let etcd = EtcdCluster::start_with(EtcdOpts {
+        members: 1,
+        ..EtcdOpts::default()
+    });
+    let dir = TempDir::new();
+    let url = etcd.url();
+    let etcds = url.replace("etcd://", "etcds://");
+    // (the URLs, more options, what the line says)
+    let cases: Vec<(Vec<&str>, Vec<&str>, &str)> = vec![
+        (
+            vec![&url],
+            vec!["--min-replicas", "1"],
+            "--min-replicas is for Redis",
+        ),
+        (vec![&url], vec!["--fsync"], "--fsync is for Redis"),
+        (
+            vec![&url, &url],
+            vec![],
+            "the members of one cluster go in one URL",
+        ),
+        (
+            vec![&url, "redis://127.0.0.1:6379"],
+            vec![],
+            "Redis and etcd URLs together",
+        ),
+        (
+            vec![&etcds],
+            vec!["--tls-insecure"],
+            "--tls-insecure does not work with etcds://",
+        ),
+        (
+            vec!["etcd://127.0.0.1:2379/path"],
+            vec![],
+            "no path or parameters",
+        ),
+    ];
+    for (urls, args, said) in cases {
+        let out = Redlock::new()
+            .arg("run")
+            .args(urls.iter().flat_map(|u| ["--url", u]))
+            .key("refused")
+            .args(&args)
+            .sh(&marker_script(&dir))
+            .status(64)
+            .stderr_lines(1)
+            .output();
+        assert!(out.stderr.contains(said), "{args:?}: {}", out.stderr);
+    }
+    assert!(
+        !dir.join("marker").exists(),
+        "a refused run ran its command"
+    );
+    assert!(
+        etcd.get_prefix("redlock:").is_empty(),
+        "a refused run wrote to etcd"
+    );
+    // Unreachable: 69 within the attempt's limit, nothing run.
+    let out = Redlock::run_at(&format!("etcd://127.0.0.1:{}", free_port()))
+        .key("away")
+        .sh(&marker_script(&dir))
+        .status(69)
+        .stderr_lines(1)
+        .output();
+    assert!(
+        out.stderr.contains("cannot reach etcd at"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.elapsed < Duration::from_secs(12),
+        "took {:?}",
+        out.elapsed
+    );
+}
