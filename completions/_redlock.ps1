@@ -37,12 +37,12 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             break
         }
         'redlock;run' {
-            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
-            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the Redis keys: the lock is PREFIX{NAME}')
-            [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
-            [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss://: trust the CA certificates in this PEM file instead of the system store')
-            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'For rediss:// with mutual TLS: the client certificate (PEM; needs --tls-key)')
-            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'For rediss:// with mutual TLS: the client''s private key (PEM; needs --tls-cert)')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user@]host:port[,host:port...] (its members) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....')
+            [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
+            [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store')
+            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)')
+            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'For rediss:// and etcds:// with mutual TLS: the client''s private key (PEM; needs --tls-cert)')
             [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock (not read from the environment: REDLOCK_KEY is what the command sees)')
             [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Lease length; renewed every ttl/3 while the command runs')
             [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'How long to wait for a busy lock, or for an unreachable Redis to come back (retried with back-off): 0 tries once, `forever` waits without limit')
@@ -71,12 +71,12 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             break
         }
         'redlock;status' {
-            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
-            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the Redis keys: the lock is PREFIX{NAME}')
-            [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
-            [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss://: trust the CA certificates in this PEM file instead of the system store')
-            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'For rediss:// with mutual TLS: the client certificate (PEM; needs --tls-key)')
-            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'For rediss:// with mutual TLS: the client''s private key (PEM; needs --tls-cert)')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user@]host:port[,host:port...] (its members) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....')
+            [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
+            [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store')
+            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)')
+            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'For rediss:// and etcds:// with mutual TLS: the client''s private key (PEM; needs --tls-cert)')
             [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Diagnostics as text lines, or as one JSON object per line (stable event names)')
             [CompletionResult]::new('--tls-insecure', '--tls-insecure', [CompletionResultType]::ParameterName, 'TESTING ONLY: do not verify the server''s TLS certificate, so anyone on the network path can pose as Redis. Warns on every use')
@@ -92,12 +92,12 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             break
         }
         'redlock;list' {
-            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
-            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the Redis keys: the lock is PREFIX{NAME}')
-            [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
-            [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss://: trust the CA certificates in this PEM file instead of the system store')
-            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'For rediss:// with mutual TLS: the client certificate (PEM; needs --tls-key)')
-            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'For rediss:// with mutual TLS: the client''s private key (PEM; needs --tls-cert)')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user@]host:port[,host:port...] (its members) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....')
+            [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
+            [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store')
+            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)')
+            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'For rediss:// and etcds:// with mutual TLS: the client''s private key (PEM; needs --tls-cert)')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Diagnostics as text lines, or as one JSON object per line (stable event names)')
             [CompletionResult]::new('--tls-insecure', '--tls-insecure', [CompletionResultType]::ParameterName, 'TESTING ONLY: do not verify the server''s TLS certificate, so anyone on the network path can pose as Redis. Warns on every use')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print a JSON array of the locks instead of text')
@@ -112,12 +112,12 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             break
         }
         'redlock;history' {
-            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
-            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the Redis keys: the lock is PREFIX{NAME}')
-            [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
-            [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss://: trust the CA certificates in this PEM file instead of the system store')
-            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'For rediss:// with mutual TLS: the client certificate (PEM; needs --tls-key)')
-            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'For rediss:// with mutual TLS: the client''s private key (PEM; needs --tls-cert)')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user@]host:port[,host:port...] (its members) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....')
+            [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
+            [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store')
+            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)')
+            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'For rediss:// and etcds:// with mutual TLS: the client''s private key (PEM; needs --tls-cert)')
             [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Diagnostics as text lines, or as one JSON object per line (stable event names)')
             [CompletionResult]::new('--tls-insecure', '--tls-insecure', [CompletionResultType]::ParameterName, 'TESTING ONLY: do not verify the server''s TLS certificate, so anyone on the network path can pose as Redis. Warns on every use')
@@ -133,12 +133,12 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             break
         }
         'redlock;check' {
-            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
-            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the Redis keys: the lock is PREFIX{NAME}')
-            [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
-            [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss://: trust the CA certificates in this PEM file instead of the system store')
-            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'For rediss:// with mutual TLS: the client certificate (PEM; needs --tls-key)')
-            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'For rediss:// with mutual TLS: the client''s private key (PEM; needs --tls-cert)')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user@]host:port[,host:port...] (its members) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....')
+            [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
+            [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store')
+            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)')
+            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'For rediss:// and etcds:// with mutual TLS: the client''s private key (PEM; needs --tls-cert)')
             [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock')
             [CompletionResult]::new('--max-age', '--max-age', [CompletionResultType]::ParameterName, 'OK only if a run succeeded within this long (by the server''s clock), on any host')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Diagnostics as text lines, or as one JSON object per line (stable event names)')
@@ -155,12 +155,12 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             break
         }
         'redlock;release' {
-            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
-            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the Redis keys: the lock is PREFIX{NAME}')
-            [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
-            [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss://: trust the CA certificates in this PEM file instead of the system store')
-            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'For rediss:// with mutual TLS: the client certificate (PEM; needs --tls-key)')
-            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'For rediss:// with mutual TLS: the client''s private key (PEM; needs --tls-cert)')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user@]host:port[,host:port...] (its members) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....')
+            [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
+            [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store')
+            [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)')
+            [CompletionResult]::new('--tls-key', '--tls-key', [CompletionResultType]::ParameterName, 'For rediss:// and etcds:// with mutual TLS: the client''s private key (PEM; needs --tls-cert)')
             [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Name of the lock')
             [CompletionResult]::new('--token', '--token', [CompletionResultType]::ParameterName, 'Only if the lock still holds this owner token (as shown by status): never break the lock of a holder that took it since you looked. Of several holders, the one to remove')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Diagnostics as text lines, or as one JSON object per line (stable event names)')

@@ -35,12 +35,12 @@ complete -c redlock -n "__fish_redlock_needs_command" -f -a "release" -d 'Break-
 complete -c redlock -n "__fish_redlock_needs_command" -f -a "completions" -d 'Print a shell completion script to stdout (no Redis needed)'
 complete -c redlock -n "__fish_redlock_needs_command" -f -a "man" -d 'Print the man page, redlock(1), to stdout as roff (no Redis needed)'
 complete -c redlock -n "__fish_redlock_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c redlock -n "__fish_redlock_using_subcommand run" -l url -d 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
-complete -c redlock -n "__fish_redlock_using_subcommand run" -l prefix -d 'Prefix of the Redis keys: the lock is PREFIX{NAME}' -r
-complete -c redlock -n "__fish_redlock_using_subcommand run" -l password-file -d 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-ca-cert -d 'For rediss://: trust the CA certificates in this PEM file instead of the system store' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-cert -d 'For rediss:// with mutual TLS: the client certificate (PEM; needs --tls-key)' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-key -d 'For rediss:// with mutual TLS: the client\'s private key (PEM; needs --tls-cert)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l url -d 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user@]host:port[,host:port...] (its members) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l prefix -d 'Prefix of the lock\'s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l password-file -d 'Read the password (Redis\'s, or the etcd user\'s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-ca-cert -d 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-cert -d 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-key -d 'For rediss:// and etcds:// with mutual TLS: the client\'s private key (PEM; needs --tls-cert)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l key -d 'Name of the lock (not read from the environment: REDLOCK_KEY is what the command sees)' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l ttl -d 'Lease length; renewed every ttl/3 while the command runs' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l wait -d 'How long to wait for a busy lock, or for an unreachable Redis to come back (retried with back-off): 0 tries once, `forever` waits without limit' -r
@@ -63,12 +63,12 @@ complete -c redlock -n "__fish_redlock_using_subcommand run" -s v -l verbose -d 
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s q -l quiet -d 'Say nothing on stderr but errors'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s h -l help -d 'Print help'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s V -l version -d 'Print version'
-complete -c redlock -n "__fish_redlock_using_subcommand status" -l url -d 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
-complete -c redlock -n "__fish_redlock_using_subcommand status" -l prefix -d 'Prefix of the Redis keys: the lock is PREFIX{NAME}' -r
-complete -c redlock -n "__fish_redlock_using_subcommand status" -l password-file -d 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand status" -l tls-ca-cert -d 'For rediss://: trust the CA certificates in this PEM file instead of the system store' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand status" -l tls-cert -d 'For rediss:// with mutual TLS: the client certificate (PEM; needs --tls-key)' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand status" -l tls-key -d 'For rediss:// with mutual TLS: the client\'s private key (PEM; needs --tls-cert)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l url -d 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user@]host:port[,host:port...] (its members) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l prefix -d 'Prefix of the lock\'s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....' -r
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l password-file -d 'Read the password (Redis\'s, or the etcd user\'s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l tls-ca-cert -d 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l tls-cert -d 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l tls-key -d 'For rediss:// and etcds:// with mutual TLS: the client\'s private key (PEM; needs --tls-cert)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand status" -l key -d 'Name of the lock' -r
 complete -c redlock -n "__fish_redlock_using_subcommand status" -l log-format -d 'Diagnostics as text lines, or as one JSON object per line (stable event names)' -r -f -a "text\t''
 json\t''"
@@ -78,12 +78,12 @@ complete -c redlock -n "__fish_redlock_using_subcommand status" -s v -l verbose 
 complete -c redlock -n "__fish_redlock_using_subcommand status" -s q -l quiet -d 'Say nothing on stderr but errors'
 complete -c redlock -n "__fish_redlock_using_subcommand status" -s h -l help -d 'Print help'
 complete -c redlock -n "__fish_redlock_using_subcommand status" -s V -l version -d 'Print version'
-complete -c redlock -n "__fish_redlock_using_subcommand list" -l url -d 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
-complete -c redlock -n "__fish_redlock_using_subcommand list" -l prefix -d 'Prefix of the Redis keys: the lock is PREFIX{NAME}' -r
-complete -c redlock -n "__fish_redlock_using_subcommand list" -l password-file -d 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand list" -l tls-ca-cert -d 'For rediss://: trust the CA certificates in this PEM file instead of the system store' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand list" -l tls-cert -d 'For rediss:// with mutual TLS: the client certificate (PEM; needs --tls-key)' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand list" -l tls-key -d 'For rediss:// with mutual TLS: the client\'s private key (PEM; needs --tls-cert)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand list" -l url -d 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user@]host:port[,host:port...] (its members) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
+complete -c redlock -n "__fish_redlock_using_subcommand list" -l prefix -d 'Prefix of the lock\'s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....' -r
+complete -c redlock -n "__fish_redlock_using_subcommand list" -l password-file -d 'Read the password (Redis\'s, or the etcd user\'s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand list" -l tls-ca-cert -d 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand list" -l tls-cert -d 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand list" -l tls-key -d 'For rediss:// and etcds:// with mutual TLS: the client\'s private key (PEM; needs --tls-cert)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand list" -l log-format -d 'Diagnostics as text lines, or as one JSON object per line (stable event names)' -r -f -a "text\t''
 json\t''"
 complete -c redlock -n "__fish_redlock_using_subcommand list" -l tls-insecure -d 'TESTING ONLY: do not verify the server\'s TLS certificate, so anyone on the network path can pose as Redis. Warns on every use'
@@ -92,12 +92,12 @@ complete -c redlock -n "__fish_redlock_using_subcommand list" -s v -l verbose -d
 complete -c redlock -n "__fish_redlock_using_subcommand list" -s q -l quiet -d 'Say nothing on stderr but errors'
 complete -c redlock -n "__fish_redlock_using_subcommand list" -s h -l help -d 'Print help'
 complete -c redlock -n "__fish_redlock_using_subcommand list" -s V -l version -d 'Print version'
-complete -c redlock -n "__fish_redlock_using_subcommand history" -l url -d 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
-complete -c redlock -n "__fish_redlock_using_subcommand history" -l prefix -d 'Prefix of the Redis keys: the lock is PREFIX{NAME}' -r
-complete -c redlock -n "__fish_redlock_using_subcommand history" -l password-file -d 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand history" -l tls-ca-cert -d 'For rediss://: trust the CA certificates in this PEM file instead of the system store' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand history" -l tls-cert -d 'For rediss:// with mutual TLS: the client certificate (PEM; needs --tls-key)' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand history" -l tls-key -d 'For rediss:// with mutual TLS: the client\'s private key (PEM; needs --tls-cert)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand history" -l url -d 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user@]host:port[,host:port...] (its members) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
+complete -c redlock -n "__fish_redlock_using_subcommand history" -l prefix -d 'Prefix of the lock\'s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....' -r
+complete -c redlock -n "__fish_redlock_using_subcommand history" -l password-file -d 'Read the password (Redis\'s, or the etcd user\'s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand history" -l tls-ca-cert -d 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand history" -l tls-cert -d 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand history" -l tls-key -d 'For rediss:// and etcds:// with mutual TLS: the client\'s private key (PEM; needs --tls-cert)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand history" -l key -d 'Name of the lock' -r
 complete -c redlock -n "__fish_redlock_using_subcommand history" -l log-format -d 'Diagnostics as text lines, or as one JSON object per line (stable event names)' -r -f -a "text\t''
 json\t''"
@@ -107,12 +107,12 @@ complete -c redlock -n "__fish_redlock_using_subcommand history" -s v -l verbose
 complete -c redlock -n "__fish_redlock_using_subcommand history" -s q -l quiet -d 'Say nothing on stderr but errors'
 complete -c redlock -n "__fish_redlock_using_subcommand history" -s h -l help -d 'Print help'
 complete -c redlock -n "__fish_redlock_using_subcommand history" -s V -l version -d 'Print version'
-complete -c redlock -n "__fish_redlock_using_subcommand check" -l url -d 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
-complete -c redlock -n "__fish_redlock_using_subcommand check" -l prefix -d 'Prefix of the Redis keys: the lock is PREFIX{NAME}' -r
-complete -c redlock -n "__fish_redlock_using_subcommand check" -l password-file -d 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand check" -l tls-ca-cert -d 'For rediss://: trust the CA certificates in this PEM file instead of the system store' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand check" -l tls-cert -d 'For rediss:// with mutual TLS: the client certificate (PEM; needs --tls-key)' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand check" -l tls-key -d 'For rediss:// with mutual TLS: the client\'s private key (PEM; needs --tls-cert)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l url -d 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user@]host:port[,host:port...] (its members) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l prefix -d 'Prefix of the lock\'s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....' -r
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l password-file -d 'Read the password (Redis\'s, or the etcd user\'s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l tls-ca-cert -d 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l tls-cert -d 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l tls-key -d 'For rediss:// and etcds:// with mutual TLS: the client\'s private key (PEM; needs --tls-cert)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand check" -l key -d 'Name of the lock' -r
 complete -c redlock -n "__fish_redlock_using_subcommand check" -l max-age -d 'OK only if a run succeeded within this long (by the server\'s clock), on any host' -r
 complete -c redlock -n "__fish_redlock_using_subcommand check" -l log-format -d 'Diagnostics as text lines, or as one JSON object per line (stable event names)' -r -f -a "text\t''
@@ -123,12 +123,12 @@ complete -c redlock -n "__fish_redlock_using_subcommand check" -s v -l verbose -
 complete -c redlock -n "__fish_redlock_using_subcommand check" -s q -l quiet -d 'Say nothing on stderr but errors'
 complete -c redlock -n "__fish_redlock_using_subcommand check" -s h -l help -d 'Print help'
 complete -c redlock -n "__fish_redlock_using_subcommand check" -s V -l version -d 'Print version'
-complete -c redlock -n "__fish_redlock_using_subcommand release" -l url -d 'Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]. Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
-complete -c redlock -n "__fish_redlock_using_subcommand release" -l prefix -d 'Prefix of the Redis keys: the lock is PREFIX{NAME}' -r
-complete -c redlock -n "__fish_redlock_using_subcommand release" -l password-file -d 'Read the Redis password from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand release" -l tls-ca-cert -d 'For rediss://: trust the CA certificates in this PEM file instead of the system store' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand release" -l tls-cert -d 'For rediss:// with mutual TLS: the client certificate (PEM; needs --tls-key)' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand release" -l tls-key -d 'For rediss:// with mutual TLS: the client\'s private key (PEM; needs --tls-cert)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l url -d 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user@]host:port[,host:port...] (its members) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l prefix -d 'Prefix of the lock\'s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....' -r
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l password-file -d 'Read the password (Redis\'s, or the etcd user\'s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l tls-ca-cert -d 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l tls-cert -d 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l tls-key -d 'For rediss:// and etcds:// with mutual TLS: the client\'s private key (PEM; needs --tls-cert)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l key -d 'Name of the lock' -r
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l token -d 'Only if the lock still holds this owner token (as shown by status): never break the lock of a holder that took it since you looked. Of several holders, the one to remove' -r
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l log-format -d 'Diagnostics as text lines, or as one JSON object per line (stable event names)' -r -f -a "text\t''

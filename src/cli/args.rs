@@ -42,8 +42,8 @@ ENVIRONMENT:
   REDLOCK_MIN_REPLICAS, REDLOCK_FSYNC, REDLOCK_METRICS_FILE, REDLOCK_LOG_FORMAT,
   REDLOCK_PASSWORD_FILE, REDLOCK_TLS_CA_CERT, REDLOCK_TLS_CERT, REDLOCK_TLS_KEY
   and REDLOCK_TLS_INSECURE give defaults for the options of the same name; a flag
-  wins over its variable. REDLOCK_PASSWORD holds the Redis password (below
-  --password-file, above a password in the URL).
+  wins over its variable. REDLOCK_PASSWORD holds the password, Redis's or the etcd
+  user's (below --password-file, above a password in the URL).
   The command sees REDLOCK_KEY, REDLOCK_TOKEN, REDLOCK_FENCING_TOKEN and
   REDLOCK_URL (the servers locked on, every --url, without passwords), and no
   credentials: REDLOCK_PASSWORD is removed.";
@@ -53,7 +53,8 @@ ENVIRONMENT:
   REDLOCK_URL, REDLOCK_PREFIX, REDLOCK_LOG_FORMAT, REDLOCK_PASSWORD_FILE,
   REDLOCK_TLS_CA_CERT, REDLOCK_TLS_CERT, REDLOCK_TLS_KEY and
   REDLOCK_TLS_INSECURE give defaults for the options of the same name; a
-  flag wins over its variable. REDLOCK_PASSWORD holds the Redis password.";
+  flag wins over its variable. REDLOCK_PASSWORD holds the password, Redis's or
+  the etcd user's.";
 
 /// The variables redlock gives the command, and what each holds.
 pub const COMMAND_ENV: [(&str, &str); 3] = [
@@ -67,9 +68,10 @@ pub const COMMAND_ENV: [(&str, &str); 3] = [
         concat!(
             "this acquisition's fencing token, ",
             crate::fencing_guarantee!(),
-            ": the larger of the lock's counter + 1 and the server's clock (TIME) in \
+            ": on Redis the larger of the lock's counter + 1 and the server's clock (TIME) in \
              microseconds, an integer of 16 digits (with several --url: read from a majority \
-             and raised on a majority)"
+             and raised on a majority); on etcd the create revision of the lock's entry, kept \
+             by Raft"
         ),
     ),
 ];
@@ -82,7 +84,7 @@ pub use crate::backend::redis::transport::tls::SSL_CERT_FILE;
 pub const OTHER_ENV: [(&str, &str); 2] = [
     (
         PASSWORD_ENV,
-        "the Redis password, for every URL: wins over a password in the URL, loses to --password-file",
+        "the password (Redis's, or the etcd user's), for every URL: wins over a password in the URL, loses to --password-file",
     ),
     (
         SSL_CERT_FILE,
@@ -90,7 +92,7 @@ pub const OTHER_ENV: [(&str, &str); 2] = [
     ),
 ];
 
-/// Run a command under a Redis lock: one copy at a time across every machine.
+/// Run a command under a Redis or etcd lock: one copy at a time across every machine.
 #[derive(Debug, Parser)]
 #[command(name = "redlock", version, about, propagate_version = true)]
 pub struct Cli {
@@ -142,10 +144,11 @@ pub enum Command {
 /// Where the locks live: shared by every subcommand.
 #[derive(Debug, Args)]
 pub struct ConnArgs {
-    /// Redis to lock on: redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock,
-    /// redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...].
-    /// Give it several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum
-    /// of independent masters.
+    /// Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock,
+    /// redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...];
+    /// or an etcd cluster, etcd://[user@]host:port[,host:port...] (its members) or etcds://....
+    /// Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL)
+    /// for a quorum of independent masters.
     #[arg(
         long,
         env = "REDLOCK_URL",
@@ -153,7 +156,7 @@ pub struct ConnArgs {
         hide_env_values = true,
         value_name = "URL"
     )]
-    // Checked by [`ConnArgs::endpoints`], not by clap: clap's errors would echo a password.
+    // Checked by `backend::open`, not by clap: clap's errors would echo a password.
     pub url: Vec<String>,
 
     /// Whether `url` came from REDLOCK_URL (split on whitespace) rather than from --url (one
@@ -161,12 +164,12 @@ pub struct ConnArgs {
     #[arg(skip)]
     pub url_from_env: bool,
 
-    /// Prefix of the Redis keys: the lock is PREFIX{NAME}.
+    /// Prefix of the lock's keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....
     #[arg(long, env = "REDLOCK_PREFIX", hide_env_values = true, default_value = "redlock:", value_parser = parse_prefix)]
     pub prefix: String,
 
-    /// Read the Redis password from FILE (one trailing newline dropped); it wins over
-    /// REDLOCK_PASSWORD and over a password in the URL.
+    /// Read the password (Redis's, or the etcd user's) from FILE (one trailing newline
+    /// dropped); it wins over REDLOCK_PASSWORD and over a password in the URL.
     #[arg(
         long,
         env = "REDLOCK_PASSWORD_FILE",
@@ -175,7 +178,8 @@ pub struct ConnArgs {
     )]
     pub password_file: Option<PathBuf>,
 
-    /// For rediss://: trust the CA certificates in this PEM file instead of the system store.
+    /// For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the
+    /// system store.
     #[arg(
         long,
         env = "REDLOCK_TLS_CA_CERT",
@@ -184,7 +188,8 @@ pub struct ConnArgs {
     )]
     pub tls_ca_cert: Option<PathBuf>,
 
-    /// For rediss:// with mutual TLS: the client certificate (PEM; needs --tls-key).
+    /// For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs
+    /// --tls-key).
     #[arg(
         long,
         env = "REDLOCK_TLS_CERT",
@@ -194,7 +199,8 @@ pub struct ConnArgs {
     )]
     pub tls_cert: Option<PathBuf>,
 
-    /// For rediss:// with mutual TLS: the client's private key (PEM; needs --tls-cert).
+    /// For rediss:// and etcds:// with mutual TLS: the client's private key (PEM; needs
+    /// --tls-cert).
     #[arg(
         long,
         env = "REDLOCK_TLS_KEY",

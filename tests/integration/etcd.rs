@@ -254,3 +254,156 @@ fn what_etcd_cannot_honour_is_refused_in_one_line() {
         out.elapsed
     );
 }
+
+/// docs/etcd.md's role, made from the page's lines as written on a real cluster: redlock runs
+/// and every admin command works as that user, with its password from a file; another prefix
+/// is refused to it (69, saying what to grant); the password is printed nowhere.
+#[test]
+fn the_documented_role_can_do_everything_redlock_does_and_no_more() {
+    let etcd = EtcdCluster::start_with(EtcdOpts {
+        members: 1,
+        ..EtcdOpts::default()
+    });
+    let dir = TempDir::new();
+    let page = read(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/etcd.md"));
+    let lines: Vec<&str> = page
+        .lines()
+        .filter_map(|l| l.strip_prefix("    etcdctl "))
+        .collect();
+    assert!(lines.len() >= 5, "{lines:?}");
+    for line in &lines {
+        let line = line
+            .replace("ROOT_PASSWORD", "r00t-pw")
+            .replace("PASSWORD", "s3cret-pw");
+        let out = etcd.etcdctl(line.split_whitespace());
+        assert!(out.status.success(), "etcdctl {line}: {}", out.stderr);
+    }
+    std::fs::write(dir.join("pw"), "s3cret-pw\n").unwrap();
+    let url = etcd.url().replace("etcd://", "etcd://redlock@");
+    let as_user = |r: Redlock| r.env("REDLOCK_PASSWORD_FILE", dir.join("pw"));
+    let out = as_user(Redlock::run_at(&url))
+        .key("job")
+        .sh("echo $REDLOCK_FENCING_TOKEN")
+        .any_stdout()
+        .output();
+    assert!(!out.stdout.trim().is_empty());
+    for sub in ["status", "history"] {
+        as_user(Redlock::admin_at(sub, &url))
+            .key("job")
+            .any_stdout()
+            .output();
+    }
+    as_user(Redlock::admin_at("check", &url))
+        .key("job")
+        .args(["--max-age", "1h"])
+        .stdout_contains("OK: ")
+        .output();
+    as_user(Redlock::admin_at("list", &url)).output();
+    as_user(Redlock::admin_at("release", &url))
+        .key("job")
+        .arg("--force")
+        .any_stdout()
+        .output();
+    // The role stops at its prefix.
+    let out = as_user(Redlock::run_at(&url))
+        .key("job")
+        .args(["--prefix", "other:"])
+        .sh(&marker_script(&dir))
+        .status(69)
+        .stderr_lines(1)
+        .output();
+    assert!(
+        out.stderr
+            .contains("does not let this user do what redlock needs"),
+        "{}",
+        out.stderr
+    );
+    assert!(!dir.join("marker").exists());
+    out.assert_no_secret(&["s3cret-pw"]);
+    // A wrong password: 69, one line, neither password shown.
+    let out = Redlock::run_at(&url)
+        .env("REDLOCK_PASSWORD", "wrong-pw")
+        .key("job")
+        .sh(&marker_script(&dir))
+        .status(69)
+        .stderr_lines(1)
+        .output();
+    out.assert_no_secret(&["wrong-pw", "s3cret-pw"]);
+}
+
+/// docs/etcd.md's recipe, the /etc/cron.d line, runs as written against a real cluster (the
+/// URL ours, the password file ours, the splay and the script short).
+#[test]
+fn the_documented_recipe_runs_on_etcd() {
+    let etcd = EtcdCluster::start();
+    let page = read(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/etcd.md"));
+    let line = page
+        .lines()
+        .find(|l| l.contains("/usr/bin/redlock run"))
+        .expect("a recipe line");
+    let options: Vec<&str> = line
+        .split("redlock run ")
+        .nth(1)
+        .unwrap()
+        .split(" -- ")
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    let mut words = Vec::new();
+    let mut iter = options.iter();
+    while let Some(word) = iter.next() {
+        if *word == "--splay" {
+            iter.next();
+            words.extend(["--splay", "1ms"]);
+        } else {
+            words.push(*word);
+        }
+    }
+    Redlock::run_at(&etcd.url())
+        .args(&words)
+        .sh("true")
+        .output();
+    // Once a night: the next run within --min-interval skips.
+    Redlock::run_at(&etcd.url())
+        .args(&words)
+        .sh("true")
+        .status(75)
+        .output();
+}
+
+/// docs/comparison.md's first row, on one cluster: a lease revoked under each tool's command.
+/// `etcdctl lock` lets its command run on beside the next holder and exits 0; redlock stops its
+/// command and exits 76.
+#[test]
+fn beside_etcdctl_lock_only_redlock_stops_its_command_when_the_lease_is_revoked() {
+    let etcd = EtcdCluster::start();
+    let dir = TempDir::new();
+    let endpoints = etcd.endpoints().join(",");
+    let mut etcdctl = std::process::Command::new(etcdctl_binary());
+    etcdctl
+        .args(["--endpoints", &endpoints, "lock", "theirs", "--"])
+        .args(["sh", "-c", &beating(&dir, "e")]);
+    let theirs = Proc::spawn(etcdctl);
+    let ours = Redlock::run_at(&etcd.url())
+        .key("ours")
+        .ttl("3s")
+        .sh(&beating(&dir, "r"))
+        .spawn();
+    wait_for_file(&dir.join("e.ready"));
+    wait_for_file(&dir.join("r.ready"));
+    assert_eq!(etcd.revoke_all_leases(), 2);
+    let ours = ours.finish_within(Duration::from_secs(10));
+    ours.assert_code(76);
+    // etcdctl's command beats on well after redlock's was stopped.
+    let stopped = now_ns();
+    std::thread::sleep(Duration::from_millis(500));
+    let beats = read_stamps(&dir.join("e.hb"));
+    assert!(
+        *beats.last().unwrap() > stopped,
+        "etcdctl lock's command stopped too"
+    );
+    touch(&dir.join("e.go"));
+    let theirs = theirs.finish_within(Duration::from_secs(10));
+    theirs.assert_code(0);
+}
