@@ -122,6 +122,42 @@ pub struct Started {
     pub slot: String,
 }
 
+/// How long a run has held the lock, as its client counts it: from the take's answer to now,
+/// or to the end of its lease if that came first. A run found lost later (its holder frozen past
+/// its lease, its lease revoked) held it no longer than that: the watchdog stopped its command
+/// at the lease's end. Every backend records a run's end with it.
+#[derive(Debug, Clone, Copy)]
+pub struct Tenure {
+    /// When the take's answer came.
+    at: std::time::Instant,
+    /// The lease: `ttl` from this long after `at`, when the last renewal that counted was sent
+    /// (zero: the take's own).
+    lease_from: Duration,
+    ttl: Duration,
+}
+
+impl Tenure {
+    /// A lease of `ttl` taken now.
+    pub fn new(ttl: Duration) -> Self {
+        Self {
+            at: std::time::Instant::now(),
+            lease_from: Duration::ZERO,
+            ttl,
+        }
+    }
+
+    /// A renewal sent at `sent` counted: the lease is `ttl` from then.
+    pub fn renewed(&mut self, sent: std::time::Instant, ttl: Duration) {
+        self.lease_from = sent.saturating_duration_since(self.at);
+        self.ttl = ttl;
+    }
+
+    /// How long the run has held the lock by now.
+    pub fn held(&self) -> Duration {
+        self.at.elapsed().min(self.lease_from + self.ttl)
+    }
+}
+
 /// How a recorded run stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunEnd {

@@ -16,6 +16,7 @@ mod locker;
 mod node;
 mod queue;
 mod record;
+mod steps;
 
 use etcd_client::{Certificate, ConnectOptions, Identity, TlsOptions};
 

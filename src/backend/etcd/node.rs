@@ -10,9 +10,9 @@ use etcd_client::{Compare, CompareOp, GetOptions, KeyValue, LeaseTimeToLiveOptio
 
 use super::client::Conn;
 use super::keys::Keys;
-use super::locker::{entry_of, now_ms};
 use super::queue::{self, Entry};
 use super::record;
+use super::steps::{entry_of, now_ms};
 use crate::lock::{
     Failure, Forced, HeldAs, Holder, Inspected, Kind, LockInfo, Node, Place, Runs, Several,
 };

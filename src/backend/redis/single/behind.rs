@@ -7,17 +7,23 @@
 //! connection's first request carries the eviction-policy question instead, and its attempt
 //! goes as usual.
 //!
+//! A waiter's wait is cut short from another thread by a [`SingleInterrupt`], here too.
+//!
 //! [`Locker::wait_then_acquire`]: crate::lock::Locker::wait_then_acquire
 
 use std::time::{Duration, Instant};
 
 use redis::Value;
 
+use crate::backend::redis::Keys;
 use crate::backend::redis::reply::FromReply;
+use crate::backend::redis::scripts::calls;
 use crate::backend::redis::scripts::{self, calls::AcquireReply};
-use crate::lock::{Acquire, Block, Failure, record};
+use crate::backend::redis::transport::endpoint::Endpoint;
+use crate::backend::redis::waiters::WAKE_LINGER;
+use crate::lock::{Acquire, Block, Failure, Interrupt, record};
 
-use super::SingleRedis;
+use super::{Beside, SingleRedis};
 
 impl SingleRedis {
     /// Block for a wake-up as [`Block`] says, the plain take of `token` for `ttl` behind it:
@@ -77,5 +83,29 @@ impl SingleRedis {
             }
         };
         (woken, acquired)
+    }
+}
+
+/// Interrupts a [`SingleRedis`] waiter's wait from another thread, over a connection opened
+/// for that one request (see [`Interrupt`]): none is kept while waiting.
+pub(super) struct SingleInterrupt {
+    pub endpoint: Endpoint,
+    pub keys: Keys,
+    pub token: String,
+}
+
+impl Interrupt for SingleInterrupt {
+    fn interrupt(&self, timeout: Duration) -> Result<(), Failure> {
+        let mut once = SingleRedis::new(
+            self.endpoint.clone(),
+            self.keys.clone(),
+            false,
+            Duration::ZERO,
+        );
+        let interrupt = calls::Interrupt {
+            token: &self.token,
+            linger: WAKE_LINGER,
+        };
+        once.call(&interrupt, timeout, Beside::Nothing).map(drop)
     }
 }

@@ -15,13 +15,15 @@ use crate::backend::redis::scripts::{self, Script, calls};
 use crate::backend::redis::transport::Connection;
 use crate::backend::redis::transport::endpoint::Endpoint;
 use crate::backend::redis::waiters::{FAIR_BEAT, WAKE_LINGER};
-use crate::exit::Outcome;
-use crate::lock::record::{self, Lost, RunEnding, Started};
+use crate::lock::record::{self, Lost, RunEnding, Started, Tenure};
 use crate::lock::{
     Acquire, Block, Failure, Held, HeldAs, Holder, Interrupt, Kind, Locker, Renewal, WAIT_SLACK,
 };
 
+mod acked;
 mod behind;
+
+use behind::SingleInterrupt;
 mod quorum_node;
 mod reads;
 
@@ -71,30 +73,19 @@ pub(crate) struct SingleRedis {
     taken: Option<Taken>,
 }
 
-/// A run this client took, and its lease as far as this client knows it.
+/// A run this client took (when the server ran the take, unix ms), and how long it has held
+/// the lock.
 #[derive(Debug)]
 struct Taken {
     run: Started,
-    /// When the take's answer came.
-    at: Instant,
-    /// The lease: `ttl` from this long after `at`, when the last renewal that counted was sent
-    /// (zero: the take's own, which began when the server ran it, at `run.at_ms`).
-    lease_from: Duration,
-    ttl: Duration,
+    tenure: Tenure,
 }
 
 impl Taken {
-    /// How long the run held the lock by now: from its take to now, or to the end of its lease
-    /// if that came first (a run found lost later, its holder frozen past its lease, held it no
-    /// longer than that: the watchdog stopped its command at the lease's end).
-    fn held(&self) -> Duration {
-        self.at.elapsed().min(self.lease_from + self.ttl)
-    }
-
     /// When the run held the lock to at the latest, by the server's clock (unix ms): what the
     /// record keeps as the end of a run found lost.
     fn over_by(&self) -> u64 {
-        self.run.at_ms + self.held().as_millis() as u64
+        self.run.at_ms + self.tenure.held().as_millis() as u64
     }
 }
 
@@ -170,24 +161,6 @@ impl SingleRedis {
         self
     }
 
-    /// What `acked` (the reply to what `beside` sent) says of a write described as `what`:
-    /// Ok(Ok(())) when it counts, or nothing was asked; Ok(Err(why)) when it does not.
-    fn judged(
-        &self,
-        beside: Beside,
-        acked: Option<&Value>,
-        what: &str,
-    ) -> Result<Result<(), String>, Failure> {
-        let (Beside::Durable(durability, wait), Some(acked)) = (beside, acked) else {
-            return Ok(Ok(()));
-        };
-        let flags = durability.flags();
-        durability
-            .judge(acked, what, wait)
-            .map(|judged| judged.map_err(|why| format!("{why} ({flags})")))
-            .ok_or_else(|| unexpected(self.endpoint(), acked))
-    }
-
     /// How a run found lost ends, with when it held the lock to at the latest, where known.
     fn lost(&self, lost: Lost) -> Lost {
         Lost {
@@ -207,16 +180,6 @@ impl SingleRedis {
     fn waiting_lifetime(&self, ttl: Duration) -> Duration {
         self.waiting_lifetime
             .unwrap_or(ttl + WAIT_SLACK + Duration::from_secs(1))
-    }
-
-    /// With `--min-replicas` or `--fsync`, what a write that must reach them sends beside it:
-    /// WAIT or WAITAOF, half of `timeout` at most (the server holds the reply up to then, then
-    /// sends it).
-    fn acknowledged(&self, timeout: Duration) -> Beside {
-        match self.durability {
-            Some((durability, wait)) => Beside::Durable(durability, wait.min(timeout / 2)),
-            None => Beside::Nothing,
-        }
     }
 
     /// The one way a script is called: [`scripts::send`] (EVALSHA, EVAL when the script cache
@@ -304,45 +267,6 @@ impl SingleRedis {
             .map_or(true, |set| set.is_some())
     }
 
-    /// `--min-replicas`, `--fsync`: wait, `wait` at most, for the lock to reach what they ask.
-    /// If it does not (or the server cannot: WAITAOF without an append-only file, or before
-    /// Redis 7.2), release it and fail with Refused, so the command never runs.
-    fn durable(
-        &mut self,
-        token: &str,
-        durability: Durability,
-        wait: Duration,
-    ) -> Result<(), Failure> {
-        // The server gives up after `wait`; the reply gets as long again to arrive.
-        let deadline = Instant::now() + wait * 2 + Duration::from_millis(10);
-        let acked = self.conn.request(deadline, |node| {
-            durability.command(wait).query::<Value>(&mut node.conn)
-        });
-        let flags = durability.flags();
-        let why = match acked.map(|acked| durability.judge(&acked, "the lock", wait)) {
-            Ok(Some(Ok(()))) => return Ok(()),
-            Ok(Some(Err(why))) => format!("{why} ({flags})"),
-            Ok(None) => format!("an unexpected answer to {flags}'s wait"),
-            // Not for a NOPERM: the user lacks WAITAOF, whatever the server can do.
-            Err(refusal @ Failure::Refused(_))
-                if durability.fsync && !crate::backend::redis::transport::is_denied(&refusal) =>
-            {
-                format!(
-                    "{refusal}: --fsync needs WAITAOF, so an append-only file (appendonly yes) and \
-                 Redis 7.2 or later, or Valkey 8; without them, run without --fsync"
-                )
-            }
-            Err(failure) => format!("waiting for {flags} failed ({failure})"),
-        };
-        // The command never ran: the run ends as one that Redis could not be used for.
-        let never = RunEnding::of(Outcome::Unavailable, 0);
-        let released = match self.finish(token, None, never, wait * 2) {
-            Ok(_) => "released it".to_owned(),
-            Err(failure) => format!("releasing it failed ({failure}); it expires by itself"),
-        };
-        Err(Failure::Refused(format!("{why}; {released}").into()))
-    }
-
     /// The release for how this client holds the lock; `success_for`: record the run's
     /// success for that long; `ended`: how the run ended, for its record.
     fn finish(
@@ -367,7 +291,7 @@ impl SingleRedis {
             record: Kept::DEFAULT,
         };
         let ended_run = self.taken.as_ref().map_or_else(String::new, |taken| {
-            ended.json(&taken.run, token, &self.holder, taken.held())
+            ended.json(&taken.run, token, &self.holder, taken.tenure.held())
         });
         let ended_run = ended_run.as_str();
         let (held, _) = match self.kind {
@@ -459,9 +383,7 @@ impl SingleRedis {
             AcquireReply::Acquired { fence, at_ms, slot } => {
                 self.taken = Some(Taken {
                     run: Started { at_ms, fence, slot },
-                    at: Instant::now(),
-                    lease_from: Duration::ZERO,
-                    ttl,
+                    tenure: Tenure::new(ttl),
                 });
                 if let Some((durability, wait)) = self.durability {
                     self.durable(token, durability, wait)?;
@@ -588,8 +510,7 @@ impl Locker for SingleRedis {
             (held, _) => Renewal::from(held),
         };
         if let (Renewal::Extended, Some(taken)) = (&renewal, &mut self.taken) {
-            taken.lease_from = sent.saturating_duration_since(taken.at);
-            taken.ttl = ttl;
+            taken.tenure.renewed(sent, ttl);
         }
         Ok(renewal)
     }
@@ -654,29 +575,5 @@ impl Locker for SingleRedis {
             record: Kept::DEFAULT,
         };
         self.call(&leave, timeout, Beside::Nothing).map(drop)
-    }
-}
-
-/// Interrupts a [`SingleRedis`] waiter's wait from another thread, over a connection opened
-/// for that one request (see [`Interrupt`]): none is kept while waiting.
-struct SingleInterrupt {
-    endpoint: Endpoint,
-    keys: Keys,
-    token: String,
-}
-
-impl Interrupt for SingleInterrupt {
-    fn interrupt(&self, timeout: Duration) -> Result<(), Failure> {
-        let mut once = SingleRedis::new(
-            self.endpoint.clone(),
-            self.keys.clone(),
-            false,
-            Duration::ZERO,
-        );
-        let interrupt = calls::Interrupt {
-            token: &self.token,
-            linger: WAKE_LINGER,
-        };
-        once.call(&interrupt, timeout, Beside::Nothing).map(drop)
     }
 }

@@ -1,0 +1,363 @@
+//! The steps of the lock protocol on etcd that the [`Locker`] methods are made of: a lease
+//! granted and revoked, the queue read and joined in one transaction, a place given up, a
+//! counter raised, a run's end recorded when its lock was found lost, a vanished run marked.
+//!
+//! [`Locker`]: crate::lock::Locker
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use etcd_client::{
+    Compare, CompareOp, Error, GetOptions, KeyValue, LeaseGrantOptions, PutOptions, SortOrder,
+    SortTarget, Txn, TxnOp, TxnOpResponse, TxnResponse,
+};
+
+use super::locker::EtcdLocker;
+use super::queue::Entry;
+use super::record;
+use crate::lock::record::RunEnding;
+use crate::lock::{Failure, Kind};
+
+impl EtcdLocker {
+    /// A lease of `ttl` rounded up to whole seconds (etcd's unit), granted within `deadline`.
+    pub(super) fn grant(&mut self, ttl: Duration, deadline: Instant) -> Result<i64, Failure> {
+        let secs = i64::try_from(ttl.as_millis().div_ceil(1000))
+            .unwrap_or(i64::MAX)
+            .max(1);
+        let granted = self.conn.run(deadline, move |mut client| async move {
+            client
+                .lease_grant(secs, None::<LeaseGrantOptions>)
+                .await
+                .map(|r| r.id())
+        })?;
+        self.lease = Some(granted);
+        Ok(granted)
+    }
+
+    /// One read-and-write of the queue: our entry put if absent (with the run's record too,
+    /// when nobody else is queued and nothing needs a look first), then the queue, the last
+    /// success and the counters read in the same transaction.
+    pub(super) fn enqueue(
+        &mut self,
+        token: &str,
+        lease: i64,
+        deadline: Instant,
+    ) -> Result<Seen, Failure> {
+        let entry = self.keys.entry(lease);
+        let put = TxnOp::put(
+            entry.clone(),
+            self.entry_value(token),
+            Some(PutOptions::new().with_lease(lease)),
+        );
+        let reads = [
+            TxnOp::get(
+                self.keys.queue(),
+                Some(
+                    GetOptions::new()
+                        .with_prefix()
+                        .with_sort(SortTarget::Create, SortOrder::Ascend),
+                ),
+            ),
+            TxnOp::get(self.keys.last_success(), None),
+            TxnOp::get(self.keys.counts(), Some(GetOptions::new().with_prefix())),
+            // The run before (the newest two: one may be this run's own, written here): if it
+            // never ended and its entry is gone, it vanished.
+            TxnOp::get(
+                self.keys.runs(),
+                Some(
+                    GetOptions::new()
+                        .with_prefix()
+                        .with_sort(SortTarget::Create, SortOrder::Descend)
+                        .with_limit(2),
+                ),
+            ),
+        ];
+        let fast = self.kind == Kind::Exclusive && self.min_interval.is_none();
+        let txn = if fast {
+            let run = TxnOp::put(
+                self.keys.run(lease),
+                record::started(token, &self.holder, now_ms()),
+                None,
+            );
+            let mut first = vec![put.clone(), run];
+            first.extend(reads.iter().cloned());
+            let mut queued = vec![TxnOp::txn(
+                Txn::new()
+                    .when([Compare::create_revision(entry.clone(), CompareOp::Equal, 0)])
+                    .and_then([put]),
+            )];
+            queued.extend(reads);
+            Txn::new()
+                .when([Compare::version(self.keys.queue(), CompareOp::Equal, 0).with_prefix()])
+                .and_then(first)
+                .or_else(queued)
+        } else {
+            let mut ops = vec![TxnOp::txn(
+                Txn::new()
+                    .when([Compare::create_revision(entry.clone(), CompareOp::Equal, 0)])
+                    .and_then([put]),
+            )];
+            ops.extend(reads);
+            Txn::new().and_then(ops)
+        };
+        let response = self.txn(txn, deadline)?;
+        Ok(Seen::read(&response, &entry, fast && response.succeeded()))
+    }
+
+    /// A transaction within `deadline`, on whichever member answers.
+    pub(super) fn txn(&mut self, txn: Txn, deadline: Instant) -> Result<TxnResponse, Failure> {
+        self.conn.run(deadline, move |mut client| {
+            let txn = txn.clone();
+            async move { client.txn(txn).await }
+        })
+    }
+
+    /// Our entry deleted (if it still holds our revision) and our lease revoked: the run gives
+    /// up its place, holding nothing.
+    pub(super) fn give_up_place(&mut self, deadline: Instant) -> Result<(), Failure> {
+        let Some(lease) = self.lease.take() else {
+            return Ok(());
+        };
+        if let Some(rev) = self.entry.take() {
+            let entry = self.keys.entry(lease);
+            let delete = Txn::new()
+                .when([Compare::create_revision(
+                    entry.clone(),
+                    CompareOp::Equal,
+                    rev,
+                )])
+                .and_then([TxnOp::delete(entry, None)]);
+            self.txn(delete, deadline)?;
+        }
+        self.revoke(lease, deadline)
+    }
+
+    pub(super) fn revoke(&mut self, lease: i64, deadline: Instant) -> Result<(), Failure> {
+        let revoked = self.conn.run(deadline, move |mut client| async move {
+            match client.lease_revoke(lease).await {
+                // Revoked already, or expired: gone either way.
+                Err(Error::GRpcStatus(status)) if status.code() == tonic::Code::NotFound => Ok(()),
+                other => other.map(drop),
+            }
+        });
+        self.unanswered = false;
+        revoked
+    }
+
+    /// Add one to the counter `label`, comparing its revision as last seen (a few tries; a
+    /// counter is the record's, never the lock's: failing to count stops nothing).
+    pub(super) fn count(&mut self, label: &str, deadline: Instant) {
+        for _ in 0..4 {
+            let key = self.keys.count(label);
+            let (value, rev) = self
+                .counts
+                .iter()
+                .find(|(l, _, _)| l == label)
+                .map_or((0, 0), |(_, v, r)| (*v, *r));
+            let txn = Txn::new()
+                .when([Compare::mod_revision(key.clone(), CompareOp::Equal, rev)])
+                .and_then([TxnOp::put(key.clone(), (value + 1).to_string(), None)])
+                .or_else([TxnOp::get(key, None)]);
+            let Ok(response) = self.txn(txn, deadline) else {
+                return;
+            };
+            if response.succeeded() {
+                return;
+            }
+            // Someone counted meanwhile: the counter as it is now, and again.
+            let now =
+                first_kv(&response).map_or((0, 0), |kv| (parse_int(kv.value()), kv.mod_revision()));
+            self.counts.retain(|(l, _, _)| l != label);
+            self.counts.push((label.to_owned(), now.0, now.1));
+        }
+    }
+
+    /// Record the taken run's end as lost (its lease or entry found gone), if it has no end yet.
+    pub(super) fn record_lost(&mut self, token: &str, ended: RunEnding, deadline: Instant) {
+        let (Some(lease), Some(taken)) = (self.lease, &self.taken) else {
+            return;
+        };
+        let lost = RunEnding {
+            outcome: ended.lost.lost_outcome,
+            status: ended.lost.lost_status,
+            ..ended
+        };
+        let value = record::ended(
+            token,
+            &self.holder,
+            (taken.at_ms, taken.fence),
+            taken.tenure.held(),
+            &lost,
+        );
+        let run = self.keys.run(lease);
+        let get = self.conn.run(deadline, {
+            let run = run.clone();
+            move |mut client| {
+                let run = run.clone();
+                async move { client.get(run, None).await }
+            }
+        });
+        let Ok(found) = get else { return };
+        let Some(kv) = found.kvs().first() else {
+            return;
+        };
+        if record::has_ended(kv.value()) {
+            return;
+        }
+        let txn = Txn::new()
+            .when([Compare::mod_revision(
+                run.clone(),
+                CompareOp::Equal,
+                kv.mod_revision(),
+            )])
+            .and_then([
+                TxnOp::put(run, value.clone(), None),
+                TxnOp::put(self.keys.last_ended(), value, None),
+            ]);
+        if matches!(self.txn(txn, deadline), Ok(r) if r.succeeded()) {
+            self.count(lost.outcome, deadline);
+        }
+    }
+
+    /// The run before ours never ended and its entry is gone: it vanished. Marked and counted
+    /// once, by the run that took the lock after it.
+    pub(super) fn mark_vanished(
+        &mut self,
+        before: &Option<KeyValue>,
+        queue: &[Entry],
+        deadline: Instant,
+    ) {
+        let Some(kv) = before else { return };
+        let lease = kv
+            .key()
+            .rsplit(|b| *b == b'/')
+            .next()
+            .and_then(|hex| std::str::from_utf8(hex).ok())
+            .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+            .map(|l| l as i64);
+        let Some(lease) = lease else { return };
+        let entry = self.keys.entry(lease);
+        if Some(lease) == self.lease
+            || queue.iter().any(|e| e.key == entry)
+            || record::has_ended(kv.value())
+        {
+            return;
+        }
+        let Some(marked) = record::vanished(kv.value(), kv.create_revision()) else {
+            return;
+        };
+        let key = kv.key().to_vec();
+        let txn = Txn::new()
+            .when([Compare::mod_revision(
+                key.clone(),
+                CompareOp::Equal,
+                kv.mod_revision(),
+            )])
+            .and_then([
+                TxnOp::put(key, marked.clone(), None),
+                TxnOp::put(self.keys.last_ended(), marked, None),
+            ]);
+        if matches!(self.txn(txn, deadline), Ok(r) if r.succeeded()) {
+            self.count("vanished", deadline);
+        }
+    }
+}
+
+/// What one read of the queue found.
+pub(super) struct Seen {
+    /// The queue, in order.
+    pub queue: Vec<Entry>,
+    /// Our entry's create revision (None: not there).
+    pub ours: Option<i64>,
+    /// The revision the read was made at.
+    pub revision: i64,
+    /// The run's record was written with the entry (nobody else was queued).
+    pub recorded: bool,
+    pub last_success: Option<Vec<u8>>,
+    pub counts: Vec<(String, i64, i64)>,
+    /// The newest run's record before this one's.
+    pub before: Option<KeyValue>,
+}
+
+impl Seen {
+    fn read(response: &TxnResponse, entry: &str, recorded: bool) -> Seen {
+        let revision = response.header().map_or(0, |h| h.revision());
+        let gets: Vec<Vec<KeyValue>> = response
+            .op_responses()
+            .into_iter()
+            .filter_map(|op| match op {
+                TxnOpResponse::Get(get) => Some(get.kvs().to_vec()),
+                _ => None,
+            })
+            .collect();
+        let mut gets = gets.into_iter();
+        let queue_kvs = gets.next().unwrap_or_default();
+        let last_success = gets
+            .next()
+            .and_then(|kvs| kvs.first().map(|kv| kv.value().to_vec()));
+        let counts = gets
+            .next()
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|kv| {
+                let label = std::str::from_utf8(kv.key()).ok()?.rsplit('/').next()?;
+                Some((label.to_owned(), parse_int(kv.value()), kv.mod_revision()))
+            })
+            .collect();
+        let before = gets.next().unwrap_or_default().into_iter().find(|kv| {
+            // Not our own run's record, written in this very transaction.
+            recorded.then_some(kv.create_revision()) != Some(revision)
+        });
+        let queue: Vec<Entry> = queue_kvs.iter().map(entry_of).collect();
+        let ours = queue.iter().find(|e| e.key == entry).map(|e| e.rev);
+        Seen {
+            queue,
+            ours,
+            revision,
+            recorded,
+            last_success,
+            counts,
+            before,
+        }
+    }
+}
+
+/// An entry of the queue from its key and value.
+pub(crate) fn entry_of(kv: &KeyValue) -> Entry {
+    let kind = serde_json::from_slice::<serde_json::Value>(kv.value())
+        .ok()
+        .and_then(|v| v.get("kind").and_then(|k| k.as_str()).map(str::to_owned))
+        .unwrap_or_default();
+    Entry {
+        key: String::from_utf8_lossy(kv.key()).into_owned(),
+        rev: kv.create_revision(),
+        kind,
+    }
+}
+
+fn first_kv(response: &TxnResponse) -> Option<KeyValue> {
+    response.op_responses().into_iter().find_map(|op| match op {
+        TxnOpResponse::Get(get) => get.kvs().first().cloned(),
+        _ => None,
+    })
+}
+
+pub(super) fn parse_int(value: &[u8]) -> i64 {
+    std::str::from_utf8(value)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// This host's clock, unix ms.
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// How long ago (this host's clock) the last success recorded ended, if it did.
+pub(super) fn success_ago(last_success: &Option<Vec<u8>>) -> Option<Duration> {
+    let run = record::run(last_success.as_deref()?, 0, false, 0)?;
+    let ended = run.ended_ms()?;
+    Some(Duration::from_millis(now_ms().saturating_sub(ended)))
+}

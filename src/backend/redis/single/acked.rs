@@ -1,0 +1,84 @@
+//! `--min-replicas` and `--fsync` on one server: what a write that must reach replicas or the
+//! append-only files sends beside it (WAIT or WAITAOF), what their answer says of it, and the
+//! fresh lock given back when it did not reach them.
+
+use std::time::{Duration, Instant};
+
+use redis::Value;
+
+use crate::backend::redis::durable::Durability;
+use crate::backend::redis::reply::unexpected;
+use crate::exit::Outcome;
+use crate::lock::Failure;
+use crate::lock::record::RunEnding;
+
+use super::{Beside, SingleRedis};
+
+impl SingleRedis {
+    /// What `acked` (the reply to what `beside` sent) says of a write described as `what`:
+    /// Ok(Ok(())) when it counts, or nothing was asked; Ok(Err(why)) when it does not.
+    pub(super) fn judged(
+        &self,
+        beside: Beside,
+        acked: Option<&Value>,
+        what: &str,
+    ) -> Result<Result<(), String>, Failure> {
+        let (Beside::Durable(durability, wait), Some(acked)) = (beside, acked) else {
+            return Ok(Ok(()));
+        };
+        let flags = durability.flags();
+        durability
+            .judge(acked, what, wait)
+            .map(|judged| judged.map_err(|why| format!("{why} ({flags})")))
+            .ok_or_else(|| unexpected(self.endpoint(), acked))
+    }
+
+    /// With `--min-replicas` or `--fsync`, what a write that must reach them sends beside it:
+    /// WAIT or WAITAOF, half of `timeout` at most (the server holds the reply up to then, then
+    /// sends it).
+    pub(super) fn acknowledged(&self, timeout: Duration) -> Beside {
+        match self.durability {
+            Some((durability, wait)) => Beside::Durable(durability, wait.min(timeout / 2)),
+            None => Beside::Nothing,
+        }
+    }
+
+    /// `--min-replicas`, `--fsync`: wait, `wait` at most, for the lock to reach what they ask.
+    /// If it does not (or the server cannot: WAITAOF without an append-only file, or before
+    /// Redis 7.2), release it and fail with Refused, so the command never runs.
+    pub(super) fn durable(
+        &mut self,
+        token: &str,
+        durability: Durability,
+        wait: Duration,
+    ) -> Result<(), Failure> {
+        // The server gives up after `wait`; the reply gets as long again to arrive.
+        let deadline = Instant::now() + wait * 2 + Duration::from_millis(10);
+        let acked = self.conn.request(deadline, |node| {
+            durability.command(wait).query::<Value>(&mut node.conn)
+        });
+        let flags = durability.flags();
+        let why = match acked.map(|acked| durability.judge(&acked, "the lock", wait)) {
+            Ok(Some(Ok(()))) => return Ok(()),
+            Ok(Some(Err(why))) => format!("{why} ({flags})"),
+            Ok(None) => format!("an unexpected answer to {flags}'s wait"),
+            // Not for a NOPERM: the user lacks WAITAOF, whatever the server can do.
+            Err(refusal @ Failure::Refused(_))
+                if durability.fsync && !crate::backend::redis::transport::is_denied(&refusal) =>
+            {
+                format!(
+                    "{refusal}: --fsync needs WAITAOF, so an append-only file (appendonly yes) and \
+                 Redis 7.2 or later, or Valkey 8; without them, run without --fsync"
+                )
+            }
+            Err(failure) => format!("waiting for {flags} failed ({failure})"),
+        };
+        // The command never ran: the run ends as one that Redis could not be used for.
+        let never = RunEnding::of(Outcome::Unavailable, 0);
+        let released = match self.finish(token, None, never, wait * 2) {
+            Ok(_) => "released it".to_owned(),
+            Err(failure) => format!("releasing it failed ({failure}); it expires by itself"),
+        };
+        Err(Failure::Refused(format!("{why}; {released}").into()))
+    }
+}
