@@ -20,9 +20,9 @@ if [ "${1:-}" = --release ]; then
     shift
 fi
 
-# 97da732: "roles tests: the password-protected sentinel set up once", the start of the round
-# of issue 27 (the lock protocol rewritten).
-commit=${1:-${REDLOCK_OLD_COMMIT:-97da732b9197aebd6e3435b39f12c6abfd1e5566}}
+# d5021e9: "A new watchdog gets its orders before redlock says it started one", 0.2.0 as it
+# shipped, the start of this round (backends, etcd).
+commit=${1:-${REDLOCK_OLD_COMMIT:-d5021e918c9e6b17c2540a96b9253af473897d74}}
 
 if ! full=$(git rev-parse --verify --quiet "$commit^{commit}"); then
     if [ "$(git rev-parse --is-shallow-repository 2>/dev/null)" = true ]; then

@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 
-/// The start of the round: "roles tests: the password-protected sentinel set up once".
-const OLD_COMMIT: &str = "97da732b9197aebd6e3435b39f12c6abfd1e5566";
+/// The start of the round, 0.2.0 as it shipped: "A new watchdog gets its orders before redlock
+/// says it started one".
+const OLD_COMMIT: &str = "d5021e918c9e6b17c2540a96b9253af473897d74";
 
 /// How long building the old build may take (a clean debug build takes about a minute here).
 const BUILD_PATIENCE: Duration = Duration::from_secs(15 * 60);
