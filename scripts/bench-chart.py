@@ -8,6 +8,8 @@ starting with `#` are notes printed under the chart (the machine, the versions, 
 Output: the SVG on stdout. Two panels: start-up overhead as bars (linear, from zero), and the
 hand-over p50 (filled dot) and p99 (open dot) per number of waiters on a log scale, since the
 tools differ by an order of magnitude and a linear axis would flatten flock and redlock.
+Tools are drawn in the order they first appear (bench.sh puts the etcd ones, etcdctl and
+redlock-etcd, last and side by side), under the names in LABELS.
 """
 
 import math
@@ -21,9 +23,18 @@ COLOURS = {
     "old": "#8172b3",
     "bare": "#8c8c8c",
     "etcdctl": "#55a868",
+    "redlock-etcd": "#64b5cd",
+}
+# The names shown, where a tool's own (bench.sh's column) says too little on a chart.
+LABELS = {
+    "redlock": "redlock, Redis",
+    "old": "old build, Redis",
+    "redlock-etcd": "redlock, etcd",
+    "etcdctl": "etcdctl lock",
+    "bare": "bare lock",
 }
 FALLBACK = ["#8172b3", "#937860", "#da8bc3", "#8c8c8c"]
-WIDTH, HEIGHT = 960, 440
+WIDTH, HEIGHT = 1060, 440
 FONT = 'font-family="DejaVu Sans, Helvetica, Arial, sans-serif"'
 
 
@@ -49,6 +60,10 @@ def colour(tools, tool):
     return FALLBACK[tools.index(tool) % len(FALLBACK)]
 
 
+def label(tool):
+    return LABELS.get(tool, tool)
+
+
 def text(x, y, s, size=12, anchor="start", weight="normal", fill="#222"):
     return (
         f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" '
@@ -64,14 +79,15 @@ def overhead_panel(tools, values, x0, y0, w, h):
     if not shown:
         return out
     top = max(values[(t, "overhead", "-")] for t in shown)
-    label_w = 70
+    # Room for the longest name (about 7 px a character at 12 px).
+    label_w = 12 + 7 * max(len(label(t)) for t in shown)
     bar_x, bar_w = x0 + label_w, w - label_w - 60
     row = min(44, (h - 30) / len(shown))
     for i, t in enumerate(shown):
         v = values[(t, "overhead", "-")]
         y = y0 + 24 + i * row
         length = max(1.0, bar_w * v / top)
-        out.append(text(bar_x - 8, y + row * 0.45 + 4, t, 12, "end"))
+        out.append(text(bar_x - 8, y + row * 0.45 + 4, label(t), 12, "end"))
         out.append(
             f'<rect x="{bar_x}" y="{y + row * 0.15:.1f}" width="{length:.1f}" '
             f'height="{row * 0.6:.1f}" fill="{colour(tools, t)}"/>'
@@ -152,8 +168,8 @@ def handover_panel(tools, values, x0, y0, w, h):
             f'<rect x="{lx}" y="{plot_top + plot_h + 32}" width="12" height="12" '
             f'fill="{colour(tools, t)}"/>'
         )
-        out.append(text(lx + 17, plot_top + plot_h + 42, t, 12))
-        lx += 30 + 8 * len(t)
+        out.append(text(lx + 17, plot_top + plot_h + 42, label(t), 12))
+        lx += 30 + 7 * len(label(t))
     return out
 
 
@@ -165,10 +181,11 @@ def main():
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
         f'viewBox="0 0 {WIDTH} {height}">',
         f'<rect width="{WIDTH}" height="{height}" fill="white"/>',
-        text(20, 26, "redlock beside flock and etcdctl lock", 16, weight="bold"),
+        text(20, 26, "redlock on Redis and on etcd, beside flock and etcdctl lock", 16,
+             weight="bold"),
     ]
-    parts += overhead_panel(tools, values, 20, 72, 330, HEIGHT - 100)
-    parts += handover_panel(tools, values, 390, 72, WIDTH - 410, HEIGHT - 72)
+    parts += overhead_panel(tools, values, 20, 72, 370, HEIGHT - 100)
+    parts += handover_panel(tools, values, 430, 72, WIDTH - 450, HEIGHT - 72)
     for i, note in enumerate(notes):
         parts.append(text(20, HEIGHT + 14 + 16 * i, note, 11, fill="#555"))
     parts.append("</svg>")

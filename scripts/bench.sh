@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Benchmark redlock side by side with flock(1), the single-host floor, and with `etcdctl lock`
-# against a local etcd when etcd is installed. Prints one markdown table:
+# Benchmark redlock side by side with flock(1), the single-host floor, and, when etcd is
+# installed, redlock on etcd (the redlock-etcd column: `redlock run --url etcd://...`) beside
+# `etcdctl lock`, both against the same local single-member etcd in the same passes. Prints one
+# markdown table, then the budget ratios this release is held to (see the end):
 #   overhead   median wall time of `WRAPPER -- true` minus that of bare `true` (hyperfine)
 #   handoff    gap from one holder's command ending to the next waiter's command starting,
 #              p50 and p99, with 10, 30 and 100 waiters (timed by examples/stamp.rs, built
@@ -8,7 +10,10 @@
 #   slot       the same for a semaphore (`--limit 3`, 30 waiters): from a holder's command
 #              ending to the command of the waiter that took the freed slot starting, beside
 #              the plain lock's and flock's 30-waiter hand-over of the same passes
-#   wait cost  requests each waiter sends per second while the lock (or every slot) stays held
+#   wait cost  requests each waiter sends per second while the lock (or every slot) stays held;
+#              on etcd, gRPC messages the server received (its /metrics), per waiter per second
+#   gRPC msgs  on etcd, gRPC messages the server received per run during the hand-over passes
+#              (the waiters' watches and keep-alives included), for etcdctl and redlock-etcd
 #   Redis time what a shared Redis pays per run (INFO commandstats): the time it spent on the
 #              requests of each run, the scripts' work included, and the commands the scripts
 #              ran, for runs alone and for runs shared among 10 waiters on one key
@@ -24,6 +29,12 @@
 # The overhead and the 10/30/100-waiter hand-over rows are also drawn as an SVG chart
 # (scripts/bench-chart.py) into docs/img/bench.svg, or BENCH_CHART=PATH, which
 # docs/performance.md shows; the numbers it was drawn from go beside it (the same name, .tsv).
+#
+# Budgets, printed after the table from the same run as "ratio (budget, met/NOT met)": on Redis,
+# a plain run's Redis time at most 3.5x the bare lock's, hand-over p50 at most 2x flock's (10, 30
+# and 100 waiters), overhead no more than the old build's; on etcd, overhead at most a third of
+# etcdctl lock's, hand-over p50 no more than etcdctl lock's with 10 and with 100 waiters, peak RSS
+# at most 8 MiB.
 #
 # Usage: scripts/bench.sh [--quick]     (--quick: fewer runs, about a minute)
 # The `old` column is the build the round started from (scripts/old-build.sh --release builds it
@@ -87,7 +98,19 @@ if command -v etcd >/dev/null && command -v etcdctl >/dev/null; then
         --initial-cluster default=http://127.0.0.1:PEER >'$work/etcd.log' 2>&1"
     eport=$port
     ep=127.0.0.1:$eport
+    eurl=etcd://$ep
 fi
+# gRPC messages the etcd server received so far (unary requests, and each message on a stream:
+# watch requests, keep-alives), from its /metrics.
+grpc_msgs() {
+    curl -s "http://$ep/metrics" |
+        awk '/^grpc_server_msg_received_total/ {s += $NF} END {printf "%d\n", s}'
+}
+# How many keys etcd holds under PREFIX.
+etcd_count() { # prefix
+    etcdctl --endpoints="$ep" get --prefix --keys-only --limit=1 -w json "$1" |
+        sed -n 's/.*"count":\([0-9]*\).*/\1/p'
+}
 
 # The wrappers, as prefixes of a command line: WRAPPER NAME -- CMD...
 # redlock-sem and baseline-sem hold one of $slots slots of a semaphore.
@@ -102,12 +125,13 @@ wrap() { # tool lockname
     baseline-sem) echo "$BENCH_BASELINE run --url $url --key $2 --limit $slots --wait forever --" ;;
     flock) echo "flock $work/$2.flock" ;;
     etcdctl) echo "etcdctl --endpoints=$ep lock $2 --" ;;
+    redlock-etcd) echo "$redlock run --url $eurl --key $2 --wait forever --" ;;
     esac
 }
 tools=(flock redlock)
 [ -n "$old" ] && tools+=(old)
 [ -n "${BENCH_BASELINE:-}" ] && tools+=(baseline)
-$have_etcd && tools+=(etcdctl)
+$have_etcd && tools+=(etcdctl redlock-etcd)
 # The table's columns: the bare lock has no --wait, so it is in the rows of single runs only
 # (overhead, Redis time per mode, peak RSS).
 columns=(flock bare "${tools[@]:1}")
@@ -128,7 +152,7 @@ passes=5
 # --- overhead --------------------------------------------------------------------------------
 # Per pass, one hyperfine over bare `true` and each wrapper; the row is the median of the pass
 # medians, each minus its pass's bare `true`.
-declare -A overhead
+declare -A overhead over_raw
 over_tools=(flock bare "${tools[@]:1}")
 cmds=(true)
 for t in "${over_tools[@]}"; do cmds+=("$(wrap "$t" over) true"); done
@@ -142,9 +166,10 @@ median_of() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }';
 base=$(for p in $(seq "$passes"); do awk -F, 'NR==2 {print $4}' "$work/over-$p.csv"; done | median_of)
 i=3
 for t in "${over_tools[@]}"; do
-    overhead[$t]=$(for p in $(seq "$passes"); do
+    over_raw[$t]=$(for p in $(seq "$passes"); do
         awk -F, -v n="$i" 'NR==2 {b = $4} NR==n {printf "%.6f\n", ($4 - b) * 1000}' "$work/over-$p.csv"
-    done | median_of | awk '{printf "%.2f ms", $1}')
+    done | median_of)
+    overhead[$t]=$(awk -v v="${over_raw[$t]}" 'BEGIN {printf "%.2f ms", v}')
     i=$((i + 1))
 done
 
@@ -194,7 +219,7 @@ handoff_pass() { # tool waiters rounds file lockname [holders]
 percentiles() {
     sort -n "$1" | awk '{ g[NR] = $1 } END { print g[int((NR - 1) * 0.50) + 1], g[int((NR - 1) * 0.99) + 1], NR, g[NR] }'
 }
-declare -A h10 h30 h100 per10 per30 per100 calls p50 p99
+declare -A h10 h30 h100 per10 per30 per100 eper10 eper30 eper100 calls msgs p50 p99
 # Rows: waiters rounds passes. The 30-waiter row runs once per waiter, like the 100-waiter one
 # (the queue shrinks from 30 to none), in more passes, and takes the semaphore along.
 for spec in "10 $rounds10 $hand_passes" "30 1 $passes30" "100 $rounds100 $hand_passes"; do
@@ -202,14 +227,16 @@ for spec in "10 $rounds10 $hand_passes" "30 1 $passes30" "100 $rounds100 $hand_p
     row_tools=("${tools[@]}")
     [ "$n" = 30 ] && row_tools+=("${sems[@]}")
     say "handoff: $n waiters, $np passes of $r rounds"
-    for t in "${row_tools[@]}"; do : >"$work/gaps-$t-$n"; calls[$t]=0; done
+    for t in "${row_tools[@]}"; do : >"$work/gaps-$t-$n"; calls[$t]=0; msgs[$t]=0; done
     for p in $(seq "$np"); do
         for t in "${row_tools[@]}"; do
             first=1
             case $t in *-sem) first=$slots ;; esac
             redis-cli -p "$rport" config resetstat >/dev/null
+            $have_etcd && before=$(grpc_msgs)
             handoff_pass "$t" "$n" "$r" "$work/hand-$t-$n-$p" "hand$n-$p" "$first"
             calls[$t]=$((calls[$t] + $(client_calls)))
+            $have_etcd && msgs[$t]=$((msgs[$t] + $(grpc_msgs) - before))
         done
     done
     for t in "${row_tools[@]}"; do
@@ -218,14 +245,17 @@ for spec in "10 $rounds10 $hand_passes" "30 1 $passes30" "100 $rounds100 $hand_p
         stats=$(printf "%.2f / %.2f ms (n=%d, max %.0f)" "$a" "$b" "$c" "$d")
         first=1
         case $t in *-sem) first=$slots ;; esac
-        per=-
-        case $t in redlock* | baseline*)
+        per=- eper=-
+        case $t in
+        etcdctl | redlock-etcd)
+            eper=$(awk -v c="${msgs[$t]}" -v n="$(((n * r + first) * np))" 'BEGIN {printf "%.1f", c / n}') ;;
+        redlock* | baseline*)
             per=$(awk -v c="${calls[$t]}" -v n="$(((n * r + first) * np))" 'BEGIN {printf "%.1f", c / n}') ;;
         esac
         case $n in
-        10) h10[$t]=$stats per10[$t]=$per ;;
-        30) h30[$t]=$stats per30[$t]=$per ;;
-        100) h100[$t]=$stats per100[$t]=$per ;;
+        10) h10[$t]=$stats per10[$t]=$per eper10[$t]=$eper ;;
+        30) h30[$t]=$stats per30[$t]=$per eper30[$t]=$eper ;;
+        100) h100[$t]=$stats per100[$t]=$per eper100[$t]=$eper ;;
         esac
     done
 done
@@ -271,27 +301,35 @@ semcost[redlock]=$(idle_cost "$slots" "$waiters" \
     "$redlock run --url $url --key idlesem --limit $slots --ttl 300s --" \
     "$redlock run --url $url --key idlesem --limit $slots --wait forever --")
 
-if $have_etcd; then
-    grpc_msgs() {
-        curl -s "http://$ep/metrics" |
-            awk '/^grpc_server_msg_received_total/ {s += $NF} END {printf "%d\n", s}'
-    }
-    etcdctl --endpoints="$ep" lock idle sleep $((idle + 15)) >/dev/null &
+# On etcd, the gRPC messages the server received over $idle seconds, per waiter, once every
+# waiter is queued (its key under PREFIX) and a second more for its watch to start. etcdctl's
+# holder keeps its session's lease alive (60 s, every 20 s): its keep-alives are counted with
+# the waiters'. redlock-etcd's holder takes a 300 s ttl, so that none of its renewals (every
+# ttl/3) falls in the window; its waiters take the default ttl.
+etcd_idle_cost() { # holder-wrapper waiter-wrapper queue-prefix
+    local holder others=() before after
+    $1 sleep $((idle + 15)) >/dev/null &
     holder=$!
     sleep 1
-    others=()
     for _ in $(seq "$waiters"); do
-        etcdctl --endpoints="$ep" lock idle true >/dev/null &
+        $2 true >/dev/null &
         others+=($!)
     done
-    sleep 2
+    until [ "$(etcd_count "$3")" = $((waiters + 1)) ]; do sleep 0.1; done
+    sleep 1
     before=$(grpc_msgs)
     sleep "$idle"
     after=$(grpc_msgs)
-    cost[etcdctl]=$(awk -v c="$((after - before))" -v n="$waiters" -v s="$idle" \
-        'BEGIN {printf "%.3f (gRPC messages, incl. holder)", c / n / s}')
     kill "$holder"
     wait "$holder" "${others[@]}" || true
+    awk -v c="$((after - before))" -v n="$waiters" -v s="$idle" 'BEGIN {printf "%.3f", c / n / s}'
+}
+if $have_etcd; then
+    say "wait cost, etcd"
+    cost[etcdctl]="$(etcd_idle_cost "etcdctl --endpoints=$ep lock idle" \
+        "etcdctl --endpoints=$ep lock idle" idle/) (gRPC messages, incl. holder)"
+    cost[redlock-etcd]="$(etcd_idle_cost "$redlock run --url $eurl --key idle --ttl 300s --" \
+        "$redlock run --url $eurl --key idle --wait forever --" redlock:idle/q/) (gRPC messages)"
 fi
 
 # --- Redis's own time per run ----------------------------------------------------------------
@@ -487,13 +525,15 @@ done
 
 # --- peak RSS while holding -------------------------------------------------------------------
 say "peak RSS"
-declare -A rss per
+declare -A rss rss_kb per eper
 for t in "${over_tools[@]}"; do
     w=$(wrap "$t" rss)
     [ "$t" = redlock ] && w="$redlock run --url $url --key rss --ttl 1s --"
     [ "$t" = old ] && w="$old run --url $url --key rss --ttl 1s --"
     [ "$t" = baseline ] && w="$BENCH_BASELINE run --url $url --key rss --ttl 1s --"
+    [ "$t" = redlock-etcd ] && w="$redlock run --url $eurl --key rss --ttl 1s --"
     kb=$($w sh -c 'sleep 1.2; awk "/^VmHWM/ {print \$2}" /proc/$PPID/status')
+    rss_kb[$t]=$kb
     rss[$t]=$(awk -v k="$kb" 'BEGIN {printf "%.1f MiB", k / 1024}')
 done
 
@@ -527,6 +567,7 @@ row() { # title assoc-name [suffix: the entries come from TOOL-SUFFIX]
 }
 for t in "${tools[@]}"; do per[$t]="${per10[$t]} / ${per30[$t]} / ${per100[$t]}"; done
 for t in "${sems[@]}"; do per[$t]=${per30[$t]}; done
+for t in "${tools[@]}"; do eper[$t]="${eper10[$t]} / ${eper30[$t]} / ${eper100[$t]}"; done
 row "overhead (median, minus bare \`true\`)" overhead
 row "overhead ÷ flock's" over_x
 row "handoff p50 / p99, 10 waiters" h10
@@ -537,6 +578,7 @@ row "handoff p50 ÷ flock's, 10 / 30 / 100 waiters" hand_x50
 row "handoff p99 ÷ flock's, 10 / 30 / 100 waiters" hand_x99
 row "Redis requests per run, 10 / 30 / 100 waiters" per
 row "Redis requests per run, \`--limit $slots\`, 30 waiters" per -sem
+$have_etcd && row "etcd gRPC messages received per run, 10 / 30 / 100 waiters" eper
 row "Redis time per run, alone / 10 waiters (commands the scripts ran)" rtime
 row "requests per waiter per second while waiting" cost
 row "requests per waiter per second while waiting, \`--limit $slots\` (all slots held)" semcost
@@ -556,6 +598,32 @@ done
 machine="$(awk -v b="$base" 'BEGIN {printf "%.2f ms", b * 1000}') median; $(nproc) cores; $(redis-server --version | awk '{sub("v=", "", $3); print "Redis " $3}')$($have_etcd && echo ", etcd $(etcd --version | awk 'NR==1 {print $3}')")"
 echo "bare \`true\`: $machine"
 echo "Redis time per mode: median of $mode_passes passes of $mode_runs runs each$([ -n "$old" ] && echo "; \`old\`: the round's start ($(basename "$(dirname "$(dirname "$(dirname "$(dirname "$old")")")")")), built as it ships")"
+
+# --- budgets -------------------------------------------------------------------------------------
+# What this release is held to, from the numbers above (unrounded): "ratio (budget, met/NOT met)".
+budget() { # ratio-numerator denominator limit limit-as-shown
+    awk -v a="$1" -v b="$2" -v m="$3" -v shown="$4" \
+        'BEGIN {r = a / b; printf "%.2f (budget ≤ %s, %s)", r, shown, (r <= m ? "met" : "NOT met")}'
+}
+echo
+echo "Budgets, Redis:"
+echo "- Redis time of a plain run ÷ the bare lock's: $(budget "${mode_us[redlock]}" "${mode_us[bare]}" 3.5 3.5)"
+for n in 10 30 100; do
+    echo "- hand-over p50 ÷ flock's, $n waiters: $(budget "${p50[redlock-$n]}" "${p50[flock-$n]}" 2 2)"
+done
+if [ -n "$old" ]; then
+    echo "- overhead ÷ the old build's: $(budget "${over_raw[redlock]}" "${over_raw[old]}" 1 1)"
+else
+    echo "- overhead ÷ the old build's: not measured (no old column)"
+fi
+if $have_etcd; then
+    echo "Budgets, etcd (redlock-etcd against etcdctl lock, the same etcd):"
+    echo "- overhead ÷ etcdctl lock's: $(budget "${over_raw[redlock-etcd]}" "${over_raw[etcdctl]}" "$(awk 'BEGIN {print 1 / 3}')" 1/3)"
+    for n in 10 100; do
+        echo "- hand-over p50 ÷ etcdctl lock's, $n waiters: $(budget "${p50[redlock-etcd-$n]}" "${p50[etcdctl-$n]}" 1 1)"
+    done
+    echo "- peak RSS ÷ 8 MiB: $(budget "${rss_kb[redlock-etcd]}" 8192 1 1) (${rss[redlock-etcd]})"
+fi
 
 # --- chart -------------------------------------------------------------------------------------
 # The numbers above, as computed (p50, p99 unrounded), as `tool metric waiters value` lines, then drawn.
