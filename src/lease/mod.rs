@@ -276,6 +276,8 @@ impl<C: Clock> Worker<C> {
         let Some(sent) = self.acquire(wait) else {
             return;
         };
+        // The command starts as this runs; the first renewal is due ttl/3 after `sent`.
+        self.locker.settle(&self.token, renew_timeout(self.ttl));
         let released = match self.renew(sent) {
             Some(ended) => Some(self.release(ended)),
             // Lost: wait for the supervisor's stop; there is nothing of ours to release.

@@ -222,6 +222,11 @@ pub trait Locker: Send {
     fn unanswered(&self) -> bool {
         false
     }
+    /// What a backend leaves until the lock is reported taken, so that it runs beside the
+    /// command's start instead of before it (etcd: the run's record of a waiter that was let
+    /// in, written with a request of its own); within `timeout`. Its failure is the record's,
+    /// never the lock's: the next renewal finds a lock that was lost meanwhile.
+    fn settle(&mut self, _token: &str, _timeout: Duration) {}
     /// One attempt to take the lock with `token` for `ttl`, within `timeout`.
     fn acquire(
         &mut self,

@@ -409,3 +409,27 @@ fn beside_etcdctl_lock_only_redlock_stops_its_command_when_the_lease_is_revoked(
     let theirs = theirs.finish_within(Duration::from_secs(10));
     theirs.assert_code(0);
 }
+
+/// The record keeps the last 20 runs: a take prunes the older ones every few runs, so a lock
+/// run every minute does not slow down (or outgrow a reply) as its history grows.
+#[test]
+fn the_record_keeps_the_last_runs_and_prunes_the_rest() {
+    let etcd = EtcdCluster::start_with(EtcdOpts {
+        members: 1,
+        ..EtcdOpts::default()
+    });
+    for _ in 0..40 {
+        Redlock::run_at(&etcd.url()).key("p").sh("true").output();
+    }
+    let kept = etcd.get_prefix("redlock:p/run/").len();
+    assert!((20..=26).contains(&kept), "{kept} run records kept");
+    let history = Redlock::admin_at("history", &etcd.url())
+        .key("p")
+        .any_stdout()
+        .output();
+    assert_eq!(history.stdout.lines().count(), 20, "{}", history.stdout);
+    Redlock::admin_at("status", &etcd.url())
+        .key("p")
+        .stdout_contains("runs ended: 40 success")
+        .output();
+}

@@ -160,6 +160,19 @@ impl Conn {
         self.run(until, |client| async move { Ok(client) })
     }
 
+    /// `request` sent on the current member's client, if it has one, and given `grace` to be
+    /// answered, no more: for a request whose answer changes nothing (a lease revoked that ends
+    /// by itself within its ttl anyway). The grace is enough for the request to be on its way.
+    pub(crate) fn send<F, Fut>(&mut self, grace: Duration, request: F)
+    where
+        F: FnOnce(Client) -> Fut,
+        Fut: Future<Output = Result<(), Error>>,
+    {
+        if let Some(client) = self.clients[self.current].clone() {
+            let _ = self.block_on(Instant::now() + grace, request(client));
+        }
+    }
+
     /// The current member's client is not to be used again (its stream failed).
     pub(crate) fn forget_member(&mut self) {
         self.clients[self.current] = None;

@@ -26,11 +26,15 @@ use super::client::{Conn, stream_failure};
 use super::keys::Keys;
 use super::queue::{self, Place, Watch};
 use super::record;
-use super::steps::{now_ms, success_ago};
+use super::steps::{Seen, now_ms, success_ago};
 use crate::lock::record::{RunEnding, Tenure};
 use crate::lock::{
     Acquire, Block, Failure, Held, Holder, Interrupt, Kind, Locker, Renewal, RunSpec,
 };
+
+/// How long a release waits for its lease's revoke to be answered, when it does not need the
+/// answer: long enough for the request to leave.
+const REVOKE_GRACE: Duration = Duration::from_millis(2);
 
 /// A run's lock on etcd.
 pub(crate) struct EtcdLocker {
@@ -53,6 +57,8 @@ pub(crate) struct EtcdLocker {
     pub(super) unanswered: bool,
     /// How often a waiter keeps its lease alive while it watches: a third of the ttl.
     pub(super) beat: Duration,
+    /// The look at the queue that let the run in, for what [`Locker::settle`] writes.
+    pub(super) settling: Option<Seen>,
     pub(super) interrupt: Arc<Notify>,
 }
 
@@ -80,6 +86,7 @@ impl EtcdLocker {
             counts: Vec::new(),
             unanswered: false,
             beat: (run.ttl / 3).max(Duration::from_millis(200)),
+            settling: None,
             interrupt: Arc::new(Notify::new()),
         }
     }
@@ -106,16 +113,18 @@ impl Locker for EtcdLocker {
         timeout: Duration,
     ) -> Result<Acquire, Failure> {
         let deadline = Instant::now() + timeout;
+        // When the run took the lock, if this attempt takes it: the record's start.
+        let at_ms = now_ms();
         // A waiting place whose lease ran out (a frozen waiter) is taken anew, at the back.
-        let (lease, seen, ours) = loop {
+        let (seen, ours) = loop {
             let lease = match self.lease {
                 Some(lease) => lease,
                 None => self.grant(ttl, deadline)?,
             };
             self.unanswered = true;
-            let seen = self.enqueue(token, lease, deadline)?;
+            let seen = self.enqueue(token, lease, at_ms, deadline)?;
             match seen.ours {
-                Some(ours) => break (lease, seen, ours),
+                Some(ours) => break (seen, ours),
                 None if Instant::now() < deadline => {
                     self.lease = None;
                     self.entry = None;
@@ -138,31 +147,15 @@ impl Locker for EtcdLocker {
         }
         match queue::place(&seen.queue, ours, self.kind) {
             Place::Holds => {
-                if !seen.recorded {
-                    let entry = self.keys.entry(lease);
-                    let run = TxnOp::put(
-                        self.keys.run(lease),
-                        record::started(token, &self.holder, now_ms()),
-                        None,
-                    );
-                    let record = Txn::new()
-                        .when([Compare::create_revision(entry, CompareOp::Equal, ours)])
-                        .and_then([run]);
-                    if !self.txn(record, deadline)?.succeeded() {
-                        self.lease = None;
-                        self.entry = None;
-                        return Err(Failure::Unreachable(
-                            "the waiting place's lease ran out as the lock came free".into(),
-                        ));
-                    }
-                }
                 self.unanswered = false;
                 self.taken = Some(Taken {
-                    at_ms: now_ms(),
+                    at_ms,
                     fence: ours,
                     tenure: Tenure::new(ttl),
                 });
-                self.mark_vanished(&seen.before, &seen.queue, deadline);
+                // The run's record, the run before it and the prune wait for `settle`, beside
+                // the command's start.
+                self.settling = Some(seen);
                 Ok(Acquire::Acquired { fence: ours })
             }
             Place::Behind(watch) => {
@@ -270,6 +263,34 @@ impl Locker for EtcdLocker {
                 Err(stream_failure(&at, err))
             }
         }
+    }
+
+    fn settle(&mut self, token: &str, timeout: Duration) {
+        let Some(seen) = self.settling.take() else {
+            return;
+        };
+        let deadline = Instant::now() + timeout;
+        if !seen.recorded
+            && let (Some(lease), Some(taken)) = (self.lease, &self.taken)
+        {
+            // Only while our entry holds our revision: a lock lost meanwhile is the next
+            // renewal's to find.
+            let run = TxnOp::put(
+                self.keys.run(lease),
+                record::started(token, &self.holder, taken.at_ms),
+                None,
+            );
+            let record = Txn::new()
+                .when([Compare::create_revision(
+                    self.keys.entry(lease),
+                    CompareOp::Equal,
+                    taken.fence,
+                )])
+                .and_then([run]);
+            let _ = self.txn(record, deadline);
+        }
+        self.mark_vanished(seen.runs.first(), &seen.queue, deadline);
+        self.prune(&seen.runs, deadline);
     }
 
     fn interrupter(&self, _token: &str) -> Box<dyn Interrupt> {
@@ -405,7 +426,11 @@ impl Locker for EtcdLocker {
             self.record_lost(token, ended, deadline);
             Held::Gone
         };
-        let _ = self.revoke(lease, deadline);
+        // Its answer is not waited for: the entry is gone, and the lease ends by itself within
+        // the ttl should the revoke be lost. A write less on every run's way out.
+        self.conn.send(REVOKE_GRACE, move |mut client| async move {
+            client.lease_revoke(lease).await.map(drop)
+        });
         self.lease = None;
         self.entry = None;
         Ok(held)

@@ -12,6 +12,11 @@ use etcd_client::{
 };
 
 use super::locker::EtcdLocker;
+use crate::lock::record::RUNS_KEPT;
+
+/// How many runs past [`RUNS_KEPT`] a lock's record may hold before a take prunes it: a prune
+/// is a request of its own, made every few runs rather than every run.
+const PRUNE_SLACK: u32 = 5;
 use super::queue::Entry;
 use super::record;
 use crate::lock::record::RunEnding;
@@ -33,13 +38,16 @@ impl EtcdLocker {
         Ok(granted)
     }
 
-    /// One read-and-write of the queue: our entry put if absent (with the run's record too,
-    /// when nobody else is queued and nothing needs a look first), then the queue, the last
-    /// success and the counters read in the same transaction.
+    /// One look at the queue: our entry put if absent (with the run's record too, when nobody
+    /// else is queued and nothing needs a look first), then the queue, the last success, the
+    /// counters and the newest runs read in the same transaction. Once our entry is there, a
+    /// read alone: a waiter woken by a release costs etcd no write before its command starts.
+    /// `at_ms`: when the run takes the lock if it does (this host's clock).
     pub(super) fn enqueue(
         &mut self,
         token: &str,
         lease: i64,
+        at_ms: u64,
         deadline: Instant,
     ) -> Result<Seen, Failure> {
         let entry = self.keys.entry(lease);
@@ -59,23 +67,26 @@ impl EtcdLocker {
             ),
             TxnOp::get(self.keys.last_success(), None),
             TxnOp::get(self.keys.counts(), Some(GetOptions::new().with_prefix())),
-            // The run before (the newest two: one may be this run's own, written here): if it
-            // never ended and its entry is gone, it vanished.
+            // The newest runs: the one before ours (if it never ended and its entry is gone, it
+            // vanished), and those past the number kept, to prune: one more than a prune leaves,
+            // beside this run's own when it is written here.
             TxnOp::get(
                 self.keys.runs(),
                 Some(
                     GetOptions::new()
                         .with_prefix()
                         .with_sort(SortTarget::Create, SortOrder::Descend)
-                        .with_limit(2),
+                        .with_limit(i64::from(RUNS_KEPT + PRUNE_SLACK + 2)),
                 ),
             ),
         ];
         let fast = self.kind == Kind::Exclusive && self.min_interval.is_none();
-        let txn = if fast {
+        let txn = if self.entry.is_some() {
+            Txn::new().and_then(reads)
+        } else if fast {
             let run = TxnOp::put(
                 self.keys.run(lease),
-                record::started(token, &self.holder, now_ms()),
+                record::started(token, &self.holder, at_ms),
                 None,
             );
             let mut first = vec![put.clone(), run];
@@ -222,7 +233,7 @@ impl EtcdLocker {
     /// once, by the run that took the lock after it.
     pub(super) fn mark_vanished(
         &mut self,
-        before: &Option<KeyValue>,
+        before: Option<&KeyValue>,
         queue: &[Entry],
         deadline: Instant,
     ) {
@@ -262,6 +273,22 @@ impl EtcdLocker {
     }
 }
 
+impl EtcdLocker {
+    /// The record keeps the newest [`RUNS_KEPT`] runs: past a few more, the oldest go, `runs`
+    /// being the newest before this run's, newest first.
+    pub(super) fn prune(&mut self, runs: &[KeyValue], deadline: Instant) {
+        if runs.len() <= (RUNS_KEPT + PRUNE_SLACK) as usize {
+            return;
+        }
+        let old: Vec<TxnOp> = runs
+            .iter()
+            .skip(RUNS_KEPT as usize - 1)
+            .map(|kv| TxnOp::delete(kv.key().to_vec(), None))
+            .collect();
+        let _ = self.txn(Txn::new().and_then(old), deadline);
+    }
+}
+
 /// What one read of the queue found.
 pub(super) struct Seen {
     /// The queue, in order.
@@ -274,8 +301,8 @@ pub(super) struct Seen {
     pub recorded: bool,
     pub last_success: Option<Vec<u8>>,
     pub counts: Vec<(String, i64, i64)>,
-    /// The newest run's record before this one's.
-    pub before: Option<KeyValue>,
+    /// The newest runs' records, newest first, this run's own left out.
+    pub runs: Vec<KeyValue>,
 }
 
 impl Seen {
@@ -303,10 +330,13 @@ impl Seen {
                 Some((label.to_owned(), parse_int(kv.value()), kv.mod_revision()))
             })
             .collect();
-        let before = gets.next().unwrap_or_default().into_iter().find(|kv| {
+        let runs = gets
+            .next()
+            .unwrap_or_default()
+            .into_iter()
             // Not our own run's record, written in this very transaction.
-            recorded.then_some(kv.create_revision()) != Some(revision)
-        });
+            .filter(|kv| recorded.then_some(kv.create_revision()) != Some(revision))
+            .collect();
         let queue: Vec<Entry> = queue_kvs.iter().map(entry_of).collect();
         let ours = queue.iter().find(|e| e.key == entry).map(|e| e.rev);
         Seen {
@@ -316,7 +346,7 @@ impl Seen {
             recorded,
             last_success,
             counts,
-            before,
+            runs,
         }
     }
 }
