@@ -24,7 +24,7 @@ fn openssl(script: &str) {
     );
 }
 
-fn make_certs(dir: &TempDir, name: &str) -> (PathBuf, PathBuf, PathBuf) {
+pub(super) fn make_certs(dir: &TempDir, name: &str) -> (PathBuf, PathBuf, PathBuf) {
     let script = format!(
         r#"set -e
         cd {dir}
@@ -129,7 +129,7 @@ fn tls_against_a_plain_port_fails_with_69_within_the_acquire_timeout() {
 
 /// A client certificate signed by the CA `{ca}-ca.crt` that [`make_certs`] made. Returns
 /// (certificate, key).
-fn make_client_cert(dir: &TempDir, ca: &str) -> (PathBuf, PathBuf) {
+pub(super) fn make_client_cert(dir: &TempDir, ca: &str) -> (PathBuf, PathBuf) {
     let script = format!(
         r#"set -e
         cd {dir}

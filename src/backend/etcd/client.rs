@@ -59,6 +59,11 @@ impl Conn {
         }
     }
 
+    /// Whether the members are reached over TLS.
+    pub(crate) fn tls(&self) -> bool {
+        self.members.scheme == "https"
+    }
+
     /// The member asked first now, as `host:port`.
     pub(crate) fn member(&self) -> &str {
         &self.members.addrs[self.current]
@@ -127,7 +132,7 @@ impl Conn {
                 let connected = self
                     .block_on(until, Client::connect([url], Some(options)))
                     .ok_or_else(|| Attempt::Next(late(&at)))?
-                    .map_err(|err| judged(&at, err))?;
+                    .map_err(|err| judged(&at, self.tls(), err))?;
                 self.clients[self.current] = Some(connected.clone());
                 connected
             }
@@ -140,7 +145,7 @@ impl Conn {
             }
             Some(Ok(value)) => Ok(value),
             Some(Err(err)) => {
-                let judged = judged(&at, err);
+                let judged = judged(&at, self.tls(), err);
                 if matches!(judged, Attempt::Next(_)) {
                     self.clients[self.current] = None;
                 }
@@ -194,17 +199,58 @@ fn late(at: &str) -> Failure {
 }
 
 /// An etcd-client error as a [`Failure`], and whether another member is worth asking.
-fn judged(at: &str, err: Error) -> Attempt {
+fn judged(at: &str, tls: bool, err: Error) -> Attempt {
     use tonic::Code::*;
-    // Beneath a failed connection is the I/O error that says why (refused, unreachable).
+    // Beneath a failed connection is the I/O error that says why (refused, unreachable, a
+    // TLS handshake that failed).
     if let Some(io) = io_cause(&err) {
-        let said = format!("cannot reach etcd at {at}: {io}");
+        // The handshake failed: no retry makes a certificate right. rustls's own error where it
+        // is still there; some layers keep only its words.
+        if io.kind() == std::io::ErrorKind::InvalidData {
+            let said = match io.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()) {
+                Some(tls) => tls_refusal(at, tls),
+                None => format!(
+                    "the TLS handshake with etcd at {at} failed ({io}): check --tls-ca-cert, and \
+                     give --tls-cert and --tls-key if the members ask for a client certificate"
+                ),
+            };
+            return Attempt::Refused(Failure::Refused(Reason::caused_by(said, err)));
+        }
+        let closed = matches!(
+            io.kind(),
+            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+        );
+        let said = match (closed, tls) {
+            // Closed under the first request: what a TLS member does to a plain client, and to
+            // a TLS one without the client certificate it asks for.
+            (true, false) => format!(
+                "cannot reach etcd at {at}: it closed the connection at once ({io}); if it is \
+                 a TLS port, use etcds://"
+            ),
+            (true, true) => format!(
+                "cannot reach etcd at {at}: it closed the TLS connection at once ({io}); if the \
+                 members ask for a client certificate, give --tls-cert and --tls-key"
+            ),
+            (false, _) => format!("cannot reach etcd at {at}: {io}"),
+        };
         return Attempt::Next(Failure::Unreachable(Reason::caused_by(said, err)));
     }
     match &err {
         Error::GRpcStatus(status) => {
             let said = crate::report::one_line(status.message());
             match status.code() {
+                // Over TLS, a handshake that failed can end a request this way too, when the
+                // member closed the connection before its alert was read.
+                Cancelled | Unknown if tls => {
+                    Attempt::Next(Failure::Unreachable(Reason::caused_by(
+                        format!(
+                            "etcd at {at} did not serve the request: {said} (over TLS: check \
+                         --tls-ca-cert, and give --tls-cert and --tls-key if the members ask for \
+                         a client certificate)"
+                        ),
+                        err,
+                    )))
+                }
                 Unavailable | DeadlineExceeded | Cancelled | Aborted | ResourceExhausted
                 | Unknown => Attempt::Next(Failure::Unreachable(Reason::caused_by(
                     format!("etcd at {at} did not serve the request: {said}"),
@@ -240,6 +286,29 @@ fn judged(at: &str, err: Error) -> Attempt {
     }
 }
 
+/// Why a TLS handshake with the member at `at` failed, and what to do, as one line.
+fn tls_refusal(at: &str, tls: &rustls::Error) -> String {
+    use rustls::{AlertDescription, CertificateError, Error as Tls};
+    match tls {
+        Tls::InvalidCertificate(CertificateError::UnknownIssuer) => format!(
+            "etcd at {at} shows a certificate from a CA redlock does not trust ({tls}): give \
+             that CA with --tls-ca-cert"
+        ),
+        Tls::InvalidCertificate(_) => {
+            format!("etcd at {at} shows a certificate redlock cannot accept ({tls})")
+        }
+        Tls::AlertReceived(
+            AlertDescription::BadCertificate
+            | AlertDescription::CertificateRequired
+            | AlertDescription::UnknownCA,
+        ) => format!(
+            "etcd at {at} refused redlock's client certificate ({tls}): it asks for one that \
+             its CA signed; give it with --tls-cert and --tls-key"
+        ),
+        _ => format!("the TLS handshake with etcd at {at} failed: {tls}"),
+    }
+}
+
 /// The I/O error beneath `err`, if it comes from one.
 fn io_cause(err: &Error) -> Option<&std::io::Error> {
     // etcd-client's error does not name its cause: a gRPC status's is the status's own.
@@ -272,9 +341,9 @@ pub(crate) fn chain(err: &dyn std::error::Error) -> String {
     crate::report::one_line(&said)
 }
 
-/// A failure of a stream (a watch, the keep-alives) on member `at`.
-pub(crate) fn stream_failure(at: &str, err: Error) -> Failure {
-    match judged(at, err) {
+/// A failure of a stream (a watch, the keep-alives) on member `at` (`tls`: over TLS).
+pub(crate) fn stream_failure(at: &str, tls: bool, err: Error) -> Failure {
+    match judged(at, tls, err) {
         Attempt::Next(failure) | Attempt::Refused(failure) => failure,
     }
 }

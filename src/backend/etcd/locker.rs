@@ -260,7 +260,7 @@ impl Locker for EtcdLocker {
             Some(Ok(woken)) => Ok(woken),
             Some(Err(err)) => {
                 self.conn.forget_member();
-                Err(stream_failure(&at, err))
+                Err(stream_failure(&at, self.conn.tls(), err))
             }
         }
     }
