@@ -34,7 +34,7 @@ use crate::lock::{
 
 /// How long a release waits for its lease's revoke to be answered, when it does not need the
 /// answer: long enough for the request to leave.
-const REVOKE_GRACE: Duration = Duration::from_millis(2);
+const REVOKE_GRACE: Duration = Duration::from_micros(500);
 
 /// A run's lock on etcd.
 pub(crate) struct EtcdLocker {
