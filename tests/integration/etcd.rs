@@ -535,3 +535,51 @@ fn etcds_verifies_the_member_and_gives_a_client_certificate() {
     assert!(out.stderr.contains("etcds://"), "{}", out.stderr);
     assert!(!dir.join("marker").exists(), "a command ran");
 }
+
+/// A holder whose lease was revoked while a waiter was there: the waiter takes the lock and
+/// marks the holder's run vanished (it has no end yet); the holder, finding its lock lost at
+/// its next renewal, corrects that to lock_lost (76), the count moved, as on Redis.
+#[test]
+fn a_lost_holder_corrects_the_vanished_mark_a_waiter_left() {
+    let etcd = EtcdCluster::start();
+    let dir = TempDir::new();
+    let holder = Redlock::run_at(&etcd.url())
+        .key("lv")
+        .ttl("3s")
+        .sh(&beating(&dir, "h"))
+        .spawn();
+    wait_for_file(&dir.join("h.ready"));
+    let waiter = Redlock::run_at(&etcd.url())
+        .key("lv")
+        .wait("20s")
+        .sh("true")
+        .spawn();
+    wait_until(PATIENCE, "the waiter in the queue", || {
+        etcd.get_prefix("redlock:lv/q/").len() == 2
+    });
+    // The holder's lease: the older of the two.
+    let leases = etcd.leases();
+    let holders_lease = etcd.get_prefix("redlock:lv/q/")[0]
+        .0
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let lease = leases
+        .iter()
+        .find(|l| holders_lease.trim_start_matches('0') == l.trim_start_matches('0'))
+        .unwrap_or_else(|| panic!("{holders_lease} among {leases:?}"));
+    etcd.revoke(lease);
+    waiter.finish_within(Duration::from_secs(10)).assert_code(0);
+    holder
+        .finish_within(Duration::from_secs(10))
+        .assert_code(76);
+    Redlock::admin_at("history", &etcd.url())
+        .key("lv")
+        .stdout_contains("lock_lost (exit 76)")
+        .output();
+    Redlock::admin_at("status", &etcd.url())
+        .key("lv")
+        .stdout_contains("1 lost; runs ended: 1 lock_lost, 1 success")
+        .output();
+}

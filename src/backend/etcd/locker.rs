@@ -142,7 +142,7 @@ impl Locker for EtcdLocker {
             && let Some(ago) = success_ago(&seen.last_success).filter(|ago| *ago < interval)
         {
             self.give_up_place(deadline)?;
-            self.count("skipped", deadline);
+            self.count("skipped", 1, deadline);
             return Ok(Acquire::Skipped { ago });
         }
         match queue::place(&seen.queue, ours, self.kind) {
@@ -301,7 +301,7 @@ impl Locker for EtcdLocker {
         let deadline = Instant::now() + timeout;
         self.give_up_place(deadline)?;
         if busy {
-            self.count("busy", deadline);
+            self.count("busy", 1, deadline);
         }
         Ok(())
     }
@@ -419,7 +419,7 @@ impl Locker for EtcdLocker {
             .any(|op| matches!(op, TxnOpResponse::Txn(t) if t.succeeded()));
         let held = if response.succeeded() {
             if !counted_there {
-                self.count(ended.outcome, deadline);
+                self.count(ended.outcome, 1, deadline);
             }
             Held::Ours
         } else {

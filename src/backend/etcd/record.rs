@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use crate::lock::Holder;
+pub(crate) use crate::lock::record::VANISHED;
 use crate::lock::record::{Counts, RUNS_KEPT, Run, RunEnd, RunEnding, Runs, Summary};
 
 /// A run's record as written when it takes the lock.
@@ -56,9 +57,18 @@ pub(crate) fn vanished(value: &[u8], fence: i64) -> Option<String> {
 
 /// Whether a run's record says it ended.
 pub(crate) fn has_ended(value: &[u8]) -> bool {
-    serde_json::from_slice::<Map<String, Value>>(value)
-        .map(|run| run.contains_key("outcome"))
-        .unwrap_or(true)
+    outcome_of(value).is_some()
+}
+
+/// How a run's record says it ended: None while it has no end; a record that is not JSON
+/// counts as ended (it is not redlock's to rewrite).
+pub(crate) fn outcome_of(value: &[u8]) -> Option<String> {
+    match serde_json::from_slice::<Map<String, Value>>(value) {
+        Ok(run) => run
+            .get("outcome")
+            .map(|o| o.as_str().unwrap_or("?").to_owned()),
+        Err(_) => Some("?".to_owned()),
+    }
 }
 
 /// A run from its record (`fence`: its key's create revision, unless the record names one;

@@ -156,7 +156,7 @@ impl EtcdLocker {
 
     /// Add one to the counter `label`, comparing its revision as last seen (a few tries; a
     /// counter is the record's, never the lock's: failing to count stops nothing).
-    pub(super) fn count(&mut self, label: &str, deadline: Instant) {
+    pub(super) fn count(&mut self, label: &str, by: i64, deadline: Instant) {
         for _ in 0..4 {
             let key = self.keys.count(label);
             let (value, rev) = self
@@ -166,7 +166,7 @@ impl EtcdLocker {
                 .map_or((0, 0), |(_, v, r)| (*v, *r));
             let txn = Txn::new()
                 .when([Compare::mod_revision(key.clone(), CompareOp::Equal, rev)])
-                .and_then([TxnOp::put(key.clone(), (value + 1).to_string(), None)])
+                .and_then([TxnOp::put(key.clone(), (value + by).to_string(), None)])
                 .or_else([TxnOp::get(key, None)]);
             let Ok(response) = self.txn(txn, deadline) else {
                 return;
@@ -208,24 +208,27 @@ impl EtcdLocker {
             }
         });
         let Ok(found) = get else { return };
-        let Some(kv) = found.kvs().first() else {
-            return;
-        };
-        if record::has_ended(kv.value()) {
+        // Written as it is found: a record the ring pruned meanwhile is written anew (counted
+        // all the same), one that a later take marked vanished is corrected, its count moved,
+        // as on Redis; one that ended otherwise (its release, retried) is left.
+        let kv = found.kvs().first();
+        let was = kv.and_then(|kv| record::outcome_of(kv.value()));
+        if was.as_deref().is_some_and(|o| o != record::VANISHED) {
             return;
         }
-        let txn = Txn::new()
-            .when([Compare::mod_revision(
-                run.clone(),
-                CompareOp::Equal,
-                kv.mod_revision(),
-            )])
-            .and_then([
-                TxnOp::put(run, value.clone(), None),
-                TxnOp::put(self.keys.last_ended(), value, None),
-            ]);
+        let unchanged = match kv {
+            Some(kv) => Compare::mod_revision(run.clone(), CompareOp::Equal, kv.mod_revision()),
+            None => Compare::create_revision(run.clone(), CompareOp::Equal, 0),
+        };
+        let txn = Txn::new().when([unchanged]).and_then([
+            TxnOp::put(run, value.clone(), None),
+            TxnOp::put(self.keys.last_ended(), value, None),
+        ]);
         if matches!(self.txn(txn, deadline), Ok(r) if r.succeeded()) {
-            self.count(lost.outcome, deadline);
+            self.count(lost.outcome, 1, deadline);
+            if was.is_some() {
+                self.count(record::VANISHED, -1, deadline);
+            }
         }
     }
 
@@ -268,7 +271,7 @@ impl EtcdLocker {
                 TxnOp::put(self.keys.last_ended(), marked, None),
             ]);
         if matches!(self.txn(txn, deadline), Ok(r) if r.succeeded()) {
-            self.count("vanished", deadline);
+            self.count(record::VANISHED, 1, deadline);
         }
     }
 }
