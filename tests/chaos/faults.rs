@@ -7,7 +7,7 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
-use super::store::Store;
+use super::store::{Store, Worker};
 use crate::common::{Mode, Proxy, RedisServer};
 use crate::{Rng, mono_ns};
 
@@ -32,6 +32,26 @@ pub enum Kind {
     KeyOverwrite,
     /// Redis SIGKILLed and restarted without persistence: the lock and the counter are lost.
     RestartEmpty,
+    /// The etcd leader SIGSTOPped for one to two ttls, then SIGCONTed: the others elect a new
+    /// one, and the old one comes back a follower.
+    EtcdLeaderStop,
+    /// A random etcd member SIGSTOPped for half a ttl to two ttls: a follower, or the leader.
+    EtcdMemberStop,
+    /// A random etcd member SIGKILLed and restarted on its data.
+    EtcdMemberKill,
+    /// Two of the three etcd members SIGSTOPped past the lease: no majority, so no renewal, and
+    /// a holder's command must be stopped before its lease could end.
+    EtcdMajorityStop,
+    /// Every etcd lease revoked at once, as an operator can: the holder hears of it at its next
+    /// renewal, up to ttl/3 later (as when the lock key is deleted in Redis).
+    EtcdLeasesRevoked,
+    /// Not injected: what an etcd leader stopped past the lease does when it is SIGCONTed, on
+    /// etcd before 3.4.31 and 3.5.13 (etcd-io/etcd#15247). It revokes the leases that ran out
+    /// by its own stale clock, though the new leader kept them alive: a revoke from outside.
+    EtcdStaleRevokes,
+    /// Not injected: a holder whose lease etcd ended as it took the lock, and before redlock's
+    /// deadline for it (a known redlock bug: tests/chaos/etcd.rs, `known_bugs`).
+    EtcdLapsedTake,
 }
 
 /// The faults of the main run, every one at least once.
@@ -64,15 +84,29 @@ impl Kind {
             Kind::KeyDelete => "lock key deleted",
             Kind::KeyOverwrite => "lock key overwritten",
             Kind::RestartEmpty => "Redis restarted empty",
+            Kind::EtcdLeaderStop => "etcd leader SIGSTOPped",
+            Kind::EtcdMemberStop => "etcd member SIGSTOPped",
+            Kind::EtcdMemberKill => "etcd member killed, restarted",
+            Kind::EtcdMajorityStop => "etcd majority SIGSTOPped > ttl",
+            Kind::EtcdLeasesRevoked => "etcd leases all revoked",
+            Kind::EtcdStaleRevokes => "etcd old leader's revokes (#15247)",
+            Kind::EtcdLapsedTake => "take on a lapsed lease (known bug)",
         }
     }
 
     /// Faults that take the lock away from a running holder without it knowing in time, so two
-    /// workers may overlap until the holder notices: the paused ones and the lost keys.
+    /// workers may overlap until the holder notices: the paused ones and the lost keys (or
+    /// leases).
     pub fn excuses_overlap(self) -> bool {
         matches!(
             self,
-            Kind::StopRedlock | Kind::StopJob | Kind::KeyDelete | Kind::RestartEmpty
+            Kind::StopRedlock
+                | Kind::StopJob
+                | Kind::KeyDelete
+                | Kind::RestartEmpty
+                | Kind::EtcdLeasesRevoked
+                | Kind::EtcdStaleRevokes
+                | Kind::EtcdLapsedTake
         )
     }
 }
@@ -126,6 +160,42 @@ fn ms(d: Duration) -> u64 {
     d.as_millis() as u64
 }
 
+/// Wait (up to `bound`) for a running worker that `fits`; the one with the highest token.
+pub fn holder(store: &Store, bound: Duration, fits: impl Fn(&Worker) -> bool) -> Option<usize> {
+    let give_up = mono_ns() + ms(bound) * 1_000_000;
+    while mono_ns() < give_up {
+        let st = store.snapshot();
+        if let Some(w) = (0..st.workers.len())
+            .filter(|&w| st.workers[w].active() && fits(&st.workers[w]))
+            .max_by_key(|&w| st.workers[w].fence)
+        {
+            return Some(w);
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+    None
+}
+
+/// How long after `healed` the lock was taken again: the next worker's start as the store saw
+/// it. None if none came within `bound`.
+pub fn recovery(store: &Store, healed: u64, bound: Duration) -> Option<u64> {
+    let give_up = healed + ms(bound) * 1_000_000;
+    while mono_ns() < give_up {
+        let st = store.snapshot();
+        if let Some(first) = st
+            .workers
+            .iter()
+            .filter(|w| w.seen > healed)
+            .map(|w| w.seen)
+            .min()
+        {
+            return Some(first - healed);
+        }
+        thread::sleep(Duration::from_millis(2));
+    }
+    None
+}
+
 impl World<'_> {
     /// A random duration between `lo` and `hi` ttls.
     fn ttls(&self, rng: &mut Rng, lo: f64, hi: f64) -> Duration {
@@ -134,18 +204,7 @@ impl World<'_> {
 
     /// Wait (up to the bound) for a holder that has just started: `max_writes` or fewer writes.
     fn fresh_holder(&self, max_writes: u32) -> Option<usize> {
-        let give_up = mono_ns() + ms(self.bound) * 1_000_000;
-        while mono_ns() < give_up {
-            let st = self.store.snapshot();
-            if let Some(w) = (0..st.workers.len())
-                .filter(|&w| st.workers[w].active() && st.workers[w].writes <= max_writes)
-                .max_by_key(|&w| st.workers[w].fence)
-            {
-                return Some(w);
-            }
-            thread::sleep(Duration::from_millis(1));
-        }
-        None
+        holder(self.store, self.bound, |w| w.writes <= max_writes)
     }
 
     fn redis(&self, args: &[&str]) {
@@ -265,30 +324,23 @@ impl World<'_> {
                 let ttl = ms(self.ttl).to_string();
                 self.redis(&["SET", &self.lock_key.clone(), "intruder", "PX", &ttl]);
             }
+            Kind::EtcdLeaderStop
+            | Kind::EtcdMemberStop
+            | Kind::EtcdMemberKill
+            | Kind::EtcdMajorityStop
+            | Kind::EtcdLeasesRevoked
+            | Kind::EtcdStaleRevokes
+            | Kind::EtcdLapsedTake => {
+                unreachable!("{kind:?} is an etcd fault (tests/chaos/etcd.rs)")
+            }
         }
         let healed = mono_ns();
-        let give_up = healed + ms(self.bound) * 1_000_000;
-        let mut recovery = None;
-        while mono_ns() < give_up {
-            let st = self.store.snapshot();
-            if let Some(first) = st
-                .workers
-                .iter()
-                .filter(|w| w.seen > healed)
-                .map(|w| w.seen)
-                .min()
-            {
-                recovery = Some(first - healed);
-                break;
-            }
-            thread::sleep(Duration::from_millis(2));
-        }
         Fault {
             kind,
             at,
             healed,
             fence,
-            recovery,
+            recovery: recovery(self.store, healed, self.bound),
         }
     }
 }
