@@ -49,6 +49,18 @@ impl From<&str> for Reason {
 }
 
 impl Failure {
+    /// The same failure, its message `wrap` applied to (the source kept).
+    pub fn reworded(self, wrap: impl FnOnce(&str) -> String) -> Self {
+        let reword = |r: Reason| Reason {
+            message: wrap(&r.message),
+            source: r.source,
+        };
+        match self {
+            Failure::Unreachable(r) => Failure::Unreachable(reword(r)),
+            Failure::Refused(r) => Failure::Refused(reword(r)),
+        }
+    }
+
     fn reason(&self) -> &Reason {
         match self {
             Failure::Unreachable(r) | Failure::Refused(r) => r,

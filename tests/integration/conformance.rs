@@ -196,6 +196,10 @@ fn fair_waiters_run_in_the_order_they_came(service: &dyn Service) {
         // Each waiter in the queue before the next comes.
         std::thread::sleep(Duration::from_millis(400));
     }
+    admin("status", service)
+        .key("fair")
+        .stdout_contains("  waiters:  3")
+        .output();
     touch(&dir.join("h.go"));
     holder.finish().assert_code(0);
     for waiter in waiters {
@@ -271,6 +275,11 @@ fn a_success_skips_runs_within_the_min_interval(service: &dyn Service) {
     cron().sh("true").output();
     cron().sh(&marker_script(&dir)).status(75).output();
     assert!(!dir.join("marker").exists(), "ran within the interval");
+    // `status` says how long such runs still skip.
+    admin("status", service)
+        .key("daily")
+        .stdout_contains("; --min-interval runs skip for another 59m")
+        .output();
     run(service).key("once").sh("true").output();
     run(service)
         .key("once")
@@ -363,11 +372,20 @@ fn the_admin_commands_show_and_break_a_lock(service: &dyn Service) {
         .status(0)
         .stdout_contains("OK: lock 'job' last succeeded")
         .output();
-    admin("release", service)
+    let out = admin("release", service)
         .key("job")
         .args(["--force", "--token", &token])
         .stdout_contains("released lock 'job' held by ")
         .output();
+    // The counter it reports is past the broken holder's token, and the next token past it.
+    let counter: u64 = out
+        .stdout
+        .rsplit("fencing counter now ")
+        .next()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no counter in {:?}", out.stdout));
+    let fence: u64 = wait_for_line(&dir.join("h.fence")).parse().unwrap();
+    assert!(counter > fence, "{}", out.stdout);
     // The holder finds out at its next renewal and stops its command.
     let out = holder.finish_within(Duration::from_secs(15));
     out.assert_code(76);
@@ -375,6 +393,13 @@ fn the_admin_commands_show_and_break_a_lock(service: &dyn Service) {
         .key("job")
         .stdout_contains("lock_lost (exit 76)")
         .output();
+    let next = run(service)
+        .key("job")
+        .sh("echo $REDLOCK_FENCING_TOKEN")
+        .any_stdout()
+        .output();
+    let next: u64 = next.stdout.trim().parse().unwrap();
+    assert!(next > counter, "token {next} after counter {counter}");
 }
 
 /// `--metrics-file` says how each run ended, whatever the backend.

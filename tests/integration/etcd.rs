@@ -189,6 +189,7 @@ fn what_etcd_cannot_honour_is_refused_in_one_line() {
     let dir = TempDir::new();
     let url = etcd.url();
     let etcds = url.replace("etcd://", "etcds://");
+    let with_user = url.replace("etcd://", "etcd://redlock@");
     // (the URLs, more options, what the line says)
     let cases: Vec<(Vec<&str>, Vec<&str>, &str)> = vec![
         (
@@ -216,6 +217,11 @@ fn what_etcd_cannot_honour_is_refused_in_one_line() {
             vec!["etcd://127.0.0.1:2379/path"],
             vec![],
             "no path or parameters",
+        ),
+        (
+            vec![&with_user],
+            vec![],
+            "names user 'redlock' but no password: put it in a file",
         ),
     ];
     for (urls, args, said) in cases {

@@ -90,6 +90,7 @@ impl Conn {
     {
         let n = self.members.addrs.len();
         let mut last: Option<Failure> = None;
+        let mut asked = 0;
         for tried in 0..n {
             let now = Instant::now();
             if now >= deadline {
@@ -103,6 +104,7 @@ impl Conn {
                 (left / (n - tried) as u32).max(MIN_SHARE).min(left)
             };
             let until = now + share;
+            asked += 1;
             match self.attempt(until, &request) {
                 Ok(value) => return Ok(value),
                 Err(Attempt::Refused(failure)) => return Err(failure),
@@ -112,9 +114,16 @@ impl Conn {
                 }
             }
         }
-        Err(last.unwrap_or_else(|| {
+        let last = last.unwrap_or_else(|| {
             Failure::Unreachable(format!("no answer from etcd at {} in time", self.member()).into())
-        }))
+        });
+        Err(if asked > 1 {
+            last.reworded(|said| {
+                format!("no member of etcd answered ({asked} asked; the last: {said})")
+            })
+        } else {
+            last
+        })
     }
 
     /// One request to the current member, connected first if need be.

@@ -382,7 +382,7 @@ impl Locker for EtcdLocker {
         let value = record::ended(
             token,
             &self.holder,
-            (taken.at_ms, taken.fence),
+            (taken.at_ms, taken.fence, self.min_interval),
             taken.tenure.held(),
             &ended,
         );

@@ -62,7 +62,14 @@ pub(crate) fn open(connect: Connect) -> Result<Etcd, String> {
     let password = password.or(parsed.password.clone());
     match (&parsed.user, password) {
         (Some(user), Some(password)) => options = options.with_user(user.clone(), password),
-        (Some(user), None) => options = options.with_user(user.clone(), ""),
+        // etcd has no user without a password (a client certificate's name is its user, and
+        // needs none in the URL), so asking the cluster would only earn "invalid password".
+        (Some(user), None) => {
+            return Err(format!(
+                "the etcd URL names user '{user}' but no password: put it in a file named by \
+                 --password-file or REDLOCK_PASSWORD_FILE (or in REDLOCK_PASSWORD)"
+            ));
+        }
         (None, Some(_)) => {
             return Err(format!(
                 "a password for etcd needs a user name in the URL: {}://USER@{}",

@@ -151,13 +151,6 @@ impl Node for EtcdNode {
             .map(|e| HeldAs::from_stored(&e.kind))
             .unwrap_or(HeldAs::Kind(Kind::Exclusive));
         let waiting = entries.len().saturating_sub(holding.len()) as u64;
-        let oldest = range
-            .queue
-            .iter()
-            .skip(holding.len())
-            .filter_map(|(_, kv)| holder_of(kv).1)
-            .map(|h| now_ms() / 1000 - h.started.min(now_ms() / 1000))
-            .max();
         let mut info = LockInfo {
             stored_key: keys.all(),
             fence,
@@ -165,8 +158,14 @@ impl Node for EtcdNode {
             held: None,
             holder: None,
             several: None,
-            done: None,
-            queue: (waiting > 0).then(|| (waiting, Duration::from_secs(oldest.unwrap_or(0)))),
+            done: range
+                .record
+                .last_success
+                .as_deref()
+                .and_then(|v| record::done(v, now_ms())),
+            // Every waiter on etcd is in its first-come-first-served queue, --fair or not: one
+            // count, not a "fair queue" line that names an option the runs did not give.
+            queue: None,
             waiting,
             runs: runs.summary,
         };
@@ -221,7 +220,7 @@ impl Node for EtcdNode {
         timeout: Duration,
     ) -> Result<Forced, Failure> {
         let deadline = Instant::now() + timeout;
-        let (keys, range) = self.range(name, timeout)?;
+        let (_, range) = self.range(name, timeout)?;
         let entries: Vec<Entry> = range.queue.iter().map(|(e, _)| e.clone()).collect();
         let holding = queue::holders(&entries).len();
         let holders: Vec<&(Entry, KeyValue)> = range.queue.iter().take(holding).collect();
@@ -269,21 +268,29 @@ impl Node for EtcdNode {
         let delete = Txn::new()
             .when([Compare::create_revision(key.clone(), CompareOp::Equal, rev)])
             .and_then([TxnOp::delete(key, None)]);
-        self.conn.run(deadline, move |mut client| {
+        let done = self.conn.run(deadline, move |mut client| {
             let delete = delete.clone();
             async move { client.txn(delete).await }
         })?;
+        // The revision of the delete: every token given out from now on is larger.
+        let now = done.header().map_or(rev, |h| h.revision());
+        if !done.succeeded() {
+            // It left (or its lease ended) between the read and the delete.
+            return Ok(Forced::Free {
+                fence: now,
+                cleared: 0,
+            });
+        }
         if let Some(lease) = Keys::lease_of(kv.key()) {
             // Its renewals fail from now on, and its command is stopped; gone already is fine.
             let _ = self.conn.run(deadline, move |mut client| async move {
                 client.lease_revoke(lease).await.map(drop)
             });
         }
-        let _ = keys;
         let (removed, holder) = holder_of(kv);
         Ok(Forced::Removed {
             token: removed,
-            fence: rev,
+            fence: now,
             holder,
             held_as,
             left: holders.len().saturating_sub(1) as u64,

@@ -26,15 +26,16 @@ pub(crate) fn started(token: &str, holder: &Holder, at_ms: u64) -> String {
 }
 
 /// The record of a run that ended as `ended`, `took` after it took the lock, its fencing token
-/// `fence`: the run's key and the summary's copies hold it.
+/// `fence`, its `--min-interval` (kept so that `status` can say how long runs still skip): the
+/// run's key and the summary's copies hold it.
 pub(crate) fn ended(
     token: &str,
     holder: &Holder,
-    (at_ms, fence): (u64, i64),
+    (at_ms, fence, min_interval): (u64, i64, Option<Duration>),
     took: Duration,
     ended: &RunEnding,
 ) -> String {
-    json!({
+    let mut run = json!({
         "token": token,
         "host": holder.host,
         "pid": holder.pid,
@@ -43,8 +44,26 @@ pub(crate) fn ended(
         "ended": at_ms + took.as_millis() as u64,
         "outcome": ended.outcome,
         "status": ended.status,
-    })
-    .to_string()
+    });
+    if let Some(interval) = min_interval {
+        run["min_interval_ms"] = json!(interval.as_millis() as u64);
+    }
+    run.to_string()
+}
+
+/// From the last success's record: how long ago it ended, and how long the `--min-interval` it
+/// ran with still holds off runs with the same interval; None when it ran without one, or that
+/// time is over (as on Redis, where the mark expires).
+pub(crate) fn done(last_success: &[u8], now_ms: u64) -> Option<(Duration, Option<Duration>)> {
+    let run: Map<String, Value> = serde_json::from_slice(last_success).ok()?;
+    let interval = run.get("min_interval_ms").and_then(Value::as_u64)?;
+    let ended = run.get("ended").and_then(Value::as_u64)?;
+    let ago = now_ms.saturating_sub(ended);
+    let left = interval.checked_sub(ago).filter(|left| *left > 0)?;
+    Some((
+        Duration::from_millis(ago),
+        Some(Duration::from_millis(left)),
+    ))
 }
 
 /// A run's record marked as vanished (its lease ended without a release).
@@ -185,10 +204,24 @@ mod tests {
         let done = ended(
             "t",
             &holder,
-            (1000, 41),
+            (1000, 41, None),
             Duration::from_millis(250),
             &RunEnding::of(Outcome::Exited(3), 75),
         );
+        assert_eq!(super::done(done.as_bytes(), 2000), None);
+        // A success with --min-interval 10s, ended at 1250: runs skip until 11250.
+        let success = ended(
+            "t",
+            &holder,
+            (1000, 41, Some(Duration::from_secs(10))),
+            Duration::from_millis(250),
+            &RunEnding::of(Outcome::Exited(0), 75),
+        );
+        assert_eq!(
+            super::done(success.as_bytes(), 3250),
+            Some((Duration::from_secs(2), Some(Duration::from_secs(8))))
+        );
+        assert_eq!(super::done(success.as_bytes(), 11250), None);
         let done = run(done.as_bytes(), 0, false, 5000).unwrap();
         assert_eq!(done.fence, 41);
         assert_eq!(done.ended_ms(), Some(1250));

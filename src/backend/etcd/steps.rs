@@ -195,7 +195,7 @@ impl EtcdLocker {
         let value = record::ended(
             token,
             &self.holder,
-            (taken.at_ms, taken.fence),
+            (taken.at_ms, taken.fence, self.min_interval),
             taken.tenure.held(),
             &lost,
         );
