@@ -71,6 +71,7 @@ events! {
     MasterChanged => "master_changed",
     Moved => "moved",
     WatchCancelled => "watch_cancelled",
+    KeepAliveUnanswered => "keepalive_unanswered",
     /// Anything else: a line with no event of its own.
     Message => "message",
 }

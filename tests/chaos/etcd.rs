@@ -11,9 +11,8 @@
 //! no majority, a holder's command ran no longer than its lease and redlock said so (76);
 //! afterwards no entry and no lease is left.
 //!
-//! The phase found two bugs of redlock's own on etcd, reported and not fixed here: see
-//! [`known_bugs`]. They are listed in every run that meets them, and fail it only with
-//! CHAOS_ETCD_STRICT=1.
+//! The phase found two bugs of redlock's own on etcd, since fixed; [`lapsed_takes`] checks
+//! every run for them.
 
 use std::process::Command;
 use std::thread;
@@ -55,11 +54,10 @@ pub fn run(phase: &Phase, rng: &mut Rng) -> Report {
         phase,
         old_leader_revokes,
     };
-    let mut faults = phase.schedule(started, rng, |kind, rng| cluster.inject(kind, rng));
+    let faults = phase.schedule(started, rng, |kind, rng| cluster.inject(kind, rng));
     let runs = clients.finish();
     let wall = started.elapsed();
-    let strict = std::env::var_os("CHAOS_ETCD_STRICT").is_some();
-    let known = known_bugs(&mut faults, &store.snapshot(), &runs, strict);
+    let lapsed = lapsed_takes(&faults, &store.snapshot(), &runs);
     let mut report = phase.report(wall, faults, &store, runs);
     let woken = if old_leader_revokes {
         "an old leader revokes leases as it wakes (etcd-io/etcd#15247)"
@@ -69,15 +67,7 @@ pub fn run(phase: &Phase, rng: &mut Rng) -> Report {
     report
         .notes
         .push(("etcd".into(), format!("{version}: {woken}")));
-    report.notes.push((
-        "takes on a lapsed lease / waiters out with 69 (known bugs)".into(),
-        format!("{} / {}", known.lapsed, known.gave_up),
-    ));
-    if strict {
-        report.problems.extend(known.lines);
-    } else {
-        report.known.extend(known.lines);
-    }
+    report.problems.extend(lapsed);
     afterwards(&etcd, phase, &store, &mut report);
     report
 }
@@ -234,28 +224,20 @@ fn old_leader_revokes() -> (String, bool) {
     (version, revokes)
 }
 
-/// The known bugs the phase met in a run: a line for each, and how often each showed.
-struct Known {
-    lines: Vec<String>,
-    lapsed: usize,
-    gave_up: usize,
-}
-
-/// Bugs of redlock's own on etcd that this phase found, reported and not fixed here. Each time
-/// one shows it is listed (`KNOWN BUG`), not failed, unless `strict`. The fix removes the
-/// allowance. Both come from a take that trusts a lease nobody kept alive: while the run waited
-/// on a SIGSTOPped member (its keep-alives swallowed without a word), or retried after requests
-/// that got no answer (no keep-alives at all).
+/// Two bugs of redlock's own on etcd that this phase found (tests/integration/etcd_waiters.rs
+/// shows each alone). Both came from a take that trusted a lease nobody kept alive: while the
+/// run waited on a SIGSTOPped member (its keep-alives swallowed without a word), or retried
+/// after requests that got no answer (no keep-alives at all).
 ///
-/// - The take counts a whole ttl from itself, but etcd ends the lease a ttl after it was last
-///   kept alive: as the lock is taken, or soon after. The next waiter then comes in while the
-///   command runs, until the first renewal finds the entry gone (76). It shows as a holder that
+/// - The take counted a whole ttl from itself, but etcd ends the lease a ttl after it was last
+///   kept alive: as the lock is taken, or soon after. The next waiter then came in while the
+///   command ran, until the first renewal found the entry gone (76). It shows as a holder that
 ///   redlock stopped for a lost entry (76, "its key is gone", or gone at the release) where no
-///   revoke robbed it. Unless `strict`, its life is a fault window.
-/// - When the lease has ended and the run's entry was never seen, the take puts the entry with
-///   that lease: "requested lease not found", and a `--wait` run exits 69 instead of taking a
+///   revoke robbed it.
+/// - When the lease had ended and the run's entry was never seen, the take put the entry with
+///   that lease: "requested lease not found", and a `--wait` run exited 69 instead of taking a
 ///   new lease and a place at the back.
-fn known_bugs(faults: &mut Vec<Fault>, state: &State, runs: &[Run], strict: bool) -> Known {
+fn lapsed_takes(faults: &[Fault], state: &State, runs: &[Run]) -> Vec<String> {
     let revoked = |w: &Worker| {
         faults.iter().any(|f| {
             matches!(f.kind, Kind::EtcdLeasesRevoked | Kind::EtcdStaleRevokes)
@@ -263,59 +245,56 @@ fn known_bugs(faults: &mut Vec<Fault>, state: &State, runs: &[Run], strict: bool
                 && f.fence.is_some_and(|top| w.fence <= top)
         })
     };
-    let lapsed: Vec<&Worker> = state
+    let t0 = state.workers.first().map_or(0, |w| w.start);
+    let mut lines: Vec<String> = state
         .workers
         .iter()
-        .filter(|w| {
+        .filter_map(|w| {
             let run = runs.iter().find(|run| {
                 run.pid == w.redlock
                     && run.client == w.client
                     && run.spawned <= w.start
                     && w.start <= run.reaped
-            });
-            run.is_some_and(|run| {
-                run.code == 76
-                    && (run.stderr.contains("its key is gone")
-                        || run.stderr.contains("was already gone when released"))
-            }) && !revoked(w)
+            })?;
+            // A holder cut off (no renewal answered) is stopped before its lease could end,
+            // and may find the entry gone at the release: that is the lease doing its job.
+            let cut_off = run.stderr.contains("could not renew");
+            let lost = run.code == 76
+                && !cut_off
+                && (run.stderr.contains("its key is gone")
+                    || run.stderr.contains("was already gone when released"));
+            (lost && !revoked(w)).then_some((w, run))
+        })
+        .map(|(w, run)| {
+            let at = |ns: u64| ns.saturating_sub(t0) as f64 / 1e6;
+            let near: Vec<String> = faults
+                .iter()
+                .filter(|f| f.at <= w.last && f.healed + 3_000_000_000 >= w.start)
+                .map(|f| format!("{} {:.0}-{:.0} ms", f.kind.name(), at(f.at), at(f.healed)))
+                .collect();
+            format!(
+                "client {} took the lock (token {}) at {:.0} ms on a lease etcd ended before \
+                 redlock's deadline: its command ran {:.0} ms, and redlock found the entry gone \
+                 (76) though no revoke robbed it; faults near: {near:?}; redlock said: {}",
+                w.client,
+                w.fence,
+                at(w.start),
+                (w.last - w.start) as f64 / 1e6,
+                run.stderr.trim().replace('\n', " | ")
+            )
         })
         .collect();
-    let t0 = state.workers.first().map_or(0, |w| w.start);
-    let mut lines = Vec::new();
-    for w in &lapsed {
-        lines.push(format!(
-            "client {} took the lock (token {}) at {:.0} ms on a lease etcd ended before \
-             redlock's deadline: its command ran {:.0} ms, and redlock found the entry gone (76)",
-            w.client,
-            w.fence,
-            w.start.saturating_sub(t0) as f64 / 1e6,
-            (w.last - w.start) as f64 / 1e6
-        ));
-        if !strict {
-            faults.push(Fault {
-                kind: Kind::EtcdLapsedTake,
-                at: w.start,
-                healed: w.last,
-                fence: Some(w.fence),
-                recovery: Some(0),
-            });
-        }
-    }
     let gave_up = runs
         .iter()
         .filter(|run| run.code == 69 && run.stderr.contains("requested lease not found"))
         .count();
     if gave_up > 0 {
         lines.push(format!(
-            "{gave_up} `--wait 30s` runs exited 69, \"requested lease not found\": a lease \
-             that ran out was not replaced by a new one"
+            "{gave_up} `--wait` runs exited 69, \"requested lease not found\": a lease that ran \
+             out was not replaced by a new one"
         ));
     }
-    Known {
-        lines,
-        lapsed: lapsed.len(),
-        gave_up,
-    }
+    lines
 }
 
 /// Afterwards the lock's queue is empty and every lease gone within a few ttls (a holder that

@@ -49,9 +49,6 @@ pub enum Kind {
     /// etcd before 3.4.31 and 3.5.13 (etcd-io/etcd#15247). It revokes the leases that ran out
     /// by its own stale clock, though the new leader kept them alive: a revoke from outside.
     EtcdStaleRevokes,
-    /// Not injected: a holder whose lease etcd ended as it took the lock, and before redlock's
-    /// deadline for it (a known redlock bug: tests/chaos/etcd.rs, `known_bugs`).
-    EtcdLapsedTake,
 }
 
 /// The faults of the main run, every one at least once.
@@ -90,7 +87,6 @@ impl Kind {
             Kind::EtcdMajorityStop => "etcd majority SIGSTOPped > ttl",
             Kind::EtcdLeasesRevoked => "etcd leases all revoked",
             Kind::EtcdStaleRevokes => "etcd old leader's revokes (#15247)",
-            Kind::EtcdLapsedTake => "take on a lapsed lease (known bug)",
         }
     }
 
@@ -106,7 +102,6 @@ impl Kind {
                 | Kind::RestartEmpty
                 | Kind::EtcdLeasesRevoked
                 | Kind::EtcdStaleRevokes
-                | Kind::EtcdLapsedTake
         )
     }
 }
@@ -329,8 +324,7 @@ impl World<'_> {
             | Kind::EtcdMemberKill
             | Kind::EtcdMajorityStop
             | Kind::EtcdLeasesRevoked
-            | Kind::EtcdStaleRevokes
-            | Kind::EtcdLapsedTake => {
+            | Kind::EtcdStaleRevokes => {
                 unreachable!("{kind:?} is an etcd fault (tests/chaos/etcd.rs)")
             }
         }

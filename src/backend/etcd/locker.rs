@@ -115,16 +115,17 @@ impl Locker for EtcdLocker {
         let deadline = Instant::now() + timeout;
         // When the run took the lock, if this attempt takes it: the record's start.
         let at_ms = now_ms();
-        // A waiting place whose lease ran out (a frozen waiter) is taken anew, at the back.
+        // A waiting place whose lease ran out (a frozen waiter, a member that took its
+        // keep-alives and froze) is taken anew, at the back.
         let (seen, ours) = loop {
             let lease = match self.lease {
-                Some(lease) => lease,
-                None => self.grant(ttl, deadline)?,
+                Some(lease) => (lease, false),
+                None => (self.grant(ttl, deadline)?, true),
             };
             self.unanswered = true;
             let seen = self.enqueue(token, lease, at_ms, deadline)?;
-            match seen.ours {
-                Some(ours) => break (seen, ours),
+            match seen.and_then(|seen| Some((seen.ours?, seen))) {
+                Some((ours, seen)) => break (seen, ours),
                 None if Instant::now() < deadline => {
                     self.lease = None;
                     self.entry = None;
@@ -207,6 +208,11 @@ impl Locker for EtcdLocker {
         {
             std::thread::sleep(Duration::from_millis(ms));
         }
+        // Keep-alives that go unanswered for two beats (a member frozen, or cut off from its
+        // leader's time): the wait ends, and the next attempt asks another member, keeping
+        // the place alive from there (or, too late, taking a new one).
+        let mut unheard = false;
+        let unheard_flag = &mut unheard;
         let waited = self.conn.block_on(limit, async move {
             let mut client = client;
             let mut stream = client.watch(key, Some(options)).await?;
@@ -218,6 +224,7 @@ impl Locker for EtcdLocker {
                 Err(Error::LeaseKeepAliveError(_)) => return Ok(true),
                 Err(err) => return Err(err),
             };
+            let mut heard = tokio::time::Instant::now();
             let mut beat = tokio::time::interval(beat);
             let end = tokio::time::sleep(hold);
             tokio::pin!(end);
@@ -244,15 +251,30 @@ impl Locker for EtcdLocker {
                     answer = alive.message() => match answer? {
                         // The waiting place's lease ran out: the next attempt takes a new one.
                         Some(r) if r.ttl() <= 0 => return Ok(true),
-                        Some(_) => {}
+                        Some(_) => heard = tokio::time::Instant::now(),
                         None => return Ok(true),
                     },
-                    _ = beat.tick() => keeper.keep_alive().await?,
+                    _ = beat.tick() => {
+                        if heard.elapsed() > beat.period() * 2 {
+                            *unheard_flag = true;
+                            return Ok(true);
+                        }
+                        keeper.keep_alive().await?
+                    }
                     _ = interrupt.notified() => return Ok(true),
                     _ = &mut end => return Ok(false),
                 }
             }
         });
+        if unheard {
+            crate::report!(
+                2,
+                KeepAliveUnanswered { "member" => at.as_str() },
+                "etcd at {at} has not answered the waiting place's keep-alives for two beats; \
+                 asking another member"
+            );
+            self.conn.forget_member();
+        }
         match waited {
             None => Err(Failure::Unreachable(
                 format!("no answer from etcd at {at} in time").into(),

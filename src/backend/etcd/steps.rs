@@ -43,13 +43,19 @@ impl EtcdLocker {
     /// counters and the newest runs read in the same transaction. Once our entry is there, a
     /// read alone: a waiter woken by a release costs etcd no write before its command starts.
     /// `at_ms`: when the run takes the lock if it does (this host's clock).
+    ///
+    /// A lease granted by an earlier attempt (a waiter's, or one whose put had no answer) is
+    /// kept alive beside the transaction, sent together: the run's lease counts from when its
+    /// attempt was sent, and only a keep-alive sent by this attempt makes that true of a lease
+    /// whose last keep-alive may never have landed (a frozen member). None: the lease is gone
+    /// (its entry with it); the caller takes a new one.
     pub(super) fn enqueue(
         &mut self,
         token: &str,
-        lease: i64,
+        (lease, granted_now): (i64, bool),
         at_ms: u64,
         deadline: Instant,
-    ) -> Result<Seen, Failure> {
+    ) -> Result<Option<Seen>, Failure> {
         let entry = self.keys.entry(lease);
         let put = TxnOp::put(
             entry.clone(),
@@ -110,8 +116,37 @@ impl EtcdLocker {
             ops.extend(reads);
             Txn::new().and_then(ops)
         };
-        let response = self.txn(txn, deadline)?;
-        Ok(Seen::read(&response, &entry, fast && response.succeeded()))
+        let response = self.conn.run(deadline, move |client| {
+            let txn = txn.clone();
+            let keep = (!granted_now).then(|| client.clone());
+            let mut client = client;
+            async move {
+                let kept = async move {
+                    match keep {
+                        None => Ok(true),
+                        Some(mut keep) => match keep.lease_keep_alive(lease).await {
+                            Ok(_) => Ok(true),
+                            // The only error of this kind a first keep-alive gives: gone.
+                            Err(Error::LeaseKeepAliveError(_)) => Ok(false),
+                            Err(err) => Err(err),
+                        },
+                    }
+                };
+                let (kept, done) = tokio::join!(kept, client.txn(txn));
+                match (kept?, done) {
+                    (false, _) => Ok(None),
+                    (true, Ok(response)) => Ok(Some(response)),
+                    // A put with a lease that ran out between the keep-alive and the txn.
+                    (true, Err(Error::GRpcStatus(status)))
+                        if status.code() == tonic::Code::NotFound =>
+                    {
+                        Ok(None)
+                    }
+                    (true, Err(err)) => Err(err),
+                }
+            }
+        })?;
+        Ok(response.map(|response| Seen::read(&response, &entry, fast && response.succeeded())))
     }
 
     /// A transaction within `deadline`, on whichever member answers.

@@ -1,0 +1,170 @@
+//! A waiter on etcd whose member freezes: the member it asks first (and watches through, and
+//! sends its waiting place's keep-alives to) is SIGSTOPped while the lock is held by others.
+//!
+//! Both found by the chaos suite's etcd phase. A frozen member takes keep-alives without a
+//! word: the waiting place's lease runs out a ttl after the last one that landed, though the
+//! waiter sent more. The waiter must not take the lock on that lease and count a whole ttl from
+//! the take (its command then overlaps the next holder's), and must not give up with 69 when
+//! the lease is gone ("requested lease not found"): it takes a new lease and a place at the back.
+//! The same holds for a lease whose entry's put was answered too late (the reply lost).
+
+use std::time::Duration;
+
+use crate::common::*;
+
+/// The command of the waiter: one line per 20 ms into `w.beats` (this host's clock, ns), for
+/// 1.5 s, several of its 1 s leases.
+fn beats(dir: &TempDir) -> String {
+    format!(
+        "end=$(($(date +%s%N)+1500000000)); while [ $(date +%s%N) -lt $end ]; do \
+         date +%s%N >> {beats}; sleep 0.02; done",
+        beats = dir.sh("w.beats")
+    )
+}
+
+fn read_ns(dir: &TempDir, name: &str) -> Vec<u64> {
+    std::fs::read_to_string(dir.join(name))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// H holds through the two members other than F (a follower); W waits asking F first; X waits
+/// behind W through the others. F is SIGSTOPped at a different moment each round, then H
+/// ends. Whoever takes the lock first, W's command and X's never overlap, and neither is
+/// stopped for a lost lock (76). Before the fix this overlapped in about half the rounds.
+#[test]
+fn a_waiter_whose_member_froze_never_takes_the_lock_on_a_lapsed_lease() {
+    let mut etcd = EtcdCluster::start();
+    let members = etcd.endpoints();
+    for (round, freeze_after_ms) in [500u64, 800, 1100, 1400].into_iter().enumerate() {
+        let dir = TempDir::new();
+        let key = format!("frozen-{round}");
+        let leader = etcd.leader();
+        let (f, o) = ((leader + 1) % 3, (leader + 2) % 3);
+        let first_f = format!("etcd://{},{},{}", members[f], members[leader], members[o]);
+        let others = format!("etcd://{},{}", members[leader], members[o]);
+        let holder = Redlock::run_at(&others)
+            .key(&key)
+            .ttl("1s")
+            .sh(&format!(
+                "touch {ready}; while [ ! -e {go} ]; do sleep 0.01; done",
+                ready = dir.sh("h.ready"),
+                go = dir.sh("h.go")
+            ))
+            .spawn();
+        wait_for_file(&dir.join("h.ready"));
+        let w = Redlock::run_at(&first_f)
+            .key(&key)
+            .ttl("1s")
+            .wait("30s")
+            .sh(&beats(&dir))
+            .spawn();
+        std::thread::sleep(Duration::from_millis(500));
+        let x = Redlock::run_at(&others)
+            .key(&key)
+            .ttl("1s")
+            .wait("30s")
+            .sh(&format!("date +%s%N > {}", dir.sh("x.start")))
+            .spawn();
+        std::thread::sleep(Duration::from_millis(freeze_after_ms));
+        etcd.stop(f);
+        touch(&dir.join("h.go"));
+        let _ = holder.finish_within(Duration::from_secs(10));
+        let w = w.finish_within(Duration::from_secs(40));
+        let _ = x.finish_within(Duration::from_secs(40));
+        etcd.resume(f);
+        etcd.wait_healthy();
+        let beats = read_ns(&dir, "w.beats");
+        let x_start = read_ns(&dir, "x.start")[0];
+        let (first, last) = (beats[0], *beats.last().unwrap());
+        assert!(
+            x_start < first || x_start > last,
+            "round {round}: X's command started {} ms into W's ({} ms long); W said: {}",
+            (x_start - first) / 1_000_000,
+            (last - first) / 1_000_000,
+            w.stderr
+        );
+        w.assert_code(0);
+    }
+}
+
+/// W waits asking F first; F is SIGSTOPped for 2 s (twice the ttl), so W's waiting place's
+/// lease runs out; the holder ends 2 s after F is back. W takes a new place and the lock, and
+/// its command runs (0), within its wait.
+#[test]
+fn a_waiter_whose_waiting_lease_ran_out_takes_a_new_place() {
+    let mut etcd = EtcdCluster::start();
+    let members = etcd.endpoints();
+    for round in 0..1 {
+        let dir = TempDir::new();
+        let key = format!("lapsed-{round}");
+        let leader = etcd.leader();
+        let (f, o) = ((leader + 1) % 3, (leader + 2) % 3);
+        let first_f = format!("etcd://{},{},{}", members[f], members[leader], members[o]);
+        let others = format!("etcd://{},{}", members[leader], members[o]);
+        let (holder, _) = Redlock::run_at(&others).key(&key).ttl("1s").hold(&dir, "h");
+        let w = Redlock::run_at(&first_f)
+            .key(&key)
+            .ttl("1s")
+            .wait("30s")
+            .sh(&format!("touch {}", dir.sh("w.ran")))
+            .spawn();
+        std::thread::sleep(Duration::from_millis(500));
+        etcd.stop(f);
+        std::thread::sleep(Duration::from_secs(2));
+        etcd.resume(f);
+        std::thread::sleep(Duration::from_secs(2));
+        touch(&dir.join("h.go"));
+        holder.finish_within(Duration::from_secs(10)).assert_code(0);
+        let w = w.finish_within(Duration::from_secs(40));
+        assert!(
+            !w.stderr.contains("lease not found"),
+            "round {round}: {}",
+            w.stderr
+        );
+        w.assert_code(0);
+        assert!(
+            dir.join("w.ran").exists(),
+            "round {round}: W's command never ran"
+        );
+        etcd.wait_healthy();
+    }
+}
+
+/// The reply to the put of the run's entry is lost (the connection dropped after the request
+/// went through), then etcd answers nothing for 2.5 s, longer than the 1 s lease. The entry
+/// went with its lease; the waiter's next attempt must not put a new entry on that lease (etcd:
+/// "requested lease not found", which was a 69): it takes a new lease and the lock (0).
+#[test]
+fn a_put_whose_reply_was_lost_and_whose_lease_then_ran_out_is_taken_anew() {
+    let etcd = EtcdCluster::start_with(EtcdOpts {
+        members: 1,
+        ..EtcdOpts::default()
+    });
+    let port: u16 = etcd.endpoints()[0]
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let proxy = Proxy::start(port);
+    let url = proxy.url().replace("redis://", "etcd://");
+    let dir = TempDir::new();
+    proxy.lose_reply_to(b"redlock:lost-put/q/");
+    let run = Redlock::run_at(&url)
+        .key("lost-put")
+        .ttl("1s")
+        .wait("30s")
+        .sh(&format!("touch {}", dir.sh("ran")))
+        .spawn();
+    wait_until(PATIENCE, "the put's reply lost", || proxy.lost_a_reply());
+    proxy.set(Mode::Hang, Duration::ZERO);
+    std::thread::sleep(Duration::from_millis(2500));
+    proxy.set(Mode::Pass, Duration::ZERO);
+    let out = run.finish_within(Duration::from_secs(40));
+    assert!(!out.stderr.contains("lease not found"), "{}", out.stderr);
+    out.assert_code(0);
+    assert!(dir.join("ran").exists(), "the command never ran");
+}
