@@ -22,6 +22,16 @@ fn beats(dir: &TempDir) -> String {
     )
 }
 
+/// A follower F, a URL that asks F first, and one that names only the other two members.
+fn follower_first(etcd: &EtcdCluster) -> (usize, String, String) {
+    let members = etcd.endpoints();
+    let leader = etcd.leader();
+    let (f, o) = ((leader + 1) % 3, (leader + 2) % 3);
+    let first_f = format!("etcd://{},{},{}", members[f], members[leader], members[o]);
+    let others = format!("etcd://{},{}", members[leader], members[o]);
+    (f, first_f, others)
+}
+
 fn read_ns(dir: &TempDir, name: &str) -> Vec<u64> {
     std::fs::read_to_string(dir.join(name))
         .unwrap_or_default()
@@ -37,14 +47,10 @@ fn read_ns(dir: &TempDir, name: &str) -> Vec<u64> {
 #[test]
 fn a_waiter_whose_member_froze_never_takes_the_lock_on_a_lapsed_lease() {
     let mut etcd = EtcdCluster::start();
-    let members = etcd.endpoints();
     for (round, freeze_after_ms) in [500u64, 800, 1100, 1400].into_iter().enumerate() {
         let dir = TempDir::new();
         let key = format!("frozen-{round}");
-        let leader = etcd.leader();
-        let (f, o) = ((leader + 1) % 3, (leader + 2) % 3);
-        let first_f = format!("etcd://{},{},{}", members[f], members[leader], members[o]);
-        let others = format!("etcd://{},{}", members[leader], members[o]);
+        let (f, first_f, others) = follower_first(&etcd);
         let holder = Redlock::run_at(&others)
             .key(&key)
             .ttl("1s")
@@ -96,14 +102,10 @@ fn a_waiter_whose_member_froze_never_takes_the_lock_on_a_lapsed_lease() {
 #[test]
 fn a_waiter_whose_waiting_lease_ran_out_takes_a_new_place() {
     let mut etcd = EtcdCluster::start();
-    let members = etcd.endpoints();
     for round in 0..1 {
         let dir = TempDir::new();
         let key = format!("lapsed-{round}");
-        let leader = etcd.leader();
-        let (f, o) = ((leader + 1) % 3, (leader + 2) % 3);
-        let first_f = format!("etcd://{},{},{}", members[f], members[leader], members[o]);
-        let others = format!("etcd://{},{}", members[leader], members[o]);
+        let (f, first_f, others) = follower_first(&etcd);
         let (holder, _) = Redlock::run_at(&others).key(&key).ttl("1s").hold(&dir, "h");
         let w = Redlock::run_at(&first_f)
             .key(&key)
