@@ -20,9 +20,9 @@ mod integration {
     // etcd alone: a leader lost or frozen, no majority, a revoked lease, a restart of every
     // member, a compacted watch, what etcd refuses.
     mod etcd;
-    // etcd: a waiter whose member froze takes no lock on a lapsed lease, and a new place when
-    // its waiting lease ran out.
-    mod etcd_waiters;
+    // etcd, requests that go unanswered: a waiter whose member froze takes no lock on a lapsed
+    // lease, a lease that ran out is replaced, a release whose answer was lost is a release.
+    mod etcd_unanswered;
     // The etcd cluster fixture itself: a leader killed and replaced, restarts, compaction, leases.
     mod etcd_fixture;
 

@@ -224,7 +224,7 @@ fn old_leader_revokes() -> (String, bool) {
     (version, revokes)
 }
 
-/// Two bugs of redlock's own on etcd that this phase found (tests/integration/etcd_waiters.rs
+/// Two bugs of redlock's own on etcd that this phase found (tests/integration/etcd_unanswered.rs
 /// shows each alone). Both came from a take that trusted a lease nobody kept alive: while the
 /// run waited on a SIGSTOPped member (its keep-alives swallowed without a word), or retried
 /// after requests that got no answer (no keep-alives at all).

@@ -363,7 +363,7 @@ impl Locker for EtcdLocker {
         if !alive || !ours {
             // No release follows a lock found lost: its record says so now.
             let lost = RunEnding::of(crate::exit::Outcome::LockLost, 0);
-            self.record_lost(token, lost, deadline.max(Instant::now() + timeout));
+            let _ = self.record_lost(token, lost, deadline.max(Instant::now() + timeout));
             return Ok(Renewal::Lost(Held::Gone));
         }
         if let Some(taken) = &mut self.taken {
@@ -444,8 +444,10 @@ impl Locker for EtcdLocker {
                 self.count(ended.outcome, 1, deadline);
             }
             Held::Ours
+        } else if self.record_lost(token, ended, deadline) {
+            // An earlier attempt of this release went through; its answer was lost.
+            Held::Ours
         } else {
-            self.record_lost(token, ended, deadline);
             Held::Gone
         };
         // Its answer is not waited for: the entry is gone, and the lease ends by itself within

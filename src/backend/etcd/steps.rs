@@ -218,9 +218,12 @@ impl EtcdLocker {
     }
 
     /// Record the taken run's end as lost (its lease or entry found gone), if it has no end yet.
-    pub(super) fn record_lost(&mut self, token: &str, ended: RunEnding, deadline: Instant) {
+    ///
+    /// True when the run's record already ends as `ended` says: an earlier attempt of this
+    /// release went through though its answer was lost, and the lock was released, not lost.
+    pub(super) fn record_lost(&mut self, token: &str, ended: RunEnding, deadline: Instant) -> bool {
         let (Some(lease), Some(taken)) = (self.lease, &self.taken) else {
-            return;
+            return false;
         };
         let lost = RunEnding {
             outcome: ended.lost.lost_outcome,
@@ -242,14 +245,14 @@ impl EtcdLocker {
                 async move { client.get(run, None).await }
             }
         });
-        let Ok(found) = get else { return };
+        let Ok(found) = get else { return false };
         // Written as it is found: a record the ring pruned meanwhile is written anew (counted
         // all the same), one that a later take marked vanished is corrected, its count moved,
         // as on Redis; one that ended otherwise (its release, retried) is left.
         let kv = found.kvs().first();
         let was = kv.and_then(|kv| record::outcome_of(kv.value()));
         if was.as_deref().is_some_and(|o| o != record::VANISHED) {
-            return;
+            return was.as_deref() == Some(ended.outcome);
         }
         let unchanged = match kv {
             Some(kv) => Compare::mod_revision(run.clone(), CompareOp::Equal, kv.mod_revision()),
@@ -265,6 +268,7 @@ impl EtcdLocker {
                 self.count(record::VANISHED, -1, deadline);
             }
         }
+        false
     }
 
     /// The run before ours never ended and its entry is gone: it vanished. Marked and counted

@@ -1,7 +1,8 @@
-//! A waiter on etcd whose member freezes: the member it asks first (and watches through, and
-//! sends its waiting place's keep-alives to) is SIGSTOPped while the lock is held by others.
+//! Requests to etcd that go unanswered. A waiter whose member freezes: the member it asks first
+//! (and watches through, and sends its waiting place's keep-alives to) is SIGSTOPped while the
+//! lock is held by others. A put or a release whose answer is lost.
 //!
-//! Both found by the chaos suite's etcd phase. A frozen member takes keep-alives without a
+//! The first two found by the chaos suite's etcd phase. A frozen member takes keep-alives without a
 //! word: the waiting place's lease runs out a ttl after the last one that landed, though the
 //! waiter sent more. The waiter must not take the lock on that lease and count a whole ttl from
 //! the take (its command then overlaps the next holder's), and must not give up with 69 when
@@ -169,4 +170,41 @@ fn a_put_whose_reply_was_lost_and_whose_lease_then_ran_out_is_taken_anew() {
     assert!(!out.stderr.contains("lease not found"), "{}", out.stderr);
     out.assert_code(0);
     assert!(dir.join("ran").exists(), "the command never ran");
+}
+
+/// The answer to the release is lost (the connection cut after the request went through); the
+/// retry finds the entry gone. The run's record says the first attempt ended it as a success:
+/// the lock was released, not lost, and redlock exits with its command's status (0), as on
+/// Redis. It said "may have been lost" and exited 76 before.
+#[test]
+fn a_release_whose_answer_was_lost_is_a_release() {
+    let etcd = EtcdCluster::start_with(EtcdOpts {
+        members: 1,
+        ..EtcdOpts::default()
+    });
+    let port: u16 = etcd.endpoints()[0]
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let proxy = Proxy::start(port);
+    let url = proxy.url().replace("redis://", "etcd://");
+    let dir = TempDir::new();
+    let (run, _) = Redlock::run_at(&url)
+        .key("answer-cut")
+        .ttl("3s")
+        .hold(&dir, "h");
+    // Only the release writes the summary of the last run to end.
+    proxy.lose_reply_to(b"redlock:answer-cut/last_ended");
+    touch(&dir.join("h.go"));
+    let out = run.finish_within(Duration::from_secs(20));
+    assert!(proxy.lost_a_reply(), "the release's answer was not lost");
+    assert!(out.stderr.is_empty(), "{}", out.stderr);
+    out.assert_code(0);
+    Redlock::admin_at("status", &etcd.url())
+        .key("answer-cut")
+        .stdout_contains("is free")
+        .stdout_contains("0 lost")
+        .output();
 }
