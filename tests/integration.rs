@@ -20,6 +20,8 @@ mod integration {
     // etcd alone: a leader lost or frozen, no majority, a revoked lease, a restart of every
     // member, a compacted watch, what etcd refuses.
     mod etcd;
+    // etcd: the URL and what etcd refuses (64), auth and the documented role, etcds://.
+    mod etcd_access;
     // etcd, requests that go unanswered: a waiter whose member froze takes no lock on a lapsed
     // lease, a lease that ran out is replaced, a release whose answer was lost is a release.
     mod etcd_unanswered;

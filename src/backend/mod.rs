@@ -59,7 +59,8 @@ pub(crate) fn open(connect: Connect) -> Result<Box<dyn Backend>, String> {
     match connect.urls.iter().position(etcd) {
         Some(_) if connect.urls.iter().all(etcd) => Ok(Box::new(etcd::open(connect)?)),
         Some(_) => Err(
-            "Redis and etcd URLs together: a lock lives on one backend (one etcd cluster, or              Redis servers)"
+            "Redis and etcd URLs together: a lock lives on one backend (one etcd cluster, or \
+             one or more Redis servers)"
                 .into(),
         ),
         None => Ok(Box::new(redis::open(connect)?)),

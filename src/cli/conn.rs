@@ -74,9 +74,12 @@ impl ConnArgs {
     /// split it in two. Called after [`ConnArgs::endpoints`] accepted the URLs.
     pub fn command_url(&self) -> String {
         let urls = self.urls().unwrap_or_default();
+        // A password given apart: a word alone before a URL's `@` is the user's name.
+        let apart = self.password_file.is_some()
+            || std::env::var_os(PASSWORD_ENV).is_some_and(|v| !v.is_empty());
         let seen: Vec<String> = urls
             .into_iter()
-            .map(crate::backend::redis::transport::endpoint::without_password)
+            .map(|url| crate::backend::redis::transport::endpoint::without_password(url, apart))
             // A word that is not a URL may be a piece of a password: dropped.
             .filter(|url| !url.is_empty())
             .map(|url| {

@@ -12,6 +12,7 @@
 use std::time::Duration;
 
 use crate::common::*;
+use crate::integration::fake::{Answer, FakeServer, Then};
 
 /// The command of the waiter: one line per 20 ms into `w.beats` (this host's clock, ns), for
 /// 1.5 s, several of its 1 s leases.
@@ -207,4 +208,44 @@ fn a_release_whose_answer_was_lost_is_a_release() {
         .stdout_contains("is free")
         .stdout_contains("0 lost")
         .output();
+}
+
+/// The member named first is not etcd: a server that answers HTTP/1.1, or Redis. redlock asks
+/// the next member, as it does when one hangs, and the run and `status` go on (0). They gave up
+/// at once with 69 ("h2 protocol error") before. With no etcd behind any member, the line says
+/// what was found (69).
+#[test]
+fn a_member_that_speaks_another_protocol_is_passed_over() {
+    let etcd = EtcdCluster::start_with(EtcdOpts {
+        members: 1,
+        ..EtcdOpts::default()
+    });
+    let dir = TempDir::new();
+    for reply in [
+        &b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n"[..],
+        &b"-ERR unknown command\r\n"[..],
+    ] {
+        let fake = FakeServer::start(Answer::Reply {
+            reply: reply.to_vec(),
+            then: Then::Hang,
+        });
+        let url = format!("etcd://{},{}", fake.addr(), etcd.endpoints()[0]);
+        Redlock::run_at(&url)
+            .key("other-protocol")
+            .sh(&format!("touch {}", dir.sh("ran")))
+            .output();
+        assert!(dir.join("ran").exists());
+        Redlock::admin_at("status", &url)
+            .key("other-protocol")
+            .stdout_contains("is free")
+            .output();
+        let alone = format!("etcd://{}", fake.addr());
+        Redlock::run_at(&alone)
+            .key("other-protocol")
+            .status(69)
+            .stderr_contains("did not answer in etcd's protocol")
+            .stderr_lines(1)
+            .sh("true")
+            .output();
+    }
 }

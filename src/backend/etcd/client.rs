@@ -237,8 +237,9 @@ fn judged(at: &str, tls: bool, err: Error) -> Attempt {
                  a TLS port, use etcds://"
             ),
             (true, true) => format!(
-                "cannot reach etcd at {at}: it closed the TLS connection at once ({io}); if the \
-                 members ask for a client certificate, give --tls-cert and --tls-key"
+                "cannot reach etcd at {at}: it closed the TLS connection at once ({io}): a \
+                 plain-text port (use etcd://), or members that ask for a client certificate \
+                 (give --tls-cert and --tls-key)"
             ),
             (false, _) => format!("cannot reach etcd at {at}: {io}"),
         };
@@ -260,6 +261,17 @@ fn judged(at: &str, tls: bool, err: Error) -> Attempt {
                         err,
                     )))
                 }
+                // A status made here from a broken HTTP/2 exchange (it has a cause; one etcd sent
+                // has none): the member answered in something other than gRPC, or garbled it.
+                Internal | Unknown if std::error::Error::source(status).is_some() => {
+                    Attempt::Next(Failure::Unreachable(Reason::caused_by(
+                        format!(
+                            "etcd at {at} did not answer in etcd's protocol, gRPC over HTTP/2 \
+                             ({said}): check that the port is an etcd member's client port"
+                        ),
+                        err,
+                    )))
+                }
                 Unavailable | DeadlineExceeded | Cancelled | Aborted | ResourceExhausted
                 | Unknown => Attempt::Next(Failure::Unreachable(Reason::caused_by(
                     format!("etcd at {at} did not serve the request: {said}"),
@@ -276,6 +288,17 @@ fn judged(at: &str, tls: bool, err: Error) -> Attempt {
                     ),
                     err,
                 ))),
+                // Authentication is on, and the URL names no user.
+                InvalidArgument if status.message().contains("user name is empty") => {
+                    Attempt::Refused(Failure::Refused(Reason::caused_by(
+                        format!(
+                            "etcd at {at} has authentication on: name a user in the URL \
+                             (etcd://USER@{at}) and give its password in REDLOCK_PASSWORD_FILE \
+                             (or --password-file) or REDLOCK_PASSWORD"
+                        ),
+                        err,
+                    )))
+                }
                 _ => Attempt::Refused(Failure::Refused(Reason::caused_by(
                     format!("etcd at {at} answered with an error: {said}"),
                     err,

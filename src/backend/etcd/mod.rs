@@ -201,8 +201,13 @@ fn parse(url: &str) -> Result<Parsed, String> {
     for member in hosts.split(',') {
         let member = member.trim();
         let (host, port) = split_port(member).ok_or_else(|| {
+            let v6 = if member.matches(':').count() > 1 && !member.starts_with('[') {
+                " (an IPv6 address goes in brackets: [::1]:2379)"
+            } else {
+                ""
+            };
             format!(
-                "invalid etcd URL '{scheme}://{hosts}': '{}' is not HOST:PORT",
+                "invalid etcd URL '{scheme}://{hosts}': '{}' is not HOST:PORT{v6}",
                 crate::report::one_line(member)
             )
         })?;
@@ -239,7 +244,16 @@ fn split_port(member: &str) -> Option<(&str, u16)> {
             None => (member, None),
         }
     };
-    if host.is_empty() {
+    // A name or an IPv4 address, or an IPv6 one in brackets: what a URL's host may be.
+    let named = |h: &str| {
+        h.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+    };
+    let valid = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(v6) => v6.parse::<std::net::Ipv6Addr>().is_ok(),
+        None => named(host),
+    };
+    if host.is_empty() || !valid {
         return None;
     }
     let port = match port {

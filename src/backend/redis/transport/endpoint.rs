@@ -79,8 +79,8 @@ impl Endpoint {
             }
             _ => {
                 return Err(format!(
-                    "'{shown}' is not a Redis URL (use redis://, rediss://, unix://, redis+unix://, \
-                     redis+sentinel:// or redis+cluster://)"
+                    "'{shown}' is not a URL redlock takes (use redis://, rediss://, unix://, \
+                     redis+unix://, redis+sentinel://, redis+cluster://, etcd:// or etcds://)"
                 ));
             }
         }

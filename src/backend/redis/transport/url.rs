@@ -4,7 +4,7 @@
 //! runs to the *last* `@` (on a socket URL, whose path may hold one too, to the last `@/`).
 
 /// Every scheme redlock takes.
-const SCHEMES: [&str; 8] = [
+const SCHEMES: [&str; 10] = [
     "redis",
     "rediss",
     "unix",
@@ -13,6 +13,8 @@ const SCHEMES: [&str; 8] = [
     "rediss+sentinel",
     "redis+cluster",
     "rediss+cluster",
+    "etcd",
+    "etcds",
 ];
 
 /// The query parameters each scheme takes; the secret ones are [`SECRET_PARAMETERS`].
@@ -118,13 +120,21 @@ pub(crate) fn check_parameters(scheme: &str, query: &str) -> Result<(), String> 
 /// password), the place, and of the query only the parameters that are not secret and that
 /// redlock takes (`db`, `user`, `protocol`, `sentinel_username`), in their order. A word that is
 /// not a URL gives "": it may be a piece of a password with a space in it.
-pub fn without_password(url: &str) -> String {
+///
+/// `alone_is_user`: a word alone before the `@` is the user name (the password was given
+/// apart, or the scheme is etcd's, which takes no password alone); otherwise it may be a
+/// password, and goes too.
+pub fn without_password(url: &str, alone_is_user: bool) -> String {
     let Some(parts) = parts(url.trim()) else {
         return String::new();
     };
-    let user = match parts.userinfo.and_then(|u| u.split_once(':')) {
-        Some((user, _)) if !user.is_empty() => format!("{user}@"),
-        // No `:`: a word alone before the `@` may be a password; it goes too.
+    let alone_is_user = alone_is_user || matches!(parts.scheme, "etcd" | "etcds");
+    let user = match parts
+        .userinfo
+        .map(|u| u.split_once(':').map_or((u, true), |(u, _)| (u, false)))
+    {
+        Some((user, false)) if !user.is_empty() => format!("{user}@"),
+        Some((user, true)) if alone_is_user && !user.is_empty() => format!("{user}@"),
         _ => String::new(),
     };
     let kept: Vec<&str> = parts
@@ -184,7 +194,7 @@ pub fn no_scheme(word: &str) -> String {
         format!("the URL lacks the '//' after '{scheme}:' (write {scheme}:{slashes})")
     } else {
         "the URL has no scheme (use redis://, rediss://, unix://, redis+unix://, \
-         redis+sentinel:// or redis+cluster://)"
+         redis+sentinel://, redis+cluster://, etcd:// or etcds://)"
             .to_owned()
     }
 }
@@ -258,8 +268,16 @@ mod tests {
             ("unix:///p?pass=a&b", "unix:///p"),
             ("not-a-url", ""),
         ] {
-            assert_eq!(without_password(url), want, "{url}");
+            assert_eq!(without_password(url, false), want, "{url}");
         }
+        // A word alone before the `@` is the user when the password came apart, and on etcd.
+        assert_eq!(without_password("redis://bob@h/2", true), "redis://bob@h/2");
+        assert_eq!(without_password("redis://:PW@h/2", true), "redis://h/2");
+        assert_eq!(
+            without_password("etcd://bob@h1,h2", false),
+            "etcd://bob@h1,h2"
+        );
+        assert_eq!(without_password("etcd://bob:PW@h1", false), "etcd://bob@h1");
     }
 
     #[test]
