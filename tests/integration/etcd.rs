@@ -329,3 +329,44 @@ fn a_lost_holder_corrects_the_vanished_mark_a_waiter_left() {
         .stdout_contains("1 lost; runs ended: 1 lock_lost, 1 success")
         .output();
 }
+
+/// A key in a lock's queue that redlock did not write (by hand, by another tool): `run` refuses
+/// to run beside it (64) and `status` says the same (69), naming the key, where `run` called it
+/// "several holders that did not record how" and `status` called the lock free; `release
+/// --force` removes it, and the lock works again.
+#[test]
+fn a_foreign_key_in_the_queue_is_named_by_run_and_status() {
+    let etcd = EtcdCluster::start_with(EtcdOpts {
+        members: 1,
+        ..EtcdOpts::default()
+    });
+    let dir = TempDir::new();
+    let url = etcd.url();
+    etcd.put("redlock:g1/q/zzz", "garbage");
+    Redlock::run_at(&url)
+        .key("g1")
+        .sh(&marker_script(&dir))
+        .status(64)
+        .stderr_contains(
+            "lock 'g1': its key is an entry in its queue (redlock:g1/q/zzz) that redlock did not \
+             make; not running the command",
+        )
+        .stderr_lines(1)
+        .output();
+    assert!(!dir.join("marker").exists());
+    Redlock::admin_at("status", &url)
+        .key("g1")
+        .status(69)
+        .stderr_contains(
+            "its key redlock:g1/q/zzz is an entry in its queue that redlock did not make",
+        )
+        .stderr_lines(1)
+        .output();
+    Redlock::admin_at("release", &url)
+        .key("g1")
+        .arg("--force")
+        .any_stdout()
+        .output();
+    assert!(etcd.get_prefix("redlock:g1/q/").is_empty());
+    Redlock::run_at(&url).key("g1").sh("true").output();
+}

@@ -137,6 +137,12 @@ impl Node for EtcdNode {
         let (keys, range) = self.range(name, timeout)?;
         let runs = range.record.runs(now_ms());
         let entries: Vec<Entry> = range.queue.iter().map(|(e, _)| e.clone()).collect();
+        if let Some(foreign) = entries.iter().find(|e| e.foreign) {
+            return Ok(Inspected::Foreign {
+                stored_key: foreign.key.clone(),
+                what: "an entry in its queue".to_owned(),
+            });
+        }
         let holding: Vec<&Entry> = queue::holders(&entries);
         // The last fencing token given out: the newest run's, or a holder's.
         let fence = runs

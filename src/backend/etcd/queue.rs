@@ -24,6 +24,8 @@ pub(crate) struct Entry {
     pub rev: i64,
     /// How its client holds the lock (`lock`, `limit N`, `shared`), as stored.
     pub kind: String,
+    /// Not redlock's: its key names no lease, or its value is not a holder's.
+    pub foreign: bool,
 }
 
 /// Where a client's entry stands in the queue.
@@ -72,6 +74,12 @@ pub(crate) fn place(entries: &[Entry], ours: i64, kind: Kind) -> Place {
 
 /// How the other entries hold the lock, when a client of `kind` may not join them.
 fn mismatch(queue: &[&Entry], ours: i64, kind: Kind) -> Option<HeldAs> {
+    if let Some(entry) = queue.iter().find(|e| e.foreign && e.rev != ours) {
+        return Some(HeldAs::Foreign(format!(
+            "an entry in its queue ({})",
+            entry.key
+        )));
+    }
     for entry in queue.iter().filter(|e| e.rev != ours) {
         let theirs = HeldAs::from_stored(&entry.kind);
         let fits = match theirs.kind() {
@@ -115,6 +123,7 @@ mod tests {
             key: format!("k/q/{rev}"),
             rev,
             kind: kind.into(),
+            foreign: false,
         }
     }
 
@@ -230,5 +239,19 @@ mod tests {
             entry(6, "shared"),
         ];
         assert_eq!(revs(holders(&q)), [3, 4]);
+    }
+
+    #[test]
+    fn a_foreign_entry_refuses_every_kind_but_its_own_place() {
+        let mut q = vec![entry(1, ""), entry(2, "lock")];
+        q[0].foreign = true;
+        q[0].key = "k/q/zzz".into();
+        for kind in [Kind::Exclusive, Kind::Limit(3), Kind::Shared] {
+            assert_eq!(
+                place(&q, 2, kind),
+                Place::Mismatch(HeldAs::Foreign("an entry in its queue (k/q/zzz)".into())),
+                "{kind:?}"
+            );
+        }
     }
 }

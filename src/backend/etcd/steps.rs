@@ -395,14 +395,17 @@ impl Seen {
 
 /// An entry of the queue from its key and value.
 pub(crate) fn entry_of(kv: &KeyValue) -> Entry {
-    let kind = serde_json::from_slice::<serde_json::Value>(kv.value())
-        .ok()
+    let value = serde_json::from_slice::<serde_json::Value>(kv.value()).ok();
+    let kind = value
+        .as_ref()
         .and_then(|v| v.get("kind").and_then(|k| k.as_str()).map(str::to_owned))
         .unwrap_or_default();
+    let token = value.as_ref().and_then(|v| v.get("token")).is_some();
     Entry {
         key: String::from_utf8_lossy(kv.key()).into_owned(),
         rev: kv.create_revision(),
         kind,
+        foreign: !token || super::keys::Keys::lease_of(kv.key()).is_none(),
     }
 }
 
