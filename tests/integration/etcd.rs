@@ -6,6 +6,7 @@
 //! record of runs pruned; a lost holder's record corrected. The URL, auth and TLS are in
 //! `etcd_access.rs`.
 
+use nix::sys::signal::Signal;
 use std::time::Duration;
 
 use crate::common::*;
@@ -369,4 +370,68 @@ fn a_foreign_key_in_the_queue_is_named_by_run_and_status() {
         .output();
     assert!(etcd.get_prefix("redlock:g1/q/").is_empty());
     Redlock::run_at(&url).key("g1").sh("true").output();
+}
+
+/// A waiter let in writes its run's record as its command starts, after its entry: `history`
+/// shows the running run with its fencing token (its entry's revision), not the record's own
+/// later revision, and a waiter's run killed as it runs is marked vanished. Before, a woken
+/// waiter took its look at the queue for the take that records the run: its run had no record
+/// until it ended.
+#[test]
+fn a_running_waiters_history_shows_its_token() {
+    let etcd = EtcdCluster::start_with(EtcdOpts {
+        members: 1,
+        ..EtcdOpts::default()
+    });
+    let dir = TempDir::new();
+    let url = etcd.url();
+    let (first, _) = Redlock::run_at(&url).key("hf").ttl("5s").hold(&dir, "a");
+    let waiter = Redlock::run_at(&url)
+        .key("hf")
+        .ttl("5s")
+        .wait("20s")
+        .sh(&hold_script(&dir, "b"))
+        .spawn();
+    wait_until(PATIENCE, "the waiter in the queue", || {
+        etcd.get_prefix("redlock:hf/q/").len() == 2
+    });
+    touch(&dir.join("a.go"));
+    first.finish_within(Duration::from_secs(10)).assert_code(0);
+    wait_for_file(&dir.join("b.ready"));
+    let token = wait_for_line(&dir.join("b.fence"));
+    // The record is written beside the command's start.
+    let history = || {
+        Redlock::admin_at("history", &url)
+            .key("hf")
+            .any_stdout()
+            .output()
+            .stdout
+    };
+    wait_until(PATIENCE, "the running run recorded", || {
+        history().contains("running")
+    });
+    let shown = history();
+    let running = shown.lines().find(|l| l.contains("running")).unwrap();
+    assert!(
+        running.ends_with(&format!("fence {token}")),
+        "{running} (its token: {token})"
+    );
+    // Killed as it runs, the waiter's run is found vanished by the next run to take the lock,
+    // once its lease has ended: its record was there to mark.
+    waiter.signal(Signal::SIGKILL);
+    waiter
+        .finish_within(Duration::from_secs(10))
+        .assert_signal(9);
+    Redlock::run_at(&url)
+        .key("hf")
+        .wait("20s")
+        .sh("true")
+        .output();
+    let shown = history();
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.contains("vanished") && l.ends_with(&format!("fence {token}"))),
+        "{shown}"
+    );
 }

@@ -299,7 +299,7 @@ impl Locker for EtcdLocker {
             // renewal's to find.
             let run = TxnOp::put(
                 self.keys.run(lease),
-                record::started(token, &self.holder, taken.at_ms),
+                record::started(token, &self.holder, taken.at_ms, Some(taken.fence)),
                 None,
             );
             let record = Txn::new()

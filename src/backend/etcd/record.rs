@@ -14,15 +14,20 @@ use crate::lock::Holder;
 pub(crate) use crate::lock::record::VANISHED;
 use crate::lock::record::{Counts, RUNS_KEPT, Run, RunEnd, RunEnding, Runs, Summary};
 
-/// A run's record as written when it takes the lock.
-pub(crate) fn started(token: &str, holder: &Holder, at_ms: u64) -> String {
-    json!({
+/// A run's record as written when it takes the lock. `fence`: its fencing token, when the
+/// record is written after the entry (a waiter's, let in); written with the entry, the record's
+/// own create revision is the token.
+pub(crate) fn started(token: &str, holder: &Holder, at_ms: u64, fence: Option<i64>) -> String {
+    let mut run = json!({
         "token": token,
         "host": holder.host,
         "pid": holder.pid,
         "started": at_ms,
-    })
-    .to_string()
+    });
+    if let Some(fence) = fence {
+        run["fence"] = json!(fence);
+    }
+    run.to_string()
 }
 
 /// The record of a run that ended as `ended`, `took` after it took the lock, its fencing token
@@ -66,11 +71,12 @@ pub(crate) fn done(last_success: &[u8], now_ms: u64) -> Option<(Duration, Option
     ))
 }
 
-/// A run's record marked as vanished (its lease ended without a release).
+/// A run's record marked as vanished (its lease ended without a release). `fence`: its key's
+/// create revision, the token unless the record names one (a waiter's, written after its entry).
 pub(crate) fn vanished(value: &[u8], fence: i64) -> Option<String> {
     let mut run: Map<String, Value> = serde_json::from_slice(value).ok()?;
     run.insert("outcome".into(), json!("vanished"));
-    run.insert("fence".into(), json!(fence));
+    run.entry("fence").or_insert(json!(fence));
     Some(Value::Object(run).to_string())
 }
 
@@ -187,7 +193,11 @@ mod tests {
             command: "true".into(),
             started: 1,
         };
-        let start = started("t", &holder, 1000);
+        // A waiter's record, written after its entry (the record's key created at 45), names
+        // the entry's revision: its token.
+        let late = started("t", &holder, 1000, Some(41));
+        assert_eq!(run(late.as_bytes(), 45, true, 1500).unwrap().fence, 41);
+        let start = started("t", &holder, 1000, None);
         let going = run(start.as_bytes(), 41, true, 1500).unwrap();
         assert_eq!(
             (going.fence, going.end.clone()),

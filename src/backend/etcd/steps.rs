@@ -87,12 +87,15 @@ impl EtcdLocker {
             ),
         ];
         let fast = self.kind == Kind::Exclusive && self.min_interval.is_none();
+        // This transaction records the run itself: the fast take, not a look at the queue by a
+        // client already in it (a woken waiter's run is recorded as its command starts).
+        let records = fast && self.entry.is_none();
         let txn = if self.entry.is_some() {
             Txn::new().and_then(reads)
         } else if fast {
             let run = TxnOp::put(
                 self.keys.run(lease),
-                record::started(token, &self.holder, at_ms),
+                record::started(token, &self.holder, at_ms, None),
                 None,
             );
             let mut first = vec![put.clone(), run];
@@ -146,7 +149,7 @@ impl EtcdLocker {
                 }
             }
         })?;
-        Ok(response.map(|response| Seen::read(&response, &entry, fast && response.succeeded())))
+        Ok(response.map(|response| Seen::read(&response, &entry, records && response.succeeded())))
     }
 
     /// A transaction within `deadline`, on whichever member answers.
