@@ -33,7 +33,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'redlock;run'= {
-            cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user@]host:port[,host:port...] (its members) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
+            cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
             cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....'
             cand --password-file 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
             cand --tls-ca-cert 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store'
@@ -66,7 +66,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --version 'Print version'
         }
         &'redlock;status'= {
-            cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user@]host:port[,host:port...] (its members) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
+            cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
             cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....'
             cand --password-file 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
             cand --tls-ca-cert 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store'
@@ -86,7 +86,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --version 'Print version'
         }
         &'redlock;list'= {
-            cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user@]host:port[,host:port...] (its members) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
+            cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
             cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....'
             cand --password-file 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
             cand --tls-ca-cert 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store'
@@ -105,7 +105,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --version 'Print version'
         }
         &'redlock;history'= {
-            cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user@]host:port[,host:port...] (its members) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
+            cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
             cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....'
             cand --password-file 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
             cand --tls-ca-cert 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store'
@@ -125,7 +125,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --version 'Print version'
         }
         &'redlock;check'= {
-            cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user@]host:port[,host:port...] (its members) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
+            cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
             cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....'
             cand --password-file 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
             cand --tls-ca-cert 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store'
@@ -146,7 +146,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --version 'Print version'
         }
         &'redlock;release'= {
-            cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user@]host:port[,host:port...] (its members) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
+            cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
             cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....'
             cand --password-file 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
             cand --tls-ca-cert 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store'

@@ -66,12 +66,13 @@ pub const COMMAND_ENV: [(&str, &str); 3] = [
     (
         "REDLOCK_FENCING_TOKEN",
         concat!(
-            "this acquisition's fencing token, ",
+            "this acquisition's fencing token. On Redis, ",
             crate::fencing_guarantee!(),
-            ": on Redis the larger of the lock's counter + 1 and the server's clock (TIME) in \
+            ": the larger of the lock's counter + 1 and the server's clock (TIME) in \
              microseconds, an integer of 16 digits (with several --url: read from a majority \
-             and raised on a majority); on etcd the create revision of the lock's entry, kept \
-             by Raft"
+             and raised on a majority). On etcd, the create revision of the lock's entry, kept \
+             by Raft: larger than every token given out before for the lock's name, unless the \
+             revisions are reset (a snapshot restored without --bump-revision, a new cluster)"
         ),
     ),
 ];
@@ -146,7 +147,8 @@ pub enum Command {
 pub struct ConnArgs {
     /// Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock,
     /// redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...];
-    /// or an etcd cluster, etcd://[user@]host:port[,host:port...] (its members) or etcds://....
+    /// or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port
+    /// 2379 when left out) or etcds://....
     /// Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL)
     /// for a quorum of independent masters.
     #[arg(

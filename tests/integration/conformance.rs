@@ -372,12 +372,31 @@ fn the_admin_commands_show_and_break_a_lock(service: &dyn Service) {
         .status(0)
         .stdout_contains("OK: lock 'job' last succeeded")
         .output();
+    // A waiter queued behind the holder: the force release lets it in.
+    let waiter = run(service)
+        .key("job")
+        .wait("20s")
+        .sh(&format!(
+            "echo $REDLOCK_FENCING_TOKEN > {}",
+            dir.sh("w.fence")
+        ))
+        .spawn();
+    wait_until(PATIENCE, "the waiter waiting", || {
+        admin("status", service)
+            .key("job")
+            .any_stdout()
+            .output()
+            .stdout
+            .contains("waiters:  1")
+    });
     let out = admin("release", service)
         .key("job")
         .args(["--force", "--token", &token])
         .stdout_contains("released lock 'job' held by ")
         .output();
-    // The counter it reports is past the broken holder's token, and the next token past it.
+    // The counter it reports is the broken holder's token or past it, and every token given
+    // out after it is past the counter: the queued waiter's (on etcd, an older revision than
+    // the release's), then a new run's.
     let counter: u64 = out
         .stdout
         .rsplit("fencing counter now ")
@@ -385,7 +404,13 @@ fn the_admin_commands_show_and_break_a_lock(service: &dyn Service) {
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or_else(|| panic!("no counter in {:?}", out.stdout));
     let fence: u64 = wait_for_line(&dir.join("h.fence")).parse().unwrap();
-    assert!(counter > fence, "{}", out.stdout);
+    assert!(counter >= fence, "{}", out.stdout);
+    waiter.finish_within(Duration::from_secs(20)).assert_code(0);
+    let let_in: u64 = wait_for_line(&dir.join("w.fence")).parse().unwrap();
+    assert!(
+        let_in > counter,
+        "the waiter's token {let_in} after counter {counter}"
+    );
     // The holder finds out at its next renewal and stops its command.
     let out = holder.finish_within(Duration::from_secs(15));
     out.assert_code(76);

@@ -278,14 +278,9 @@ impl Node for EtcdNode {
             let delete = delete.clone();
             async move { client.txn(delete).await }
         })?;
-        // The revision of the delete: every token given out from now on is larger.
-        let now = done.header().map_or(rev, |h| h.revision());
         if !done.succeeded() {
             // It left (or its lease ended) between the read and the delete.
-            return Ok(Forced::Free {
-                fence: now,
-                cleared: 0,
-            });
+            return Ok(Forced::Free { fence, cleared: 0 });
         }
         if let Some(lease) = Keys::lease_of(kv.key()) {
             // Its renewals fail from now on, and its command is stopped; gone already is fine.
@@ -294,9 +289,12 @@ impl Node for EtcdNode {
             });
         }
         let (removed, holder) = holder_of(kv);
+        // The counter a resource may hold the next holders to: the removed holder's token.
+        // Every token given out after it is larger, a waiter's already queued behind it too
+        // (its entry came later); the delete's revision is not, for such a waiter.
         Ok(Forced::Removed {
             token: removed,
-            fence: now,
+            fence: rev,
             holder,
             held_as,
             left: holders.len().saturating_sub(1) as u64,
