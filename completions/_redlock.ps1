@@ -38,7 +38,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
         }
         'redlock;run' {
             [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
-            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/....')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
             [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store')
             [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)')
@@ -72,7 +72,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
         }
         'redlock;status' {
             [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
-            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/....')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
             [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store')
             [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)')
@@ -93,7 +93,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
         }
         'redlock;list' {
             [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
-            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/....')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
             [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store')
             [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)')
@@ -113,7 +113,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
         }
         'redlock;history' {
             [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
-            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/....')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
             [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store')
             [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)')
@@ -134,7 +134,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
         }
         'redlock;check' {
             [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
-            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/....')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
             [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store')
             [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)')
@@ -156,7 +156,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
         }
         'redlock;release' {
             [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters')
-            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....')
+            [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/....')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL')
             [CompletionResult]::new('--tls-ca-cert', '--tls-ca-cert', [CompletionResultType]::ParameterName, 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store')
             [CompletionResult]::new('--tls-cert', '--tls-cert', [CompletionResultType]::ParameterName, 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)')

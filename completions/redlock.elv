@@ -34,7 +34,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
         }
         &'redlock;run'= {
             cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
-            cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....'
+            cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/....'
             cand --password-file 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
             cand --tls-ca-cert 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store'
             cand --tls-cert 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)'
@@ -67,7 +67,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
         }
         &'redlock;status'= {
             cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
-            cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....'
+            cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/....'
             cand --password-file 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
             cand --tls-ca-cert 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store'
             cand --tls-cert 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)'
@@ -87,7 +87,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
         }
         &'redlock;list'= {
             cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
-            cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....'
+            cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/....'
             cand --password-file 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
             cand --tls-ca-cert 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store'
             cand --tls-cert 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)'
@@ -106,7 +106,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
         }
         &'redlock;history'= {
             cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
-            cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....'
+            cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/....'
             cand --password-file 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
             cand --tls-ca-cert 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store'
             cand --tls-cert 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)'
@@ -126,7 +126,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
         }
         &'redlock;check'= {
             cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
-            cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....'
+            cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/....'
             cand --password-file 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
             cand --tls-ca-cert 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store'
             cand --tls-cert 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)'
@@ -147,7 +147,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
         }
         &'redlock;release'= {
             cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
-            cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....'
+            cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/....'
             cand --password-file 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
             cand --tls-ca-cert 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store'
             cand --tls-cert 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)'

@@ -36,7 +36,7 @@ complete -c redlock -n "__fish_redlock_needs_command" -f -a "completions" -d 'Pr
 complete -c redlock -n "__fish_redlock_needs_command" -f -a "man" -d 'Print the man page, redlock(1), to stdout as roff (no Redis needed)'
 complete -c redlock -n "__fish_redlock_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l url -d 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
-complete -c redlock -n "__fish_redlock_using_subcommand run" -l prefix -d 'Prefix of the lock\'s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l prefix -d 'Prefix of the lock\'s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/....' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l password-file -d 'Read the password (Redis\'s, or the etcd user\'s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-ca-cert -d 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-cert -d 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)' -r -F
@@ -64,7 +64,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand run" -s q -l quiet -d 'S
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s h -l help -d 'Print help'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s V -l version -d 'Print version'
 complete -c redlock -n "__fish_redlock_using_subcommand status" -l url -d 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
-complete -c redlock -n "__fish_redlock_using_subcommand status" -l prefix -d 'Prefix of the lock\'s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....' -r
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l prefix -d 'Prefix of the lock\'s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/....' -r
 complete -c redlock -n "__fish_redlock_using_subcommand status" -l password-file -d 'Read the password (Redis\'s, or the etcd user\'s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand status" -l tls-ca-cert -d 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand status" -l tls-cert -d 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)' -r -F
@@ -79,7 +79,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand status" -s q -l quiet -d
 complete -c redlock -n "__fish_redlock_using_subcommand status" -s h -l help -d 'Print help'
 complete -c redlock -n "__fish_redlock_using_subcommand status" -s V -l version -d 'Print version'
 complete -c redlock -n "__fish_redlock_using_subcommand list" -l url -d 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
-complete -c redlock -n "__fish_redlock_using_subcommand list" -l prefix -d 'Prefix of the lock\'s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....' -r
+complete -c redlock -n "__fish_redlock_using_subcommand list" -l prefix -d 'Prefix of the lock\'s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/....' -r
 complete -c redlock -n "__fish_redlock_using_subcommand list" -l password-file -d 'Read the password (Redis\'s, or the etcd user\'s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand list" -l tls-ca-cert -d 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand list" -l tls-cert -d 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)' -r -F
@@ -93,7 +93,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand list" -s q -l quiet -d '
 complete -c redlock -n "__fish_redlock_using_subcommand list" -s h -l help -d 'Print help'
 complete -c redlock -n "__fish_redlock_using_subcommand list" -s V -l version -d 'Print version'
 complete -c redlock -n "__fish_redlock_using_subcommand history" -l url -d 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
-complete -c redlock -n "__fish_redlock_using_subcommand history" -l prefix -d 'Prefix of the lock\'s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....' -r
+complete -c redlock -n "__fish_redlock_using_subcommand history" -l prefix -d 'Prefix of the lock\'s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/....' -r
 complete -c redlock -n "__fish_redlock_using_subcommand history" -l password-file -d 'Read the password (Redis\'s, or the etcd user\'s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand history" -l tls-ca-cert -d 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand history" -l tls-cert -d 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)' -r -F
@@ -108,7 +108,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand history" -s q -l quiet -
 complete -c redlock -n "__fish_redlock_using_subcommand history" -s h -l help -d 'Print help'
 complete -c redlock -n "__fish_redlock_using_subcommand history" -s V -l version -d 'Print version'
 complete -c redlock -n "__fish_redlock_using_subcommand check" -l url -d 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
-complete -c redlock -n "__fish_redlock_using_subcommand check" -l prefix -d 'Prefix of the lock\'s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....' -r
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l prefix -d 'Prefix of the lock\'s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/....' -r
 complete -c redlock -n "__fish_redlock_using_subcommand check" -l password-file -d 'Read the password (Redis\'s, or the etcd user\'s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand check" -l tls-ca-cert -d 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand check" -l tls-cert -d 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)' -r -F
@@ -124,7 +124,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand check" -s q -l quiet -d 
 complete -c redlock -n "__fish_redlock_using_subcommand check" -s h -l help -d 'Print help'
 complete -c redlock -n "__fish_redlock_using_subcommand check" -s V -l version -d 'Print version'
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l url -d 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters' -r
-complete -c redlock -n "__fish_redlock_using_subcommand release" -l prefix -d 'Prefix of the lock\'s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....' -r
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l prefix -d 'Prefix of the lock\'s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/....' -r
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l password-file -d 'Read the password (Redis\'s, or the etcd user\'s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l tls-ca-cert -d 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l tls-cert -d 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)' -r -F

@@ -166,7 +166,7 @@ pub struct ConnArgs {
     #[arg(skip)]
     pub url_from_env: bool,
 
-    /// Prefix of the lock's keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX + NAME + /....
+    /// Prefix of the lock's keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/....
     #[arg(long, env = "REDLOCK_PREFIX", hide_env_values = true, default_value = "redlock:", value_parser = parse_prefix)]
     pub prefix: String,
 

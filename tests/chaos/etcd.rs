@@ -300,7 +300,7 @@ fn lapsed_takes(faults: &[Fault], state: &State, runs: &[Run]) -> Vec<String> {
 /// Afterwards the lock's queue is empty and every lease gone within a few ttls (a holder that
 /// could not release leaves its lease to run out), and no worker process survives.
 fn afterwards(etcd: &EtcdCluster, phase: &Phase, store: &Store, report: &mut Report) {
-    let queue = format!("redlock:{KEY}/q/");
+    let queue = format!("redlock:{{{KEY}}}/q/");
     // A lease runs out a ttl (rounded up to seconds) after its last renewal; a new leader adds
     // its election timeout (0.5 s here) to every lease.
     let grace = phase.ttl * 2 + Duration::from_secs(3);

@@ -101,7 +101,7 @@ fn a_revoked_lease_or_a_deleted_entry_stops_the_command() {
         if fault == 0 {
             assert_eq!(etcd.revoke_all_leases(), 1);
         } else {
-            let entries = etcd.get_prefix(&format!("redlock:{tag}/q/"));
+            let entries = etcd.get_prefix(&format!("redlock:{{{tag}}}/q/"));
             assert_eq!(entries.len(), 1, "{entries:?}");
             etcd.del(&entries[0].0);
         }
@@ -155,7 +155,7 @@ fn a_waiter_whose_watch_start_was_compacted_reads_the_queue_again() {
         .sh(&format!("date +%s%N > {}", dir.sh("w.start")))
         .spawn();
     wait_until(PATIENCE, "the waiter in the queue", || {
-        etcd.get_prefix("redlock:c/q/").len() == 2
+        etcd.get_prefix("redlock:{c}/q/").len() == 2
     });
     // While it pauses before its watch: history moves on and is compacted.
     for i in 0..5 {
@@ -270,7 +270,7 @@ fn the_record_keeps_the_last_runs_and_prunes_the_rest() {
     for _ in 0..40 {
         Redlock::run_at(&etcd.url()).key("p").sh("true").output();
     }
-    let kept = etcd.get_prefix("redlock:p/run/").len();
+    let kept = etcd.get_prefix("redlock:{p}/run/").len();
     assert!((20..=26).contains(&kept), "{kept} run records kept");
     let history = Redlock::admin_at("history", &etcd.url())
         .key("p")
@@ -302,11 +302,11 @@ fn a_lost_holder_corrects_the_vanished_mark_a_waiter_left() {
         .sh("true")
         .spawn();
     wait_until(PATIENCE, "the waiter in the queue", || {
-        etcd.get_prefix("redlock:lv/q/").len() == 2
+        etcd.get_prefix("redlock:{lv}/q/").len() == 2
     });
     // The holder's lease: the older of the two.
     let leases = etcd.leases();
-    let holders_lease = etcd.get_prefix("redlock:lv/q/")[0]
+    let holders_lease = etcd.get_prefix("redlock:{lv}/q/")[0]
         .0
         .rsplit('/')
         .next()
@@ -343,13 +343,13 @@ fn a_foreign_key_in_the_queue_is_named_by_run_and_status() {
     });
     let dir = TempDir::new();
     let url = etcd.url();
-    etcd.put("redlock:g1/q/zzz", "garbage");
+    etcd.put("redlock:{g1}/q/zzz", "garbage");
     Redlock::run_at(&url)
         .key("g1")
         .sh(&marker_script(&dir))
         .status(64)
         .stderr_contains(
-            "lock 'g1': its key is an entry in its queue (redlock:g1/q/zzz) that redlock did not \
+            "lock 'g1': its key is an entry in its queue (redlock:{g1}/q/zzz) that redlock did not \
              make; not running the command",
         )
         .stderr_lines(1)
@@ -359,7 +359,7 @@ fn a_foreign_key_in_the_queue_is_named_by_run_and_status() {
         .key("g1")
         .status(69)
         .stderr_contains(
-            "its key redlock:g1/q/zzz is an entry in its queue that redlock did not make",
+            "its key redlock:{g1}/q/zzz is an entry in its queue that redlock did not make",
         )
         .stderr_lines(1)
         .output();
@@ -368,7 +368,7 @@ fn a_foreign_key_in_the_queue_is_named_by_run_and_status() {
         .arg("--force")
         .any_stdout()
         .output();
-    assert!(etcd.get_prefix("redlock:g1/q/").is_empty());
+    assert!(etcd.get_prefix("redlock:{g1}/q/").is_empty());
     Redlock::run_at(&url).key("g1").sh("true").output();
 }
 
@@ -393,7 +393,7 @@ fn a_running_waiters_history_shows_its_token() {
         .sh(&hold_script(&dir, "b"))
         .spawn();
     wait_until(PATIENCE, "the waiter in the queue", || {
-        etcd.get_prefix("redlock:hf/q/").len() == 2
+        etcd.get_prefix("redlock:{hf}/q/").len() == 2
     });
     touch(&dir.join("a.go"));
     first.finish_within(Duration::from_secs(10)).assert_code(0);

@@ -156,7 +156,7 @@ fn a_put_whose_reply_was_lost_and_whose_lease_then_ran_out_is_taken_anew() {
     let proxy = Proxy::start(port);
     let url = proxy.url().replace("redis://", "etcd://");
     let dir = TempDir::new();
-    proxy.lose_reply_to(b"redlock:lost-put/q/");
+    proxy.lose_reply_to(b"redlock:{lost-put}/q/");
     let run = Redlock::run_at(&url)
         .key("lost-put")
         .ttl("1s")
@@ -197,7 +197,7 @@ fn a_release_whose_answer_was_lost_is_a_release() {
         .ttl("3s")
         .hold(&dir, "h");
     // Only the release writes the summary of the last run to end.
-    proxy.lose_reply_to(b"redlock:answer-cut/last_ended");
+    proxy.lose_reply_to(b"redlock:{answer-cut}/last_ended");
     touch(&dir.join("h.go"));
     let out = run.finish_within(Duration::from_secs(20));
     assert!(proxy.lost_a_reply(), "the release's answer was not lost");

@@ -1,5 +1,6 @@
-//! The keys of a lock on etcd, all under `PREFIX` + the lock's name (escaped: `%` and `/` as
-//! `%25` and `%2F`, so that one lock's range never holds another's keys):
+//! The keys of a lock on etcd, all under `PREFIX{NAME}` (the name escaped: `%`, `/`, `{` and `}`
+//! as `%25`, `%2F`, `%7B` and `%7D`), so that one lock's range never holds another's keys, and
+//! no two prefixes name one lock (`redlock:a` + `b` is `redlock:a{b}`, not the default's `ab`):
 //!
 //! | key | what | lease |
 //! |---|---|---|
@@ -14,14 +15,14 @@
 /// The keys of one lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Keys {
-    /// `PREFIX` + the escaped name.
+    /// `PREFIX{NAME}`, the name escaped.
     base: String,
 }
 
 impl Keys {
     pub(crate) fn new(prefix: &str, name: &str) -> Self {
         Self {
-            base: format!("{prefix}{}", escape(name)),
+            base: format!("{prefix}{{{}}}", escape(name)),
         }
     }
 
@@ -70,7 +71,11 @@ impl Keys {
     /// The lock's name of a key under `prefix` that is one of a lock's (None: another key).
     pub(crate) fn name_of(prefix: &str, key: &[u8]) -> Option<String> {
         let key = std::str::from_utf8(key).ok()?.strip_prefix(prefix)?;
-        let (name, rest) = key.split_once('/')?;
+        // An escaped name holds no brace: the first `}` ends it.
+        let (name, rest) = key.strip_prefix('{')?.split_once("}/")?;
+        if name.contains(['{', '}', '/']) {
+            return None;
+        }
         let known = rest.starts_with("q/")
             || rest.starts_with("run/")
             || rest.starts_with("count/")
@@ -91,11 +96,17 @@ impl Keys {
 }
 
 fn escape(name: &str) -> String {
-    name.replace('%', "%25").replace('/', "%2F")
+    name.replace('%', "%25")
+        .replace('/', "%2F")
+        .replace('{', "%7B")
+        .replace('}', "%7D")
 }
 
 fn unescape(name: &str) -> String {
-    name.replace("%2F", "/").replace("%25", "%")
+    name.replace("%7D", "}")
+        .replace("%7B", "{")
+        .replace("%2F", "/")
+        .replace("%25", "%")
 }
 
 #[cfg(test)]
@@ -106,15 +117,25 @@ mod tests {
     fn one_locks_range_never_holds_anothers_keys() {
         let a = Keys::new("redlock:", "a");
         let nested = Keys::new("redlock:", "a/q");
-        assert_eq!(a.entry(255), "redlock:a/q/00000000000000ff");
-        assert_eq!(nested.entry(1), "redlock:a%2Fq/q/0000000000000001");
+        assert_eq!(a.entry(255), "redlock:{a}/q/00000000000000ff");
+        assert_eq!(nested.entry(1), "redlock:{a%2Fq}/q/0000000000000001");
+        // No two prefixes name one lock.
+        assert!(
+            !Keys::new("redlock:a", "b")
+                .all()
+                .starts_with(&Keys::new("redlock:", "ab").all())
+        );
+        assert_eq!(
+            Keys::name_of("redlock:", Keys::new("redlock:a", "b").entry(1).as_bytes()),
+            None
+        );
         assert!(!nested.entry(1).starts_with(&a.queue()));
         assert!(
             !Keys::new("redlock:", "a%2Fq")
                 .all()
                 .starts_with(&nested.all())
         );
-        for name in ["a", "a/q", "100%", "%2F", "x/run/y"] {
+        for name in ["a", "a/q", "100%", "%2F", "x/run/y", "{x}", "a}/q/b", "%7D"] {
             let keys = Keys::new("p:", name);
             for key in [
                 keys.entry(7),
@@ -125,9 +146,10 @@ mod tests {
                 assert_eq!(Keys::name_of("p:", key.as_bytes()).as_deref(), Some(name));
             }
         }
-        assert_eq!(Keys::name_of("p:", b"p:a/other"), None);
-        assert_eq!(Keys::name_of("p:", b"q:a/q/1"), None);
+        assert_eq!(Keys::name_of("p:", b"p:{a}/other"), None);
+        assert_eq!(Keys::name_of("p:", b"q:{a}/q/1"), None);
+        assert_eq!(Keys::name_of("p:", b"p:a/q/1"), None);
         assert_eq!(Keys::lease_of(a.entry(-2).as_bytes()), Some(-2));
-        assert_eq!(Keys::lease_of(b"redlock:a/q/12"), None);
+        assert_eq!(Keys::lease_of(b"redlock:{a}/q/12"), None);
     }
 }
