@@ -329,7 +329,7 @@ if $have_etcd; then
     cost[etcdctl]="$(etcd_idle_cost "etcdctl --endpoints=$ep lock idle" \
         "etcdctl --endpoints=$ep lock idle" idle/) (gRPC messages, incl. holder)"
     cost[redlock-etcd]="$(etcd_idle_cost "$redlock run --url $eurl --key idle --ttl 300s --" \
-        "$redlock run --url $eurl --key idle --wait forever --" redlock:idle/q/) (gRPC messages)"
+        "$redlock run --url $eurl --key idle --wait forever --" "redlock:{idle}/q/") (gRPC messages)"
 fi
 
 # --- Redis's own time per run ----------------------------------------------------------------
