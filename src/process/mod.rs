@@ -25,4 +25,6 @@ pub(crate) use group::{
 pub(crate) use signo::Signo;
 pub(crate) use spawn::{explain_failure, spawn};
 pub(crate) use terminal::Terminal;
-pub(crate) use watchdog::{Watchdog, current_pid as watchdog_pid};
+pub(crate) use watchdog::{
+    Watchdog, announce as announce_to_watchdog, current_pid as watchdog_pid,
+};

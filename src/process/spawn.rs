@@ -29,10 +29,13 @@ use super::terminal::{self, Terminal};
 /// Must be called from a thread that lives as long as the child: the parent-death signal fires
 /// when the *thread* that forked exits (redlock spawns from its main thread). The child is left
 /// to the caller's reaper (`try_wait_any`): no `Child` waits for it.
+/// `watchdog`: the write end of the watchdog's orders, which the child uses to announce its
+/// group before it runs anything (see [`super::announce_to_watchdog`]).
 pub(crate) fn spawn(
     argv: &[OsString],
     env: &[(&str, Option<String>)],
     terminal: Option<&Terminal>,
+    watchdog: Option<std::os::fd::RawFd>,
 ) -> io::Result<Pid> {
     let Some((program, args)) = argv.split_first() else {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "no command"));
@@ -51,7 +54,7 @@ pub(crate) fn spawn(
     }
     // SAFETY: the hook runs in the forked child before exec, and `before_exec` makes only
     // async-signal-safe system calls (through nix): no allocation, no lock, no shared state.
-    unsafe { command.pre_exec(move || before_exec(redlock, tty.as_ref())) };
+    unsafe { command.pre_exec(move || before_exec(redlock, tty.as_ref(), watchdog)) };
     // A NUL byte in an argument, a program not found or not executable: an error, no child.
     let child = command.spawn()?;
     let pid = Pid::from_raw(child.id() as i32);
@@ -127,8 +130,16 @@ fn interpreter(path: &std::path::Path) -> Option<String> {
 }
 
 /// The child's side, between fork and exec; std has made it a group leader already.
-fn before_exec(redlock: Pid, tty: Option<&OwnedFd>) -> io::Result<()> {
+fn before_exec(
+    redlock: Pid,
+    tty: Option<&OwnedFd>,
+    watchdog: Option<std::os::fd::RawFd>,
+) -> io::Result<()> {
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+    // The watchdog knows this group before anything of the command runs.
+    if let Some(orders) = watchdog {
+        super::announce_to_watchdog(orders)?;
+    }
     // redlock may have died before the prctl; then nobody would ever kill us.
     if getppid() != redlock {
         return Err(Errno::ESRCH.into());
@@ -155,7 +166,7 @@ mod tests {
         let script =
             r#"read -r _ _ _ _ pgrp _ < /proc/$$/stat; test "$pgrp" = $$ && test "$X" = y"#;
         let argv = ["sh", "-c", script].map(OsString::from);
-        let pid = spawn(&argv, &[("X", Some("y".into()))], None).unwrap();
+        let pid = spawn(&argv, &[("X", Some("y".into()))], None, None).unwrap();
         assert_eq!(waitpid(pid, None), Ok(WaitStatus::Exited(pid, 0)));
         assert!(!group_alive(pid));
     }
@@ -169,7 +180,7 @@ mod tests {
         let mut old = SigSet::empty();
         pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&blocked), Some(&mut old)).unwrap();
         let argv = ["grep", "-q", "^SigBlk:[[:space:]]*0*$", "/proc/self/status"];
-        let spawned = spawn(&argv.map(OsString::from), &[], None);
+        let spawned = spawn(&argv.map(OsString::from), &[], None, None);
         pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None).unwrap();
         let pid = spawned.unwrap();
         assert_eq!(waitpid(pid, None), Ok(WaitStatus::Exited(pid, 0)));
@@ -177,16 +188,22 @@ mod tests {
 
     #[test]
     fn failures_to_exec_are_errors_and_leave_no_child() {
-        let missing = spawn(&[OsString::from("/nonexistent/redlock-test")], &[], None).unwrap_err();
+        let missing = spawn(
+            &[OsString::from("/nonexistent/redlock-test")],
+            &[],
+            None,
+            None,
+        )
+        .unwrap_err();
         assert_eq!(missing.kind(), io::ErrorKind::NotFound);
         let plain = std::env::temp_dir().join(format!("redlock-plain-{}", std::process::id()));
         std::fs::write(&plain, "echo not executable\n").unwrap();
-        let not_executable = spawn(&[plain.clone().into_os_string()], &[], None).unwrap_err();
+        let not_executable = spawn(&[plain.clone().into_os_string()], &[], None, None).unwrap_err();
         std::fs::remove_file(&plain).unwrap();
         assert_eq!(not_executable.kind(), io::ErrorKind::PermissionDenied);
-        let nul = spawn(&[OsString::from("a\0b")], &[], None).unwrap_err();
+        let nul = spawn(&[OsString::from("a\0b")], &[], None, None).unwrap_err();
         assert_eq!(nul.kind(), io::ErrorKind::InvalidInput);
-        let empty = spawn(&[], &[], None).unwrap_err();
+        let empty = spawn(&[], &[], None, None).unwrap_err();
         assert_eq!(empty.kind(), io::ErrorKind::InvalidInput);
     }
 }

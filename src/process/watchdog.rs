@@ -163,6 +163,31 @@ impl Watchdog {
     fn send(&mut self, order: Order) {
         let _ = self.orders.write_all(&order.encode());
     }
+
+    /// The write end of the orders pipe, for [`announce`] in the command's child before exec.
+    pub(crate) fn orders_fd(&self) -> RawFd {
+        self.orders.as_raw_fd()
+    }
+}
+
+/// In the command's child, between fork and exec: tell the watchdog, through the orders pipe
+/// (`orders`, inherited; close-on-exec), to SIGKILL this process's group if redlock dies. So a
+/// redlock killed before its own first order (a loaded machine can delay that past the
+/// command's first background processes) still takes the whole job with it. The lease's kill
+/// line follows from redlock. Async-signal-safe: one `write` of a record built on the stack.
+pub(crate) fn announce(orders: RawFd) -> io::Result<()> {
+    let record = Order {
+        group: Some(getpid()),
+        kill_at: None,
+    }
+    .encode();
+    // SAFETY: `orders` is the pipe's write end, open in this child until its exec.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(orders) };
+    match nix::unistd::write(fd, &record) {
+        Ok(n) if n == record.len() => Ok(()),
+        Ok(_) => Err(Errno::EIO.into()),
+        Err(err) => Err(err.into()),
+    }
 }
 
 /// The descriptors open in this process, from `/proc/self/fd` (the listing's own descriptor,

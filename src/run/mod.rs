@@ -107,7 +107,8 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
     };
     let terminal = Terminal::foreground();
     let env = command_env(options, token, fence);
-    let pgid = match process::spawn(&options.command, &env, terminal.as_ref()) {
+    let orders = Some(watchdog.orders_fd());
+    let pgid = match process::spawn(&options.command, &env, terminal.as_ref(), orders) {
         Ok(pid) => pid,
         Err(err) => {
             let (found, message) = process::explain_failure(&options.command[0], &err);
