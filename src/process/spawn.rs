@@ -35,7 +35,7 @@ pub(crate) fn spawn(
     argv: &[OsString],
     env: &[(&str, Option<String>)],
     terminal: Option<&Terminal>,
-    watchdog: Option<std::os::fd::RawFd>,
+    watchdog: Option<std::io::PipeWriter>,
 ) -> io::Result<Pid> {
     let Some((program, args)) = argv.split_first() else {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "no command"));
@@ -54,7 +54,7 @@ pub(crate) fn spawn(
     }
     // SAFETY: the hook runs in the forked child before exec, and `before_exec` makes only
     // async-signal-safe system calls (through nix): no allocation, no lock, no shared state.
-    unsafe { command.pre_exec(move || before_exec(redlock, tty.as_ref(), watchdog)) };
+    unsafe { command.pre_exec(move || before_exec(redlock, tty.as_ref(), watchdog.as_ref())) };
     // A NUL byte in an argument, a program not found or not executable: an error, no child.
     let child = command.spawn()?;
     let pid = Pid::from_raw(child.id() as i32);
@@ -133,7 +133,7 @@ fn interpreter(path: &std::path::Path) -> Option<String> {
 fn before_exec(
     redlock: Pid,
     tty: Option<&OwnedFd>,
-    watchdog: Option<std::os::fd::RawFd>,
+    watchdog: Option<&std::io::PipeWriter>,
 ) -> io::Result<()> {
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
     // The watchdog knows this group before anything of the command runs.

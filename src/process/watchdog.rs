@@ -164,9 +164,10 @@ impl Watchdog {
         let _ = self.orders.write_all(&order.encode());
     }
 
-    /// The write end of the orders pipe, for [`announce`] in the command's child before exec.
-    pub(crate) fn orders_fd(&self) -> RawFd {
-        self.orders.as_raw_fd()
+    /// A second write end of the orders pipe, for [`announce`] in the command's child before
+    /// exec (close-on-exec, like the first; the caller drops it once the child is spawned).
+    pub(crate) fn orders(&self) -> io::Result<PipeWriter> {
+        self.orders.try_clone()
     }
 }
 
@@ -175,18 +176,16 @@ impl Watchdog {
 /// redlock killed before its own first order (a loaded machine can delay that past the
 /// command's first background processes) still takes the whole job with it. The lease's kill
 /// line follows from redlock. Async-signal-safe: one `write` of a record built on the stack.
-pub(crate) fn announce(orders: RawFd) -> io::Result<()> {
+pub(crate) fn announce(mut orders: &PipeWriter) -> io::Result<()> {
     let record = Order {
         group: Some(getpid()),
         kill_at: None,
     }
     .encode();
-    // SAFETY: `orders` is the pipe's write end, open in this child until its exec.
-    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(orders) };
-    match nix::unistd::write(fd, &record) {
-        Ok(n) if n == record.len() => Ok(()),
-        Ok(_) => Err(Errno::EIO.into()),
-        Err(err) => Err(err.into()),
+    // One write(2), whole or not at all on a pipe (PIPE_BUF), and no allocation.
+    match orders.write(&record)? {
+        n if n == record.len() => Ok(()),
+        _ => Err(Errno::EIO.into()),
     }
 }
 

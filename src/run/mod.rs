@@ -107,7 +107,9 @@ pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
     };
     let terminal = Terminal::foreground();
     let env = command_env(options, token, fence);
-    let orders = Some(watchdog.orders_fd());
+    // The child announces its group to the watchdog itself, through this second write end
+    // (dropped with the spawn's `Command`, so redlock's death is still the end of file).
+    let orders = watchdog.orders().ok();
     let pgid = match process::spawn(&options.command, &env, terminal.as_ref(), orders) {
         Ok(pid) => pid,
         Err(err) => {

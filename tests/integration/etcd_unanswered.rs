@@ -34,6 +34,24 @@ fn follower_first(etcd: &EtcdCluster) -> (usize, String, String) {
     (f, first_f, others)
 }
 
+/// A one-member cluster, a fault-injecting proxy in front of it, and the etcd:// URL through
+/// the proxy.
+fn member_behind_a_proxy() -> (EtcdCluster, Proxy, String) {
+    let etcd = EtcdCluster::start_with(EtcdOpts {
+        members: 1,
+        ..EtcdOpts::default()
+    });
+    let port: u16 = etcd.endpoints()[0]
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let proxy = Proxy::start(port);
+    let url = proxy.url().replace("redis://", "etcd://");
+    (etcd, proxy, url)
+}
+
 fn read_ns(dir: &TempDir, name: &str) -> Vec<u64> {
     std::fs::read_to_string(dir.join(name))
         .unwrap_or_default()
@@ -143,18 +161,7 @@ fn a_waiter_whose_waiting_lease_ran_out_takes_a_new_place() {
 /// "requested lease not found", which was a 69): it takes a new lease and the lock (0).
 #[test]
 fn a_put_whose_reply_was_lost_and_whose_lease_then_ran_out_is_taken_anew() {
-    let etcd = EtcdCluster::start_with(EtcdOpts {
-        members: 1,
-        ..EtcdOpts::default()
-    });
-    let port: u16 = etcd.endpoints()[0]
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let proxy = Proxy::start(port);
-    let url = proxy.url().replace("redis://", "etcd://");
+    let (_etcd, proxy, url) = member_behind_a_proxy();
     let dir = TempDir::new();
     proxy.lose_reply_to(b"redlock:{lost-put}/q/");
     let run = Redlock::run_at(&url)
@@ -179,18 +186,7 @@ fn a_put_whose_reply_was_lost_and_whose_lease_then_ran_out_is_taken_anew() {
 /// Redis. It said "may have been lost" and exited 76 before.
 #[test]
 fn a_release_whose_answer_was_lost_is_a_release() {
-    let etcd = EtcdCluster::start_with(EtcdOpts {
-        members: 1,
-        ..EtcdOpts::default()
-    });
-    let port: u16 = etcd.endpoints()[0]
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let proxy = Proxy::start(port);
-    let url = proxy.url().replace("redis://", "etcd://");
+    let (etcd, proxy, url) = member_behind_a_proxy();
     let dir = TempDir::new();
     let (run, _) = Redlock::run_at(&url)
         .key("answer-cut")
