@@ -250,7 +250,7 @@ pub(super) fn left_the_queue(rx: &Receiver<Event>, key: &str) {
                 report!(
                     1,
                     LeaveFailed {},
-                    "no answer from Redis while leaving the waiters of lock '{key}'; \
+                    "no answer from the server while leaving the waiters of lock '{key}'; \
                      the place lapses by itself"
                 );
                 return;
