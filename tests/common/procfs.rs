@@ -29,6 +29,21 @@ pub fn proc_state(pid: i32) -> Option<char> {
     proc_stat(pid).map(|(state, _)| state)
 }
 
+/// `pid` is stopped as a job stops: `T`, or, for a shell caught between `vfork` and `exec` (dash
+/// vforks each command it runs), `D` waiting on a vforked child that is itself stopped: that
+/// shell can stop only once its child has run `exec`, which a stopped child never does.
+pub fn job_stopped(pid: i32) -> bool {
+    match proc_state(pid) {
+        Some('T') => true,
+        Some('D') => fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|child| child.parse().ok())
+            .any(|child| proc_state(child) == Some('T')),
+        _ => false,
+    }
+}
+
 /// The signals `pid` ignores (the `SigIgn` mask of /proc/<pid>/status, bit N-1 for signal N).
 pub fn ignored_signals(pid: i32) -> u64 {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();

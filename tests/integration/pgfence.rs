@@ -306,7 +306,7 @@ fn wait_stopped(pid: i32, what: &str) {
     wait_until(
         PATIENCE,
         &format!("{what} (pid {pid}) to be stopped"),
-        || proc_state(pid) == Some('T'),
+        || job_stopped(pid),
     );
 }
 
@@ -403,7 +403,7 @@ fn pause(pg: &Postgres, schema: &str, script: &str) -> Pause {
             "A's {what} woke before B was done: {b:?}"
         );
     }
-    assert_eq!(proc_state(frozen.job), Some('T'), "A's job woke");
+    assert!(job_stopped(frozen.job), "A's job woke");
 
     // The job first, as the page's drill does: its write comes before its watchdog can act.
     touch(&dir.join("a.go"));

@@ -484,10 +484,10 @@ fn tstp_stops_the_command_then_redlock_and_cont_continues_both() {
     // Each change of the two states, for the message if they are never both stopped.
     let mut seen: Vec<(Duration, Option<char>, Option<char>)> = Vec::new();
     loop {
-        let now = (proc_state(pid), proc_state(proc.pid()));
-        if now == (Some('T'), Some('T')) {
+        if job_stopped(pid) && proc_state(proc.pid()) == Some('T') {
             break;
         }
+        let now = (proc_state(pid), proc_state(proc.pid()));
         if seen.last().is_none_or(|&(_, c, r)| (c, r) != now) {
             seen.push((start.elapsed(), now.0, now.1));
         }

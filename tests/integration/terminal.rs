@@ -49,6 +49,35 @@ impl Tmux {
         });
     }
 
+    /// Waits until the shell shows its prompt (`$ `) on the last line of the screen.
+    fn wait_for_prompt(&self) {
+        self.wait_until("the shell's prompt", || {
+            self.capture().lines().rev().find(|l| !l.trim().is_empty()) == Some("$")
+        });
+    }
+
+    /// Waits for a complete line in `path`, showing the screen if none comes.
+    fn wait_for_line(&self, path: &std::path::Path) -> String {
+        self.wait_until(&format!("a line in {}", path.display()), || {
+            read(path).contains('\n')
+        });
+        read(path).trim().to_string()
+    }
+
+    /// [`wait_until`] that shows the screen if `cond` never holds.
+    #[track_caller]
+    fn wait_until(&self, what: &str, mut cond: impl FnMut() -> bool) {
+        let deadline = std::time::Instant::now() + PATIENCE;
+        while !cond() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out after {PATIENCE:?} waiting for {what}; screen:\n{}",
+                self.capture()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
     fn cmd(&self) -> Command {
         let mut cmd = Command::new("tmux");
         clear_redlock_env(&mut cmd);
@@ -106,7 +135,7 @@ fn command_reads_the_terminal() {
     let tmux = Tmux::start(&dir, &pane);
     wait_for_file(&dir.join("ready"));
     tmux.send_keys(&["hello world", "Enter"]);
-    let status = wait_for_line(&dir.join("status"));
+    let status = tmux.wait_for_line(&dir.join("status"));
     assert_eq!(
         read(&dir.join("file")),
         "got:hello world\n",
@@ -140,15 +169,17 @@ fn ctrl_c_ends_cat_with_130_in_an_interactive_shell() {
     tmux.wait_for_echo("ping-from-tty");
 
     tmux.send_keys(&["C-c"]);
-    // Killed by SIGINT, the job ends the line, as `cat; echo $?` would: ask for $? after it.
+    // Killed by SIGINT, the job ends the line, as `cat; echo $?` would: ask for $? after it,
+    // at the shell's prompt.
+    tmux.wait_for_prompt();
     let line = format!("echo $? > {}", dir.sh("status"));
     tmux.send_keys(&[&line, "Enter"]);
-    let status = wait_for_line(&dir.join("status"));
+    let status = tmux.wait_for_line(&dir.join("status"));
     assert_eq!(status, "130", "screen:\n{}", tmux.capture());
     assert_eq!(redis.get(&lock_key("cat")), None, "lock not released");
     // The shell got its terminal back and still works.
     tmux.send_keys(&[&format!("echo back > {}", dir.sh("back")), "Enter"]);
-    assert_eq!(wait_for_line(&dir.join("back")), "back");
+    assert_eq!(tmux.wait_for_line(&dir.join("back")), "back");
 }
 
 #[test]
@@ -172,7 +203,7 @@ fn ctrl_c_ends_cat_with_130_under_a_non_interactive_shell() {
     tmux.send_keys(&["typed-line", "Enter"]);
     tmux.wait_for_echo("typed-line");
     tmux.send_keys(&["C-c"]);
-    let status = wait_for_line(&dir.join("status"));
+    let status = tmux.wait_for_line(&dir.join("status"));
     assert_eq!(status, "130", "screen:\n{}", tmux.capture());
     assert_eq!(redis.get(&lock_key("cat2")), None, "lock not released");
 }
@@ -224,7 +255,7 @@ fn ctrl_c_stops_a_calling_script() {
     let tmux = Tmux::start(&dir, &pane);
     wait_for_file(&dir.join("ready"));
     tmux.send_keys(&["C-c"]);
-    let status = wait_for_line(&dir.join("status"));
+    let status = tmux.wait_for_line(&dir.join("status"));
     assert_eq!(status, "130", "screen:\n{}", tmux.capture());
     assert!(
         !dir.join("after").exists(),
@@ -284,7 +315,7 @@ fn ctrl_z_fg_and_bg_behave_as_with_the_bare_command() {
     });
     // The shell's prompt works meanwhile.
     tmux.send_keys(&[&format!("echo shell > {}", dir.sh("shell")), "Enter"]);
-    assert_eq!(wait_for_line(&dir.join("shell")), "shell");
+    assert_eq!(tmux.wait_for_line(&dir.join("shell")), "shell");
 
     tmux.send_keys(&["fg", "Enter"]);
     wait_for_foreground(cat);
@@ -298,7 +329,7 @@ fn ctrl_z_fg_and_bg_behave_as_with_the_bare_command() {
     // `fg` returns the job's status.
     let line = format!("echo $? > {}", dir.sh("status"));
     tmux.send_keys(&[&line, "Enter"]);
-    let status = wait_for_line(&dir.join("status"));
+    let status = tmux.wait_for_line(&dir.join("status"));
     assert_eq!(status, "0", "screen:\n{}", tmux.capture());
     assert_eq!(redis.get(&lock_key("tstp")), None, "lock not released");
 }
@@ -322,9 +353,9 @@ fn terminal_modes_are_restored_when_the_command_is_killed() {
         status = dir.sh("status"),
         modes = dir.sh("modes"),
     );
-    let _tmux = Tmux::start(&dir, &pane);
+    let tmux = Tmux::start(&dir, &pane);
     wait_for_file(&dir.join("raw"));
-    assert_eq!(wait_for_line(&dir.join("status")), "124");
+    assert_eq!(tmux.wait_for_line(&dir.join("status")), "124");
     wait_until(PATIENCE, "stty -a to write the modes", || {
         read(&dir.join("modes")).contains("icanon")
     });
@@ -355,7 +386,7 @@ fn ctrl_z_with_stdin_not_a_terminal_stops_the_command_too() {
     let redlock = parent_of(pid);
     tmux.send_keys(&["C-z"]);
     wait_until(PATIENCE, "the command and redlock to stop", || {
-        proc_state(pid) == Some('T') && proc_state(redlock) == Some('T')
+        job_stopped(pid) && proc_state(redlock) == Some('T')
     });
     tmux.send_keys(&["fg", "Enter"]);
     wait_until(PATIENCE, "the command to run again", || {
@@ -367,7 +398,7 @@ fn ctrl_z_with_stdin_not_a_terminal_stops_the_command_too() {
     });
     tmux.send_keys(&[&format!("echo $? > {}", dir.sh("status")), "Enter"]);
     assert_eq!(
-        wait_for_line(&dir.join("status")),
+        tmux.wait_for_line(&dir.join("status")),
         "0",
         "screen:\n{}",
         tmux.capture()
