@@ -28,15 +28,16 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand history 'Show the recent runs of the lock NAME, newest first: host, start, duration, how each ended (a holder that vanished too), fencing token'
             cand check 'A dead man''s switch for monitoring: did a run of the lock NAME succeed, on any host, within --max-age? One line starting OK, WARNING, CRITICAL or UNKNOWN'
             cand release 'Break-glass: delete the lock NAME whoever holds it (or one of its several holders), and advance its fencing counter'
+            cand init 'Make the tables a PostgreSQL database keeps its locks in (idempotent), or print the SQL that makes them for a DBA to apply (--print). Redis and etcd need none'
             cand completions 'Print a shell completion script to stdout (no Redis needed)'
             cand man 'Print the man page, redlock(1), to stdout as roff (no Redis needed)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'redlock;run'= {
-            cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
-            cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/....'
-            cand --password-file 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
-            cand --tls-ca-cert 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store'
+            cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://...; or a PostgreSQL database, postgres://[user[:pass]@]host[:port]/DB[?schema=NAME] (libpq''s URI form, its parameters too; `redlock init` makes the tables). Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
+            cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/..., on PostgreSQL the row PREFIXNAME of the locks table'
+            cand --password-file 'Read the password (Redis''s, the etcd user''s or PostgreSQL''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
+            cand --tls-ca-cert 'For rediss://, etcds:// and postgres:// with sslmode=verify-ca or verify-full (or require): trust the CA certificates in this PEM file instead of the system store (the URL''s sslrootcert wins)'
             cand --tls-cert 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)'
             cand --tls-key 'For rediss:// and etcds:// with mutual TLS: the client''s private key (PEM; needs --tls-cert)'
             cand --key 'Name of the lock (not read from the environment: REDLOCK_KEY is what the command sees)'
@@ -66,10 +67,10 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --version 'Print version'
         }
         &'redlock;status'= {
-            cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
-            cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/....'
-            cand --password-file 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
-            cand --tls-ca-cert 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store'
+            cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://...; or a PostgreSQL database, postgres://[user[:pass]@]host[:port]/DB[?schema=NAME] (libpq''s URI form, its parameters too; `redlock init` makes the tables). Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
+            cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/..., on PostgreSQL the row PREFIXNAME of the locks table'
+            cand --password-file 'Read the password (Redis''s, the etcd user''s or PostgreSQL''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
+            cand --tls-ca-cert 'For rediss://, etcds:// and postgres:// with sslmode=verify-ca or verify-full (or require): trust the CA certificates in this PEM file instead of the system store (the URL''s sslrootcert wins)'
             cand --tls-cert 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)'
             cand --tls-key 'For rediss:// and etcds:// with mutual TLS: the client''s private key (PEM; needs --tls-cert)'
             cand --key 'Name of the lock'
@@ -86,10 +87,10 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --version 'Print version'
         }
         &'redlock;list'= {
-            cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
-            cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/....'
-            cand --password-file 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
-            cand --tls-ca-cert 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store'
+            cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://...; or a PostgreSQL database, postgres://[user[:pass]@]host[:port]/DB[?schema=NAME] (libpq''s URI form, its parameters too; `redlock init` makes the tables). Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
+            cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/..., on PostgreSQL the row PREFIXNAME of the locks table'
+            cand --password-file 'Read the password (Redis''s, the etcd user''s or PostgreSQL''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
+            cand --tls-ca-cert 'For rediss://, etcds:// and postgres:// with sslmode=verify-ca or verify-full (or require): trust the CA certificates in this PEM file instead of the system store (the URL''s sslrootcert wins)'
             cand --tls-cert 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)'
             cand --tls-key 'For rediss:// and etcds:// with mutual TLS: the client''s private key (PEM; needs --tls-cert)'
             cand --log-format 'Diagnostics as text lines, or as one JSON object per line (stable event names)'
@@ -105,10 +106,10 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --version 'Print version'
         }
         &'redlock;history'= {
-            cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
-            cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/....'
-            cand --password-file 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
-            cand --tls-ca-cert 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store'
+            cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://...; or a PostgreSQL database, postgres://[user[:pass]@]host[:port]/DB[?schema=NAME] (libpq''s URI form, its parameters too; `redlock init` makes the tables). Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
+            cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/..., on PostgreSQL the row PREFIXNAME of the locks table'
+            cand --password-file 'Read the password (Redis''s, the etcd user''s or PostgreSQL''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
+            cand --tls-ca-cert 'For rediss://, etcds:// and postgres:// with sslmode=verify-ca or verify-full (or require): trust the CA certificates in this PEM file instead of the system store (the URL''s sslrootcert wins)'
             cand --tls-cert 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)'
             cand --tls-key 'For rediss:// and etcds:// with mutual TLS: the client''s private key (PEM; needs --tls-cert)'
             cand --key 'Name of the lock'
@@ -125,10 +126,10 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --version 'Print version'
         }
         &'redlock;check'= {
-            cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
-            cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/....'
-            cand --password-file 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
-            cand --tls-ca-cert 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store'
+            cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://...; or a PostgreSQL database, postgres://[user[:pass]@]host[:port]/DB[?schema=NAME] (libpq''s URI form, its parameters too; `redlock init` makes the tables). Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
+            cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/..., on PostgreSQL the row PREFIXNAME of the locks table'
+            cand --password-file 'Read the password (Redis''s, the etcd user''s or PostgreSQL''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
+            cand --tls-ca-cert 'For rediss://, etcds:// and postgres:// with sslmode=verify-ca or verify-full (or require): trust the CA certificates in this PEM file instead of the system store (the URL''s sslrootcert wins)'
             cand --tls-cert 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)'
             cand --tls-key 'For rediss:// and etcds:// with mutual TLS: the client''s private key (PEM; needs --tls-cert)'
             cand --key 'Name of the lock'
@@ -146,10 +147,10 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --version 'Print version'
         }
         &'redlock;release'= {
-            cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://.... Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
-            cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/....'
-            cand --password-file 'Read the password (Redis''s, or the etcd user''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
-            cand --tls-ca-cert 'For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the system store'
+            cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://...; or a PostgreSQL database, postgres://[user[:pass]@]host[:port]/DB[?schema=NAME] (libpq''s URI form, its parameters too; `redlock init` makes the tables). Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
+            cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/..., on PostgreSQL the row PREFIXNAME of the locks table'
+            cand --password-file 'Read the password (Redis''s, the etcd user''s or PostgreSQL''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
+            cand --tls-ca-cert 'For rediss://, etcds:// and postgres:// with sslmode=verify-ca or verify-full (or require): trust the CA certificates in this PEM file instead of the system store (the URL''s sslrootcert wins)'
             cand --tls-cert 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)'
             cand --tls-key 'For rediss:// and etcds:// with mutual TLS: the client''s private key (PEM; needs --tls-cert)'
             cand --key 'Name of the lock'
@@ -158,6 +159,25 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --tls-insecure 'TESTING ONLY: do not verify the server''s TLS certificate, so anyone on the network path can pose as Redis. Warns on every use'
             cand --force 'Required: delete the lock even though another process holds it'
             cand --json 'Print one JSON object saying what was done instead of text'
+            cand -v 'Say more on stderr (repeat for more)'
+            cand --verbose 'Say more on stderr (repeat for more)'
+            cand -q 'Say nothing on stderr but errors'
+            cand --quiet 'Say nothing on stderr but errors'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'redlock;init'= {
+            cand --url 'Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock, redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...]; or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port 2379 when left out) or etcds://...; or a PostgreSQL database, postgres://[user[:pass]@]host[:port]/DB[?schema=NAME] (libpq''s URI form, its parameters too; `redlock init` makes the tables). Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL) for a quorum of independent masters'
+            cand --prefix 'Prefix of the lock''s keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/..., on PostgreSQL the row PREFIXNAME of the locks table'
+            cand --password-file 'Read the password (Redis''s, the etcd user''s or PostgreSQL''s) from FILE (one trailing newline dropped); it wins over REDLOCK_PASSWORD and over a password in the URL'
+            cand --tls-ca-cert 'For rediss://, etcds:// and postgres:// with sslmode=verify-ca or verify-full (or require): trust the CA certificates in this PEM file instead of the system store (the URL''s sslrootcert wins)'
+            cand --tls-cert 'For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs --tls-key)'
+            cand --tls-key 'For rediss:// and etcds:// with mutual TLS: the client''s private key (PEM; needs --tls-cert)'
+            cand --log-format 'Diagnostics as text lines, or as one JSON object per line (stable event names)'
+            cand --tls-insecure 'TESTING ONLY: do not verify the server''s TLS certificate, so anyone on the network path can pose as Redis. Warns on every use'
+            cand --print 'Print the SQL instead of running it (nothing is connected to)'
             cand -v 'Say more on stderr (repeat for more)'
             cand --verbose 'Say more on stderr (repeat for more)'
             cand -q 'Say nothing on stderr but errors'
@@ -186,6 +206,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand history 'Show the recent runs of the lock NAME, newest first: host, start, duration, how each ended (a holder that vanished too), fencing token'
             cand check 'A dead man''s switch for monitoring: did a run of the lock NAME succeed, on any host, within --max-age? One line starting OK, WARNING, CRITICAL or UNKNOWN'
             cand release 'Break-glass: delete the lock NAME whoever holds it (or one of its several holders), and advance its fencing counter'
+            cand init 'Make the tables a PostgreSQL database keeps its locks in (idempotent), or print the SQL that makes them for a DBA to apply (--print). Redis and etcd need none'
             cand completions 'Print a shell completion script to stdout (no Redis needed)'
             cand man 'Print the man page, redlock(1), to stdout as roff (no Redis needed)'
             cand help 'Print this message or the help of the given subcommand(s)'
@@ -201,6 +222,8 @@ set edit:completion:arg-completer[redlock] = {|@words|
         &'redlock;help;check'= {
         }
         &'redlock;help;release'= {
+        }
+        &'redlock;help;init'= {
         }
         &'redlock;help;completions'= {
         }

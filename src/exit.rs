@@ -157,7 +157,8 @@ pub const RUN: &[Row] = &[
         "69",
         "Redis could not be used before the lock was taken: unreachable (with --wait: still \
          unreachable when the wait ran out), refused the credentials, or answered with an \
-         error (an unknown Sentinel service name too); with several --url, no node found the \
+         error (an unknown Sentinel service name too; on PostgreSQL, no tables: run redlock \
+         init); with several --url, no node found the \
          lock held and fewer than a majority granted it in time; or the lock was taken but too \
          few replicas acknowledged it (--min-replicas) or it was not fsynced (--fsync), and it \
          was released. The command did not run",
@@ -269,6 +270,22 @@ pub const RELEASE: &[Row] = &[
     ),
 ];
 
+/// The exit statuses of `redlock init`.
+pub const INIT: &[Row] = &[
+    row(
+        "0",
+        "the tables and functions are there (made now, or already), or --print printed them",
+    ),
+    row(
+        "64",
+        "usage error, or the URL is not a PostgreSQL one (Redis and etcd need no tables)",
+    ),
+    row(
+        "69",
+        "PostgreSQL unreachable or answered with an error (a role that may not create them)",
+    ),
+];
+
 /// Every subcommand that has an exit-status table, with it: `--help` and the man page show
 /// each one.
 pub const TABLES: &[(&str, &[Row])] = &[
@@ -278,6 +295,7 @@ pub const TABLES: &[(&str, &[Row])] = &[
     ("history", HISTORY),
     ("check", CHECK),
     ("release", RELEASE),
+    ("init", INIT),
 ];
 
 /// Where a table's meanings start, and the width they wrap at, in `--help`.

@@ -118,6 +118,13 @@ mod integration {
     // docs/fencing.md at a real PostgreSQL: a holder frozen with its whole process tree past its
     // lease is refused by the database's token check (and overwrites the row without it).
     mod pgfence;
+    // The PostgreSQL fixture itself: socket, port and passwords, frozen and thawed, killed and
+    // restarted with its rows, nothing left on drop.
+    mod pgserver;
+    // redlock on PostgreSQL: init and a run refused without tables, the page's least-privilege
+    // role, passwords from libpq's places, refusals, fencing in the same database, the server
+    // frozen past the lease, restarted within it, unreachable at the start.
+    mod postgres;
     // Waiting: wake-ups on release, the cost of waiting, one waiter woken per release.
     mod waiting;
     // --fair: arrival order, no queue jumping, turns passed on, dead waiters forgotten.

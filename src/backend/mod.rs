@@ -1,5 +1,5 @@
 //! The backends a lock can live on, each a folder of its own that implements the boundary
-//! `lock` defines: Redis (`redis/`) and etcd (`etcd/`). Which one a run or an admin command uses is decided here,
+//! `lock` defines: Redis (`redis/`), etcd (`etcd/`) and PostgreSQL (`postgres/`). Which one a run or an admin command uses is decided here,
 //! once, from the URLs' scheme ([`open`]), as object_store's `parse_url` picks a store; what
 //! the command line says of how to connect ([`Connect`]) is the same for every backend, and a
 //! backend refuses what it cannot honour in one line (64).
@@ -8,7 +8,9 @@
 //! `admin`.
 
 pub(crate) mod etcd;
+pub(crate) mod postgres;
 pub(crate) mod redis;
+pub(crate) mod tls;
 
 use crate::lock::Backend;
 
@@ -52,9 +54,21 @@ pub(crate) struct Connect<'a> {
 }
 
 /// The backend the URLs name, opened (nothing is connected yet); an error is a usage error's
-/// message (64). The first URL's scheme decides: `etcd://` and `etcds://` are etcd, anything
-/// else is for Redis to read (and refuse, if it is not one of its own).
+/// message (64). The URLs' scheme decides: `etcd://` and `etcds://` are etcd, `postgres://`
+/// and `postgresql://` PostgreSQL, anything else is for Redis to read (and refuse, if it is not
+/// one of its own).
 pub(crate) fn open(connect: Connect) -> Result<Box<dyn Backend>, String> {
+    let postgres = |url: &&str| url.starts_with("postgres://") || url.starts_with("postgresql://");
+    if connect.urls.iter().any(postgres) {
+        return match connect.urls.iter().all(postgres) {
+            true => Ok(Box::new(postgres::open(connect)?)),
+            false => Err(
+                "PostgreSQL and other URLs together: a lock lives on one backend (one \
+                 PostgreSQL database, one etcd cluster, or one or more Redis servers)"
+                    .into(),
+            ),
+        };
+    }
     let etcd = |url: &&str| url.starts_with("etcd://") || url.starts_with("etcds://");
     match connect.urls.iter().position(etcd) {
         Some(_) if connect.urls.iter().all(etcd) => Ok(Box::new(etcd::open(connect)?)),

@@ -42,8 +42,10 @@ ENVIRONMENT:
   REDLOCK_MIN_REPLICAS, REDLOCK_FSYNC, REDLOCK_METRICS_FILE, REDLOCK_LOG_FORMAT,
   REDLOCK_PASSWORD_FILE, REDLOCK_TLS_CA_CERT, REDLOCK_TLS_CERT, REDLOCK_TLS_KEY
   and REDLOCK_TLS_INSECURE give defaults for the options of the same name; a flag
-  wins over its variable. REDLOCK_PASSWORD holds the password, Redis's or the etcd
-  user's (below --password-file, above a password in the URL).
+  wins over its variable. REDLOCK_PASSWORD holds the password, Redis's, the etcd
+  user's or PostgreSQL's (below --password-file, above a password in the URL).
+  On PostgreSQL, libpq's PGUSER, PGPASSWORD and PGPASSFILE (~/.pgpass) count
+  after those.
   The command sees REDLOCK_KEY, REDLOCK_TOKEN, REDLOCK_FENCING_TOKEN and
   REDLOCK_URL (the servers locked on, every --url, without passwords), and no
   credentials: REDLOCK_PASSWORD is removed.";
@@ -53,8 +55,9 @@ ENVIRONMENT:
   REDLOCK_URL, REDLOCK_PREFIX, REDLOCK_LOG_FORMAT, REDLOCK_PASSWORD_FILE,
   REDLOCK_TLS_CA_CERT, REDLOCK_TLS_CERT, REDLOCK_TLS_KEY and
   REDLOCK_TLS_INSECURE give defaults for the options of the same name; a
-  flag wins over its variable. REDLOCK_PASSWORD holds the password, Redis's or
-  the etcd user's.";
+  flag wins over its variable. REDLOCK_PASSWORD holds the password, Redis's,
+  the etcd user's or PostgreSQL's. On PostgreSQL, libpq's PGUSER, PGPASSWORD
+  and PGPASSFILE (~/.pgpass) count after those.";
 
 /// The variables redlock gives the command, and what each holds.
 pub const COMMAND_ENV: [(&str, &str); 3] = [
@@ -72,7 +75,9 @@ pub const COMMAND_ENV: [(&str, &str); 3] = [
              microseconds, an integer of 16 digits (with several --url: read from a majority \
              and raised on a majority). On etcd, the create revision of the lock's entry, kept \
              by Raft: larger than every token given out before for the lock's name, unless the \
-             revisions are reset (a snapshot restored without --bump-revision, a new cluster)"
+             revisions are reset (a snapshot restored without --bump-revision, a new cluster). \
+             On PostgreSQL, the lock's counter, a bigint the database keeps, raised by one per \
+             acquisition in the transaction that takes the lock"
         ),
     ),
 ];
@@ -82,10 +87,22 @@ pub const COMMAND_ENV: [(&str, &str); 3] = [
 pub use crate::backend::redis::transport::tls::SSL_CERT_FILE;
 
 /// Variables redlock reads that are not an option's default.
-pub const OTHER_ENV: [(&str, &str); 2] = [
+pub const OTHER_ENV: [(&str, &str); 5] = [
     (
         PASSWORD_ENV,
-        "the password (Redis's, or the etcd user's), for every URL: wins over a password in the URL, loses to --password-file",
+        "the password (Redis's, the etcd user's or PostgreSQL's), for every URL: wins over a password in the URL, loses to --password-file",
+    ),
+    (
+        "PGUSER",
+        "for postgres:// URLs that name no user: the user (else this process's user's name), as libpq",
+    ),
+    (
+        "PGPASSWORD",
+        "for postgres:// URLs: the password when neither --password-file, REDLOCK_PASSWORD nor the URL gives one",
+    ),
+    (
+        "PGPASSFILE",
+        "for postgres:// URLs: the password file to look in after PGPASSWORD (default ~/.pgpass; passed over if others may read it)",
     ),
     (
         SSL_CERT_FILE,
@@ -93,7 +110,7 @@ pub const OTHER_ENV: [(&str, &str); 2] = [
     ),
 ];
 
-/// Run a command under a Redis or etcd lock: one copy at a time across every machine.
+/// Run a command under a Redis, etcd or PostgreSQL lock: one copy at a time across every machine.
 #[derive(Debug, Parser)]
 #[command(name = "redlock", version, about, propagate_version = true)]
 pub struct Cli {
@@ -128,6 +145,10 @@ pub enum Command {
     /// advance its fencing counter.
     #[command(after_help = format!("The holder's renewals then fail and it stops its command (exit {}); the fencing\ncounter moves past the holder's token, so a resource that checks it refuses the\nold holder's writes. One waiter is woken, as by a normal release.\n\nHeld by several (a semaphore, shared holders), one holder is removed: the one\n--token names, or the only one. Several and no --token: nothing is removed (exit\n{}); `redlock status` shows their tokens.\n\n{}\n\n{ADMIN_ENV_HELP}", exit::LOCK_LOST, exit::USAGE, exit::help_table(exit::RELEASE)))]
     Release(ReleaseArgs),
+    /// Make the tables a PostgreSQL database keeps its locks in (idempotent), or print the SQL
+    /// that makes them for a DBA to apply (--print). Redis and etcd need none.
+    #[command(after_help = format!("{}\n\n{ADMIN_ENV_HELP}", exit::help_table(exit::INIT)))]
+    Init(InitArgs),
 
     /// Print a shell completion script to stdout (no Redis needed).
     #[command(after_help = crate::cli::docs::COMPLETIONS_HELP)]
@@ -148,7 +169,9 @@ pub struct ConnArgs {
     /// Where to lock: Redis, redis://[user:pass@]host:port[/db], rediss://..., unix:///path.sock,
     /// redis+sentinel://[user:pass@]host:port[,host:port...]/SERVICE, redis+cluster://host:port[,host:port...];
     /// or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port
-    /// 2379 when left out) or etcds://....
+    /// 2379 when left out) or etcds://...; or a PostgreSQL database,
+    /// postgres://[user[:pass]@]host[:port]/DB[?schema=NAME] (libpq's URI form, its
+    /// parameters too; `redlock init` makes the tables).
     /// Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL)
     /// for a quorum of independent masters.
     #[arg(
@@ -166,11 +189,12 @@ pub struct ConnArgs {
     #[arg(skip)]
     pub url_from_env: bool,
 
-    /// Prefix of the lock's keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/....
+    /// Prefix of the lock's keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/...,
+    /// on PostgreSQL the row PREFIXNAME of the locks table.
     #[arg(long, env = "REDLOCK_PREFIX", hide_env_values = true, default_value = "redlock:", value_parser = parse_prefix)]
     pub prefix: String,
 
-    /// Read the password (Redis's, or the etcd user's) from FILE (one trailing newline
+    /// Read the password (Redis's, the etcd user's or PostgreSQL's) from FILE (one trailing newline
     /// dropped); it wins over REDLOCK_PASSWORD and over a password in the URL.
     #[arg(
         long,
@@ -180,8 +204,9 @@ pub struct ConnArgs {
     )]
     pub password_file: Option<PathBuf>,
 
-    /// For rediss:// and etcds://: trust the CA certificates in this PEM file instead of the
-    /// system store.
+    /// For rediss://, etcds:// and postgres:// with sslmode=verify-ca or verify-full (or
+    /// require): trust the CA certificates in this PEM file instead of the system store
+    /// (the URL's sslrootcert wins).
     #[arg(
         long,
         env = "REDLOCK_TLS_CA_CERT",
@@ -273,6 +298,19 @@ pub struct StatusArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    #[command(flatten)]
+    pub conn: ConnArgs,
+
+    /// Print the SQL instead of running it (nothing is connected to).
+    #[arg(long)]
+    pub print: bool,
 
     #[command(flatten)]
     pub output: OutputArgs,

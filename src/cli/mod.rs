@@ -44,6 +44,7 @@ pub fn main() -> i32 {
         Command::History(args) => &args.output,
         Command::Check(args) => &args.output,
         Command::Release(args) => &args.output,
+        Command::Init(args) => &args.output,
         Command::Completions { shell } => return print(&docs::completions(*shell)),
         Command::Man => return print(&docs::man_page()),
     };
@@ -65,6 +66,7 @@ pub fn main() -> i32 {
             .and_then(|backend| admin::history(backend.as_ref(), &args.key, args.json)),
         Command::Check(args) => return check(args),
         Command::Release(args) => release(args),
+        Command::Init(args) => init(args),
         Command::Completions { .. } | Command::Man => unreachable!("handled above"),
     };
     match result {
@@ -93,6 +95,28 @@ fn release(args: &ReleaseArgs) -> anyhow::Result<i32> {
         args.token.as_deref(),
         args.json,
     )
+}
+
+/// `redlock init`: the tables a PostgreSQL database keeps its locks in, made or printed;
+/// refused (64) for a backend that needs none.
+fn init(args: &InitArgs) -> anyhow::Result<i32> {
+    let backend = args.conn.backend(Durable::default())?;
+    let Some(sql) = backend.tables() else {
+        return Err(error::classified(
+            error::Class::Usage,
+            format!(
+                "{} keeps its locks without tables: `redlock init` is for postgres:// URLs",
+                backend.described()
+            ),
+        ));
+    };
+    if args.print {
+        return Ok(print(sql.as_bytes()));
+    }
+    let done = backend
+        .init(admin::TIMEOUT)
+        .map_err(|failure| error::classified(error::Class::Unavailable, failure.to_string()))?;
+    Ok(print(format!("{done}\n").as_bytes()))
 }
 
 /// `redlock check`: whatever goes wrong is UNKNOWN (3), said on stdout as the plugin convention
@@ -126,6 +150,7 @@ fn parse() -> Result<Cli, clap::Error> {
         Command::History(args) => &mut args.conn,
         Command::Check(args) => &mut args.conn,
         Command::Release(args) => &mut args.conn,
+        Command::Init(args) => &mut args.conn,
         Command::Completions { .. } | Command::Man => return Ok(cli),
     };
     if let Some((_, sub)) = matches.subcommand() {

@@ -21,6 +21,15 @@ pub(crate) trait Backend: Send + Sync {
     fn locker(&self, run: &RunSpec) -> Box<dyn Locker>;
     /// What the admin commands read through on node `index` of [`Backend::nodes`].
     fn node(&self, index: usize) -> Box<dyn Node>;
+    /// The statements that make the tables this backend keeps its locks in (`redlock init
+    /// --print`); None for a backend that needs none made (Redis, etcd).
+    fn tables(&self) -> Option<String> {
+        None
+    }
+    /// Make those tables (idempotent), within `timeout`; what was done, as one line.
+    fn init(&self, _timeout: Duration) -> Result<String, Failure> {
+        Ok(String::new())
+    }
 }
 
 /// What a run asks of the lock: everything the backend needs to take it as asked.

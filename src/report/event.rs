@@ -72,6 +72,7 @@ events! {
     Moved => "moved",
     WatchCancelled => "watch_cancelled",
     KeepAliveUnanswered => "keepalive_unanswered",
+    PgpassIgnored => "pgpass_ignored",
     /// Anything else: a line with no event of its own.
     Message => "message",
 }

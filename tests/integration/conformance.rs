@@ -1,6 +1,6 @@
 //! The contract every backend keeps, one set of tests run against each (object_store's
 //! `integration.rs` and ShedLock's `AbstractLockProviderIntegrationTest` are the models): a
-//! real Redis, and a real 3-member etcd cluster. Exclusion and rising fencing tokens under
+//! real Redis, a real 3-member etcd cluster, and a real PostgreSQL with redlock's tables. Exclusion and rising fencing tokens under
 //! contention, the exit statuses, busy and `--wait` with a prompt hand-over, first come first
 //! served with `--fair`, `--limit`, `--shared`, `--min-interval`, the watchdog stopping a frozen
 //! holder's command, TERM forwarded, the admin commands and the metrics file. What only one
@@ -30,6 +30,26 @@ impl Service for EtcdCluster {
     }
 }
 
+/// A PostgreSQL server with redlock's tables made as a user makes them: `redlock init`.
+pub struct PgWithTables(pub PgServer);
+
+impl PgWithTables {
+    pub fn start() -> Self {
+        let pg = PgServer::start();
+        Redlock::admin_at("init", &pg.url())
+            .stdout_contains("redlock's tables and functions are in schema")
+            .output()
+            .assert_code(0);
+        Self(pg)
+    }
+}
+
+impl Service for PgWithTables {
+    fn url(&self) -> String {
+        self.0.url()
+    }
+}
+
 /// Each test of the contract, once on each backend.
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
@@ -38,6 +58,9 @@ macro_rules! conformance {
         }
         mod on_etcd {
             $(#[test] fn $name() { super::$name(&crate::common::EtcdCluster::start()) })*
+        }
+        mod on_postgres {
+            $(#[test] fn $name() { super::$name(&super::PgWithTables::start()) })*
         }
     };
 }

@@ -7,9 +7,8 @@
 //! PostgreSQL comes from Debian's `postgresql` package (scripts/test.sh installs it); where it
 //! is absent the tests say so and pass, except under CI (`CI` set), where they fail.
 
-use std::fs::{self, File};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -74,188 +73,69 @@ fn signal_tree_function() -> String {
     lines[..=end].join("\n") + "\n"
 }
 
-/// Where Debian puts a server's binaries: the newest /usr/lib/postgresql/N/bin with both
-/// `initdb` and `postgres`.
-fn postgres_bin() -> Option<PathBuf> {
-    let mut found: Vec<(u32, PathBuf)> = fs::read_dir("/usr/lib/postgresql")
-        .ok()?
-        .flatten()
-        .filter_map(|e| {
-            let version = e.file_name().to_str()?.parse().ok()?;
-            let bin = e.path().join("bin");
-            (bin.join("initdb").exists() && bin.join("postgres").exists()).then_some((version, bin))
-        })
-        .collect();
-    found.sort();
-    found.pop().map(|(_, bin)| bin)
-}
-
-/// The uid and gid of `user` from /etc/passwd.
-fn passwd(user: &str) -> Option<(u32, u32)> {
-    read(Path::new("/etc/passwd")).lines().find_map(|line| {
-        let mut fields = line.split(':');
-        if fields.next()? != user {
-            return None;
-        }
-        let mut ids = fields.skip(1);
-        Some((ids.next()?.parse().ok()?, ids.next()?.parse().ok()?))
-    })
-}
-
-fn set_mode(path: &Path, mode: u32) {
-    use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
-}
-
-/// A PostgreSQL server of the test's own: a fresh cluster in a temp dir, listening on a unix
-/// socket there only (no TCP port to race for), fsync off; stopped on drop. PostgreSQL refuses
-/// to run as root, so as root it runs as the `postgres` user the package creates (or nobody).
-struct Postgres {
-    child: Child,
-    dir: TempDir,
-    port: u16,
-}
-
-impl Postgres {
-    /// None, said on stderr, where PostgreSQL is not installed; a failure under CI.
-    fn start() -> Option<Postgres> {
-        let Some(bin) = postgres_bin() else {
-            let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false");
-            assert!(
-                !ci,
-                "no PostgreSQL server under /usr/lib/postgresql: CI must have it (scripts/test.sh installs postgresql)"
-            );
-            eprintln!("pgfence: skipped, no PostgreSQL server (apt-get install postgresql)");
-            return None;
-        };
-        let dir = TempDir::new();
-        let home = dir.join("pg");
-        fs::create_dir(&home).unwrap();
-        // Made by this process, so owned by its effective user.
-        let root = std::os::unix::fs::MetadataExt::uid(&fs::metadata(&home).unwrap()) == 0;
-        let user = root.then(|| passwd("postgres").or_else(|| passwd("nobody")).unwrap());
-        if let Some((uid, gid)) = user {
-            // Its way in, whatever the umask, and a directory of its own.
-            set_mode(dir.path(), 0o755);
-            std::os::unix::fs::chown(&home, Some(uid), Some(gid)).unwrap();
-        }
-        let as_user = |program: PathBuf| {
-            use std::os::unix::process::CommandExt;
-            let mut cmd = Command::new(program);
-            if let Some((uid, gid)) = user {
-                cmd.uid(uid).gid(gid);
-            }
-            cmd.current_dir(&home).stdin(Stdio::null());
-            cmd
-        };
-        let data = home.join("data");
-        let mut initdb = as_user(bin.join("initdb"));
-        initdb
-            .arg("-D")
-            .arg(&data)
-            .args(["-U", "postgres", "--auth=trust", "--no-sync"])
-            .args(["--no-instructions", "-E", "UTF8", "--locale=C"]);
-        let out = Proc::spawn(initdb).finish();
-        out.assert_code(0);
-        // Only the socket's name: nothing listens on TCP.
-        let port = free_port();
-        let log = File::create(dir.join("postgres.log")).unwrap();
-        let mut postgres = as_user(bin.join("postgres"));
-        postgres
-            .arg("-D")
-            .arg(&data)
-            .arg("-k")
-            .arg(&home)
-            .args(["-p", &port.to_string(), "-c", "listen_addresses="])
-            .args(["-c", "fsync=off", "-c", "synchronous_commit=off"])
-            .args(["-c", "full_page_writes=off", "-c", "max_connections=20"])
-            .stdout(log.try_clone().unwrap())
-            .stderr(log);
-        let child = postgres.spawn().expect("starting postgres");
-        let mut pg = Postgres { child, dir, port };
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            if let Some(status) = pg.child.try_wait().unwrap() {
-                panic!(
-                    "postgres exited with {status}:\n{}",
-                    read(&pg.dir.join("postgres.log"))
-                );
-            }
-            let mut probe = pg.psql("public");
-            probe.args(["-c", "SELECT 1"]);
-            if probe.output().is_ok_and(|o| o.status.success()) {
-                return Some(pg);
-            }
-            assert!(
-                Instant::now() < deadline,
-                "postgres not ready after {PATIENCE:?}:\n{}",
-                read(&pg.dir.join("postgres.log"))
-            );
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// libpq's variables naming this server, as a job is given them, with `schema` first on
-    /// the search path: each case has its own copy of the page's table, in one database
-    /// (a schema is made at once, a database takes a copy of a template).
-    fn env(&self, schema: &str) -> Vec<(&'static str, String)> {
-        vec![
-            ("PGHOST", self.dir.join("pg").display().to_string()),
-            ("PGPORT", self.port.to_string()),
-            ("PGUSER", "postgres".to_owned()),
-            ("PGDATABASE", "postgres".to_owned()),
-            ("PGOPTIONS", format!("-c search_path={schema}")),
-        ]
-    }
-
-    /// `psql` in `schema`, quiet, unaligned, stopping at the first error.
-    fn psql(&self, schema: &str) -> Command {
-        let mut cmd = Command::new("psql");
-        cmd.args(["-X", "-q", "-At", "-v", "ON_ERROR_STOP=1"])
-            .envs(self.env(schema))
-            .stdin(Stdio::null());
-        cmd
-    }
-
-    /// Runs `sql` (no psql variables) in `schema`, which must succeed; its output.
-    #[track_caller]
-    fn sql(&self, schema: &str, sql: &str) -> String {
-        let mut cmd = self.psql(schema);
-        cmd.args(["-c", sql]);
-        let out = Proc::spawn(cmd).finish();
-        out.assert_code(0);
-        out.stdout
-    }
-
-    /// A schema `name` with the page's table and row in it.
-    fn schema_with_the_pages_table(&self, name: &str) {
-        let table = block("CREATE TABLE report_state");
-        self.sql(name, &format!("CREATE SCHEMA {name}; {table}"));
-    }
-
-    /// The token and value of the page's row in `schema`.
-    fn row(&self, schema: &str) -> (i64, String) {
-        let out = self.sql(
-            schema,
-            "SELECT token, value FROM report_state WHERE name = 'nightly'",
+/// A PostgreSQL server of the test's own (a unix socket in its own directory is what the jobs
+/// use); None, said on stderr, where PostgreSQL is not installed; a failure under CI.
+fn server() -> Option<PgServer> {
+    if postgres_bin().is_none() {
+        let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false");
+        assert!(
+            !ci,
+            "no PostgreSQL server under /usr/lib/postgresql: CI must have it (scripts/test.sh installs postgresql)"
         );
-        let (token, value) = out.trim().split_once('|').unwrap();
-        (token.parse().unwrap(), value.to_owned())
+        eprintln!("pgfence: skipped, no PostgreSQL server (apt-get install postgresql)");
+        return None;
     }
+    Some(PgServer::start())
 }
 
-impl Drop for Postgres {
-    fn drop(&mut self) {
-        // SIGQUIT: immediate shutdown, the backends with it; SIGKILL if that does not do.
-        let pid = Pid::from_raw(self.child.id() as i32);
-        let _ = kill(pid, Signal::SIGQUIT);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while self.child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-            thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// libpq's variables naming the server's socket, as a job is given them, with `schema` first
+/// on the search path: each case has its own copy of the page's table, in one database (a
+/// schema is made at once, a database takes a copy of a template).
+fn env(pg: &PgServer, schema: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("PGHOST", pg.socket_dir().display().to_string()),
+        ("PGPORT", pg.port().to_string()),
+        ("PGUSER", "postgres".to_owned()),
+        ("PGDATABASE", "postgres".to_owned()),
+        ("PGOPTIONS", format!("-c search_path={schema}")),
+    ]
+}
+
+/// `psql` in `schema`, quiet, unaligned, stopping at the first error: the one on PATH, as the
+/// page's job runs it.
+fn psql(pg: &PgServer, schema: &str) -> Command {
+    let mut cmd = Command::new("psql");
+    cmd.args(["-X", "-q", "-At", "-v", "ON_ERROR_STOP=1"])
+        .envs(env(pg, schema))
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// Runs `sql` (no psql variables) in `schema`, which must succeed; its output.
+#[track_caller]
+fn sql(pg: &PgServer, schema: &str, sql: &str) -> String {
+    let mut cmd = psql(pg, schema);
+    cmd.args(["-c", sql]);
+    let out = Proc::spawn(cmd).finish();
+    out.assert_code(0);
+    out.stdout
+}
+
+/// A schema `name` with the page's table and row in it.
+fn schema_with_the_pages_table(pg: &PgServer, name: &str) {
+    let table = block("CREATE TABLE report_state");
+    sql(pg, name, &format!("CREATE SCHEMA {name}; {table}"));
+}
+
+/// The token and value of the page's row in `schema`.
+fn row(pg: &PgServer, schema: &str) -> (i64, String) {
+    let out = sql(
+        pg,
+        schema,
+        "SELECT token, value FROM report_state WHERE name = 'nightly'",
+    );
+    let (token, value) = out.trim().split_once('|').unwrap();
+    (token.parse().unwrap(), value.to_owned())
 }
 
 /// A holder's frozen tree, SIGKILLed whole on drop, so that nothing stopped outlives a failure.
@@ -329,7 +209,7 @@ struct Pause {
 /// version of it without the check) in schema `schema`: holder A (`--ttl 2s`) waits; its whole
 /// tree is frozen, found the page's way; holder B waits for the lock and writes `B`; A's job
 /// is told to go on and thawed alone, and writes `A`; then redlock and its watchdog are thawed.
-fn pause(pg: &Postgres, schema: &str, script: &str) -> Pause {
+fn pause(pg: &PgServer, schema: &str, script: &str) -> Pause {
     let redis = RedisServer::start();
     let dir = TempDir::new();
     let job = dir.join("fenced-write.sh");
@@ -337,7 +217,7 @@ fn pause(pg: &Postgres, schema: &str, script: &str) -> Pause {
     // Through sh, as its `#!/bin/sh` would: a file just written is not exec'd while another
     // test thread's fork may still hold it open for writing (ETXTBSY).
     let job = format!("sh {}", shell_quote(&job));
-    let a = with_env(Redlock::run(&redis), pg.env(schema))
+    let a = with_env(Redlock::run(&redis), env(pg, schema))
         .key("nightly")
         .ttl("2s")
         .sh(&format!(
@@ -386,7 +266,7 @@ fn pause(pg: &Postgres, schema: &str, script: &str) -> Pause {
     wait_stopped(frozen.job, "the job");
 
     // Past A's lease: B gets the lock once A's key expired, and writes.
-    let b = with_env(Redlock::run(&redis), pg.env(schema))
+    let b = with_env(Redlock::run(&redis), env(pg, schema))
         .key("nightly")
         .ttl("2s")
         .wait("10s")
@@ -443,25 +323,26 @@ fn pause(pg: &Postgres, schema: &str, script: &str) -> Pause {
         a_stderr: read(&dir.join("a.err")),
         a_write,
         a_woke,
-        row: pg.row(schema),
+        row: row(pg, schema),
     }
 }
 
 #[test]
 fn a_holder_frozen_past_its_lease_is_refused_by_the_database() {
-    let Some(pg) = Postgres::start() else {
+    let Some(server) = server() else {
         return;
     };
-    pg.schema_with_the_pages_table("fenced");
-    pg.schema_with_the_pages_table("unfenced");
+    let pg = &server;
+    schema_with_the_pages_table(pg, "fenced");
+    schema_with_the_pages_table(pg, "unfenced");
     let script = block("# fenced-write.sh");
     let check = " AND token <= :'token'";
     let unchecked = script.replace(check, "");
     assert_ne!(script, unchecked, "the page's script has no {check:?}");
     // Both at once, each with its own Redis: the same pause, with and without the check.
     let (fenced, plain) = thread::scope(|s| {
-        let fenced = s.spawn(|| pause(&pg, "fenced", &script));
-        let plain = s.spawn(|| pause(&pg, "unfenced", &unchecked));
+        let fenced = s.spawn(|| pause(pg, "fenced", &script));
+        let plain = s.spawn(|| pause(pg, "unfenced", &unchecked));
         (fenced.join().unwrap(), plain.join().unwrap())
     });
     eprintln!(
@@ -494,11 +375,11 @@ fn a_holder_frozen_past_its_lease_is_refused_by_the_database() {
 }
 
 /// `psql -f` of `sql` in `schema` with these `-v` variables: (status, stdout, stderr).
-fn psql_file(pg: &Postgres, schema: &str, sql: &str, vars: &[(&str, &str)]) -> Output {
+fn psql_file(pg: &PgServer, schema: &str, sql: &str, vars: &[(&str, &str)]) -> Output {
     let dir = TempDir::new();
     let file = dir.join("job.sql");
     write_file(&file, sql, 0o644);
-    let mut cmd = pg.psql(schema);
+    let mut cmd = psql(pg, schema);
     for (name, value) in vars {
         cmd.arg("-v").arg(format!("{name}={value}"));
     }
@@ -507,14 +388,14 @@ fn psql_file(pg: &Postgres, schema: &str, sql: &str, vars: &[(&str, &str)]) -> O
 }
 
 /// The page's `fenced-write.sh VALUE` with `token` as the run's fencing token: its status.
-fn fenced_write(pg: &Postgres, schema: &str, token: i64, value: &str) -> i32 {
+fn fenced_write(pg: &PgServer, schema: &str, token: i64, value: &str) -> i32 {
     let dir = TempDir::new();
     let script = dir.join("fenced-write.sh");
     write_file(&script, &block("# fenced-write.sh"), 0o755);
     let mut cmd = Command::new("sh"); // not exec'd: see `pause`
     cmd.arg(&script)
         .arg(value)
-        .envs(pg.env(schema))
+        .envs(env(pg, schema))
         .env("REDLOCK_FENCING_TOKEN", token.to_string())
         .stdin(Stdio::null());
     Proc::spawn(cmd).finish().code()
@@ -536,42 +417,43 @@ fn token_of(redis: &RedisServer, key: &str, args: &[&str]) -> i64 {
 /// item can; readers raising the floor refuse a writer whose lease ended before they came in.
 #[test]
 fn the_pages_other_writes_fence_as_it_says() {
-    let Some(pg) = Postgres::start() else {
+    let Some(server) = server() else {
         return;
     };
-    pg.schema_with_the_pages_table("page");
+    let pg = &server;
+    schema_with_the_pages_table(pg, "page");
     let redis = RedisServer::start();
 
     // A run writes twice with its one token; an older run is refused.
     let older = token_of(&redis, "nightly", &[]);
     let run = token_of(&redis, "nightly", &[]);
-    assert_eq!(fenced_write(&pg, "page", run, "first"), 0);
-    assert_eq!(fenced_write(&pg, "page", run, "second"), 0, "`<=` refused");
-    assert_eq!(fenced_write(&pg, "page", older, "stale"), 1);
-    assert_eq!(pg.row("page"), (run, "second".to_owned()));
+    assert_eq!(fenced_write(pg, "page", run, "first"), 0);
+    assert_eq!(fenced_write(pg, "page", run, "second"), 0, "`<=` refused");
+    assert_eq!(fenced_write(pg, "page", older, "stale"), 1);
+    assert_eq!(row(pg, "page"), (run, "second".to_owned()));
 
     // The transaction: the older run's exits 3, naming the refusal, and commits nothing.
     let txn = block("BEGIN;");
     let older_token = older.to_string();
     let stale = psql_file(
-        &pg,
+        pg,
         "page",
         &txn,
         &[("token", &older_token), ("value", "stale")],
     );
     assert_eq!(stale.code(), 3, "{}", stale.stderr);
     assert!(stale.stderr.contains("refused"), "{}", stale.stderr);
-    assert_eq!(pg.row("page"), (run, "second".to_owned()));
+    assert_eq!(row(pg, "page"), (run, "second".to_owned()));
     let newer = token_of(&redis, "nightly", &[]);
     let newer_token = newer.to_string();
     let fresh = psql_file(
-        &pg,
+        pg,
         "page",
         &txn,
         &[("token", &newer_token), ("value", "whole")],
     );
     assert_eq!(fresh.code(), 0, "{}", fresh.stderr);
-    assert_eq!(pg.row("page"), (newer, "whole".to_owned()));
+    assert_eq!(row(pg, "page"), (newer, "whole".to_owned()));
 
     // Two holders of a semaphore at once: the second's write to a shared row refuses the
     // first, still valid; rows per item take both.
@@ -587,22 +469,23 @@ fn the_pages_other_writes_fence_as_it_says() {
     let t1 = fencing_token(&read(&dir.join("h1.fence")));
     let t2 = fencing_token(&read(&dir.join("h2.fence")));
     assert!(t1 < t2);
-    pg.sql(
+    sql(
+        pg,
         "dumps",
         "CREATE SCHEMA dumps; CREATE TABLE dumps (db text PRIMARY KEY, dumped_at timestamptz, \
          token bigint NOT NULL DEFAULT 0); INSERT INTO dumps (db) VALUES ('main'), ('logs')",
     );
-    pg.schema_with_the_pages_table("shared_row");
-    assert_eq!(fenced_write(&pg, "shared_row", t2, "h2"), 0);
+    schema_with_the_pages_table(pg, "shared_row");
+    assert_eq!(fenced_write(pg, "shared_row", t2, "h2"), 0);
     assert_eq!(
-        fenced_write(&pg, "shared_row", t1, "h1"),
+        fenced_write(pg, "shared_row", t1, "h1"),
         1,
         "one row fenced a valid older holder"
     );
     let per_item = block("WHERE db = :'db'");
     for (token, db) in [(t2, "logs"), (t1, "main")] {
         let out = psql_file(
-            &pg,
+            pg,
             "dumps",
             &per_item,
             &[("token", &token.to_string()), ("db", db)],
@@ -621,19 +504,19 @@ fn the_pages_other_writes_fence_as_it_says() {
 
     // A shared lock: a writer's run, then a reader's, then the next writer's. The first
     // writer, paused past its lease, writes again after the reader raised the floor: refused.
-    pg.schema_with_the_pages_table("readers");
+    schema_with_the_pages_table(pg, "readers");
     let writer = token_of(&redis, "dataset", &[]);
     let reader = token_of(&redis, "dataset", &["--shared"]);
     let next_writer = token_of(&redis, "dataset", &[]);
-    assert_eq!(fenced_write(&pg, "readers", writer, "w1"), 0);
+    assert_eq!(fenced_write(pg, "readers", writer, "w1"), 0);
     let floor = block("greatest(token, :'token')");
     for token in [reader, writer] {
         // An older token's raise (a stale reader's) changes nothing.
-        let out = psql_file(&pg, "readers", &floor, &[("token", &token.to_string())]);
+        let out = psql_file(pg, "readers", &floor, &[("token", &token.to_string())]);
         assert_eq!(out.code(), 0, "{}", out.stderr);
     }
-    assert_eq!(pg.row("readers"), (reader, "w1".to_owned()));
-    assert_eq!(fenced_write(&pg, "readers", writer, "stale"), 1);
-    assert_eq!(fenced_write(&pg, "readers", next_writer, "w2"), 0);
-    assert_eq!(pg.row("readers"), (next_writer, "w2".to_owned()));
+    assert_eq!(row(pg, "readers"), (reader, "w1".to_owned()));
+    assert_eq!(fenced_write(pg, "readers", writer, "stale"), 1);
+    assert_eq!(fenced_write(pg, "readers", next_writer, "w2"), 0);
+    assert_eq!(row(pg, "readers"), (next_writer, "w2".to_owned()));
 }

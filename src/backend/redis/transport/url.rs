@@ -118,17 +118,19 @@ pub(crate) fn check_parameters(scheme: &str, query: &str) -> Result<(), String> 
 
 /// `url` as the command may see it in `REDLOCK_URL`: the scheme, the user name (not the
 /// password), the place, and of the query only the parameters that are not secret and that
-/// redlock takes (`db`, `user`, `protocol`, `sentinel_username`), in their order. A word that is
-/// not a URL gives "": it may be a piece of a password with a space in it.
+/// redlock takes (`db`, `user`, `protocol`, `sentinel_username`; on PostgreSQL every one but
+/// `password`), in their order. A word that is not a URL gives "": it may be a piece of a
+/// password with a space in it.
 ///
 /// `alone_is_user`: a word alone before the `@` is the user name (the password was given
-/// apart, or the scheme is etcd's, which takes no password alone); otherwise it may be a
-/// password, and goes too.
+/// apart, or the scheme is etcd's or PostgreSQL's, which take no password alone); otherwise it
+/// may be a password, and goes too.
 pub fn without_password(url: &str, alone_is_user: bool) -> String {
     let Some(parts) = parts(url.trim()) else {
         return String::new();
     };
-    let alone_is_user = alone_is_user || matches!(parts.scheme, "etcd" | "etcds");
+    let postgres = matches!(parts.scheme, "postgres" | "postgresql");
+    let alone_is_user = alone_is_user || postgres || matches!(parts.scheme, "etcd" | "etcds");
     let user = match parts
         .userinfo
         .map(|u| u.split_once(':').map_or((u, true), |(u, _)| (u, false)))
@@ -146,7 +148,9 @@ pub fn without_password(url: &str, alone_is_user: bool) -> String {
             let name = percent_decode(name)
                 .unwrap_or_default()
                 .to_ascii_lowercase();
-            ["db", "user", "protocol", "sentinel_username"].contains(&name.as_str())
+            // libpq's parameters say where and how to connect: all but the password.
+            (postgres && name != "password")
+                || ["db", "user", "protocol", "sentinel_username"].contains(&name.as_str())
         })
         .collect();
     let query = match kept.as_slice() {

@@ -1,0 +1,302 @@
+//! The lock protocol on PostgreSQL, as a run's lease drives it ([`Locker`]); each step one call
+//! of a function of `schema.sql`:
+//!
+//! - **take** (`take`): the lock's row locked, holders whose lease ended by the server's clock
+//!   removed (their runs vanished), then, if there is room, a holder's row with its lease's end
+//!   (`clock_timestamp()` + ttl) and the fencing token, the lock's counter raised by one, and the
+//!   run's record; else the client is registered as a waiter, in the order it came.
+//! - **wait**: `LISTEN` on the lock's channel (first, then an attempt at once: a release between
+//!   the busy answer and the `LISTEN` was not heard), until a notification, the holder's lease's
+//!   end (nothing notifies an expiry: the lease layer's hold is at most what was left of it), or
+//!   the interrupt.
+//! - **renew** (`renew`): the lease extended where our token still holds and has not ended.
+//! - **release** (`release`): our holder's row deleted where our token still holds, the run's end
+//!   recorded, and `NOTIFY` in the same transaction (delivered as it commits).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+use tokio_postgres::types::Type;
+
+use super::conn::{Conn, Heard};
+use crate::lock::record::{RunEnding, Tenure};
+use crate::lock::{
+    Acquire, Block, Failure, Held, HeldAs, Holder, Interrupt, Kind, Locker, Renewal, RunSpec,
+};
+
+/// A run's lock on PostgreSQL.
+pub(crate) struct PgLocker {
+    conn: Conn,
+    /// The lock's row: the prefix and its name.
+    name: String,
+    kind: Kind,
+    fair: bool,
+    min_interval: Option<Duration>,
+    holder: Holder,
+    /// How long a waiter turned away stays registered.
+    waiting: Duration,
+    /// The lock's channel, once an attempt found it busy.
+    channel: Option<String>,
+    /// The lock, once taken: its fencing token and how long the run has held it.
+    taken: Option<(i64, Tenure)>,
+    /// An attempt failed before its answer came: it may have taken the lock.
+    unanswered: bool,
+    interrupt: Arc<Notify>,
+}
+
+impl PgLocker {
+    pub(crate) fn new(conn: Conn, name: String, run: &RunSpec) -> Self {
+        Self {
+            conn,
+            name,
+            kind: run.kind,
+            fair: run.fair,
+            min_interval: run.min_interval,
+            holder: run.holder.clone(),
+            waiting: run.waiting,
+            channel: None,
+            taken: None,
+            unanswered: false,
+            interrupt: Arc::new(Notify::new()),
+        }
+    }
+
+    /// `SELECT schema.function(args...)`, with `n` parameters.
+    fn call(&self, function: &str, n: usize) -> String {
+        let args: Vec<String> = (1..=n).map(|i| format!("${i}")).collect();
+        format!(
+            "SELECT * FROM {}.{function}({})",
+            self.conn.schema(),
+            args.join(", ")
+        )
+    }
+}
+
+/// Milliseconds, as the functions take them.
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// A duration from milliseconds a function answered.
+fn from_ms(ms: Option<i64>) -> Option<Duration> {
+    ms.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
+}
+
+impl Locker for PgLocker {
+    fn acquire(
+        &mut self,
+        token: &str,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<Acquire, Failure> {
+        let deadline = Instant::now() + timeout;
+        let sql = self.call("take", 12);
+        let limit = match self.kind {
+            Kind::Limit(n) => i32::try_from(n).unwrap_or(i32::MAX),
+            _ => 0,
+        };
+        let (kind, ttl_ms, waiting_ms) = (self.kind.stored(), ms(ttl), ms(self.waiting));
+        let interval = self.min_interval.map(ms);
+        let pid = i64::from(self.holder.pid);
+        let started = i64::try_from(self.holder.started).unwrap_or(0);
+        self.unanswered = true;
+        let rows = self.conn.query(
+            deadline,
+            &sql,
+            &[
+                (&self.name, Type::TEXT),
+                (&token, Type::TEXT),
+                (&ttl_ms, Type::INT8),
+                (&kind, Type::TEXT),
+                (&limit, Type::INT4),
+                (&self.fair, Type::BOOL),
+                (&interval, Type::INT8),
+                (&waiting_ms, Type::INT8),
+                (&self.holder.host, Type::TEXT),
+                (&pid, Type::INT8),
+                (&self.holder.command, Type::TEXT),
+                (&started, Type::INT8),
+            ],
+        );
+        let rows = match rows {
+            // The server said no: nothing was taken.
+            Err(failure @ Failure::Refused(_)) => {
+                self.unanswered = false;
+                return Err(failure);
+            }
+            rows => rows?,
+        };
+        self.unanswered = false;
+        let row = rows
+            .first()
+            .ok_or_else(|| Failure::Refused("the take answered no row".into()))?;
+        let result: String = row.get("result");
+        self.channel = row.get("channel");
+        match result.as_str() {
+            "acquired" => {
+                let fence: i64 = row.get("fence");
+                self.taken = Some((fence, Tenure::new(ttl)));
+                Ok(Acquire::Acquired { fence })
+            }
+            "busy" => Ok(Acquire::Busy {
+                remaining: from_ms(row.get("remaining_ms")),
+                queued: row.get::<_, Option<bool>>("queued").unwrap_or(false),
+            }),
+            "skipped" => Ok(Acquire::Skipped {
+                ago: from_ms(row.get("ago_ms")).unwrap_or_default(),
+            }),
+            "mismatch" => Ok(Acquire::Mismatch {
+                found: HeldAs::from_stored(
+                    &row.get::<_, Option<String>>("found_kind")
+                        .unwrap_or_default(),
+                ),
+            }),
+            other => Err(Failure::Refused(
+                format!(
+                    "the take answered '{}', which this redlock does not know",
+                    other
+                )
+                .into(),
+            )),
+        }
+    }
+
+    fn wait(&mut self, _token: &str, block: Block) -> Result<bool, Failure> {
+        let Some(channel) = self.channel.clone() else {
+            return Ok(true);
+        };
+        let limit = Instant::now() + block.limit;
+        if self.conn.listen(&channel, limit)? {
+            // Listening only from now: a release before this was not heard. Look again.
+            return Ok(true);
+        }
+        match self.conn.heard(block.hold, limit, &self.interrupt) {
+            Ok(Heard::Notified | Heard::Interrupted) => Ok(true),
+            Ok(Heard::Nothing) => Ok(false),
+            Err(failure) => Err(failure),
+        }
+    }
+
+    fn interrupter(&self, _token: &str) -> Box<dyn Interrupt> {
+        Box::new(PgInterrupt(Arc::clone(&self.interrupt)))
+    }
+
+    fn leave(&mut self, token: &str, busy: bool, timeout: Duration) -> Result<(), Failure> {
+        let sql = self.call("leave", 3);
+        self.conn.query(
+            Instant::now() + timeout,
+            &sql,
+            &[
+                (&self.name, Type::TEXT),
+                (&token, Type::TEXT),
+                (&busy, Type::BOOL),
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn unanswered(&self) -> bool {
+        self.unanswered
+    }
+
+    fn extend(
+        &mut self,
+        token: &str,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<Renewal, Failure> {
+        let Some((fence, _)) = self.taken else {
+            return Ok(Renewal::Lost(Held::Gone));
+        };
+        let sent = Instant::now();
+        let sql = self.call("renew", 6);
+        let lost = RunEnding::of(crate::exit::Outcome::LockLost, 0);
+        let ttl_ms = ms(ttl);
+        let rows = self.conn.query(
+            sent + timeout,
+            &sql,
+            &[
+                (&self.name, Type::TEXT),
+                (&token, Type::TEXT),
+                (&fence, Type::INT8),
+                (&ttl_ms, Type::INT8),
+                (&lost.outcome, Type::TEXT),
+                (&lost.status, Type::INT4),
+            ],
+        )?;
+        let said: Option<String> = rows.first().and_then(|r| r.get(0));
+        if said.as_deref() != Some("ours") {
+            return Ok(Renewal::Lost(Held::Gone));
+        }
+        if let Some((_, tenure)) = &mut self.taken {
+            tenure.renewed(sent, ttl);
+        }
+        Ok(Renewal::Extended)
+    }
+
+    fn release(
+        &mut self,
+        token: &str,
+        ended: RunEnding,
+        timeout: Duration,
+    ) -> Result<Held, Failure> {
+        let deadline = Instant::now() + timeout;
+        let Some((fence, tenure)) = self.taken else {
+            // An attempt whose answer was lost: undo whatever it took.
+            let sql = self.call("leave", 3);
+            let rows = self.conn.query(
+                deadline,
+                &sql,
+                &[
+                    (&self.name, Type::TEXT),
+                    (&token, Type::TEXT),
+                    (&false, Type::BOOL),
+                ],
+            )?;
+            let had: Option<bool> = rows.first().and_then(|r| r.get(0));
+            return Ok(if had == Some(true) {
+                Held::Ours
+            } else {
+                Held::Gone
+            });
+        };
+        let sql = self.call("release", 10);
+        let took = ms(tenure.held());
+        let interval = self.min_interval.map(ms);
+        let lost_by = i64::try_from(ended.lost.lost_by).unwrap_or(0);
+        let rows = self.conn.query(
+            deadline,
+            &sql,
+            &[
+                (&self.name, Type::TEXT),
+                (&token, Type::TEXT),
+                (&fence, Type::INT8),
+                (&ended.outcome, Type::TEXT),
+                (&ended.status, Type::INT4),
+                (&took, Type::INT8),
+                (&interval, Type::INT8),
+                (&ended.lost.lost_outcome, Type::TEXT),
+                (&ended.lost.lost_status, Type::INT4),
+                (&lost_by, Type::INT8),
+            ],
+        )?;
+        let said: Option<String> = rows.first().and_then(|r| r.get(0));
+        self.taken = None;
+        Ok(match said.as_deref() {
+            Some("ours") => Held::Ours,
+            _ => Held::Gone,
+        })
+    }
+}
+
+/// Ends a PostgreSQL waiter's wait from another thread: its wait hears the notification (kept
+/// for the next wait if none is under way).
+struct PgInterrupt(Arc<Notify>);
+
+impl Interrupt for PgInterrupt {
+    fn interrupt(&self, _timeout: Duration) -> Result<(), Failure> {
+        self.0.notify_one();
+        Ok(())
+    }
+}

@@ -1,0 +1,210 @@
+//! redlock on PostgreSQL: the lock as rows of tables that `redlock init` makes (`schema.sql`),
+//! named by libpq's URI, `postgres://USER@HOST:PORT/DB` or `postgresql://`. Leases end by the
+//! server's clock (`clock_timestamp()`), never a client's; the fencing token is a `bigint`
+//! the database keeps, raised by one per acquisition in the transaction that takes the lock.
+//!
+//! Each step (take, renew, release, leave, a forced release) is one call of a function
+//! `schema.sql` defines: one round trip and one transaction that locks the lock's row first,
+//! so no transaction stays open while a client may freeze or its command runs. A waiter
+//! `LISTEN`s on the lock's channel; a release `NOTIFY`s it in its own transaction.
+//!
+//! The URL (`url`), the password files libpq users keep (`pgpass`), TLS by `sslmode` (`tls`),
+//! the connection (`conn`), the protocol (`locker`), the admin commands' reads (`node`).
+//!
+//! May use `lock` (the boundary it implements), `report`, `exit` and `file`; nothing above.
+
+mod conn;
+mod locker;
+mod node;
+mod pgpass;
+mod tls;
+mod url;
+
+use std::time::{Duration, Instant};
+
+use crate::backend::{Connect, Durable};
+use crate::lock::{Backend, Failure, Locker, Node, RunSpec};
+use conn::{Conn, Server};
+
+/// redlock's tables and functions, with `@schema@` for the schema's quoted name.
+const SCHEMA_SQL: &str = include_str!("schema.sql");
+
+/// The schema redlock's tables live in when the URL names none (`?schema=NAME`).
+const DEFAULT_SCHEMA: &str = "redlock";
+
+/// One PostgreSQL database, how to log in, and where redlock's tables are.
+pub(crate) struct Postgres {
+    server: Server,
+    prefix: String,
+}
+
+/// The database `connect` names. Refused in one line: several URLs (several hosts go in one,
+/// libpq's way), what only Redis does (`--min-replicas`, `--fsync`), `--tls-insecure`.
+pub(crate) fn open(connect: Connect) -> Result<Postgres, String> {
+    let Connect {
+        urls,
+        tls,
+        password,
+        prefix,
+        durable,
+    } = connect;
+    let url = match urls.as_slice() {
+        [one] => *one,
+        _ => {
+            return Err(
+                "several PostgreSQL URLs: a lock lives in one database (several hosts of one, \
+                 libpq's way, go in one URL: postgres://h1:5432,h2:5432/db)"
+                    .into(),
+            );
+        }
+    };
+    refuse_durability(durable)?;
+    let parsed = url::parse(url)?;
+    let schema = parsed.schema.clone().unwrap_or(DEFAULT_SCHEMA.to_owned());
+    let mut config = tokio_postgres::Config::new();
+    for host in &parsed.hosts {
+        match host {
+            url::Host::Tcp { host, port } => {
+                config.host(host).port(*port);
+            }
+            url::Host::Unix { dir, port } => {
+                config.host_path(dir).port(*port);
+            }
+        }
+    }
+    let user = parsed
+        .user
+        .clone()
+        .or_else(|| env("PGUSER"))
+        .or_else(os_user)
+        .ok_or("the PostgreSQL URL names no user, and this process's user has no name")?;
+    let dbname = parsed.dbname.clone().unwrap_or_else(|| user.clone());
+    config.user(&user).dbname(&dbname);
+    config.application_name(parsed.application_name.as_deref().unwrap_or("redlock"));
+    if let Some(timeout) = parsed.connect_timeout {
+        config.connect_timeout(timeout);
+    }
+    let password = password
+        .or_else(|| parsed.password.clone())
+        .or_else(|| env("PGPASSWORD"))
+        .or_else(|| from_pgpass(&parsed, &dbname, &user));
+    if let Some(password) = password {
+        config.password(password);
+    }
+    let tls = tls::settle(&parsed, &tls, &mut config)?;
+    Ok(Postgres {
+        server: Server {
+            config,
+            tls,
+            shown: parsed.shown(),
+            schema: format!("\"{schema}\""),
+        },
+        prefix,
+    })
+}
+
+/// A variable of libpq's, when set and not empty.
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// The name of the user this process runs as: libpq's default user.
+fn os_user() -> Option<String> {
+    nix::unistd::User::from_uid(nix::unistd::getuid())
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+}
+
+/// The password `~/.pgpass` (or `PGPASSFILE`) holds for the first host, as libpq reads it; a
+/// file others may read is passed over with a warning, as libpq does.
+fn from_pgpass(parsed: &url::Parsed, dbname: &str, user: &str) -> Option<String> {
+    let path = match pgpass::file(env) {
+        Ok(path) => path?,
+        Err(warning) => {
+            crate::report!(0, PgpassIgnored { "file" => env("PGPASSFILE").unwrap_or_default() }, "warning: {warning}");
+            return None;
+        }
+    };
+    let contents = crate::file::read_or_pipe(&path, 1 << 20).ok()?;
+    let contents = String::from_utf8_lossy(&contents);
+    // A unix socket's directory is its host (`lookup` matches the default one as `localhost`).
+    let (host, port) = match parsed.hosts.first()? {
+        url::Host::Tcp { host, port } => (host.clone(), *port),
+        url::Host::Unix { dir, port } => (dir.to_string_lossy().into_owned(), *port),
+    };
+    let host = host.as_str();
+    pgpass::lookup(&contents, host, port, dbname, user)
+}
+
+fn refuse_durability(durable: Durable) -> Result<(), String> {
+    if durable.min_replicas > 0 {
+        return Err(
+            "--min-replicas is for Redis's asynchronous replicas: on PostgreSQL, a synchronous \
+             standby (synchronous_commit = remote_apply) makes each commit wait for it"
+                .into(),
+        );
+    }
+    if durable.fsync {
+        return Err(
+            "--fsync is for Redis's append-only file: PostgreSQL writes each commit to its log \
+             with fsync before it answers (synchronous_commit = on, its default)"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+impl Postgres {
+    /// A lock's row name: the prefix and the lock's name.
+    fn row(&self, key: &str) -> String {
+        format!("{}{key}", self.prefix)
+    }
+}
+
+impl Backend for Postgres {
+    fn nodes(&self) -> Vec<String> {
+        vec![self.server.shown.clone()]
+    }
+
+    fn described(&self) -> String {
+        format!(
+            "{} (schema {}) under prefix '{}'",
+            self.server.shown,
+            self.server.schema,
+            crate::report::one_line(&self.prefix)
+        )
+    }
+
+    fn locker(&self, run: &RunSpec) -> Box<dyn Locker> {
+        Box::new(locker::PgLocker::new(
+            Conn::new(self.server.clone()),
+            self.row(&run.key),
+            run,
+        ))
+    }
+
+    fn node(&self, _index: usize) -> Box<dyn Node> {
+        Box::new(node::PgNode {
+            conn: Conn::new(self.server.clone()),
+            prefix: self.prefix.clone(),
+        })
+    }
+
+    fn tables(&self) -> Option<String> {
+        Some(SCHEMA_SQL.replace("@schema@", &self.server.schema))
+    }
+
+    fn init(&self, timeout: Duration) -> Result<String, Failure> {
+        let mut conn = Conn::new(self.server.clone());
+        let sql = format!(
+            "SET client_min_messages = warning; {}",
+            self.tables().unwrap_or_default()
+        );
+        conn.batch(Instant::now() + timeout, &sql)?;
+        Ok(format!(
+            "redlock's tables and functions are in schema {} at {}",
+            self.server.schema, self.server.shown
+        ))
+    }
+}

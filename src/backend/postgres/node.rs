@@ -1,0 +1,339 @@
+//! What the admin commands read of locks on PostgreSQL, or break: a lock's rows (its holders,
+//! waiters and record of runs) read in one statement, so one snapshot, as JSON; times by the
+//! server's clock. A forced release is one call of `force` (`schema.sql`).
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio_postgres::types::Type;
+
+use super::conn::Conn;
+use crate::lock::record::{Counts, RUNS_KEPT, Run, RunEnd, Summary};
+use crate::lock::{
+    Failure, Forced, HeldAs, Holder, Inspected, Kind, LockInfo, Node, Place, Runs, Several,
+};
+
+/// The database, as the admin commands read it.
+pub(crate) struct PgNode {
+    pub conn: Conn,
+    pub prefix: String,
+}
+
+/// The statement that reads lock `$1` whole: one row of JSON (none if it has no row).
+const READ: &str = "
+SELECT json_build_object(
+  'now', (extract(epoch FROM clock_timestamp()) * 1000)::bigint,
+  'fence', l.fence,
+  'last_success', (extract(epoch FROM l.last_success) * 1000)::bigint,
+  'interval', l.success_interval_ms,
+  'last_success_fence', l.last_success_fence,
+  'last_ended_fence', l.last_ended_fence,
+  'counts', l.counts,
+  'holders', (SELECT COALESCE(json_agg(json_build_object(
+        'token', h.token, 'fence', h.fence, 'kind', h.kind,
+        'since', (extract(epoch FROM h.since) * 1000)::bigint,
+        'left', GREATEST(0, (extract(epoch FROM h.until - clock_timestamp()) * 1000)::bigint),
+        'host', h.host, 'pid', h.pid, 'command', h.command, 'started', h.started)
+        ORDER BY h.until), '[]')
+      FROM @schema@.holders h WHERE h.name = l.name AND h.until >= clock_timestamp()),
+  'waiting', (SELECT count(*) FROM @schema@.waiters w
+      WHERE w.name = l.name AND w.until >= clock_timestamp()),
+  'queued', (SELECT count(*) FROM @schema@.waiters w
+      WHERE w.name = l.name AND w.queued AND w.until >= clock_timestamp()),
+  'oldest', (SELECT (extract(epoch FROM clock_timestamp() - min(w.since)) * 1000)::bigint
+      FROM @schema@.waiters w
+      WHERE w.name = l.name AND w.queued AND w.until >= clock_timestamp()),
+  'runs', (SELECT COALESCE(json_agg(json_build_object(
+        'fence', r.fence, 'token', r.token, 'host', r.host, 'pid', r.pid,
+        'started', (extract(epoch FROM r.started) * 1000)::bigint,
+        'until', (extract(epoch FROM r.until) * 1000)::bigint,
+        'ended', (extract(epoch FROM r.ended) * 1000)::bigint,
+        'outcome', r.outcome, 'status', r.status,
+        'holding', EXISTS (SELECT 1 FROM @schema@.holders h WHERE h.name = r.name
+            AND h.fence = r.fence AND h.until >= clock_timestamp()))
+        ORDER BY r.fence DESC), '[]')
+      FROM @schema@.runs r WHERE r.name = l.name)
+)::text
+FROM @schema@.locks l WHERE l.name = $1";
+
+impl PgNode {
+    /// Lock `name` as one read found it (None: it has no row, never taken).
+    fn read(&mut self, name: &str, timeout: Duration) -> Result<Option<Value>, Failure> {
+        let sql = READ.replace("@schema@", self.conn.schema());
+        let row = format!("{}{name}", self.prefix);
+        let rows = self
+            .conn
+            .query(Instant::now() + timeout, &sql, &[(&row, Type::TEXT)])?;
+        Ok(rows
+            .first()
+            .and_then(|r| r.get::<_, Option<String>>(0))
+            .and_then(|json| serde_json::from_str(&json).ok()))
+    }
+}
+
+fn int(value: &Value, name: &str) -> Option<i64> {
+    value.get(name).and_then(Value::as_i64)
+}
+
+fn text(value: &Value, name: &str) -> String {
+    value
+        .get(name)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn ms(ms: Option<i64>) -> Duration {
+    Duration::from_millis(ms.and_then(|ms| u64::try_from(ms).ok()).unwrap_or(0))
+}
+
+fn holder_of(h: &Value) -> Holder {
+    Holder {
+        host: text(h, "host"),
+        pid: int(h, "pid")
+            .and_then(|p| u32::try_from(p).ok())
+            .unwrap_or(0),
+        command: text(h, "command"),
+        started: int(h, "started")
+            .and_then(|s| u64::try_from(s).ok())
+            .unwrap_or(0),
+    }
+}
+
+/// A run from its row.
+fn run_of(r: &Value, now_ms: u64) -> Option<Run> {
+    let started_ms = u64::try_from(int(r, "started")?).ok()?;
+    let end = match r.get("outcome").and_then(Value::as_str) {
+        Some("vanished") => RunEnd::Vanished {
+            by: int(r, "until").and_then(|u| u64::try_from(u).ok()),
+        },
+        Some(outcome) => RunEnd::Ended {
+            outcome: outcome.to_owned(),
+            status: int(r, "status")
+                .and_then(|s| i32::try_from(s).ok())
+                .unwrap_or(0),
+            took: Duration::from_millis(
+                int(r, "ended")
+                    .and_then(|e| u64::try_from(e).ok())
+                    .unwrap_or(started_ms)
+                    .saturating_sub(started_ms),
+            ),
+        },
+        None if r.get("holding").and_then(Value::as_bool) == Some(true) => RunEnd::Running {
+            so_far: Duration::from_millis(now_ms.saturating_sub(started_ms)),
+        },
+        // No end, and no holder: its lease ended without a release (the next take marks it).
+        None => RunEnd::Vanished {
+            by: int(r, "until").and_then(|u| u64::try_from(u).ok()),
+        },
+    };
+    Some(Run {
+        token: text(r, "token"),
+        host: text(r, "host"),
+        pid: int(r, "pid")
+            .and_then(|p| u32::try_from(p).ok())
+            .unwrap_or(0),
+        started_ms,
+        fence: int(r, "fence")?,
+        end,
+    })
+}
+
+/// The record of runs in `lock`, as `history` and `check` read it.
+fn runs_of(lock: &Value) -> Runs {
+    let now_ms = int(lock, "now")
+        .and_then(|n| u64::try_from(n).ok())
+        .unwrap_or(0);
+    let all: Vec<Run> = lock
+        .get("runs")
+        .and_then(Value::as_array)
+        .map(|runs| runs.iter().filter_map(|r| run_of(r, now_ms)).collect())
+        .unwrap_or_default();
+    let by_fence = |name: &str| {
+        let fence = int(lock, name)?;
+        all.iter()
+            .find(|r| r.fence == fence)
+            .filter(|r| !matches!(r.end, RunEnd::Running { .. }))
+            .cloned()
+    };
+    let mut counts: Vec<(String, u64)> = lock
+        .get("counts")
+        .and_then(Value::as_object)
+        .map(|counts| {
+            counts
+                .iter()
+                .filter_map(|(label, n)| Some((label.clone(), n.as_u64()?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    counts.sort();
+    let mut kept = all.clone();
+    kept.truncate(RUNS_KEPT as usize);
+    Runs {
+        summary: Summary {
+            now_ms,
+            last_run: kept.first().cloned(),
+            last_success: by_fence("last_success_fence"),
+            last_ended: by_fence("last_ended_fence"),
+            counts: Counts(counts),
+        },
+        runs: kept,
+    }
+}
+
+impl Node for PgNode {
+    fn names(&mut self, timeout: Duration) -> Result<BTreeSet<String>, Failure> {
+        let sql = format!(
+            "SELECT name FROM {}.locks WHERE starts_with(name, $1)",
+            self.conn.schema()
+        );
+        let rows = self.conn.query(
+            Instant::now() + timeout,
+            &sql,
+            &[(&self.prefix, Type::TEXT)],
+        )?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| {
+                let name: String = r.get(0);
+                name.strip_prefix(&self.prefix).map(str::to_owned)
+            })
+            .collect())
+    }
+
+    fn inspect(&mut self, name: &str, timeout: Duration) -> Result<Inspected, Failure> {
+        let stored_key = format!("{}.locks '{}{name}'", self.conn.schema(), self.prefix);
+        let lock = self.read(name, timeout)?.unwrap_or(Value::Null);
+        let runs = runs_of(&lock);
+        let now_ms = runs.summary.now_ms;
+        let holders: Vec<&Value> = lock
+            .get("holders")
+            .and_then(Value::as_array)
+            .map(|h| h.iter().collect())
+            .unwrap_or_default();
+        let kind = holders.first().map(|h| text(h, "kind")).unwrap_or_default();
+        let held_as = if holders.is_empty() {
+            HeldAs::Kind(Kind::Exclusive)
+        } else {
+            HeldAs::from_stored(&kind)
+        };
+        let done = match (int(&lock, "last_success"), int(&lock, "interval")) {
+            (Some(at), Some(interval)) => {
+                let ago = (now_ms as i64).saturating_sub(at).max(0);
+                (interval > ago).then(|| (ms(Some(ago)), Some(ms(Some(interval - ago)))))
+            }
+            _ => None,
+        };
+        let queued = int(&lock, "queued").unwrap_or(0);
+        let mut info = LockInfo {
+            stored_key,
+            fence: int(&lock, "fence").unwrap_or(0),
+            foreign_fence: None,
+            held: None,
+            holder: None,
+            several: None,
+            done,
+            queue: (queued > 0).then(|| (queued as u64, ms(int(&lock, "oldest")))),
+            waiting: int(&lock, "waiting")
+                .and_then(|w| u64::try_from(w).ok())
+                .unwrap_or(0),
+            runs: runs.summary,
+        };
+        match held_as.kind() {
+            Some(Kind::Limit(_) | Kind::Shared) => {
+                let places: Vec<Place> = holders
+                    .iter()
+                    .map(|h| Place {
+                        token: text(h, "token"),
+                        lease: ms(int(h, "left")),
+                        holder: Some(holder_of(h)),
+                        age: int(h, "since").map(|s| ms(Some((now_ms as i64).saturating_sub(s)))),
+                    })
+                    .collect();
+                info.several = Some(Several {
+                    held_as,
+                    ttl: places.last().map(|p| p.lease),
+                    places,
+                });
+            }
+            _ => {
+                if let Some(h) = holders.first() {
+                    info.held = Some((text(h, "token"), Some(ms(int(h, "left")))));
+                    info.holder = Some(holder_of(h));
+                }
+            }
+        }
+        Ok(Inspected::Lock(Box::new(info)))
+    }
+
+    fn runs(&mut self, name: &str, timeout: Duration) -> Result<Runs, Failure> {
+        let lock = self.read(name, timeout)?.unwrap_or(Value::Null);
+        Ok(runs_of(&lock))
+    }
+
+    fn force_release(
+        &mut self,
+        name: &str,
+        token: Option<&str>,
+        timeout: Duration,
+    ) -> Result<Forced, Failure> {
+        let sql = format!("SELECT * FROM {}.force($1, $2)", self.conn.schema());
+        let row = format!("{}{name}", self.prefix);
+        let rows = self.conn.query(
+            Instant::now() + timeout,
+            &sql,
+            &[(&row, Type::TEXT), (&token, Type::TEXT)],
+        )?;
+        let Some(r) = rows.first() else {
+            return Err(Failure::Refused(
+                "the forced release answered no row".into(),
+            ));
+        };
+        let result: String = r.get("result");
+        let fence: i64 = r.get::<_, Option<i64>>("fence").unwrap_or(0);
+        let holders = r
+            .get::<_, Option<i64>>("holders")
+            .and_then(|n| u64::try_from(n).ok())
+            .unwrap_or(0);
+        let held_as = HeldAs::from_stored(&r.get::<_, Option<String>>("kind").unwrap_or_default());
+        Ok(match result.as_str() {
+            "free" => Forced::Free {
+                fence,
+                cleared: holders,
+            },
+            "other" => Forced::Other {
+                token: r.get::<_, Option<String>>("token").unwrap_or_default(),
+                fence,
+            },
+            "not_a_holder" => Forced::NotAHolder {
+                held_as,
+                holders,
+                fence,
+            },
+            "several" => Forced::Several {
+                held_as,
+                holders,
+                fence,
+            },
+            _ => Forced::Removed {
+                token: r.get::<_, Option<String>>("token").unwrap_or_default(),
+                fence,
+                holder: Some(Holder {
+                    host: r.get::<_, Option<String>>("host").unwrap_or_default(),
+                    pid: r
+                        .get::<_, Option<i64>>("pid")
+                        .and_then(|p| u32::try_from(p).ok())
+                        .unwrap_or(0),
+                    command: r.get::<_, Option<String>>("command").unwrap_or_default(),
+                    started: r
+                        .get::<_, Option<i64>>("started")
+                        .and_then(|s| u64::try_from(s).ok())
+                        .unwrap_or(0),
+                }),
+                held_as,
+                left: holders,
+            },
+        })
+    }
+}

@@ -1,0 +1,410 @@
+-- redlock's tables and functions on PostgreSQL (13 and later), made by `redlock init` or applied
+-- by a DBA from `redlock init --print`. Idempotent: applying it again changes nothing, and
+-- updates the functions to this redlock's. Every time is the server's own (clock_timestamp()),
+-- never a client's, and never now(), which stands still for a transaction.
+--
+-- Each step of the protocol is one function call: one statement, one transaction, one round
+-- trip, so that no transaction stays open across the network while a client may freeze. The
+-- lock's row in `locks` is locked first in each, so that the steps on one lock happen one at a
+-- time, each seeing what the one before committed.
+
+CREATE SCHEMA IF NOT EXISTS @schema@;
+
+-- One row per lock: its fencing counter (raised by one per acquisition, kept by the database's
+-- log), its last success (for --min-interval) and its counters by outcome.
+CREATE TABLE IF NOT EXISTS @schema@.locks (
+    name text PRIMARY KEY,
+    fence bigint NOT NULL DEFAULT 0,
+    last_success timestamptz,
+    success_interval_ms bigint,
+    -- The runs the record shows however many came after: the last success, the last to end.
+    last_success_fence bigint,
+    last_ended_fence bigint,
+    counts jsonb NOT NULL DEFAULT '{}'
+);
+
+-- Its holders: one row each (one for an exclusive lock, up to N for --limit N, any number of
+-- --shared ones). A lease ends at `until`, by the server's clock; nothing is pushed at expiry:
+-- the next step on the lock finds it ended.
+CREATE TABLE IF NOT EXISTS @schema@.holders (
+    name text NOT NULL REFERENCES @schema@.locks (name) ON DELETE CASCADE,
+    token text NOT NULL,
+    fence bigint NOT NULL,
+    kind text NOT NULL,
+    since timestamptz NOT NULL,
+    until timestamptz NOT NULL,
+    host text NOT NULL,
+    pid bigint NOT NULL,
+    command text NOT NULL,
+    started bigint NOT NULL,
+    PRIMARY KEY (name, token)
+);
+
+-- Clients turned away and still waiting, in the order they came (`seq`); `queued`: first come,
+-- first served (--fair, or an exclusive client behind shared holders): those that came later
+-- wait behind it.
+CREATE TABLE IF NOT EXISTS @schema@.waiters (
+    name text NOT NULL REFERENCES @schema@.locks (name) ON DELETE CASCADE,
+    token text NOT NULL,
+    seq bigint GENERATED ALWAYS AS IDENTITY,
+    kind text NOT NULL,
+    queued boolean NOT NULL,
+    since timestamptz NOT NULL,
+    until timestamptz NOT NULL,
+    PRIMARY KEY (name, token)
+);
+
+-- The record of runs: one row per run that took the lock, the newest 20 of each lock kept.
+-- No outcome while it runs; `vanished` once its lease ended without a release.
+CREATE TABLE IF NOT EXISTS @schema@.runs (
+    name text NOT NULL REFERENCES @schema@.locks (name) ON DELETE CASCADE,
+    fence bigint NOT NULL,
+    token text NOT NULL,
+    host text NOT NULL,
+    pid bigint NOT NULL,
+    started timestamptz NOT NULL,
+    until timestamptz,
+    ended timestamptz,
+    outcome text,
+    status integer,
+    min_interval_ms bigint,
+    PRIMARY KEY (name, fence)
+);
+
+-- The channel a lock's releases are announced on (NOTIFY, delivered when the release commits).
+CREATE OR REPLACE FUNCTION @schema@.channel(p_name text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$ SELECT 'redlock_' || md5(p_name) $$;
+
+-- Raise counter `p_label` of lock `p_name` by `p_by`.
+CREATE OR REPLACE FUNCTION @schema@.count(p_name text, p_label text, p_by bigint) RETURNS void
+LANGUAGE sql AS $$
+    UPDATE @schema@.locks
+    SET counts = jsonb_set(counts, ARRAY[p_label],
+                           to_jsonb(COALESCE((counts ->> p_label)::bigint, 0) + p_by))
+    WHERE name = p_name
+$$;
+
+-- The holders of lock `p_name` whose lease has ended leave; their runs vanished (counted once,
+-- here). Expired waiters leave too. The caller holds the lock's row.
+CREATE OR REPLACE FUNCTION @schema@.expire(p_name text, p_now timestamptz) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    n bigint;
+BEGIN
+    WITH gone AS (
+        DELETE FROM @schema@.holders WHERE name = p_name AND until < p_now
+        RETURNING fence, until
+    )
+    UPDATE @schema@.runs r SET outcome = 'vanished', until = gone.until
+    FROM gone WHERE r.name = p_name AND r.fence = gone.fence AND r.outcome IS NULL;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN
+        PERFORM @schema@.count(p_name, 'vanished', n);
+    END IF;
+    DELETE FROM @schema@.waiters WHERE name = p_name AND until < p_now;
+END
+$$;
+
+-- One attempt to take lock `p_name` for `p_token`, as `p_kind` ('lock', 'limit N', 'shared'),
+-- its lease `p_ttl_ms` from now by the server's clock. Answers one row:
+--   ('acquired', fence, started_ms, ...)  taken: the fencing token, raised by one here;
+--   ('busy', ..., remaining_ms, queued)   turned away (and registered as a waiter for
+--                                         `p_waiting_ms`); remaining: the soonest lease end;
+--   ('skipped', ..., ago_ms)              a success within `p_min_interval_ms`;
+--   ('mismatch', ..., found_kind)         held as another kind (`found_kind`).
+CREATE OR REPLACE FUNCTION @schema@.take(
+    p_name text, p_token text, p_ttl_ms bigint, p_kind text, p_limit integer, p_fair boolean,
+    p_min_interval_ms bigint, p_waiting_ms bigint,
+    p_host text, p_pid bigint, p_command text, p_started bigint)
+RETURNS TABLE (result text, fence bigint, started_ms bigint, remaining_ms bigint,
+               queued boolean, ago_ms bigint, found_kind text, channel text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+DECLARE
+    now timestamptz;
+    l_row @schema@.locks%ROWTYPE;
+    mine @schema@.holders%ROWTYPE;
+    held_kind text;
+    holding bigint;
+    exclusive bigint;
+    my_seq bigint;
+    ahead bigint;
+    room boolean;
+    free boolean;
+    soonest timestamptz;
+BEGIN
+    INSERT INTO @schema@.locks (name) VALUES (p_name) ON CONFLICT DO NOTHING;
+    SELECT * INTO l_row FROM @schema@.locks l WHERE l.name = p_name FOR UPDATE;
+    now := clock_timestamp();
+    PERFORM @schema@.expire(p_name, now);
+    channel := @schema@.channel(p_name);
+
+    -- Taken already by this token: an attempt whose answer was lost, made again.
+    SELECT * INTO mine FROM @schema@.holders h WHERE h.name = p_name AND h.token = p_token;
+    IF FOUND THEN
+        UPDATE @schema@.holders h SET until = now + p_ttl_ms * interval '1 millisecond'
+        WHERE h.name = p_name AND h.token = p_token;
+        result := 'acquired';
+        fence := mine.fence;
+        started_ms := (extract(epoch FROM mine.since) * 1000)::bigint;
+        RETURN NEXT;
+        RETURN;
+    END IF;
+
+    IF p_min_interval_ms IS NOT NULL AND l_row.last_success IS NOT NULL
+       AND l_row.last_success > now - p_min_interval_ms * interval '1 millisecond' THEN
+        DELETE FROM @schema@.waiters w WHERE w.name = p_name AND w.token = p_token;
+        PERFORM @schema@.count(p_name, 'skipped', 1);
+        result := 'skipped';
+        ago_ms := (extract(epoch FROM now - l_row.last_success) * 1000)::bigint;
+        RETURN NEXT;
+        RETURN;
+    END IF;
+
+    SELECT min(h.kind), count(*), count(*) FILTER (WHERE h.kind = 'lock'), min(h.until)
+    INTO held_kind, holding, exclusive, soonest
+    FROM @schema@.holders h WHERE h.name = p_name;
+    IF holding > 0 AND held_kind <> p_kind
+       AND NOT (held_kind IN ('lock', 'shared') AND p_kind IN ('lock', 'shared')) THEN
+        DELETE FROM @schema@.waiters w WHERE w.name = p_name AND w.token = p_token;
+        result := 'mismatch';
+        found_kind := held_kind;
+        RETURN NEXT;
+        RETURN;
+    END IF;
+
+    -- First come, first served: the queued waiters that came before this client (all of them,
+    -- if it is not one) are let in first.
+    SELECT w.seq INTO my_seq FROM @schema@.waiters w WHERE w.name = p_name AND w.token = p_token;
+    SELECT count(*) INTO ahead FROM @schema@.waiters w
+    WHERE w.name = p_name AND w.queued AND (my_seq IS NULL OR w.seq < my_seq);
+    free := CASE
+        WHEN p_kind = 'lock' THEN holding = 0
+        WHEN p_kind = 'shared' THEN exclusive = 0
+        ELSE holding < p_limit
+    END;
+    room := free AND CASE
+        WHEN p_kind IN ('lock', 'shared') THEN ahead = 0
+        ELSE holding + ahead < p_limit
+    END;
+
+    IF room THEN
+        DELETE FROM @schema@.waiters w WHERE w.name = p_name AND w.token = p_token;
+        UPDATE @schema@.locks l SET fence = l.fence + 1 WHERE l.name = p_name
+        RETURNING l.fence INTO fence;
+        INSERT INTO @schema@.holders
+            (name, token, fence, kind, since, until, host, pid, command, started)
+        VALUES (p_name, p_token, fence, p_kind, now, now + p_ttl_ms * interval '1 millisecond',
+                p_host, p_pid, p_command, p_started);
+        INSERT INTO @schema@.runs (name, fence, token, host, pid, started, until)
+        VALUES (p_name, fence, p_token, p_host, p_pid, now,
+                now + p_ttl_ms * interval '1 millisecond');
+        -- The newest 20 runs are kept, for 40 days after the last, and the last success and
+        -- the last to end.
+        DELETE FROM @schema@.runs r
+        WHERE r.name = p_name AND (r.fence <= fence - 20 OR r.ended < now - interval '40 days')
+          AND r.fence IS DISTINCT FROM l_row.last_success_fence
+          AND r.fence IS DISTINCT FROM l_row.last_ended_fence;
+        result := 'acquired';
+        started_ms := (extract(epoch FROM now) * 1000)::bigint;
+        RETURN NEXT;
+        RETURN;
+    END IF;
+
+    -- Turned away: registered as waiting, queued if it waits its turn (--fair, or exclusive
+    -- behind shared holders, so that readers coming later do not keep it out for ever).
+    INSERT INTO @schema@.waiters AS w (name, token, kind, queued, since, until)
+    VALUES (p_name, p_token, p_kind,
+            p_fair OR (p_kind = 'lock' AND holding > 0 AND exclusive = 0),
+            now, now + p_waiting_ms * interval '1 millisecond')
+    ON CONFLICT (name, token) DO UPDATE
+        SET until = excluded.until, queued = w.queued OR excluded.queued;
+    result := 'busy';
+    remaining_ms := CASE WHEN soonest IS NOT NULL
+                         THEN GREATEST(0, (extract(epoch FROM soonest - now) * 1000)::bigint) END;
+    -- Free, but promised to the queued waiters ahead.
+    queued := free;
+    RETURN NEXT;
+END
+$$;
+
+-- Extend the lease of `p_token` (fencing token `p_fence`) to `p_ttl_ms` from now, if it has not
+-- ended. 'ours', or 'gone': then the run lost its lock, and its record says so (`p_lost_*`).
+CREATE OR REPLACE FUNCTION @schema@.renew(
+    p_name text, p_token text, p_fence bigint, p_ttl_ms bigint,
+    p_lost_outcome text, p_lost_status integer)
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    now timestamptz := clock_timestamp();
+BEGIN
+    UPDATE @schema@.holders h SET until = now + p_ttl_ms * interval '1 millisecond'
+    WHERE h.name = p_name AND h.token = p_token AND h.fence = p_fence AND h.until >= now;
+    IF FOUND THEN
+        RETURN 'ours';
+    END IF;
+    PERFORM 1 FROM @schema@.locks l WHERE l.name = p_name FOR UPDATE;
+    PERFORM @schema@.lost(p_name, p_fence, p_lost_outcome, p_lost_status, NULL, now);
+    RETURN 'gone';
+END
+$$;
+
+-- The run of `p_fence` lost its lock: its holder's row (an ended lease) leaves, and its record
+-- ends as `p_outcome` at the earlier of its lease's end, `p_by` and now; counted once.
+CREATE OR REPLACE FUNCTION @schema@.lost(
+    p_name text, p_fence bigint, p_outcome text, p_status integer, p_by timestamptz,
+    p_now timestamptz)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    lease_end timestamptz;
+BEGIN
+    DELETE FROM @schema@.holders h WHERE h.name = p_name AND h.fence = p_fence
+    RETURNING h.until INTO lease_end;
+    UPDATE @schema@.runs r
+    SET outcome = p_outcome, status = p_status,
+        ended = LEAST(COALESCE(lease_end, r.until, p_now), COALESCE(p_by, p_now), p_now)
+    WHERE r.name = p_name AND r.fence = p_fence AND r.outcome IS NULL;
+    IF FOUND THEN
+        PERFORM @schema@.count(p_name, p_outcome, 1);
+        UPDATE @schema@.locks l SET last_ended_fence = p_fence WHERE l.name = p_name;
+    END IF;
+    PERFORM pg_notify(@schema@.channel(p_name), '');
+END
+$$;
+
+-- Release `p_token`'s hold (fencing token `p_fence`) if its lease has not ended, record how the
+-- run ended (`p_took_ms` after it started; a success also for --min-interval), and wake the
+-- waiters (NOTIFY: delivered when this commits). 'ours'; or 'gone', the run recorded as lost
+-- (`p_lost_*`, held until `p_lost_by_ms` at the latest); 'ours' too for a release made again
+-- whose first answer was lost (the record has its end already).
+CREATE OR REPLACE FUNCTION @schema@.release(
+    p_name text, p_token text, p_fence bigint, p_outcome text, p_status integer,
+    p_took_ms bigint, p_min_interval_ms bigint,
+    p_lost_outcome text, p_lost_status integer, p_lost_by_ms bigint)
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    now timestamptz;
+    ended_at timestamptz;
+    recorded text;
+BEGIN
+    PERFORM 1 FROM @schema@.locks l WHERE l.name = p_name FOR UPDATE;
+    now := clock_timestamp();
+    DELETE FROM @schema@.holders h
+    WHERE h.name = p_name AND h.token = p_token AND h.fence = p_fence AND h.until >= now;
+    IF FOUND THEN
+        UPDATE @schema@.runs r
+        SET outcome = p_outcome, status = p_status, min_interval_ms = p_min_interval_ms,
+            ended = LEAST(r.started + p_took_ms * interval '1 millisecond', now)
+        WHERE r.name = p_name AND r.fence = p_fence AND r.outcome IS NULL
+        RETURNING r.ended INTO ended_at;
+        PERFORM @schema@.count(p_name, p_outcome, 1);
+        UPDATE @schema@.locks l SET last_ended_fence = p_fence WHERE l.name = p_name;
+        IF p_outcome = 'success' THEN
+            UPDATE @schema@.locks l
+            SET last_success = now, success_interval_ms = p_min_interval_ms,
+                last_success_fence = p_fence
+            WHERE l.name = p_name;
+        END IF;
+        PERFORM pg_notify(@schema@.channel(p_name), '');
+        RETURN 'ours';
+    END IF;
+    SELECT r.outcome INTO recorded FROM @schema@.runs r
+    WHERE r.name = p_name AND r.fence = p_fence;
+    IF recorded IS NOT NULL AND recorded = p_outcome THEN
+        RETURN 'ours';
+    END IF;
+    PERFORM @schema@.lost(p_name, p_fence, p_lost_outcome, p_lost_status,
+                          CASE WHEN p_lost_by_ms > 0
+                               THEN to_timestamp(p_lost_by_ms / 1000.0) END, now);
+    RETURN 'gone';
+END
+$$;
+
+-- A waiter gives up: it leaves the queue (`p_busy`: counted as a run turned away by a busy
+-- lock), and the next in line is woken, in case it waited behind this one. A take of this
+-- token whose answer was lost is undone (its run never ran): true if there was one.
+CREATE OR REPLACE FUNCTION @schema@.leave(p_name text, p_token text, p_busy boolean)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    taken bigint;
+BEGIN
+    PERFORM 1 FROM @schema@.locks l WHERE l.name = p_name FOR UPDATE;
+    DELETE FROM @schema@.waiters w WHERE w.name = p_name AND w.token = p_token;
+    DELETE FROM @schema@.holders h WHERE h.name = p_name AND h.token = p_token
+    RETURNING h.fence INTO taken;
+    IF taken IS NOT NULL THEN
+        DELETE FROM @schema@.runs r WHERE r.name = p_name AND r.fence = taken;
+    END IF;
+    IF p_busy THEN
+        PERFORM @schema@.count(p_name, 'busy', 1);
+    END IF;
+    PERFORM pg_notify(@schema@.channel(p_name), '');
+    RETURN taken IS NOT NULL;
+END
+$$;
+
+-- Break lock `p_name` (`redlock release --force`): remove the holder of `p_token`, or the only
+-- holder when no token is given, and move the fencing counter past its token, so that a
+-- resource that checks it refuses the removed holder's writes. Its renewals fail from now on,
+-- and it stops its command. Answers what it found and did:
+--   ('free', fence, cleared)             nobody held it; its queued waiters were cleared;
+--   ('other', fence, holder's token)     an exclusive holder, not the one of `p_token`;
+--   ('not_a_holder' | 'several', fence, kind, holders)
+--   ('removed', new fence, token, kind, holders left, host, pid, command, started)
+CREATE OR REPLACE FUNCTION @schema@.force(p_name text, p_token text)
+RETURNS TABLE (result text, fence bigint, token text, kind text, holders bigint,
+               host text, pid bigint, command text, started bigint)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+DECLARE
+    now timestamptz;
+    chosen @schema@.holders%ROWTYPE;
+BEGIN
+    SELECT l.fence INTO fence FROM @schema@.locks l WHERE l.name = p_name FOR UPDATE;
+    IF NOT FOUND THEN
+        result := 'free';
+        fence := 0;
+        holders := 0;
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    now := clock_timestamp();
+    PERFORM @schema@.expire(p_name, now);
+    SELECT count(*), min(h.kind) INTO holders, kind FROM @schema@.holders h
+    WHERE h.name = p_name;
+    IF holders = 0 THEN
+        WITH cleared AS (
+            DELETE FROM @schema@.waiters w WHERE w.name = p_name AND w.queued RETURNING 1
+        ) SELECT count(*) INTO holders FROM cleared;
+        result := 'free';
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    SELECT * INTO chosen FROM @schema@.holders h
+    WHERE h.name = p_name AND (h.token = p_token OR (p_token IS NULL AND holders = 1));
+    IF NOT FOUND THEN
+        IF p_token IS NOT NULL AND holders = 1 AND kind = 'lock' THEN
+            result := 'other';
+            SELECT h.token INTO token FROM @schema@.holders h WHERE h.name = p_name;
+        ELSIF p_token IS NOT NULL THEN
+            result := 'not_a_holder';
+        ELSE
+            result := 'several';
+        END IF;
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    DELETE FROM @schema@.holders h WHERE h.name = p_name AND h.token = chosen.token;
+    UPDATE @schema@.locks l SET fence = l.fence + 1 WHERE l.name = p_name
+    RETURNING l.fence INTO fence;
+    PERFORM pg_notify(@schema@.channel(p_name), '');
+    result := 'removed';
+    token := chosen.token;
+    kind := chosen.kind;
+    holders := holders - 1;
+    host := chosen.host;
+    pid := chosen.pid;
+    command := chosen.command;
+    started := chosen.started;
+    RETURN NEXT;
+END
+$$;

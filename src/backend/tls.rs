@@ -1,0 +1,113 @@
+//! TLS settings every backend builds its rustls client configuration from: the trust store
+//! (`--tls-ca-cert`, or the system's through rustls-native-certs, which honours
+//! `SSL_CERT_FILE`), a client certificate, and no verification at all where asked
+//! (`--tls-insecure`; PostgreSQL's `sslmode=prefer` and `require`, as libpq does).
+
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::WebPkiSupportedAlgorithms;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+
+use crate::backend::Tls;
+
+/// The rustls client configuration `tls` asks for, the way the redis crate builds it for its
+/// own connections (`create_rustls_config` in redis 1.8.1: no SNI when verification is off); an
+/// error (never showing a key) when the files or the trust store cannot be used.
+pub(crate) fn build(tls: &Tls) -> Result<ClientConfig, String> {
+    let roots = match &tls.ca_cert {
+        // Nothing is verified: no trust store to read.
+        _ if tls.insecure => RootCertStore::empty(),
+        Some(pem) => {
+            let mut roots = RootCertStore::empty();
+            for cert in CertificateDer::pem_slice_iter(pem) {
+                let cert =
+                    cert.map_err(|e| format!("unable to parse root certificate PEM: {e}"))?;
+                roots
+                    .add(cert)
+                    .map_err(|_| "unable to parse TLS trust anchors".to_owned())?;
+            }
+            roots
+        }
+        None => system_roots()?,
+    };
+    let builder = ClientConfig::builder().with_root_certificates(roots);
+    let mut config = match &tls.client {
+        Some((cert, key)) => {
+            let chain = CertificateDer::pem_slice_iter(cert)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("unable to parse client certificate chain PEM: {e}"))?;
+            let key = PrivateKeyDer::from_pem_slice(key)
+                .map_err(|e| format!("unable to extract private key from PEM file: {e}"))?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| format!("unable to build client with TLS parameters provided: {e}"))?
+        }
+        None => builder.with_no_client_auth(),
+    };
+    if tls.insecure {
+        let supported = config.crypto_provider().signature_verification_algorithms;
+        config.enable_sni = false;
+        config
+            .dangerous()
+            .set_certificate_verifier(Arc::new(NoVerification { supported }));
+    }
+    Ok(config)
+}
+
+/// The system's trust store, as the redis crate loads it: any error fails the connection.
+pub(crate) fn system_roots() -> Result<RootCertStore, String> {
+    let mut found = rustls_native_certs::load_native_certs();
+    if let Some(error) = found.errors.pop() {
+        return Err(error.to_string());
+    }
+    let mut roots = RootCertStore::empty();
+    for cert in found.certs {
+        roots.add(cert).map_err(|e| e.to_string())?;
+    }
+    Ok(roots)
+}
+
+/// `--tls-insecure`: every certificate is accepted (the handshake's signatures are not checked
+/// either), as the redis crate's `NoCertificateVerification` does.
+#[derive(Debug)]
+struct NoVerification {
+    supported: WebPkiSupportedAlgorithms,
+}
+
+impl ServerCertVerifier for NoVerification {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        _message: &[u8],
+        _cert: &CertificateDer<'_>,
+        _dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Ok(HandshakeSignatureValid::assertion())
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        _message: &[u8],
+        _cert: &CertificateDer<'_>,
+        _dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Ok(HandshakeSignatureValid::assertion())
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.supported.supported_schemes()
+    }
+}
