@@ -125,6 +125,9 @@ mod integration {
     // role, passwords from libpq's places, refusals, fencing in the same database, the server
     // frozen past the lease, restarted within it, unreachable at the start.
     mod postgres;
+    // A primary failed over to its streaming standby: an asynchronous one can give a token
+    // out twice; a synchronous one (remote_apply) loses nothing answered.
+    mod postgres_failover;
     // Waiting: wake-ups on release, the cost of waiting, one waiter woken per release.
     mod waiting;
     // --fair: arrival order, no queue jumping, turns passed on, dead waiters forgotten.

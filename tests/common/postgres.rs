@@ -114,6 +114,12 @@ impl PgServer {
     /// The home (working directory), data directory and socket directory, made and owned by
     /// the server's user; a fresh cluster in the data directory; pg_hba.conf as asked.
     fn init(&mut self) {
+        self.make_dirs();
+        self.initdb();
+    }
+
+    /// The home and the socket directory, owned by the server's user.
+    fn make_dirs(&mut self) {
         let home = self.home();
         fs::create_dir(&home).unwrap();
         fs::create_dir(self.socket_dir()).unwrap();
@@ -127,6 +133,10 @@ impl PgServer {
                 std::os::unix::fs::chown(&own, Some(uid), Some(gid)).unwrap();
             }
         }
+    }
+
+    /// A fresh cluster in the data directory; pg_hba.conf as asked.
+    fn initdb(&mut self) {
         let mut initdb = self.as_user(self.bin.join("initdb"));
         initdb
             .arg("-D")
@@ -157,7 +167,9 @@ impl PgServer {
         // Rewritten in place: the file keeps its owner.
         fs::write(
             self.data_dir().join("pg_hba.conf"),
-            format!("local all all trust\nhost all all 127.0.0.1/32 {host}\n"),
+            format!(
+                "local all all trust\nlocal replication all trust\nhost all all 127.0.0.1/32 {host}\n"
+            ),
         )
         .unwrap();
     }
@@ -368,6 +380,71 @@ impl PgServer {
                 !pid_alive(pid)
             });
         }
+    }
+
+    /// A hot standby of this server, streaming from it (`pg_basebackup -R`), on a port and in a
+    /// temp dir of its own; asynchronous unless the primary names it in
+    /// `synchronous_standby_names` (`*` does). Dropped like any server.
+    #[track_caller]
+    pub fn standby(&self) -> PgServer {
+        let mut standby = PgServer {
+            bin: self.bin.clone(),
+            dir: TempDir::new(),
+            user: None,
+            port: 0,
+            password: None,
+            child: None,
+        };
+        standby.make_dirs();
+        let mut backup = standby.as_user(self.bin.join("pg_basebackup"));
+        backup
+            .arg("-h")
+            .arg(self.socket_dir())
+            .args(["-p", &self.port.to_string(), "-U", "postgres", "-D"])
+            .arg(standby.data_dir())
+            .args(["-R", "-X", "stream", "--no-sync", "--checkpoint=fast"]);
+        let out = Proc::spawn(backup).finish();
+        assert!(
+            out.status.success(),
+            "pg_basebackup failed ({}):\n{}{}",
+            out.status,
+            out.stdout,
+            out.stderr
+        );
+        for _ in 0..20 {
+            standby.port = free_port();
+            match standby.spawn() {
+                Ok(()) => return standby,
+                Err(log) if log.contains("could not create any TCP/IP sockets") => continue,
+                Err(log) => panic!("the standby did not start:\n{log}"),
+            }
+        }
+        panic!("the standby found no free port:\n{}", standby.log());
+    }
+
+    /// Promote this standby to a primary, and wait until it is one.
+    #[track_caller]
+    pub fn promote(&self) {
+        assert_eq!(
+            self.psql("SELECT pg_promote(true, 20)"),
+            "t",
+            "{}",
+            self.log()
+        );
+    }
+
+    /// The pid of this standby's WAL receiver, once it streams.
+    #[track_caller]
+    pub fn walreceiver_pid(&self) -> i32 {
+        let mut pid = 0;
+        wait_until(PATIENCE, "the standby's WAL receiver to stream", || {
+            pid = self
+                .psql("SELECT pid FROM pg_stat_wal_receiver WHERE status = 'streaming'")
+                .parse()
+                .unwrap_or(0);
+            pid > 0
+        });
+        pid
     }
 
     /// Start the server again on the same port and data directory, and wait until it accepts

@@ -165,10 +165,15 @@ fn the_password_comes_from_pgpassword_or_a_private_pgpass_never_printed() {
     };
     let out = status(&[("PGPASSWORD", &password)]);
     out.assert_code(0);
-    // None: the server refuses, and says so without a password.
+    // None: said in one line, where to put it.
     let out = status(&[]);
     out.assert_code(69);
-    assert!(out.stderr.contains("password"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("asks for a password, and none was given: put it in"),
+        "{}",
+        out.stderr
+    );
     // ~/.pgpass, private: used.
     let pgpass = home.join(".pgpass");
     std::fs::write(
@@ -186,6 +191,7 @@ fn the_password_comes_from_pgpassword_or_a_private_pgpass_never_printed() {
     let out = status(&[]);
     out.assert_code(69);
     assert!(out.stderr.contains("chmod 0600"), "{}", out.stderr);
+    assert!(out.stderr.contains("none was given"), "{}", out.stderr);
     assert!(!out.stderr.contains(&password) && !out.stdout.contains(&password));
     // PGPASSFILE names another file.
     let other = home.join("other");
@@ -269,31 +275,33 @@ fn fencing_in_the_same_database_as_the_page_shows_it() {
          CREATE TABLE report (day date, total bigint);",
     );
     let page = page("docs/postgres.md");
-    let recipe: String = page
+    let mut lines = page
         .lines()
-        .skip_while(|l| !l.contains("redlock run --url \"$DB\" --key nightly"))
-        .skip(1)
+        .skip_while(|l| !l.contains("redlock run --url \"$DB\" --key nightly"));
+    // The page's line as a user pastes it: redlock, then the job's own psql line.
+    let line = lines.next().expect("the page's recipe").trim();
+    let sql: String = lines
         .take_while(|l| l.trim() != "SQL")
         .map(|l| format!("{}\n", l.trim_start()))
         .collect();
-    assert!(
-        recipe.contains("FOR KEY SHARE"),
-        "the page's recipe: {recipe}"
-    );
+    assert!(sql.contains("FOR KEY SHARE"), "the page's recipe: {sql}");
+    let (_, job) = line.split_once(" -- ").expect("redlock run ... -- the job");
+    let job = job.trim_end_matches(" <<'SQL'");
     let dir = TempDir::new();
-    std::fs::write(dir.join("job.sql"), &recipe).unwrap();
-    let psql = postgres_bin().unwrap().join("psql");
-    let job = format!(
-        "{psql} \"$DB\" -X -q -v ON_ERROR_STOP=1 -v token=\"$REDLOCK_TOKEN\" -f {sql}",
-        psql = psql.display(),
-        sql = dir.sh("job.sql"),
+    std::fs::write(dir.join("job.sql"), &sql).unwrap();
+    // psql from the server's package, first on PATH, as Debian's own would be.
+    let path = format!(
+        "{}:{}",
+        postgres_bin().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
     );
     let run = |before: &str, code: i32| {
         Redlock::run_at(&pg.url())
             .key("nightly")
-            .env("DB", pg.url())
-            .sh(&format!("{before}{job}"))
+            .env("PATH", &path)
+            .sh(&format!("{before}{job} < {}", dir.sh("job.sql")))
             .status(code)
+            .any_stdout()
             .any_stderr()
             .output()
     };
@@ -387,4 +395,58 @@ fn unreachable_at_the_start_is_69_within_the_attempts_time() {
     }
     pg.thaw();
     assert!(!dir.join("marker").exists());
+}
+
+/// A holder's row that a fencing transaction has locked (`FOR KEY SHARE`) keeps the lock held
+/// past its lease, until that transaction ends: a run meanwhile is busy (75, at once, never a
+/// timeout), a waiter takes the lock once it commits.
+#[test]
+fn a_fenced_write_in_progress_keeps_the_lock_past_the_lease() {
+    let pg = PgServer::start();
+    with_tables(&pg);
+    let dir = TempDir::new();
+    // A holder killed with its watchdog: its row stays, its lease ends in 2 s.
+    let holder = Redlock::run_at(&pg.url())
+        .key("fenced")
+        .ttl("2s")
+        .sh(&hold_script(&dir, "h"))
+        .spawn();
+    wait_for_file(&dir.join("h.ready"));
+    let token = read(&dir.join("h.token")).trim().to_owned();
+    // Its job's write transaction, still open as the lease ends.
+    let mut psql = std::process::Command::new(postgres_bin().unwrap().join("psql"));
+    psql.args(["-X", "-q", "-At", "-v", "ON_ERROR_STOP=1"])
+        .arg(pg.url())
+        .arg("-c")
+        .arg(format!(
+            "BEGIN; SELECT token FROM redlock.holders WHERE name = 'redlock:fenced' \
+             AND token = '{token}' FOR KEY SHARE; SELECT pg_sleep(4); COMMIT;"
+        ))
+        .stdin(std::process::Stdio::null());
+    let fencing = Proc::spawn(psql);
+    // Asleep: the row is locked.
+    wait_until(PATIENCE, "the fencing transaction to lock the row", || {
+        pg.psql("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'") == "1"
+    });
+    holder.signal(nix::sys::signal::Signal::SIGKILL);
+    std::thread::sleep(Duration::from_millis(2500));
+    let started = Instant::now();
+    Redlock::run_at(&pg.url())
+        .key("fenced")
+        .arg("true")
+        .status(75)
+        .any_stderr()
+        .output();
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    Redlock::run_at(&pg.url())
+        .key("fenced")
+        .wait("20s")
+        .sh(&marker_script(&dir))
+        .output();
+    fencing.finish().assert_code(0);
+    assert!(dir.join("marker").exists());
 }

@@ -106,7 +106,7 @@ impl Conn {
                     }
                 })
                 .ok_or_else(|| self.late())?
-                .map_err(|err| self.failure(err))?;
+                .map_err(|err| self.connect_failure(err))?;
             self.live = Some(made);
         }
         Ok(())
@@ -234,6 +234,29 @@ impl Conn {
                 Err(self.late())
             }
         }
+    }
+
+    /// A failure to connect: as any request's, except that a server that asks for a password
+    /// when none was given is told apart (no retry gives one), by the error's kind: neither
+    /// the server's nor the network's.
+    fn connect_failure(&self, err: tokio_postgres::Error) -> Failure {
+        let io = std::error::Error::source(&err).is_some_and(|s| s.is::<std::io::Error>());
+        if self.server.config.get_password().is_none()
+            && err.as_db_error().is_none()
+            && !io
+            && !err.is_closed()
+        {
+            return Failure::Refused(Reason::caused_by(
+                format!(
+                    "PostgreSQL at {} asks for a password, and none was given: put it in \
+                     --password-file or REDLOCK_PASSWORD_FILE, REDLOCK_PASSWORD, PGPASSWORD or \
+                     ~/.pgpass",
+                    self.shown()
+                ),
+                err,
+            ));
+        }
+        self.failure(err)
     }
 
     /// A failure of a request: an error the server answered with is [`Failure::Refused`],

@@ -91,8 +91,12 @@ LANGUAGE plpgsql AS $$
 DECLARE
     n bigint;
 BEGIN
+    -- A holder's row that its job has locked (`FOR KEY SHARE`, fencing a write in the job's own
+    -- transaction) stays until that transaction ends: the lock is still held until then.
     WITH gone AS (
-        DELETE FROM @schema@.holders WHERE name = p_name AND until < p_now
+        DELETE FROM @schema@.holders WHERE ctid IN (
+            SELECT ctid FROM @schema@.holders
+            WHERE name = p_name AND until < p_now FOR UPDATE SKIP LOCKED)
         RETURNING fence, until
     )
     UPDATE @schema@.runs r SET outcome = 'vanished', until = gone.until
@@ -220,8 +224,10 @@ BEGIN
     ON CONFLICT (name, token) DO UPDATE
         SET until = excluded.until, queued = w.queued OR excluded.queued;
     result := 'busy';
+    -- At least 100 ms: a lease that ended but whose row a fencing transaction still holds is
+    -- looked at again that soon, not at once.
     remaining_ms := CASE WHEN soonest IS NOT NULL
-                         THEN GREATEST(0, (extract(epoch FROM soonest - now) * 1000)::bigint) END;
+                         THEN GREATEST(100, (extract(epoch FROM soonest - now) * 1000)::bigint) END;
     -- Free, but promised to the queued waiters ahead.
     queued := free;
     RETURN NEXT;

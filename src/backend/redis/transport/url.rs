@@ -143,6 +143,7 @@ pub fn without_password(url: &str, alone_is_user: bool) -> String {
         .query
         .unwrap_or("")
         .split('&')
+        .filter(|pair| !pair.is_empty())
         .filter(|pair| {
             let name = pair.split_once('=').map_or(*pair, |(name, _)| name);
             let name = percent_decode(name)
