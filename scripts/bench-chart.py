@@ -24,12 +24,16 @@ COLOURS = {
     "bare": "#8c8c8c",
     "etcdctl": "#55a868",
     "redlock-etcd": "#64b5cd",
+    "redlock-pg": "#937860",
+    "psql": "#da8bc3",
 }
 # The names shown, where a tool's own (bench.sh's column) says too little on a chart.
 LABELS = {
     "redlock": "redlock, Redis",
     "old": "old build, Redis",
     "redlock-etcd": "redlock, etcd",
+    "redlock-pg": "redlock, PostgreSQL",
+    "psql": "one psql SELECT 1",
     "etcdctl": "etcdctl lock",
     "bare": "bare lock",
 }

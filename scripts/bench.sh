@@ -23,6 +23,10 @@
 #              one script, a compare-and-DEL in another, one connection per run) and for
 #              redlock plain, --fair, --limit 2 and --shared; each as a multiple of the bare lock's
 #   list       `redlock list` of 10,000 held locks: its wall time and the Redis time it costs
+#   PostgreSQL when Debian's postgresql is installed: redlock on a local PostgreSQL (the
+#              redlock-pg column, `redlock run --url postgres://...`) beside one `psql -c 'SELECT
+#              1'` against the same server (the psql column: its whole run, as overhead), and
+#              the server's time per plain run from pg_stat_statements
 # Timings depend on the machine: compare the columns of one run. Rows are measured in passes
 # that take turns between the tools, so drift during a run weighs on every column alike.
 #
@@ -34,7 +38,8 @@
 # a plain run's Redis time at most 3.5x the bare lock's, hand-over p50 at most 2x flock's (10, 30
 # and 100 waiters), overhead no more than the old build's; on etcd, overhead at most a third of
 # etcdctl lock's, hand-over p50 no more than etcdctl lock's with 10 and with 100 waiters, peak RSS
-# at most 8 MiB.
+# at most 8 MiB; on PostgreSQL, overhead no more than one `psql -c 'SELECT 1'`'s, hand-over p50
+# at most 2x redlock's on Redis (10 and 100 waiters), peak RSS at most 8 MiB.
 #
 # Usage: scripts/bench.sh [--quick]     (--quick: fewer runs, about a minute)
 # The `old` column is the build the round started from (scripts/old-build.sh --release builds it
@@ -100,6 +105,29 @@ if command -v etcd >/dev/null && command -v etcdctl >/dev/null; then
     ep=127.0.0.1:$eport
     eurl=etcd://$ep
 fi
+# PostgreSQL (Debian's server binaries), as Debian configures it (fsync and synchronous commits
+# on), with pg_stat_statements loaded; run as the postgres user, since it refuses root.
+have_pg=false
+pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+if [ -n "$pgbin" ] && [ -x "$pgbin/initdb" ]; then
+    have_pg=true
+    mkdir -p "$work/pg"
+    as_pg=()
+    if [ "$(id -u)" = 0 ]; then
+        chmod 755 "$work"
+        chown postgres "$work/pg"
+        as_pg=(runuser -u postgres --)
+    fi
+    "${as_pg[@]}" "$pgbin/initdb" -D "$work/pg/data" -U postgres --auth=trust --no-instructions >/dev/null
+    start_on_free_port "$pgbin/pg_isready -q -h 127.0.0.1 -p PORT" "${as_pg[@]}" "$pgbin/postgres" \
+        -D "$work/pg/data" -k "$work/pg" -p PORT -c listen_addresses=127.0.0.1 \
+        -c shared_preload_libraries=pg_stat_statements -c max_connections=300
+    pport=$port
+    purl=postgres://postgres@127.0.0.1:$pport/postgres
+    "$redlock" init --url "$purl" >/dev/null
+    pg() { "$pgbin/psql" -X -q -At -d "$purl" -c "$1"; }
+    pg "CREATE EXTENSION pg_stat_statements" >/dev/null
+fi
 # gRPC messages the etcd server received so far (unary requests, and each message on a stream:
 # watch requests, keep-alives), from its /metrics.
 grpc_msgs() {
@@ -126,15 +154,18 @@ wrap() { # tool lockname
     flock) echo "flock $work/$2.flock" ;;
     etcdctl) echo "etcdctl --endpoints=$ep lock $2 --" ;;
     redlock-etcd) echo "$redlock run --url $eurl --key $2 --wait forever --" ;;
+    redlock-pg) echo "$redlock run --url $purl --key $2 --wait forever --" ;;
     esac
 }
 tools=(flock redlock)
 [ -n "$old" ] && tools+=(old)
 [ -n "${BENCH_BASELINE:-}" ] && tools+=(baseline)
 $have_etcd && tools+=(etcdctl redlock-etcd)
+$have_pg && tools+=(redlock-pg)
 # The table's columns: the bare lock has no --wait, so it is in the rows of single runs only
-# (overhead, Redis time per mode, peak RSS).
+# (overhead, Redis time per mode, peak RSS); one psql is in the overhead row only.
 columns=(flock bare "${tools[@]:1}")
+$have_pg && columns+=(psql)
 # The semaphore's hand-over is measured for the redlock builds that have --limit.
 sems=(redlock-sem)
 [ -n "$old" ] && sems+=(old-sem)
@@ -154,8 +185,14 @@ passes=5
 # medians, each minus its pass's bare `true`.
 declare -A overhead over_raw
 over_tools=(flock bare "${tools[@]:1}")
+$have_pg && over_tools+=(psql)
 cmds=(true)
-for t in "${over_tools[@]}"; do cmds+=("$(wrap "$t" over) true"); done
+for t in "${over_tools[@]}"; do
+    case $t in
+    psql) cmds+=("$pgbin/psql -X -q -d $purl -c 'SELECT 1'") ;;
+    *) cmds+=("$(wrap "$t" over) true") ;;
+    esac
+done
 say "overhead"
 for p in $(seq "$passes"); do
     hyperfine -N --style none --warmup 10 --runs $((runs / passes)) \
@@ -247,6 +284,7 @@ for spec in "10 $rounds10 $hand_passes" "30 1 $passes30" "100 $rounds100 $hand_p
         case $t in *-sem) first=$slots ;; esac
         per=- eper=-
         case $t in
+        redlock-pg) ;;
         etcdctl | redlock-etcd)
             eper=$(awk -v c="${msgs[$t]}" -v n="$(((n * r + first) * np))" 'BEGIN {printf "%.1f", c / n}') ;;
         redlock* | baseline*)
@@ -523,15 +561,29 @@ for b in "${mode_builds[@]}"; do
         '{printf "%.2f s wall, %.2f s Redis (%d listed)", $1 / 1e6, r / 1e6, n}')
 done
 
+# --- PostgreSQL's own time per run -----------------------------------------------------------
+# What a fleet costs a shared PostgreSQL: per plain run (`true`, nobody waiting), the execution
+# time of every statement redlock sent (pg_stat_statements), over $rt_runs runs.
+if $have_pg; then
+    say "PostgreSQL time"
+    $redlock run --url "$purl" --key pgt -- true # the functions' plans, once
+    pg "SELECT pg_stat_statements_reset()" >/dev/null
+    for _ in $(seq "$rt_runs"); do $redlock run --url "$purl" --key pgt -- true; done
+    pg_time=$(pg "SELECT round((sum(total_exec_time) * 1000 / $rt_runs)::numeric), round(sum(calls)::numeric / $rt_runs, 1) FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'" |
+        awk -F'|' '{printf "%s µs (%s statements)", $1, $2}')
+fi
+
 # --- peak RSS while holding -------------------------------------------------------------------
 say "peak RSS"
 declare -A rss rss_kb per eper
 for t in "${over_tools[@]}"; do
+    [ "$t" = psql ] && continue
     w=$(wrap "$t" rss)
     [ "$t" = redlock ] && w="$redlock run --url $url --key rss --ttl 1s --"
     [ "$t" = old ] && w="$old run --url $url --key rss --ttl 1s --"
     [ "$t" = baseline ] && w="$BENCH_BASELINE run --url $url --key rss --ttl 1s --"
     [ "$t" = redlock-etcd ] && w="$redlock run --url $eurl --key rss --ttl 1s --"
+    [ "$t" = redlock-pg ] && w="$redlock run --url $purl --key rss --ttl 1s --"
     kb=$($w sh -c 'sleep 1.2; awk "/^VmHWM/ {print \$2}" /proc/$PPID/status')
     rss_kb[$t]=$kb
     rss[$t]=$(awk -v k="$kb" 'BEGIN {printf "%.1f MiB", k / 1024}')
@@ -580,6 +632,7 @@ row "Redis requests per run, 10 / 30 / 100 waiters" per
 row "Redis requests per run, \`--limit $slots\`, 30 waiters" per -sem
 $have_etcd && row "etcd gRPC messages received per run, 10 / 30 / 100 waiters" eper
 row "Redis time per run, alone / 10 waiters (commands the scripts ran)" rtime
+$have_pg && rtime[redlock-pg]=$pg_time && row "server time per plain run (Redis: alone above; PostgreSQL: pg_stat_statements)" rtime
 row "requests per waiter per second while waiting" cost
 row "requests per waiter per second while waiting, \`--limit $slots\` (all slots held)" semcost
 row "Redis time of a plain run, acquire + release (x the bare lock's)" mode_cell
@@ -595,7 +648,7 @@ for t in "${sems[@]}"; do
     plain=${t%-sem}
     echo "$plain \`--limit $slots\` hand-over, 30 waiters: $(ratio "${p50[$t-30]}" "${p50[$plain-30]}") / $(ratio "${p99[$t-30]}" "${p99[$plain-30]}") x the plain lock's p50 / p99, $(ratio "${p50[$t-30]}" "${p50[flock-30]}") / $(ratio "${p99[$t-30]}" "${p99[flock-30]}") x flock's"
 done
-machine="$(awk -v b="$base" 'BEGIN {printf "%.2f ms", b * 1000}') median; $(nproc) cores; $(redis-server --version | awk '{sub("v=", "", $3); print "Redis " $3}')$($have_etcd && echo ", etcd $(etcd --version | awk 'NR==1 {print $3}')")"
+machine="$(awk -v b="$base" 'BEGIN {printf "%.2f ms", b * 1000}') median; $(nproc) cores; $(redis-server --version | awk '{sub("v=", "", $3); print "Redis " $3}')$($have_etcd && echo ", etcd $(etcd --version | awk 'NR==1 {print $3}')")$($have_pg && echo ", PostgreSQL $(pg "SHOW server_version")")"
 echo "bare \`true\`: $machine"
 echo "Redis time per mode: median of $mode_passes passes of $mode_runs runs each$([ -n "$old" ] && echo "; \`old\`: the round's start ($(basename "$(dirname "$(dirname "$(dirname "$(dirname "$old")")")")")), built as it ships")"
 
@@ -625,6 +678,16 @@ if $have_etcd; then
     echo "- peak RSS ÷ 8 MiB: $(budget "${rss_kb[redlock-etcd]}" 8192 1 1) (${rss[redlock-etcd]})"
 fi
 
+if $have_pg; then
+    echo "Budgets, PostgreSQL (redlock-pg against one psql, and against redlock on Redis, the same passes):"
+    echo "- overhead ÷ one \`psql -c 'SELECT 1'\`'s: $(budget "${over_raw[redlock-pg]}" "${over_raw[psql]}" 1 1)"
+    for n in 10 100; do
+        echo "- hand-over p50 ÷ redlock's on Redis, $n waiters: $(budget "${p50[redlock-pg-$n]}" "${p50[redlock-$n]}" 2 2)"
+    done
+    echo "- peak RSS ÷ 8 MiB: $(budget "${rss_kb[redlock-pg]}" 8192 1 1) (${rss[redlock-pg]})"
+    echo "- PostgreSQL time per plain run: $pg_time; Redis's for redlock: ${mode_us[redlock]} µs"
+fi
+
 # --- chart -------------------------------------------------------------------------------------
 # The numbers above, as computed (p50, p99 unrounded), as `tool metric waiters value` lines, then drawn.
 chart=${BENCH_CHART:-docs/img/bench.svg}
@@ -634,7 +697,7 @@ mkdir -p "$(dirname "$chart")"
     echo "# bare true $machine; $(uname -m)"
     for t in "${over_tools[@]}"; do
         printf '%s\toverhead\t-\t%s\n' "$t" "${overhead[$t]% ms}"
-        [ "$t" = bare ] && continue # no --wait: no hand-over
+        [ "$t" = bare ] || [ "$t" = psql ] && continue # no --wait: no hand-over
         for n in 10 30 100; do
             printf '%s\tp50\t%s\t%s\n%s\tp99\t%s\t%s\n' "$t" "$n" "${p50[$t-$n]}" "$t" "$n" "${p99[$t-$n]}"
         done
