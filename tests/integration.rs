@@ -128,6 +128,9 @@ mod integration {
     // A primary failed over to its streaming standby: an asynchronous one can give a token
     // out twice; a synchronous one (remote_apply) loses nothing answered.
     mod postgres_failover;
+    // What a hostile tester found on PostgreSQL: functions and rows edited by hand, a
+    // SERIALIZABLE default, a table of redlock's name that is not redlock's.
+    mod postgres_hostile;
     // Waiting: wake-ups on release, the cost of waiting, one waiter woken per release.
     mod waiting;
     // --fair: arrival order, no queue jumping, turns passed on, dead waiters forgotten.

@@ -48,7 +48,8 @@ ENVIRONMENT:
   after those.
   The command sees REDLOCK_KEY, REDLOCK_TOKEN, REDLOCK_FENCING_TOKEN and
   REDLOCK_URL (the servers locked on, every --url, without passwords), and no
-  credentials: REDLOCK_PASSWORD is removed.";
+  credentials of redlock's: REDLOCK_PASSWORD is removed (libpq's PGPASSWORD stays,
+  for the command's own psql).";
 
 pub(crate) const ADMIN_ENV_HELP: &str = "\
 ENVIRONMENT:

@@ -273,7 +273,7 @@ impl Conn {
             return Failure::Unreachable(Reason::caused_by(message, err));
         };
         let code = db.code();
-        let message = crate::report::one_line(db.message());
+        let message = bounded(db.message());
         if *code == SqlState::UNDEFINED_FUNCTION
             || *code == SqlState::UNDEFINED_TABLE
             || *code == SqlState::INVALID_SCHEMA_NAME
@@ -306,6 +306,34 @@ impl Conn {
             Failure::Refused(Reason::caused_by(said, err))
         }
     }
+}
+
+/// What the server said, as one line of at most 500 characters (a function replaced by hand can
+/// answer anything, of any length).
+fn bounded(said: &str) -> String {
+    let line = crate::report::one_line(said);
+    match line.char_indices().nth(500) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line,
+    }
+}
+
+/// Column `name` of `row`, as a `T` (an `Option` where it may be NULL); a value this redlock
+/// cannot read (a function replaced by hand, or of another version) is a refusal, never a
+/// panic.
+pub(super) fn column<'a, T: tokio_postgres::types::FromSql<'a>>(
+    row: &'a Row,
+    name: &str,
+) -> Result<T, Failure> {
+    row.try_get(name).map_err(|err| {
+        Failure::Refused(Reason::caused_by(
+            format!(
+                "PostgreSQL answered what this redlock cannot read (column {name}): apply this \
+                 redlock's `redlock init`"
+            ),
+            err,
+        ))
+    })
 }
 
 /// An error of the connection, as one line: its cause's words where it has one (the I/O

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio_postgres::types::Type;
 
-use super::conn::{Conn, Heard};
+use super::conn::{Conn, Heard, column};
 use crate::lock::record::{RunEnding, Tenure};
 use crate::lock::{
     Acquire, Block, Failure, Held, HeldAs, Holder, Interrupt, Kind, Locker, Renewal, RunSpec,
@@ -131,25 +131,24 @@ impl Locker for PgLocker {
         let row = rows
             .first()
             .ok_or_else(|| Failure::Refused("the take answered no row".into()))?;
-        let result: String = row.get("result");
-        self.channel = row.get("channel");
-        match result.as_str() {
+        let result: Option<String> = column(row, "result")?;
+        self.channel = column(row, "channel")?;
+        match result.as_deref().unwrap_or_default() {
             "acquired" => {
-                let fence: i64 = row.get("fence");
+                let fence: i64 = column(row, "fence")?;
                 self.taken = Some((fence, Tenure::new(ttl)));
                 Ok(Acquire::Acquired { fence })
             }
             "busy" => Ok(Acquire::Busy {
-                remaining: from_ms(row.get("remaining_ms")),
-                queued: row.get::<_, Option<bool>>("queued").unwrap_or(false),
+                remaining: from_ms(column(row, "remaining_ms")?),
+                queued: column::<Option<bool>>(row, "queued")?.unwrap_or(false),
             }),
             "skipped" => Ok(Acquire::Skipped {
-                ago: from_ms(row.get("ago_ms")).unwrap_or_default(),
+                ago: from_ms(column(row, "ago_ms")?).unwrap_or_default(),
             }),
             "mismatch" => Ok(Acquire::Mismatch {
                 found: HeldAs::from_stored(
-                    &row.get::<_, Option<String>>("found_kind")
-                        .unwrap_or_default(),
+                    &column::<Option<String>>(row, "found_kind")?.unwrap_or_default(),
                 ),
             }),
             other => Err(Failure::Refused(
@@ -225,7 +224,10 @@ impl Locker for PgLocker {
                 (&lost.status, Type::INT4),
             ],
         )?;
-        let said: Option<String> = rows.first().and_then(|r| r.get(0));
+        let said: Option<String> = match rows.first() {
+            Some(row) => column(row, "renew")?,
+            None => None,
+        };
         if said.as_deref() != Some("ours") {
             return Ok(Renewal::Lost(Held::Gone));
         }
@@ -254,7 +256,10 @@ impl Locker for PgLocker {
                     (&false, Type::BOOL),
                 ],
             )?;
-            let had: Option<bool> = rows.first().and_then(|r| r.get(0));
+            let had: Option<bool> = match rows.first() {
+                Some(row) => column(row, "leave")?,
+                None => None,
+            };
             return Ok(if had == Some(true) {
                 Held::Ours
             } else {
@@ -281,7 +286,10 @@ impl Locker for PgLocker {
                 (&lost_by, Type::INT8),
             ],
         )?;
-        let said: Option<String> = rows.first().and_then(|r| r.get(0));
+        let said: Option<String> = match rows.first() {
+            Some(row) => column(row, "release")?,
+            None => None,
+        };
         self.taken = None;
         Ok(match said.as_deref() {
             Some("ours") => Held::Ours,

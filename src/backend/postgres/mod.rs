@@ -29,6 +29,30 @@ use conn::{Conn, Server};
 /// redlock's tables and functions, with `@schema@` for the schema's quoted name.
 const SCHEMA_SQL: &str = include_str!("schema.sql");
 
+/// The tables `sql` makes, each with its columns (the first word of each line of its
+/// `CREATE TABLE IF NOT EXISTS @schema@.NAME (` block but its key's).
+fn tables_of(sql: &str) -> Vec<(String, Vec<String>)> {
+    let mut tables = Vec::new();
+    let mut lines = sql.lines();
+    while let Some(line) = lines.next() {
+        let Some(table) = line
+            .strip_prefix("CREATE TABLE IF NOT EXISTS @schema@.")
+            .and_then(|rest| rest.strip_suffix(" ("))
+        else {
+            continue;
+        };
+        let columns = lines
+            .by_ref()
+            .take_while(|l| !l.starts_with(')'))
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|word| !matches!(*word, "PRIMARY" | "--"))
+            .map(str::to_owned)
+            .collect();
+        tables.push((table.to_owned(), columns));
+    }
+    tables
+}
+
 /// The schema redlock's tables live in when the URL names none (`?schema=NAME`).
 const DEFAULT_SCHEMA: &str = "redlock";
 
@@ -81,6 +105,10 @@ pub(crate) fn open(connect: Connect) -> Result<Postgres, String> {
     let dbname = parsed.dbname.clone().unwrap_or_else(|| user.clone());
     config.user(&user).dbname(&dbname);
     config.application_name(parsed.application_name.as_deref().unwrap_or("redlock"));
+    // Each step is written for READ COMMITTED (each statement sees what the step before it,
+    // behind the lock's row, committed): a role or database whose default is stricter would
+    // turn a busy lock into serialization failures.
+    config.options("-c default_transaction_isolation=read\\ committed");
     if let Some(timeout) = parsed.connect_timeout {
         config.connect_timeout(timeout);
     }
@@ -122,7 +150,10 @@ fn from_pgpass(parsed: &url::Parsed, dbname: &str, user: &str) -> Option<String>
     let path = match pgpass::file(env) {
         Ok(path) => path?,
         Err(warning) => {
-            crate::report!(0, PgpassIgnored { "file" => env("PGPASSFILE").unwrap_or_default() }, "warning: {warning}");
+            let file = env("PGPASSFILE")
+                .or_else(|| env("HOME").map(|home| format!("{home}/.pgpass")))
+                .unwrap_or_default();
+            crate::report!(0, PgpassIgnored { "file" => file }, "warning: {warning}");
             return None;
         }
     };
@@ -201,10 +232,56 @@ impl Backend for Postgres {
             "SET client_min_messages = warning; {}",
             self.tables().unwrap_or_default()
         );
-        conn.batch(Instant::now() + timeout, &sql)?;
+        let deadline = Instant::now() + timeout;
+        conn.batch(deadline, &sql)?;
+        // CREATE TABLE IF NOT EXISTS passes over a table of that name, whatever it holds.
+        let schema = self.server.schema.trim_matches('"').to_owned();
+        let found = conn.query(
+            deadline,
+            "SELECT table_name::text, array_agg(column_name::text) FROM information_schema.columns \
+             WHERE table_schema = $1 GROUP BY 1",
+            &[(&schema, tokio_postgres::types::Type::TEXT)],
+        )?;
+        let found: Vec<(String, Vec<String>)> = found
+            .iter()
+            .map(|row| {
+                Ok((
+                    conn::column(row, "table_name")?,
+                    conn::column(row, "array_agg")?,
+                ))
+            })
+            .collect::<Result<_, Failure>>()?;
+        for (table, columns) in tables_of(SCHEMA_SQL) {
+            let has = found
+                .iter()
+                .find(|(name, _)| *name == table)
+                .map(|(_, c)| c);
+            if let Some(missing) = columns.iter().find(|c| !has.is_some_and(|h| h.contains(c))) {
+                return Err(Failure::Refused(
+                    format!(
+                        "schema {} at {} holds a table {table} that redlock did not make (it has \
+                         no column {missing}): drop it, or name another schema with ?schema=",
+                        self.server.schema, self.server.shown
+                    )
+                    .into(),
+                ));
+            }
+        }
         Ok(format!(
             "redlock's tables and functions are in schema {} at {}",
             self.server.schema, self.server.shown
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_tables_are_read_from_the_sql_that_makes_them() {
+        let tables = super::tables_of(super::SCHEMA_SQL);
+        let names: Vec<&str> = tables.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(names, ["locks", "holders", "waiters", "runs"]);
+        assert_eq!(tables[1].1.len(), 10, "{:?}", tables[1]);
+        assert!(tables.iter().all(|(_, c)| c[0] == "name"));
     }
 }

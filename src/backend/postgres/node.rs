@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio_postgres::types::Type;
 
-use super::conn::Conn;
+use super::conn::{Conn, column};
 use crate::lock::record::{Counts, RUNS_KEPT, Run, RunEnd, Summary};
 use crate::lock::{
     Failure, Forced, HeldAs, Holder, Inspected, Kind, LockInfo, Node, Place, Runs, Several,
@@ -23,17 +23,17 @@ pub(crate) struct PgNode {
 /// The statement that reads lock `$1` whole: one row of JSON (none if it has no row).
 const READ: &str = "
 SELECT json_build_object(
-  'now', (extract(epoch FROM clock_timestamp()) * 1000)::bigint,
+  'now', @schema@.ms(clock_timestamp()),
   'fence', l.fence,
-  'last_success', (extract(epoch FROM l.last_success) * 1000)::bigint,
+  'last_success', @schema@.ms(l.last_success),
   'interval', l.success_interval_ms,
   'last_success_fence', l.last_success_fence,
   'last_ended_fence', l.last_ended_fence,
   'counts', l.counts,
   'holders', (SELECT COALESCE(json_agg(json_build_object(
         'token', h.token, 'fence', h.fence, 'kind', h.kind,
-        'since', (extract(epoch FROM h.since) * 1000)::bigint,
-        'left', GREATEST(0, (extract(epoch FROM h.until - clock_timestamp()) * 1000)::bigint),
+        'since', @schema@.ms(h.since),
+        'left', GREATEST(0, @schema@.ms(h.until) - @schema@.ms(clock_timestamp())),
         'host', h.host, 'pid', h.pid, 'command', h.command, 'started', h.started)
         ORDER BY h.until), '[]')
       FROM @schema@.holders h WHERE h.name = l.name AND h.until >= clock_timestamp()),
@@ -41,20 +41,20 @@ SELECT json_build_object(
       WHERE w.name = l.name AND w.until >= clock_timestamp()),
   'queued', (SELECT count(*) FROM @schema@.waiters w
       WHERE w.name = l.name AND w.queued AND w.until >= clock_timestamp()),
-  'oldest', (SELECT (extract(epoch FROM clock_timestamp() - min(w.since)) * 1000)::bigint
+  'oldest', (SELECT @schema@.ms(clock_timestamp() - min(w.since))
       FROM @schema@.waiters w
       WHERE w.name = l.name AND w.queued AND w.until >= clock_timestamp()),
   'runs', (SELECT COALESCE(json_agg(json_build_object(
         'fence', r.fence, 'token', r.token, 'host', r.host, 'pid', r.pid,
-        'started', (extract(epoch FROM r.started) * 1000)::bigint,
-        'until', (extract(epoch FROM r.until) * 1000)::bigint,
-        'ended', (extract(epoch FROM r.ended) * 1000)::bigint,
+        'started', @schema@.ms(r.started),
+        'until', @schema@.ms(r.until),
+        'ended', @schema@.ms(r.ended),
         'outcome', r.outcome, 'status', r.status,
         'holding', EXISTS (SELECT 1 FROM @schema@.holders h WHERE h.name = r.name
             AND h.fence = r.fence AND h.until >= clock_timestamp()))
         ORDER BY r.fence DESC), '[]')
       FROM @schema@.runs r WHERE r.name = l.name)
-)::text
+)::text AS lock
 FROM @schema@.locks l WHERE l.name = $1";
 
 impl PgNode {
@@ -67,7 +67,9 @@ impl PgNode {
             .query(Instant::now() + timeout, &sql, &[(&row, Type::TEXT)])?;
         Ok(rows
             .first()
-            .and_then(|r| r.get::<_, Option<String>>(0))
+            .map(|r| column::<Option<String>>(r, "lock"))
+            .transpose()?
+            .flatten()
             .and_then(|json| serde_json::from_str(&json).ok()))
     }
 }
@@ -196,8 +198,8 @@ impl Node for PgNode {
         Ok(rows
             .iter()
             .filter_map(|r| {
-                let name: String = r.get(0);
-                name.strip_prefix(&self.prefix).map(str::to_owned)
+                let name: Option<String> = r.try_get(0).ok()?;
+                name?.strip_prefix(&self.prefix).map(str::to_owned)
             })
             .collect())
     }
@@ -290,20 +292,19 @@ impl Node for PgNode {
                 "the forced release answered no row".into(),
             ));
         };
-        let result: String = r.get("result");
-        let fence: i64 = r.get::<_, Option<i64>>("fence").unwrap_or(0);
-        let holders = r
-            .get::<_, Option<i64>>("holders")
-            .and_then(|n| u64::try_from(n).ok())
-            .unwrap_or(0);
-        let held_as = HeldAs::from_stored(&r.get::<_, Option<String>>("kind").unwrap_or_default());
+        let text = |name: &str| column::<Option<String>>(r, name).map(Option::unwrap_or_default);
+        let int = |name: &str| column::<Option<i64>>(r, name).map(|v| v.unwrap_or(0));
+        let result = text("result")?;
+        let fence = int("fence")?;
+        let holders = u64::try_from(int("holders")?).unwrap_or(0);
+        let held_as = HeldAs::from_stored(&text("kind")?);
         Ok(match result.as_str() {
             "free" => Forced::Free {
                 fence,
                 cleared: holders,
             },
             "other" => Forced::Other {
-                token: r.get::<_, Option<String>>("token").unwrap_or_default(),
+                token: text("token")?,
                 fence,
             },
             "not_a_holder" => Forced::NotAHolder {
@@ -316,24 +317,27 @@ impl Node for PgNode {
                 holders,
                 fence,
             },
-            _ => Forced::Removed {
-                token: r.get::<_, Option<String>>("token").unwrap_or_default(),
+            "removed" => Forced::Removed {
+                token: text("token")?,
                 fence,
                 holder: Some(Holder {
-                    host: r.get::<_, Option<String>>("host").unwrap_or_default(),
-                    pid: r
-                        .get::<_, Option<i64>>("pid")
-                        .and_then(|p| u32::try_from(p).ok())
-                        .unwrap_or(0),
-                    command: r.get::<_, Option<String>>("command").unwrap_or_default(),
-                    started: r
-                        .get::<_, Option<i64>>("started")
-                        .and_then(|s| u64::try_from(s).ok())
-                        .unwrap_or(0),
+                    host: text("host")?,
+                    pid: u32::try_from(int("pid")?).unwrap_or(0),
+                    command: text("command")?,
+                    started: u64::try_from(int("started")?).unwrap_or(0),
                 }),
                 held_as,
                 left: holders,
             },
+            other => {
+                return Err(Failure::Refused(
+                    format!(
+                        "the forced release answered '{}', which this redlock does not know",
+                        crate::report::one_line(other)
+                    )
+                    .into(),
+                ));
+            }
         })
     }
 }

@@ -75,12 +75,24 @@ CREATE TABLE IF NOT EXISTS @schema@.runs (
 CREATE OR REPLACE FUNCTION @schema@.channel(p_name text) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$ SELECT 'redlock_' || md5(p_name) $$;
 
+-- A moment as unix milliseconds, and a span as milliseconds: bounded, so that a time an
+-- operator set by hand (`infinity`) reads as far away instead of failing every step.
+CREATE OR REPLACE FUNCTION @schema@.ms(t timestamptz) RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT AS $$
+    SELECT (LEAST(GREATEST(extract(epoch FROM t), -1e12), 1e12) * 1000)::bigint
+$$;
+CREATE OR REPLACE FUNCTION @schema@.ms(d interval) RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT AS $$
+    SELECT (LEAST(GREATEST(extract(epoch FROM d), -1e12), 1e12) * 1000)::bigint
+$$;
+
 -- Raise counter `p_label` of lock `p_name` by `p_by`.
 CREATE OR REPLACE FUNCTION @schema@.count(p_name text, p_label text, p_by bigint) RETURNS void
 LANGUAGE sql AS $$
     UPDATE @schema@.locks
-    SET counts = jsonb_set(counts, ARRAY[p_label],
-                           to_jsonb(COALESCE((counts ->> p_label)::bigint, 0) + p_by))
+    SET counts = jsonb_set(
+            CASE WHEN jsonb_typeof(counts) = 'object' THEN counts ELSE '{}' END, ARRAY[p_label],
+            to_jsonb(COALESCE((counts ->> p_label)::bigint, 0) + p_by))
     WHERE name = p_name
 $$;
 
@@ -150,7 +162,7 @@ BEGIN
         WHERE h.name = p_name AND h.token = p_token;
         result := 'acquired';
         fence := mine.fence;
-        started_ms := (extract(epoch FROM mine.since) * 1000)::bigint;
+        started_ms := @schema@.ms(mine.since);
         RETURN NEXT;
         RETURN;
     END IF;
@@ -160,7 +172,7 @@ BEGIN
         DELETE FROM @schema@.waiters w WHERE w.name = p_name AND w.token = p_token;
         PERFORM @schema@.count(p_name, 'skipped', 1);
         result := 'skipped';
-        ago_ms := (extract(epoch FROM now - l_row.last_success) * 1000)::bigint;
+        ago_ms := @schema@.ms(now - l_row.last_success);
         RETURN NEXT;
         RETURN;
     END IF;
@@ -200,9 +212,15 @@ BEGIN
             (name, token, fence, kind, since, until, host, pid, command, started)
         VALUES (p_name, p_token, fence, p_kind, now, now + p_ttl_ms * interval '1 millisecond',
                 p_host, p_pid, p_command, p_started);
-        INSERT INTO @schema@.runs (name, fence, token, host, pid, started, until)
+        -- A run of the same token found again (the counter set back by hand, or a backup
+        -- restored) is replaced: the record keeps the newest.
+        INSERT INTO @schema@.runs AS r (name, fence, token, host, pid, started, until)
         VALUES (p_name, fence, p_token, p_host, p_pid, now,
-                now + p_ttl_ms * interval '1 millisecond');
+                now + p_ttl_ms * interval '1 millisecond')
+        ON CONFLICT ON CONSTRAINT runs_pkey DO UPDATE
+            SET token = excluded.token, host = excluded.host, pid = excluded.pid,
+                started = excluded.started, until = excluded.until, ended = NULL,
+                outcome = NULL, status = NULL, min_interval_ms = NULL;
         -- The newest 20 runs are kept, for 40 days after the last, and the last success and
         -- the last to end.
         DELETE FROM @schema@.runs r
@@ -210,7 +228,7 @@ BEGIN
           AND r.fence IS DISTINCT FROM l_row.last_success_fence
           AND r.fence IS DISTINCT FROM l_row.last_ended_fence;
         result := 'acquired';
-        started_ms := (extract(epoch FROM now) * 1000)::bigint;
+        started_ms := @schema@.ms(now);
         RETURN NEXT;
         RETURN;
     END IF;
@@ -227,7 +245,7 @@ BEGIN
     -- At least 100 ms: a lease that ended but whose row a fencing transaction still holds is
     -- looked at again that soon, not at once.
     remaining_ms := CASE WHEN soonest IS NOT NULL
-                         THEN GREATEST(100, (extract(epoch FROM soonest - now) * 1000)::bigint) END;
+                         THEN GREATEST(100, @schema@.ms(soonest::timestamptz) - @schema@.ms(now)) END;
     -- Free, but promised to the queued waiters ahead.
     queued := free;
     RETURN NEXT;
@@ -400,7 +418,7 @@ BEGIN
         RETURN;
     END IF;
     DELETE FROM @schema@.holders h WHERE h.name = p_name AND h.token = chosen.token;
-    UPDATE @schema@.locks l SET fence = l.fence + 1 WHERE l.name = p_name
+    UPDATE @schema@.locks l SET fence = GREATEST(l.fence, chosen.fence) + 1 WHERE l.name = p_name
     RETURNING l.fence INTO fence;
     PERFORM pg_notify(@schema@.channel(p_name), '');
     result := 'removed';

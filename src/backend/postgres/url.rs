@@ -117,7 +117,12 @@ pub(super) fn parse(url: &str) -> Result<Parsed, String> {
     let userinfo = rest
         .find(['@', '/'])
         .is_some_and(|at| rest[at..].starts_with('@'));
-    let quote = rest.matches('@').count() == usize::from(userinfo);
+    // A password in the query may hold an '&' not encoded: what follows it may be a piece of
+    // it, so messages quote nothing there either.
+    let in_query = rest
+        .split_once('?')
+        .is_some_and(|(_, query)| query.split('&').any(|p| p.starts_with("password=")));
+    let quote = rest.matches('@').count() == usize::from(userinfo) && !in_query;
     Reader { scheme, quote }
         .read(rest)
         .map_err(|e| match quote {
@@ -126,7 +131,8 @@ pub(super) fn parse(url: &str) -> Result<Parsed, String> {
         })
 }
 
-const PASSWORD_HINT: &str = "if its password has '@', '/' or '?' in it, write them %40, %2F, %3F";
+const PASSWORD_HINT: &str =
+    "if its password has '@', '/', '?' or '&' in it, write them %40, %2F, %3F, %26";
 
 /// The query parameters redlock reads.
 const PARAMETERS: &str = "host port dbname user password sslmode sslrootcert sslcert sslkey \
@@ -489,7 +495,7 @@ postgres:///db?host=%40abstract                  | host '@abstract'
 postgres://U:P@h/db?options=-c%20a%3Db           | parameter 'options' (it reads host, port,
 postgres://h/db?target_session_attrs=any         | parameter 'target_session_attrs'
 postgres://h/db?ssl=false                        | parameter 'ssl'
-postgres://h/db?user=alice&password=s3cret&no=1  | parameter 'no'
+postgres://h/db?user=alice&password=s3cret&no=1  | parameter (it reads
 postgres://U:P@h/db?sslmode                      | has no '='
 postgres://h/db?password=s3cret&alice            | has no '='
 postgres://h/db?&sslmode=require                 | has no '='
@@ -505,6 +511,8 @@ postgres://alice:s3c@ret@h/db                    | a '@' in the host or database
 postgres://alice:s3c/ret@h/db                    | a '@' in the host or database part: write it %40 in a database name (if
 postgres://alice:s3c/r?user=x@h/db               | port is not a number from 1 to 65535 (if its
 postgres://alice:s3c@r?et=x@h/db                 | query parameter (it reads
+postgres://h/db?password=Blue&Horse=s3cret       | parameter (it reads
+postgres://h/db?password=Blue&sslmode=s3cret     | sslmode is not disable
 ";
 
     #[test]

@@ -80,7 +80,8 @@ impl Endpoint {
             _ => {
                 return Err(format!(
                     "'{shown}' is not a URL redlock takes (use redis://, rediss://, unix://, \
-                     redis+unix://, redis+sentinel://, redis+cluster://, etcd:// or etcds://)"
+                     redis+unix://, redis+sentinel://, redis+cluster://, etcd://, etcds://, \
+                     postgres:// or postgresql://)"
                 ));
             }
         }

@@ -4,7 +4,7 @@
 //! runs to the *last* `@` (on a socket URL, whose path may hold one too, to the last `@/`).
 
 /// Every scheme redlock takes.
-const SCHEMES: [&str; 10] = [
+const SCHEMES: [&str; 12] = [
     "redis",
     "rediss",
     "unix",
@@ -15,6 +15,8 @@ const SCHEMES: [&str; 10] = [
     "rediss+cluster",
     "etcd",
     "etcds",
+    "postgres",
+    "postgresql",
 ];
 
 /// The query parameters each scheme takes; the secret ones are [`SECRET_PARAMETERS`].
@@ -199,7 +201,8 @@ pub fn no_scheme(word: &str) -> String {
         format!("the URL lacks the '//' after '{scheme}:' (write {scheme}:{slashes})")
     } else {
         "the URL has no scheme (use redis://, rediss://, unix://, redis+unix://, \
-         redis+sentinel://, redis+cluster://, etcd:// or etcds://)"
+         redis+sentinel://, redis+cluster://, etcd://, etcds://, postgres:// or \
+         postgresql://)"
             .to_owned()
     }
 }
