@@ -3,10 +3,11 @@
 //! server's clock (`clock_timestamp()`), never a client's; the fencing token is a `bigint`
 //! the database keeps, raised by one per acquisition in the transaction that takes the lock.
 //!
-//! Each step (take, renew, release, leave, a forced release) is one call of a function
-//! `schema.sql` defines: one round trip and one transaction that locks the lock's row first,
-//! so no transaction stays open while a client may freeze or its command runs. A waiter
-//! `LISTEN`s on the lock's channel; a release `NOTIFY`s it in its own transaction.
+//! Each step (take, renew, release, leave, a forced release) is one statement, most of them a
+//! call of a function `schema.sql` defines: one round trip and one transaction that locks the
+//! lock's row first, so no transaction stays open while a client may freeze or its command
+//! runs. A waiter `LISTEN`s on its own channel; a release `NOTIFY`s the first waiter in its own
+//! transaction.
 //!
 //! The URL (`url`), the password files libpq users keep (`pgpass`), TLS by `sslmode` (`tls`),
 //! the connection (`conn`), the protocol (`locker`), the admin commands' reads (`node`).
@@ -229,7 +230,10 @@ impl Backend for Postgres {
     fn init(&self, timeout: Duration) -> Result<String, Failure> {
         let mut conn = Conn::new(self.server.clone());
         let sql = format!(
-            "SET client_min_messages = warning; {}",
+            // As pg_dump does: function bodies are checked when called, so that a table of
+            // redlock's name that is not redlock's is named below, not by the first body that
+            // reads it.
+            "SET client_min_messages = warning; SET check_function_bodies = off; {}",
             self.tables().unwrap_or_default()
         );
         let deadline = Instant::now() + timeout;

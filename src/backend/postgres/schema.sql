@@ -20,7 +20,12 @@ CREATE TABLE IF NOT EXISTS @schema@.locks (
     -- The runs the record shows however many came after: the last success, the last to end.
     last_success_fence bigint,
     last_ended_fence bigint,
-    counts jsonb NOT NULL DEFAULT '{}'
+    counts jsonb NOT NULL DEFAULT '{}',
+    -- How many holders' rows (whether their lease ended or not) and queued waiters' rows the
+    -- lock has, kept by every step that changes them: the plain take's one statement decides
+    -- on them, in the lock's row it locks.
+    holders bigint NOT NULL DEFAULT 0,
+    queued bigint NOT NULL DEFAULT 0
 );
 
 -- Its holders: one row each (one for an exclusive lock, up to N for --limit N, any number of
@@ -71,9 +76,31 @@ CREATE TABLE IF NOT EXISTS @schema@.runs (
     PRIMARY KEY (name, fence)
 );
 
--- The channel a lock's releases are announced on (NOTIFY, delivered when the release commits).
-CREATE OR REPLACE FUNCTION @schema@.channel(p_name text) RETURNS text
-LANGUAGE sql IMMUTABLE AS $$ SELECT 'redlock_' || md5(p_name) $$;
+-- The channel a waiter listens on (its own: a release wakes whom it frees the lock for, not
+-- every waiter at once).
+CREATE OR REPLACE FUNCTION @schema@.channel(p_token text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$ SELECT 'redlock_' || md5(p_token) $$;
+
+-- Wake the first waiter of lock `p_name` in the order they came, and the shared waiters right
+-- behind a shared one, who may all come in together (NOTIFY: heard when the caller commits).
+-- A waiter woken in vain waits again; one that died is passed over once its registration ends.
+CREATE OR REPLACE FUNCTION @schema@.wake(p_name text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    w record;
+    first_kind text;
+BEGIN
+    FOR w IN SELECT token, kind FROM @schema@.waiters
+             WHERE name = p_name AND until >= clock_timestamp() ORDER BY seq LOOP
+        IF first_kind IS NULL THEN
+            first_kind := w.kind;
+        ELSIF first_kind <> 'shared' OR w.kind <> 'shared' THEN
+            EXIT;
+        END IF;
+        PERFORM pg_notify(@schema@.channel(w.token), '');
+    END LOOP;
+END
+$$;
 
 -- A moment as unix milliseconds, and a span as milliseconds: bounded, so that a time an
 -- operator set by hand (`infinity`) reads as far away instead of failing every step.
@@ -84,6 +111,16 @@ $$;
 CREATE OR REPLACE FUNCTION @schema@.ms(d interval) RETURNS bigint
 LANGUAGE sql IMMUTABLE STRICT AS $$
     SELECT (LEAST(GREATEST(extract(epoch FROM d), -1e12), 1e12) * 1000)::bigint
+$$;
+
+-- Count the holders' and queued waiters' rows of lock `p_name` again, into its row; at the end of
+-- every step that changes them (the caller holds the lock's row).
+CREATE OR REPLACE FUNCTION @schema@.recount(p_name text) RETURNS void
+LANGUAGE sql AS $$
+    UPDATE @schema@.locks l
+    SET holders = (SELECT count(*) FROM @schema@.holders h WHERE h.name = p_name),
+        queued = (SELECT count(*) FROM @schema@.waiters w WHERE w.name = p_name AND w.queued)
+    WHERE l.name = p_name
 $$;
 
 -- Raise counter `p_label` of lock `p_name` by `p_by`.
@@ -153,7 +190,7 @@ BEGIN
     SELECT * INTO l_row FROM @schema@.locks l WHERE l.name = p_name FOR UPDATE;
     now := clock_timestamp();
     PERFORM @schema@.expire(p_name, now);
-    channel := @schema@.channel(p_name);
+    channel := @schema@.channel(p_token);
 
     -- Taken already by this token: an attempt whose answer was lost, made again.
     SELECT * INTO mine FROM @schema@.holders h WHERE h.name = p_name AND h.token = p_token;
@@ -163,6 +200,7 @@ BEGIN
         result := 'acquired';
         fence := mine.fence;
         started_ms := @schema@.ms(mine.since);
+        PERFORM @schema@.recount(p_name);
         RETURN NEXT;
         RETURN;
     END IF;
@@ -173,6 +211,7 @@ BEGIN
         PERFORM @schema@.count(p_name, 'skipped', 1);
         result := 'skipped';
         ago_ms := @schema@.ms(now - l_row.last_success);
+        PERFORM @schema@.recount(p_name);
         RETURN NEXT;
         RETURN;
     END IF;
@@ -185,6 +224,7 @@ BEGIN
         DELETE FROM @schema@.waiters w WHERE w.name = p_name AND w.token = p_token;
         result := 'mismatch';
         found_kind := held_kind;
+        PERFORM @schema@.recount(p_name);
         RETURN NEXT;
         RETURN;
     END IF;
@@ -229,6 +269,7 @@ BEGIN
           AND r.fence IS DISTINCT FROM l_row.last_ended_fence;
         result := 'acquired';
         started_ms := @schema@.ms(now);
+        PERFORM @schema@.recount(p_name);
         RETURN NEXT;
         RETURN;
     END IF;
@@ -248,6 +289,7 @@ BEGIN
                          THEN GREATEST(100, @schema@.ms(soonest::timestamptz) - @schema@.ms(now)) END;
     -- Free, but promised to the queued waiters ahead.
     queued := free;
+    PERFORM @schema@.recount(p_name);
     RETURN NEXT;
 END
 $$;
@@ -268,6 +310,7 @@ BEGIN
     END IF;
     PERFORM 1 FROM @schema@.locks l WHERE l.name = p_name FOR UPDATE;
     PERFORM @schema@.lost(p_name, p_fence, p_lost_outcome, p_lost_status, NULL, now);
+    PERFORM @schema@.recount(p_name);
     RETURN 'gone';
 END
 $$;
@@ -291,7 +334,7 @@ BEGIN
         PERFORM @schema@.count(p_name, p_outcome, 1);
         UPDATE @schema@.locks l SET last_ended_fence = p_fence WHERE l.name = p_name;
     END IF;
-    PERFORM pg_notify(@schema@.channel(p_name), '');
+    PERFORM @schema@.wake(p_name);
 END
 $$;
 
@@ -310,6 +353,11 @@ DECLARE
     ended_at timestamptz;
     recorded text;
 BEGIN
+    -- Committed without waiting for its log to reach the disk (or a synchronous standby): a
+    -- release lost in a crash leaves the lock held until its lease ends, as if its holder had
+    -- died, and no later take can be kept without it, since a take waits for the log up to
+    -- its own commit, the release's included. A run's way out is a write shorter.
+    PERFORM set_config('synchronous_commit', 'off', true);
     PERFORM 1 FROM @schema@.locks l WHERE l.name = p_name FOR UPDATE;
     now := clock_timestamp();
     DELETE FROM @schema@.holders h
@@ -328,7 +376,8 @@ BEGIN
                 last_success_fence = p_fence
             WHERE l.name = p_name;
         END IF;
-        PERFORM pg_notify(@schema@.channel(p_name), '');
+        PERFORM @schema@.wake(p_name);
+        PERFORM @schema@.recount(p_name);
         RETURN 'ours';
     END IF;
     SELECT r.outcome INTO recorded FROM @schema@.runs r
@@ -339,6 +388,7 @@ BEGIN
     PERFORM @schema@.lost(p_name, p_fence, p_lost_outcome, p_lost_status,
                           CASE WHEN p_lost_by_ms > 0
                                THEN to_timestamp(p_lost_by_ms / 1000.0) END, now);
+    PERFORM @schema@.recount(p_name);
     RETURN 'gone';
 END
 $$;
@@ -361,7 +411,8 @@ BEGIN
     IF p_busy THEN
         PERFORM @schema@.count(p_name, 'busy', 1);
     END IF;
-    PERFORM pg_notify(@schema@.channel(p_name), '');
+    PERFORM @schema@.wake(p_name);
+    PERFORM @schema@.recount(p_name);
     RETURN taken IS NOT NULL;
 END
 $$;
@@ -388,6 +439,7 @@ BEGIN
         result := 'free';
         fence := 0;
         holders := 0;
+        PERFORM @schema@.recount(p_name);
         RETURN NEXT;
         RETURN;
     END IF;
@@ -400,6 +452,7 @@ BEGIN
             DELETE FROM @schema@.waiters w WHERE w.name = p_name AND w.queued RETURNING 1
         ) SELECT count(*) INTO holders FROM cleared;
         result := 'free';
+        PERFORM @schema@.recount(p_name);
         RETURN NEXT;
         RETURN;
     END IF;
@@ -414,13 +467,14 @@ BEGIN
         ELSE
             result := 'several';
         END IF;
+        PERFORM @schema@.recount(p_name);
         RETURN NEXT;
         RETURN;
     END IF;
     DELETE FROM @schema@.holders h WHERE h.name = p_name AND h.token = chosen.token;
     UPDATE @schema@.locks l SET fence = GREATEST(l.fence, chosen.fence) + 1 WHERE l.name = p_name
     RETURNING l.fence INTO fence;
-    PERFORM pg_notify(@schema@.channel(p_name), '');
+    PERFORM @schema@.wake(p_name);
     result := 'removed';
     token := chosen.token;
     kind := chosen.kind;
@@ -429,6 +483,7 @@ BEGIN
     pid := chosen.pid;
     command := chosen.command;
     started := chosen.started;
+    PERFORM @schema@.recount(p_name);
     RETURN NEXT;
 END
 $$;
