@@ -8,7 +8,9 @@
 //! fsynced are lost), under clients that run with `--fsync`, must come back with every lock it
 //! acknowledged: no second holder (`CHAOS_APPENDFSYNC`, `always` by default, sets its policy).
 //! Last, the same clients on a real 3-member etcd cluster whose members are stopped, killed and
-//! cut to a minority, and whose leases are revoked (tests/chaos/etcd.rs).
+//! cut to a minority, and whose leases are revoked (tests/chaos/etcd.rs); and on a real
+//! PostgreSQL frozen past the lease, restarted, killed, and robbed of its holder's row by hand
+//! (tests/chaos/pg.rs).
 //!
 //! `cargo test --test chaos` runs the short form (CI); `CHAOS_SECS=180 CHAOS_CLIENTS=16 cargo
 //! test --test chaos` the long one. `CHAOS_TTL_MS` sets the lease (default 1000) and
@@ -16,8 +18,9 @@
 //! `CHAOS_MULTI_SECS` says longer, with `CHAOS_MULTI_CLIENTS` clients (6), `CHAOS_MULTI_TTL_MS`
 //! (500: a round in about 10 s each) and `CHAOS_LIMIT` (3). The etcd phase runs for
 //! `CHAOS_ETCD_SECS` (20) on a lease of `CHAOS_ETCD_TTL_MS` (1000), with `CHAOS_CLIENTS`
-//! clients. `CHAOS_PHASES=semaphore,mix` runs only the phases named (main, empty, fsync,
-//! semaphore, mix, etcd; a deterministic replay always runs first, alone with
+//! clients; the PostgreSQL phase for `CHAOS_PG_SECS` (20) on `CHAOS_PG_TTL_MS` (1000).
+//! `CHAOS_PHASES=semaphore,mix` runs only the phases named (main, empty, fsync,
+//! semaphore, mix, etcd, postgres; a deterministic replay always runs first, alone with
 //! `CHAOS_PHASES=replay`). The binary re-executes itself as the worker (`--chaos-worker <store
 //! socket>`).
 
@@ -36,6 +39,8 @@ mod chaos {
     pub mod faults;
     // The etcd phase: a 3-member cluster and its members' faults.
     pub mod etcd;
+    // The PostgreSQL phase: one server frozen, restarted, killed, a holder's row deleted.
+    pub mod pg;
     // A history the semaphore phase met, replayed deterministically.
     pub mod replay;
     // The fenced store.
@@ -157,6 +162,8 @@ enum Server {
     Redis(Persistence),
     /// A real 3-member etcd cluster (tests/chaos/etcd.rs).
     Etcd,
+    /// A real PostgreSQL server (tests/chaos/pg.rs).
+    Postgres,
 }
 
 /// One phase: a server, a fenced store, clients and faults.
@@ -200,6 +207,7 @@ impl Phase {
         match self.server {
             Server::Redis(persistence) => self.run_redis(persistence, rng),
             Server::Etcd => chaos::etcd::run(self, rng),
+            Server::Postgres => chaos::pg::run(self, rng),
         }
     }
 
@@ -477,6 +485,9 @@ fn main() {
     // The etcd phase: rounds of its five faults for this long, on this lease.
     let etcd_secs = env_num("CHAOS_ETCD_SECS", 20);
     let etcd_ttl = Duration::from_millis(env_num("CHAOS_ETCD_TTL_MS", 1000));
+    // The PostgreSQL phase: rounds of its four faults for this long, on this lease.
+    let pg_secs = env_num("CHAOS_PG_SECS", 20);
+    let pg_ttl = Duration::from_millis(env_num("CHAOS_PG_TTL_MS", 1000));
     let seed = env_num("CHAOS_SEED", mono_ns());
     // The fsync phase's policy: `always` (CI). With `everysec` the phase shows what Valkey 8's
     // WAITAOF acknowledges before the fsync (redis/redis#13793): see docs/high-availability.md.
@@ -570,6 +581,19 @@ fn main() {
             // stopped to cut off.
             long_writes: Some((100, 140)),
         },
+        Phase {
+            name: "postgres",
+            title: "PostgreSQL: frozen, restarted, killed, a holder's row deleted".into(),
+            how: How::Exclusive,
+            server: Server::Postgres,
+            kinds: chaos::pg::FAULTS,
+            secs: pg_secs,
+            clients,
+            ttl: pg_ttl,
+            writes: (5, 16),
+            // A holder that outlives its lease's renewals, for a freeze to cut off.
+            long_writes: Some((100, 140)),
+        },
     ];
     // CHAOS_PHASES=semaphore,mix runs only those (all six by default).
     let only = std::env::var("CHAOS_PHASES").unwrap_or_default();
@@ -592,10 +616,13 @@ fn main() {
     // CHAOS_PHASES=etcd the same seed gives the same schedule as in the whole run.
     // ("etcd" in ASCII).
     let mut etcd_rng = Rng::new(seed ^ 0x6574_6364);
+    // And the PostgreSQL phase its own ("pg" in ASCII).
+    let mut pg_rng = Rng::new(seed ^ 0x7067);
     for phase in &chosen {
         let forgetful = phase.server == Server::Redis(Persistence::Nothing);
         let mut report = match phase.server {
             Server::Etcd => phase.run(&mut etcd_rng),
+            Server::Postgres => phase.run(&mut pg_rng),
             Server::Redis(_) => phase.run(&mut rng),
         };
         expect_tokens_in_order(&mut report);
@@ -604,6 +631,9 @@ fn main() {
         }
         if phase.server == Server::Etcd {
             chaos::etcd::expect(&mut report, phase.ttl);
+        }
+        if phase.server == Server::Postgres {
+            chaos::pg::expect(&mut report, phase.ttl);
         }
         match phase.how {
             How::Exclusive if !forgetful => expect_fenced_store(&mut report),

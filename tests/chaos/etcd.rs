@@ -326,30 +326,32 @@ fn afterwards(etcd: &EtcdCluster, phase: &Phase, store: &Store, report: &mut Rep
 
 /// The etcd phase's own checks, after the main phase's.
 pub fn expect(r: &mut Report, ttl: Duration) {
-    expect_cut_off_in_time(r, ttl);
+    expect_cut_off_in_time(r, ttl, Kind::EtcdMajorityStop);
 }
 
-/// Holders cut off from the majority: each ran its command no longer than its lease, which
-/// was last renewed before the stop, so its last action came less than a ttl after the stop.
-/// A worker that did not end on its own was stopped by redlock, for a lost lease: its redlock
-/// exited 76. And a majority stop did cut a holder off so, or the phase showed nothing.
-fn expect_cut_off_in_time(r: &mut Report, ttl: Duration) {
+/// Holders cut off by `cut` (a majority stopped, a server frozen): each ran its command no
+/// longer than its lease, which was last renewed before the stop, so its last action came less
+/// than a ttl after the stop. A worker that did not end on its own was stopped by redlock, for a
+/// lost lease: its redlock exited 76. And such a stop did cut a holder off, or the phase showed
+/// nothing.
+pub fn expect_cut_off_in_time(r: &mut Report, ttl: Duration, cut: Kind) {
     let ttl_ns = ttl.as_nanos() as u64;
     let t0 = r.state.workers.first().map_or(0, |w| w.start);
     let ms = |t: u64| t.saturating_sub(t0) as f64 / 1e6;
     let mut problems = Vec::new();
     let mut cut_off = 0;
-    for f in r.faults.iter().filter(|f| f.kind == Kind::EtcdMajorityStop) {
+    for f in r.faults.iter().filter(|f| f.kind == cut) {
         // Started before the SIGCONTs: it took the lock before the stop.
         let held = r.state.workers.iter().filter(|w| w.start < f.healed);
         for w in held.filter(|w| w.last >= f.at) {
             if w.last >= f.at + ttl_ns {
                 problems.push(format!(
-                    "client {} token {} ran to {:.0} ms, past its lease: the majority stopped at \
-                     {:.0} ms (resumed at {:.0} ms), the ttl is {} ms",
+                    "client {} token {} ran to {:.0} ms, past its lease: {} at {:.0} ms \
+                     (resumed at {:.0} ms), the ttl is {} ms",
                     w.client,
                     w.fence,
                     ms(w.last),
+                    cut.name(),
                     ms(f.at),
                     ms(f.healed),
                     ttl.as_millis()
@@ -372,14 +374,11 @@ fn expect_cut_off_in_time(r: &mut Report, ttl: Duration) {
             ));
         }
     }
-    let majority_stops = r
-        .faults
-        .iter()
-        .filter(|f| f.kind == Kind::EtcdMajorityStop)
-        .count();
-    if majority_stops > 0 && cut_off == 0 {
+    let stops = r.faults.iter().filter(|f| f.kind == cut).count();
+    if stops > 0 && cut_off == 0 {
         problems.push(format!(
-            "{majority_stops} majority stops cut no holder off: the phase showed nothing"
+            "{stops} faults of '{}' cut no holder off: the phase showed nothing",
+            cut.name()
         ));
     }
     // Holders an old leader's revokes robbed: their redlock found the entry gone (76).
@@ -397,13 +396,15 @@ fn expect_cut_off_in_time(r: &mut Report, ttl: Duration) {
         })
         .count();
     r.notes.push((
-        "holders cut off by a majority stop".into(),
+        format!("holders cut off by '{}'", cut.name()),
         cut_off.to_string(),
     ));
-    r.notes.push((
-        "holders an old leader's revokes robbed (76)".into(),
-        revoked.to_string(),
-    ));
+    if cut == Kind::EtcdMajorityStop {
+        r.notes.push((
+            "holders an old leader's revokes robbed (76)".into(),
+            revoked.to_string(),
+        ));
+    }
     r.notes.push((
         "workers stopped by redlock (lease lost)".into(),
         stopped.to_string(),

@@ -49,6 +49,15 @@ pub enum Kind {
     /// etcd before 3.4.31 and 3.5.13 (etcd-io/etcd#15247). It revokes the leases that ran out
     /// by its own stale clock, though the new leader kept them alive: a revoke from outside.
     EtcdStaleRevokes,
+    /// PostgreSQL frozen (every process SIGSTOPped) for 1.5 to 2.5 ttls: no renewal, so a
+    /// holder's command must be stopped before its lease could end.
+    PgFreeze,
+    /// PostgreSQL shut down fast and started again, within the lease.
+    PgRestart,
+    /// PostgreSQL SIGKILLed and restarted through crash recovery (synchronous commits on).
+    PgKill,
+    /// The holder's row deleted by hand: the holder hears of it at its next renewal.
+    PgHolderDeleted,
 }
 
 /// The faults of the main run, every one at least once.
@@ -87,6 +96,10 @@ impl Kind {
             Kind::EtcdMajorityStop => "etcd majority SIGSTOPped > ttl",
             Kind::EtcdLeasesRevoked => "etcd leases all revoked",
             Kind::EtcdStaleRevokes => "etcd old leader's revokes (#15247)",
+            Kind::PgFreeze => "PostgreSQL frozen > ttl",
+            Kind::PgRestart => "PostgreSQL restarted",
+            Kind::PgKill => "PostgreSQL killed, restarted",
+            Kind::PgHolderDeleted => "PostgreSQL holder's row deleted",
         }
     }
 
@@ -102,6 +115,7 @@ impl Kind {
                 | Kind::RestartEmpty
                 | Kind::EtcdLeasesRevoked
                 | Kind::EtcdStaleRevokes
+                | Kind::PgHolderDeleted
         )
     }
 }
@@ -326,6 +340,9 @@ impl World<'_> {
             | Kind::EtcdLeasesRevoked
             | Kind::EtcdStaleRevokes => {
                 unreachable!("{kind:?} is an etcd fault (tests/chaos/etcd.rs)")
+            }
+            Kind::PgFreeze | Kind::PgRestart | Kind::PgKill | Kind::PgHolderDeleted => {
+                unreachable!("{kind:?} is a PostgreSQL fault (tests/chaos/pg.rs)")
             }
         }
         let healed = mono_ns();
