@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/need.sh
 need_packages tmux openssl groff:groff-base man:man-db fish promtool:prometheus \
-  pg_ctlcluster:postgresql jq pgrep:procps cron etcd:etcd-server etcdctl:etcd-client
+  pg_ctlcluster:postgresql pgbouncer jq pgrep:procps cron etcd:etcd-server etcdctl:etcd-client
 cargo fmt --check
 cargo clippy --all-targets --locked -- -D warnings
 bash scripts/check-deb.sh

@@ -119,3 +119,49 @@ fn hand_edited_rows_leave_the_lock_usable() {
         .stdout_contains("is free")
         .output();
 }
+
+/// PgBouncer, as Debian ships it, in transaction mode in front of the server: it refuses the
+/// session redlock asks for, and redlock says so in one line (69) without running anything.
+#[test]
+fn a_pooler_in_front_is_refused_in_one_line() {
+    let pg = PgServer::start();
+    with_tables(&pg);
+    let dir = TempDir::new();
+    let port = free_port();
+    let ini = dir.join("pgbouncer.ini");
+    std::fs::write(
+        &ini,
+        format!(
+            "[databases]\npostgres = host=127.0.0.1 port={pg_port} dbname=postgres\n\
+             [pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nauth_type = trust\n\
+             auth_file = {users}\npool_mode = transaction\nunix_socket_dir =\n",
+            pg_port = pg.port(),
+            users = dir.join("users.txt").display(),
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.join("users.txt"), "\"postgres\" \"\"\n").unwrap();
+    // It will not run as root: as the server's user, who must read its files.
+    let mut cmd = std::process::Command::new("runuser");
+    cmd.args(["-u", "postgres", "--", "pgbouncer"]).arg(&ini);
+    for path in [dir.path(), &ini, &dir.join("users.txt")] {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = if path.is_dir() { 0o755 } else { 0o644 };
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let bouncer = Proc::spawn(cmd);
+    wait_until(PATIENCE, "pgbouncer to listen", || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let marker = TempDir::new();
+    Redlock::run_at(&format!("postgres://postgres@127.0.0.1:{port}/postgres"))
+        .key("pooled")
+        .sh(&marker_script(&marker))
+        .status(69)
+        .stderr_contains("a pooler in front of PostgreSQL (PgBouncer) does that")
+        .stderr_lines(1)
+        .output();
+    assert!(!marker.join("marker").exists());
+    bouncer.signal(nix::sys::signal::Signal::SIGTERM);
+    let _ = bouncer.finish();
+}

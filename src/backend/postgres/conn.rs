@@ -256,6 +256,24 @@ impl Conn {
                 err,
             ));
         }
+        if err
+            .as_db_error()
+            .is_some_and(|db| *db.code() == SqlState::PROTOCOL_VIOLATION)
+        {
+            let said = err
+                .as_db_error()
+                .map(|db| bounded(db.message()))
+                .unwrap_or_default();
+            return Failure::Refused(Reason::caused_by(
+                format!(
+                    "{} refused the session redlock asks for ({said}): a pooler in front of \
+                     PostgreSQL (PgBouncer) does that; point redlock at PostgreSQL itself (a \
+                     transaction-mode pool loses the LISTEN its waiters are woken by)",
+                    self.shown()
+                ),
+                err,
+            ));
+        }
         self.failure(err)
     }
 
