@@ -450,3 +450,81 @@ fn a_fenced_write_in_progress_keeps_the_lock_past_the_lease() {
     fencing.finish().assert_code(0);
     assert!(dir.join("marker").exists());
 }
+
+/// TLS as libpq's sslmode asks for it, against a real server with TLS on (a certificate for
+/// 127.0.0.1 signed by a test CA): verify-full and verify-ca with the CA, require without one
+/// (encrypted, not verified), disable (plain); a CA that did not sign it refused (69), and a
+/// mode that needs a CA with none given either.
+#[test]
+fn tls_follows_sslmode_as_libpq_does() {
+    use std::os::unix::fs::{PermissionsExt, chown};
+    let pg = PgServer::start();
+    with_tables(&pg);
+    let dir = TempDir::new();
+    let (ca, crt, key) = super::tls::make_certs(&dir, "pg");
+    let (other_ca, _, _) = super::tls::make_certs(&dir, "other");
+    // The server reads its key only if it owns it, and no one else may.
+    let user = nix::unistd::User::from_name("postgres").ok().flatten();
+    for (from, name) in [(&crt, "server.crt"), (&key, "server.key")] {
+        let to = pg.socket_dir().join(name);
+        std::fs::copy(from, &to).unwrap();
+        if let Some(user) = &user {
+            chown(&to, Some(user.uid.as_raw()), Some(user.gid.as_raw())).unwrap();
+        }
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let files = pg.socket_dir();
+    pg.psql(&format!(
+        "ALTER SYSTEM SET ssl_cert_file = '{}'",
+        files.join("server.crt").display()
+    ));
+    pg.psql(&format!(
+        "ALTER SYSTEM SET ssl_key_file = '{}'",
+        files.join("server.key").display()
+    ));
+    pg.psql("ALTER SYSTEM SET ssl = on");
+    pg.psql("ALTER SYSTEM SET log_connections = on");
+    pg.psql("SELECT pg_reload_conf()");
+    wait_until(PATIENCE, "the server to speak TLS", || {
+        pg.psql("SHOW ssl") == "on"
+    });
+    let url = |query: &str| format!("{}?{query}", pg.url());
+    // Each session's TLS, as the server logs it.
+    let encrypted = || {
+        pg.log()
+            .lines()
+            .filter(|l| l.contains("application_name=redlock SSL enabled"))
+            .count()
+    };
+    let ca = ca.display().to_string();
+    for (query, tls) in [
+        (format!("sslmode=verify-full&sslrootcert={ca}"), true),
+        (format!("sslmode=verify-ca&sslrootcert={ca}"), true),
+        ("sslmode=require".to_owned(), true),
+        ("sslmode=disable".to_owned(), false),
+    ] {
+        let before = encrypted();
+        Redlock::run_at(&url(&query))
+            .key("tls")
+            .arg("true")
+            .output();
+        assert_eq!(encrypted() > before, tls, "{query}:\n{}", pg.log());
+    }
+    Redlock::run_at(&url(&format!(
+        "sslmode=verify-full&sslrootcert={}",
+        other_ca.display()
+    )))
+    .key("tls")
+    .arg("true")
+    .status(69)
+    .stderr_contains("cannot reach PostgreSQL at")
+    .output();
+    // Verified against the system's store, which does not know the test CA.
+    Redlock::run_at(&url("sslmode=verify-full"))
+        .key("tls")
+        .arg("true")
+        .env("SSL_CERT_FILE", &other_ca)
+        .status(69)
+        .any_stderr()
+        .output();
+}
