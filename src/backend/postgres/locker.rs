@@ -1,7 +1,7 @@
 //! The lock protocol on PostgreSQL, as a run's lease drives it ([`Locker`]); each step one
 //! statement:
 //!
-//! - **take**: a first plain attempt (exclusive, no `--min-interval`) is [`PLAIN_TAKE`], the
+//! - **take**: a plain attempt (exclusive, not `--fair`, no `--min-interval`) is [`plain`], the
 //!   classic lock table's one statement; every other, and one that statement turns away, is the
 //!   `take` function of `schema.sql`: holders whose lease ended by the server's clock removed
 //!   (their runs vanished), then, if there is room, a holder's row with its lease's end
@@ -22,6 +22,7 @@ use tokio::sync::Notify;
 use tokio_postgres::types::Type;
 
 use super::conn::{Conn, Heard, column};
+use super::plain;
 use crate::lock::record::{RunEnding, Tenure};
 use crate::lock::{
     Acquire, Block, Failure, Held, HeldAs, Holder, Interrupt, Kind, Locker, Renewal, RunSpec,
@@ -64,6 +65,71 @@ impl PgLocker {
         }
     }
 
+    /// The plain lock's take and, if turned away, its place as a waiter ([`plain`]); None when
+    /// the function must decide.
+    fn plain(
+        &mut self,
+        token: &str,
+        ttl: Duration,
+        deadline: Instant,
+    ) -> Result<Option<Acquire>, Failure> {
+        let sql = plain::PLAIN_TAKE.replace("@schema@", self.conn.schema());
+        let (ttl_ms, pid) = (ms(ttl), i64::from(self.holder.pid));
+        let started = i64::try_from(self.holder.started).unwrap_or(0);
+        self.unanswered = true;
+        let rows = self.conn.query(
+            deadline,
+            &sql,
+            &[
+                (&self.name, Type::TEXT),
+                (&token, Type::TEXT),
+                (&ttl_ms, Type::INT8),
+                (&self.holder.host, Type::TEXT),
+                (&pid, Type::INT8),
+                (&self.holder.command, Type::TEXT),
+                (&started, Type::INT8),
+            ],
+        );
+        let rows = match rows {
+            // The server said no: nothing was taken.
+            Err(failure @ Failure::Refused(_)) => {
+                self.unanswered = false;
+                return Err(failure);
+            }
+            rows => rows?,
+        };
+        self.unanswered = false;
+        if let Some(row) = rows.first() {
+            let fence: i64 = column(row, "fence")?;
+            self.taken = Some((fence, Tenure::new(ttl)));
+            return Ok(Some(Acquire::Acquired { fence }));
+        }
+        let sql = plain::PLAIN_WAIT.replace("@schema@", self.conn.schema());
+        let waiting_ms = ms(self.waiting);
+        let rows = self.conn.query(
+            deadline,
+            &sql,
+            &[
+                (&self.name, Type::TEXT),
+                (&token, Type::TEXT),
+                (&waiting_ms, Type::INT8),
+            ],
+        )?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        if column::<Option<bool>>(row, "undecided")?.unwrap_or(true) {
+            return Ok(None);
+        }
+        self.channel = column(row, "channel")?;
+        Ok(Some(Acquire::Busy {
+            // At least 100 ms, as the function answers.
+            remaining: from_ms(column(row, "remaining_ms")?)
+                .map(|r| r.max(Duration::from_millis(100))),
+            queued: false,
+        }))
+    }
+
     /// `SELECT schema.function(args...)`, with `n` parameters.
     fn call(&self, function: &str, n: usize) -> String {
         let args: Vec<String> = (1..=n).map(|i| format!("${i}")).collect();
@@ -74,40 +140,6 @@ impl PgLocker {
         )
     }
 }
-
-/// The plain take (an exclusive lock, no `--min-interval`) in one statement, as the classic lock
-/// table takes it: the lock's row inserted, or taken over where it has no holder and no queued
-/// waiter (counts kept in the row by every step, so that this decides on the row it locks,
-/// seeing what the step before it committed); the holder's row and the run's record beside it.
-/// It answers the fencing token and when, or no row: then the `take` function decides (holders
-/// to expire, waiters to queue). One statement costs a new session a plan, where the function
-/// costs it the function's whole body: a plain run's overhead, measured in scripts/bench.sh.
-const PLAIN_TAKE: &str = "
-WITH l AS (
-  INSERT INTO @schema@.locks AS l (name, fence, holders) VALUES ($1, 1, 1)
-  ON CONFLICT (name) DO UPDATE SET fence = l.fence + 1, holders = 1
-  WHERE l.holders = 0 AND l.queued = 0
-    -- A holder's row made by hand, not counted: the function decides.
-    AND NOT EXISTS (SELECT 1 FROM @schema@.holders h WHERE h.name = $1)
-  RETURNING l.fence, l.last_success_fence, l.last_ended_fence, clock_timestamp() AS at
-), h AS (
-  INSERT INTO @schema@.holders (name, token, fence, kind, since, until, host, pid, command, started)
-  SELECT $1, $2, l.fence, 'lock', l.at, l.at + $3 * interval '1 millisecond', $4, $5, $6, $7
-  FROM l
-), r AS (
-  INSERT INTO @schema@.runs AS r (name, fence, token, host, pid, started, until)
-  SELECT $1, l.fence, $2, $4, $5, l.at, l.at + $3 * interval '1 millisecond' FROM l
-  ON CONFLICT ON CONSTRAINT runs_pkey DO UPDATE
-    SET token = excluded.token, host = excluded.host, pid = excluded.pid,
-        started = excluded.started, until = excluded.until, ended = NULL, outcome = NULL,
-        status = NULL, min_interval_ms = NULL
-), pruned AS (
-  DELETE FROM @schema@.runs r USING l
-  WHERE r.name = $1 AND (r.fence <= l.fence - 20 OR r.ended < l.at - interval '40 days')
-    AND r.fence IS DISTINCT FROM l.last_success_fence
-    AND r.fence IS DISTINCT FROM l.last_ended_fence
-)
-SELECT l.fence, @schema@.ms(l.at) AS started_ms FROM l";
 
 /// Milliseconds, as the functions take them.
 fn ms(d: Duration) -> i64 {
@@ -127,38 +159,9 @@ impl Locker for PgLocker {
         timeout: Duration,
     ) -> Result<Acquire, Failure> {
         let deadline = Instant::now() + timeout;
-        // A first attempt only: a client turned away is registered as a waiter, which the
-        // function's take removes as it lets it in.
-        if self.kind == Kind::Exclusive && self.min_interval.is_none() && self.channel.is_none() {
-            let sql = PLAIN_TAKE.replace("@schema@", self.conn.schema());
-            let (ttl_ms, pid) = (ms(ttl), i64::from(self.holder.pid));
-            let started = i64::try_from(self.holder.started).unwrap_or(0);
-            self.unanswered = true;
-            let rows = self.conn.query(
-                deadline,
-                &sql,
-                &[
-                    (&self.name, Type::TEXT),
-                    (&token, Type::TEXT),
-                    (&ttl_ms, Type::INT8),
-                    (&self.holder.host, Type::TEXT),
-                    (&pid, Type::INT8),
-                    (&self.holder.command, Type::TEXT),
-                    (&started, Type::INT8),
-                ],
-            );
-            let rows = match rows {
-                Err(failure @ Failure::Refused(_)) => {
-                    self.unanswered = false;
-                    return Err(failure);
-                }
-                rows => rows?,
-            };
-            self.unanswered = false;
-            if let Some(row) = rows.first() {
-                let fence: i64 = column(row, "fence")?;
-                self.taken = Some((fence, Tenure::new(ttl)));
-                return Ok(Acquire::Acquired { fence });
+        if self.kind == Kind::Exclusive && !self.fair && self.min_interval.is_none() {
+            if let Some(decided) = self.plain(token, ttl, deadline)? {
+                return Ok(decided);
             }
         }
         let sql = self.call("take", 12);

@@ -18,6 +18,7 @@ mod conn;
 mod locker;
 mod node;
 mod pgpass;
+mod plain;
 mod tls;
 mod url;
 

@@ -353,11 +353,6 @@ DECLARE
     ended_at timestamptz;
     recorded text;
 BEGIN
-    -- Committed without waiting for its log to reach the disk (or a synchronous standby): a
-    -- release lost in a crash leaves the lock held until its lease ends, as if its holder had
-    -- died, and no later take can be kept without it, since a take waits for the log up to
-    -- its own commit, the release's included. A run's way out is a write shorter.
-    PERFORM set_config('synchronous_commit', 'off', true);
     PERFORM 1 FROM @schema@.locks l WHERE l.name = p_name FOR UPDATE;
     now := clock_timestamp();
     DELETE FROM @schema@.holders h

@@ -1,0 +1,64 @@
+//! The plain lock's steps as single statements: an exclusive lock, not `--fair`, no
+//! `--min-interval`, the common case. A statement costs a new session one plan, where a
+//! function costs it its whole body, planned under the lock's row lock: measured in
+//! scripts/bench.sh, it is most of a plain run's overhead and of a hand-over's when newcomers
+//! keep arriving. What these cannot decide (a holder's lease ended, a queue, shared holders) the
+//! functions of `schema.sql` do.
+
+/// The plain take (an exclusive lock, not `--fair`, no `--min-interval`) in one statement, as the
+/// classic lock table takes it: the lock's row inserted, or taken over where it has no holder and no queued
+/// waiter (counts kept in the row by every step, so that this decides on the row it locks,
+/// seeing what the step before it committed); the holder's row and the run's record beside it.
+/// It answers the fencing token and when, or no row: then the `take` function decides (holders
+/// to expire, waiters to queue). One statement costs a new session a plan, where the function
+/// costs it the function's whole body: a plain run's overhead, measured in scripts/bench.sh.
+pub(super) const PLAIN_TAKE: &str = "
+WITH l AS (
+  INSERT INTO @schema@.locks AS l (name, fence, holders) VALUES ($1, 1, 1)
+  ON CONFLICT (name) DO UPDATE SET fence = l.fence + 1, holders = 1
+  WHERE l.holders = 0 AND l.queued = 0
+    -- A holder's row made by hand, not counted: the function decides.
+    AND NOT EXISTS (SELECT 1 FROM @schema@.holders h WHERE h.name = $1)
+  RETURNING l.fence, l.last_success_fence, l.last_ended_fence, clock_timestamp() AS at
+), h AS (
+  INSERT INTO @schema@.holders (name, token, fence, kind, since, until, host, pid, command, started)
+  SELECT $1, $2, l.fence, 'lock', l.at, l.at + $3 * interval '1 millisecond', $4, $5, $6, $7
+  FROM l
+), r AS (
+  INSERT INTO @schema@.runs AS r (name, fence, token, host, pid, started, until)
+  SELECT $1, l.fence, $2, $4, $5, l.at, l.at + $3 * interval '1 millisecond' FROM l
+  ON CONFLICT ON CONSTRAINT runs_pkey DO UPDATE
+    SET token = excluded.token, host = excluded.host, pid = excluded.pid,
+        started = excluded.started, until = excluded.until, ended = NULL, outcome = NULL,
+        status = NULL, min_interval_ms = NULL
+), waiting AS (
+  -- Its place as a plain waiter, if it had one (a queued one sends it to the function).
+  DELETE FROM @schema@.waiters w USING l WHERE w.name = $1 AND w.token = $2 AND NOT w.queued
+), pruned AS (
+  DELETE FROM @schema@.runs r USING l
+  WHERE r.name = $1 AND (r.fence <= l.fence - 20 OR r.ended < l.at - interval '40 days')
+    AND r.fence IS DISTINCT FROM l.last_success_fence
+    AND r.fence IS DISTINCT FROM l.last_ended_fence
+)
+SELECT l.fence, @schema@.ms(l.at) AS started_ms FROM l";
+
+/// A plain client turned away by [`PLAIN_TAKE`]: registered as a plain waiter (not queued; a
+/// release wakes the waiters in the order they came), told what is left of the soonest lease,
+/// its channel, and whether the function must decide instead: nobody holds it, a holder's
+/// lease has ended, a holder holds it another way, or waiters are queued.
+pub(super) const PLAIN_WAIT: &str = "
+WITH w AS (
+  INSERT INTO @schema@.waiters AS w (name, token, kind, queued, since, until)
+  VALUES ($1, $2, 'lock', false, clock_timestamp(), clock_timestamp() + $3 * interval '1 millisecond')
+  ON CONFLICT (name, token) DO UPDATE SET until = excluded.until
+  RETURNING w.queued
+), h AS (
+  SELECT min(h.until) AS soonest, count(*) AS n, bool_and(h.kind = 'lock') AS plain
+  FROM @schema@.holders h WHERE h.name = $1
+)
+SELECT @schema@.ms(h.soonest) - @schema@.ms(clock_timestamp()) AS remaining_ms,
+       h.n = 0 OR NOT h.plain OR h.soonest < clock_timestamp()
+         OR (SELECT l.queued > 0 FROM @schema@.locks l WHERE l.name = $1)
+         OR (SELECT w.queued FROM w) AS undecided,
+       @schema@.channel($2) AS channel
+FROM h";
