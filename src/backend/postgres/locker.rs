@@ -159,10 +159,12 @@ impl Locker for PgLocker {
         timeout: Duration,
     ) -> Result<Acquire, Failure> {
         let deadline = Instant::now() + timeout;
-        if self.kind == Kind::Exclusive && !self.fair && self.min_interval.is_none() {
-            if let Some(decided) = self.plain(token, ttl, deadline)? {
-                return Ok(decided);
-            }
+        if self.kind == Kind::Exclusive
+            && !self.fair
+            && self.min_interval.is_none()
+            && let Some(decided) = self.plain(token, ttl, deadline)?
+        {
+            return Ok(decided);
         }
         let sql = self.call("take", 12);
         let limit = match self.kind {
