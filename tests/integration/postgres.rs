@@ -528,3 +528,31 @@ fn tls_follows_sslmode_as_libpq_does() {
         .any_stderr()
         .output();
 }
+
+/// A unix socket, as libpq's URI names one: `host=` a directory, or the directory
+/// percent-encoded as the host; the command sees the URL it can use again.
+#[test]
+fn a_unix_socket_is_named_as_libpq_names_it() {
+    let pg = PgServer::start();
+    with_tables(&pg);
+    let dir = pg.socket_dir().display().to_string();
+    let encoded = dir.replace('/', "%2F");
+    for url in [
+        format!(
+            "postgres:///postgres?host={dir}&port={}&user=postgres",
+            pg.port()
+        ),
+        format!("postgresql://postgres@{encoded}:{}/postgres", pg.port()),
+    ] {
+        let out = Redlock::run_at(&url)
+            .key("socket")
+            .sh("echo \"$REDLOCK_URL\"")
+            .any_stdout()
+            .output();
+        // What the command saw reaches the same server.
+        Redlock::admin_at("history", out.stdout.trim())
+            .key("socket")
+            .stdout_contains("success (exit 0)")
+            .output();
+    }
+}
