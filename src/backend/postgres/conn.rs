@@ -136,12 +136,21 @@ impl Conn {
                 .await
                 .ok()
         });
+        self.answered(answer)
+    }
+
+    /// A request's answer (None: not in time). The connection is given up unless the server
+    /// answered, with rows or with an error of its own.
+    fn answered<T>(
+        &mut self,
+        answer: Option<Result<T, tokio_postgres::Error>>,
+    ) -> Result<T, Failure> {
         match answer {
             None => {
                 self.live = None;
                 Err(self.late())
             }
-            Some(Ok(rows)) => Ok(rows),
+            Some(Ok(value)) => Ok(value),
             Some(Err(err)) => {
                 if err.as_db_error().is_none() {
                     self.live = None;
@@ -163,14 +172,7 @@ impl Conn {
                 .await
                 .ok()
         });
-        match answer {
-            None => {
-                self.live = None;
-                Err(self.late())
-            }
-            Some(Ok(())) => Ok(()),
-            Some(Err(err)) => Err(self.failure(err)),
-        }
+        self.answered(answer)
     }
 
     /// Listen on `channel` from now on (once per session), within `deadline`. True if this

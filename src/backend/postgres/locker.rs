@@ -76,8 +76,9 @@ impl PgLocker {
         let sql = plain::PLAIN_TAKE.replace("@schema@", self.conn.schema());
         let (ttl_ms, pid) = (ms(ttl), i64::from(self.holder.pid));
         let started = i64::try_from(self.holder.started).unwrap_or(0);
-        self.unanswered = true;
-        let rows = self.conn.query(
+        let rows = attempt(
+            &mut self.conn,
+            &mut self.unanswered,
             deadline,
             &sql,
             &[
@@ -89,16 +90,7 @@ impl PgLocker {
                 (&self.holder.command, Type::TEXT),
                 (&started, Type::INT8),
             ],
-        );
-        let rows = match rows {
-            // The server said no: nothing was taken.
-            Err(failure @ Failure::Refused(_)) => {
-                self.unanswered = false;
-                return Err(failure);
-            }
-            rows => rows?,
-        };
-        self.unanswered = false;
+        )?;
         if let Some(row) = rows.first() {
             let fence: i64 = column(row, "fence")?;
             self.taken = Some((fence, Tenure::new(ttl)));
@@ -141,6 +133,21 @@ impl PgLocker {
     }
 }
 
+/// One attempt to take the lock: `unanswered` while no answer came (the server's refusal is
+/// one: nothing was taken), for [`Locker::unanswered`].
+fn attempt(
+    conn: &mut Conn,
+    unanswered: &mut bool,
+    deadline: Instant,
+    sql: &str,
+    params: &[(&(dyn tokio_postgres::types::ToSql + Sync), Type)],
+) -> Result<Vec<tokio_postgres::Row>, Failure> {
+    *unanswered = true;
+    let answer = conn.query(deadline, sql, params);
+    *unanswered = matches!(answer, Err(Failure::Unreachable(_)));
+    answer
+}
+
 /// Milliseconds, as the functions take them.
 fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
@@ -175,8 +182,9 @@ impl Locker for PgLocker {
         let interval = self.min_interval.map(ms);
         let pid = i64::from(self.holder.pid);
         let started = i64::try_from(self.holder.started).unwrap_or(0);
-        self.unanswered = true;
-        let rows = self.conn.query(
+        let rows = attempt(
+            &mut self.conn,
+            &mut self.unanswered,
             deadline,
             &sql,
             &[
@@ -193,16 +201,7 @@ impl Locker for PgLocker {
                 (&self.holder.command, Type::TEXT),
                 (&started, Type::INT8),
             ],
-        );
-        let rows = match rows {
-            // The server said no: nothing was taken.
-            Err(failure @ Failure::Refused(_)) => {
-                self.unanswered = false;
-                return Err(failure);
-            }
-            rows => rows?,
-        };
-        self.unanswered = false;
+        )?;
         let row = rows
             .first()
             .ok_or_else(|| Failure::Refused("the take answered no row".into()))?;
