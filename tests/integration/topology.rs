@@ -202,6 +202,25 @@ pub fn replica_of(master: &RedisServer) -> RedisServer {
     wait_until(PATIENCE, "the replica to sync", || {
         info(&replica, "replication").contains("master_link_status:up")
     });
+    // The replica's link can be up before the master counts it online and its acks flow: a
+    // test's first WAIT (ttl/10) could then time out on a busy machine. One write the master
+    // has seen acknowledged settles that.
+    let mut conn = master.conn();
+    redis::cmd("SET")
+        .arg("redlock-test:replica-probe")
+        .arg(1)
+        .exec(&mut conn)
+        .unwrap();
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(PATIENCE.as_millis() as u64)
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(acked, 1, "the replica never acknowledged a write");
+    redis::cmd("DEL")
+        .arg("redlock-test:replica-probe")
+        .exec(&mut conn)
+        .unwrap();
     replica
 }
 
