@@ -12,8 +12,9 @@
 //!   notifies an expiry: the lease layer's hold is at most what was left of it), or the
 //!   interrupt.
 //! - **renew** (`renew`): the lease extended where our token still holds and has not ended.
-//! - **release** (`release`): our holder's row deleted where our token still holds, the run's end
-//!   recorded, and `NOTIFY` to the first waiter in the same transaction (heard as it commits).
+//! - **release**: our holder's row deleted where our token still holds, the run's end recorded,
+//!   and `NOTIFY` to the first waiter in the same transaction (heard as it commits): one
+//!   statement while our lease holds ([`plain::PLAIN_RELEASE`]), else the `release` function.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -340,9 +341,28 @@ impl Locker for PgLocker {
                 Held::Gone
             });
         };
-        let sql = self.call("release", 10);
         let took = ms(tenure.held());
         let interval = self.min_interval.map(ms);
+        // While our lease holds, one statement ([`plain::PLAIN_RELEASE`]); else the function.
+        let sql = plain::PLAIN_RELEASE.replace("@schema@", self.conn.schema());
+        let rows = self.conn.query(
+            deadline,
+            &sql,
+            &[
+                (&self.name, Type::TEXT),
+                (&token, Type::TEXT),
+                (&fence, Type::INT8),
+                (&ended.outcome, Type::TEXT),
+                (&ended.status, Type::INT4),
+                (&took, Type::INT8),
+                (&interval, Type::INT8),
+            ],
+        )?;
+        if !rows.is_empty() {
+            self.taken = None;
+            return Ok(Held::Ours);
+        }
+        let sql = self.call("release", 10);
         let lost_by = i64::try_from(ended.lost.lost_by).unwrap_or(0);
         let rows = self.conn.query(
             deadline,

@@ -1,5 +1,5 @@
 //! The plain lock's steps as single statements: an exclusive lock, not `--fair`, no
-//! `--min-interval`, the common case. A statement costs a new session one plan, where a
+//! `--min-interval`, the common case; and every holder's release while its lease holds. A statement costs a new session one plan, where a
 //! function costs it its whole body, planned under the lock's row lock: measured in
 //! scripts/bench.sh, it is most of a plain run's overhead and of a hand-over's when newcomers
 //! keep arriving. What these cannot decide (a holder's lease ended, a queue, shared holders) the
@@ -62,3 +62,39 @@ SELECT @schema@.ms(h.soonest) - @schema@.ms(clock_timestamp()) AS remaining_ms,
          OR (SELECT w.queued FROM w) AS undecided,
        @schema@.channel($2) AS channel
 FROM h";
+
+/// A holder's release while its lease holds, in one statement: the lock's row locked first
+/// (`l`, before the holder's row: the order of every step), the holder's row deleted where our
+/// token still holds, the run's end recorded, the lock's counts and last runs kept, then the
+/// first waiter woken (`wake`, which reads the waiters after the lock's row is ours: one that
+/// came meanwhile is woken, or finds the lock free when it looks again). One row when it
+/// released; none when our holder's row was gone or its lease had ended: then the `release`
+/// function decides (a retried release already recorded, a lost lease). The same steps as that
+/// function's first branch, planned once instead of the function's every statement: it is
+/// most of a hand-over's time in a new session, measured in scripts/bench.sh.
+pub(super) const PLAIN_RELEASE: &str = "
+WITH l AS MATERIALIZED (
+  SELECT l.name FROM @schema@.locks l WHERE l.name = $1 FOR UPDATE
+), h AS (
+  DELETE FROM @schema@.holders h
+  WHERE h.name = $1 AND h.token = $2 AND h.fence = $3 AND h.until >= clock_timestamp()
+    AND EXISTS (SELECT 1 FROM l)
+  RETURNING clock_timestamp() AS at
+), r AS (
+  UPDATE @schema@.runs r
+  SET outcome = $4, status = $5, min_interval_ms = $7,
+      ended = LEAST(r.started + $6 * interval '1 millisecond', h.at)
+  FROM h WHERE r.name = $1 AND r.fence = $3 AND r.outcome IS NULL
+), u AS (
+  -- The counts as the row has them, as every step keeps them (this statement's snapshot
+  -- may be older than the row it locked).
+  UPDATE @schema@.locks l
+  SET holders = GREATEST(l.holders - 1, 0), last_ended_fence = $3,
+      counts = jsonb_set(CASE WHEN jsonb_typeof(l.counts) = 'object' THEN l.counts ELSE '{}' END,
+                         ARRAY[$4], to_jsonb(COALESCE((l.counts ->> $4)::bigint, 0) + 1)),
+      last_success = CASE WHEN $4 = 'success' THEN h.at ELSE l.last_success END,
+      success_interval_ms = CASE WHEN $4 = 'success' THEN $7 ELSE l.success_interval_ms END,
+      last_success_fence = CASE WHEN $4 = 'success' THEN $3 ELSE l.last_success_fence END
+  FROM h WHERE l.name = $1
+)
+SELECT true AS released, @schema@.wake($1)::text AS woken FROM h";
