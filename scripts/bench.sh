@@ -25,8 +25,10 @@
 #   list       `redlock list` of 10,000 held locks: its wall time and the Redis time it costs
 #   PostgreSQL when Debian's postgresql is installed: redlock on a local PostgreSQL (the
 #              redlock-pg column, `redlock run --url postgres://...`) beside one `psql -c 'SELECT
-#              1'` against the same server (the psql column: its whole run, as overhead), and
-#              the server's time per plain run from pg_stat_statements
+#              1'` against the same server (the psql column: its whole run, as overhead), one
+#              psql session making two durable one-row writes (psql-2w: what a run's take and
+#              release are at the least, for reference), and the server's time per plain run
+#              from pg_stat_statements
 # Timings depend on the machine: compare the columns of one run. Rows are measured in passes
 # that take turns between the tools, so drift during a run weighs on every column alike.
 #
@@ -127,6 +129,8 @@ if [ -n "$pgbin" ] && [ -x "$pgbin/initdb" ]; then
     "$redlock" init --url "$purl" >/dev/null
     pg() { "$pgbin/psql" -X -q -At -d "$purl" -c "$1"; }
     pg "CREATE EXTENSION pg_stat_statements" >/dev/null
+    # For the psql-2w column: one row that psql updates twice, as a run writes its lock twice.
+    pg "CREATE TABLE bench_floor (id int PRIMARY KEY, n bigint); INSERT INTO bench_floor VALUES (1, 0)" >/dev/null
 fi
 # gRPC messages the etcd server received so far (unary requests, and each message on a stream:
 # watch requests, keep-alives), from its /metrics.
@@ -165,7 +169,7 @@ $have_pg && tools+=(redlock-pg)
 # The table's columns: the bare lock has no --wait, so it is in the rows of single runs only
 # (overhead, Redis time per mode, peak RSS); one psql is in the overhead row only.
 columns=(flock bare "${tools[@]:1}")
-$have_pg && columns+=(psql)
+$have_pg && columns+=(psql psql-2w)
 # The semaphore's hand-over is measured for the redlock builds that have --limit.
 sems=(redlock-sem)
 [ -n "$old" ] && sems+=(old-sem)
@@ -185,11 +189,13 @@ passes=5
 # medians, each minus its pass's bare `true`.
 declare -A overhead over_raw
 over_tools=(flock bare "${tools[@]:1}")
-$have_pg && over_tools+=(psql)
+$have_pg && over_tools+=(psql psql-2w)
 cmds=(true)
+floor_write="UPDATE bench_floor SET n = n + 1 WHERE id = 1"
 for t in "${over_tools[@]}"; do
     case $t in
     psql) cmds+=("$pgbin/psql -X -q -d $purl -c 'SELECT 1'") ;;
+    psql-2w) cmds+=("$pgbin/psql -X -q -d $purl -c '$floor_write' -c '$floor_write'") ;;
     *) cmds+=("$(wrap "$t" over) true") ;;
     esac
 done
@@ -577,7 +583,7 @@ fi
 say "peak RSS"
 declare -A rss rss_kb per eper
 for t in "${over_tools[@]}"; do
-    [ "$t" = psql ] && continue
+    [ "$t" = psql ] || [ "$t" = psql-2w ] && continue
     w=$(wrap "$t" rss)
     [ "$t" = redlock ] && w="$redlock run --url $url --key rss --ttl 1s --"
     [ "$t" = old ] && w="$old run --url $url --key rss --ttl 1s --"
@@ -681,6 +687,7 @@ fi
 if $have_pg; then
     echo "Budgets, PostgreSQL (redlock-pg against one psql, and against redlock on Redis, the same passes):"
     echo "- overhead ÷ one \`psql -c 'SELECT 1'\`'s: $(budget "${over_raw[redlock-pg]}" "${over_raw[psql]}" 1 1)"
+    echo "- for reference, no budget: overhead ÷ one psql session's two durable one-row writes (psql-2w; a run's take and release are two): $(ratio "${over_raw[redlock-pg]}" "${over_raw[psql-2w]}")"
     for n in 10 100; do
         echo "- hand-over p50 ÷ redlock's on Redis, $n waiters: $(budget "${p50[redlock-pg-$n]}" "${p50[redlock-$n]}" 2 2)"
     done
@@ -697,7 +704,7 @@ mkdir -p "$(dirname "$chart")"
     echo "# bare true $machine; $(uname -m)"
     for t in "${over_tools[@]}"; do
         printf '%s\toverhead\t-\t%s\n' "$t" "${overhead[$t]% ms}"
-        [ "$t" = bare ] || [ "$t" = psql ] && continue # no --wait: no hand-over
+        [ "$t" = bare ] || [ "$t" = psql ] || [ "$t" = psql-2w ] && continue # no --wait: no hand-over
         for n in 10 30 100; do
             printf '%s\tp50\t%s\t%s\n%s\tp99\t%s\t%s\n' "$t" "$n" "${p50[$t-$n]}" "$t" "$n" "${p99[$t-$n]}"
         done
