@@ -11,6 +11,7 @@ pub(crate) mod etcd;
 pub(crate) mod postgres;
 pub(crate) mod redis;
 pub(crate) mod tls;
+pub(crate) mod url;
 
 use crate::lock::Backend;
 

@@ -45,10 +45,7 @@ impl ConnArgs {
             {
                 return Err(classified(
                     Class::Usage,
-                    format!(
-                        "REDLOCK_URL: {}",
-                        crate::backend::redis::transport::endpoint::no_scheme(url)
-                    ),
+                    format!("REDLOCK_URL: {}", crate::backend::url::no_scheme(url)),
                 ));
             }
             if urls.iter().any(|url| !url.contains("://")) {
@@ -79,7 +76,7 @@ impl ConnArgs {
             || std::env::var_os(PASSWORD_ENV).is_some_and(|v| !v.is_empty());
         let seen: Vec<String> = urls
             .into_iter()
-            .map(|url| crate::backend::redis::transport::endpoint::without_password(url, apart))
+            .map(|url| crate::backend::url::for_command(url, apart))
             // A word that is not a URL may be a piece of a password: dropped.
             .filter(|url| !url.is_empty())
             .map(|url| {

@@ -105,7 +105,7 @@ fn init(args: &InitArgs) -> anyhow::Result<i32> {
         return Err(error::classified(
             error::Class::Usage,
             format!(
-                "{} keeps its locks without tables: `redlock init` is for postgres:// URLs",
+                "{} keeps its locks without tables: `redlock init` has nothing to make there",
                 backend.described()
             ),
         ));

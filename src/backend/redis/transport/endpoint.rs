@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 pub use crate::backend::redis::transport::redact::redact;
 use crate::backend::redis::transport::tls::TlsClient;
-use crate::backend::redis::transport::url::{self, percent_decode};
-pub use crate::backend::redis::transport::url::{no_scheme, without_password};
+use crate::backend::redis::transport::url::check_parameters;
+use crate::backend::url::{self, no_scheme, percent_decode};
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
 
 pub use crate::backend::Tls;
@@ -68,7 +68,7 @@ impl Endpoint {
             }
             Some("redis" | "rediss" | "unix" | "redis+unix") => {
                 if let Some(query) = url::parts(url).and_then(|parts| parts.query) {
-                    url::check_parameters(scheme.as_deref().unwrap_or(""), query)
+                    check_parameters(scheme.as_deref().unwrap_or(""), query)
                         .map_err(|why| format!("invalid Redis URL '{shown}': {why}"))?;
                 }
             }
@@ -186,7 +186,7 @@ impl Endpoint {
             );
         }
         let bad = |why: String| format!("invalid Redis URL '{shown}': {why}");
-        url::check_parameters(scheme, query).map_err(bad)?;
+        check_parameters(scheme, query).map_err(bad)?;
         let (target, db) = if sentinel {
             sentinel_target(path, query, &nodes).map_err(bad)?
         } else {

@@ -4,11 +4,12 @@
 //! ASK). Every step of a request — sentinel lookup, connect, set-up, redirects — fits in one
 //! deadline, and no reply larger than redlock needs is read (`link`: redlock's own connection,
 //! `tls`: its rustls set-up). Only a master may hold a lock (`role`: ROLE in the set-up).
-//! Also what a URL means (`endpoint`; its text, parameters and the command's copy: `url`), how
-//! it is shown (`redact`), and, when a first request fails in a way that says little, what kind
-//! of server answered (`diagnose`).
+//! Also what a URL means (`endpoint`; the parameters each scheme takes: `url`), how it is shown
+//! (`redact`), and, when a first request fails in a way that says little, what kind of server
+//! answered (`diagnose`).
 //!
-//! May use the redis crate, rustls and `report`; nothing else of redlock's. The transport
+//! May use the redis crate, rustls, `report` and `backend::url` (a URL's text, cut as every
+//! backend cuts it); nothing else of redlock's. The transport
 //! error, [`Failure`] (`failure`), lives here and every layer above passes it on.
 
 pub mod cluster;

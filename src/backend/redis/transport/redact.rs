@@ -1,5 +1,5 @@
 //! URLs as messages show them: any password hidden (`redact`). The `REDLOCK_URL` the command
-//! sees, without any secret, is [`url::without_password`](crate::backend::redis::transport::url::without_password)'s.
+//! sees, without any secret, is [`url::for_command`](crate::backend::url::for_command)'s.
 
 use crate::backend::redis::transport::url::SECRET_PARAMETERS;
 

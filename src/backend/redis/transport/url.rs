@@ -1,23 +1,7 @@
-//! A Redis URL as text: where its user info and its query are, the query parameters each
-//! scheme takes (any other is refused, never silently ignored), and what a word that is not a
-//! URL most likely meant. A password may hold any character, `@` included, so the user info
-//! runs to the *last* `@` (on a socket URL, whose path may hold one too, to the last `@/`).
+//! The query parameters each Redis scheme takes (any other is refused, never silently
+//! ignored), and which of them are secret. The URL's text is cut by [`crate::backend::url`].
 
-/// Every scheme redlock takes.
-const SCHEMES: [&str; 12] = [
-    "redis",
-    "rediss",
-    "unix",
-    "redis+unix",
-    "redis+sentinel",
-    "rediss+sentinel",
-    "redis+cluster",
-    "rediss+cluster",
-    "etcd",
-    "etcds",
-    "postgres",
-    "postgresql",
-];
+use crate::backend::url::{pairs, printable};
 
 /// The query parameters each scheme takes; the secret ones are [`SECRET_PARAMETERS`].
 pub(crate) fn parameters(scheme: &str) -> &'static [&'static str] {
@@ -31,57 +15,6 @@ pub(crate) fn parameters(scheme: &str) -> &'static [&'static str] {
 
 /// Parameters that hold a password (and, for messages, anything after them may too).
 pub(crate) const SECRET_PARAMETERS: [&str; 3] = ["pass", "password", "sentinel_password"];
-
-/// A URL cut where the redis crate's parser cuts it (`scheme://userinfo@place?query#fragment`),
-/// with the user info found as [`redact`](crate::backend::redis::transport::redact::redact) finds it.
-pub(crate) struct Parts<'a> {
-    /// As written (not lowercased).
-    pub scheme: &'a str,
-    pub userinfo: Option<&'a str>,
-    /// Host, port and path; or the socket's path.
-    pub place: &'a str,
-    pub query: Option<&'a str>,
-}
-
-/// `url` cut into its [`Parts`]; None without `://`.
-pub(crate) fn parts(url: &str) -> Option<Parts<'_>> {
-    let (scheme, rest) = url.split_once("://")?;
-    let unix = scheme.to_ascii_lowercase().contains("unix");
-    let userinfo_end = if !unix {
-        rest.rfind('@')
-    } else if rest.starts_with('/') {
-        None
-    } else {
-        rest.rfind("@/").or_else(|| rest.rfind('@'))
-    };
-    let (userinfo, after) = match userinfo_end {
-        Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
-        None => (None, rest),
-    };
-    let after = after.split('#').next().unwrap_or(after);
-    let (place, query) = match after.split_once('?') {
-        Some((place, query)) => (place, Some(query)),
-        None => (after, None),
-    };
-    Some(Parts {
-        scheme,
-        userinfo,
-        place,
-        query,
-    })
-}
-
-/// The query's parameters as `(name, raw value)`, the name percent-decoded (as the crate's
-/// `query_pairs` decodes it; undecodable names are kept as written).
-pub(crate) fn pairs(query: &str) -> impl Iterator<Item = (String, &str)> {
-    query.split('&').filter(|p| !p.is_empty()).map(|pair| {
-        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-        (
-            percent_decode(name).unwrap_or_else(|| name.to_owned()),
-            value,
-        )
-    })
-}
 
 /// Refuse a query parameter `scheme` does not take (so that `?password=` on a socket URL, which
 /// the crate ignores, does not silently leave the server without a password), saying which it
@@ -118,175 +51,9 @@ pub(crate) fn check_parameters(scheme: &str, query: &str) -> Result<(), String> 
     Ok(())
 }
 
-/// `url` as the command may see it in `REDLOCK_URL`: the scheme, the user name (not the
-/// password), the place, and of the query only the parameters that are not secret and that
-/// redlock takes (`db`, `user`, `protocol`, `sentinel_username`; on PostgreSQL every one but
-/// `password`), in their order. A word that is not a URL gives "": it may be a piece of a
-/// password with a space in it.
-///
-/// `alone_is_user`: a word alone before the `@` is the user name (the password was given
-/// apart, or the scheme is etcd's or PostgreSQL's, which take no password alone); otherwise it
-/// may be a password, and goes too.
-pub fn without_password(url: &str, alone_is_user: bool) -> String {
-    let Some(parts) = parts(url.trim()) else {
-        return String::new();
-    };
-    let postgres = matches!(parts.scheme, "postgres" | "postgresql");
-    let alone_is_user = alone_is_user || postgres || matches!(parts.scheme, "etcd" | "etcds");
-    let user = match parts
-        .userinfo
-        .map(|u| u.split_once(':').map_or((u, true), |(u, _)| (u, false)))
-    {
-        Some((user, false)) if !user.is_empty() => format!("{user}@"),
-        Some((user, true)) if alone_is_user && !user.is_empty() => format!("{user}@"),
-        _ => String::new(),
-    };
-    let kept: Vec<&str> = parts
-        .query
-        .unwrap_or("")
-        .split('&')
-        .filter(|pair| !pair.is_empty())
-        .filter(|pair| {
-            let name = pair.split_once('=').map_or(*pair, |(name, _)| name);
-            let name = percent_decode(name)
-                .unwrap_or_default()
-                .to_ascii_lowercase();
-            // libpq's parameters say where and how to connect: all but the password.
-            (postgres && name != "password")
-                || ["db", "user", "protocol", "sentinel_username"].contains(&name.as_str())
-        })
-        .collect();
-    let query = match kept.as_slice() {
-        [] => String::new(),
-        kept => format!("?{}", kept.join("&")),
-    };
-    format!("{}://{user}{}{query}", parts.scheme, parts.place)
-}
-
-/// Why `word`, which has no `://`, is not a URL. It is quoted, with the URL it most likely
-/// means, only when it is `host:port` (or `SCHEME:host:port`, the `//` forgotten): anything
-/// else may be part of a password, so of `SCHEME:anything` (`redis:s3cret@host:1`) only the
-/// scheme is named.
-pub fn no_scheme(word: &str) -> String {
-    let known = word
-        .split_once(':')
-        .filter(|(scheme, _)| SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()));
-    if let Some((scheme, rest)) = known {
-        let rest = rest.trim_start_matches('/');
-        let unix = scheme.to_ascii_lowercase().contains("unix");
-        let path = |p: &str| {
-            !p.is_empty()
-                && p.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '/' | '-' | '_'))
-        };
-        if !unix && address(rest) {
-            return format!(
-                "'{word}' is not a URL: it lacks the '//' after '{scheme}:'; use {scheme}://{rest}"
-            );
-        }
-        if unix && path(rest) {
-            return format!(
-                "'{word}' is not a URL: it lacks the '//' after '{scheme}:'; use {scheme}:///{rest}"
-            );
-        }
-    }
-    if address(word) {
-        format!("'{word}' is not a URL: it has no scheme; use redis://{word}")
-    } else if let Some((scheme, _)) = known {
-        let slashes = if scheme.to_ascii_lowercase().contains("unix") {
-            "///PATH"
-        } else {
-            "//..."
-        };
-        format!("the URL lacks the '//' after '{scheme}:' (write {scheme}:{slashes})")
-    } else {
-        "the URL has no scheme (use redis://, rediss://, unix://, redis+unix://, \
-         redis+sentinel://, redis+cluster://, etcd://, etcds://, postgres:// or \
-         postgresql://)"
-            .to_owned()
-    }
-}
-
-/// Whether `word` is `host:port` (IPv6 in brackets or not).
-fn address(word: &str) -> bool {
-    word.rsplit_once(':').is_some_and(|(host, port)| {
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        !host.is_empty()
-            && host
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | ':' | '-' | '_'))
-            && port.parse::<u16>().is_ok()
-    })
-}
-
-/// `%XX` decoded; None when malformed or not UTF-8.
-pub(crate) fn percent_decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = text.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
-}
-
-/// `text` with control characters escaped, for a one-line message.
-fn printable(text: &str) -> String {
-    text.chars().flat_map(char::escape_default).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_commands_url_keeps_what_is_not_secret_in_any_order() {
-        for (url, want) in [
-            (
-                "redis+unix:///p/r.sock?pass=PW&db=2",
-                "redis+unix:///p/r.sock?db=2",
-            ),
-            (
-                "redis+unix:///p/r.sock?db=2&pass=PW",
-                "redis+unix:///p/r.sock?db=2",
-            ),
-            (
-                "unix:///p/r.sock?user=u&pass=P%26W&protocol=3&db=1",
-                "unix:///p/r.sock?user=u&protocol=3&db=1",
-            ),
-            ("redis://:PW@h:6379/2", "redis://h:6379/2"),
-            ("redis://alice:PW@h:6379/2", "redis://alice@h:6379/2"),
-            ("redis://PW@h", "redis://h"),
-            ("redis://:p@ss word@host", "redis://host"),
-            ("rediss://h/0?protocol=resp3", "rediss://h/0?protocol=resp3"),
-            (
-                "redis+sentinel://:pw@h1,h2/svc?sentinel_password=s&db=2&sentinel_username=u",
-                "redis+sentinel://h1,h2/svc?db=2&sentinel_username=u",
-            ),
-            // Anything the crate would not read, a fragment included, goes.
-            ("redis://h/0#frag", "redis://h/0"),
-            ("unix:///p?pass=a#b&db=3", "unix:///p"),
-            ("unix:///p?pass=a&b", "unix:///p"),
-            ("not-a-url", ""),
-        ] {
-            assert_eq!(without_password(url, false), want, "{url}");
-        }
-        // A word alone before the `@` is the user when the password came apart, and on etcd.
-        assert_eq!(without_password("redis://bob@h/2", true), "redis://bob@h/2");
-        assert_eq!(without_password("redis://:PW@h/2", true), "redis://h/2");
-        assert_eq!(
-            without_password("etcd://bob@h1,h2", false),
-            "etcd://bob@h1,h2"
-        );
-        assert_eq!(without_password("etcd://bob:PW@h1", false), "etcd://bob@h1");
-    }
 
     #[test]
     fn unknown_parameters_are_refused_without_naming_a_piece_of_a_password() {
@@ -304,34 +71,5 @@ mod tests {
         assert!(!err.contains("ter2") && err.contains("%26"), "{err}");
         let err = check_parameters("redis+cluster", "x=1").unwrap_err();
         assert!(err.contains("takes no parameters"), "{err}");
-    }
-
-    #[test]
-    fn a_word_without_a_scheme_gets_the_url_it_meant() {
-        let say = no_scheme;
-        assert_eq!(
-            say("redis:127.0.0.1:7311"),
-            "'redis:127.0.0.1:7311' is not a URL: it lacks the '//' after 'redis:'; use \
-             redis://127.0.0.1:7311"
-        );
-        assert!(say("rediss:/h:1").ends_with("use rediss://h:1"));
-        assert!(say("unix:/tmp/r.sock").ends_with("use unix:///tmp/r.sock"));
-        // A host named redis, as in docker compose.
-        assert!(say("redis:6379").ends_with("it has no scheme; use redis://redis:6379"));
-        assert!(say("127.0.0.1:6379").ends_with("use redis://127.0.0.1:6379"));
-        for secret in [
-            "redis::hunter2@h:1",
-            "redis:hunter2@h:1",
-            "unix:/tmp/r.sock?pass=hunter2",
-            ":hunter2@h:1",
-        ] {
-            assert!(!say(secret).contains("hunter2"), "{secret}");
-        }
-        assert_eq!(
-            say("redis:hunter2@h:1"),
-            "the URL lacks the '//' after 'redis:' (write redis://...)"
-        );
-        assert!(say("unix:/tmp/r.sock?pass=x").ends_with("(write unix:///PATH)"));
-        assert!(say("hunter2@h:1").contains("has no scheme"));
     }
 }
