@@ -11,8 +11,8 @@ use std::process::ExitStatus;
 
 /// Usage error: bad flag or value, missing key or command (sysexits EX_USAGE).
 pub const USAGE: i32 = 64;
-/// Redis could not be used before the lock was taken; the command did not run (sysexits
-/// EX_UNAVAILABLE).
+/// The lock's server could not be used before the lock was taken; the command did not run
+/// (sysexits EX_UNAVAILABLE).
 pub const UNAVAILABLE: i32 = 69;
 /// Internal error (sysexits EX_SOFTWARE).
 pub const INTERNAL: i32 = 70;
@@ -55,7 +55,7 @@ pub enum Outcome {
     MaxRuntime,
     /// Bad input; nothing ran.
     Usage,
-    /// Redis could not be used before the lock was taken; nothing ran.
+    /// The lock's server could not be used before the lock was taken; nothing ran.
     Unavailable,
     /// A bug, or something redlock cannot account for.
     Internal,
@@ -155,13 +155,13 @@ pub const RUN: &[Row] = &[
     ),
     row(
         "69",
-        "Redis could not be used before the lock was taken: unreachable (with --wait: still \
-         unreachable when the wait ran out), refused the credentials, or answered with an \
-         error (an unknown Sentinel service name too; on PostgreSQL, no tables: run redlock \
-         init); with several --url, no node found the \
-         lock held and fewer than a majority granted it in time; or the lock was taken but too \
-         few replicas acknowledged it (--min-replicas) or it was not fsynced (--fsync), and it \
-         was released. The command did not run",
+        "the lock's server could not be used before the lock was taken: unreachable (with \
+         --wait: still unreachable when the wait ran out), refused the credentials, or \
+         answered with an error (an unknown Sentinel service name too; on PostgreSQL, no \
+         tables: run redlock init); with several Redis --url, no node found the lock held and \
+         fewer than a majority granted it in time; or the lock was taken but too few replicas \
+         acknowledged it (--min-replicas) or it was not fsynced (--fsync), and it was \
+         released. The command did not run",
     ),
     row("70", "internal error"),
     row(
@@ -191,7 +191,8 @@ pub const STATUS: &[Row] = &[
     row("64", "usage error"),
     row(
         "69",
-        "Redis unreachable or answered with an error (several --url: a majority did not answer)",
+        "the server unreachable or answered with an error (several --url: a majority did not \
+         answer)",
     ),
 ];
 
@@ -201,7 +202,8 @@ pub const LIST: &[Row] = &[
     row("64", "usage error"),
     row(
         "69",
-        "Redis unreachable or answered with an error (several --url: a majority did not answer)",
+        "the server unreachable or answered with an error (several --url: a majority did not \
+         answer)",
     ),
 ];
 
@@ -214,7 +216,8 @@ pub const HISTORY: &[Row] = &[
     row("64", "usage error"),
     row(
         "69",
-        "Redis unreachable or answered with an error (several --url: a majority did not answer)",
+        "the server unreachable or answered with an error (several --url: a majority did not \
+         answer)",
     ),
 ];
 
@@ -227,7 +230,7 @@ pub mod check {
     pub const WARNING: i32 = 1;
     /// No run succeeded within `--max-age`: none ever, or the last success is older.
     pub const CRITICAL: i32 = 2;
-    /// Cannot tell: Redis unreachable, bad arguments.
+    /// Cannot tell: the server unreachable, bad arguments.
     pub const UNKNOWN: i32 = 3;
 }
 
@@ -248,8 +251,8 @@ pub const CHECK: &[Row] = &[
     ),
     row(
         "3",
-        "UNKNOWN: cannot tell: Redis unreachable or answering with an error (several --url: a \
-         majority did not answer), or bad arguments (not 64: the plugin convention)",
+        "UNKNOWN: cannot tell: the server unreachable or answering with an error (several \
+         --url: a majority did not answer), or bad arguments (not 64: the plugin convention)",
     ),
 ];
 
@@ -263,7 +266,7 @@ pub const RELEASE: &[Row] = &[
         "64",
         "usage error, --force missing, or several hold the lock and no --token names one",
     ),
-    row("69", "Redis unreachable or answered with an error"),
+    row("69", "the server unreachable or answered with an error"),
     row(
         "75",
         "--token given and the lock holds another token, or none of its holders has it (left alone)",
