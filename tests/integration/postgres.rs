@@ -7,6 +7,7 @@
 use std::time::{Duration, Instant};
 
 use crate::common::*;
+use crate::integration::snapshots::assert_snapshot;
 
 /// A file of this repository, read.
 fn page(path: &str) -> String {
@@ -24,8 +25,8 @@ fn with_tables(pg: &PgServer) {
 fn a_run_without_the_tables_runs_nothing_and_init_makes_them_once() {
     let pg = PgServer::start();
     let dir = TempDir::new();
-    Redlock::run_at(&pg.url())
-        .key("early")
+    let out = Redlock::run_at(&pg.url())
+        .key("k")
         .sh(&marker_script(&dir))
         .status(69)
         .stderr_contains("has no redlock tables in schema \"redlock\"")
@@ -33,6 +34,12 @@ fn a_run_without_the_tables_runs_nothing_and_init_makes_them_once() {
         .stderr_lines(1)
         .output();
     assert!(!dir.join("marker").exists(), "the command ran");
+    let port = format!(":{}", pg.port());
+    assert_snapshot(
+        "pg-no-tables.stderr",
+        out.stderr.trim(),
+        &[(&port, ":5432")],
+    );
     // Twice: the second changes nothing, and says the same.
     with_tables(&pg);
     with_tables(&pg);
@@ -41,7 +48,7 @@ fn a_run_without_the_tables_runs_nothing_and_init_makes_them_once() {
         "4"
     );
     Redlock::run_at(&pg.url())
-        .key("early")
+        .key("k")
         .sh(&marker_script(&dir))
         .output();
     assert!(dir.join("marker").exists());
@@ -168,11 +175,11 @@ fn the_password_comes_from_pgpassword_or_a_private_pgpass_never_printed() {
     // None: said in one line, where to put it.
     let out = status(&[]);
     out.assert_code(69);
-    assert!(
-        out.stderr
-            .contains("asks for a password, and none was given: put it in"),
-        "{}",
-        out.stderr
+    let port = format!(":{}", pg.port());
+    assert_snapshot(
+        "pg-password-needed.stderr",
+        out.stderr.trim(),
+        &[(&port, ":5432")],
     );
     // ~/.pgpass, private: used.
     let pgpass = home.join(".pgpass");
