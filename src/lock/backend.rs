@@ -56,7 +56,8 @@ pub(crate) struct RunSpec {
 /// prefix, a lock's state, its record of runs, and a forced release. Each request within
 /// `timeout`.
 pub(crate) trait Node: Send {
-    /// The names of the locks under the prefix (held or not; the caller reads each).
+    /// The names of the locks under the prefix that may be held (some backends include free
+    /// ones; the caller reads each).
     fn names(&mut self, timeout: Duration) -> Result<BTreeSet<String>, Failure>;
     /// The state of lock `name`; a fencing counter that holds what redlock did not write is
     /// named in its `foreign_fence`.

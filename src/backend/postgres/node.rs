@@ -185,9 +185,12 @@ fn runs_of(lock: &Value) -> Runs {
 }
 
 impl Node for PgNode {
+    /// The locks with a holder's row: a lock's row stays for ever (its counter must never go
+    /// back), so `locks` holds every name ever used, where `holders` holds the few held now;
+    /// `list` then reads each of these alone.
     fn names(&mut self, timeout: Duration) -> Result<BTreeSet<String>, Failure> {
         let sql = format!(
-            "SELECT name FROM {}.locks WHERE starts_with(name, $1)",
+            "SELECT DISTINCT name FROM {}.holders WHERE starts_with(name, $1)",
             self.conn.schema()
         );
         let rows = self.conn.query(
