@@ -274,3 +274,23 @@ fn list_reads_the_held_locks_not_every_name_ever_used() {
     holder.signal(nix::sys::signal::Signal::SIGTERM);
     let _ = holder.finish();
 }
+
+/// Hosts that all run `redlock init` as they are provisioned: eight at once on a new schema,
+/// then eight at once again on the made one, all exit 0 (they take turns on an advisory lock;
+/// without it the catalogs refused most of them: a duplicate schema, a function "concurrently
+/// updated").
+#[test]
+fn inits_run_at_once_all_succeed() {
+    let pg = PgServer::start();
+    let url = format!("{}?schema=jobs", pg.url());
+    for round in 0..2 {
+        let inits: Vec<Proc> = (0..8)
+            .map(|_| Redlock::admin_at("init", &url).spawn())
+            .collect();
+        for init in inits {
+            let out = init.finish();
+            assert_eq!(out.code(), 0, "round {round}: {}", out.stderr);
+        }
+    }
+    Redlock::run_at(&url).key("k").sh("true").output();
+}

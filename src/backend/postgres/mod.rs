@@ -31,6 +31,9 @@ use conn::{Conn, Server};
 /// redlock's tables and functions, with `@schema@` for the schema's quoted name.
 const SCHEMA_SQL: &str = include_str!("schema.sql");
 
+/// The advisory lock `redlock init` holds for its transaction: "redlock" in ASCII.
+const INIT_LOCK: i64 = 0x0072_6564_6c6f_636b;
+
 /// The tables `sql` makes, each with its columns (the first word of each line of its
 /// `CREATE TABLE IF NOT EXISTS @schema@.NAME (` block but its key's).
 fn tables_of(sql: &str) -> Vec<(String, Vec<String>)> {
@@ -231,10 +234,14 @@ impl Backend for Postgres {
     fn init(&self, timeout: Duration) -> Result<String, Failure> {
         let mut conn = Conn::new(self.server.clone());
         let sql = format!(
-            // As pg_dump does: function bodies are checked when called, so that a table of
-            // redlock's name that is not redlock's is named below, not by the first body that
-            // reads it.
-            "SET client_min_messages = warning; SET check_function_bodies = off; {}",
+            // One init at a time in a database: the batch is one transaction, and hosts that all
+            // run init as they are provisioned would otherwise race in the catalogs (a
+            // duplicate schema, a function "concurrently updated"). The lock is the
+            // transaction's, its key "redlock" in ASCII. Then, as pg_dump does: function bodies
+            // are checked when called, so that a table of redlock's name that is not redlock's
+            // is named below, not by the first body that reads it.
+            "SELECT pg_advisory_xact_lock({INIT_LOCK}); SET client_min_messages = warning; \
+             SET check_function_bodies = off; {}",
             self.tables().unwrap_or_default()
         );
         let deadline = Instant::now() + timeout;
