@@ -2,8 +2,9 @@
 //! answers NULL (a clear 69, never a panic or a hang), a role whose transactions default to
 //! SERIALIZABLE (busy is 75, never 69), a table of redlock's name that redlock did not make
 //! (init says so), a lease an operator set to `infinity` (busy, and listed), a counter set back
-//! by hand (runs go on), counters that are not an object (the release still releases); and
-//! releases racing forced releases, which never deadlock.
+//! by hand (runs go on), counters that are not an object (the release still releases);
+//! releases racing forced releases, which never deadlock; inits run at once; and the page's
+//! monitoring role in a database that revokes EXECUTE from PUBLIC.
 
 use std::time::{Duration, Instant};
 
@@ -293,4 +294,44 @@ fn inits_run_at_once_all_succeed() {
         }
     }
     Redlock::run_at(&url).key("k").sh("true").output();
+}
+
+/// The monitoring role of docs/postgres.md, made from the page's own lines, in a database that
+/// revokes EXECUTE on new functions from PUBLIC before `redlock init` (a hostile helper found
+/// that the page's old role, USAGE and SELECT only, then failed `status`, `history` and
+/// `check` with "permission denied for function ms"): every read works, and a run is refused.
+#[test]
+fn the_monitoring_role_of_the_page_reads_in_a_hardened_database() {
+    let pg = PgServer::start();
+    pg.psql("ALTER DEFAULT PRIVILEGES FOR ROLE postgres REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC");
+    with_tables(&pg);
+    Redlock::run_at(&pg.url())
+        .key("nightly")
+        .sh("true")
+        .output();
+    let page = read(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/postgres.md"));
+    let role: String = page
+        .lines()
+        .skip_while(|l| !l.contains("CREATE ROLE monitoring"))
+        .take_while(|l| l.starts_with("    "))
+        .map(|l| format!("{}\n", l.trim()))
+        .collect();
+    assert!(role.contains("GRANT SELECT"), "the page's role: {role}");
+    pg.psql(&role);
+    let url = format!("postgres://monitoring@127.0.0.1:{}/postgres", pg.port());
+    let as_role = |sub: &str| Redlock::admin_at(sub, &url).key("nightly");
+    as_role("status").stdout_contains("is free").output();
+    Redlock::admin_at("list", &url).any_stdout().output();
+    as_role("history")
+        .stdout_contains("success (exit 0)")
+        .output();
+    as_role("check")
+        .args(["--max-age", "1h"])
+        .stdout_contains("OK")
+        .output();
+    as_role("run")
+        .arg("true")
+        .status(69)
+        .stderr_contains("permission denied")
+        .output();
 }
