@@ -22,15 +22,17 @@ pub(super) fn finish(rx: &Receiver<Event>, key: &str) -> Option<Held> {
             Ok(Event::Hold(HoldEvent::Released(result))) => {
                 match &result {
                     Some(Ok(Held::Ours)) => report!(1, Released {}, "released lock '{key}'"),
+                    // Not warnings: the run's outcome becomes a lost lock, and its one line
+                    // says why (`judged`).
                     Some(Ok(Held::Gone)) => report!(
-                        0,
+                        1,
                         ReleaseFailed { "reason" => "gone" },
-                        "warning: lock '{key}' was already gone when released"
+                        "lock '{key}' was already gone when released"
                     ),
                     Some(Ok(Held::Theirs)) => report!(
-                        0,
+                        1,
                         ReleaseFailed { "reason" => "taken" },
-                        "warning: lock '{key}' was held by another owner when released; left it alone"
+                        "lock '{key}' was held by another owner when released; left it alone"
                     ),
                     Some(Err(failure)) => report!(
                         0,

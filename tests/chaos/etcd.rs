@@ -262,7 +262,7 @@ fn lapsed_takes(faults: &[Fault], state: &State, runs: &[Run]) -> Vec<String> {
             let lost = run.code == 76
                 && !cut_off
                 && (run.stderr.contains("its key is gone")
-                    || run.stderr.contains("was already gone when released"));
+                    || run.stderr.contains("it was gone at release"));
             (lost && !revoked(w)).then_some((w, run))
         })
         .map(|(w, run)| {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use crate::common::*;
+use crate::integration::snapshots::assert_snapshot;
 
 /// A lock service the contract is tested on.
 pub trait Service {
@@ -76,6 +77,7 @@ conformance!(
     a_frozen_holders_command_is_stopped_before_its_lease_ends,
     term_reaches_the_command_and_the_lock_is_released,
     the_admin_commands_show_and_break_a_lock,
+    a_holder_forced_free_before_its_next_renewal_says_so_in_one_line,
     the_metrics_file_says_how_each_run_ended,
 );
 
@@ -448,6 +450,28 @@ fn the_admin_commands_show_and_break_a_lock(service: &dyn Service) {
         .output();
     let next: u64 = next.stdout.trim().parse().unwrap();
     assert!(next > counter, "token {next} after counter {counter}");
+}
+
+/// A holder forced free whose command ends before its next renewal: the release finds the lock
+/// gone, and the run exits 76 with one line that says so (a hostile tester saw a warning
+/// before it, saying the same).
+fn a_holder_forced_free_before_its_next_renewal_says_so_in_one_line(service: &dyn Service) {
+    let dir = TempDir::new();
+    let holder = run(service)
+        .key("k")
+        .ttl("60s")
+        .sh(&hold_script(&dir, "h"))
+        .spawn();
+    wait_for_file(&dir.join("h.ready"));
+    admin("release", service)
+        .key("k")
+        .arg("--force")
+        .any_stdout()
+        .output();
+    touch(&dir.join("h.go"));
+    let out = holder.finish_within(Duration::from_secs(15));
+    out.assert_code(76);
+    assert_snapshot("gone-at-release.stderr", out.stderr.trim(), &[]);
 }
 
 /// `--metrics-file` says how each run ended, whatever the backend.
