@@ -345,6 +345,17 @@ fn a_frozen_holders_command_is_stopped_before_its_lease_ends(service: &dyn Servi
     assert!(started > stopped, "the contender started before the freeze");
     holder.signal(Signal::SIGCONT);
     holder.finish().assert_code(76);
+    // The contender found the holder's run without an end and marked it vanished; the holder,
+    // back, corrects that to what it was: a lost lock, counted once.
+    let history = admin("history", service)
+        .key("frozen")
+        .stdout_contains("lock_lost (exit 76)")
+        .output();
+    assert!(!history.stdout.contains("vanished"), "{}", history.stdout);
+    admin("status", service)
+        .key("frozen")
+        .stdout_contains("runs ended: 1 lock_lost, 1 success")
+        .output();
 }
 
 /// TERM to redlock reaches the command; redlock releases the lock and dies of TERM.

@@ -323,14 +323,23 @@ CREATE OR REPLACE FUNCTION @schema@.lost(
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     lease_end timestamptz;
+    was text;
 BEGIN
     DELETE FROM @schema@.holders h WHERE h.name = p_name AND h.fence = p_fence
     RETURNING h.until INTO lease_end;
+    -- A run the next taker marked vanished (no end yet when its lease ended) is corrected to
+    -- what its holder, back, found: a lost lock, the count moved, as on Redis and etcd.
+    SELECT r.outcome INTO was FROM @schema@.runs r
+    WHERE r.name = p_name AND r.fence = p_fence FOR UPDATE;
     UPDATE @schema@.runs r
     SET outcome = p_outcome, status = p_status,
         ended = LEAST(COALESCE(lease_end, r.until, p_now), COALESCE(p_by, p_now), p_now)
-    WHERE r.name = p_name AND r.fence = p_fence AND r.outcome IS NULL;
+    WHERE r.name = p_name AND r.fence = p_fence
+      AND (r.outcome IS NULL OR r.outcome = 'vanished');
     IF FOUND THEN
+        IF was = 'vanished' THEN
+            PERFORM @schema@.count(p_name, 'vanished', -1);
+        END IF;
         PERFORM @schema@.count(p_name, p_outcome, 1);
         UPDATE @schema@.locks l SET last_ended_fence = p_fence WHERE l.name = p_name;
     END IF;
