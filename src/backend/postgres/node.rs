@@ -54,23 +54,109 @@ SELECT json_build_object(
             AND h.fence = r.fence AND h.until >= clock_timestamp()))
         ORDER BY r.fence DESC), '[]')
       FROM @schema@.runs r WHERE r.name = l.name)
-)::text AS lock
-FROM @schema@.locks l WHERE l.name = $1";
+)::text AS lock, l.name
+FROM @schema@.locks l WHERE l.name = ANY($1)";
 
 impl PgNode {
     /// Lock `name` as one read found it (None: it has no row, never taken).
     fn read(&mut self, name: &str, timeout: Duration) -> Result<Option<Value>, Failure> {
+        Ok(self
+            .read_each(std::slice::from_ref(&name.to_owned()), timeout)?
+            .pop()
+            .flatten())
+    }
+
+    /// Locks `names` as one statement found them, in their order (None: no row).
+    fn read_each(
+        &mut self,
+        names: &[String],
+        timeout: Duration,
+    ) -> Result<Vec<Option<Value>>, Failure> {
         let sql = READ.replace("@schema@", self.conn.schema());
-        let row = format!("{}{name}", self.prefix);
-        let rows = self
-            .conn
-            .query(Instant::now() + timeout, &sql, &[(&row, Type::TEXT)])?;
+        let rows: Vec<String> = names
+            .iter()
+            .map(|name| format!("{}{name}", self.prefix))
+            .collect();
+        let found =
+            self.conn
+                .query(Instant::now() + timeout, &sql, &[(&rows, Type::TEXT_ARRAY)])?;
+        let mut by_name = std::collections::HashMap::new();
+        for r in &found {
+            let name: Option<String> = column(r, "name")?;
+            let lock: Option<String> = column(r, "lock")?;
+            if let (Some(name), Some(lock)) = (name, lock) {
+                by_name.insert(name, serde_json::from_str::<Value>(&lock).ok());
+            }
+        }
         Ok(rows
-            .first()
-            .map(|r| column::<Option<String>>(r, "lock"))
-            .transpose()?
-            .flatten()
-            .and_then(|json| serde_json::from_str(&json).ok()))
+            .iter()
+            .map(|row| by_name.remove(row).flatten())
+            .collect())
+    }
+
+    /// Lock `name` as [`Node::inspect`] shows it, from what [`Self::read_each`] found.
+    fn inspected(&self, name: &str, lock: &Value) -> Inspected {
+        let stored_key = format!("{}.locks '{}{name}'", self.conn.schema(), self.prefix);
+        let runs = runs_of(lock);
+        let now_ms = runs.summary.now_ms;
+        let holders: Vec<&Value> = lock
+            .get("holders")
+            .and_then(Value::as_array)
+            .map(|h| h.iter().collect())
+            .unwrap_or_default();
+        let kind = holders.first().map(|h| text(h, "kind")).unwrap_or_default();
+        let held_as = if holders.is_empty() {
+            HeldAs::Kind(Kind::Exclusive)
+        } else {
+            HeldAs::from_stored(&kind)
+        };
+        let done = match (int(lock, "last_success"), int(lock, "interval")) {
+            (Some(at), Some(interval)) => {
+                let ago = (now_ms as i64).saturating_sub(at).max(0);
+                (interval > ago).then(|| (ms(Some(ago)), Some(ms(Some(interval - ago)))))
+            }
+            _ => None,
+        };
+        let queued = int(lock, "queued").unwrap_or(0);
+        let mut info = LockInfo {
+            stored_key,
+            fence: int(lock, "fence").unwrap_or(0),
+            foreign_fence: None,
+            held: None,
+            holder: None,
+            several: None,
+            done,
+            queue: (queued > 0).then(|| (queued as u64, ms(int(lock, "oldest")))),
+            waiting: int(lock, "waiting")
+                .and_then(|w| u64::try_from(w).ok())
+                .unwrap_or(0),
+            runs: runs.summary,
+        };
+        match held_as.kind() {
+            Some(Kind::Limit(_) | Kind::Shared) => {
+                let places: Vec<Place> = holders
+                    .iter()
+                    .map(|h| Place {
+                        token: text(h, "token"),
+                        lease: ms(int(h, "left")),
+                        holder: Some(holder_of(h)),
+                        age: int(h, "since").map(|s| ms(Some((now_ms as i64).saturating_sub(s)))),
+                    })
+                    .collect();
+                info.several = Some(Several {
+                    held_as,
+                    ttl: places.last().map(|p| p.lease),
+                    places,
+                });
+            }
+            _ => {
+                if let Some(h) = holders.first() {
+                    info.held = Some((text(h, "token"), Some(ms(int(h, "left")))));
+                    info.holder = Some(holder_of(h));
+                }
+            }
+        }
+        Inspected::Lock(Box::new(info))
     }
 }
 
@@ -208,68 +294,24 @@ impl Node for PgNode {
     }
 
     fn inspect(&mut self, name: &str, timeout: Duration) -> Result<Inspected, Failure> {
-        let stored_key = format!("{}.locks '{}{name}'", self.conn.schema(), self.prefix);
         let lock = self.read(name, timeout)?.unwrap_or(Value::Null);
-        let runs = runs_of(&lock);
-        let now_ms = runs.summary.now_ms;
-        let holders: Vec<&Value> = lock
-            .get("holders")
-            .and_then(Value::as_array)
-            .map(|h| h.iter().collect())
-            .unwrap_or_default();
-        let kind = holders.first().map(|h| text(h, "kind")).unwrap_or_default();
-        let held_as = if holders.is_empty() {
-            HeldAs::Kind(Kind::Exclusive)
-        } else {
-            HeldAs::from_stored(&kind)
-        };
-        let done = match (int(&lock, "last_success"), int(&lock, "interval")) {
-            (Some(at), Some(interval)) => {
-                let ago = (now_ms as i64).saturating_sub(at).max(0);
-                (interval > ago).then(|| (ms(Some(ago)), Some(ms(Some(interval - ago)))))
-            }
-            _ => None,
-        };
-        let queued = int(&lock, "queued").unwrap_or(0);
-        let mut info = LockInfo {
-            stored_key,
-            fence: int(&lock, "fence").unwrap_or(0),
-            foreign_fence: None,
-            held: None,
-            holder: None,
-            several: None,
-            done,
-            queue: (queued > 0).then(|| (queued as u64, ms(int(&lock, "oldest")))),
-            waiting: int(&lock, "waiting")
-                .and_then(|w| u64::try_from(w).ok())
-                .unwrap_or(0),
-            runs: runs.summary,
-        };
-        match held_as.kind() {
-            Some(Kind::Limit(_) | Kind::Shared) => {
-                let places: Vec<Place> = holders
-                    .iter()
-                    .map(|h| Place {
-                        token: text(h, "token"),
-                        lease: ms(int(h, "left")),
-                        holder: Some(holder_of(h)),
-                        age: int(h, "since").map(|s| ms(Some((now_ms as i64).saturating_sub(s)))),
-                    })
-                    .collect();
-                info.several = Some(Several {
-                    held_as,
-                    ttl: places.last().map(|p| p.lease),
-                    places,
-                });
-            }
-            _ => {
-                if let Some(h) = holders.first() {
-                    info.held = Some((text(h, "token"), Some(ms(int(h, "left")))));
-                    info.holder = Some(holder_of(h));
-                }
-            }
-        }
-        Ok(Inspected::Lock(Box::new(info)))
+        Ok(self.inspected(name, &lock))
+    }
+
+    /// A batch of `list`'s in one statement: a list of thousands of held locks in as many
+    /// statements took seconds.
+    fn inspect_each(
+        &mut self,
+        names: &[String],
+        _with_runs: bool,
+        timeout: Duration,
+    ) -> Result<Vec<Option<Inspected>>, Failure> {
+        Ok(self
+            .read_each(names, timeout)?
+            .into_iter()
+            .zip(names)
+            .map(|(lock, name)| Some(self.inspected(name, &lock.unwrap_or(Value::Null))))
+            .collect())
     }
 
     fn runs(&mut self, name: &str, timeout: Duration) -> Result<Runs, Failure> {
