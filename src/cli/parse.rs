@@ -161,8 +161,19 @@ pub fn parse_prefix(text: &str) -> Result<String, String> {
         // The hash tag is the lock name in braces; a brace in the prefix would change it.
         return Err("the prefix must not contain '{' or '}'".into());
     }
+    // With the longest lock name, a key every backend keeps: PostgreSQL's index refuses a
+    // row past about 2,700 bytes, with a message of its own.
+    if text.len() > MAX_PREFIX_LEN {
+        return Err(format!(
+            "the prefix is {} bytes long; the maximum is {MAX_PREFIX_LEN}",
+            text.len()
+        ));
+    }
     Ok(text.to_owned())
 }
+
+/// The longest `--prefix`, in bytes.
+const MAX_PREFIX_LEN: usize = 256;
 
 #[cfg(test)]
 mod tests {
@@ -254,5 +265,12 @@ mod tests {
         // An empty prefix would silently move every lock away from the default's clients.
         assert!(parse_prefix("").unwrap_err().contains("must not be empty"));
         assert_eq!(parse_prefix("jobs:"), Ok("jobs:".to_owned()));
+        assert!(parse_prefix(&"p".repeat(MAX_PREFIX_LEN)).is_ok());
+        // Three bytes each: 300.
+        assert!(
+            parse_prefix(&"\u{6f22}".repeat(100))
+                .unwrap_err()
+                .contains("300 bytes long; the maximum is 256")
+        );
     }
 }
