@@ -27,6 +27,9 @@ use crate::run::Options;
 pub const DEFAULT_KILL_AFTER: Duration = Duration::from_secs(5);
 /// The longest lock name accepted, in bytes.
 pub const MAX_KEY_LEN: usize = 1024;
+/// The longest `--prefix` accepted, in bytes: with the longest lock name, a key every backend
+/// keeps (PostgreSQL's index refuses a row past about 2,700 bytes).
+pub const MAX_PREFIX_LEN: usize = 256;
 
 /// `--kill-after`'s help: its own words, then the rule the supervisor applies after a lost lease.
 const KILL_AFTER_HELP: &str = concat!(

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
-use crate::cli::MAX_KEY_LEN;
+use crate::cli::{MAX_KEY_LEN, MAX_PREFIX_LEN};
 use crate::lease::{MAX_DURATION, MIN_TTL, Wait};
 
 /// A humantime duration ("30s", "1500ms", "2m") no longer than a year.
@@ -161,8 +161,6 @@ pub fn parse_prefix(text: &str) -> Result<String, String> {
         // The hash tag is the lock name in braces; a brace in the prefix would change it.
         return Err("the prefix must not contain '{' or '}'".into());
     }
-    // With the longest lock name, a key every backend keeps: PostgreSQL's index refuses a
-    // row past about 2,700 bytes, with a message of its own.
     if text.len() > MAX_PREFIX_LEN {
         return Err(format!(
             "the prefix is {} bytes long; the maximum is {MAX_PREFIX_LEN}",
@@ -171,9 +169,6 @@ pub fn parse_prefix(text: &str) -> Result<String, String> {
     }
     Ok(text.to_owned())
 }
-
-/// The longest `--prefix`, in bytes.
-const MAX_PREFIX_LEN: usize = 256;
 
 #[cfg(test)]
 mod tests {

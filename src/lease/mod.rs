@@ -4,7 +4,7 @@
 //! supervisor in `run` decides.
 //!
 //! The thread reads time through a [`Clock`], so that its tests run it against a fake clock and
-//! a fake [`Locker`] without Redis (`tests`).
+//! a fake [`Locker`] without a server (`tests`).
 //!
 //! May use `lock` (the protocol it drives, and its failures), `clock` and `exit` (how
 //! a run ended, which its release records); nothing above.
@@ -56,9 +56,9 @@ pub enum WaitEvent {
     Misconfigured(String),
     /// The server could not be used to take the lock.
     Failed(Failure),
-    /// Redis could not be reached (or did not answer) while waiting for the lock: the thread
-    /// tries again, backing off, until the wait runs out. Reported for every failed attempt
-    /// (`first`: the first since Redis last answered).
+    /// The server could not be reached (or did not answer) while waiting for the lock: the
+    /// thread tries again, backing off, until the wait runs out. Reported for every failed attempt
+    /// (`first`: the first since the server last answered).
     Unreachable { failure: Failure, first: bool },
     /// Asked to stop while waiting: the thread left the waiters' queue (or tried to).
     Stopped,
@@ -206,10 +206,11 @@ impl Lease {
 
     /// [`Lease::stop`], telling the release how the run ended (its record; `--min-interval`).
     ///
-    /// A thread blocked waiting for a release hears nothing until its BLPOP answers, so that
-    /// wait is interrupted through Redis (see [`Interrupt`] for why this way), from a thread of
-    /// its own: the caller never blocks on Redis. Once unblocked, the lease thread leaves the
-    /// queue over its own connection and reports [`WaitEvent::Stopped`], as for any stop.
+    /// A thread blocked waiting for a release hears nothing until its block answers, so that
+    /// wait is interrupted through the backend (see [`Interrupt`] for why this way), from a
+    /// thread of its own: the caller never blocks on the server. Once unblocked, the lease
+    /// thread leaves the queue over its own connection and reports [`WaitEvent::Stopped`], as
+    /// for any stop.
     pub fn finish(&self, ended: RunEnding) {
         let interrupt = {
             let mut waiting = lock(&self.waiting);
@@ -245,7 +246,7 @@ fn lock(waiting: &Mutex<Blocked>) -> MutexGuard<'_, Blocked> {
 impl Drop for Lease {
     fn drop(&mut self) {
         self.stop();
-        // Joining could block on a hung Redis; the thread ends with the process anyway.
+        // Joining could block on a hung server; the thread ends with the process anyway.
         drop(self.thread.take());
     }
 }
@@ -312,11 +313,11 @@ impl<C: Clock> Worker<C> {
 
     /// Block until a release wakes us, as `block` says; true when asked to stop.
     ///
-    /// The BLPOP runs on the lock's own connection, so a waiter costs Redis one connection
-    /// (per node), not two, and it has always answered before we try again: nothing of ours
-    /// stays blocked to swallow someone else's wake-up once we hold the lock. A stop cannot
-    /// reach this thread while it blocks: [`Lease::finish`] sees `blocked` and interrupts the
-    /// BLPOP through Redis. What follows the block, `waiting` decides.
+    /// The block runs on the lock's own connection, so a waiter costs the server one
+    /// connection (per node), not two, and it has always answered before we try again:
+    /// nothing of ours stays blocked to swallow someone else's wake-up once we hold the lock.
+    /// A stop cannot reach this thread while it blocks: [`Lease::finish`] sees `blocked` and
+    /// interrupts the block through the backend. What follows the block, `waiting` decides.
     fn wait_for_release(&mut self, block: Block, waiting: &mut Waiting) -> bool {
         {
             let mut shared = lock(&self.waiting);
@@ -353,7 +354,7 @@ impl<C: Clock> Worker<C> {
         }
     }
 
-    /// Redis did not answer: say so, then sleep `pause`; true when asked to stop meanwhile.
+    /// The server did not answer: say so, then sleep `pause`; true when asked to stop meanwhile.
     fn back_off(&mut self, failure: Failure, pause: Duration, first: bool) -> bool {
         (self.reports.wait)(WaitEvent::Unreachable { failure, first });
         self.sleep(self.clock.now() + pause)
@@ -402,7 +403,7 @@ impl<C: Clock> Worker<C> {
                     }
                     if unanswered && matches!(ending, Ending::Failed(_)) {
                         // A stop that came while the attempt hung (a TERM during an acquire on a
-                        // frozen server) says how the run ended; else Redis could not be used.
+                        // frozen server) says how the run ended; else the server could not be used.
                         let ended = match self.next_message(Some(self.clock.now())) {
                             Some(Stop::Stop { ended }) => ended,
                             _ => RunEnding::of(Outcome::Unavailable, 0),

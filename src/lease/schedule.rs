@@ -28,7 +28,7 @@ pub struct Waiting {
     /// Attempts in a row that found no answer (0: the last one had an answer).
     unreachable: u32,
     /// An attempt found the lock busy: this waiter is registered as one, and may have taken a
-    /// wake-up, so leaving must tell Redis.
+    /// wake-up, so leaving must tell the server.
     busy_seen: bool,
     /// When the server was last asked to end a block for a release.
     held_until: Option<Moment>,
@@ -43,7 +43,7 @@ pub enum Next {
     Over { ending: Ending, leave: bool },
     /// Block until a release wakes this waiter, as this says; then [`Waiting::after_block`].
     WaitForRelease(Block),
-    /// Redis did not answer: sleep `pause`, then try again; `first` since it last answered.
+    /// The server did not answer: sleep `pause`, then try again; `first` since it last answered.
     Retry {
         failure: Failure,
         pause: Duration,
@@ -133,15 +133,15 @@ impl Waiting {
                     Next::WaitForRelease(block)
                 }
             }
-            // Redis answered with an error (credentials, a replica, a Sentinel given as a
+            // The server answered with an error (credentials, a replica, a Sentinel given as a
             // server...): no wait makes it right.
             Err(failure @ Failure::Refused(_)) => over(Ending::Failed(failure), false),
-            // No wait (`--wait 0`), or the wait ran out with Redis still unreachable: nothing
+            // No wait (`--wait 0`), or the wait ran out with the server still unreachable: nothing
             // to leave on a server that does not answer.
             Err(failure) if left.is_zero() => over(Ending::Failed(failure), false),
-            // Within a wait, Redis being down (a failover, a restart, a pod that starts before
-            // Redis) is waited out like a busy lock, backing off with jitter so that a fleet
-            // does not hammer a recovering server in step.
+            // Within a wait, the server being down (a failover, a restart, a pod that starts
+            // before its server) is waited out like a busy lock, backing off with jitter so
+            // that a fleet does not hammer a recovering server in step.
             Err(failure) => {
                 let (pause, first) = self.back_off(left, random);
                 Next::Retry {
@@ -155,9 +155,9 @@ impl Waiting {
 
     /// What follows a block for a release that ended at `now` with `woken` (Ok(true): woken).
     /// An answer, woken or not, is followed by an attempt at once, the last one when the wait
-    /// is over. No answer is a failure to reach Redis like an attempt's, retried in the same
-    /// way, except that an attempt still follows when the wait is over: the last word is an
-    /// attempt's (busy or not, reachable or not). An error the server answered with (an ACL
+    /// is over. No answer is a failure to reach the server like an attempt's, retried in the
+    /// same way, except that an attempt still follows when the wait is over: the last word is an
+    /// attempt's (busy or not, reachable or not). An error the server answered with (a Redis ACL
     /// without BLPOP, say) is sat out until the block would have ended: the waiter polls.
     pub fn after_block(
         &mut self,
@@ -202,7 +202,7 @@ pub enum AfterBlock {
     Attempt,
     /// Sleep this long (listening for a stop), then try.
     Sleep(Duration),
-    /// Redis did not answer: as [`Next::Retry`].
+    /// The server did not answer: as [`Next::Retry`].
     Retry {
         failure: Failure,
         pause: Duration,

@@ -2,7 +2,7 @@
 //!
 //! One supervisor loop on the main thread owns every decision. The lease thread and the signal
 //! thread (which also reaps children) only report into its channel, and the supervisor never
-//! blocks on Redis, so a hung server cannot delay stopping the command before its lease ends.
+//! blocks on the server, so a hung server cannot delay stopping the command before its lease ends.
 //!
 //! May use `process`, `lease`, `lock` (the backend it is given, through the boundary),
 //! `report`, `error`, `exit` and `clock`; never `cli`, `admin` or `backend` (the command line
@@ -84,7 +84,7 @@ pub struct Options {
 }
 
 /// Run the command under the lock; how the run ended. An error is a failure before the command
-/// could run (usage, Redis unavailable, internal), its class in the chain.
+/// could run (usage, the server unavailable, internal), its class in the chain.
 pub fn run(options: &Options, stats: &mut Stats) -> anyhow::Result<Outcome> {
     let started = Instant::now();
     let Started {

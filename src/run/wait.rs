@@ -18,7 +18,7 @@ use crate::report::metrics::Stats;
 use crate::run::{Event, Options};
 
 /// How long a waiter that is told to stop waits for the lease thread to leave the waiters'
-/// queue: a healthy Redis takes a millisecond; a frozen one must not keep a TERM waiting.
+/// queue: a healthy server takes a millisecond; a frozen one must not keep a TERM waiting.
 const LEAVE_WAIT: Duration = Duration::from_secs(1);
 
 /// The lock, once taken: its fencing token, when the winning request was sent (the lease counts
@@ -30,7 +30,7 @@ pub(super) struct Taken {
 }
 
 /// Wait for the lease thread to take the lock: Ok(taken), or how the run ends without it
-/// (busy, skipped, interrupted by a signal). An error: Redis could not be used, or the lock is
+/// (busy, skipped, interrupted by a signal). An error: the server could not be used, or the lock is
 /// held another way.
 pub(super) fn acquire(
     options: &Options,
@@ -40,7 +40,7 @@ pub(super) fn acquire(
     started: Instant,
 ) -> anyhow::Result<Result<Taken, Outcome>> {
     let key = &options.key;
-    // Whether this wait has warned that Redis could not be reached: once per wait.
+    // Whether this wait has warned that the server could not be reached: once per wait.
     let mut warned = false;
     loop {
         match rx.recv().context("event channel closed")? {
@@ -136,7 +136,7 @@ pub(super) fn gave_back(key: &str, released: &Result<Held, Failure>) {
         ),
         // It had not taken it: nothing to say.
         Ok(Held::Gone | Held::Theirs) => {}
-        // Said with -v only: the failure that ends the run says already that Redis is not
+        // Said with -v only: the failure that ends the run says already that the server is not
         // answering, and what is left is what the lock's ttl takes care of anyway.
         Err(failure) => report!(
             1,
@@ -209,10 +209,10 @@ fn found_busy(kind: Kind, queued: bool) -> String {
     }
 }
 
-/// Say that Redis could not be reached within a wait: a warning the first time in the wait
+/// Say that the server could not be reached within a wait: a warning the first time in the wait
 /// (`warned`: said already), then a `-v` line for the first failure of each later outage
-/// (`first`: Redis answered since the last failure), `-vv` for the rest. In cron every line
-/// is a line of mail: a Redis that drops its connections now and then is one warning.
+/// (`first`: the server answered since the last failure), `-vv` for the rest. In cron every line
+/// is a line of mail: a server that drops its connections now and then is one warning.
 fn unreachable(key: &str, failure: &Failure, (first, warned): (bool, &mut bool), wait: Wait) {
     let until = match wait {
         Wait::Forever => "for as long as it waits (--wait forever)".to_owned(),

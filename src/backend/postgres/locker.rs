@@ -369,43 +369,28 @@ impl Locker for PgLocker {
         };
         let took = ms(tenure.held());
         let interval = self.min_interval.map(ms);
+        let lost_by = i64::try_from(ended.lost.lost_by).unwrap_or(0);
+        // The statement takes the first seven; the function all ten.
+        let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 10] = [
+            (&self.name, Type::TEXT),
+            (&token, Type::TEXT),
+            (&fence, Type::INT8),
+            (&ended.outcome, Type::TEXT),
+            (&ended.status, Type::INT4),
+            (&took, Type::INT8),
+            (&interval, Type::INT8),
+            (&ended.lost.lost_outcome, Type::TEXT),
+            (&ended.lost.lost_status, Type::INT4),
+            (&lost_by, Type::INT8),
+        ];
         // While our lease holds, one statement ([`plain::PLAIN_RELEASE`]); else the function.
         let sql = plain::PLAIN_RELEASE.replace("@schema@", self.conn.schema());
-        let rows = self.conn.query(
-            deadline,
-            &sql,
-            &[
-                (&self.name, Type::TEXT),
-                (&token, Type::TEXT),
-                (&fence, Type::INT8),
-                (&ended.outcome, Type::TEXT),
-                (&ended.status, Type::INT4),
-                (&took, Type::INT8),
-                (&interval, Type::INT8),
-            ],
-        )?;
-        if !rows.is_empty() {
+        if !self.conn.query(deadline, &sql, &params[..7])?.is_empty() {
             self.taken = None;
             return Ok(Held::Ours);
         }
         let sql = self.call("release", 10);
-        let lost_by = i64::try_from(ended.lost.lost_by).unwrap_or(0);
-        let rows = self.conn.query(
-            deadline,
-            &sql,
-            &[
-                (&self.name, Type::TEXT),
-                (&token, Type::TEXT),
-                (&fence, Type::INT8),
-                (&ended.outcome, Type::TEXT),
-                (&ended.status, Type::INT4),
-                (&took, Type::INT8),
-                (&interval, Type::INT8),
-                (&ended.lost.lost_outcome, Type::TEXT),
-                (&ended.lost.lost_status, Type::INT4),
-                (&lost_by, Type::INT8),
-            ],
-        )?;
+        let rows = self.conn.query(deadline, &sql, &params)?;
         let said: Option<String> = match rows.first() {
             Some(row) => column(row, "release")?,
             None => None,
