@@ -140,22 +140,36 @@ pub fn tcp_connections(pid: i32, port: u16) -> usize {
         .count()
 }
 
-/// redlock's watchdog: its child named `redlock-watch` (a fork of redlock, renamed).
+/// redlock's watchdog: its child named `redlock-watch` (a fork of redlock, renamed). A
+/// watchdog just forked (a replacement redlock has announced) renames itself a moment later:
+/// waited for, within the test patience.
 pub fn watchdog_of(redlock: i32) -> i32 {
-    let mut children = Vec::new();
-    for task in std::fs::read_dir(format!("/proc/{redlock}/task"))
-        .unwrap()
-        .flatten()
-    {
-        children.extend(
-            super::read(&task.path().join("children"))
-                .split_whitespace()
-                .map(|pid| pid.parse::<i32>().unwrap()),
+    let watchdogs = || {
+        let mut children = Vec::new();
+        for task in std::fs::read_dir(format!("/proc/{redlock}/task"))
+            .unwrap()
+            .flatten()
+        {
+            children.extend(
+                super::read(&task.path().join("children"))
+                    .split_whitespace()
+                    .map(|pid| pid.parse::<i32>().unwrap()),
+            );
+        }
+        let named =
+            |pid: &i32| super::read(format!("/proc/{pid}/comm").as_ref()).trim() == "redlock-watch";
+        children.into_iter().filter(named).collect::<Vec<i32>>()
+    };
+    let deadline = std::time::Instant::now() + super::PATIENCE;
+    loop {
+        let found = watchdogs();
+        if found.len() == 1 {
+            return found[0];
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "redlock's watchdogs: {found:?}"
         );
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let named =
-        |pid: &i32| super::read(format!("/proc/{pid}/comm").as_ref()).trim() == "redlock-watch";
-    let watchdogs: Vec<i32> = children.into_iter().filter(named).collect();
-    assert_eq!(watchdogs.len(), 1, "redlock's watchdogs: {watchdogs:?}");
-    watchdogs[0]
 }
