@@ -238,10 +238,12 @@ fn old_leader_revokes() -> (String, bool) {
 ///   that lease: "requested lease not found", and a `--wait` run exited 69 instead of taking a
 ///   new lease and a place at the back.
 fn lapsed_takes(faults: &[Fault], state: &State, runs: &[Run]) -> Vec<String> {
-    let revoked = |w: &Worker| {
+    // A revoke robs a holder until its redlock has released: one that lands after the command
+    // ended, while the release waits out a stopped leader, is found at the release.
+    let revoked = |w: &Worker, run: &Run| {
         faults.iter().any(|f| {
             matches!(f.kind, Kind::EtcdLeasesRevoked | Kind::EtcdStaleRevokes)
-                && w.last >= f.at
+                && run.reaped >= f.at
                 && f.fence.is_some_and(|top| w.fence <= top)
         })
     };
@@ -263,13 +265,13 @@ fn lapsed_takes(faults: &[Fault], state: &State, runs: &[Run]) -> Vec<String> {
                 && !cut_off
                 && (run.stderr.contains("its key is gone")
                     || run.stderr.contains("it was gone at release"));
-            (lost && !revoked(w)).then_some((w, run))
+            (lost && !revoked(w, run)).then_some((w, run))
         })
         .map(|(w, run)| {
             let at = |ns: u64| ns.saturating_sub(t0) as f64 / 1e6;
             let near: Vec<String> = faults
                 .iter()
-                .filter(|f| f.at <= w.last && f.healed + 3_000_000_000 >= w.start)
+                .filter(|f| f.at <= run.reaped && f.healed + 3_000_000_000 >= w.start)
                 .map(|f| format!("{} {:.0}-{:.0} ms", f.kind.name(), at(f.at), at(f.healed)))
                 .collect();
             format!(
@@ -387,12 +389,14 @@ pub fn expect_cut_off_in_time(r: &mut Report, ttl: Duration, cut: Kind) {
         .workers
         .iter()
         .filter(|w| {
-            r.run_of(w).is_some_and(|run| run.code == 76)
-                && r.faults.iter().any(|f| {
-                    f.kind == Kind::EtcdStaleRevokes
-                        && w.last >= f.at
-                        && f.fence.is_some_and(|top| w.fence <= top)
-                })
+            r.run_of(w).is_some_and(|run| {
+                run.code == 76
+                    && r.faults.iter().any(|f| {
+                        f.kind == Kind::EtcdStaleRevokes
+                            && run.reaped >= f.at
+                            && f.fence.is_some_and(|top| w.fence <= top)
+                    })
+            })
         })
         .count();
     r.notes.push((
