@@ -312,7 +312,7 @@ impl Locker for EtcdLocker {
             let _ = self.txn(record, deadline);
         }
         self.mark_vanished(seen.runs.first(), &seen.queue, deadline);
-        self.prune(&seen.runs, deadline);
+        self.prune(seen.runs_total, deadline);
     }
 
     fn interrupter(&self, _token: &str) -> Box<dyn Interrupt> {
