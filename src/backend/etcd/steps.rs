@@ -361,7 +361,7 @@ pub(super) struct Seen {
     pub recorded: bool,
     pub last_success: Option<Vec<u8>>,
     pub counts: Vec<(String, i64, i64)>,
-    /// The newest runs' records (one or two), newest first, this run's own left out.
+    /// The newest runs' records (up to two), newest first, this run's own left out.
     pub runs: Vec<KeyValue>,
     /// How many runs the record holds, this run's own included once it is written.
     pub runs_total: i64,
