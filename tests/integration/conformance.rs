@@ -3,7 +3,7 @@
 //! real Redis, a real 3-member etcd cluster, and a real PostgreSQL with redlock's tables. Exclusion and rising fencing tokens under
 //! contention, the exit statuses, busy and `--wait` with a prompt hand-over, first come first
 //! served with `--fair`, `--limit`, `--shared`, `--min-interval`, the watchdog stopping a frozen
-//! holder's command, TERM forwarded, the admin commands and the metrics file. What only one
+//! holder's command, TERM forwarded, the admin commands, the counters and the metrics file. What only one
 //! backend has (Sentinel, Cluster, a quorum; a leader lost) is tested beside it.
 
 use std::time::{Duration, Instant};
@@ -79,6 +79,7 @@ conformance!(
     the_admin_commands_show_and_break_a_lock,
     a_holder_forced_free_before_its_next_renewal_says_so_in_one_line,
     the_metrics_file_says_how_each_run_ended,
+    runs_turned_away_at_once_are_each_counted,
 );
 
 fn run(service: &dyn Service) -> Redlock {
@@ -513,4 +514,33 @@ fn the_metrics_file_says_how_each_run_ended(service: &dyn Service) {
         "{text}"
     );
     assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+/// Twelve runs turned away at the same moment (busy, no `--wait`), then six skipped at once
+/// (`--min-interval`): `status` counts every one. On etcd a counter is a compare-and-swap; a
+/// few tries each lost counts when clients ended together.
+fn runs_turned_away_at_once_are_each_counted(service: &dyn Service) {
+    let dir = TempDir::new();
+    let (holder, _) = run(service).key("many").hold(&dir, "h");
+    let at_once = |n: usize, lock: &'static str, args: &'static [&'static str]| {
+        let procs: Vec<_> = (0..n)
+            .map(|_| run(service).key(lock).args(args).sh("true").spawn())
+            .collect();
+        for proc in procs {
+            proc.finish_within(PATIENCE).assert_code(75);
+        }
+    };
+    at_once(12, "many", &[]);
+    admin("status", service)
+        .key("many")
+        .stdout_contains("12 busy")
+        .output();
+    touch(&dir.join("h.go"));
+    holder.finish_within(PATIENCE).assert_code(0);
+    run(service).key("once").sh("true").output();
+    at_once(6, "once", &["--min-interval", "1h"]);
+    admin("status", service)
+        .key("once")
+        .stdout_contains("6 skipped")
+        .output();
 }

@@ -142,8 +142,10 @@ impl Locker for EtcdLocker {
         if let Some(interval) = self.min_interval
             && let Some(ago) = success_ago(&seen.last_success).filter(|ago| *ago < interval)
         {
-            self.give_up_place(deadline)?;
+            // Counted even when giving the place up had no answer in time, as in `leave`.
+            let left = self.give_up_place(deadline);
             self.count("skipped", 1, deadline);
+            left?;
             return Ok(Acquire::Skipped { ago });
         }
         match queue::place(&seen.queue, ours, self.kind) {
@@ -321,11 +323,12 @@ impl Locker for EtcdLocker {
 
     fn leave(&mut self, _token: &str, busy: bool, timeout: Duration) -> Result<(), Failure> {
         let deadline = Instant::now() + timeout;
-        self.give_up_place(deadline)?;
+        // Counted even when giving the place up had no answer in time (the lease ends it then).
+        let left = self.give_up_place(deadline);
         if busy {
             self.count("busy", 1, deadline);
         }
-        Ok(())
+        left
     }
 
     fn unanswered(&self) -> bool {

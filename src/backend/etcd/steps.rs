@@ -14,6 +14,14 @@ use etcd_client::{
 use super::locker::EtcdLocker;
 use crate::lock::record::RUNS_KEPT;
 
+/// The most tries a counter gets before its deadline: more clients than this counting the same
+/// label at the same moment may lose a count.
+const COUNT_TRIES: u32 = 64;
+
+/// The least time a counter is given to count, whatever the step it closes has left: only
+/// clients counting the same label at once take more than one round trip.
+const COUNT_TIME: Duration = Duration::from_secs(1);
+
 /// How many runs past [`RUNS_KEPT`] a lock's record may hold before a take prunes it: a prune
 /// is a request of its own, made every few runs rather than every run.
 const PRUNE_SLACK: u32 = 5;
@@ -193,10 +201,15 @@ impl EtcdLocker {
         revoked
     }
 
-    /// Add one to the counter `label`, comparing its revision as last seen (a few tries; a
-    /// counter is the record's, never the lock's: failing to count stops nothing).
+    /// Add one to the counter `label`, comparing its revision as last seen, and again with the
+    /// value a failed compare read back, until it counts or `deadline` passes (a counter is the
+    /// record's, never the lock's: failing to count stops nothing). Each round of clients
+    /// counting at once lets one through: 15 runs turned away together need up to 15 tries
+    /// (4 tries counted 6 of them). However little time the caller has left (a run turned away
+    /// without `--wait` has 100 ms for its whole leave), counting gets [`COUNT_TIME`].
     pub(super) fn count(&mut self, label: &str, by: i64, deadline: Instant) {
-        for _ in 0..4 {
+        let deadline = deadline.max(Instant::now() + COUNT_TIME);
+        for _ in 0..COUNT_TRIES {
             let key = self.keys.count(label);
             let (value, rev) = self
                 .counts
