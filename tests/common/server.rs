@@ -201,6 +201,27 @@ impl RedisServer {
             if let Ok(mut con) = self.try_conn(Duration::from_millis(200))
                 && redis::cmd("PING").query::<String>(&mut con).is_ok()
             {
+                // Servers started at once can be handed the same free port: the one that lost
+                // the bind is still exiting while the winner answers this PING. The answer must
+                // come from our own process (where INFO says; a server that refuses INFO is
+                // taken at its word).
+                let pid = redis::cmd("INFO")
+                    .arg("server")
+                    .query::<String>(&mut con)
+                    .ok()
+                    .and_then(|info| {
+                        info.lines()
+                            .find_map(|l| l.strip_prefix("process_id:"))
+                            .and_then(|p| p.trim().parse::<u32>().ok())
+                    });
+                if pid.is_some_and(|pid| pid != child.id()) {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(format!(
+                        "port {} is another redis-server's (pid {pid:?})",
+                        self.port
+                    ));
+                }
                 self.child = Some(child);
                 return Ok(());
             }
