@@ -57,6 +57,8 @@ pub(crate) enum Meaning {
 pub(crate) struct Intake {
     stop_signal: Signal,
     taken: SigSet,
+    /// glibc's signal 32 was ignored at start (see [`Intake::block`]).
+    cancel_ignored: bool,
 }
 
 impl Intake {
@@ -67,7 +69,10 @@ impl Intake {
     /// ignored it cannot be told; and a PIPE redlock's own write provokes is sent to the writing
     /// thread, where it stays pending, never to the signal thread.
     pub(crate) fn new(stop_signal: Signal) -> Self {
+        // Read once: /proc/self/status is a few dozen lines the kernel formats on every read.
         let mut ignored = ignored_at_start();
+        let cancel = Signo::new(32).expect("32 is a signal number");
+        let cancel_ignored = ignored.contains(&cancel);
         ignored.retain(|&signal| signal != Signo::from(SIGPIPE));
         let standard = FORWARDED
             .into_iter()
@@ -83,6 +88,7 @@ impl Intake {
         Self {
             stop_signal,
             taken: signo::set_of(taken),
+            cancel_ignored,
         }
     }
 
@@ -115,8 +121,7 @@ impl Intake {
     /// `signo::ignore_cancel_signal`). Call before starting any thread, and before [`start`].
     pub(crate) fn block(&self) -> io::Result<()> {
         pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&self.taken), None)?;
-        let cancel = Signo::new(32).expect("32 is a signal number");
-        signo::ignore_cancel_signal(ignored_at_start().contains(&cancel));
+        signo::ignore_cancel_signal(self.cancel_ignored);
         Ok(())
     }
 }
@@ -217,6 +222,7 @@ mod tests {
         Intake {
             stop_signal,
             taken: SigSet::empty(),
+            cancel_ignored: false,
         }
     }
 
