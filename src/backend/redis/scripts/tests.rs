@@ -72,7 +72,7 @@ fn identifiers(text: &str) -> BTreeSet<String> {
 #[test]
 fn every_name_a_script_binds_is_used_once_bound() {
     for (script, lua) in calls::all() {
-        let (names, files, _) = parts(&lua.body);
+        let (names, files, _) = parts(lua.body());
         assert!(!names.is_empty(), "{script} binds no names");
         let distinct: BTreeSet<&str> = names.iter().copied().collect();
         assert_eq!(distinct.len(), names.len(), "{script} binds a name twice");
@@ -92,7 +92,7 @@ fn scripts_use_names_not_positions_and_say_what_they_return() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/backend/redis");
     let mut sent: BTreeSet<String> = BTreeSet::new();
     for (script, lua) in calls::all() {
-        let (_, files, own) = parts(&lua.body);
+        let (_, files, own) = parts(lua.body());
         let (name, _) = files[own];
         sent.extend(files.iter().map(|(f, _)| (*f).to_owned()));
         let file = if name.contains('/') {
@@ -144,7 +144,7 @@ fn scripts_use_names_not_positions_and_say_what_they_return() {
 #[test]
 fn a_script_binds_its_keys_then_its_arguments_in_the_order_of_its_definition() {
     use crate::backend::redis::scripts::Script;
-    let (names, files, own) = parts(&calls::GiveBack::lua().body);
+    let (names, files, own) = parts(calls::GiveBack::lua().body());
     assert_eq!(
         names,
         [
@@ -215,4 +215,42 @@ fn a_script_binds_its_keys_then_its_arguments_in_the_order_of_its_definition() {
             "{}"
         ]
     );
+}
+
+/// shas.rs as the scripts' texts make it.
+fn shas_file() -> String {
+    let mut out = String::from(
+        "//! The SHA1 of every script's text (see `scripts`), by its definition's name: what \
+         EVALSHA\n//! sends. Written by the test `stored_hashes_are_the_texts_hashes` (run it with\n\
+         //! `SNAPSHOTS=overwrite` after changing a script); do not edit by hand.\n\n\
+         /// The stored SHA1 of the script called `name` (\"\" for a name with none: EVALSHA is\n\
+         /// then answered NOSCRIPT, and the text goes by EVAL).\n\
+         pub(super) fn of(name: &str) -> &'static str {\n    match name {\n",
+    );
+    for (name, lua) in calls::all() {
+        let sha = redis::Script::new(&(lua.compose)()).get_hash().to_owned();
+        out.push_str(&format!("        {name:?} => {sha:?},\n"));
+    }
+    out.push_str("        _ => \"\",\n    }\n}\n");
+    out
+}
+
+#[test]
+fn stored_hashes_are_the_texts_hashes() {
+    // EVALSHA runs whatever the server cached under the SHA1 sent: a stored SHA1 that is not
+    // the text's would run another build's script wherever a server still has it.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/backend/redis/scripts/shas.rs");
+    let wanted = shas_file();
+    if std::env::var("SNAPSHOTS").as_deref() == Ok("overwrite") {
+        std::fs::write(&path, &wanted).unwrap();
+    }
+    let stored = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        stored == wanted,
+        "src/backend/redis/scripts/shas.rs is not the scripts' hashes: run \
+         `SNAPSHOTS=overwrite cargo test --lib stored_hashes_are_the_texts_hashes`"
+    );
+    for (name, lua) in calls::all() {
+        assert_eq!(lua.sha, redis::Script::new(lua.body()).get_hash(), "{name}");
+    }
 }
