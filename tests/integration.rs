@@ -125,6 +125,9 @@ mod integration {
     // role, passwords from libpq's places, refusals, fencing in the same database, the server
     // frozen past the lease, restarted within it, unreachable at the start.
     mod postgres;
+    // PostgreSQL over TLS beside psql: each sslmode with self-signed, CA-signed, misnamed and
+    // expired server certificates, connected exactly when psql connects, refused in words.
+    mod pgtls;
     // A primary failed over to its streaming standby: an asynchronous one can give a token
     // out twice; a synchronous one (remote_apply) loses nothing answered.
     mod postgres_failover;

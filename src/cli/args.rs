@@ -209,8 +209,8 @@ pub struct ConnArgs {
     pub password_file: Option<PathBuf>,
 
     /// For rediss://, etcds:// and postgres:// with sslmode=verify-ca or verify-full (or
-    /// require): trust the CA certificates in this PEM file instead of the system store
-    /// (the URL's sslrootcert wins).
+    /// require): trust the CA certificates in this PEM file instead of the system store (on
+    /// postgres://, instead of ~/.postgresql/root.crt; the URL's sslrootcert wins).
     #[arg(
         long,
         env = "REDLOCK_TLS_CA_CERT",

@@ -11,7 +11,7 @@ use crate::common::*;
 /// Makes a CA (`{name}-ca.crt`) and a server certificate for 127.0.0.1 signed by it, with openssl
 /// and P-256 keys (fast to generate). Returns (CA certificate, server certificate, server key).
 /// Run an openssl `script` (under `sh -e`), failing the test with openssl's stderr.
-fn openssl(script: &str) {
+pub(super) fn openssl(script: &str) {
     let out = Command::new("sh")
         .args(["-c", script])
         .env("OPENSSL_CONF", "/dev/null")

@@ -9,7 +9,6 @@
 //! and passes each notification on.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::runtime::Runtime;
@@ -20,6 +19,7 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Row, Socket};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
+use super::tls::Settled;
 use crate::lock::{Failure, Reason};
 
 /// How to reach the server: libpq's settings, TLS, how messages name it, redlock's schema.
@@ -27,7 +27,7 @@ use crate::lock::{Failure, Reason};
 pub(crate) struct Server {
     pub config: Config,
     /// None: no TLS (`sslmode=disable`, or a unix socket).
-    pub tls: Option<Arc<rustls::ClientConfig>>,
+    pub tls: Option<Settled>,
     /// As messages name it: `postgres://HOST:PORT/DB`, no credentials.
     pub shown: String,
     /// The schema of redlock's tables and functions, quoted: `"redlock"`.
@@ -101,7 +101,9 @@ impl Conn {
             let made = self
                 .block_on(deadline, async move {
                     match tls {
-                        Some(tls) => connect(&config, MakeRustlsConnect::new((*tls).clone())).await,
+                        Some(tls) => {
+                            connect(&config, MakeRustlsConnect::new((*tls.config).clone())).await
+                        }
                         None => connect(&config, NoTls).await,
                     }
                 })
@@ -242,6 +244,16 @@ impl Conn {
     /// when none was given is told apart (no retry gives one), by the error's kind: neither
     /// the server's nor the network's.
     fn connect_failure(&self, err: tokio_postgres::Error) -> Failure {
+        if let (Some(rustls::Error::InvalidCertificate(refused)), Some(tls)) =
+            (rustls_error(&err), &self.server.tls)
+        {
+            // No retry makes the certificate another: said at once, in words.
+            let said = super::tls::said(refused, &tls.trust);
+            return Failure::Refused(Reason::caused_by(
+                format!("TLS with PostgreSQL at {} failed: {said}", self.shown()),
+                err,
+            ));
+        }
         let io = std::error::Error::source(&err).is_some_and(|s| s.is::<std::io::Error>());
         if self.server.config.get_password().is_none()
             && err.as_db_error().is_none()
@@ -366,6 +378,26 @@ fn describe(err: &tokio_postgres::Error) -> String {
         source = cause.source();
     }
     crate::report::one_line(&said)
+}
+
+/// The rustls error beneath a connection's error, if TLS failed: tokio-rustls hands it over
+/// inside an I/O error.
+fn rustls_error(err: &tokio_postgres::Error) -> Option<&rustls::Error> {
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        let inner = cause
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref);
+        let found = match inner {
+            Some(inner) => inner.downcast_ref::<rustls::Error>(),
+            None => cause.downcast_ref::<rustls::Error>(),
+        };
+        if found.is_some() {
+            return found;
+        }
+        source = cause.source();
+    }
+    None
 }
 
 /// Connect, and drive the connection in a task that passes each notification on.

@@ -9,7 +9,8 @@
 //! runs. A waiter `LISTEN`s on its own channel; a release `NOTIFY`s the first waiter in its own
 //! transaction.
 //!
-//! The URL (`url`), the password files libpq users keep (`pgpass`), TLS by `sslmode` (`tls`),
+//! The URL (`url`), the password files libpq users keep (`pgpass`), TLS by `sslmode` (`tls`)
+//! and the server's certificate checked as libpq checks it (`verify`),
 //! the connection (`conn`), the protocol (`locker`), the admin commands' reads (`node`).
 //!
 //! May use `lock` (the boundary it implements), `report`, `exit` and `file`; nothing above.
@@ -21,6 +22,7 @@ mod pgpass;
 mod plain;
 mod tls;
 mod url;
+mod verify;
 
 use std::time::{Duration, Instant};
 
