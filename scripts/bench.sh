@@ -38,14 +38,17 @@
 #
 # Budgets, printed after the table from the same run as "ratio (budget, met/NOT met)": on Redis,
 # a plain run's Redis time at most 3.5x the bare lock's, hand-over p50 at most 2x flock's (10, 30
-# and 100 waiters), overhead no more than the old build's; on etcd, overhead at most a third of
-# etcdctl lock's, hand-over p50 no more than etcdctl lock's with 10 and with 100 waiters, peak RSS
-# at most 8 MiB; on PostgreSQL, overhead no more than one `psql -c 'SELECT 1'`'s, hand-over p50
-# at most 2x redlock's on Redis (10 and 100 waiters), peak RSS at most 8 MiB.
+# and 100 waiters), overhead no more than the old build's; on etcd, overhead at most 0.4x
+# etcdctl lock's, hand-over p50 at most 1.5x etcdctl lock's with 10 and with 100 waiters, peak
+# RSS at most 8 MiB; on PostgreSQL, overhead at most 1.5x psql-2w's, hand-over p50 no worse than
+# 0.3.0's (the pg-0.3.0 column: that release on the same server, in a schema of its own) with 10
+# and with 100 waiters, peak RSS at most 8 MiB.
 #
 # Usage: scripts/bench.sh [--quick]     (--quick: fewer runs, about a minute)
 # The `old` column is the build the round started from (scripts/old-build.sh --release builds it
 # from git as it ships, once; BENCH_OLD=0 leaves it out), measured in the same interleaved passes.
+# The pg-0.3.0 column is 0.3.0 on PostgreSQL, built the same way (BENCH_PG_REF=COMMIT names another
+# build, BENCH_PG_REF=0 leaves it out).
 # BENCH_BASELINE=PATH adds a column for another redlock binary (an earlier build, say), measured
 # in the same interleaved passes: a before/after comparison that the machine's drift cannot skew.
 set -euo pipefail
@@ -79,6 +82,12 @@ bare=$PWD/$release_dir/examples/bare_lock
 old=
 if [ "${BENCH_OLD:-1}" != 0 ]; then
     old=$(bash scripts/old-build.sh --release)
+fi
+# 0.3.0 as it shipped: PostgreSQL's hand-over is held to it.
+pg_ref=${BENCH_PG_REF:-84b5d377afb0befbd675035f05d628df27a214a0}
+pgold=
+if [ "$pg_ref" != 0 ] && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    pgold=$(bash scripts/old-build.sh --release "$pg_ref")
 fi
 
 . scripts/bench-lib.sh
@@ -127,6 +136,9 @@ if [ -n "$pgbin" ] && [ -x "$pgbin/initdb" ]; then
     pport=$port
     purl=postgres://postgres@127.0.0.1:$pport/postgres
     "$redlock" init --url "$purl" >/dev/null
+    # 0.3.0 in a schema of its own, made by its own init: the two builds' tables need not match.
+    purl_old="$purl?schema=redlock_old"
+    [ -n "$pgold" ] && "$pgold" init --url "$purl_old" >/dev/null
     pg() { "$pgbin/psql" -X -q -At -d "$purl" -c "$1"; }
     pg "CREATE EXTENSION pg_stat_statements" >/dev/null
     # For the psql-2w column: one row that psql updates twice, as a run writes its lock twice.
@@ -159,6 +171,7 @@ wrap() { # tool lockname
     etcdctl) echo "etcdctl --endpoints=$ep lock $2 --" ;;
     redlock-etcd) echo "$redlock run --url $eurl --key $2 --wait forever --" ;;
     redlock-pg) echo "$redlock run --url $purl --key $2 --wait forever --" ;;
+    pg-0.3.0) echo "$pgold run --url $purl_old --key $2 --wait forever --" ;;
     esac
 }
 tools=(flock redlock)
@@ -166,6 +179,7 @@ tools=(flock redlock)
 [ -n "${BENCH_BASELINE:-}" ] && tools+=(baseline)
 $have_etcd && tools+=(etcdctl redlock-etcd)
 $have_pg && tools+=(redlock-pg)
+$have_pg && [ -n "$pgold" ] && tools+=(pg-0.3.0)
 # The table's columns: the bare lock has no --wait, so it is in the rows of single runs only
 # (overhead, Redis time per mode, peak RSS); one psql is in the overhead row only.
 columns=(flock bare "${tools[@]:1}")
@@ -290,7 +304,7 @@ for spec in "10 $rounds10 $hand_passes" "30 1 $passes30" "100 $rounds100 $hand_p
         case $t in *-sem) first=$slots ;; esac
         per=- eper=-
         case $t in
-        redlock-pg) ;;
+        redlock-pg | pg-0.3.0) ;;
         etcdctl | redlock-etcd)
             eper=$(awk -v c="${msgs[$t]}" -v n="$(((n * r + first) * np))" 'BEGIN {printf "%.1f", c / n}') ;;
         redlock* | baseline*)
@@ -590,6 +604,7 @@ for t in "${over_tools[@]}"; do
     [ "$t" = baseline ] && w="$BENCH_BASELINE run --url $url --key rss --ttl 1s --"
     [ "$t" = redlock-etcd ] && w="$redlock run --url $eurl --key rss --ttl 1s --"
     [ "$t" = redlock-pg ] && w="$redlock run --url $purl --key rss --ttl 1s --"
+    [ "$t" = pg-0.3.0 ] && w="$pgold run --url $purl_old --key rss --ttl 1s --"
     kb=$($w sh -c 'sleep 1.2; awk "/^VmHWM/ {print \$2}" /proc/$PPID/status')
     rss_kb[$t]=$kb
     rss[$t]=$(awk -v k="$kb" 'BEGIN {printf "%.1f MiB", k / 1024}')
@@ -677,19 +692,24 @@ else
 fi
 if $have_etcd; then
     echo "Budgets, etcd (redlock-etcd against etcdctl lock, the same etcd):"
-    echo "- overhead ÷ etcdctl lock's: $(budget "${over_raw[redlock-etcd]}" "${over_raw[etcdctl]}" "$(awk 'BEGIN {print 1 / 3}')" 1/3)"
+    echo "- overhead ÷ etcdctl lock's: $(budget "${over_raw[redlock-etcd]}" "${over_raw[etcdctl]}" 0.4 0.4)"
     for n in 10 100; do
-        echo "- hand-over p50 ÷ etcdctl lock's, $n waiters: $(budget "${p50[redlock-etcd-$n]}" "${p50[etcdctl-$n]}" 1 1)"
+        echo "- hand-over p50 ÷ etcdctl lock's, $n waiters: $(budget "${p50[redlock-etcd-$n]}" "${p50[etcdctl-$n]}" 1.5 1.5)"
     done
     echo "- peak RSS ÷ 8 MiB: $(budget "${rss_kb[redlock-etcd]}" 8192 1 1) (${rss[redlock-etcd]})"
 fi
 
 if $have_pg; then
-    echo "Budgets, PostgreSQL (redlock-pg against one psql, and against redlock on Redis, the same passes):"
-    echo "- overhead ÷ one \`psql -c 'SELECT 1'\`'s: $(budget "${over_raw[redlock-pg]}" "${over_raw[psql]}" 1 1)"
-    echo "- for reference, no budget: overhead ÷ one psql session's two durable one-row writes (psql-2w; a run's take and release are two): $(ratio "${over_raw[redlock-pg]}" "${over_raw[psql-2w]}")"
+    echo "Budgets, PostgreSQL (redlock-pg against psql-2w, and against 0.3.0 on the same server, the same passes):"
+    echo "- overhead ÷ one psql session's two durable one-row writes (psql-2w; a run's take and release are two): $(budget "${over_raw[redlock-pg]}" "${over_raw[psql-2w]}" 1.5 1.5)"
+    echo "- for reference, no budget: overhead ÷ one \`psql -c 'SELECT 1'\`'s: $(ratio "${over_raw[redlock-pg]}" "${over_raw[psql]}")"
     for n in 10 100; do
-        echo "- hand-over p50 ÷ redlock's on Redis, $n waiters: $(budget "${p50[redlock-pg-$n]}" "${p50[redlock-$n]}" 2 2)"
+        if [ -n "$pgold" ]; then
+            echo "- hand-over p50 ÷ 0.3.0's, $n waiters: $(budget "${p50[redlock-pg-$n]}" "${p50[pg-0.3.0-$n]}" 1 1)"
+        else
+            echo "- hand-over p50 ÷ 0.3.0's, $n waiters: not measured (BENCH_PG_REF=0)"
+        fi
+        echo "- for reference, no budget: hand-over p50 ÷ redlock's on Redis, $n waiters: $(ratio "${p50[redlock-pg-$n]}" "${p50[redlock-$n]}")"
     done
     echo "- peak RSS ÷ 8 MiB: $(budget "${rss_kb[redlock-pg]}" 8192 1 1) (${rss[redlock-pg]})"
     echo "- PostgreSQL time per plain run: $pg_time; Redis's for redlock: ${mode_us[redlock]} µs"
