@@ -4,7 +4,7 @@
 //! Every relative link and anchor in the Markdown resolves, every long page lists its sections
 //! after its title, and the tables of options and of the command's environment in
 //! docs/running-jobs.md say what the code does. The picture of a run's timeline is what the
-//! defaults draw, and the FAQ quotes the lease numbers the code gives.
+//! defaults draw, and the FAQ quotes the lease numbers the code gives. User pages name no issue.
 
 use std::path::Path;
 use std::process::Command;
@@ -1162,6 +1162,52 @@ fn sentences_are_split_as_a_reader_splits_them() {
             "See the page.",
             "Last"
         ]
+    );
+}
+
+/// The places where "issue 36" or "issues 19 to 22" stand in `text`, with the word after.
+fn issue_numbers(text: &str) -> Vec<String> {
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .windows(2)
+        .filter(|pair| {
+            let word = pair[0].trim_start_matches(['(', '[', '*']).to_lowercase();
+            let number = pair[1].trim_start_matches('#');
+            (word == "issue" || word == "issues")
+                && number.starts_with(|c: char| c.is_ascii_digit())
+        })
+        .map(|pair| pair.join(" "))
+        .collect()
+}
+
+/// User pages speak of the product, not of how the project got there: no issue number in the
+/// README or docs/, except in contributing.md and testing.md, which tell that history.
+#[test]
+fn user_pages_name_no_issue() {
+    let mut found = Vec::new();
+    let mut files = vec!["README.md".to_owned()];
+    files.extend(files_under("docs").into_iter().filter(|f| {
+        f.ends_with(".md") && !["docs/contributing.md", "docs/testing.md"].contains(&f.as_str())
+    }));
+    for file in files {
+        for place in issue_numbers(&committed(&file)) {
+            found.push(format!("{file}: {place}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "user pages name issues (say what the product does instead):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn issue_numbers_are_found_as_written() {
+    assert_eq!(
+        issue_numbers(
+            "as (issue 36's budgets), Issues\n19 to 22, issue #7; an issue tracker, issued 3"
+        ),
+        ["(issue 36's", "Issues 19", "issue #7;"]
     );
 }
 
