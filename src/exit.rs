@@ -158,10 +158,10 @@ pub const RUN: &[Row] = &[
         "the lock's server could not be used before the lock was taken: unreachable (with \
          --wait: still unreachable when the wait ran out), refused the credentials, or \
          answered with an error (an unknown Sentinel service name too; on PostgreSQL, no \
-         tables: run redlock init); with several Redis --url, no node found the lock held and \
-         fewer than a majority granted it in time; or the lock was taken but too few replicas \
-         acknowledged it (--min-replicas) or it was not fsynced (--fsync), and it was \
-         released. The command did not run",
+         tables: run redlock init). With several Redis --url: no node found the lock held, \
+         and fewer than a majority granted it in time. Or the lock was taken, but too few \
+         replicas acknowledged it (--min-replicas) or it was not fsynced (--fsync), and it \
+         was released. The command did not run",
     ),
     row("70", "internal error"),
     row(

@@ -49,7 +49,8 @@ mod integration {
     mod crond;
     // `redlock completions` and `redlock man`: committed output, no Redis, bash, fish and groff
     // accept it; every `redlock run` line in the README, docs/, man page and packaging/ is
-    // accepted; every relative link resolves; the options and environment tables are true.
+    // accepted; every relative link resolves; the options and environment tables are true; no
+    // sentence runs past 60 words, and no user page names an issue.
     mod docs;
     // The exit-status table: passthrough, 128+N, 126, 127, --max-runtime's 124.
     mod exit_codes;

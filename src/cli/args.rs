@@ -75,9 +75,9 @@ pub const COMMAND_ENV: [(&str, &str); 3] = [
         concat!(
             "this acquisition's fencing token. On Redis, ",
             crate::fencing_guarantee!(),
-            ": the larger of the lock's counter + 1 and the server's clock (TIME) in \
-             microseconds, an integer of 16 digits (with several --url: read from a majority \
-             and raised on a majority). On etcd, the create revision of the lock's entry, kept \
+            ". It is the larger of the lock's counter + 1 and the server's clock (TIME) in \
+             microseconds, an integer of 16 digits. With several --url, it is read from a \
+             majority and raised on a majority. On etcd, the create revision of the lock's entry, kept \
              by Raft: larger than every token given out before for the lock's name, unless the \
              revisions are reset (a snapshot restored without --bump-revision, a new cluster). \
              On PostgreSQL, the lock's counter, a bigint the database keeps, raised by one per \

@@ -2,7 +2,8 @@
 //! docs/postgres.md says: an asynchronous standby can lose a take the primary answered (its
 //! fencing token is then given out twice), and a synchronous one with `synchronous_commit =
 //! remote_apply` loses nothing answered (the tokens still rise after the promotion; a take it
-//! could not confirm is never answered, and its command never runs).
+//! could not confirm is never answered, and its command never runs). The synchronous standby is
+//! set up from the page's own lines, in the page's order.
 
 use crate::common::*;
 
@@ -51,19 +52,46 @@ fn an_asynchronous_standby_promoted_can_give_a_token_out_twice() {
     assert_eq!(token(&standby.url()), 2);
 }
 
+/// The SQL block of docs/postgres.md that starts with `first`, one statement a line, as psql
+/// is given it when pasted: each line on its own.
+fn page_block(first: &str) -> Vec<String> {
+    let page = read(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/postgres.md"));
+    let block: Vec<String> = page
+        .lines()
+        .skip_while(|line| !line.starts_with(&format!("    {first}")))
+        .map_while(|line| line.strip_prefix("    ").map(str::to_owned))
+        .collect();
+    assert!(
+        !block.is_empty(),
+        "docs/postgres.md has no block starting {first:?}"
+    );
+    block
+}
+
+/// Set up as docs/postgres.md's "A synchronous standby" says, from its own lines, in its
+/// order: `redlock init` and the role's `remote_apply` first, the standby seen streaming, then
+/// `synchronous_standby_names` (the role is `postgres` here, whose runs are the test's).
 #[test]
 fn a_synchronous_standby_promoted_loses_nothing_answered() {
     let mut primary = PgServer::start();
     Redlock::admin_at("init", &primary.url())
         .any_stdout()
         .output();
-    primary.psql("ALTER SYSTEM SET synchronous_standby_names = '*'");
-    primary.psql("ALTER ROLE postgres SET synchronous_commit = remote_apply");
-    primary.psql("SELECT pg_reload_conf()");
+    for line in page_block("ALTER ROLE cron_jobs SET synchronous_commit") {
+        primary.psql(&line.replace("cron_jobs", "postgres"));
+    }
     let standby = primary.standby();
     standby.walreceiver_pid();
+    let [query] = &page_block("SELECT application_name, state, sync_state")[..] else {
+        panic!("the page's pg_stat_replication query is one line");
+    };
+    let seen = primary.psql(query);
+    assert!(seen.ends_with("|streaming|async"), "{seen}");
+    for line in page_block("ALTER SYSTEM SET synchronous_standby_names") {
+        primary.psql(&line);
+    }
     wait_until(PATIENCE, "the standby to be synchronous", || {
-        primary.psql("SELECT sync_state FROM pg_stat_replication") == "sync"
+        primary.psql(query).ends_with("|streaming|sync")
     });
     // A commit the standby confirms once applied: it is streaming and replaying.
     primary.psql("CREATE TABLE applied (x int)");
