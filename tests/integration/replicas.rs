@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use super::snapshots::assert_snapshot;
 use super::topology::*;
 use crate::common::*;
 
@@ -22,7 +23,7 @@ fn waits(master: &RedisServer) -> u64 {
 
 /// What a take says when the master's only replica does not acknowledge it (`--ttl 3s`: WAIT
 /// waits 300 ms).
-const UNACKNOWLEDGED: &str = "redlock: cannot take lock 'job': only 0 of 1 replica(s) \
+const UNACKNOWLEDGED: &str = "redlock: cannot take lock 'k': only 0 of 1 replica(s) \
                               acknowledged the lock within 300ms (--min-replicas); released it";
 
 /// A master whose only replica is stopped (SIGSTOP): it takes writes, and nobody acknowledges
@@ -40,7 +41,7 @@ fn a_waiter_tries_again_until_a_replica_acknowledges_the_lock() {
     let dir = TempDir::new();
     let before = waits(&master);
     let waiter = Redlock::run(&master)
-        .key("job")
+        .key("k")
         .ttl("3s")
         .wait("30s")
         .args(["--min-replicas", "1"])
@@ -62,7 +63,7 @@ fn a_waiter_tries_again_until_a_replica_acknowledges_the_lock() {
         UNACKNOWLEDGED.replacen("redlock: ", "redlock: warning: ", 1)
     );
     assert_eq!(out.stderr, format!("{warning}\n"), "in {:?}", out.elapsed);
-    assert_eq!(master.get(&lock_key("job")), None);
+    assert_eq!(master.get(&lock_key("k")), None);
 }
 
 #[test]
@@ -71,7 +72,7 @@ fn too_few_replicas_is_69_at_once_without_a_wait_and_at_its_end_with_one() {
     let dir = TempDir::new();
     let run = || {
         Redlock::run(&master)
-            .key("job")
+            .key("k")
             .ttl("3s")
             .args(["--min-replicas", "1"])
             .sh(&marker_script(&dir))
@@ -85,17 +86,19 @@ fn too_few_replicas_is_69_at_once_without_a_wait_and_at_its_end_with_one() {
         .wait("2s")
         .stderr_prefixed()
         .stderr_lines(2)
-        .stderr_contains("warning: cannot take lock 'job': only 0 of 1 replica(s)")
+        .stderr_contains("warning: cannot take lock 'k': only 0 of 1 replica(s)")
         .output();
     assert_eq!(
         waited.stderr.lines().last(),
         Some(UNACKNOWLEDGED),
         "{waited:?}"
     );
+    // As docs/messages.md quotes it.
+    assert_snapshot("min-replicas-wait.stderr", &waited.stderr, &[]);
     assert!(
         (Duration::from_secs(2)..Duration::from_secs(10)).contains(&waited.elapsed),
         "{waited:?}"
     );
     assert!(!dir.join("marker").exists());
-    assert_eq!(master.get(&lock_key("job")), None);
+    assert_eq!(master.get(&lock_key("k")), None);
 }
