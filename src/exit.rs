@@ -161,7 +161,7 @@ pub const RUN: &[Row] = &[
          tables: run redlock init). With several Redis --url: no node found the lock held, \
          and fewer than a majority granted it in time. Or the lock was taken, but too few \
          replicas acknowledged it (--min-replicas) or it was not fsynced (--fsync), and it \
-         was released. The command did not run",
+         was released (with --wait: still so when the wait ran out). The command did not run",
     ),
     row("70", "internal error"),
     row(

@@ -61,6 +61,9 @@ mod integration {
     mod failover;
     // Redis failing under a lock: killed, paused, restarted, scripts flushed, unreachable, auth.
     mod faults;
+    // --min-replicas at the take: too few replicas is waited out within --wait, said once; 69
+    // without a wait or at its end.
+    mod replicas;
     // -v lines and --log-format json: events in order, errors as JSON, statuses unchanged.
     mod logs;
     // Files a user names: devices, directories, sockets, files past their cap (and FIFOs where
@@ -86,7 +89,8 @@ mod integration {
     mod quorum;
     // The admin commands on a quorum: release --force, status and list over every node.
     mod quorum_admin;
-    // Redis Sentinel: the master found through the sentinels, a forced failover, --min-replicas.
+    // Redis Sentinel: the master found through the sentinels, a forced failover, --min-replicas
+    // with and without a replica, a waiter through a failover to a master without one.
     mod sentinel;
     // Only a master holds a lock: replicas refused, read-only or not; ROLE forbidden by an ACL.
     mod roles;

@@ -313,6 +313,7 @@ mod tests {
                         '-'
                     }
                     Err(Unread::Failed(Failure::Refused(_))) => 'r',
+                    Err(Unread::Failed(Failure::Unacknowledged(_))) => 'u',
                 })
                 .collect();
             assert_eq!(

@@ -372,8 +372,8 @@ pub struct RunArgs {
     #[arg(long, env = "REDLOCK_TTL", hide_env_values = true, default_value = "30s", value_name = "DURATION", value_parser = parse_ttl, allow_hyphen_values = true)]
     pub ttl: Duration,
 
-    /// How long to wait for a busy lock, or for an unreachable Redis to come back (retried
-    /// with back-off): 0 tries once, `forever` waits without limit.
+    /// How long to wait for a busy lock, an unreachable Redis, or the replicas --min-replicas
+    /// asks for (retried with back-off): 0 tries once, `forever` waits without limit.
     #[arg(long, env = "REDLOCK_WAIT", hide_env_values = true, default_value = "0", value_name = "DURATION|forever", value_parser = parse_wait, allow_hyphen_values = true)]
     pub wait: Wait,
 
@@ -417,7 +417,7 @@ pub struct RunArgs {
 
     /// After taking the lock and after every renewal, wait for N replicas to acknowledge it
     /// (WAIT, up to ttl/10, at most 1s). Too few after taking it: release it, do not run the
-    /// command, exit 69. A renewal too few acknowledged does not extend the lease: if none is
+    /// command, exit 69 (with --wait: try again until the wait ends). A renewal too few acknowledged does not extend the lease: if none is
     /// acknowledged before it runs low, the command is stopped (76). With several --url: N
     /// replicas of each node. 0: do not wait.
     #[arg(
@@ -433,7 +433,7 @@ pub struct RunArgs {
     /// After taking the lock and after every renewal, wait until the write is fsynced to the
     /// master's append-only file, and with --min-replicas N to N replicas' (WAITAOF, within the
     /// same time as --min-replicas). Not fsynced after taking it: release it, do not run the
-    /// command, exit 69; a renewal not fsynced does not extend the lease. Needs appendonly yes
+    /// command, exit 69 (with --wait: try again until the wait ends); a renewal not fsynced does not extend the lease. Needs appendonly yes
     /// and Redis 7.2+ or Valkey 8: refused with 69 otherwise, before the command runs.
     #[arg(long, env = "REDLOCK_FSYNC", hide_env_values = true, value_parser = clap::builder::BoolishValueParser::new())]
     pub fsync: bool,

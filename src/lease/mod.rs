@@ -34,7 +34,7 @@ pub enum Wait {
 }
 
 /// What the lease thread tells the supervisor while it waits for the lock. The last one it
-/// sends is the first of these that ends the wait (all but [`WaitEvent::Unreachable`]).
+/// sends is the first of these that ends the wait (all but [`WaitEvent::Retrying`]).
 #[derive(Debug)]
 pub enum WaitEvent {
     /// The lock is ours; the lease counts from `sent`, the request that took it, whose answer
@@ -56,10 +56,11 @@ pub enum WaitEvent {
     Misconfigured(String),
     /// The server could not be used to take the lock.
     Failed(Failure),
-    /// The server could not be reached (or did not answer) while waiting for the lock: the
-    /// thread tries again, backing off, until the wait runs out. Reported for every failed attempt
-    /// (`first`: the first since the server last answered).
-    Unreachable { failure: Failure, first: bool },
+    /// An attempt failed in a way a wait outlasts: the server could not be reached (or did not
+    /// answer), or too few replicas acknowledged the lock it took, which was given back
+    /// ([`Failure::Unacknowledged`]). The thread tries again, backing off, until the wait runs
+    /// out. Reported for every failed attempt (`first`: the first such failure in a row).
+    Retrying { failure: Failure, first: bool },
     /// Asked to stop while waiting: the thread left the waiters' queue (or tried to).
     Stopped,
     /// Sent before [`WaitEvent::Failed`] or [`WaitEvent::Stopped`] when an attempt's reply was
@@ -354,9 +355,10 @@ impl<C: Clock> Worker<C> {
         }
     }
 
-    /// The server did not answer: say so, then sleep `pause`; true when asked to stop meanwhile.
+    /// The server did not answer, or its replicas did not acknowledge the take: say so, then
+    /// sleep `pause`; true when asked to stop meanwhile.
     fn back_off(&mut self, failure: Failure, pause: Duration, first: bool) -> bool {
-        (self.reports.wait)(WaitEvent::Unreachable { failure, first });
+        (self.reports.wait)(WaitEvent::Retrying { failure, first });
         self.sleep(self.clock.now() + pause)
     }
 

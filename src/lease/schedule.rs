@@ -1,6 +1,6 @@
 //! The lease thread's decisions, apart from doing them: while waiting for the lock, what follows
 //! each attempt (take it, give up, block for a release, back off from a server that does not
-//! answer) and each block, and their time limits, none past the wait; while holding it, when the next renewal is due, its
+//! answer or whose replicas did not acknowledge the take) and each block, and their time limits, none past the wait; while holding it, when the next renewal is due, its
 //! time limit, and where the lease ends (only renewals that counted move it). Pure functions of
 //! what happened and the time, tested below with made-up moments.
 
@@ -27,6 +27,9 @@ pub struct Waiting {
     attempts: u32,
     /// Attempts in a row that found no answer (0: the last one had an answer).
     unreachable: u32,
+    /// Attempts in a row whose take too few replicas acknowledged (0: the last one's did, or
+    /// it took nothing).
+    unacknowledged: u32,
     /// An attempt found the lock busy: this waiter is registered as one, and may have taken a
     /// wake-up, so leaving must tell the server.
     busy_seen: bool,
@@ -43,7 +46,8 @@ pub enum Next {
     Over { ending: Ending, leave: bool },
     /// Block until a release wakes this waiter, as this says; then [`Waiting::after_block`].
     WaitForRelease(Block),
-    /// The server did not answer: sleep `pause`, then try again; `first` since it last answered.
+    /// The server did not answer, or too few replicas acknowledged the take (given back): sleep
+    /// `pause`, then try again; `first`: the first such failure in a row.
     Retry {
         failure: Failure,
         pause: Duration,
@@ -78,6 +82,7 @@ impl Waiting {
             give_up,
             attempts: 0,
             unreachable: 0,
+            unacknowledged: 0,
             busy_seen: false,
             held_until: None,
         }
@@ -124,7 +129,7 @@ impl Waiting {
             Ok(Acquire::Misconfigured(why)) => over(Ending::Misconfigured(why), self.busy_seen),
             Ok(Acquire::Busy { remaining, queued }) => {
                 self.busy_seen = true;
-                self.unreachable = 0;
+                (self.unreachable, self.unacknowledged) = (0, 0);
                 if left.is_zero() {
                     over(Ending::Busy { queued }, true)
                 } else {
@@ -137,13 +142,18 @@ impl Waiting {
             // server...): no wait makes it right.
             Err(failure @ Failure::Refused(_)) => over(Ending::Failed(failure), false),
             // No wait (`--wait 0`), or the wait ran out with the server still unreachable: nothing
-            // to leave on a server that does not answer.
+            // to leave on a server that does not answer. One whose replicas lag does answer.
+            Err(failure @ Failure::Unacknowledged(_)) if left.is_zero() => {
+                over(Ending::Failed(failure), self.busy_seen)
+            }
             Err(failure) if left.is_zero() => over(Ending::Failed(failure), false),
             // Within a wait, the server being down (a failover, a restart, a pod that starts
             // before its server) is waited out like a busy lock, backing off with jitter so
-            // that a fleet does not hammer a recovering server in step.
+            // that a fleet does not hammer a recovering server in step. So are too few replicas
+            // (a master just promoted, with none yet; a replica resyncing): the take was given
+            // back, and a later one may reach them.
             Err(failure) => {
-                let (pause, first) = self.back_off(left, random);
+                let (pause, first) = self.back_off(&failure, left, random);
                 Next::Retry {
                     failure,
                     pause,
@@ -171,26 +181,35 @@ impl Waiting {
                 AfterBlock::Attempt
             }
             Err(failure @ Failure::Unreachable(_)) => {
-                let (pause, first) = self.back_off(self.left(now), random);
+                let (pause, first) = self.back_off(&failure, self.left(now), random);
                 AfterBlock::Retry {
                     failure,
                     pause,
                     first,
                 }
             }
-            Err(Failure::Refused(_)) => AfterBlock::Sleep(
+            // A block takes nothing, so nothing of it is unacknowledged.
+            Err(Failure::Refused(_) | Failure::Unacknowledged(_)) => AfterBlock::Sleep(
                 self.held_until
                     .map_or(Duration::ZERO, |h| h.saturating_since(now)),
             ),
         }
     }
 
-    /// Back off from a server that did not answer, within the `left` of the wait: the pause,
-    /// and whether this is the first failure since it last answered.
-    fn back_off(&mut self, left: Duration, random: f64) -> (Duration, bool) {
-        let first = self.unreachable == 0;
-        let pause = unreachable_backoff(self.unreachable, random).min(left);
-        self.unreachable = self.unreachable.saturating_add(1);
+    /// Back off after `failure` (no answer, or too few replicas), within the `left` of the
+    /// wait, at the one pace for both: the pause, and whether this is the first such failure in
+    /// a row. An unacknowledged take was an answer: it ends a row of unreachable attempts.
+    fn back_off(&mut self, failure: &Failure, left: Duration, random: f64) -> (Duration, bool) {
+        let (row, other) = match failure {
+            Failure::Unacknowledged(_) => (&mut self.unacknowledged, &mut self.unreachable),
+            Failure::Unreachable(_) | Failure::Refused(_) => {
+                (&mut self.unreachable, &mut self.unacknowledged)
+            }
+        };
+        *other = 0;
+        let first = *row == 0;
+        let pause = unreachable_backoff(*row, random).min(left);
+        *row = row.saturating_add(1);
         (pause, first)
     }
 }

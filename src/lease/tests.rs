@@ -416,7 +416,7 @@ fn a_block_that_gets_no_answer_ends_with_the_wait_in_a_warning_and_a_last_attemp
         waits: vec![Err(unreachable())],
         ..Run::default()
     });
-    assert_eq!(names(&reported), [(1000, "Unreachable"), (1000, "Failed")]);
+    assert_eq!(names(&reported), [(1000, "Retrying"), (1000, "Failed")]);
     assert!(reported[0].1.contains("first: true"), "{reported:?}");
     assert_eq!(
         calls,

@@ -1,5 +1,5 @@
 //! Why a request to the lock's server failed: [`Failure`], whose class the layers above decide
-//! on (retry, or give up with 69), with the message they show and the error it comes from (the
+//! on (retry within a wait, or give up with 69), with the message they show and the error it comes from (the
 //! backend client's, or an I/O error) as its `source()`. Each backend makes them from its own
 //! errors, told apart by their kind, never by their text.
 
@@ -14,6 +14,10 @@ pub enum Failure {
     /// Redis answered, with an error (credentials, permissions, a replica, ...) or with what
     /// redlock cannot use (a reply too large).
     Refused(Reason),
+    /// The lock was taken, but fewer replicas than `--min-replicas` acknowledged it in time (or
+    /// `--fsync`'s append-only files did not have it), so it was given back. Worth retrying:
+    /// replicas catch up, and a promoted master gets new ones.
+    Unacknowledged(Reason),
 }
 
 /// What a [`Failure`] says, and the error beneath it, if any.
@@ -58,12 +62,13 @@ impl Failure {
         match self {
             Failure::Unreachable(r) => Failure::Unreachable(reword(r)),
             Failure::Refused(r) => Failure::Refused(reword(r)),
+            Failure::Unacknowledged(r) => Failure::Unacknowledged(reword(r)),
         }
     }
 
     fn reason(&self) -> &Reason {
         match self {
-            Failure::Unreachable(r) | Failure::Refused(r) => r,
+            Failure::Unreachable(r) | Failure::Refused(r) | Failure::Unacknowledged(r) => r,
         }
     }
 }

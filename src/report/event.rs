@@ -38,6 +38,7 @@ events! {
     Interrupted => "interrupted",
     SignalIgnored => "signal_ignored",
     Unreachable => "unreachable",
+    AcquireUnacknowledged => "acquire_unacknowledged",
     LeaveFailed => "leave_failed",
     GaveBack => "gave_back",
     GiveBackFailed => "give_back_failed",

@@ -40,8 +40,9 @@ pub(super) fn acquire(
     started: Instant,
 ) -> anyhow::Result<Result<Taken, Outcome>> {
     let key = &options.key;
-    // Whether this wait has warned that the server could not be reached: once per wait.
-    let mut warned = false;
+    // What this wait has warned of (the server could not be reached, too few replicas): once
+    // each per wait.
+    let mut warned = Warned::default();
     loop {
         match rx.recv().context("event channel closed")? {
             Event::Wait(WaitEvent::Acquired {
@@ -68,8 +69,8 @@ pub(super) fn acquire(
                 stats.waited = Some(started.elapsed());
                 return Err(classified(Class::Usage, why));
             }
-            Event::Wait(WaitEvent::Unreachable { failure, first }) => {
-                unreachable(key, &failure, (first, &mut warned), options.wait);
+            Event::Wait(WaitEvent::Retrying { failure, first }) => {
+                retrying(key, &failure, (first, &mut warned), options.wait);
             }
             Event::Wait(WaitEvent::Failed(failure)) => {
                 stats.waited = Some(started.elapsed());
@@ -209,11 +210,37 @@ fn found_busy(kind: Kind, queued: bool) -> String {
     }
 }
 
-/// Say that the server could not be reached within a wait: a warning the first time in the wait
-/// (`warned`: said already), then a `-v` line for the first failure of each later outage
-/// (`first`: the server answered since the last failure), `-vv` for the rest. In cron every line
-/// is a line of mail: a server that drops its connections now and then is one warning.
-fn unreachable(key: &str, failure: &Failure, (first, warned): (bool, &mut bool), wait: Wait) {
+/// What a wait has warned of, each once: an unreachable server, too few replicas.
+#[derive(Debug, Default)]
+struct Warned {
+    unreachable: bool,
+    unacknowledged: bool,
+}
+
+impl Warned {
+    /// How loud to say `failure` (`first`: the first of a row), and its word: a warning the
+    /// first time in the wait for its kind, then a `-v` line for the first failure of each later
+    /// row, `-vv` for the rest. In cron every line is a line of mail: a server that drops its
+    /// connections now and then is one warning, and so is a replica that lags now and then.
+    fn said(&mut self, failure: &Failure, first: bool) -> (i8, &'static str) {
+        let warned = match failure {
+            Failure::Unacknowledged(_) => &mut self.unacknowledged,
+            // A refusal is never retried: it ends the wait.
+            Failure::Unreachable(_) | Failure::Refused(_) => &mut self.unreachable,
+        };
+        let said = match (first, *warned) {
+            (true, false) => (0, "warning: "),
+            (true, true) => (1, "again: "),
+            (false, _) => (2, "still: "),
+        };
+        *warned = true;
+        said
+    }
+}
+
+/// Say that an attempt within a wait failed, and is tried again: the server could not be
+/// reached, or too few replicas acknowledged the lock it took; as loud as `warned` says.
+fn retrying(key: &str, failure: &Failure, (first, warned): (bool, &mut Warned), wait: Wait) {
     let until = match wait {
         Wait::Forever => "for as long as it waits (--wait forever)".to_owned(),
         Wait::Up(wait) => format!(
@@ -221,17 +248,19 @@ fn unreachable(key: &str, failure: &Failure, (first, warned): (bool, &mut bool),
             humantime::format_duration(wait)
         ),
     };
-    let (level, what) = match (first, *warned) {
-        (true, false) => (0, "warning: "),
-        (true, true) => (1, "again: "),
-        (false, _) => (2, "still: "),
-    };
-    *warned = true;
-    report!(
-        level,
-        Unreachable { "error" => failure.to_string() },
-        "{what}cannot take lock '{key}': {failure}; retrying {until}"
-    );
+    let (level, what) = warned.said(failure, first);
+    match failure {
+        Failure::Unacknowledged(_) => report!(
+            level,
+            AcquireUnacknowledged { "error" => failure.to_string() },
+            "{what}cannot take lock '{key}': {failure}; retrying {until}"
+        ),
+        Failure::Unreachable(_) | Failure::Refused(_) => report!(
+            level,
+            Unreachable { "error" => failure.to_string() },
+            "{what}cannot take lock '{key}': {failure}; retrying {until}"
+        ),
+    }
 }
 
 /// Wait a little for the lease thread of a waiter told to stop to leave the waiters' queue.
@@ -255,6 +284,33 @@ pub(super) fn left_the_queue(rx: &Receiver<Event>, key: &str) {
                 );
                 return;
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_failure_a_wait_outlasts_is_one_warning() {
+        let unreachable = || Failure::Unreachable("cannot reach Redis".into());
+        let unacknowledged = || Failure::Unacknowledged("only 0 of 1 replica(s)".into());
+        let mut warned = Warned::default();
+        // (the failure, the first of a row, how loud)
+        let rows = [
+            (unreachable(), true, 0),
+            (unreachable(), false, 2),
+            // The server back, its replicas not: a warning of its own, once.
+            (unacknowledged(), true, 0),
+            (unacknowledged(), false, 2),
+            (unacknowledged(), false, 2),
+            (unreachable(), true, 1),
+            (unacknowledged(), true, 1),
+            (unacknowledged(), false, 2),
+        ];
+        for (i, (failure, first, level)) in rows.into_iter().enumerate() {
+            assert_eq!(warned.said(&failure, first).0, level, "row {i}");
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Redis Sentinel: the lock lives on the master the sentinels name; renewals follow a forced
-//! failover; --min-replicas waits for a replica and refuses to run without one.
+//! failover; --min-replicas waits for a replica and refuses to run without one, and within
+//! --wait rides out a failover until the promoted master has a replica.
 
 use std::time::Duration;
 
@@ -207,4 +208,47 @@ fn a_wait_rides_out_a_failover_through_the_sentinels() {
         "no failover happened"
     );
     eprintln!("waited out the failover in {:?}", out.elapsed);
+}
+
+/// The failover of docs/high-availability.md: the master dies and the sentinels promote its
+/// only replica, which has no replica of its own. A waiter with `--min-replicas 1` waits
+/// through the outage, then through the takes no replica acknowledges (said once each), and
+/// runs once a new replica follows the promoted master.
+#[test]
+fn a_wait_with_min_replicas_rides_out_a_failover_until_a_replica_follows() {
+    let mut setup = SentinelSetup::start();
+    let dir = TempDir::new();
+    setup.master.kill();
+    let waiter = Redlock::run_at(&setup.url())
+        .key("job")
+        .ttl("3s")
+        .wait("60s")
+        .args(["--min-replicas", "1"])
+        .sh(&marker_script(&dir))
+        .spawn();
+    wait_until(
+        PATIENCE,
+        "a take on the promoted master, unacknowledged",
+        || waiter.stderr_so_far().contains("replica(s) acknowledged"),
+    );
+    // Taken there, and given back: the replica is the master now, the only server up.
+    assert!(info(&setup.replica, "replication").contains("role:master"));
+    assert!(!dir.join("marker").exists(), "ran without a replica");
+    let _replica = replica_of(&setup.replica);
+    let out = waiter.finish();
+    eprintln!("waiter:\n{}", out.stderr);
+    out.assert_code(0);
+    out.assert_stderr_prefixed();
+    assert!(dir.join("marker").exists());
+    let said = |what: &str| out.stderr.lines().filter(|l| l.contains(what)).count();
+    assert_eq!(said("replica(s) acknowledged"), 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(
+            "redlock: warning: cannot take lock 'job': only 0 of 1 replica(s) acknowledged the \
+             lock within 300ms (--min-replicas); released it; retrying until the wait ends \
+             (--wait 1m)"
+        ),
+        "{}",
+        out.stderr
+    );
 }

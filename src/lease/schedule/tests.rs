@@ -28,6 +28,12 @@ fn refused() -> Result<Acquire, Failure> {
     Err(Failure::Refused("WRONGPASS".into()))
 }
 
+fn unacknowledged() -> Result<Acquire, Failure> {
+    Err(Failure::Unacknowledged(
+        "only 0 of 1 replica(s) acknowledged the lock".into(),
+    ))
+}
+
 /// What a [`Next`] comes to, failures aside (they are not comparable).
 #[derive(Debug, PartialEq)]
 enum Step {
@@ -48,6 +54,7 @@ fn step(next: Next) -> Step {
                 Ending::Misconfigured(_) => "misconfigured",
                 Ending::Failed(Failure::Refused(_)) => "refused",
                 Ending::Failed(Failure::Unreachable(_)) => "unreachable",
+                Ending::Failed(Failure::Unacknowledged(_)) => "unacknowledged",
             },
             leave,
         },
@@ -108,6 +115,28 @@ fn every_attempt_result_has_its_next_step() {
             over("unreachable", false),
         ),
         (Wait::Up(ms(5000)), refused(), 5, over("refused", false)),
+        // Too few replicas had the lock taken (given back): as an unreachable server.
+        (
+            Wait::Up(ms(0)),
+            unacknowledged(),
+            5,
+            over("unacknowledged", false),
+        ),
+        (
+            Wait::Up(ms(5000)),
+            unacknowledged(),
+            5,
+            Step::Retry {
+                pause: ms(50),
+                first: true,
+            },
+        ),
+        (
+            Wait::Up(ms(30)),
+            unacknowledged(),
+            40,
+            over("unacknowledged", false),
+        ),
         // Busy within a wait: until the holder's lease ends, plus a little jitter (none
         // at random 0), its answer awaited a second more, but never past the wait (the
         // server asked to answer BLOCK_LATE before it ends).
@@ -170,6 +199,13 @@ fn a_waiter_that_was_busy_leaves_the_queue_whatever_ends_its_wait() {
         step(waiting.after(busy(None), at(1000), 0.0)),
         over("busy", true)
     );
+    // A server whose replicas lag answers: its waiters leave too.
+    let mut waiting = Waiting::new(at(0), Wait::Up(ms(1000)), TTL);
+    waiting.after(busy(None), at(10), 0.0);
+    assert_eq!(
+        step(waiting.after(unacknowledged(), at(1000), 0.0)),
+        over("unacknowledged", true)
+    );
 }
 
 #[test]
@@ -197,6 +233,46 @@ fn an_unreachable_server_is_retried_backing_off_and_an_answer_resets_it() {
             pause: ms(50),
             first: true
         }
+    );
+}
+
+#[test]
+fn too_few_replicas_is_retried_at_an_unreachable_servers_pace_said_first_once_a_row() {
+    let mut waiting = Waiting::new(at(0), Wait::Up(ms(10_000)), TTL);
+    let retry = |pause, first| Step::Retry {
+        pause: ms(pause),
+        first,
+    };
+    let pauses: Vec<Step> = (0..4)
+        .map(|i| step(waiting.after(unacknowledged(), at(i * 100), 0.0)))
+        .collect();
+    assert_eq!(
+        pauses,
+        [
+            retry(50, true),
+            retry(100, false),
+            retry(200, false),
+            retry(400, false)
+        ]
+    );
+    // The server then did not answer: another row, from the first pause. And the replicas
+    // lagging after that answer: another row again.
+    assert_eq!(
+        step(waiting.after(unreachable(), at(1000), 0.0)),
+        retry(50, true)
+    );
+    assert_eq!(
+        step(waiting.after(unreachable(), at(1100), 0.0)),
+        retry(100, false)
+    );
+    assert_eq!(
+        step(waiting.after(unacknowledged(), at(1200), 0.0)),
+        retry(50, true)
+    );
+    // The wait over: the failure that a run without a wait ends with.
+    assert_eq!(
+        step(waiting.after(unacknowledged(), at(10_000), 0.0)),
+        over("unacknowledged", false)
     );
 }
 

@@ -80,7 +80,7 @@ fn a_waiter_stopped_after_a_lost_reply_gives_it_back_too() {
     });
     assert_eq!(
         names(&reported),
-        [(0, "Unreachable"), (50, "GaveBack"), (50, "Stopped")]
+        [(0, "Retrying"), (50, "GaveBack"), (50, "Stopped")]
     );
     assert_eq!(releases(&calls), 1);
 }

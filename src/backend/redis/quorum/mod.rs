@@ -364,9 +364,11 @@ impl Locker for Quorum {
         } else {
             shortfall("granted the lock", taken, n, first_failure(&replies))
         };
+        // Of the first failure's class, a refusal first: it ends a wait; the others are waited out.
         Err(match first_failure(&replies) {
             Some(Failure::Refused(_)) => Failure::Refused(message.into()),
-            _ => Failure::Unreachable(message.into()),
+            Some(Failure::Unacknowledged(_)) => Failure::Unacknowledged(message.into()),
+            Some(Failure::Unreachable(_)) | None => Failure::Unreachable(message.into()),
         })
     }
 

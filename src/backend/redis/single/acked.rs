@@ -44,8 +44,9 @@ impl SingleRedis {
     }
 
     /// `--min-replicas`, `--fsync`: wait, `wait` at most, for the lock to reach what they ask.
-    /// If it does not (or the server cannot: WAITAOF without an append-only file, or before
-    /// Redis 7.2), release it and fail with Refused, so the command never runs.
+    /// If it does not, release it and fail with Unacknowledged (a wait tries again); if the
+    /// server cannot (WAITAOF without an append-only file, or before Redis 7.2), or the wait
+    /// itself fails, with Refused. Either way the command never runs.
     pub(super) fn durable(
         &mut self,
         token: &str,
@@ -58,13 +59,14 @@ impl SingleRedis {
             durability.command(wait).query::<Value>(&mut node.conn)
         });
         let flags = durability.flags();
-        let why = match acked.map(|acked| durability.judge(&acked, "the lock", wait)) {
+        let judged = acked.map(|acked| durability.judge(&acked, "the lock", wait));
+        let why = match &judged {
             Ok(Some(Ok(()))) => return Ok(()),
             Ok(Some(Err(why))) => format!("{why} ({flags})"),
             Ok(None) => format!("an unexpected answer to {flags}'s wait"),
             // Not for a NOPERM: the user lacks WAITAOF, whatever the server can do.
             Err(refusal @ Failure::Refused(_))
-                if durability.fsync && !crate::backend::redis::transport::is_denied(&refusal) =>
+                if durability.fsync && !crate::backend::redis::transport::is_denied(refusal) =>
             {
                 format!(
                     "{refusal}: --fsync needs WAITAOF, so an append-only file (appendonly yes) and \
@@ -79,6 +81,11 @@ impl SingleRedis {
             Ok(_) => "released it".to_owned(),
             Err(failure) => format!("releasing it failed ({failure}); it expires by itself"),
         };
-        Err(Failure::Refused(format!("{why}; {released}").into()))
+        let message = format!("{why}; {released}").into();
+        Err(match judged {
+            // Answered, but not reached: the replicas (or the disk) may catch up.
+            Ok(Some(Err(_))) => Failure::Unacknowledged(message),
+            _ => Failure::Refused(message),
+        })
     }
 }

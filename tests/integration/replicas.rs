@@ -1,0 +1,104 @@
+//! --min-replicas at the take: a take too few replicas acknowledge is given back and, within
+//! `--wait`, tried again as an unreachable server is, said once; without a wait, or once it
+//! ends, 69 with the same line.
+
+use std::time::Duration;
+
+use super::snapshots::assert_snapshot;
+use super::topology::*;
+use crate::common::*;
+
+/// The WAIT calls `master` answered so far: one per take under `--min-replicas`.
+fn waits(master: &RedisServer) -> u64 {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut master.conn())
+        .unwrap();
+    stats
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_wait:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |calls| calls.parse().unwrap())
+}
+
+/// What a take says when the master's only replica does not acknowledge it (`--ttl 3s`: WAIT
+/// waits 300 ms).
+const UNACKNOWLEDGED: &str = "redlock: cannot take lock 'k': only 0 of 1 replica(s) \
+                              acknowledged the lock within 300ms (--min-replicas); released it";
+
+/// A master whose only replica is stopped (SIGSTOP): it takes writes, and nobody acknowledges
+/// them.
+fn master_without_its_replica() -> (RedisServer, RedisServer) {
+    let master = RedisServer::start();
+    let replica = replica_of(&master);
+    replica.pause();
+    (master, replica)
+}
+
+#[test]
+fn a_waiter_tries_again_until_a_replica_acknowledges_the_lock() {
+    let (master, replica) = master_without_its_replica();
+    let dir = TempDir::new();
+    let before = waits(&master);
+    let waiter = Redlock::run(&master)
+        .key("k")
+        .ttl("3s")
+        .wait("30s")
+        .args(["--min-replicas", "1"])
+        .sh(&marker_script(&dir))
+        .spawn();
+    // Four takes given back (300 ms of WAIT each, and the pauses between): about 2 s.
+    wait_until(PATIENCE, "four takes no replica acknowledged", || {
+        waits(&master) >= before + 4
+    });
+    assert!(!dir.join("marker").exists(), "ran without a replica");
+    replica.resume();
+    let out = waiter.finish();
+    out.assert_code(0);
+    out.assert_stderr_prefixed();
+    assert!(dir.join("marker").exists());
+    // One warning for every take given back, not one each.
+    let warning = format!(
+        "{}; retrying until the wait ends (--wait 30s)",
+        UNACKNOWLEDGED.replacen("redlock: ", "redlock: warning: ", 1)
+    );
+    assert_eq!(out.stderr, format!("{warning}\n"), "in {:?}", out.elapsed);
+    assert_eq!(master.get(&lock_key("k")), None);
+}
+
+#[test]
+fn too_few_replicas_is_69_at_once_without_a_wait_and_at_its_end_with_one() {
+    let (master, _replica) = master_without_its_replica();
+    let dir = TempDir::new();
+    let run = || {
+        Redlock::run(&master)
+            .key("k")
+            .ttl("3s")
+            .args(["--min-replicas", "1"])
+            .sh(&marker_script(&dir))
+            .status(69)
+    };
+    // No --wait: the one take, given back, is the end (300 ms of WAIT).
+    let at_once = run().stderr(&format!("{UNACKNOWLEDGED}\n")).output();
+    assert!(at_once.elapsed < Duration::from_secs(2), "{at_once:?}");
+    // --wait 2s: tried again to the end of the wait, said once, then the same line.
+    let waited = run()
+        .wait("2s")
+        .stderr_prefixed()
+        .stderr_lines(2)
+        .stderr_contains("warning: cannot take lock 'k': only 0 of 1 replica(s)")
+        .output();
+    assert_eq!(
+        waited.stderr.lines().last(),
+        Some(UNACKNOWLEDGED),
+        "{waited:?}"
+    );
+    // As docs/messages.md quotes it.
+    assert_snapshot("min-replicas-wait.stderr", &waited.stderr, &[]);
+    assert!(
+        (Duration::from_secs(2)..Duration::from_secs(10)).contains(&waited.elapsed),
+        "{waited:?}"
+    );
+    assert!(!dir.join("marker").exists());
+    assert_eq!(master.get(&lock_key("k")), None);
+}
