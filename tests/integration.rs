@@ -128,6 +128,9 @@ mod integration {
     // A primary failed over to its streaming standby: an asynchronous one can give a token
     // out twice; a synchronous one (remote_apply) loses nothing answered.
     mod postgres_failover;
+    // PostgreSQL waiters whose session is gone (SIGKILLed; queued on a primary lost in a
+    // failover) are passed over: the live waiter behind starts at once.
+    mod postgres_waiters;
     // What a hostile tester found on PostgreSQL: functions and rows edited by hand, a
     // SERIALIZABLE default, a table of redlock's name that is not redlock's.
     mod postgres_hostile;

@@ -6,15 +6,18 @@
 //!   `take` function of `schema.sql`: holders whose lease ended by the server's clock removed
 //!   (their runs vanished), then, if there is room, a holder's row with its lease's end
 //!   (`clock_timestamp()` + ttl) and the fencing token, the lock's counter raised by one, and the
-//!   run's record; else the client is registered as a waiter, in the order it came.
+//!   run's record; else the client is registered as a waiter, in the order it came, with the
+//!   session it waits in (which holds an advisory lock while it lives: `session()`). Queued
+//!   waiters ahead whose session has ended are passed over.
 //! - **wait**: `LISTEN` on the waiter's own channel (first, then an attempt at once: a wake-up
 //!   before the `LISTEN` was not heard), until a notification, the holder's lease's end (nothing
 //!   notifies an expiry: the lease layer's hold is at most what was left of it), or the
 //!   interrupt.
 //! - **renew** (`renew`): the lease extended where our token still holds and has not ended.
 //! - **release**: our holder's row deleted where our token still holds, the run's end recorded,
-//!   and `NOTIFY` to the first waiter in the same transaction (heard as it commits): one
-//!   statement while our lease holds ([`plain::PLAIN_RELEASE`]), else the `release` function.
+//!   and `NOTIFY` to the first waiter whose session lives in the same transaction (heard as it
+//!   commits; the rows of those whose session ended removed on the way): one statement while
+//!   our lease holds ([`plain::PLAIN_RELEASE`]), else the `release` function.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
