@@ -28,4 +28,8 @@ REDLOCK_TEST_SERVER=$valkey cargo test --locked --test integration -- \
 # minute on a clean checkout, which must have the commit: a full clone, not a shallow one).
 REDLOCK_OLD_BIN=$(bash scripts/old-build.sh)
 export REDLOCK_OLD_BIN
+# 0.3.0, the first release on PostgreSQL, for tests/integration/postgres_upgrade.rs (its
+# tables are what this build's init updates).
+REDLOCK_OLD_PG_BIN=$(bash scripts/old-build.sh 84b5d377afb0befbd675035f05d628df27a214a0)
+export REDLOCK_OLD_PG_BIN
 cargo test --locked

@@ -136,6 +136,12 @@ mod integration {
     // A primary failed over to its streaming standby: an asynchronous one can give a token
     // out twice; a synchronous one (remote_apply) loses nothing answered.
     mod postgres_failover;
+    // PostgreSQL waiters whose session is gone (SIGKILLed; queued on a primary lost in a
+    // failover) are passed over: the live waiter behind starts at once.
+    mod postgres_waiters;
+    // A rolling upgrade on PostgreSQL: 0.3.0, built from git, beside this build on one lock,
+    // on 0.3.0's tables, while this build's init updates them, and on the new ones.
+    mod postgres_upgrade;
     // What a hostile tester found on PostgreSQL: functions and rows edited by hand, a
     // SERIALIZABLE default, a table of redlock's name that is not redlock's.
     mod postgres_hostile;

@@ -76,6 +76,24 @@ fn a_run_without_the_tables_runs_nothing_and_init_makes_them_once() {
         .output();
 }
 
+/// The jobs' role of docs/postgres.md, made on `pg` from the page's own lines, named `name`
+/// and with `password`.
+pub(super) fn page_role(pg: &PgServer, name: &str, password: &str) {
+    let page = page("docs/postgres.md");
+    let role: String = page
+        .lines()
+        .skip_while(|l| !l.contains("CREATE ROLE cron_jobs"))
+        .take_while(|l| l.starts_with("    "))
+        .map(|l| format!("{}\n", l.trim()))
+        .collect();
+    assert!(role.contains("GRANT EXECUTE"), "the page's role: {role}");
+    pg.psql(
+        &role
+            .replace("cron_jobs", name)
+            .replace("choose-one", password),
+    );
+}
+
 /// The role of docs/postgres.md, made from the page's own lines, over TCP with passwords.
 #[test]
 fn the_least_privilege_role_of_the_page_runs_and_reads_but_cannot_init() {
@@ -85,15 +103,7 @@ fn the_least_privilege_role_of_the_page_runs_and_reads_but_cannot_init() {
         .env("REDLOCK_PASSWORD", pg.password().unwrap())
         .any_stdout()
         .output();
-    let page = page("docs/postgres.md");
-    let role: String = page
-        .lines()
-        .skip_while(|l| !l.contains("CREATE ROLE cron_jobs"))
-        .take_while(|l| l.starts_with("    "))
-        .map(|l| format!("{}\n", l.trim()))
-        .collect();
-    assert!(role.contains("GRANT EXECUTE"), "the page's role: {role}");
-    pg.psql(&role.replace("choose-one", "job-secret"));
+    page_role(&pg, "cron_jobs", "job-secret");
     let secret = dir.join("password");
     std::fs::write(&secret, "job-secret\n").unwrap();
     let url = format!("postgres://cron_jobs@127.0.0.1:{}/postgres", pg.port());

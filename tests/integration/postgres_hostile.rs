@@ -122,12 +122,10 @@ fn hand_edited_rows_leave_the_lock_usable() {
         .output();
 }
 
-/// PgBouncer, as Debian ships it, in transaction mode in front of the server: it refuses the
-/// session redlock asks for, and redlock says so in one line (69) without running anything.
-#[test]
-fn a_pooler_in_front_is_refused_in_one_line() {
-    let pg = PgServer::start();
-    with_tables(&pg);
+/// PgBouncer, as Debian ships it, in front of `pg` with `settings` (`pool_mode = ...`, one a
+/// line): the process (stopped with SIGTERM when the test is done with it), its directory and
+/// the URL that reaches `pg` through it.
+pub(super) fn pgbouncer(pg: &PgServer, settings: &str) -> (Proc, TempDir, String) {
     let dir = TempDir::new();
     let port = free_port();
     let ini = dir.join("pgbouncer.ini");
@@ -136,7 +134,7 @@ fn a_pooler_in_front_is_refused_in_one_line() {
         format!(
             "[databases]\npostgres = host=127.0.0.1 port={pg_port} dbname=postgres\n\
              [pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nauth_type = trust\n\
-             auth_file = {users}\npool_mode = transaction\nunix_socket_dir =\n",
+             auth_file = {users}\nunix_socket_dir =\n{settings}\n",
             pg_port = pg.port(),
             users = dir.join("users.txt").display(),
         ),
@@ -155,8 +153,19 @@ fn a_pooler_in_front_is_refused_in_one_line() {
     wait_until(PATIENCE, "pgbouncer to listen", || {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
     });
+    let url = format!("postgres://postgres@127.0.0.1:{port}/postgres");
+    (bouncer, dir, url)
+}
+
+/// PgBouncer, as Debian ships it, in transaction mode in front of the server: it refuses the
+/// session redlock asks for, and redlock says so in one line (69) without running anything.
+#[test]
+fn a_pooler_in_front_is_refused_in_one_line() {
+    let pg = PgServer::start();
+    with_tables(&pg);
+    let (bouncer, _dir, url) = pgbouncer(&pg, "pool_mode = transaction");
     let marker = TempDir::new();
-    Redlock::run_at(&format!("postgres://postgres@127.0.0.1:{port}/postgres"))
+    Redlock::run_at(&url)
         .key("pooled")
         .sh(&marker_script(&marker))
         .status(69)

@@ -340,6 +340,17 @@ impl Conn {
     }
 }
 
+/// Whether `failure` is the server's answer that a column or function a statement names does
+/// not exist: tables an older redlock made, which this redlock's `init` brings up to date.
+pub(super) fn older_tables(failure: &Failure) -> bool {
+    std::error::Error::source(failure)
+        .and_then(|source| source.downcast_ref::<tokio_postgres::Error>())
+        .and_then(tokio_postgres::Error::code)
+        .is_some_and(|code| {
+            *code == SqlState::UNDEFINED_COLUMN || *code == SqlState::UNDEFINED_FUNCTION
+        })
+}
+
 /// What the server said, as one line of at most 500 characters (a function replaced by hand can
 /// answer anything, of any length).
 fn bounded(said: &str) -> String {

@@ -6,15 +6,18 @@
 //!   `take` function of `schema.sql`: holders whose lease ended by the server's clock removed
 //!   (their runs vanished), then, if there is room, a holder's row with its lease's end
 //!   (`clock_timestamp()` + ttl) and the fencing token, the lock's counter raised by one, and the
-//!   run's record; else the client is registered as a waiter, in the order it came.
+//!   run's record; else the client is registered as a waiter, in the order it came, with the
+//!   session it waits in (which holds an advisory lock while it lives: `session()`). Queued
+//!   waiters ahead whose session has ended are passed over.
 //! - **wait**: `LISTEN` on the waiter's own channel (first, then an attempt at once: a wake-up
 //!   before the `LISTEN` was not heard), until a notification, the holder's lease's end (nothing
 //!   notifies an expiry: the lease layer's hold is at most what was left of it), or the
 //!   interrupt.
 //! - **renew** (`renew`): the lease extended where our token still holds and has not ended.
 //! - **release**: our holder's row deleted where our token still holds, the run's end recorded,
-//!   and `NOTIFY` to the first waiter in the same transaction (heard as it commits): one
-//!   statement while our lease holds ([`plain::PLAIN_RELEASE`]), else the `release` function.
+//!   and `NOTIFY` to the first waiter whose session lives in the same transaction (heard as it
+//!   commits; the rows of those whose session ended removed on the way): one statement while
+//!   our lease holds ([`plain::PLAIN_RELEASE`]), else the `release` function.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,7 +25,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio_postgres::types::Type;
 
-use super::conn::{Conn, Heard, column};
+use super::conn::{Conn, Heard, column, older_tables};
 use super::plain;
 use crate::lock::record::{RunEnding, Tenure};
 use crate::lock::{
@@ -99,7 +102,7 @@ impl PgLocker {
         }
         let sql = plain::PLAIN_WAIT.replace("@schema@", self.conn.schema());
         let waiting_ms = ms(self.waiting);
-        let rows = self.conn.query(
+        let answer = self.conn.query(
             deadline,
             &sql,
             &[
@@ -107,7 +110,13 @@ impl PgLocker {
                 (&token, Type::TEXT),
                 (&waiting_ms, Type::INT8),
             ],
-        )?;
+        );
+        let rows = match answer {
+            // Tables of redlock 0.3.0, which its hosts share until this redlock's `init`: no
+            // place for the waiter's session. Their `take` function registers it, as 0.3.0's.
+            Err(failure) if older_tables(&failure) => return Ok(None),
+            answer => answer?,
+        };
         let Some(row) = rows.first() else {
             return Ok(None);
         };

@@ -7,7 +7,7 @@
 //! call of a function `schema.sql` defines: one round trip and one transaction that locks the
 //! lock's row first, so no transaction stays open while a client may freeze or its command
 //! runs. A waiter `LISTEN`s on its own channel; a release `NOTIFY`s the first waiter in its own
-//! transaction.
+//! transaction, passing over those whose session has ended.
 //!
 //! The URL (`url`), the password files libpq users keep (`pgpass`), TLS by `sslmode` (`tls`)
 //! and the server's certificate checked as libpq checks it (`verify`),

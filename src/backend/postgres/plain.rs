@@ -43,14 +43,16 @@ WITH l AS (
 SELECT l.fence, @schema@.ms(l.at) AS started_ms FROM l";
 
 /// A plain client turned away by [`PLAIN_TAKE`]: registered as a plain waiter (not queued; a
-/// release wakes the waiters in the order they came), told what is left of the soonest lease,
+/// release wakes the waiters in the order they came, passing over those whose session has
+/// ended, as the `take` function registers them), told what is left of the soonest lease,
 /// its channel, and whether the function must decide instead: nobody holds it, a holder's
 /// lease has ended, a holder holds it another way, or waiters are queued.
 pub(super) const PLAIN_WAIT: &str = "
 WITH w AS (
-  INSERT INTO @schema@.waiters AS w (name, token, kind, queued, since, until)
-  VALUES ($1, $2, 'lock', false, clock_timestamp(), clock_timestamp() + $3 * interval '1 millisecond')
-  ON CONFLICT (name, token) DO UPDATE SET until = excluded.until
+  INSERT INTO @schema@.waiters AS w (name, token, kind, queued, since, until, backend_pid)
+  VALUES ($1, $2, 'lock', false, clock_timestamp(), clock_timestamp() + $3 * interval '1 millisecond',
+          @schema@.session())
+  ON CONFLICT (name, token) DO UPDATE SET until = excluded.until, backend_pid = excluded.backend_pid
   RETURNING w.queued
 ), h AS (
   SELECT min(h.until) AS soonest, count(*) AS n, bool_and(h.kind = 'lock') AS plain

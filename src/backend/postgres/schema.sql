@@ -1,7 +1,8 @@
 -- redlock's tables and functions on PostgreSQL (13 and later), made by `redlock init` or applied
 -- by a DBA from `redlock init --print`. Idempotent: applying it again changes nothing, and
--- updates the functions to this redlock's. Every time is the server's own (clock_timestamp()),
--- never a client's, and never now(), which stands still for a transaction.
+-- updates the functions to this redlock's and the tables of an older one (a column added).
+-- Every time is the server's own (clock_timestamp()), never a client's, and never now(), which
+-- stands still for a transaction.
 --
 -- Each step of the protocol is one function call: one statement, one transaction, one round
 -- trip, so that no transaction stays open across the network while a client may freeze. The
@@ -56,8 +57,13 @@ CREATE TABLE IF NOT EXISTS @schema@.waiters (
     queued boolean NOT NULL,
     since timestamptz NOT NULL,
     until timestamptz NOT NULL,
+    -- The server process of the session it waits in (`session()`), passed over once that
+    -- session has ended (`ended()`); NULL where unknown: then only `until` ends its wait.
+    backend_pid integer,
     PRIMARY KEY (name, token)
 );
+-- Tables made by redlock 0.3.0 have no backend_pid: its hosts register without one.
+ALTER TABLE @schema@.waiters ADD COLUMN IF NOT EXISTS backend_pid integer;
 
 -- The record of runs: one row per run that took the lock, the newest 20 of each lock kept.
 -- No outcome while it runs; `vanished` once its lease ended without a release.
@@ -81,17 +87,48 @@ CREATE TABLE IF NOT EXISTS @schema@.runs (
 CREATE OR REPLACE FUNCTION @schema@.channel(p_token text) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$ SELECT 'redlock_' || md5(p_token) $$;
 
+-- A waiter's session holds a session-level advisory lock while it lives, on the key
+-- ('rdlk' in ASCII, its server process's pid): PostgreSQL lets it go however the session ends
+-- (its client killed or its connection closed, the server restarted, a pooler's `DISCARD
+-- ALL`), and a promoted standby has none. Any role may take it. Taken at each registration
+-- (again in the same session: a count), it answers the pid the waiter's row keeps; NULL if
+-- another session holds that key.
+CREATE OR REPLACE FUNCTION @schema@.session() RETURNS integer
+LANGUAGE sql AS $$
+    SELECT CASE WHEN pg_try_advisory_lock(1919183979, pg_backend_pid()) THEN pg_backend_pid() END
+$$;
+
+-- Whether the session of a waiter's row (`p_backend_pid`, as `session()` answered it) has
+-- ended: nobody holds its key (taken and let go at once, so that a step passing over many
+-- such rows holds none of their keys). A row of the caller's own session, or of none known
+-- (NULL), has not; nor has one whose pid a later waiter's session has again (its
+-- registration's end decides).
+CREATE OR REPLACE FUNCTION @schema@.ended(p_backend_pid integer) RETURNS boolean
+LANGUAGE sql AS $$
+    SELECT CASE WHEN p_backend_pid IS NULL OR p_backend_pid = pg_backend_pid() THEN false
+                WHEN pg_try_advisory_lock(1919183979, p_backend_pid)
+                    THEN pg_advisory_unlock(1919183979, p_backend_pid)
+                ELSE false END
+$$;
+
 -- Wake the first waiter of lock `p_name` in the order they came, and the shared waiters right
 -- behind a shared one, who may all come in together (NOTIFY: heard when the caller commits).
--- A waiter woken in vain waits again; one that died is passed over once its registration ends.
+-- A waiter whose session has ended is passed over and leaves (the caller holds the lock's
+-- row; until a function counts the queue again, the plain take leaves the lock to `take`).
+-- A waiter woken in vain waits again; one whose session lives on but who hears nothing
+-- (frozen) is passed over once its registration ends.
 CREATE OR REPLACE FUNCTION @schema@.wake(p_name text) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     w record;
     first_kind text;
 BEGIN
-    FOR w IN SELECT token, kind FROM @schema@.waiters
+    FOR w IN SELECT token, kind, backend_pid FROM @schema@.waiters
              WHERE name = p_name AND until >= clock_timestamp() ORDER BY seq LOOP
+        IF @schema@.ended(w.backend_pid) THEN
+            DELETE FROM @schema@.waiters x WHERE x.name = p_name AND x.token = w.token;
+            CONTINUE;
+        END IF;
         IF first_kind IS NULL THEN
             first_kind := w.kind;
         ELSIF first_kind <> 'shared' OR w.kind <> 'shared' THEN
@@ -230,8 +267,11 @@ BEGIN
     END IF;
 
     -- First come, first served: the queued waiters that came before this client (all of them,
-    -- if it is not one) are let in first.
+    -- if it is not one) are let in first; those whose session has ended are passed over.
     SELECT w.seq INTO my_seq FROM @schema@.waiters w WHERE w.name = p_name AND w.token = p_token;
+    DELETE FROM @schema@.waiters w
+    WHERE w.name = p_name AND w.queued AND (my_seq IS NULL OR w.seq < my_seq)
+      AND @schema@.ended(w.backend_pid);
     SELECT count(*) INTO ahead FROM @schema@.waiters w
     WHERE w.name = p_name AND w.queued AND (my_seq IS NULL OR w.seq < my_seq);
     free := CASE
@@ -274,14 +314,16 @@ BEGIN
         RETURN;
     END IF;
 
-    -- Turned away: registered as waiting, queued if it waits its turn (--fair, or exclusive
-    -- behind shared holders, so that readers coming later do not keep it out for ever).
-    INSERT INTO @schema@.waiters AS w (name, token, kind, queued, since, until)
+    -- Turned away: registered as waiting from this session, queued if it waits its turn
+    -- (--fair, or exclusive behind shared holders, so that readers coming later do not keep it
+    -- out for ever).
+    INSERT INTO @schema@.waiters AS w (name, token, kind, queued, since, until, backend_pid)
     VALUES (p_name, p_token, p_kind,
             p_fair OR (p_kind = 'lock' AND holding > 0 AND exclusive = 0),
-            now, now + p_waiting_ms * interval '1 millisecond')
+            now, now + p_waiting_ms * interval '1 millisecond', @schema@.session())
     ON CONFLICT (name, token) DO UPDATE
-        SET until = excluded.until, queued = w.queued OR excluded.queued;
+        SET until = excluded.until, queued = w.queued OR excluded.queued,
+            backend_pid = excluded.backend_pid;
     result := 'busy';
     -- At least 100 ms: a lease that ended but whose row a fencing transaction still holds is
     -- looked at again that soon, not at once.
