@@ -22,7 +22,7 @@ use etcd_client::{
 };
 use tokio::sync::Notify;
 
-use super::client::{Conn, stream_failure};
+use super::client::Conn;
 use super::keys::Keys;
 use super::queue::{self, Place, Watch};
 use super::record;
@@ -283,8 +283,9 @@ impl Locker for EtcdLocker {
             )),
             Some(Ok(woken)) => Ok(woken),
             Some(Err(err)) => {
+                let failure = self.conn.stream_failure(err);
                 self.conn.forget_member();
-                Err(stream_failure(&at, self.conn.tls(), err))
+                Err(failure)
             }
         }
     }
