@@ -41,14 +41,35 @@ pub(crate) struct Conn {
     /// protocol: a connection to it that breaks later is the member going away.
     answered: Vec<bool>,
     current: usize,
+    /// What the command needs on the prefix, for the advice when etcd refuses it.
+    access: Access,
     runtime: Runtime,
+}
+
+/// What a command needs of the user's role on the prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// The monitoring commands (`status`, `list`, `history`, `check`): they only read.
+    Read,
+    /// `run` and `release --force`.
+    ReadWrite,
+}
+
+impl Access {
+    /// The permission `etcdctl role grant-permission` takes for it.
+    fn permission(self) -> &'static str {
+        match self {
+            Access::Read => "read",
+            Access::ReadWrite => "readwrite",
+        }
+    }
 }
 
 /// The least time one member is given before the next is asked, when there is more than one.
 const MIN_SHARE: Duration = Duration::from_millis(20);
 
 impl Conn {
-    pub(crate) fn new(members: Members) -> Self {
+    pub(crate) fn new(members: Members, access: Access) -> Self {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -60,8 +81,14 @@ impl Conn {
             clients,
             answered,
             current: 0,
+            access,
             runtime,
         }
+    }
+
+    /// From now on the command writes (a forced release): etcd's refusal advises readwrite.
+    pub(crate) fn writes(&mut self) {
+        self.access = Access::ReadWrite;
     }
 
     /// Whether the members are reached over TLS.
@@ -225,6 +252,7 @@ impl Conn {
             at: self.member(),
             tls: self.tls(),
             answered: self.answered[self.current],
+            access: self.access,
         };
         judged(&member, err)
     }
@@ -238,6 +266,8 @@ struct Member<'a> {
     tls: bool,
     /// It has answered a request on this connection before.
     answered: bool,
+    /// What the command needs on the prefix.
+    access: Access,
 }
 
 /// What a failed attempt means for the next.
@@ -338,7 +368,8 @@ fn judged(member: &Member, err: Error) -> Attempt {
                 PermissionDenied => Attempt::Refused(Failure::Refused(Reason::caused_by(
                     format!(
                         "etcd at {at} does not let this user do what redlock needs: {said}; \
-                         grant the user's role readwrite on the prefix (docs/etcd.md)"
+                         grant the user's role {} on the prefix (docs/etcd.md)",
+                        member.access.permission()
                     ),
                     err,
                 ))),

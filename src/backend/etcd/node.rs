@@ -225,6 +225,8 @@ impl Node for EtcdNode {
         token: Option<&str>,
         timeout: Duration,
     ) -> Result<Forced, Failure> {
+        // This command writes: a refusal advises readwrite.
+        self.conn.writes();
         let deadline = Instant::now() + timeout;
         let (_, range) = self.range(name, timeout)?;
         let entries: Vec<Entry> = range.queue.iter().map(|(e, _)| e.clone()).collect();
