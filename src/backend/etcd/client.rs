@@ -219,16 +219,16 @@ impl Conn {
         self.run_on(until, false, |client| async move { Ok(client) })
     }
 
-    /// `request` sent on the current member's client, if it has one, and given `grace` to be
-    /// answered, no more: for a request whose answer changes nothing (a lease revoked that ends
-    /// by itself within its ttl anyway). The grace is enough for the request to be on its way.
-    pub(crate) fn send<F, Fut>(&mut self, grace: Duration, request: F)
+    /// `request` on the current member's client, if it has one, waited for until `deadline`
+    /// and no longer, and never made again on another member: for a request whose failure
+    /// changes nothing (a lease revoked that ends by itself within its ttl anyway).
+    pub(crate) fn ask_once<F, Fut>(&mut self, deadline: Instant, request: F)
     where
         F: FnOnce(Client) -> Fut,
         Fut: Future<Output = Result<(), Error>>,
     {
         if let Some(client) = self.clients[self.current].clone() {
-            let _ = self.block_on(Instant::now() + grace, request(client));
+            let _ = self.block_on(deadline, request(client));
         }
     }
 
