@@ -23,7 +23,8 @@ mod integration {
     // etcd: the URL and what etcd refuses (64), auth and the documented role, etcds://.
     mod etcd_access;
     // etcd, requests that go unanswered: a waiter whose member froze takes no lock on a lapsed
-    // lease, a lease that ran out is replaced, a release whose answer was lost is a release.
+    // lease, a lease that ran out is replaced, a release whose answer was lost is a release, a
+    // member killed under a request is said to have gone, a port that is not etcd's to be wrong.
     mod etcd_unanswered;
     // The etcd cluster fixture itself: a leader killed and replaced, restarts, compaction, leases.
     mod etcd_fixture;

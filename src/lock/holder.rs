@@ -74,7 +74,8 @@ pub enum Inspected {
 pub struct LockInfo {
     /// The lock's own key, as its server names it (on Redis `PREFIX{NAME}`).
     pub stored_key: String,
-    /// The fencing counter (0 when never taken).
+    /// The fencing counter: every token given out later is larger. 0 when never taken, or the
+    /// server's own counter where it keeps one for every lock (etcd's revision).
     pub fence: i64,
     /// What its key holds instead of a counter redlock wrote (then `fence` is 0, and means
     /// nothing).

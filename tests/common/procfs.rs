@@ -1,5 +1,5 @@
 //! Processes as /proc shows them: alive or a zombie, the members of a process group, TCP
-//! connections to a port.
+//! connections to a port and bytes sent to it unread.
 
 use std::collections::HashSet;
 use std::fs;
@@ -138,6 +138,24 @@ pub fn tcp_connections(pid: i32, port: u16) -> usize {
             f.len() > 9 && f[2].ends_with(&want) && f[3] == "01" && inodes.contains(f[9])
         })
         .count()
+}
+
+/// Whether bytes sent to 127.0.0.1:`port` wait unread in the kernel (a receive queue of one of
+/// its sockets, in /proc/net/tcp). With the listener SIGSTOPped, that is a request sent since.
+pub fn unread_at(port: u16) -> bool {
+    let want = format!(":{port:04X}");
+    let tcp = fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    tcp.lines().skip(1).any(|line| {
+        // sl local_address rem_address st tx_queue:rx_queue ...
+        let f: Vec<&str> = line.split_whitespace().collect();
+        f.len() > 4
+            && f[1].ends_with(&want)
+            && f[3] == "01"
+            && f[4]
+                .split_once(':')
+                .and_then(|(_, rx)| u64::from_str_radix(rx, 16).ok())
+                .is_some_and(|rx| rx > 0)
+    })
 }
 
 /// redlock's watchdog: its child named `redlock-watch` (a fork of redlock, renamed). A

@@ -1,10 +1,10 @@
 //! What only etcd shows, on real 3-member clusters: a member that dies or hangs costs a request,
 //! not the run (the leader SIGKILLed or SIGSTOPped during a hold); with no majority the command
 //! is stopped before its lease could end (76); a lease revoked or an entry deleted by an operator
-//! stops the command (76); fencing tokens rise across a restart of every member; a waiter whose
-//! watch starts in compacted history reads the queue again; `etcdctl lock` beside redlock; the
-//! record of runs pruned; a lost holder's record corrected. The URL, auth and TLS are in
-//! `etcd_access.rs`.
+//! stops the command (76); fencing tokens rise across a restart of every member, and a lock whose
+//! keys were wiped shows a counter the next token exceeds; a waiter whose watch starts in
+//! compacted history reads the queue again; `etcdctl lock` beside redlock; the record of runs
+//! pruned; a lost holder's record corrected. The URL, auth and TLS are in `etcd_access.rs`.
 
 use nix::sys::signal::Signal;
 use std::time::Duration;
@@ -138,6 +138,73 @@ fn tokens_rise_across_a_restart_of_every_member() {
         .collect();
     assert_eq!(tokens.len(), 3);
     assert!(tokens.windows(2).all(|w| w[1] > w[0]), "{tokens:?}");
+}
+
+/// After `etcdctl del --prefix` wipes a lock's keys, `status` shows a fencing counter the next
+/// token exceeds, as it does of a lock with a record (the cluster's revision), in text and JSON
+/// alike, and `release --force` says the same: it said 0 where the next token was 285.
+#[test]
+fn a_wiped_lock_shows_a_fencing_counter_the_next_token_exceeds() {
+    let etcd = EtcdCluster::start_with(EtcdOpts {
+        members: 1,
+        ..EtcdOpts::default()
+    });
+    let token = || {
+        let out = Redlock::run_at(&etcd.url())
+            .key("wiped")
+            .sh("echo $REDLOCK_FENCING_TOKEN")
+            .any_stdout()
+            .output();
+        out.stdout.trim().parse::<i64>().unwrap()
+    };
+    let first = token();
+    // Other keys move the revision past the lock's last token.
+    for i in 0..5 {
+        etcd.put(&format!("elsewhere/{i}"), "x");
+    }
+    let out = etcd.etcdctl(["del", "--prefix", "redlock:{wiped}/"]);
+    assert!(out.status.success(), "{}", out.stderr);
+    assert!(etcd.get_prefix("redlock:{wiped}/").is_empty());
+    let fence_of = |text: &str, after: &str| -> i64 {
+        let at = text
+            .find(after)
+            .unwrap_or_else(|| panic!("no {after} in {text}"));
+        let digits: String = text[at + after.len()..]
+            .trim_start()
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits
+            .parse()
+            .unwrap_or_else(|_| panic!("{after} in {text}"))
+    };
+    let json = Redlock::admin_at("status", &etcd.url())
+        .key("wiped")
+        .arg("--json")
+        .any_stdout()
+        .output()
+        .stdout;
+    let text = Redlock::admin_at("status", &etcd.url())
+        .key("wiped")
+        .stdout_contains("is free")
+        .any_stdout()
+        .output()
+        .stdout;
+    let forced = Redlock::admin_at("release", &etcd.url())
+        .key("wiped")
+        .arg("--force")
+        .stdout_contains("is free; nothing released")
+        .any_stdout()
+        .output()
+        .stdout;
+    let shown = fence_of(&json, "\"fence\":");
+    assert_eq!(fence_of(&text, "fencing:"), shown, "{text}");
+    assert_eq!(fence_of(&forced, "fencing counter"), shown, "{forced}");
+    let next = token();
+    assert!(
+        first + 5 <= shown && shown < next,
+        "tokens {first} then {next}; status said {shown}"
+    );
 }
 
 /// A waiter whose watch would start in history compacted away meanwhile: etcd cancels the

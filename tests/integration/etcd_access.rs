@@ -1,12 +1,13 @@
 //! How redlock reaches etcd, on real clusters: the URL and the flags etcd cannot honour refused
 //! in one line (64), an unreachable cluster (69 in time), the documented least-privilege roles
 //! with authentication on (and a URL without a user), made by pasting docs/etcd.md's blocks as
-//! written, plain and over TLS, `etcds://` with a member's certificate verified and a client
+//! written, plain and over TLS, what a refusal advises to grant, `etcds://` with a member's certificate verified and a client
 //! certificate given.
 
 use std::time::Duration;
 
 use crate::common::*;
+use crate::integration::snapshots::assert_snapshot;
 
 #[test]
 fn what_etcd_cannot_honour_is_refused_in_one_line() {
@@ -379,6 +380,95 @@ impl TlsMember {
         });
     }
 }
+
+/// A role that may only read the prefix: the monitoring commands work as its user; `run` and
+/// `release --force` are refused (69), advising readwrite. A role without the prefix is
+/// refused `status` and `list`, advising read, which docs/etcd.md says is enough for them.
+/// Every refusal advised readwrite before.
+#[test]
+fn a_refusal_advises_what_the_command_needs() {
+    let etcd = EtcdCluster::start_with(EtcdOpts {
+        members: 1,
+        ..EtcdOpts::default()
+    });
+    let dir = TempDir::new();
+    // A run to read about, before authentication is on.
+    Redlock::run_at(&etcd.url()).key("k").sh("true").output();
+    for line in [
+        "user add root --new-user-password=r00t-pw",
+        "user grant-role root root",
+        "role add monitor",
+        "role grant-permission monitor read redlock: --prefix=true",
+        "user add monitor --new-user-password=m0n-pw",
+        "user grant-role monitor monitor",
+        "role add elsewhere",
+        "role grant-permission elsewhere read other: --prefix=true",
+        "user add elsewhere --new-user-password=e1se-pw",
+        "user grant-role elsewhere elsewhere",
+        "auth enable",
+    ] {
+        let out = etcd.etcdctl(line.split_whitespace());
+        assert!(out.status.success(), "etcdctl {line}: {}", out.stderr);
+    }
+    std::fs::write(dir.join("monitor.pw"), "m0n-pw\n").unwrap();
+    std::fs::write(dir.join("elsewhere.pw"), "e1se-pw\n").unwrap();
+    let as_user = |user: &str, sub: &str| {
+        let url = etcd.url().replace("etcd://", &format!("etcd://{user}@"));
+        let redlock = match sub {
+            "run" => Redlock::run_at(&url).sh(&marker_script(&dir)),
+            _ => Redlock::admin_at(sub, &url),
+        };
+        let redlock = match sub {
+            "list" => redlock,
+            "check" => redlock.key("k").args(["--max-age", "1h"]),
+            "release" => redlock.key("k").arg("--force"),
+            _ => redlock.key("k"),
+        };
+        redlock.env("REDLOCK_PASSWORD_FILE", dir.join(&format!("{user}.pw")))
+    };
+    // Held, so that a forced release has something to delete.
+    std::fs::write(dir.join("root.pw"), "r00t-pw\n").unwrap();
+    let (holder, _) = Redlock::run_at(&etcd.url().replace("etcd://", "etcd://root@"))
+        .env("REDLOCK_PASSWORD_FILE", dir.join("root.pw"))
+        .key("k")
+        .hold(&dir, "h");
+    for sub in ["status", "list", "history", "check"] {
+        as_user("monitor", sub).any_stdout().output();
+    }
+    // (user, subcommand, what to grant)
+    for (user, sub, grant) in [
+        ("monitor", "run", "readwrite"),
+        ("monitor", "release", "readwrite"),
+        ("elsewhere", "status", "read"),
+        ("elsewhere", "list", "read"),
+        ("elsewhere", "history", "read"),
+    ] {
+        let out = as_user(user, sub)
+            .status(69)
+            .stderr_lines(1)
+            .any_stdout()
+            .output();
+        let advice = format!("grant the user's role {grant} on the prefix");
+        assert!(out.stderr.contains(&advice), "{user} {sub}: {}", out.stderr);
+        out.assert_no_secret(&["m0n-pw", "e1se-pw"]);
+        if sub == "status" {
+            // The line docs/messages.md quotes.
+            let member = etcd.endpoints()[0].clone();
+            assert_snapshot(
+                "etcd-permission-denied.stderr",
+                out.stderr.trim(),
+                &[(&member, "127.0.0.1:2379")],
+            );
+        }
+    }
+    assert!(
+        !dir.join("marker").exists(),
+        "a refused run ran its command"
+    );
+    touch(&dir.join("h.go"));
+    holder.finish_within(Duration::from_secs(20)).assert_code(0);
+}
+
 
 /// etcds://: the member's certificate is verified against --tls-ca-cert (an unknown CA is
 /// refused, 69, nothing run), and with the member asking for a client certificate,

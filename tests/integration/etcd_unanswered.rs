@@ -1,6 +1,8 @@
 //! Requests to etcd that go unanswered. A waiter whose member freezes: the member it asks first
 //! (and watches through, and sends its waiting place's keep-alives to) is SIGSTOPped while the
-//! lock is held by others. A put or a release whose answer is lost.
+//! lock is held by others. A put or a release whose answer is lost. A revoke that must be
+//! answered before the run exits. A member killed under a request, and a port that never spoke
+//! etcd's protocol: each said as what it is.
 //!
 //! The first two found by the chaos suite's etcd phase. A frozen member takes keep-alives without a
 //! word: the waiting place's lease runs out a ttl after the last one that landed, though the
@@ -13,6 +15,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use crate::integration::fake::{Answer, FakeServer, Then};
+use crate::integration::snapshots::assert_snapshot;
 
 /// The command of the waiter: one line per 20 ms into `w.beats` (this host's clock, ns), for
 /// 1.5 s, several of its 1 s leases.
@@ -41,15 +44,14 @@ fn member_behind_a_proxy() -> (EtcdCluster, Proxy, String) {
         members: 1,
         ..EtcdOpts::default()
     });
-    let port: u16 = etcd.endpoints()[0]
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let proxy = Proxy::start(port);
+    let proxy = Proxy::start(port_of(&etcd.endpoints()[0]));
     let url = proxy.url().replace("redis://", "etcd://");
     (etcd, proxy, url)
+}
+
+/// The port of `host:port`.
+fn port_of(endpoint: &str) -> u16 {
+    endpoint.rsplit(':').next().unwrap().parse().unwrap()
 }
 
 fn read_ns(dir: &TempDir, name: &str) -> Vec<u64> {
@@ -206,6 +208,132 @@ fn a_release_whose_answer_was_lost_is_a_release() {
         .output();
 }
 
+/// Runs one after the other leave no lease behind (60 s each): each run's revoke is answered
+/// before it exits, straight to the member and through a proxy that delays every chunk by
+/// 2 ms, a network's round trip. A revoke given a fixed 500 µs and then dropped with the
+/// connection left about half of the proxy's runs' leases: etcd drops a request whose
+/// connection closes before it is carried out.
+#[test]
+fn runs_leave_no_lease_behind() {
+    let (etcd, proxy, through_proxy) = member_behind_a_proxy();
+    proxy.set(Mode::Delay, Duration::from_millis(2));
+    for (url, runs) in [(etcd.url(), 30), (through_proxy, 10)] {
+        for _ in 0..runs {
+            Redlock::run_at(&url)
+                .key("leases")
+                .ttl("60s")
+                .sh("true")
+                .output();
+        }
+        let left = etcd.leases();
+        assert!(
+            left.is_empty(),
+            "{url}: {} of {runs} leases left",
+            left.len()
+        );
+    }
+}
+
+/// Lines that belong to a port that is not an etcd member's: said of a member that went away,
+/// they send an operator to check a port that was right.
+const WRONG_PORT: [&str; 3] = [
+    "did not answer in etcd's protocol",
+    "closed the connection at once",
+    "etcds://",
+];
+
+/// The line for a member that went away under a request.
+const WENT_AWAY: &str = "closed the connection mid-request (the member stopped or restarted?)";
+
+fn says_it_went_away(who: &str, stderr: &str) {
+    assert!(stderr.contains(WENT_AWAY), "{who} said: {stderr}");
+    for wrong in WRONG_PORT {
+        assert!(!stderr.contains(wrong), "{who} said: {stderr}");
+    }
+}
+
+/// A holder's renewal is sent to its member, stopped; the member is killed with the request
+/// unread (the kernel resets the connection), then started again. The renewal's warning says
+/// the member went away, not to check the port; the run goes on (0). It said "closed the
+/// connection at once ...; if it is a TLS port, use etcds://" before.
+#[test]
+fn a_member_killed_under_a_renewal_is_said_to_have_gone() {
+    let mut etcd = EtcdCluster::start_with(EtcdOpts {
+        members: 1,
+        ..EtcdOpts::default()
+    });
+    let dir = TempDir::new();
+    // A renewal every 2 s, each given 1 s; -vv says when one is done.
+    let (holder, _) = Redlock::run_at(&etcd.url())
+        .arg("-vv")
+        .key("k")
+        .ttl("6s")
+        .hold(&dir, "h");
+    wait_until(PATIENCE, "a renewal", || {
+        holder.stderr_so_far().contains("renewed lock")
+    });
+    // The connection is idle until the next renewal: what reaches the stopped member is it.
+    let port = port_of(&etcd.endpoints()[0]);
+    etcd.stop(0);
+    wait_until(PATIENCE, "the next renewal sent", || unread_at(port));
+    etcd.kill(0);
+    wait_until(PATIENCE, "the renewal's warning", || {
+        holder.stderr_so_far().contains("renewing lock 'k' failed")
+    });
+    etcd.restart(0);
+    touch(&dir.join("h.go"));
+    let out = holder.finish_within(Duration::from_secs(30));
+    says_it_went_away("the holder", &out.stderr);
+    out.assert_code(0);
+    // The line docs/messages.md quotes.
+    let warning = out.stderr.lines().find(|l| l.contains(WENT_AWAY)).unwrap();
+    let member = etcd.endpoints()[0].clone();
+    assert_snapshot(
+        "etcd-member-gone.stderr",
+        warning,
+        &[(&member, "127.0.0.1:2379")],
+    );
+}
+
+/// A waiter watches the holder's entry through a member that is killed (SIGKILL), then started
+/// again. The watch's response is cut: the waiter says the member went away, where it said the
+/// port did not answer in etcd's protocol ("h2 protocol error"), and takes the lock (0) once
+/// the holder is done.
+#[test]
+fn a_member_killed_under_a_watch_is_said_to_have_gone() {
+    let mut etcd = EtcdCluster::start_with(EtcdOpts {
+        members: 1,
+        ..EtcdOpts::default()
+    });
+    let dir = TempDir::new();
+    let (holder, _) = Redlock::run_at(&etcd.url())
+        .key("watched")
+        .ttl("30s")
+        .hold(&dir, "h");
+    let waiter = Redlock::run_at(&etcd.url())
+        .key("watched")
+        .ttl("30s")
+        .wait("60s")
+        .sh(&format!("touch {}", dir.sh("w.ran")))
+        .spawn();
+    wait_until(PATIENCE, "the waiter queued", || {
+        etcd.get_prefix("redlock:{watched}/q/").len() == 2
+    });
+    etcd.kill(0);
+    wait_until(PATIENCE, "the waiter's warning", || {
+        waiter
+            .stderr_so_far()
+            .contains("cannot take lock 'watched'")
+    });
+    etcd.restart(0);
+    touch(&dir.join("h.go"));
+    let _ = holder.finish_within(Duration::from_secs(30));
+    let out = waiter.finish_within(Duration::from_secs(60));
+    says_it_went_away("the waiter", &out.stderr);
+    out.assert_code(0);
+    assert!(dir.join("w.ran").exists(), "the waiter's command never ran");
+}
+
 /// The member named first is not etcd: a server that answers HTTP/1.1, or Redis. redlock asks
 /// the next member, as it does when one hangs, and the run and `status` go on (0). They gave up
 /// at once with 69 ("h2 protocol error") before. With no etcd behind any member, the line says
@@ -236,12 +364,48 @@ fn a_member_that_speaks_another_protocol_is_passed_over() {
             .stdout_contains("is free")
             .output();
         let alone = format!("etcd://{}", fake.addr());
-        Redlock::run_at(&alone)
+        let out = Redlock::run_at(&alone)
             .key("other-protocol")
             .status(69)
             .stderr_contains("did not answer in etcd's protocol")
             .stderr_lines(1)
             .sh("true")
             .output();
+        assert!(!out.stderr.contains(WENT_AWAY), "{}", out.stderr);
+    }
+}
+
+/// Ports that never spoke etcd's protocol keep the advice to check the port, never the line of
+/// a member that went away: a real Redis server, and a port that reads the request and closes.
+#[test]
+fn a_port_that_never_spoke_etcd_is_said_to_be_the_wrong_port() {
+    let redis = RedisServer::start();
+    let closes = FakeServer::start(Answer::Reply {
+        reply: Vec::new(),
+        then: Then::Close,
+    });
+    for (url, said) in [
+        (
+            format!("etcd://127.0.0.1:{}", redis.port()),
+            "did not answer in etcd's protocol, gRPC over HTTP/2",
+        ),
+        (
+            format!("etcd://{}", closes.addr()),
+            "closed the connection at once",
+        ),
+    ] {
+        for sub in ["run", "status"] {
+            let redlock = match sub {
+                "run" => Redlock::run_at(&url).sh("true"),
+                _ => Redlock::admin_at(sub, &url),
+            };
+            let out = redlock
+                .key("wrong-port")
+                .status(69)
+                .stderr_contains(said)
+                .stderr_lines(1)
+                .output();
+            assert!(!out.stderr.contains(WENT_AWAY), "{}", out.stderr);
+        }
     }
 }

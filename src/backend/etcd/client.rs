@@ -37,26 +37,58 @@ pub(crate) struct Members {
 pub(crate) struct Conn {
     members: Members,
     clients: Vec<Option<Client>>,
+    /// Which members have answered a request on this connection. Such a port speaks etcd's
+    /// protocol: a connection to it that breaks later is the member going away.
+    answered: Vec<bool>,
     current: usize,
+    /// What the command needs on the prefix, for the advice when etcd refuses it.
+    access: Access,
     runtime: Runtime,
+}
+
+/// What a command needs of the user's role on the prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// The monitoring commands (`status`, `list`, `history`, `check`): they only read.
+    Read,
+    /// `run` and `release --force`.
+    ReadWrite,
+}
+
+impl Access {
+    /// The permission `etcdctl role grant-permission` takes for it.
+    fn permission(self) -> &'static str {
+        match self {
+            Access::Read => "read",
+            Access::ReadWrite => "readwrite",
+        }
+    }
 }
 
 /// The least time one member is given before the next is asked, when there is more than one.
 const MIN_SHARE: Duration = Duration::from_millis(20);
 
 impl Conn {
-    pub(crate) fn new(members: Members) -> Self {
+    pub(crate) fn new(members: Members, access: Access) -> Self {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("a current-thread runtime");
         let clients = members.addrs.iter().map(|_| None).collect();
+        let answered = vec![false; members.addrs.len()];
         Self {
             members,
             clients,
+            answered,
             current: 0,
+            access,
             runtime,
         }
+    }
+
+    /// From now on the command writes (a forced release): etcd's refusal advises readwrite.
+    pub(crate) fn writes(&mut self) {
+        self.access = Access::ReadWrite;
     }
 
     /// Whether the members are reached over TLS.
@@ -88,6 +120,16 @@ impl Conn {
         F: Fn(Client) -> Fut,
         Fut: Future<Output = Result<T, Error>>,
     {
+        self.run_on(deadline, true, request)
+    }
+
+    /// [`run`](Self::run); `asks`: `request` asks the member something (a member that answers
+    /// it has spoken etcd's protocol), rather than only handing its client over.
+    fn run_on<T, F, Fut>(&mut self, deadline: Instant, asks: bool, request: F) -> Result<T, Failure>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
         let n = self.members.addrs.len();
         let mut last: Option<Failure> = None;
         let mut asked = 0;
@@ -105,7 +147,7 @@ impl Conn {
             };
             let until = now + share;
             asked += 1;
-            match self.attempt(until, &request) {
+            match self.attempt(until, asks, &request) {
                 Ok(value) => return Ok(value),
                 Err(Attempt::Refused(failure)) => return Err(failure),
                 Err(Attempt::Next(failure)) => {
@@ -127,7 +169,7 @@ impl Conn {
     }
 
     /// One request to the current member, connected first if need be.
-    fn attempt<T, F, Fut>(&mut self, until: Instant, request: &F) -> Result<T, Attempt>
+    fn attempt<T, F, Fut>(&mut self, until: Instant, asks: bool, request: &F) -> Result<T, Attempt>
     where
         F: Fn(Client) -> Fut,
         Fut: Future<Output = Result<T, Error>>,
@@ -141,7 +183,7 @@ impl Conn {
                 let connected = self
                     .block_on(until, Client::connect([url], Some(options)))
                     .ok_or_else(|| Attempt::Next(late(&at)))?
-                    .map_err(|err| judged(&at, self.tls(), err))?;
+                    .map_err(|err| self.judged(err))?;
                 self.clients[self.current] = Some(connected.clone());
                 connected
             }
@@ -152,9 +194,12 @@ impl Conn {
                 self.clients[self.current] = None;
                 Err(Attempt::Next(late(&at)))
             }
-            Some(Ok(value)) => Ok(value),
+            Some(Ok(value)) => {
+                self.answered[self.current] |= asks;
+                Ok(value)
+            }
             Some(Err(err)) => {
-                let judged = judged(&at, self.tls(), err);
+                let judged = self.judged(err);
                 if matches!(judged, Attempt::Next(_)) {
                     self.clients[self.current] = None;
                 }
@@ -171,19 +216,19 @@ impl Conn {
     /// The current member's client, connected within `until`, for a stream that outlives one
     /// request (a watch, the keep-alives).
     pub(crate) fn client(&mut self, until: Instant) -> Result<Client, Failure> {
-        self.run(until, |client| async move { Ok(client) })
+        self.run_on(until, false, |client| async move { Ok(client) })
     }
 
-    /// `request` sent on the current member's client, if it has one, and given `grace` to be
-    /// answered, no more: for a request whose answer changes nothing (a lease revoked that ends
-    /// by itself within its ttl anyway). The grace is enough for the request to be on its way.
-    pub(crate) fn send<F, Fut>(&mut self, grace: Duration, request: F)
+    /// `request` on the current member's client, if it has one, waited for until `deadline`
+    /// and no longer, and never made again on another member: for a request whose failure
+    /// changes nothing (a lease revoked that ends by itself within its ttl anyway).
+    pub(crate) fn ask_once<F, Fut>(&mut self, deadline: Instant, request: F)
     where
         F: FnOnce(Client) -> Fut,
         Fut: Future<Output = Result<(), Error>>,
     {
         if let Some(client) = self.clients[self.current].clone() {
-            let _ = self.block_on(Instant::now() + grace, request(client));
+            let _ = self.block_on(deadline, request(client));
         }
     }
 
@@ -192,6 +237,37 @@ impl Conn {
         self.clients[self.current] = None;
         self.next_member();
     }
+
+    /// A failure of a stream (a watch, the keep-alives) on the current member.
+    pub(crate) fn stream_failure(&self, err: Error) -> Failure {
+        match self.judged(err) {
+            Attempt::Next(failure) | Attempt::Refused(failure) => failure,
+        }
+    }
+
+    /// An etcd-client error from the current member as a [`Failure`], and whether another
+    /// member is worth asking.
+    fn judged(&self, err: Error) -> Attempt {
+        let member = Member {
+            at: self.member(),
+            tls: self.tls(),
+            answered: self.answered[self.current],
+            access: self.access,
+        };
+        judged(&member, err)
+    }
+}
+
+/// The member an error came from, as [`judged`] needs it.
+struct Member<'a> {
+    /// `host:port`.
+    at: &'a str,
+    /// Reached over TLS.
+    tls: bool,
+    /// It has answered a request on this connection before.
+    answered: bool,
+    /// What the command needs on the prefix.
+    access: Access,
 }
 
 /// What a failed attempt means for the next.
@@ -208,8 +284,16 @@ fn late(at: &str) -> Failure {
 }
 
 /// An etcd-client error as a [`Failure`], and whether another member is worth asking.
-fn judged(at: &str, tls: bool, err: Error) -> Attempt {
+fn judged(member: &Member, err: Error) -> Attempt {
     use tonic::Code::*;
+    let (at, tls) = (member.at, member.tls);
+    // A connection that broke under the request, to a member that had spoken etcd's protocol
+    // (a response under way, an answer before): the member went away, the port is right.
+    match broke(&err) {
+        Some(Broke::Answering) => return went_away(at, err),
+        Some(Broke::Closed) if member.answered => return went_away(at, err),
+        Some(Broke::Closed) | None => {}
+    }
     // Beneath a failed connection is the I/O error that says why (refused, unreachable, a
     // TLS handshake that failed).
     if let Some(io) = io_cause(&err) {
@@ -284,7 +368,8 @@ fn judged(at: &str, tls: bool, err: Error) -> Attempt {
                 PermissionDenied => Attempt::Refused(Failure::Refused(Reason::caused_by(
                     format!(
                         "etcd at {at} does not let this user do what redlock needs: {said}; \
-                         grant the user's role readwrite on the prefix (docs/etcd.md)"
+                         grant the user's role {} on the prefix (docs/etcd.md)",
+                        member.access.permission()
                     ),
                     err,
                 ))),
@@ -318,6 +403,63 @@ fn judged(at: &str, tls: bool, err: Error) -> Attempt {
     }
 }
 
+/// How a connection ended under a request, told from the error's types (never its words).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Broke {
+    /// The member had begun to answer in HTTP/2 and then went: a response cut short, or a
+    /// GOAWAY it sent as it shut down.
+    Answering,
+    /// Closed or reset under the request, or before the request could be sent: a member that
+    /// went away, or a port that never spoke HTTP/2 (a TLS port, a proxy with nothing behind).
+    Closed,
+}
+
+/// Whether `err` is a connection that ended under the request, and how.
+fn broke(err: &Error) -> Option<Broke> {
+    let mut found = None;
+    let mut source = root(err);
+    while let Some(cause) = source {
+        if let Some(h2) = cause.downcast_ref::<h2::Error>() {
+            // hyper passes HTTP/2's I/O errors on as its own, but for a response's body, which
+            // the member had begun to send. A GOAWAY without an error is a server's goodbye.
+            let goodbye =
+                h2.is_go_away() && h2.is_remote() && h2.reason() == Some(h2::Reason::NO_ERROR);
+            return if h2.is_io() || goodbye {
+                Some(Broke::Answering)
+            } else {
+                // An HTTP/2 protocol error: something else than etcd answered.
+                None
+            };
+        }
+        if let Some(hyper) = cause.downcast_ref::<hyper::Error>()
+            && (hyper.is_canceled() || hyper.is_closed())
+        {
+            found = Some(Broke::Closed);
+        }
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::*;
+            if matches!(
+                io.kind(),
+                BrokenPipe | ConnectionReset | ConnectionAborted | UnexpectedEof
+            ) {
+                found = Some(Broke::Closed);
+            }
+        }
+        source = cause.source();
+    }
+    found
+}
+
+/// The member at `at` closed the connection under a request: it stopped or restarted.
+fn went_away(at: &str, err: Error) -> Attempt {
+    Attempt::Next(Failure::Unreachable(Reason::caused_by(
+        format!(
+            "etcd at {at} closed the connection mid-request (the member stopped or restarted?)"
+        ),
+        err,
+    )))
+}
+
 /// Why a TLS handshake with the member at `at` failed, and what to do, as one line.
 fn tls_refusal(at: &str, tls: &rustls::Error) -> String {
     use rustls::{AlertDescription, CertificateError, Error as Tls};
@@ -341,15 +483,20 @@ fn tls_refusal(at: &str, tls: &rustls::Error) -> String {
     }
 }
 
-/// The I/O error beneath `err`, if it comes from one.
-fn io_cause(err: &Error) -> Option<&std::io::Error> {
-    // etcd-client's error does not name its cause: a gRPC status's is the status's own.
-    let mut source: Option<&(dyn std::error::Error + 'static)> = match err {
+/// Where the causes of `err` begin: etcd-client's error does not name its cause, and a gRPC
+/// status's is the status's own.
+fn root(err: &Error) -> Option<&(dyn std::error::Error + 'static)> {
+    match err {
         Error::GRpcStatus(status) => Some(status),
         Error::TransportError(transport) => Some(transport),
-        Error::IoError(io) => return Some(io),
+        Error::IoError(io) => Some(io),
         other => Some(other),
-    };
+    }
+}
+
+/// The I/O error beneath `err`, if it comes from one.
+fn io_cause(err: &Error) -> Option<&std::io::Error> {
+    let mut source = root(err);
     while let Some(cause) = source {
         if let Some(io) = cause.downcast_ref::<std::io::Error>() {
             return Some(io);
@@ -371,11 +518,4 @@ pub(crate) fn chain(err: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     crate::report::one_line(&said)
-}
-
-/// A failure of a stream (a watch, the keep-alives) on member `at` (`tls`: over TLS).
-pub(crate) fn stream_failure(at: &str, tls: bool, err: Error) -> Failure {
-    match judged(at, tls, err) {
-        Attempt::Next(failure) | Attempt::Refused(failure) => failure,
-    }
 }

@@ -22,7 +22,7 @@ use etcd_client::{
 };
 use tokio::sync::Notify;
 
-use super::client::{Conn, stream_failure};
+use super::client::Conn;
 use super::keys::Keys;
 use super::queue::{self, Place, Watch};
 use super::record;
@@ -32,9 +32,11 @@ use crate::lock::{
     Acquire, Block, Failure, Held, Holder, Interrupt, Kind, Locker, Renewal, RunSpec,
 };
 
-/// How long a release waits for its lease's revoke to be answered, when it does not need the
-/// answer: long enough for the request to leave.
-const REVOKE_GRACE: Duration = Duration::from_micros(500);
+/// How long a release waits at most for its lease's revoke to be answered: one round trip and
+/// one write on a cluster that is well. The answer itself changes nothing (the lease ends by
+/// itself within the ttl), but etcd drops a request whose connection closes before the request
+/// is carried out, as it does when the run exits.
+const REVOKE_WAIT: Duration = Duration::from_millis(100);
 
 /// A run's lock on etcd.
 pub(crate) struct EtcdLocker {
@@ -283,8 +285,9 @@ impl Locker for EtcdLocker {
             )),
             Some(Ok(woken)) => Ok(woken),
             Some(Err(err)) => {
+                let failure = self.conn.stream_failure(err);
                 self.conn.forget_member();
-                Err(stream_failure(&at, self.conn.tls(), err))
+                Err(failure)
             }
         }
     }
@@ -453,11 +456,12 @@ impl Locker for EtcdLocker {
         } else {
             Held::Gone
         };
-        // Its answer is not waited for: the entry is gone, and the lease ends by itself within
-        // the ttl should the revoke be lost. A write less on every run's way out.
-        self.conn.send(REVOKE_GRACE, move |mut client| async move {
-            client.lease_revoke(lease).await.map(drop)
-        });
+        // On the member that answered the release, and not made again: the entry is gone, and
+        // the lease ends by itself within the ttl should the revoke be lost.
+        self.conn
+            .ask_once(Instant::now() + REVOKE_WAIT, move |mut client| async move {
+                client.lease_revoke(lease).await.map(drop)
+            });
         self.lease = None;
         self.entry = None;
         Ok(held)

@@ -22,7 +22,7 @@ use etcd_client::{Certificate, ConnectOptions, Identity, TlsOptions};
 
 use crate::backend::{Connect, Durable, Tls};
 use crate::lock::{Backend, Locker, Node, RunSpec};
-use client::{Conn, Members};
+use client::{Access, Conn, Members};
 
 /// The members of one etcd cluster, how to log in and the key prefix.
 pub(crate) struct Etcd {
@@ -300,7 +300,7 @@ impl Backend for Etcd {
     fn locker(&self, run: &RunSpec) -> Box<dyn Locker> {
         let keys = keys::Keys::new(&self.prefix, &run.key);
         Box::new(locker::EtcdLocker::new(
-            Conn::new(self.members.clone()),
+            Conn::new(self.members.clone(), Access::ReadWrite),
             keys,
             run,
         ))
@@ -308,7 +308,7 @@ impl Backend for Etcd {
 
     fn node(&self, _index: usize) -> Box<dyn Node> {
         Box::new(node::EtcdNode {
-            conn: Conn::new(self.members.clone()),
+            conn: Conn::new(self.members.clone(), Access::Read),
             prefix: self.prefix.clone(),
         })
     }

@@ -27,6 +27,22 @@ pub(crate) struct EtcdNode {
 struct Range {
     queue: Vec<(Entry, KeyValue)>,
     record: record::Read,
+    /// The cluster's revision when it was read.
+    revision: i64,
+}
+
+impl Range {
+    /// The fencing counter the admin commands show: the last token given out for the lock (its
+    /// newest run's, or a holder's), or with none recorded (never taken, or its keys deleted)
+    /// the cluster's revision, which the next token exceeds as it exceeds every earlier one.
+    fn fence(&self, runs: &Runs, holders: &[i64]) -> i64 {
+        runs.runs
+            .iter()
+            .map(|r| r.fence)
+            .chain(holders.iter().copied())
+            .max()
+            .unwrap_or(self.revision)
+    }
 }
 
 impl EtcdNode {
@@ -72,6 +88,7 @@ impl EtcdNode {
             Range {
                 queue,
                 record: read,
+                revision: found.header().map_or(0, |h| h.revision()),
             },
         ))
     }
@@ -144,14 +161,8 @@ impl Node for EtcdNode {
             });
         }
         let holding: Vec<&Entry> = queue::holders(&entries);
-        // The last fencing token given out: the newest run's, or a holder's.
-        let fence = runs
-            .runs
-            .iter()
-            .map(|r| r.fence)
-            .chain(holding.iter().map(|e| e.rev))
-            .max()
-            .unwrap_or(0);
+        let revs: Vec<i64> = holding.iter().map(|e| e.rev).collect();
+        let fence = range.fence(&runs, &revs);
         let held_as = holding
             .first()
             .map(|e| HeldAs::from_stored(&e.kind))
@@ -225,20 +236,15 @@ impl Node for EtcdNode {
         token: Option<&str>,
         timeout: Duration,
     ) -> Result<Forced, Failure> {
+        // This command writes: a refusal advises readwrite.
+        self.conn.writes();
         let deadline = Instant::now() + timeout;
         let (_, range) = self.range(name, timeout)?;
         let entries: Vec<Entry> = range.queue.iter().map(|(e, _)| e.clone()).collect();
         let holding = queue::holders(&entries).len();
         let holders: Vec<&(Entry, KeyValue)> = range.queue.iter().take(holding).collect();
-        let fence = range
-            .record
-            .runs(now_ms())
-            .runs
-            .iter()
-            .map(|r| r.fence)
-            .chain(holders.iter().map(|(e, _)| e.rev))
-            .max()
-            .unwrap_or(0);
+        let revs: Vec<i64> = holders.iter().map(|(e, _)| e.rev).collect();
+        let fence = range.fence(&range.record.runs(now_ms()), &revs);
         let held_as = holders
             .first()
             .map(|(e, _)| HeldAs::from_stored(&e.kind))
