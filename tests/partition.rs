@@ -17,6 +17,12 @@ mod partition {
     pub mod net;
     // The resource the holders write to, and the check over it.
     pub mod resource;
+    // What every case does around its cut: the lock, the resource, redlock on a host.
+    pub mod scene;
+    // A 3-member etcd cluster on hosts of the net.
+    pub mod etcd_cluster;
+    // etcd split: the holder with the leader, with a follower, alone; a member cut off.
+    mod etcd;
     // The harness itself: a cut drops packets between the sides and only there; heal undoes it.
     mod net_test;
 }

@@ -125,13 +125,23 @@ impl Net {
     /// `program` run inside host `name`: in its network namespace, with its own hostname (a UTS
     /// namespace of its own), as the same process (`ip netns exec`, `unshare` and `sh` exec).
     pub fn command(&self, name: &str, program: impl AsRef<std::ffi::OsStr>) -> Command {
-        let host = self.host(name);
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &host.ns, "unshare", "--uts", "--"])
-            .args(["sh", "-c", r#"hostname "$0" && exec "$@""#, &host.name])
-            .arg(program)
-            .stdin(Stdio::null());
+        let words = self.within(name);
+        let mut cmd = Command::new(&words[0]);
+        cmd.args(&words[1..]).arg(program).stdin(Stdio::null());
         cmd
+    }
+
+    /// The words that run a program inside host `name` (what [`command`](Self::command)
+    /// puts before it), for a builder that takes a prefix (`Redlock::through`).
+    pub fn within(&self, name: &str) -> Vec<String> {
+        let host = self.host(name);
+        let words = [
+            "ip", "netns", "exec", &host.ns, "unshare", "--uts", "--", "sh", "-c",
+        ];
+        let mut words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+        words.push(r#"hostname "$0" && exec "$@""#.to_owned());
+        words.push(host.name.clone());
+        words
     }
 
     /// Drops every packet between side A and side B (the link between the switches down).
