@@ -23,6 +23,8 @@ mod partition {
     pub mod etcd_cluster;
     // etcd split: the holder with the leader, with a follower, alone; a member cut off.
     mod etcd;
+    // A quorum of three Redis masters split: the holder keeps one of them.
+    mod quorum;
     // The harness itself: a cut drops packets between the sides and only there; heal undoes it.
     mod net_test;
 }

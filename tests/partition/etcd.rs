@@ -104,7 +104,9 @@ fn run(case: Case) {
     let start = scene.started("c0", PATIENCE);
     let waiter = scene.run("c1", &["--wait", "60s"]);
     wait_until(PATIENCE, "the waiter to be waiting", || {
-        status(&scene, "c1").is_some_and(|s| s["waiting"].as_u64() >= Some(1))
+        scene
+            .status("c1")
+            .is_some_and(|s| s["waiting"].as_u64() >= Some(1))
     });
     scene.ticked_after("c0", start.ns, 3);
 
@@ -186,25 +188,13 @@ fn check_timing(case: &Case, t: &Timing, bound: Duration) {
     }
 }
 
-/// `redlock status --json` from `host`, or None when it could not answer (exit 69).
-fn status(scene: &Scene, host: &str) -> Option<Value> {
-    let out = scene
-        .redlock("status", host)
-        .arg("--json")
-        .any_status()
-        .any_stdout()
-        .any_stderr()
-        .output();
-    (out.status.code() == Some(0)).then(|| serde_json::from_str(&out.stdout).unwrap())
-}
-
 /// After the heal, from `host`: `status` names the new holder (c1, its token), and `history`
 /// records the cut-off run as lost (or, when it kept a majority, as a success), never as
 /// something it was not.
 fn tells_the_truth(scene: &Scene, host: &str, old: u64, new: u64, expect: &Expect) {
     let mut seen = None;
     wait_until(PATIENCE, &format!("status from {host} to answer"), || {
-        seen = status(scene, host);
+        seen = scene.status(host);
         seen.is_some()
     });
     let s = seen.unwrap();

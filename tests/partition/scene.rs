@@ -98,6 +98,18 @@ impl<'n> Scene<'n> {
         });
     }
 
+    /// `redlock status --json` from `host`, or None when it could not answer (exit 69).
+    pub fn status(&self, host: &str) -> Option<serde_json::Value> {
+        let out = self
+            .redlock("status", host)
+            .arg("--json")
+            .any_status()
+            .any_stdout()
+            .any_stderr()
+            .output();
+        (out.status.code() == Some(0)).then(|| serde_json::from_str(&out.stdout).unwrap())
+    }
+
     /// The check at the resource; panics with the violation and the whole resource.
     #[track_caller]
     pub fn check(&self) -> Vec<Holder> {
