@@ -246,7 +246,7 @@ fn usable() -> Result<(), String> {
 }
 
 /// Removes the namespaces an earlier run left behind: those whose test process is gone.
-fn sweep_stale() {
+pub fn sweep_stale() {
     let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
         return;
     };

@@ -115,3 +115,38 @@ fn nothing_left_after_a_panic() {
         || !crate::common::pid_alive(pid),
     );
 }
+
+/// A namespace of a run whose process is gone (a crashed run's) is swept; a live run's stays.
+#[test]
+fn a_dead_runs_namespaces_are_swept() {
+    // Made only where namespaces can be made: a net says so.
+    let Some(net) = Net::new(&[("live", Side::A)]) else {
+        return;
+    };
+    let mut child = Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let stale = format!("rlp-{dead}-0-sw");
+    let made = Command::new("ip").args(["netns", "add", &stale]).status();
+    assert!(made.unwrap().success(), "ip netns add {stale}");
+    super::net::sweep_stale();
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let names = String::from_utf8_lossy(&out.stdout).into_owned();
+    let left = |name: &str| {
+        names
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some(name))
+    };
+    if left(&stale) {
+        // Never leave it behind, even when the sweep failed.
+        let _ = Command::new("ip").args(["netns", "del", &stale]).status();
+        panic!("{stale}, of a process that is gone, was not swept");
+    }
+    let mine = format!("rlp-{}-", std::process::id());
+    assert!(
+        names
+            .lines()
+            .any(|l| l.starts_with(&mine) && l.contains("-live"))
+    );
+    drop(net);
+}
