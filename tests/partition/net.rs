@@ -69,19 +69,18 @@ impl Net {
             hosts: Vec::new(),
         };
         ip(&["netns", "add", &switch]);
-        let sw = ["-n", switch.as_str()];
-        ip(&[&sw[..], &["link", "set", "lo", "up"]].concat());
+        let sw = switch.as_str();
+        ip_in(sw, &["link", "set", "lo", "up"]);
         for br in ["brA", "brB"] {
-            ip(&[&sw[..], &["link", "add", br, "type", "bridge"]].concat());
-            ip(&[&sw[..], &["link", "set", br, "up"]].concat());
+            ip_in(sw, &["link", "add", br, "type", "bridge"]);
+            ip_in(sw, &["link", "set", br, "up"]);
         }
-        ip(&[
-            &sw[..],
+        ip_in(
+            sw,
             &["link", "add", "ab", "type", "veth", "peer", "name", "ba"],
-        ]
-        .concat());
-        ip(&[&sw[..], &["link", "set", "ab", "master", "brA", "up"]].concat());
-        ip(&[&sw[..], &["link", "set", "ba", "master", "brB", "up"]].concat());
+        );
+        ip_in(sw, &["link", "set", "ab", "master", "brA", "up"]);
+        ip_in(sw, &["link", "set", "ba", "master", "brB", "up"]);
         for (i, &(name, side)) in layout.iter().enumerate() {
             let ns = format!("{base}{name}");
             let host = Host {
@@ -100,15 +99,14 @@ impl Net {
             // The pair is made in the switch with its far end already in the host, so no name
             // but the port's is ever taken in the switch.
             let pair = [
-                "link", "add", &port, "type", "veth", "peer", "name", "eth0", "netns", &ns,
+                "add", &port, "type", "veth", "peer", "name", "eth0", "netns", &ns,
             ];
-            ip(&[&sw[..], &pair[..]].concat());
-            ip(&[&sw[..], &["link", "set", &port, "master", br, "up"]].concat());
-            let hn = ["-n", ns.as_str()];
-            ip(&[&hn[..], &["link", "set", "lo", "up"]].concat());
+            ip_in(sw, &[&["link"], &pair[..]].concat());
+            ip_in(sw, &["link", "set", &port, "master", br, "up"]);
+            ip_in(&ns, &["link", "set", "lo", "up"]);
             let cidr = format!("{}/16", net.hosts[i].addr);
-            ip(&[&hn[..], &["addr", "add", &cidr, "dev", "eth0"]].concat());
-            ip(&[&hn[..], &["link", "set", "eth0", "up"]].concat());
+            ip_in(&ns, &["addr", "add", &cidr, "dev", "eth0"]);
+            ip_in(&ns, &["link", "set", "eth0", "up"]);
         }
         Some(net)
     }
@@ -205,7 +203,7 @@ impl Net {
     }
 
     fn switch_link(&self, dev: &str, state: &str) {
-        ip(&["-n", &self.switch, "link", "set", dev, state]);
+        ip_in(&self.switch, &["link", "set", dev, state]);
     }
 }
 
@@ -293,6 +291,12 @@ fn ip(args: &[&str]) {
         args.join(" "),
         String::from_utf8_lossy(&out.stderr).trim()
     );
+}
+
+/// Runs `ip -n ns args` (`args` inside namespace `ns`), which must succeed.
+#[track_caller]
+fn ip_in(ns: &str, args: &[&str]) {
+    ip(&[&["-n", ns], args].concat());
 }
 
 /// Runs `argv` with `input` on its stdin; it must succeed.

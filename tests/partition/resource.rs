@@ -63,20 +63,16 @@ pub fn parse(text: &str) -> Vec<Stamp> {
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
             let bad = || panic!("a resource line no holder writes: {line:?}");
-            let (Some(token), Some(ns)) = (f.get(1), f.get(2)) else {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let [host, token, ns, kind] = f[..] else {
                 bad()
             };
             Stamp {
-                host: f[0].to_owned(),
+                host: host.to_owned(),
                 token: token.parse().unwrap_or_else(|_| bad()),
                 ns: ns.parse().unwrap_or_else(|_| bad()),
-                kind: f
-                    .get(3)
-                    .filter(|_| f.len() == 4)
-                    .unwrap_or_else(|| bad())
-                    .to_string(),
+                kind: kind.to_owned(),
             }
         })
         .collect()
