@@ -79,14 +79,15 @@ fn a_holder_cut_off_from_two_of_three_masters_is_stopped() {
 
     let heal_ns = now();
     net.heal();
-    // From either side: status says the lock is held and its last run is the new holder's,
-    // running; history records the cut-off run as lost, with its token.
+    // From either side: every node answers, status says the lock is held and its last run
+    // is the new holder's, running; history records the cut-off run as lost, with its token.
     let old = scene.of("c0")[0].token;
     for host in ["c0", "c1"] {
         let mut seen = None;
-        wait_until(PATIENCE, &format!("status from {host}"), || {
+        // The old side rejoins: every node answers, from either side.
+        wait_until(PATIENCE, &format!("every node to answer {host}"), || {
             seen = scene.status(host);
-            seen.is_some()
+            seen.as_ref().is_some_and(|s| s["answered"] == 3)
         });
         let s = seen.unwrap();
         assert_eq!(s["state"], "held", "status from {host}: {s}");
