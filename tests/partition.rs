@@ -25,6 +25,8 @@ mod partition {
     mod etcd;
     // A quorum of three Redis masters split: the holder keeps one of them.
     mod quorum;
+    // Redis Sentinel split: the master's side and the promoted replica's, --min-replicas.
+    mod sentinel;
     // The harness itself: a cut drops packets between the sides and only there; heal undoes it.
     mod net_test;
 }
