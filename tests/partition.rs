@@ -1,8 +1,9 @@
 //! The partition suite: hosts in network namespaces on two switches whose link the test cuts,
 //! so that both sides keep running and each side's clients still reach some servers. A 3-member
-//! etcd cluster and a quorum of three Redis masters are split while a holder runs; the resource
-//! its commands write to shows whether two ran at once. Needs root (`ip netns`); without it each
-//! test says so in one line and returns, except under `CI`, where it fails.
+//! etcd cluster, a quorum of three Redis masters and a Sentinel service are split while a
+//! holder runs; the resource its commands write to shows whether two ran at once. Needs root
+//! (`ip netns`); without it each test says so in one line and returns, except under `CI`,
+//! where it fails.
 //!
 //! `cargo test --locked --test partition` (as root). docs/testing.md has the measured numbers.
 
