@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Once, OnceLock};
 
-use crate::common::pid_alive;
+use crate::common::{TempDir, pid_alive};
 
 /// Which switch a host is plugged into.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,6 +39,9 @@ pub struct Host {
 pub struct Net {
     switch: String,
     hosts: Vec<Host>,
+    /// A working directory per host (`<dir>/<host>`), where [`Net::command`] starts its
+    /// processes: what a server writes beside itself (a replica's `dump.rdb`) lands there.
+    dir: TempDir,
 }
 
 const PREFIX: &str = "rlp-";
@@ -67,6 +70,7 @@ impl Net {
         let mut net = Net {
             switch: switch.clone(),
             hosts: Vec::new(),
+            dir: TempDir::new(),
         };
         ip(&["netns", "add", &switch]);
         let sw = switch.as_str();
@@ -91,6 +95,7 @@ impl Net {
             };
             ip(&["netns", "add", &ns]);
             net.hosts.push(host);
+            std::fs::create_dir(net.dir.join(name)).unwrap();
             let port = format!("p{i}");
             let br = match side {
                 Side::A => "brA",
@@ -121,11 +126,13 @@ impl Net {
     }
 
     /// `program` run inside host `name`: in its network namespace, with its own hostname (a UTS
-    /// namespace of its own), as the same process (`ip netns exec`, `unshare` and `sh` exec).
+    /// namespace of its own), as the same process (`ip netns exec`, `unshare` and `sh` exec),
+    /// in the host's working directory.
     pub fn command(&self, name: &str, program: impl AsRef<std::ffi::OsStr>) -> Command {
         let words = self.within(name);
         let mut cmd = Command::new(&words[0]);
         cmd.args(&words[1..]).arg(program).stdin(Stdio::null());
+        cmd.current_dir(self.dir.join(name));
         cmd
     }
 
