@@ -8,11 +8,15 @@
 # Debian's cron runs the crontab recipes in the crond module; the conformance and etcd modules
 # start 3-member etcd clusters of Debian's etcd-server on free ports (its package may start a
 # service on 2379 when installed; no test uses that one), read with its etcdctl (etcd-client).
+# The partition suite (tests/partition.rs, run by the last line's `cargo test --locked`) needs
+# root: it makes network namespaces with ip (iproute2), cuts one way with nft (nftables) and
+# gives each host its hostname with unshare (util-linux).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/need.sh
 need_packages tmux openssl groff:groff-base man:man-db fish promtool:prometheus \
-  pg_ctlcluster:postgresql pgbouncer jq pgrep:procps cron etcd:etcd-server etcdctl:etcd-client
+  pg_ctlcluster:postgresql pgbouncer jq pgrep:procps cron etcd:etcd-server etcdctl:etcd-client \
+  ip:iproute2 nft:nftables unshare:util-linux
 cargo fmt --check
 cargo clippy --all-targets --locked -- -D warnings
 bash scripts/check-deb.sh

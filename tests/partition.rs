@@ -1,0 +1,33 @@
+//! The partition suite: hosts in network namespaces on two switches whose link the test cuts,
+//! so that both sides keep running and each side's clients still reach some servers. A 3-member
+//! etcd cluster, a quorum of three Redis masters and a Sentinel service are split while a
+//! holder runs; the resource its commands write to shows whether two ran at once. Needs root
+//! (`ip netns`); without it each test says so in one line and returns, except under `CI`,
+//! where it fails.
+//!
+//! `cargo test --locked --test partition` (as root). docs/testing.md has the measured numbers.
+
+// Fixtures shared with the integration suite: the redlock binary, temp dirs, etcd's binaries.
+// This suite uses only a few of them; the allowance stays on this one declaration.
+#[allow(dead_code, unused_imports)]
+mod common;
+
+// The suite's parts, in tests/partition/.
+mod partition {
+    // The network: namespaces, two switches, cut, heal, one host cut, a one-way cut.
+    pub mod net;
+    // The resource the holders write to, and the check over it.
+    pub mod resource;
+    // What every case does around its cut: the lock, the resource, redlock on a host.
+    pub mod scene;
+    // A 3-member etcd cluster on hosts of the net.
+    pub mod etcd_cluster;
+    // etcd split: the holder with the leader, with a follower, alone; a member cut off.
+    mod etcd;
+    // A quorum of three Redis masters split: the holder keeps one of them.
+    mod quorum;
+    // Redis Sentinel split: the master's side and the promoted replica's, --min-replicas.
+    mod sentinel;
+    // The harness itself: a cut drops packets between the sides and only there; heal undoes it.
+    mod net_test;
+}
