@@ -31,7 +31,11 @@ fn history(master: &RedisServer) -> Vec<String> {
         .status(0)
         .any_stdout()
         .output();
-    let inner = out.stdout.trim().trim_start_matches('[').trim_end_matches(']');
+    let inner = out
+        .stdout
+        .trim()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
     if inner.is_empty() {
         return Vec::new();
     }
@@ -90,9 +94,20 @@ fn a_waiter_tries_again_until_a_replica_acknowledges_the_lock() {
     // takes given back is left, nor counted unavailable.
     let runs = history(&master);
     assert_eq!(runs.len(), 2, "{runs:#?}");
-    assert!(runs.iter().all(|r| r.contains(r#""outcome":"success""#)), "{runs:#?}");
+    assert!(
+        runs.iter().all(|r| r.contains(r#""outcome":"success""#)),
+        "{runs:#?}"
+    );
     assert_eq!(counted(&master, "success"), 2);
     assert_eq!(counted(&master, "unavailable"), 0);
+    // Each take given back gave its number back too: the waiter's run is the second, and the
+    // ring lost no earlier run to its takes.
+    let head: Option<String> = redis::cmd("HGET")
+        .arg(format!("{}:counts", lock_key("k")))
+        .arg("head")
+        .query(&mut master.conn())
+        .unwrap();
+    assert_eq!(head.as_deref(), Some("2 "));
     // One warning for every take given back, not one each.
     let warning = format!(
         "{}; retrying until the wait ends (--wait 30s)",
@@ -119,7 +134,10 @@ fn too_few_replicas_is_69_at_once_without_a_wait_and_at_its_end_with_one() {
     assert!(at_once.elapsed < Duration::from_secs(2), "{at_once:?}");
     let unavailable = r#""outcome":"unavailable","exit_status":69"#;
     let runs = history(&master);
-    assert!(runs.len() == 1 && runs[0].contains(unavailable), "{runs:#?}");
+    assert!(
+        runs.len() == 1 && runs[0].contains(unavailable),
+        "{runs:#?}"
+    );
     assert_eq!(counted(&master, "unavailable"), 1);
     // --wait 2s: tried again to the end of the wait, said once, then the same line.
     let waited = run()
@@ -146,4 +164,51 @@ fn too_few_replicas_is_69_at_once_without_a_wait_and_at_its_end_with_one() {
     assert_eq!(runs.len(), 2, "{runs:#?}");
     assert!(runs.iter().all(|r| r.contains(unavailable)), "{runs:#?}");
     assert_eq!(counted(&master, "unavailable"), 2);
+}
+
+/// A quorum whose nodes have no replica at all, under `--min-replicas 1`: no node's take is
+/// acknowledged, so no attempt reaches a majority, and each is undone on every node. A quorum
+/// records no run for an attempt that fell short: the wait's many attempts leave none on any
+/// node, and move no counter.
+#[test]
+fn a_quorum_wait_through_too_few_replicas_leaves_no_run_on_any_node() {
+    let servers = start_servers(3);
+    let dir = TempDir::new();
+    let before: Vec<u64> = servers.iter().map(waits).collect();
+    Redlock::run_quorum(&servers)
+        .key("k")
+        .ttl("3s")
+        .wait("2s")
+        .args(["--min-replicas", "1"])
+        .sh(&marker_script(&dir))
+        .status(69)
+        .any_stderr()
+        .output();
+    assert!(!dir.join("marker").exists());
+    for (server, before) in servers.iter().zip(before) {
+        // Tried again and again, on every node.
+        assert!(waits(server) >= before + 3, "{}", server.url());
+        assert_eq!(history(server), Vec::<String>::new(), "{}", server.url());
+        assert_eq!(counted(server, "unavailable"), 0, "{}", server.url());
+    }
+}
+
+/// A semaphore's place is given back the same way: a `--limit` run whose wait runs out through
+/// too few replicas is one unavailable run too.
+#[test]
+fn a_semaphore_wait_through_too_few_replicas_is_one_run() {
+    let (master, _replica) = master_without_its_replica();
+    Redlock::run(&master)
+        .key("k")
+        .ttl("3s")
+        .wait("2s")
+        .args(["--limit", "2", "--min-replicas", "1"])
+        .sh("true")
+        .status(69)
+        .any_stderr()
+        .output();
+    let runs = history(&master);
+    assert_eq!(runs.len(), 1, "{runs:#?}");
+    assert!(runs[0].contains(r#""outcome":"unavailable","exit_status":69"#));
+    assert_eq!(counted(&master, "unavailable"), 1);
 }
