@@ -403,6 +403,14 @@ impl<C: Clock> Worker<C> {
                     if leave {
                         self.leave(&waiting, matches!(ending, Ending::Busy { .. }));
                     }
+                    // The last take too few replicas acknowledged ends the run: recorded so.
+                    let ending = match ending {
+                        Ending::Failed(failure @ Failure::Unacknowledged(_)) => {
+                            let ended = RunEnding::of(Outcome::Unavailable, 0);
+                            Ending::Failed(self.give_back_unacknowledged(failure, Some(ended)))
+                        }
+                        ending => ending,
+                    };
                     if unanswered && matches!(ending, Ending::Failed(_)) {
                         // A stop that came while the attempt hung (a TERM during an acquire on a
                         // frozen server) says how the run ended; else the server could not be used.
@@ -426,7 +434,16 @@ impl<C: Clock> Worker<C> {
                     failure,
                     pause,
                     first,
-                } => self.back_off(failure, pause, first),
+                } => {
+                    // A take tried again leaves nothing of itself: the run is recorded once.
+                    let failure = match failure {
+                        failure @ Failure::Unacknowledged(_) => {
+                            self.give_back_unacknowledged(failure, None)
+                        }
+                        failure => failure,
+                    };
+                    self.back_off(failure, pause, first)
+                }
             };
             if stopped {
                 // The attempt behind the block may have taken the lock as the stop came.
@@ -468,6 +485,21 @@ impl<C: Clock> Worker<C> {
         let timeout = acquire_timeout(self.ttl).min(GIVE_BACK_LIMIT);
         let released = self.locker.release(&self.token, ended, timeout);
         (self.reports.wait)(WaitEvent::GaveBack(released));
+    }
+
+    /// Give back the take of an attempt that failed as `failure` (too few replicas
+    /// acknowledged it): `ended` None when the wait tries again (the take leaves no run in the
+    /// record), else how the run ends. The failure, saying what came of it. Within the time an
+    /// acquire has, 1 s at most, as [`Worker::give_back`].
+    fn give_back_unacknowledged(&mut self, failure: Failure, ended: Option<RunEnding>) -> Failure {
+        let timeout = acquire_timeout(self.ttl).min(GIVE_BACK_LIMIT);
+        let released = self
+            .locker
+            .give_back_unacknowledged(&self.token, ended, timeout);
+        failure.reworded(|why| match released {
+            Ok(()) => format!("{why}; released it"),
+            Err(failure) => format!("{why}; releasing it failed ({failure}); it expires by itself"),
+        })
     }
 
     /// Renew (the lease sent at `acquired`) until asked to stop (Some(how the run ended)) or

@@ -78,11 +78,30 @@ fn ms(n: u64) -> Duration {
 /// What the thread asked of the lock, and when (ms), with the time limit it gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Call {
-    Acquire { at: u64, timeout: Duration },
-    Wait { at: u64 },
-    Leave { at: u64 },
-    Extend { at: u64, timeout: Duration },
-    Release { at: u64, outcome: &'static str },
+    Acquire {
+        at: u64,
+        timeout: Duration,
+    },
+    Wait {
+        at: u64,
+    },
+    Leave {
+        at: u64,
+    },
+    Extend {
+        at: u64,
+        timeout: Duration,
+    },
+    Release {
+        at: u64,
+        outcome: &'static str,
+    },
+    /// A take too few replicas acknowledged, given back: as a run's end (its outcome), or
+    /// unused (None).
+    GiveBackUnacknowledged {
+        at: u64,
+        ended: Option<&'static str>,
+    },
 }
 
 /// A fake lock that answers as scripted; each answer takes `latency` of the fake clock.
@@ -181,6 +200,19 @@ impl Locker for FakeLocker {
             timeout,
         });
         self.extends.pop_front().unwrap_or(Ok(Renewal::Extended))
+    }
+
+    fn give_back_unacknowledged(
+        &mut self,
+        _: &str,
+        ended: Option<RunEnding>,
+        _: Duration,
+    ) -> Result<(), Failure> {
+        self.call(Call::GiveBackUnacknowledged {
+            at: self.clock.at(),
+            ended: ended.map(|e| e.outcome),
+        });
+        Ok(())
     }
 
     fn release(&mut self, _: &str, ended: RunEnding, _: Duration) -> Result<Held, Failure> {

@@ -227,7 +227,9 @@ pub trait Locker: Send {
     /// in, written with a request of its own); within `timeout`. Its failure is the record's,
     /// never the lock's: the next renewal finds a lock that was lost meanwhile.
     fn settle(&mut self, _token: &str, _timeout: Duration) {}
-    /// One attempt to take the lock with `token` for `ttl`, within `timeout`.
+    /// One attempt to take the lock with `token` for `ttl`, within `timeout`. A failure that
+    /// is [`Failure::Unacknowledged`] may leave the lock taken: the caller gives it back with
+    /// [`Locker::give_back_unacknowledged`].
     fn acquire(
         &mut self,
         token: &str,
@@ -238,6 +240,20 @@ pub trait Locker: Send {
     /// `--min-replicas`, wait (within `timeout`) for that many replicas to acknowledge it.
     fn extend(&mut self, token: &str, ttl: Duration, timeout: Duration)
     -> Result<Renewal, Failure>;
+    /// Give back what an attempt that failed with [`Failure::Unacknowledged`] took, waking a
+    /// waiter as a release does. `ended` None: the wait tries again, and the take leaves no run
+    /// in the record of runs nor counts, so that the run is recorded once however many takes
+    /// it gave back; Some: the wait is over, and the run is recorded as so ended. A backend
+    /// whose acquire gives back such a take itself (a quorum undoes its nodes' takes, and
+    /// records no run for an attempt that fell short) has nothing to do.
+    fn give_back_unacknowledged(
+        &mut self,
+        _token: &str,
+        _ended: Option<RunEnding>,
+        _timeout: Duration,
+    ) -> Result<(), Failure> {
+        Ok(())
+    }
     /// Delete the lock if it still holds `token`, recording how the run ended (`ended`); a
     /// success is also recorded for the min-interval, if one is set.
     fn release(

@@ -1,6 +1,8 @@
 //! How a wait ends without the lock: a waiter told to stop leaves the queue, a skipped or
 //! mismatched run is reported as such, and after an attempt whose reply was lost, what that
-//! attempt may have taken is given back (not when Redis answered the failure).
+//! attempt may have taken is given back (not when Redis answered the failure); a take too few
+//! replicas acknowledged is given back unused while the wait tries again, and as the run's end
+//! (unavailable) when it is over.
 
 use super::*;
 
@@ -109,4 +111,50 @@ fn a_stop_during_a_lost_attempt_gives_it_back_as_interrupted() {
             outcome: "interrupted"
         })
     );
+}
+
+#[test]
+fn a_take_too_few_replicas_acknowledged_is_given_back_unused_until_the_wait_ends() {
+    let unacknowledged = || Err(Failure::Unacknowledged("only 0 of 1 replica(s)".into()));
+    let given_back = |calls: &[Call]| -> Vec<Option<&'static str>> {
+        calls
+            .iter()
+            .filter_map(|c| match c {
+                Call::GiveBackUnacknowledged { ended, .. } => Some(*ended),
+                _ => None,
+            })
+            .collect()
+    };
+    // Within a wait: unused, then tried again, and taken.
+    let (reported, calls) = run(Run {
+        wait: Wait::Up(ms(10_000)),
+        acquires: vec![unacknowledged(), unacknowledged()],
+        messages: vec![(
+            5000,
+            Stop::Stop {
+                ended: RunEnding::of(Outcome::Exited(0), 75),
+            },
+        )],
+        ..Run::default()
+    });
+    assert_eq!(given_back(&calls), [None, None]);
+    assert!(
+        reported.iter().any(|(_, r)| r.contains("Acquired")),
+        "{reported:?}"
+    );
+    assert!(
+        reported
+            .iter()
+            .all(|(_, r)| !r.contains("Retrying") || r.contains("; released it")),
+        "{reported:?}"
+    );
+    // No wait: the one take is the run's end, recorded so, and nothing else is released.
+    let (reported, calls) = run(Run {
+        acquires: vec![unacknowledged()],
+        ..Run::default()
+    });
+    assert_eq!(given_back(&calls), [Some("unavailable")]);
+    assert_eq!(releases(&calls), 0);
+    assert_eq!(names(&reported), [(0, "Failed")]);
+    assert!(reported[0].1.contains("; released it"), "{reported:?}");
 }

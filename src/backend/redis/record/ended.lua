@@ -1,6 +1,12 @@
 -- After give_back.lua: the run ends as this client says (`ended_run`: its JSON, written by the
 -- client, for run `slot`), or, when the lock was not ours any more, as `lost_outcome`. A
--- release whose reply was lost, retried, finds its own ending and answers 1 again.
+-- release whose reply was lost, retried, finds its own ending and answers 1 again. A take given
+-- back `unused` (too few replicas acknowledged it, and the wait tries again) leaves the record
+-- instead, counted nowhere.
+if unused == '1' then
+  ring().drop(tonumber(slot), token)
+  return
+end
 if reply == 1 and (slot == '' or ended_run == '') then
   -- Given back without the acquire's answer (it was lost): the run is looked for.
   ring().record_end(nil, token, outcome, status)

@@ -121,6 +121,21 @@ local function ring()
       R.count(outcome, 1)
     end
   end
+  -- Take run n of `who` out of the ring: a take given back unused (undone on a quorum node,
+  -- or too few replicas acknowledged it and the wait tries again) never ran. Its N is given
+  -- back when it is still the newest, so that the next run takes its place: however many takes
+  -- a wait gives back, they push one run out of the ring at most, as the run itself does.
+  function R.drop(n, who)
+    local key, r = R.run_at(n, who)
+    if not r then return end
+    redis.call('HDEL', counts, key)
+    local head, open = R.head()
+    if head and head == tonumber(r.n) then
+      redis.call('HSET', counts, 'head', string.format('%d', head - 1) .. ' ')
+    elseif head and open == who then
+      redis.call('HSET', counts, 'head', string.format('%d', head) .. ' ')
+    end
+  end
   ring_made = R
   return R
 end

@@ -94,6 +94,10 @@ args! {
         /// How the run ended, for the record of runs.
         pub ended: RunEnding,
         pub record: Kept,
+        /// The take is given back unused: too few replicas acknowledged it, and the wait tries
+        /// again. Its run leaves the record of runs and counts nowhere (`ended` is not
+        /// recorded): however many takes a wait gives back, the run is recorded once.
+        pub unused: bool,
     }
 }
 

@@ -168,6 +168,7 @@ fn a_script_binds_its_keys_then_its_arguments_in_the_order_of_its_definition() {
             "lost_by",
             "runs_kept",
             "record_ttl",
+            "unused",
             "ended_run", // ARGV
         ]
     );
@@ -192,6 +193,7 @@ fn a_script_binds_its_keys_then_its_arguments_in_the_order_of_its_definition() {
                     runs_kept: 20,
                     record_ttl: std::time::Duration::from_secs(1),
                 },
+                unused: false,
             },
             ended_run: "{}",
         },
@@ -212,6 +214,7 @@ fn a_script_binds_its_keys_then_its_arguments_in_the_order_of_its_definition() {
             "0",
             "20",
             "1000",
+            "0",
             "{}"
         ]
     );

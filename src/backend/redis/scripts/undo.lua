@@ -9,13 +9,7 @@ local deleted = 0
 if redis.pcall('GET', lock) == token then
   drop()
   -- Its run, never run, leaves the record of this node.
-  pcall(function()
-    local key, r = ring().run_at(tonumber(slot), token)
-    if not r then return end
-    redis.call('HDEL', counts, key)
-    local n, open = ring().head()
-    if open == token then redis.call('HSET', counts, 'head', n .. ' ') end
-  end)
+  pcall(ring().drop, tonumber(slot), token)
   deleted = 1
 end
 if lifetime ~= '0' then register(token, now_ms(), tonumber(lifetime)) end

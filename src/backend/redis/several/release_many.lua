@@ -1,7 +1,8 @@
 -- Give up our place among several holders (acquire_many.lua) and wake one waiter, if any may
 -- be waiting: for a semaphore at every release (a slot is free), for shared holders when the
 -- last one leaves (only an exclusive waiter waits for them). The run's record ends as
--- `outcome`, or as `lost_outcome` when the place was not ours any more.
+-- `outcome`, or as `lost_outcome` when the place was not ours any more; a place given back
+-- `unused` takes its run out of the record.
 -- KEYS and ARGV: `ReleaseMany` in calls.rs.
 -- Returns 1 released (now, or by this same release before its reply was lost), 0 gone (our
 -- lease had ended, or we were removed), -1 held by an exclusive holder (left untouched).
@@ -15,7 +16,10 @@ if t == 'zset' then
   if ends and ends > now then ours = 1 end
   leave_place(token, now)
 end
-if ours == 1 then
+if unused == '1' then
+  -- Given back unused (too few replicas acknowledged it; the wait tries again): never ran.
+  pcall(ring().drop, tonumber(slot), token)
+elseif ours == 1 then
   pcall(ring().record_end, tonumber(slot), token, outcome, status, ended_run)
 else
   local read, _, r = pcall(ring().run_at, tonumber(slot), token)

@@ -44,9 +44,11 @@ impl SingleRedis {
     }
 
     /// `--min-replicas`, `--fsync`: wait, `wait` at most, for the lock to reach what they ask.
-    /// If it does not, release it and fail with Unacknowledged (a wait tries again); if the
-    /// server cannot (WAITAOF without an append-only file, or before Redis 7.2), or the wait
-    /// itself fails, with Refused. Either way the command never runs.
+    /// If it does not, fail with Unacknowledged, the lock still taken: the lease thread gives
+    /// it back ([`Locker::give_back_unacknowledged`]), as a take that never was when its wait
+    /// tries again, else as the run's end. If the server cannot (WAITAOF without an
+    /// append-only file, or before Redis 7.2), or the wait itself fails, release it and fail
+    /// with Refused, which no wait retries. Either way the command never runs.
     pub(super) fn durable(
         &mut self,
         token: &str,
@@ -62,7 +64,11 @@ impl SingleRedis {
         let judged = acked.map(|acked| durability.judge(&acked, "the lock", wait));
         let why = match &judged {
             Ok(Some(Ok(()))) => return Ok(()),
-            Ok(Some(Err(why))) => format!("{why} ({flags})"),
+            // Answered, but not reached: the replicas (or the disk) may catch up. Whether the
+            // take is tried again is the wait's to say, and so is how it is given back.
+            Ok(Some(Err(why))) => {
+                return Err(Failure::Unacknowledged(format!("{why} ({flags})").into()));
+            }
             Ok(None) => format!("an unexpected answer to {flags}'s wait"),
             // Not for a NOPERM: the user lacks WAITAOF, whatever the server can do.
             Err(refusal @ Failure::Refused(_))
@@ -77,15 +83,30 @@ impl SingleRedis {
         };
         // The command never ran: the run ends as one that Redis could not be used for.
         let never = RunEnding::of(Outcome::Unavailable, 0);
-        let released = match self.finish(token, None, never, wait * 2) {
+        let released = match self.finish(token, None, (never, false), wait * 2) {
             Ok(_) => "released it".to_owned(),
             Err(failure) => format!("releasing it failed ({failure}); it expires by itself"),
         };
-        let message = format!("{why}; {released}").into();
-        Err(match judged {
-            // Answered, but not reached: the replicas (or the disk) may catch up.
-            Ok(Some(Err(_))) => Failure::Unacknowledged(message),
-            _ => Failure::Refused(message),
-        })
+        Err(Failure::Refused(format!("{why}; {released}").into()))
+    }
+
+    /// The take an Unacknowledged acquire left: a release, which wakes a waiter as any does.
+    /// `ended` None: the wait tries again, and the take leaves no run in the record and
+    /// counts nowhere; Some: the wait is over, and the run ends so, recorded and counted once.
+    ///
+    /// Not the quorum's undo (undo.lua), which wakes nobody: that waiter blocks next, and
+    /// would take its own wake-up. This one sleeps its back-off instead, and leaves the
+    /// registry of waiters before the wake-up is passed on (wake_next.lua), so nothing wakes
+    /// it; while a waiter turned away during the take's WAIT would otherwise sit out its
+    /// fallback (up to the ttl, 20 s at most) with the lock free.
+    pub(super) fn give_back_unacknowledged_take(
+        &mut self,
+        token: &str,
+        ended: Option<RunEnding>,
+        timeout: Duration,
+    ) -> Result<(), Failure> {
+        let never = RunEnding::of(Outcome::Unavailable, 0);
+        let ending = ended.map_or((never, true), |ended| (ended, false));
+        self.finish(token, None, ending, timeout).map(drop)
     }
 }

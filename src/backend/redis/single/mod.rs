@@ -268,12 +268,13 @@ impl SingleRedis {
     }
 
     /// The release for how this client holds the lock; `success_for`: record the run's
-    /// success for that long; `ended`: how the run ended, for its record.
+    /// success for that long; `ended`: how the run ended, for its record; `unused`: a take
+    /// given back to be tried again, whose run leaves the record instead ([`Finish::unused`]).
     fn finish(
         &mut self,
         token: &str,
         success_for: Option<Duration>,
-        ended: RunEnding,
+        (ended, unused): (RunEnding, bool),
         timeout: Duration,
     ) -> Result<Held, Failure> {
         let slot = self.slot();
@@ -289,6 +290,7 @@ impl SingleRedis {
             slot: &slot,
             ended,
             record: Kept::DEFAULT,
+            unused,
         };
         let ended_run = self.taken.as_ref().map_or_else(String::new, |taken| {
             ended.json(&taken.run, token, &self.holder, taken.tenure.held())
@@ -522,7 +524,16 @@ impl Locker for SingleRedis {
         timeout: Duration,
     ) -> Result<Held, Failure> {
         let success_for = self.min_interval.filter(|_| ended.succeeded());
-        self.finish(token, success_for, ended, timeout)
+        self.finish(token, success_for, (ended, false), timeout)
+    }
+
+    fn give_back_unacknowledged(
+        &mut self,
+        token: &str,
+        ended: Option<RunEnding>,
+        timeout: Duration,
+    ) -> Result<(), Failure> {
+        self.give_back_unacknowledged_take(token, ended, timeout)
     }
 
     fn wait(&mut self, token: &str, block: Block) -> Result<bool, Failure> {
