@@ -28,6 +28,10 @@ mod partition {
     mod quorum;
     // Redis Sentinel split: the master's side and the promoted replica's, --min-replicas.
     mod sentinel;
+    // PostgreSQL servers on hosts of the net: a primary and its streaming standby.
+    pub mod pg;
+    // PostgreSQL split, the standby promoted: synchronous, and asynchronous.
+    mod postgres;
     // The harness itself: a cut drops packets between the sides and only there; heal undoes it.
     mod net_test;
 }
