@@ -28,6 +28,8 @@ mod partition {
     mod quorum;
     // Redis Sentinel split: the master's side and the promoted replica's, --min-replicas.
     mod sentinel;
+    // Redis Cluster split: the lock's slot's master with the holder, failed over on the other side.
+    mod cluster;
     // PostgreSQL servers on hosts of the net: a primary and its streaming standby.
     pub mod pg;
     // PostgreSQL split, the standby promoted: synchronous, and asynchronous.
