@@ -24,6 +24,8 @@ mod partition {
     pub mod etcd_cluster;
     // etcd split: the holder with the leader, with a follower, alone; a member cut off.
     mod etcd;
+    // One redis-server split from the holder.
+    mod single;
     // A quorum of three Redis masters split: the holder keeps one of them.
     mod quorum;
     // Redis Sentinel split: the master's side and the promoted replica's, --min-replicas.
