@@ -1,7 +1,8 @@
 //! The partition suite: hosts in network namespaces on two switches whose link the test cuts,
 //! so that both sides keep running and each side's clients still reach some servers. A 3-member
-//! etcd cluster, a quorum of three Redis masters and a Sentinel service are split while a
-//! holder runs; the resource its commands write to shows whether two ran at once. Needs root
+//! etcd cluster, one redis-server, a quorum of three Redis masters, a Sentinel service, a Redis
+//! Cluster and a PostgreSQL primary with its standby are split while a holder runs; the
+//! resource its commands write to shows whether two ran at once. Needs root
 //! (`ip netns`); without it each test says so in one line and returns, except under `CI`,
 //! where it fails.
 //!
