@@ -1,7 +1,8 @@
 //! The partition suite: hosts in network namespaces on two switches whose link the test cuts,
 //! so that both sides keep running and each side's clients still reach some servers. A 3-member
-//! etcd cluster, a quorum of three Redis masters and a Sentinel service are split while a
-//! holder runs; the resource its commands write to shows whether two ran at once. Needs root
+//! etcd cluster, one redis-server, a quorum of three Redis masters, a Sentinel service, a Redis
+//! Cluster and a PostgreSQL primary with its standby are split while a holder runs; the
+//! resource its commands write to shows whether two ran at once. Needs root
 //! (`ip netns`); without it each test says so in one line and returns, except under `CI`,
 //! where it fails.
 //!
@@ -24,10 +25,18 @@ mod partition {
     pub mod etcd_cluster;
     // etcd split: the holder with the leader, with a follower, alone; a member cut off.
     mod etcd;
+    // One redis-server split from the holder.
+    mod single;
     // A quorum of three Redis masters split: the holder keeps one of them.
     mod quorum;
     // Redis Sentinel split: the master's side and the promoted replica's, --min-replicas.
     mod sentinel;
+    // Redis Cluster split: the lock's slot's master with the holder, failed over on the other side.
+    mod cluster;
+    // PostgreSQL servers on hosts of the net: a primary and its streaming standby.
+    pub mod pg;
+    // PostgreSQL split, the standby promoted: synchronous, and asynchronous.
+    mod postgres;
     // The harness itself: a cut drops packets between the sides and only there; heal undoes it.
     mod net_test;
 }

@@ -51,10 +51,20 @@ impl<'n> Scene<'n> {
     /// `redlock run --ttl <ttl> <extra> -- <stamps>` on `host`, its command stamping the
     /// resource until [`finish`](Self::finish) is called for `host`.
     pub fn run(&self, host: &str, extra: &[&str]) -> Proc {
+        self.stamping(self.redlock("run", host), host, extra)
+    }
+
+    /// [`run`](Self::run) with `--url url` instead of the scene's: a client that names
+    /// another server (a promoted standby).
+    pub fn run_at(&self, host: &str, url: &str, extra: &[&str]) -> Proc {
+        let r = Redlock::sub("run").through(self.net.within(host));
+        self.stamping(r.url(url).key(KEY), host, extra)
+    }
+
+    fn stamping(&self, r: Redlock, host: &str, extra: &[&str]) -> Proc {
         let ttl = format!("{}ms", self.ttl.as_millis());
         let done = self.dir.join(&format!("{host}.done"));
-        self.redlock("run", host)
-            .ttl(&ttl)
+        r.ttl(&ttl)
             .args(extra)
             .sh(&stamp_script(&self.resource(), &done))
             .spawn()
