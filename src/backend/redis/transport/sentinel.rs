@@ -122,7 +122,7 @@ fn keep(last: &mut Option<Failure>, failure: Failure) {
 }
 
 /// `[host, port]` from GET-MASTER-ADDR-BY-NAME.
-fn address(items: &[Value]) -> Option<(String, u16)> {
+pub(super) fn address(items: &[Value]) -> Option<(String, u16)> {
     let text = |v: &Value| match v {
         Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
         Value::SimpleString(s) => Some(s.clone()),

@@ -1,0 +1,175 @@
+//! Which master a majority of the sentinels given in the URL name for the service, asked of all
+//! of them at once: a take and each renewal go only to a master a majority names now. A master
+//! cut off with its clients and a minority of the sentinels is still named by that minority,
+//! while the majority on the other side promotes a replica; a holder there fails its renewals
+//! instead of renewing a lock nobody else reads.
+//!
+//! One thread per sentinel per question, each bounded by the question's deadline; the answer
+//! comes as soon as a majority agrees (or can no longer agree). The connections are kept for
+//! the next question; one still busy with a late answer sits that question out.
+
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::thread;
+use std::time::Instant;
+
+use redis::Value;
+
+use crate::backend::redis::transport::endpoint::{Endpoint, Target};
+use crate::backend::redis::transport::{self, Failure, Link};
+
+/// One sentinel's answer: the master it names, None when it knows no such service, or why it
+/// did not answer.
+type Answer = Result<Option<(String, u16)>, Failure>;
+
+/// A message from a sentinel's thread: which sentinel, what it said, and its connection back.
+type Said = (usize, Answer, Option<Link>);
+
+/// The sentinels of one endpoint, with a connection to each kept between questions.
+pub(crate) struct Panel {
+    /// Each sentinel's connection: None when closed, or while a thread has it.
+    links: Vec<Option<Link>>,
+    /// Whether a thread is out with the sentinel's connection (a late answer to come).
+    out: Vec<bool>,
+    tx: Sender<Said>,
+    rx: Receiver<Said>,
+}
+
+impl Panel {
+    pub fn new(sentinels: usize) -> Self {
+        let (tx, rx) = mpsc::channel();
+        Self {
+            links: (0..sentinels).map(|_| None).collect(),
+            out: vec![false; sentinels],
+            tx,
+            rx,
+        }
+    }
+
+    /// The master a majority of `endpoint`'s sentinels name, asked within `deadline`.
+    pub fn majority(
+        &mut self,
+        endpoint: &Endpoint,
+        deadline: Instant,
+    ) -> Result<(String, u16), Failure> {
+        let Target::Sentinel {
+            sentinels, service, ..
+        } = &endpoint.target
+        else {
+            unreachable!("a sentinel majority for a non-sentinel endpoint");
+        };
+        // Late answers of earlier questions: their connections come back, their words are old.
+        while let Ok((i, _, link)) = self.rx.try_recv() {
+            self.back(i, link);
+        }
+        let need = sentinels.len() / 2 + 1;
+        let mut asked = 0;
+        for (i, (host, port)) in sentinels.iter().enumerate() {
+            if self.out[i] {
+                continue;
+            }
+            self.out[i] = true;
+            asked += 1;
+            let link = self.links[i].take();
+            let (tx, endpoint) = (self.tx.clone(), endpoint.clone());
+            let (host, port, service) = (host.clone(), *port, service.clone());
+            thread::spawn(move || {
+                let (answer, link) = ask(&endpoint, (&host, port), &service, link, deadline);
+                let _ = tx.send((i, answer, link));
+            });
+        }
+        let mut votes: Vec<((String, u16), usize)> = Vec::new();
+        let (mut heard, mut last, mut unknown) = (0, None, 0);
+        while heard < asked {
+            let wait = deadline.saturating_duration_since(Instant::now());
+            let (i, answer, link) = match self.rx.recv_timeout(wait) {
+                Ok(said) => said,
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
+            };
+            self.back(i, link);
+            heard += 1;
+            match answer {
+                Ok(Some(addr)) => match votes.iter_mut().find(|(a, _)| *a == addr) {
+                    Some((_, n)) => *n += 1,
+                    None => votes.push((addr, 1)),
+                },
+                Ok(None) => unknown += 1,
+                Err(failure) => last = Some(failure),
+            }
+            if let Some((addr, _)) = votes.iter().find(|(_, n)| *n >= need) {
+                return Ok(addr.clone());
+            }
+            let best = votes.iter().map(|(_, n)| *n).max().unwrap_or(0);
+            if best + (asked - heard) < need {
+                break;
+            }
+        }
+        if unknown >= need {
+            return Err(Failure::Refused(
+                format!(
+                    "the sentinels know no service '{service}' (check the name after the hosts in \
+                     the URL)"
+                )
+                .into(),
+            ));
+        }
+        let named: Vec<String> = votes
+            .iter()
+            .map(|((h, p), n)| format!("{n} name {}", transport::node_name(h, *p)))
+            .collect();
+        let named = if named.is_empty() {
+            "none names a master".to_owned()
+        } else {
+            named.join(", ")
+        };
+        let why = last.map_or(String::new(), |f| format!("; {f}"));
+        Err(Failure::Unreachable(
+            format!(
+                "no majority of the {} sentinels of {endpoint} names one master in time \
+                 ({need} must; {heard} answered: {named}){why}",
+                sentinels.len()
+            )
+            .into(),
+        ))
+    }
+
+    fn back(&mut self, i: usize, link: Option<Link>) {
+        self.out[i] = false;
+        self.links[i] = link;
+    }
+}
+
+/// One sentinel's answer to GET-MASTER-ADDR-BY-NAME, over `link` or a new connection; the
+/// connection back when it can be used again.
+fn ask(
+    endpoint: &Endpoint,
+    (host, port): (&str, u16),
+    service: &str,
+    link: Option<Link>,
+    deadline: Instant,
+) -> (Answer, Option<Link>) {
+    let at = format!("sentinel {}", transport::node_name(host, port));
+    let mut conn = match link {
+        Some(conn) => conn,
+        None => match transport::connect_to_sentinel(endpoint, host, port, &at, deadline) {
+            Ok(conn) => conn,
+            Err(failure) => return (Err(failure), None),
+        },
+    };
+    conn.set_deadline(deadline);
+    let reply = redis::cmd("SENTINEL")
+        .arg("GET-MASTER-ADDR-BY-NAME")
+        .arg(service)
+        .query::<Value>(&mut conn);
+    let open = redis::ConnectionLike::is_open(&conn);
+    let answer = match reply {
+        Ok(Value::Array(items)) => super::sentinel::address(&items)
+            .map(Some)
+            .ok_or_else(|| Failure::Refused(format!("unexpected reply from {at}").into())),
+        Ok(Value::Nil) => Ok(None),
+        Ok(other) => Err(Failure::Refused(
+            format!("unexpected reply from {at}: {other:?}").into(),
+        )),
+        Err(e) => Err(transport::classify(&at, e)),
+    };
+    (answer, open.then_some(conn))
+}
