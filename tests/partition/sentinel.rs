@@ -5,7 +5,8 @@
 //! renews only on a master a majority of the URL's sentinels name: the holder on side A, which
 //! reaches one sentinel, fails its renewals and is stopped (76) before its lease could end, and
 //! the waiter takes the lock on r after it. With `--min-replicas 1` its renewals also need r's
-//! acknowledgement.
+//! acknowledgement. What the sentinels cannot tell: a renewal the majority confirmed that never
+//! reached the replica before the promotion; the last case shows that window.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -223,4 +224,61 @@ fn with_min_replicas_the_cut_off_holder_is_stopped_before_the_promoted_side_begi
     let holders = scene.check();
     let order: Vec<&str> = holders.iter().map(|h| h.host.as_str()).collect();
     assert_eq!(order, ["c0", "c1"], "holders at the resource");
+}
+
+/// What asking the sentinels cannot cover: renewals that the master took while the replica was
+/// cut off from it (m's packets to r dropped), confirmed all the while by a majority that still
+/// names m. Once side B promotes r, r's copy of the lock has lapsed, and the waiter takes it
+/// there while the holder, renewed on m, still runs: two holders at once, for up to a lease.
+/// The test shows it, and how long; `--min-replicas 1` is what closes this window.
+#[test]
+fn a_renewal_the_replica_never_received_is_a_window_the_sentinels_cannot_close() {
+    const LONG: Duration = Duration::from_secs(10);
+    let Some(net) = Net::new(&LAYOUT) else {
+        return;
+    };
+    let dir = TempDir::new();
+    let _servers = start(&net, &dir);
+    let scene = Scene::new(&net, vec![url(&net)], LONG);
+    let holder = scene.run("c0", &[]);
+    let start = scene.started("c0", PATIENCE);
+    scene.ticked_after("c0", start.ns, 2);
+    // The replica stops hearing from the master; every sentinel still names m.
+    net.cut_one_way("m", &["r"]);
+    let r = net.host("r").addr.clone();
+    // A lease and a second for r's copy of the lock to lapse: time itself is what this waits on.
+    std::thread::sleep(LONG + Duration::from_secs(1));
+    assert_eq!(master_of(&net, "s"), net.host("m").addr, "no failover yet");
+    let cut_ns = now();
+    net.cut();
+    wait_until(PATIENCE, "side B's sentinels to promote r", || {
+        master_of(&net, "s") == r
+    });
+    // A waiter that asks now, on the promoted r (one that waited on m would first wait out its
+    // question there).
+    let waiter = scene.run("c1", &["--wait", "60s"]);
+    let begun = scene.started("c1", PATIENCE);
+    let out = ended(holder, LONG + Duration::from_secs(5));
+    out.assert_code(76);
+    let timing = scene.timing(cut_ns, "c0", "c1");
+    report(
+        "sentinel, replica deaf to the master, then split: holder + master | replica + waiter",
+        LONG,
+        &timing,
+    );
+    let violation = resource::check(&scene.stamps()).expect_err("two holders at once");
+    eprintln!("sentinel, renewals the replica never got: {violation}");
+    let stop = timing
+        .stop_after_cut
+        .expect("the holder wrote after the cut");
+    assert!(stop < LONG, "the holder was stopped {stop:?} after the cut");
+    assert!(
+        begun.ns < cut_ns + stop.as_nanos() as i128,
+        "the waiter began after the holder"
+    );
+    net.heal();
+    net.heal_one_way("m");
+    scene.finish("c1");
+    let out = ended(waiter, PATIENCE);
+    assert!(matches!(out.code(), 0 | 76), "{out:?}");
 }
