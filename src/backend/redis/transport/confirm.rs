@@ -45,12 +45,13 @@ impl Panel {
         }
     }
 
-    /// The master a majority of `endpoint`'s sentinels name, asked within `deadline`.
+    /// The master a majority of `endpoint`'s sentinels name, asked within `deadline`, and how
+    /// many named it.
     pub fn majority(
         &mut self,
         endpoint: &Endpoint,
         deadline: Instant,
-    ) -> Result<(String, u16), Failure> {
+    ) -> Result<((String, u16), usize), Failure> {
         let Target::Sentinel {
             sentinels, service, ..
         } = &endpoint.target
@@ -95,8 +96,8 @@ impl Panel {
                 Ok(None) => unknown += 1,
                 Err(failure) => last = Some(failure),
             }
-            if let Some((addr, _)) = votes.iter().find(|(_, n)| *n >= need) {
-                return Ok(addr.clone());
+            if let Some((addr, n)) = votes.iter().find(|(_, n)| *n >= need) {
+                return Ok((addr.clone(), *n));
             }
             let best = votes.iter().map(|(_, n)| *n).max().unwrap_or(0);
             if best + (asked - heard) < need {

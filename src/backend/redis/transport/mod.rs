@@ -109,7 +109,13 @@ impl Connection {
         let panel = self.panel.get_or_insert_with(|| confirm::Panel::new(count));
         let now = Instant::now();
         let until = now + deadline.saturating_duration_since(now) / 2;
-        let named = panel.majority(&self.endpoint, until)?;
+        let (named, votes) = panel.majority(&self.endpoint, until)?;
+        crate::report!(
+            2,
+            "the sentinels confirm {} as the master ({votes} of {count} agree; {} µs)",
+            node_name(&named.0, named.1),
+            now.elapsed().as_micros()
+        );
         if let Some(node) = &mut self.node {
             if node.named.as_ref() == Some(&named) {
                 node.verified = Instant::now();
