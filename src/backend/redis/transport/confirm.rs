@@ -10,12 +10,16 @@
 
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use redis::Value;
 
 use crate::backend::redis::transport::endpoint::{Endpoint, Target};
 use crate::backend::redis::transport::{self, Failure, Link};
+
+/// What explaining a failure may take after the request's deadline (`diagnose`'s probe of
+/// what answered).
+pub(crate) const EXPLAIN: Duration = Duration::from_millis(800);
 
 /// One sentinel's answer: the master it names, None when it knows no such service, or why it
 /// did not answer.
@@ -46,11 +50,13 @@ impl Panel {
     }
 
     /// The master a majority of `endpoint`'s sentinels name, asked within `deadline`, and how
-    /// many named it.
+    /// many named it. `explained`: whether to wait past `deadline` (up to [`EXPLAIN`]) for what
+    /// a sentinel that failed at its deadline found it to be, as a first lookup does.
     pub fn majority(
         &mut self,
         endpoint: &Endpoint,
         deadline: Instant,
+        explained: bool,
     ) -> Result<((String, u16), usize), Failure> {
         let Target::Sentinel {
             sentinels, service, ..
@@ -80,8 +86,13 @@ impl Panel {
         }
         let mut votes: Vec<((String, u16), usize)> = Vec::new();
         let (mut heard, mut last, mut unknown) = (0, None, 0);
+        let until = if explained {
+            deadline + EXPLAIN
+        } else {
+            deadline
+        };
         while heard < asked {
-            let wait = deadline.saturating_duration_since(Instant::now());
+            let wait = until.saturating_duration_since(Instant::now());
             let (i, answer, link) = match self.rx.recv_timeout(wait) {
                 Ok(said) => said,
                 Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
@@ -94,7 +105,7 @@ impl Panel {
                     None => votes.push((addr, 1)),
                 },
                 Ok(None) => unknown += 1,
-                Err(failure) => last = Some(failure),
+                Err(failure) => super::sentinel::keep(&mut last, failure),
             }
             if let Some((addr, n)) = votes.iter().find(|(_, n)| *n >= need) {
                 return Ok((addr.clone(), *n));
@@ -112,6 +123,11 @@ impl Panel {
                 )
                 .into(),
             ));
+        }
+        // No sentinel answered, and one said why in a way no retry changes (a password it
+        // wants, TLS it does not speak, not a sentinel at all): that, as the lookup says it.
+        if votes.is_empty() && unknown == 0 && matches!(last, Some(Failure::Refused(_))) {
+            return Err(last.expect("just matched"));
         }
         let named: Vec<String> = votes
             .iter()
@@ -170,7 +186,7 @@ fn ask(
         Ok(other) => Err(Failure::Refused(
             format!("unexpected reply from {at}: {other:?}").into(),
         )),
-        Err(e) => Err(transport::classify(&at, e)),
+        Err(e) => Err(super::sentinel::failed(endpoint, (host, port), &at, e)),
     };
     (answer, open.then_some(conn))
 }

@@ -98,7 +98,7 @@ impl Connection {
 
     /// Sentinel only: go on only if a majority of the sentinels given in the URL name one
     /// master now, and follow it if it is not the one the connection reaches. Asked of all the
-    /// sentinels at once, within half the time left until `deadline`. Called before a take and
+    /// sentinels at once, within `deadline`. Called before a take and
     /// before each renewal; a lock on any other kind of endpoint has nothing to confirm.
     pub fn confirm_master(&mut self, deadline: Instant) -> Result<(), Failure> {
         let Target::Sentinel { sentinels, .. } = &self.endpoint.target else {
@@ -107,9 +107,13 @@ impl Connection {
         self.unanswered = false;
         let count = sentinels.len();
         let panel = self.panel.get_or_insert_with(|| confirm::Panel::new(count));
+        // Half the time left when a connection is open (the request needs the rest). Without
+        // one, all of it, and what explaining a sentinel's failure takes, as the lookup does.
         let now = Instant::now();
-        let until = now + deadline.saturating_duration_since(now) / 2;
-        let (named, votes) = panel.majority(&self.endpoint, until)?;
+        let open = self.node.is_some();
+        let share = if open { 2 } else { 1 };
+        let until = now + deadline.saturating_duration_since(now) / share;
+        let (named, votes) = panel.majority(&self.endpoint, until, !open)?;
         crate::report!(
             2,
             "the sentinels confirm {} as the master ({votes} of {count} agree; {} µs)",
