@@ -8,6 +8,7 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
+use super::snapshots::assert_snapshot;
 use super::topology::*;
 use crate::common::*;
 
@@ -132,6 +133,31 @@ fn one_sentinel_of_three_down_or_restarted_during_a_hold_stops_nothing() {
         at(90),
         at(100)
     );
+}
+
+/// No sentinel of the URL reachable: one line that says no majority named a master, and why
+/// the sentinels could not be asked; 69, nothing run.
+#[test]
+fn no_majority_of_the_sentinels_is_one_line_and_69() {
+    let dir = TempDir::new();
+    let ports = [free_port(), free_port(), free_port()];
+    let hosts: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let url = format!("redis+sentinel://{}/{SERVICE}", hosts.join(","));
+    let out = Redlock::run_at(&url)
+        .key("k")
+        .ttl("3s")
+        .sh(&marker_script(&dir))
+        .status(69)
+        .stderr_lines(1)
+        .output();
+    assert!(!dir.join("marker").exists());
+    let shown: Vec<(String, &str)> = ports
+        .iter()
+        .zip([":26379", ":26380", ":26381"])
+        .map(|(p, s)| (format!(":{p}"), s))
+        .collect();
+    let shown: Vec<(&str, &str)> = shown.iter().map(|(p, s)| (p.as_str(), *s)).collect();
+    assert_snapshot("no-sentinel-majority.stderr", &out.stderr, &shown);
 }
 
 #[test]

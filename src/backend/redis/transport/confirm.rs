@@ -129,21 +129,27 @@ impl Panel {
         if votes.is_empty() && unknown == 0 && matches!(last, Some(Failure::Refused(_))) {
             return Err(last.expect("just matched"));
         }
-        let named: Vec<String> = votes
+        let mut said: Vec<String> = votes
             .iter()
-            .map(|((h, p), n)| format!("{n} name {}", transport::node_name(h, *p)))
+            .map(|((h, p), n)| format!("{n} named {}", transport::node_name(h, *p)))
             .collect();
-        let named = if named.is_empty() {
-            "none names a master".to_owned()
-        } else {
-            named.join(", ")
-        };
-        let why = last.map_or(String::new(), |f| format!("; {f}"));
+        let failed = heard - unknown - votes.iter().map(|(_, n)| n).sum::<usize>();
+        for (n, what) in [
+            (unknown, "knew no such service"),
+            (failed, "failed"),
+            (sentinels.len() - heard, "not heard from"),
+        ] {
+            if n > 0 {
+                said.push(format!("{n} {what}"));
+            }
+        }
+        let why = last.map_or(String::new(), |f| format!("; the last failure: {f}"));
         Err(Failure::Unreachable(
             format!(
                 "no majority of the {} sentinels of {endpoint} names one master in time \
-                 ({need} must; {heard} answered: {named}){why}",
-                sentinels.len()
+                 ({need} must): {}{why}",
+                sentinels.len(),
+                said.join(", ")
             )
             .into(),
         ))
