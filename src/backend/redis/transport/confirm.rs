@@ -26,7 +26,7 @@ pub(crate) const EXPLAIN: Duration = Duration::from_millis(800);
 type Answer = Result<Option<(String, u16)>, Failure>;
 
 /// A message from a sentinel's thread: which sentinel, what it said, and its connection back.
-type Said = (usize, Answer, Option<Link>);
+type Reply = (usize, Answer, Option<Link>);
 
 /// The sentinels of one endpoint, with a connection to each kept between questions.
 pub(crate) struct Panel {
@@ -34,8 +34,8 @@ pub(crate) struct Panel {
     links: Vec<Option<Link>>,
     /// Whether a thread is out with the sentinel's connection (a late answer to come).
     out: Vec<bool>,
-    tx: Sender<Said>,
-    rx: Receiver<Said>,
+    tx: Sender<Reply>,
+    rx: Receiver<Reply>,
 }
 
 impl Panel {
@@ -84,38 +84,40 @@ impl Panel {
                 let _ = tx.send((i, answer, link));
             });
         }
-        let mut votes: Vec<((String, u16), usize)> = Vec::new();
-        let (mut heard, mut last, mut unknown) = (0, None, 0);
+        let mut tally = Tally::default();
+        let mut last = None;
         let until = if explained {
             deadline + EXPLAIN
         } else {
             deadline
         };
-        while heard < asked {
+        let verdict = loop {
+            let pending = asked - tally.heard();
+            match tally.verdict(need, pending) {
+                Verdict::Pending if pending > 0 => {}
+                verdict => break verdict,
+            }
             let wait = until.saturating_duration_since(Instant::now());
             let (i, answer, link) = match self.rx.recv_timeout(wait) {
-                Ok(said) => said,
-                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
+                Ok(reply) => reply,
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
+                    break Verdict::Impossible;
+                }
             };
             self.back(i, link);
-            heard += 1;
             match answer {
-                Ok(Some(addr)) => match votes.iter_mut().find(|(a, _)| *a == addr) {
-                    Some((_, n)) => *n += 1,
-                    None => votes.push((addr, 1)),
-                },
-                Ok(None) => unknown += 1,
-                Err(failure) => super::sentinel::keep(&mut last, failure),
+                Ok(Some(addr)) => tally.count(Said::Named(addr)),
+                Ok(None) => tally.count(Said::Unknown),
+                Err(failure) => {
+                    tally.count(Said::Failed);
+                    super::sentinel::keep(&mut last, failure);
+                }
             }
-            if let Some((addr, n)) = votes.iter().find(|(_, n)| *n >= need) {
-                return Ok((addr.clone(), *n));
-            }
-            let best = votes.iter().map(|(_, n)| *n).max().unwrap_or(0);
-            if best + (asked - heard) < need {
-                break;
-            }
+        };
+        if let Verdict::Named(addr, n) = verdict {
+            return Ok((addr, n));
         }
-        if unknown >= need {
+        if tally.unknown >= need {
             return Err(Failure::Refused(
                 format!(
                     "the sentinels know no service '{service}' (check the name after the hosts in \
@@ -126,18 +128,19 @@ impl Panel {
         }
         // No sentinel answered, and one said why in a way no retry changes (a password it
         // wants, TLS it does not speak, not a sentinel at all): that, as the lookup says it.
-        if votes.is_empty() && unknown == 0 && matches!(last, Some(Failure::Refused(_))) {
+        if tally.votes.is_empty() && tally.unknown == 0 && matches!(last, Some(Failure::Refused(_)))
+        {
             return Err(last.expect("just matched"));
         }
-        let mut said: Vec<String> = votes
+        let mut said: Vec<String> = tally
+            .votes
             .iter()
             .map(|((h, p), n)| format!("{n} named {}", transport::node_name(h, *p)))
             .collect();
-        let failed = heard - unknown - votes.iter().map(|(_, n)| n).sum::<usize>();
         for (n, what) in [
-            (unknown, "knew no such service"),
-            (failed, "failed"),
-            (sentinels.len() - heard, "not heard from"),
+            (tally.unknown, "knew no such service"),
+            (tally.failed, "failed"),
+            (sentinels.len() - tally.heard(), "not heard from"),
         ] {
             if n > 0 {
                 said.push(format!("{n} {what}"));
@@ -195,4 +198,115 @@ fn ask(
         Err(e) => Err(super::sentinel::failed(endpoint, (host, port), &at, e)),
     };
     (answer, open.then_some(conn))
+}
+
+/// What one sentinel said, as far as the majority goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Said {
+    Named((String, u16)),
+    Unknown,
+    Failed,
+}
+
+/// What the answers so far decide.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Verdict {
+    /// This master, named by this many: a majority.
+    Named((String, u16), usize),
+    /// The answers still to come could make a majority.
+    Pending,
+    /// They cannot any more.
+    Impossible,
+}
+
+/// The answers to one question so far.
+#[derive(Debug, Default)]
+struct Tally {
+    votes: Vec<((String, u16), usize)>,
+    unknown: usize,
+    failed: usize,
+}
+
+impl Tally {
+    fn count(&mut self, said: Said) {
+        match said {
+            Said::Named(addr) => match self.votes.iter_mut().find(|(a, _)| *a == addr) {
+                Some((_, n)) => *n += 1,
+                None => self.votes.push((addr, 1)),
+            },
+            Said::Unknown => self.unknown += 1,
+            Said::Failed => self.failed += 1,
+        }
+    }
+
+    fn heard(&self) -> usize {
+        self.votes.iter().map(|(_, n)| n).sum::<usize>() + self.unknown + self.failed
+    }
+
+    /// With `need` votes for one master a majority, and `pending` answers still to come.
+    fn verdict(&self, need: usize, pending: usize) -> Verdict {
+        if let Some((addr, n)) = self.votes.iter().find(|(_, n)| *n >= need) {
+            return Verdict::Named(addr.clone(), *n);
+        }
+        let best = self.votes.iter().map(|(_, n)| *n).max().unwrap_or(0);
+        if best + pending < need {
+            Verdict::Impossible
+        } else {
+            Verdict::Pending
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Said, Tally, Verdict};
+
+    fn at(port: u16) -> Said {
+        Said::Named(("m".to_owned(), port))
+    }
+
+    /// (sentinels in the URL, what they say in order, the verdict after each answer)
+    #[test]
+    fn a_majority_of_the_url_decides_as_soon_as_it_can() {
+        use Verdict::{Impossible as No, Pending as Wait};
+        let yes = |port, n| Verdict::Named(("m".to_owned(), port), n);
+        let table: Vec<(usize, Vec<Said>, Vec<Verdict>)> = vec![
+            (1, vec![at(1)], vec![yes(1, 1)]),
+            (1, vec![Said::Failed], vec![No]),
+            (3, vec![at(1), at(1)], vec![Wait, yes(1, 2)]),
+            (
+                3,
+                vec![at(1), Said::Failed, at(1)],
+                vec![Wait, Wait, yes(1, 2)],
+            ),
+            (3, vec![Said::Failed, Said::Failed], vec![Wait, No]),
+            // Split between two masters (a failover half seen): no majority.
+            (3, vec![at(1), at(2), Said::Failed], vec![Wait, Wait, No]),
+            (3, vec![at(1), at(2), at(2)], vec![Wait, Wait, yes(2, 2)]),
+            (3, vec![Said::Unknown, Said::Unknown], vec![Wait, No]),
+            // Four sentinels: three must agree.
+            (4, vec![at(1), at(1), Said::Failed], vec![Wait, Wait, Wait]),
+            (
+                4,
+                vec![at(1), at(1), Said::Failed, Said::Failed],
+                vec![Wait, Wait, Wait, No],
+            ),
+            (4, vec![at(1), at(1), at(1)], vec![Wait, Wait, yes(1, 3)]),
+            (
+                5,
+                vec![at(1), at(2), at(1), at(1)],
+                vec![Wait, Wait, Wait, yes(1, 3)],
+            ),
+        ];
+        for (sentinels, answers, want) in table {
+            let need = sentinels / 2 + 1;
+            let mut tally = Tally::default();
+            let mut got = Vec::new();
+            for said in answers.iter().cloned() {
+                tally.count(said);
+                got.push(tally.verdict(need, sentinels - tally.heard()));
+            }
+            assert_eq!(got, want, "{sentinels} sentinels saying {answers:?}");
+        }
+    }
 }
