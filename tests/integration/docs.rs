@@ -458,6 +458,8 @@ fn documented_command_lines_are_accepted() {
     let recipes = documented_run_options();
     assert!(recipes.len() >= 10, "found only {recipes:#?}");
     let redis = RedisServer::start();
+    // A replica, for the lines with --min-replicas.
+    let _replica = super::topology::replica_of(&redis);
     let dir = TempDir::new();
     let metrics = dir.join("job.prom").to_string_lossy().into_owned();
     let mut failures = Vec::new();

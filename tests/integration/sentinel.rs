@@ -1,5 +1,6 @@
-//! Redis Sentinel: the lock lives on the master the sentinels name; renewals follow a forced
-//! failover; --min-replicas waits for a replica and refuses to run without one, and within
+//! Redis Sentinel: the lock lives on the master a majority of the sentinels name; one sentinel
+//! of three down or restarted stops nothing, every sentinel gone stops the holder (76); renewals
+//! follow a forced failover; --min-replicas waits for a replica and refuses to run without one, and within
 //! --wait rides out a failover until the promoted master has a replica.
 
 use std::time::Duration;
@@ -7,6 +8,7 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
+use super::snapshots::assert_snapshot;
 use super::topology::*;
 use crate::common::*;
 
@@ -59,26 +61,103 @@ fn locks_on_the_master_the_sentinels_name() {
         Some(fencing_token(&read(&dir.join("a.fence"))))
     );
 
-    // Every sentinel gone during a hold: the holder keeps renewing on the master it knows.
-    let (mut holder, _) = Redlock::run_at(&url)
+    // Every sentinel gone during a hold: no majority confirms the master, so the renewals
+    // fail and the command is stopped (76) before the lease could end (its last renewal was
+    // before the sentinels went).
+    let (holder, _) = Redlock::run_at(&url)
         .key("job")
         .ttl("1500ms")
         .arg("-vv")
         .hold(&dir, "b");
+    let gone = std::time::Instant::now();
     setup.sentinels.clear();
-    let renewed = |p: &Proc| p.stderr_so_far().matches("renewed lock").count();
-    let before = renewed(&holder);
-    wait_until(PATIENCE, "renewals without sentinels, or an exit", || {
-        renewed(&holder) >= before + 2 || !holder.running()
-    });
-    touch(&dir.join("b.go"));
-    let out = holder.finish();
-    out.assert_code(0);
+    let out = holder.finish_within(PATIENCE);
+    let took = gone.elapsed();
+    out.assert_code(76);
+    assert!(took < Duration::from_millis(1500), "stopped {took:?} after");
     assert!(
-        out.stderr.contains("could not ask the sentinels"),
+        out.stderr.contains("no majority of the 4 sentinels"),
         "{}",
         out.stderr
     );
+}
+
+/// One sentinel of three down, then back, then restarted, during a hold: each renewal is still
+/// confirmed by a majority (the other two), so nothing is stopped. -vv says what each
+/// confirmation took; the test prints it.
+#[test]
+fn one_sentinel_of_three_down_or_restarted_during_a_hold_stops_nothing() {
+    let mut setup = SentinelSetup::start();
+    let dir = TempDir::new();
+    let (mut holder, _) = Redlock::run_at(&setup.url())
+        .key("job")
+        .ttl("1500ms")
+        .arg("-vv")
+        .hold(&dir, "a");
+    let renewed = |p: &Proc| p.stderr_so_far().matches("renewed lock").count();
+    let mut three_renewals = |what: &str| {
+        let before = renewed(&holder);
+        wait_until(PATIENCE, what, || {
+            renewed(&holder) >= before + 3 || !holder.running()
+        });
+        assert!(holder.running(), "{what}: {}", holder.stderr_so_far());
+    };
+    three_renewals("renewals with every sentinel");
+    setup.sentinels[0].stop();
+    three_renewals("renewals with a sentinel down");
+    setup.sentinels[0].restart();
+    three_renewals("renewals with it back");
+    setup.sentinels[1].restart();
+    three_renewals("renewals after another's restart");
+    touch(&dir.join("a.go"));
+    let out = holder.finish();
+    out.assert_code(0);
+    assert!(!out.stderr.contains("no majority"), "{}", out.stderr);
+    assert!(!out.stderr.contains("renewing lock"), "{}", out.stderr);
+    // What each confirmation took (the take's first, then one per renewal).
+    let mut micros: Vec<u64> = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("the sentinels confirm"))
+        .filter_map(|l| l.rsplit("; ").next()?.strip_suffix(" µs)")?.parse().ok())
+        .collect();
+    assert!(micros.len() >= 12, "{}", out.stderr);
+    let take = micros.remove(0);
+    micros.sort_unstable();
+    let at = |q: usize| micros[(micros.len() - 1) * q / 100];
+    eprintln!(
+        "sentinel confirmation: take {take} µs (new connections); {} renewals: median {} µs, \
+         p90 {} µs, max {} µs",
+        micros.len(),
+        at(50),
+        at(90),
+        at(100)
+    );
+}
+
+/// No sentinel of the URL reachable: one line that says no majority named a master, and why
+/// the sentinels could not be asked; 69, nothing run.
+#[test]
+fn no_majority_of_the_sentinels_is_one_line_and_69() {
+    let dir = TempDir::new();
+    let ports = [free_port(), free_port(), free_port()];
+    let hosts: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let url = format!("redis+sentinel://{}/{SERVICE}", hosts.join(","));
+    let out = Redlock::run_at(&url)
+        .key("k")
+        .ttl("3s")
+        .sh(&marker_script(&dir))
+        .status(69)
+        .stderr_lines(1)
+        .output();
+    assert!(!dir.join("marker").exists());
+    let shown: Vec<(String, &str)> = ports
+        .iter()
+        .zip([":26379", ":26380", ":26381"])
+        .map(|(p, s)| (format!(":{p}"), s))
+        .collect();
+    let shown: Vec<(&str, &str)> = shown.iter().map(|(p, s)| (p.as_str(), *s)).collect();
+    assert_snapshot("no-sentinel-majority.stderr", &out.stderr, &shown);
 }
 
 #[test]

@@ -74,6 +74,31 @@ impl Sentinel {
     pub fn conn(&self) -> redis::Connection {
         conn_at(self.port).unwrap()
     }
+
+    /// SIGKILLs the sentinel, as a crash does.
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Stops the sentinel and starts it again on its port, from the config it rewrote with
+    /// what it learnt; returns once it answers PING.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.child = Command::new(server_binary())
+            .arg(self._dir.join("sentinel.conf"))
+            .arg("--sentinel")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawning redis-server --sentinel");
+        wait_until(PATIENCE, "the restarted sentinel to answer", || {
+            conn_at(self.port)
+                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+                .is_ok()
+        });
+    }
 }
 
 impl Drop for Sentinel {

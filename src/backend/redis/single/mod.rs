@@ -445,9 +445,15 @@ impl Locker for SingleRedis {
             run: &run,
         };
         let preflight = Beside::Preflight(self.preflight);
+        let begun = Instant::now();
+        // Through sentinels: only on a master a majority of them name.
+        let confirmed = self.conn.confirm_master(begun + timeout);
+        let timeout = timeout.saturating_sub(begun.elapsed());
         // A plain run takes the lock with the plain take, which carries nothing of the features
         // it does not use; the others, and a key the plain take cannot take, go to theirs.
-        let sent = if self.plain() {
+        let sent = if let Err(failure) = confirmed {
+            Err(failure)
+        } else if self.plain() {
             let take = self.take(token, ttl, &holder, &run);
             match self.call(&take, timeout, preflight) {
                 Ok((AcquireReply::Several(_), _)) => {
@@ -481,6 +487,9 @@ impl Locker for SingleRedis {
         timeout: Duration,
     ) -> Result<Renewal, Failure> {
         let sent = Instant::now();
+        // Through sentinels: renewed only on a master a majority of them name (or failed).
+        self.conn.confirm_master(sent + timeout)?;
+        let timeout = timeout.saturating_sub(sent.elapsed());
         let beside = self.acknowledged(timeout);
         let (lost, record) = (self.lost(Lost::LOCK_LOST), Kept::DEFAULT);
         let slot = self.slot();

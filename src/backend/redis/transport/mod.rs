@@ -13,6 +13,7 @@
 //! error, [`Failure`] (`failure`), lives here and every layer above passes it on.
 
 pub mod cluster;
+mod confirm;
 mod diagnose;
 pub mod endpoint;
 mod failure;
@@ -74,6 +75,10 @@ pub(crate) struct Connection {
     owner_down: Option<((String, u16), String)>,
     /// Ask each new data-node connection which server it reaches ([`Connection::identify`]).
     identify: bool,
+    /// Every sentinel of the URL, asked at once ([`Connection::confirm_master`]).
+    panel: Option<confirm::Panel>,
+    /// The master a majority of the sentinels named last, and when.
+    confirmed: Option<((String, u16), Instant)>,
 }
 
 impl Connection {
@@ -86,7 +91,50 @@ impl Connection {
             unanswered: false,
             owner_down: None,
             identify: false,
+            panel: None,
+            confirmed: None,
         }
+    }
+
+    /// Sentinel only: go on only if a majority of the sentinels given in the URL name one
+    /// master now, and follow it if it is not the one the connection reaches. Asked of all the
+    /// sentinels at once, within `deadline`. Called before a take and
+    /// before each renewal; a lock on any other kind of endpoint has nothing to confirm.
+    pub fn confirm_master(&mut self, deadline: Instant) -> Result<(), Failure> {
+        let Target::Sentinel { sentinels, .. } = &self.endpoint.target else {
+            return Ok(());
+        };
+        self.unanswered = false;
+        let count = sentinels.len();
+        let panel = self.panel.get_or_insert_with(|| confirm::Panel::new(count));
+        // Half the time left when a connection is open (the request needs the rest). Without
+        // one, all of it, and what explaining a sentinel's failure takes, as the lookup does.
+        let now = Instant::now();
+        let open = self.node.is_some();
+        let share = if open { 2 } else { 1 };
+        let until = now + deadline.saturating_duration_since(now) / share;
+        let (named, votes) = panel.majority(&self.endpoint, until, !open)?;
+        crate::report!(
+            2,
+            "the sentinels confirm {} as the master ({votes} of {count} agree; {} µs)",
+            node_name(&named.0, named.1),
+            now.elapsed().as_micros()
+        );
+        if let Some(node) = &mut self.node {
+            if node.named.as_ref() == Some(&named) {
+                node.verified = Instant::now();
+            } else {
+                crate::report!(
+                    1,
+                    MasterChanged { "master" => node_name(&named.0, named.1) },
+                    "the sentinels name a new master, {}; following it",
+                    node_name(&named.0, named.1)
+                );
+                self.node = None;
+            }
+        }
+        self.confirmed = Some((named, Instant::now()));
+        Ok(())
     }
 
     /// From now on, ask each new connection's server which server it is (INFO server's
@@ -323,7 +371,10 @@ impl Connection {
                 connect(&self.endpoint, info, addr, deadline, ask)
             }
             Target::Sentinel { .. } => {
-                let (host, port) = self.master(deadline)?;
+                let (host, port) = match self.confirmed.take() {
+                    Some((named, at)) if at.elapsed() <= SENTINEL_RECHECK => named,
+                    _ => self.master(deadline)?,
+                };
                 // The sentinels' word can trail a failover: only a master may hold the lock
                 // (ROLE, in the connection's set-up).
                 let ask = self.ask(Some(Named::Sentinels));

@@ -93,7 +93,12 @@ pub(crate) fn master(
 
 /// What a sentinel's error to the lookup means. NOAUTH with no password of the sentinels' own
 /// given is not a wrong one: it says where the password goes.
-fn failed(endpoint: &Endpoint, (host, port): (&str, u16), at: &str, e: RedisError) -> Failure {
+pub(super) fn failed(
+    endpoint: &Endpoint,
+    (host, port): (&str, u16),
+    at: &str,
+    e: RedisError,
+) -> Failure {
     if e.code() == Some("NOAUTH") && target_auth(endpoint).is_none() {
         let place = transport::node_name(host, port);
         return Failure::Refused(diagnose::sentinel_needs_password(&place).into());
@@ -112,7 +117,7 @@ fn target_auth(endpoint: &Endpoint) -> Option<&(Option<String>, String)> {
 /// Keep `failure` as the one to report, unless `last` says more: a sentinel that answered (or
 /// was found to be the wrong kind: plain text behind `rediss+`) says more than one that could
 /// not be reached, or ran out of time after it.
-fn keep(last: &mut Option<Failure>, failure: Failure) {
+pub(super) fn keep(last: &mut Option<Failure>, failure: Failure) {
     if !matches!(
         (&*last, &failure),
         (Some(Failure::Refused(_)), Failure::Unreachable(_))
@@ -122,7 +127,7 @@ fn keep(last: &mut Option<Failure>, failure: Failure) {
 }
 
 /// `[host, port]` from GET-MASTER-ADDR-BY-NAME.
-fn address(items: &[Value]) -> Option<(String, u16)> {
+pub(super) fn address(items: &[Value]) -> Option<(String, u16)> {
     let text = |v: &Value| match v {
         Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
         Value::SimpleString(s) => Some(s.clone()),
