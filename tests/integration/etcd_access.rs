@@ -469,7 +469,6 @@ fn a_refusal_advises_what_the_command_needs() {
     holder.finish_within(Duration::from_secs(20)).assert_code(0);
 }
 
-
 /// etcds://: the member's certificate is verified against --tls-ca-cert (an unknown CA is
 /// refused, 69, nothing run), and with the member asking for a client certificate,
 /// --tls-cert/--tls-key give one.

@@ -9,9 +9,9 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use super::net::{Net, Side};
 use super::resource;
 use super::scene::{Scene, ended, now, report};
+use crate::common::net::{Net, Side};
 use crate::common::{PATIENCE, Proc, TempDir, server_binary, wait_until};
 
 const TTL: Duration = Duration::from_secs(3);
@@ -173,7 +173,11 @@ fn with_min_replicas_the_cut_off_holder_is_stopped_before_the_promoted_side_begi
     wait_until(PATIENCE, "the waiter to warn of too few replicas", || {
         waiter.stderr_so_far().contains("acknowledged the lock")
     });
-    assert!(waiter.running(), "the waiter gave up: {}", waiter.stderr_so_far());
+    assert!(
+        waiter.running(),
+        "the waiter gave up: {}",
+        waiter.stderr_so_far()
+    );
     let timing = scene.timing(cut_ns, "c0", "c1");
     let stop = timing
         .stop_after_cut
@@ -203,7 +207,10 @@ fn with_min_replicas_the_cut_off_holder_is_stopped_before_the_promoted_side_begi
     );
     let m = net.host("m").addr.clone();
     let info = cli(&net, "m", &m, 6379, &["info", "replication"]);
-    assert!(info.contains("role:slave"), "the old master rejoined as a replica: {info}");
+    assert!(
+        info.contains("role:slave"),
+        "the old master rejoined as a replica: {info}"
+    );
     let holders = scene.check();
     let order: Vec<&str> = holders.iter().map(|h| h.host.as_str()).collect();
     assert_eq!(order, ["c0", "c1"], "holders at the resource");
