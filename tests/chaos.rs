@@ -39,6 +39,8 @@ mod chaos {
     pub mod faults;
     // The etcd phase: a 3-member cluster and its members' faults.
     pub mod etcd;
+    // The partition phase: hosts in network namespaces, cut and healed, on etcd and a quorum.
+    pub mod partition;
     // The PostgreSQL phase: one server frozen, restarted, killed, a holder's row deleted.
     pub mod pg;
     // A history the semaphore phase met, replayed deterministically.
@@ -58,6 +60,7 @@ use std::time::{Duration, Instant};
 
 use chaos::check::{Report, Rules, Run};
 use chaos::faults::{self, Fault, Kind, World};
+use chaos::partition::Backend;
 use chaos::store::Store;
 use chaos::worker;
 use common::{Proxy, RedisServer, Redlock, ServerOpts, TempDir};
@@ -164,6 +167,25 @@ enum Server {
     Etcd,
     /// A real PostgreSQL server (tests/chaos/pg.rs).
     Postgres,
+    /// Three servers on hosts in network namespaces, the clients on others
+    /// (tests/chaos/partition.rs).
+    Partition(chaos::partition::Backend),
+}
+
+/// Where a client runs redlock: the lock's URLs (three for a quorum), and the words that run it
+/// inside a host (none: here).
+pub struct Place {
+    pub urls: Vec<String>,
+    pub through: Vec<String>,
+}
+
+impl From<String> for Place {
+    fn from(url: String) -> Place {
+        Place {
+            urls: vec![url],
+            through: Vec::new(),
+        }
+    }
 }
 
 /// One phase: a server, a fenced store, clients and faults.
@@ -203,11 +225,13 @@ impl Clients {
 }
 
 impl Phase {
-    fn run(&self, rng: &mut Rng) -> Report {
+    /// None when the phase cannot run here, and said why.
+    fn run(&self, rng: &mut Rng) -> Option<Report> {
         match self.server {
-            Server::Redis(persistence) => self.run_redis(persistence, rng),
-            Server::Etcd => chaos::etcd::run(self, rng),
-            Server::Postgres => chaos::pg::run(self, rng),
+            Server::Redis(persistence) => Some(self.run_redis(persistence, rng)),
+            Server::Etcd => Some(chaos::etcd::run(self, rng)),
+            Server::Postgres => Some(chaos::pg::run(self, rng)),
+            Server::Partition(backend) => chaos::partition::run(self, backend, rng),
         }
     }
 
@@ -268,13 +292,13 @@ impl Phase {
         self.long_writes.is_some() && client % 4 == 3
     }
 
-    /// Start the clients, client `c` against `url(c)`.
-    fn start_clients(&self, store: &Store, url: impl Fn(usize) -> String) -> Clients {
+    /// Start the clients, client `c` against `url(c)`: a URL, or a [`Place`].
+    fn start_clients<P: Into<Place>>(&self, store: &Store, url: impl Fn(usize) -> P) -> Clients {
         let stop = Arc::new(AtomicBool::new(false));
         let runs = Arc::new(Mutex::new(Vec::new()));
         let mut threads = Vec::new();
         for client in 0..self.clients {
-            let url = url(client);
+            let place = url(client).into();
             let ttl = format!("{}ms", self.ttl.as_millis());
             let socket = store.path().to_owned();
             let (lo, hi) = match self.long_writes {
@@ -289,7 +313,7 @@ impl Phase {
             let (stop, runs) = (Arc::clone(&stop), Arc::clone(&runs));
             threads.push(thread::spawn(move || {
                 while !stop.load(Ordering::SeqCst) {
-                    let run = run_client(client, &url, &ttl, &flags, &socket, &writes);
+                    let run = run_client(client, &place, &ttl, &flags, &socket, &writes);
                     // Unreachable, or (a semaphore's client) refused beside the intruder's key.
                     let pause = matches!(run.code, 64 | 69);
                     runs.lock().unwrap().push(run);
@@ -400,7 +424,7 @@ fn expect_no_survivors(store: &Store, report: &mut Report) {
 /// One `redlock run --wait` of the worker, to its end.
 fn run_client(
     client: usize,
-    url: &str,
+    place: &Place,
     ttl: &str,
     flags: &[String],
     socket: &std::path::Path,
@@ -408,7 +432,11 @@ fn run_client(
 ) -> Run {
     let exe = std::env::current_exe().expect("current_exe");
     // Spawned by hand: no patience (a waiter may wait 30 s and then run), stdout not kept.
-    let mut cmd = Redlock::run_at(url)
+    let run = Redlock::sub("run").through(&place.through);
+    let mut cmd = place
+        .urls
+        .iter()
+        .fold(run, |r, url| r.url(url))
         .key(KEY)
         .ttl(ttl)
         .wait("30s")
@@ -488,6 +516,9 @@ fn main() {
     // The PostgreSQL phase: rounds of its four faults for this long, on this lease.
     let pg_secs = env_num("CHAOS_PG_SECS", 20);
     let pg_ttl = Duration::from_millis(env_num("CHAOS_PG_TTL_MS", 1000));
+    // The partition phase: rounds of its three cuts for this long on each backend.
+    let part_secs = env_num("CHAOS_PARTITION_SECS", 12);
+    let part_ttl = Duration::from_millis(env_num("CHAOS_PARTITION_TTL_MS", 1000));
     let seed = env_num("CHAOS_SEED", mono_ns());
     // The fsync phase's policy: `always` (CI). With `everysec` the phase shows what Valkey 8's
     // WAITAOF acknowledges before the fsync (redis/redis#13793): see docs/high-availability.md.
@@ -594,12 +625,27 @@ fn main() {
             // A holder that outlives its lease's renewals, for a freeze to cut off.
             long_writes: Some((100, 140)),
         },
+        partition(
+            "partition-etcd",
+            "partitions: etcd, 3 members on 3 hosts",
+            Backend::Etcd,
+            (part_secs, clients, part_ttl),
+        ),
+        partition(
+            "partition-quorum",
+            "partitions: a quorum of 3 Redis masters on 3 hosts",
+            Backend::Quorum,
+            (part_secs, clients, part_ttl),
+        ),
     ];
-    // CHAOS_PHASES=semaphore,mix runs only those (all six by default).
+    // CHAOS_PHASES=semaphore,mix runs only those (all by default); `partition` names every
+    // partition-* phase.
     let only = std::env::var("CHAOS_PHASES").unwrap_or_default();
+    let named =
+        |p: &Phase, n: &str| n == p.name || (n == "partition" && p.name.starts_with("partition-"));
     let chosen: Vec<&Phase> = phases
         .iter()
-        .filter(|p| only.is_empty() || only.split(',').any(|n| n.trim() == p.name))
+        .filter(|p| only.is_empty() || only.split(',').any(|n| named(p, n.trim())))
         .collect();
     // The replay always runs first; CHAOS_PHASES=replay runs it alone.
     assert!(
@@ -618,12 +664,21 @@ fn main() {
     let mut etcd_rng = Rng::new(seed ^ 0x6574_6364);
     // And the PostgreSQL phase its own ("pg" in ASCII).
     let mut pg_rng = Rng::new(seed ^ 0x7067);
+    // And the partition phases theirs, each its own ("cut" in ASCII).
+    let part_rng = |backend| Rng::new(seed ^ 0x0063_7574 ^ ((backend as u64) << 24));
+    let mut skipped = 0;
     for phase in &chosen {
         let forgetful = phase.server == Server::Redis(Persistence::Nothing);
-        let mut report = match phase.server {
+        let report = match phase.server {
             Server::Etcd => phase.run(&mut etcd_rng),
             Server::Postgres => phase.run(&mut pg_rng),
             Server::Redis(_) => phase.run(&mut rng),
+            Server::Partition(backend) => phase.run(&mut part_rng(backend)),
+        };
+        let Some(mut report) = report else {
+            println!("chaos: {} skipped", phase.name);
+            skipped += 1;
+            continue;
         };
         expect_tokens_in_order(&mut report);
         if forgetful {
@@ -648,12 +703,34 @@ fn main() {
         failed += usize::from(!report.problems.is_empty());
     }
     println!(
-        "\ntest result: {}. {} passed; {failed} failed",
+        "\ntest result: {}. {} passed; {failed} failed; {skipped} skipped",
         if failed == 0 { "ok" } else { "FAILED" },
-        chosen.len() + 1 - failed
+        chosen.len() + 1 - failed - skipped
     );
     if failed > 0 {
         std::process::exit(1);
+    }
+}
+
+/// A partition phase on `backend`: (secs, clients, ttl). A fourth of the clients write 100 to
+/// 140 times (about 1.1 to 1.6 s): holders that must renew through a cut.
+fn partition(
+    name: &'static str,
+    title: &str,
+    backend: Backend,
+    (secs, clients, ttl): (u64, usize, Duration),
+) -> Phase {
+    Phase {
+        name,
+        title: title.into(),
+        how: How::Exclusive,
+        server: Server::Partition(backend),
+        kinds: chaos::partition::FAULTS,
+        secs,
+        clients,
+        ttl,
+        writes: (5, 16),
+        long_writes: Some((100, 140)),
     }
 }
 
