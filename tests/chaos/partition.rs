@@ -16,12 +16,14 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use super::check::Report;
+use super::clients::{Place, expect_no_survivors};
 use super::faults::{self, Fault, Kind};
-use super::store::Store;
+use super::sentinel_net::{DOWN_AFTER_MS, SentinelNet};
+use super::store::{Store, Worker};
 use crate::common::etcd_net::EtcdNet;
 use crate::common::net::{Net, Side};
 use crate::common::{PATIENCE, Proc, Redlock, TempDir, server_binary, wait_until};
-use crate::{KEY, Phase, Place, Rng, expect_no_survivors, mono_ns};
+use crate::{KEY, Phase, Rng, mono_ns};
 
 /// The faults of the phase: every one once a round.
 pub const FAULTS: &[Kind] = &[Kind::CutLink, Kind::CutHost, Kind::CutOneWay];
@@ -33,6 +35,9 @@ pub enum Backend {
     Etcd,
     /// Three independent Redis masters, redlock with three `--url`: a client needs two.
     Quorum,
+    /// A master and two replicas, a sentinel beside each, clients with `--min-replicas 1`: a
+    /// client needs the master, and the master a replica.
+    Sentinel,
 }
 
 const SERVERS: [&str; 3] = ["s0", "s1", "s2"];
@@ -90,10 +95,11 @@ impl Cut {
     }
 
     /// Whether the cut leaves a client on `host` without a working majority: no etcd member it
-    /// reaches reaches another member, or it reaches fewer than two masters. (A sufficient
-    /// condition: a member may be without a leader for other reasons; such a holder's stop is
-    /// allowed, not required.)
-    fn cuts_off(&self, backend: Backend, host: &str) -> bool {
+    /// reaches reaches another member, it reaches fewer than two masters, or it does not reach
+    /// the master Sentinel named before the cut (`master`), or that master no replica. (A
+    /// sufficient condition: a member may be without a leader for other reasons; such a
+    /// holder's stop is allowed, not required.)
+    fn cuts_off(&self, backend: Backend, host: &str, master: Option<&str>) -> bool {
         let reached: Vec<&str> = SERVERS
             .into_iter()
             .filter(|s| self.joins(host, s))
@@ -103,6 +109,9 @@ impl Cut {
             Backend::Etcd => !reached
                 .iter()
                 .any(|&s| SERVERS.iter().any(|&o| o != s && self.joins(s, o))),
+            Backend::Sentinel => master.is_some_and(|m| {
+                !reached.contains(&m) || !SERVERS.iter().any(|&r| r != m && self.joins(m, r))
+            }),
         }
     }
 }
@@ -121,6 +130,7 @@ impl fmt::Display for Cut {
 struct Servers<'n> {
     _etcd: Option<EtcdNet<'n>>,
     _redis: Vec<Proc>,
+    _sentinel: Option<SentinelNet>,
 }
 
 impl<'n> Servers<'n> {
@@ -129,6 +139,12 @@ impl<'n> Servers<'n> {
             Backend::Etcd => Servers {
                 _etcd: Some(EtcdNet::start(net, &SERVERS)),
                 _redis: Vec::new(),
+                _sentinel: None,
+            },
+            Backend::Sentinel => Servers {
+                _etcd: None,
+                _redis: Vec::new(),
+                _sentinel: Some(SentinelNet::start(net, &SERVERS)),
             },
             Backend::Quorum => {
                 let procs = SERVERS
@@ -151,21 +167,24 @@ impl<'n> Servers<'n> {
                 Servers {
                     _etcd: None,
                     _redis: procs,
+                    _sentinel: None,
                 }
             }
         }
     }
 }
 
-/// Each server's URL.
+/// Each server's URL (for Sentinel, one URL naming every sentinel).
 fn urls(net: &Net, backend: Backend) -> Vec<String> {
-    SERVERS
-        .iter()
-        .map(|h| match backend {
-            Backend::Etcd => format!("{}:2379", net.host(h).addr),
-            Backend::Quorum => format!("redis://{}:6379", net.host(h).addr),
-        })
-        .collect()
+    let each = |scheme: &str, port: u16| {
+        let url = |h: &&str| format!("{scheme}{}:{port}", net.host(h).addr);
+        SERVERS.iter().map(url).collect()
+    };
+    match backend {
+        Backend::Etcd => each("", 2379),
+        Backend::Quorum => each("redis://", 6379),
+        Backend::Sentinel => vec![SentinelNet::url(net, &SERVERS)],
+    }
 }
 
 /// The net, the servers, the store, the clients and the cuts; then the checker's report. None
@@ -188,7 +207,7 @@ pub fn run(phase: &Phase, backend: Backend, rng: &mut Rng) -> Option<Report> {
                 order.rotate_left(client % members.len());
                 vec![format!("etcd://{}", order.join(","))]
             }
-            Backend::Quorum => members.clone(),
+            Backend::Quorum | Backend::Sentinel => members.clone(),
         };
         Place {
             urls,
@@ -197,8 +216,11 @@ pub fn run(phase: &Phase, backend: Backend, rng: &mut Rng) -> Option<Report> {
     });
     let mut cuts = Vec::new();
     let faults = phase.schedule(started, rng, |kind, rng| {
+        let master = (backend == Backend::Sentinel)
+            .then(|| SentinelNet::master(&net, &SERVERS))
+            .flatten();
         let (fault, cut) = inject(&net, &store, phase, kind, rng);
-        cuts.push(cut);
+        cuts.push((cut, master));
         vec![fault]
     });
     let runs = clients.finish();
@@ -281,17 +303,28 @@ fn inject(net: &Net, store: &Store, phase: &Phase, kind: Kind, rng: &mut Rng) ->
 /// Holders the cuts left without a working majority: each made its last write less than a ttl
 /// after the cut, and one that did not end on its own was stopped by redlock (76). Some holder
 /// was cut off, or the phase showed nothing.
-fn expect_cut_off_in_time(r: &mut Report, ttl: Duration, backend: Backend, cuts: &[Cut]) {
+fn expect_cut_off_in_time(
+    r: &mut Report,
+    ttl: Duration,
+    backend: Backend,
+    cuts: &[(Cut, Option<&str>)],
+) {
     let ttl_ns = ttl.as_nanos() as u64;
     let t0 = r.state.workers.first().map_or(0, |w| w.start);
     let ms = |t: u64| t.saturating_sub(t0) as f64 / 1e6;
     let mut problems = Vec::new();
     let (mut cut_off, mut longest) = (0, 0u64);
-    for (f, cut) in r.faults.iter().zip(cuts) {
+    for (f, (cut, master)) in r.faults.iter().zip(cuts) {
         // Started before the heal: it took the lock before the cut, for no take gets through
-        // one. Running at the cut or after it.
-        let held = r.state.workers.iter().filter(|w| w.start < f.healed);
-        for w in held.filter(|w| w.last >= f.at && cut.cuts_off(backend, host_of(w.client))) {
+        // one. With Sentinel, before a failover could have given its side a new master: no
+        // sooner than a sentinel's wait after the cut.
+        let taken_by = match backend {
+            Backend::Sentinel => f.healed.min(f.at + DOWN_AFTER_MS * 1_000_000),
+            _ => f.healed,
+        };
+        let held = r.state.workers.iter().filter(|w| w.start < taken_by);
+        let off = |w: &&Worker| cut.cuts_off(backend, host_of(w.client), *master);
+        for w in held.filter(|w| w.last >= f.at).filter(off) {
             cut_off += 1;
             longest = longest.max(w.last - f.at);
             if w.last >= f.at + ttl_ns {
@@ -334,7 +367,14 @@ fn expect_cut_off_in_time(r: &mut Report, ttl: Duration, backend: Backend, cuts:
         .faults
         .iter()
         .zip(cuts)
-        .map(|(f, cut)| format!("{:.1}-{:.1} s {cut}", ms(f.at) / 1e3, ms(f.healed) / 1e3))
+        .map(|(f, (cut, master))| {
+            let master = master.map_or(String::new(), |m| format!(" (master {m})"));
+            format!(
+                "{:.1}-{:.1} s {cut}{master}",
+                ms(f.at) / 1e3,
+                ms(f.healed) / 1e3
+            )
+        })
         .collect();
     println!("chaos: the cuts: {}", lines.join("; "));
     r.notes.push((
@@ -355,7 +395,7 @@ fn expect_cut_off_in_time(r: &mut Report, ttl: Duration, backend: Backend, cuts:
 /// What the check takes as cut off, on cuts whose answer is plain: the phase checks its own
 /// model before it relies on it (the binary runs no unit tests).
 fn the_model_holds() {
-    use Backend::{Etcd, Quorum};
+    use Backend::{Etcd, Quorum, Sentinel};
     let one_way = |from, to: &[&'static str]| Cut::OneWay {
         from,
         to: to.to_vec(),
@@ -374,9 +414,16 @@ fn the_model_holds() {
         (one_way("c2", &["s0", "s1"]), Quorum, "c2", true),
         (one_way("c2", &["s0", "s1"]), Etcd, "c2", false),
         (one_way("c2", &["s0", "s1", "s2"]), Etcd, "c2", true),
+        // The master on side A has no replica there; side B has no master.
+        (Cut::Link, Sentinel, "c0", true),
+        (Cut::Link, Sentinel, "c3", true),
+        (Cut::Host("s1"), Sentinel, "c0", false),
+        (one_way("s0", &["s1", "s2"]), Sentinel, "c2", true),
+        (one_way("c1", &["s2"]), Sentinel, "c1", false),
     ] {
+        let master = (backend == Sentinel).then_some("s0");
         assert_eq!(
-            cut.cuts_off(backend, host),
+            cut.cuts_off(backend, host, master),
             off,
             "the phase's model: {cut} on {backend:?} for a client on {host}"
         );
