@@ -128,7 +128,7 @@ impl fmt::Display for Cut {
 
 /// The servers of one backend, running on their hosts until dropped.
 struct Servers<'n> {
-    _etcd: Option<EtcdNet<'n>>,
+    etcd: Option<EtcdNet<'n>>,
     _redis: Vec<Proc>,
     _sentinel: Option<SentinelNet>,
 }
@@ -137,12 +137,12 @@ impl<'n> Servers<'n> {
     fn start(net: &'n Net, backend: Backend) -> Servers<'n> {
         match backend {
             Backend::Etcd => Servers {
-                _etcd: Some(EtcdNet::start(net, &SERVERS)),
+                etcd: Some(EtcdNet::start(net, &SERVERS)),
                 _redis: Vec::new(),
                 _sentinel: None,
             },
             Backend::Sentinel => Servers {
-                _etcd: None,
+                etcd: None,
                 _redis: Vec::new(),
                 _sentinel: Some(SentinelNet::start(net, &SERVERS)),
             },
@@ -165,7 +165,7 @@ impl<'n> Servers<'n> {
                     });
                 }
                 Servers {
-                    _etcd: None,
+                    etcd: None,
                     _redis: procs,
                     _sentinel: None,
                 }
@@ -226,9 +226,61 @@ pub fn run(phase: &Phase, backend: Backend, rng: &mut Rng) -> Option<Report> {
     let runs = clients.finish();
     let mut report = phase.report(started.elapsed(), faults, &store, runs);
     expect_cut_off_in_time(&mut report, phase.ttl, backend, &cuts);
+    nothing_left(&net, &servers, phase.ttl, &mut report);
     expect_no_survivors(&store, &mut report);
     drop(servers);
     Some(report)
+}
+
+/// Afterwards, every cut healed, nothing of the lock is left within a few ttls (a holder that
+/// could not release leaves its lease to run out): on etcd no entry of its queue and no lease,
+/// on every Redis server none of the lock's keys (the lock, its kind, holders and holder).
+fn nothing_left(net: &Net, servers: &Servers, ttl: Duration, report: &mut Report) {
+    let grace = ttl * 2 + Duration::from_secs(3);
+    let give_up = Instant::now() + grace;
+    let lock = format!("redlock:{{{KEY}}}");
+    let left = || -> Result<String, String> {
+        if let Some(etcd) = &servers.etcd {
+            let (keys, leases) = etcd.leftovers("c0", &format!("{lock}/q/"))?;
+            return Ok(match (keys, leases) {
+                (0, 0) => String::new(),
+                _ => format!("{keys} entries in {lock}/q/ and {leases} leases in etcd"),
+            });
+        }
+        let keys: Vec<String> = ["", ":kind", ":holders", ":holder"]
+            .iter()
+            .map(|k| format!("{lock}{k}"))
+            .collect();
+        let mut found = Vec::new();
+        for h in SERVERS {
+            let addr = &net.host(h).addr;
+            let mut cmd = net.command("c0", "timeout");
+            cmd.args(["2", "redis-cli", "-h", addr, "-p", "6379", "exists"])
+                .args(&keys);
+            let out = cmd.output().map_err(|e| e.to_string())?;
+            let n = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            match n.parse::<u32>() {
+                Ok(0) => {}
+                Ok(n) => found.push(format!("{n} of the lock's keys on {h}")),
+                Err(_) => return Err(format!("{h} answered {n:?}")),
+            }
+        }
+        Ok(found.join(", "))
+    };
+    loop {
+        let seen = left();
+        if seen.as_deref() == Ok("") {
+            return;
+        }
+        if Instant::now() > give_up {
+            let what = seen.unwrap_or_else(|e| format!("no answer: {e}"));
+            report.problems.push(format!(
+                "{grace:?} after the clients ended, the lock is not gone: {what}"
+            ));
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Draw a cut of `kind`, make it for 1.5 to 2.5 ttls, heal it, and wait for the lock to be taken

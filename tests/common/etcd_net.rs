@@ -177,6 +177,26 @@ impl<'n> EtcdNet<'n> {
         assert_eq!(self.leader(&from), to);
     }
 
+    /// How many keys under `prefix`, and how many leases, asked from host `from`; Err when the
+    /// cluster did not answer.
+    pub fn leftovers(&self, from: &str, prefix: &str) -> Result<(usize, usize), String> {
+        let count = |args: &[&str], skip: usize| {
+            let out = self.etcdctl(from, &self.endpoints(), args);
+            if !out.status.success() {
+                return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+            }
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            Ok(text
+                .lines()
+                .skip(skip)
+                .filter(|l| !l.trim().is_empty())
+                .count())
+        };
+        // `get --keys-only` prints each key; `lease list` prints `found N leases`, then ids.
+        let keys = count(&["get", "--prefix", "--keys-only", "--", prefix], 0)?;
+        Ok((keys, count(&["lease", "list"], 1)?))
+    }
+
     /// Waits until every member says it is healthy (a leader, a linearizable read), asked
     /// from host `from`.
     #[track_caller]
