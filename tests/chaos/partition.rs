@@ -215,11 +215,11 @@ pub fn run(phase: &Phase, backend: Backend, rng: &mut Rng) -> Option<Report> {
         }
     });
     let mut cuts = Vec::new();
+    // Whether a cut has aimed at a holder yet: the first cut of one host does, so that even
+    // the short form cuts some holder off.
+    let mut aimed = false;
     let faults = phase.schedule(started, rng, |kind, rng| {
-        let master = (backend == Backend::Sentinel)
-            .then(|| SentinelNet::master(&net, &SERVERS))
-            .flatten();
-        let (fault, cut) = inject(&net, &store, phase, kind, rng);
+        let (fault, cut, master) = inject(&net, &store, (phase, backend), kind, rng, &mut aimed);
         cuts.push((cut, master));
         vec![fault]
     });
@@ -284,11 +284,19 @@ fn nothing_left(net: &Net, servers: &Servers, ttl: Duration, report: &mut Report
 }
 
 /// Draw a cut of `kind`, make it for 1.5 to 2.5 ttls, heal it, and wait for the lock to be taken
-/// again. Half the cuts of one host aim at the host of a long holder that has just started, so
-/// that a cut meets a holder that must renew through it.
-fn inject(net: &Net, store: &Store, phase: &Phase, kind: Kind, rng: &mut Rng) -> (Fault, Cut) {
+/// again. Half the cuts of one host, and the first, aim at the host of a long holder that has
+/// just started, so that a cut meets a holder that must renew through it. Returns the fault,
+/// the cut, and with Sentinel the master its sentinels named just before it.
+fn inject(
+    net: &Net,
+    store: &Store,
+    (phase, backend): (&Phase, Backend),
+    kind: Kind,
+    rng: &mut Rng,
+    aimed: &mut bool,
+) -> (Fault, Cut, Option<&'static str>) {
     // Every draw first, the same whatever the hosts do: the schedule is the seed's.
-    let aim = rng.unit() < 0.5;
+    let aim = rng.unit() < 0.5 || (!*aimed && kind != Kind::CutLink);
     let any = LAYOUT[rng.range(0, LAYOUT.len() as u64) as usize].0;
     let mask = rng.range(1, 8);
     let hold = phase.ttl.mul_f64(1.5 + rng.unit());
@@ -299,6 +307,7 @@ fn inject(net: &Net, store: &Store, phase: &Phase, kind: Kind, rng: &mut Rng) ->
             })
         })
         .flatten();
+    *aimed |= holder.is_some();
     let target = match holder {
         Some(w) => host_of(store.snapshot().workers[w].client),
         None => any,
@@ -328,6 +337,9 @@ fn inject(net: &Net, store: &Store, phase: &Phase, kind: Kind, rng: &mut Rng) ->
         }
         _ => unreachable!("{kind:?} is not a partition"),
     };
+    let master = (backend == Backend::Sentinel)
+        .then(|| SentinelNet::master(net, &SERVERS))
+        .flatten();
     match &cut {
         Cut::Link => net.cut(),
         Cut::Host(h) => net.cut_host(h),
@@ -349,7 +361,7 @@ fn inject(net: &Net, store: &Store, phase: &Phase, kind: Kind, rng: &mut Rng) ->
         fence: None,
         recovery: faults::recovery(store, healed, phase.bound()),
     };
-    (fault, cut)
+    (fault, cut, master)
 }
 
 /// Holders the cuts left without a working majority: each made its last write less than a ttl
