@@ -2,8 +2,10 @@
 //! namespaces (tests/common/net.rs), two clients a host, while the network between the hosts is
 //! cut and healed on a schedule drawn from the seed: the link between the two switches, one
 //! host's port, or what one host sends to some others. The lock's three servers live on hosts of
-//! their own: a 3-member etcd cluster, or a quorum of three Redis masters. The workers reach the
-//! fenced store over its unix socket, which every namespace shares: a cut never hides a write.
+//! their own: a 3-member etcd cluster, a quorum of three Redis masters, or a master with two
+//! replicas and a sentinel beside each (tests/chaos/sentinel_net.rs), its clients with
+//! `--min-replicas 1`. The workers reach the fenced store over its unix socket, which every
+//! namespace shares: a cut never hides a write.
 //!
 //! A partition excuses nothing: the checks are the main phase's with no fault window at all (at
 //! most one worker at any moment, only stale writes refused, and there are none to be, no token
