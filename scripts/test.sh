@@ -8,8 +8,8 @@
 # Debian's cron runs the crontab recipes in the crond module; the conformance and etcd modules
 # start 3-member etcd clusters of Debian's etcd-server on free ports (its package may start a
 # service on 2379 when installed; no test uses that one), read with its etcdctl (etcd-client).
-# The partition suite (tests/partition.rs, run by the last line's `cargo test --locked`) needs
-# root: it makes network namespaces with ip (iproute2), cuts one way with nft (nftables) and
+# The partition suite (tests/partition.rs, run by the last line's `cargo test --locked`), and
+# the chaos suite's partition phases, need root: it makes network namespaces with ip (iproute2), cuts one way with nft (nftables) and
 # gives each host its hostname with unshare (util-linux).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -10,7 +10,9 @@
 //! Last, the same clients on a real 3-member etcd cluster whose members are stopped, killed and
 //! cut to a minority, and whose leases are revoked (tests/chaos/etcd.rs); and on a real
 //! PostgreSQL frozen past the lease, restarted, killed, and robbed of its holder's row by hand
-//! (tests/chaos/pg.rs).
+//! (tests/chaos/pg.rs). Then partitions: the clients on hosts in network namespaces, the lock
+//! on etcd members or Redis masters on hosts of their own, the links between them cut and
+//! healed (tests/chaos/partition.rs; needs root, as the partition suite does).
 //!
 //! `cargo test --test chaos` runs the short form (CI); `CHAOS_SECS=180 CHAOS_CLIENTS=16 cargo
 //! test --test chaos` the long one. `CHAOS_TTL_MS` sets the lease (default 1000) and
@@ -18,10 +20,12 @@
 //! `CHAOS_MULTI_SECS` says longer, with `CHAOS_MULTI_CLIENTS` clients (6), `CHAOS_MULTI_TTL_MS`
 //! (500: a round in about 10 s each) and `CHAOS_LIMIT` (3). The etcd phase runs for
 //! `CHAOS_ETCD_SECS` (20) on a lease of `CHAOS_ETCD_TTL_MS` (1000), with `CHAOS_CLIENTS`
-//! clients; the PostgreSQL phase for `CHAOS_PG_SECS` (20) on `CHAOS_PG_TTL_MS` (1000).
-//! `CHAOS_PHASES=semaphore,mix` runs only the phases named (main, empty, fsync,
-//! semaphore, mix, etcd, postgres; a deterministic replay always runs first, alone with
-//! `CHAOS_PHASES=replay`). The binary re-executes itself as the worker (`--chaos-worker <store
+//! clients; the PostgreSQL phase for `CHAOS_PG_SECS` (20) on `CHAOS_PG_TTL_MS` (1000); each
+//! partition phase for `CHAOS_PARTITION_SECS` (12) on `CHAOS_PARTITION_TTL_MS` (1000), and
+//! scripts/chaos-partition.sh runs them long. `CHAOS_PHASES=semaphore,mix` runs only the
+//! phases named (main, empty, fsync, semaphore, mix, etcd, postgres, partition-etcd,
+//! partition-quorum, partition-sentinel, or partition for the three; a deterministic replay always runs first, alone
+//! with `CHAOS_PHASES=replay`). The binary re-executes itself as the worker (`--chaos-worker <store
 //! socket>`).
 
 // Fixtures shared with the integration suite: redis-server, temp dirs, the redlock command. This
@@ -35,12 +39,20 @@ mod common;
 mod chaos {
     // The checker over the history, and the summary table.
     pub mod check;
+    // The clients' threads, each running redlock again and again, and their runs.
+    pub mod clients;
+    // What the phases expect beyond the checker's rules.
+    pub mod expect;
     // The fault injectors.
     pub mod faults;
     // The etcd phase: a 3-member cluster and its members' faults.
     pub mod etcd;
+    // The partition phase: hosts in network namespaces, cut and healed, on etcd and a quorum.
+    pub mod partition;
     // The PostgreSQL phase: one server frozen, restarted, killed, a holder's row deleted.
     pub mod pg;
+    // Redis with Sentinel on a network's hosts: a master, two replicas, three sentinels.
+    pub mod sentinel_net;
     // A history the semaphore phase met, replayed deterministically.
     pub mod replay;
     // The fenced store.
@@ -49,18 +61,20 @@ mod chaos {
     pub mod worker;
 }
 
-use std::ffi::OsStr;
-use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use chaos::check::{Report, Rules, Run};
+use chaos::clients::expect_no_survivors;
+use chaos::expect::{
+    expect_fenced_store, expect_mix, expect_restart_survived, expect_semaphore,
+    expect_tokens_in_order,
+};
 use chaos::faults::{self, Fault, Kind, World};
+use chaos::partition::Backend;
 use chaos::store::Store;
 use chaos::worker;
-use common::{Proxy, RedisServer, Redlock, ServerOpts, TempDir};
+use common::{Proxy, RedisServer, ServerOpts, TempDir};
 
 const KEY: &str = "chaos";
 
@@ -164,6 +178,9 @@ enum Server {
     Etcd,
     /// A real PostgreSQL server (tests/chaos/pg.rs).
     Postgres,
+    /// Three servers on hosts in network namespaces, the clients on others
+    /// (tests/chaos/partition.rs).
+    Partition(chaos::partition::Backend),
 }
 
 /// One phase: a server, a fenced store, clients and faults.
@@ -184,30 +201,14 @@ struct Phase {
     long_writes: Option<(u64, u64)>,
 }
 
-/// The clients' threads: each runs `redlock run --wait` again and again until told to stop.
-struct Clients {
-    stop: Arc<AtomicBool>,
-    runs: Arc<Mutex<Vec<Run>>>,
-    threads: Vec<thread::JoinHandle<()>>,
-}
-
-impl Clients {
-    /// Stop the loops, wait for the runs under way to end, and return every run.
-    fn finish(self) -> Vec<Run> {
-        self.stop.store(true, Ordering::SeqCst);
-        for t in self.threads {
-            t.join().expect("a client thread panicked");
-        }
-        std::mem::take(&mut self.runs.lock().unwrap())
-    }
-}
-
 impl Phase {
-    fn run(&self, rng: &mut Rng) -> Report {
+    /// None when the phase cannot run here, and said why.
+    fn run(&self, rng: &mut Rng) -> Option<Report> {
         match self.server {
-            Server::Redis(persistence) => self.run_redis(persistence, rng),
-            Server::Etcd => chaos::etcd::run(self, rng),
-            Server::Postgres => chaos::pg::run(self, rng),
+            Server::Redis(persistence) => Some(self.run_redis(persistence, rng)),
+            Server::Etcd => Some(chaos::etcd::run(self, rng)),
+            Server::Postgres => Some(chaos::pg::run(self, rng)),
+            Server::Partition(backend) => chaos::partition::run(self, backend, rng),
         }
     }
 
@@ -266,44 +267,6 @@ impl Phase {
     /// Whether `client` runs the long workers.
     fn long(&self, client: usize) -> bool {
         self.long_writes.is_some() && client % 4 == 3
-    }
-
-    /// Start the clients, client `c` against `url(c)`.
-    fn start_clients(&self, store: &Store, url: impl Fn(usize) -> String) -> Clients {
-        let stop = Arc::new(AtomicBool::new(false));
-        let runs = Arc::new(Mutex::new(Vec::new()));
-        let mut threads = Vec::new();
-        for client in 0..self.clients {
-            let url = url(client);
-            let ttl = format!("{}ms", self.ttl.as_millis());
-            let socket = store.path().to_owned();
-            let (lo, hi) = match self.long_writes {
-                Some(long) if self.long(client) => long,
-                _ => self.writes,
-            };
-            let writes = format!("{lo} {hi}");
-            let mut flags = self.how.flags(client);
-            if let Server::Redis(Persistence::MachineCrash { .. }) = self.server {
-                flags.push("--fsync".into());
-            }
-            let (stop, runs) = (Arc::clone(&stop), Arc::clone(&runs));
-            threads.push(thread::spawn(move || {
-                while !stop.load(Ordering::SeqCst) {
-                    let run = run_client(client, &url, &ttl, &flags, &socket, &writes);
-                    // Unreachable, or (a semaphore's client) refused beside the intruder's key.
-                    let pause = matches!(run.code, 64 | 69);
-                    runs.lock().unwrap().push(run);
-                    if pause {
-                        thread::sleep(Duration::from_millis(50));
-                    }
-                }
-            }));
-        }
-        Clients {
-            stop,
-            runs,
-            threads,
-        }
     }
 
     /// Rounds of every fault kind in a random order, with random gaps, until the time is up:
@@ -381,84 +344,6 @@ impl Phase {
     }
 }
 
-/// No worker process of this phase is left running (after 5 s of grace).
-fn expect_no_survivors(store: &Store, report: &mut Report) {
-    let socket = store.path().to_string_lossy().into_owned();
-    let give_up = Instant::now() + Duration::from_secs(5);
-    let mut survivors = processes_mentioning(&socket);
-    while !survivors.is_empty() && Instant::now() < give_up {
-        thread::sleep(Duration::from_millis(20));
-        survivors = processes_mentioning(&socket);
-    }
-    if !survivors.is_empty() {
-        report
-            .problems
-            .push(format!("worker processes survive: {survivors:?}"));
-    }
-}
-
-/// One `redlock run --wait` of the worker, to its end.
-fn run_client(
-    client: usize,
-    url: &str,
-    ttl: &str,
-    flags: &[String],
-    socket: &std::path::Path,
-    writes: &str,
-) -> Run {
-    let exe = std::env::current_exe().expect("current_exe");
-    // Spawned by hand: no patience (a waiter may wait 30 s and then run), stdout not kept.
-    let mut cmd = Redlock::run_at(url)
-        .key(KEY)
-        .ttl(ttl)
-        .wait("30s")
-        .args(flags)
-        .command([
-            exe.as_os_str(),
-            OsStr::new("--chaos-worker"),
-            socket.as_os_str(),
-        ])
-        .env("CHAOS_CLIENT", client.to_string())
-        .env("CHAOS_WRITES", writes)
-        .into_command();
-    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
-    let spawned = mono_ns();
-    let child = cmd.spawn().expect("running redlock");
-    let pid = child.id() as i32;
-    let out = child.wait_with_output().expect("waiting for redlock");
-    let reaped = mono_ns();
-    use std::os::unix::process::ExitStatusExt;
-    let code = out
-        .status
-        .code()
-        .unwrap_or_else(|| 128 + out.status.signal().unwrap_or(0));
-    Run {
-        client,
-        pid,
-        spawned,
-        reaped,
-        code,
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-/// Pids whose command line mentions `needle` (the store socket: the workers of this run).
-fn processes_mentioning(needle: &str) -> Vec<i32> {
-    let me = std::process::id() as i32;
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        if pid != me && common::pid_alive(pid) && String::from_utf8_lossy(&cmdline).contains(needle)
-        {
-            pids.push(pid);
-        }
-    }
-    pids
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--chaos-worker") {
@@ -488,6 +373,9 @@ fn main() {
     // The PostgreSQL phase: rounds of its four faults for this long, on this lease.
     let pg_secs = env_num("CHAOS_PG_SECS", 20);
     let pg_ttl = Duration::from_millis(env_num("CHAOS_PG_TTL_MS", 1000));
+    // The partition phase: rounds of its three cuts for this long on each backend.
+    let part_secs = env_num("CHAOS_PARTITION_SECS", 12);
+    let part_ttl = Duration::from_millis(env_num("CHAOS_PARTITION_TTL_MS", 1000));
     let seed = env_num("CHAOS_SEED", mono_ns());
     // The fsync phase's policy: `always` (CI). With `everysec` the phase shows what Valkey 8's
     // WAITAOF acknowledges before the fsync (redis/redis#13793): see docs/high-availability.md.
@@ -594,12 +482,33 @@ fn main() {
             // A holder that outlives its lease's renewals, for a freeze to cut off.
             long_writes: Some((100, 140)),
         },
+        partition(
+            "partition-etcd",
+            "partitions: etcd, 3 members on 3 hosts",
+            Backend::Etcd,
+            (part_secs, clients, part_ttl),
+        ),
+        partition(
+            "partition-quorum",
+            "partitions: a quorum of 3 Redis masters on 3 hosts",
+            Backend::Quorum,
+            (part_secs, clients, part_ttl),
+        ),
+        partition(
+            "partition-sentinel",
+            "partitions: Redis with Sentinel, --min-replicas 1, on 3 hosts",
+            Backend::Sentinel,
+            (part_secs, clients, part_ttl),
+        ),
     ];
-    // CHAOS_PHASES=semaphore,mix runs only those (all six by default).
+    // CHAOS_PHASES=semaphore,mix runs only those (all by default); `partition` names every
+    // partition-* phase.
     let only = std::env::var("CHAOS_PHASES").unwrap_or_default();
+    let named =
+        |p: &Phase, n: &str| n == p.name || (n == "partition" && p.name.starts_with("partition-"));
     let chosen: Vec<&Phase> = phases
         .iter()
-        .filter(|p| only.is_empty() || only.split(',').any(|n| n.trim() == p.name))
+        .filter(|p| only.is_empty() || only.split(',').any(|n| named(p, n.trim())))
         .collect();
     // The replay always runs first; CHAOS_PHASES=replay runs it alone.
     assert!(
@@ -618,12 +527,21 @@ fn main() {
     let mut etcd_rng = Rng::new(seed ^ 0x6574_6364);
     // And the PostgreSQL phase its own ("pg" in ASCII).
     let mut pg_rng = Rng::new(seed ^ 0x7067);
+    // And the partition phases theirs, each its own ("cut" in ASCII).
+    let part_rng = |backend| Rng::new(seed ^ 0x0063_7574 ^ ((backend as u64) << 24));
+    let mut skipped = 0;
     for phase in &chosen {
         let forgetful = phase.server == Server::Redis(Persistence::Nothing);
-        let mut report = match phase.server {
+        let report = match phase.server {
             Server::Etcd => phase.run(&mut etcd_rng),
             Server::Postgres => phase.run(&mut pg_rng),
             Server::Redis(_) => phase.run(&mut rng),
+            Server::Partition(backend) => phase.run(&mut part_rng(backend)),
+        };
+        let Some(mut report) = report else {
+            println!("chaos: {} skipped", phase.name);
+            skipped += 1;
+            continue;
         };
         expect_tokens_in_order(&mut report);
         if forgetful {
@@ -648,132 +566,33 @@ fn main() {
         failed += usize::from(!report.problems.is_empty());
     }
     println!(
-        "\ntest result: {}. {} passed; {failed} failed",
+        "\ntest result: {}. {} passed; {failed} failed; {skipped} skipped",
         if failed == 0 { "ok" } else { "FAILED" },
-        chosen.len() + 1 - failed
+        chosen.len() + 1 - failed - skipped
     );
     if failed > 0 {
         std::process::exit(1);
     }
 }
 
-/// Tokens never repeat and follow the order of acquisitions, with Redis keeping its data or not
-/// (the server's clock carries the order across a restart that lost the counter), and a holder
-/// frozen past its lease had its stale write refused and its redlock said so.
-fn expect_tokens_in_order(r: &mut Report) {
-    if r.tokens_repeated > 0 {
-        let t0 = r.state.workers.first().map_or(0, |w| w.start);
-        let ms = |t: u64| (t.saturating_sub(t0)) as f64 / 1e6;
-        let who: Vec<String> = r
-            .state
-            .workers
-            .iter()
-            .filter(|w| r.repeated.contains(&w.fence))
-            .map(|w| {
-                let run = r.run_of(w);
-                format!(
-                    "token {} client {} ran {:.0}..{:.0} ms, redlock exited {:?}",
-                    w.fence,
-                    w.client,
-                    ms(w.start),
-                    ms(w.last),
-                    run.map(|run| run.code)
-                )
-            })
-            .collect();
-        let faults: Vec<String> = r
-            .faults
-            .iter()
-            .map(|f| format!("{} {:.0}..{:.0} ms", f.kind.name(), ms(f.at), ms(f.healed)))
-            .collect();
-        r.problems.push(format!(
-            "{} fencing tokens repeated: {}; faults: {}",
-            r.tokens_repeated,
-            who.join("; "),
-            faults.join(", ")
-        ));
-    }
-    if r.out_of_order > 0 {
-        let detail = r.order_detail.clone();
-        r.problems.push(detail);
-    }
-    let frozen: Vec<i64> = r
-        .faults
-        .iter()
-        .filter(|f| f.kind == Kind::StopJob)
-        .filter_map(|f| f.fence)
-        .collect();
-    if !frozen.is_empty() && r.rejected_stale == 0 {
-        r.problems
-            .push("a frozen holder resumed but no stale write was refused".into());
-    }
-    // A holder frozen past its lease ran its command without the lock: redlock must say so.
-    // Its run is the one with its pid whose life spans the worker's start: a long run reuses
-    // pids (32768 of them, three a run: redlock, its watchdog, its command).
-    let mut wrong = Vec::new();
-    for w in r.state.workers.iter().filter(|w| frozen.contains(&w.fence)) {
-        let code = r.run_of(w).map(|run| run.code);
-        if code != Some(76) {
-            wrong.push(format!(
-                "the redlock frozen past its lease with token {} exited {code:?}, not 76",
-                w.fence
-            ));
-        }
-    }
-    r.problems.extend(wrong);
-}
-
-/// One holder at a time: the fenced store refuses only robbed holders' writes.
-fn expect_fenced_store(r: &mut Report) {
-    if r.rejected != r.rejected_stale {
-        r.problems.push(format!(
-            "{} writes refused from holders no fault had robbed",
-            r.rejected - r.rejected_stale
-        ));
-    }
-}
-
-/// A semaphore of N: N workers did run at once (so the sweep can see more than one), and it
-/// kept making progress: on average more than one worker per fault.
-fn expect_semaphore(r: &mut Report, n: usize) {
-    if r.max_outside < n {
-        r.problems.push(format!(
-            "never {n} workers at once outside fault windows (at most {}): the semaphore ran \
-             below its limit",
-            r.max_outside
-        ));
-    }
-    if r.state.workers.len() <= r.faults.len() {
-        r.problems.push(format!(
-            "only {} workers ran across {} faults",
-            r.state.workers.len(),
-            r.faults.len()
-        ));
-    }
-}
-
-/// Shared and exclusive: shared workers did run together (so the sweep could catch an
-/// exclusive one among them), and exclusive workers got in despite the stream of shared ones:
-/// at least a tenth of all workers (a third of the clients are exclusive; with new shared
-/// holders queued behind a waiting exclusive one they get about 45%, without that queue 2%).
-fn expect_mix(r: &mut Report) {
-    if r.max_shared < 2 {
-        r.problems
-            .push("shared workers never ran together outside fault windows".into());
-    }
-    if r.exclusive_runs * 10 < r.state.workers.len() {
-        r.problems.push(format!(
-            "exclusive workers starved: {} ran beside {} shared ones",
-            r.exclusive_runs, r.shared_runs
-        ));
-    }
-}
-
-/// Without persistence the counter is lost with the restart; the server's clock carries the
-/// tokens' order across it, so none is handed out twice (the general check says so).
-fn expect_restart_survived(r: &mut Report) {
-    if r.faults.is_empty() {
-        r.problems
-            .push("no restart happened: the phase showed nothing".into());
+/// A partition phase on `backend`: (secs, clients, ttl). A fourth of the clients write 100 to
+/// 140 times (about 1.1 to 1.6 s): holders that must renew through a cut.
+fn partition(
+    name: &'static str,
+    title: &str,
+    backend: Backend,
+    (secs, clients, ttl): (u64, usize, Duration),
+) -> Phase {
+    Phase {
+        name,
+        title: title.into(),
+        how: How::Exclusive,
+        server: Server::Partition(backend),
+        kinds: chaos::partition::FAULTS,
+        secs,
+        clients,
+        ttl,
+        writes: (5, 16),
+        long_writes: Some((100, 140)),
     }
 }

@@ -8,21 +8,19 @@
 //!
 //! `cargo test --locked --test partition` (as root). docs/testing.md has the measured numbers.
 
-// Fixtures shared with the integration suite: the redlock binary, temp dirs, etcd's binaries.
+// Fixtures shared with the other suites: the redlock binary, temp dirs, etcd's binaries, and
+// the network (namespaces on two switches: cut, heal, one host cut, a one-way cut) with an etcd
+// cluster on its hosts, which the chaos suite's partition phase uses too.
 // This suite uses only a few of them; the allowance stays on this one declaration.
 #[allow(dead_code, unused_imports)]
 mod common;
 
 // The suite's parts, in tests/partition/.
 mod partition {
-    // The network: namespaces, two switches, cut, heal, one host cut, a one-way cut.
-    pub mod net;
     // The resource the holders write to, and the check over it.
     pub mod resource;
     // What every case does around its cut: the lock, the resource, redlock on a host.
     pub mod scene;
-    // A 3-member etcd cluster on hosts of the net.
-    pub mod etcd_cluster;
     // etcd split: the holder with the leader, with a follower, alone; a member cut off.
     mod etcd;
     // One redis-server split from the holder.

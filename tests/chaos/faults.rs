@@ -58,6 +58,13 @@ pub enum Kind {
     PgKill,
     /// The holder's row deleted by hand: the holder hears of it at its next renewal.
     PgHolderDeleted,
+    /// The link between the partition phase's two switches down for 1.5 to 2.5 ttls: each
+    /// side runs on with the servers it has.
+    CutLink,
+    /// One host's port down for 1.5 to 2.5 ttls: a server, or clients, alone.
+    CutHost,
+    /// What one host sends to some others dropped for 1.5 to 2.5 ttls.
+    CutOneWay,
 }
 
 /// The faults of the main run, every one at least once.
@@ -100,6 +107,9 @@ impl Kind {
             Kind::PgRestart => "PostgreSQL restarted",
             Kind::PgKill => "PostgreSQL killed, restarted",
             Kind::PgHolderDeleted => "PostgreSQL holder's row deleted",
+            Kind::CutLink => "partition: the two sides",
+            Kind::CutHost => "partition: one host alone",
+            Kind::CutOneWay => "partition: one way",
         }
     }
 
@@ -343,6 +353,9 @@ impl World<'_> {
             }
             Kind::PgFreeze | Kind::PgRestart | Kind::PgKill | Kind::PgHolderDeleted => {
                 unreachable!("{kind:?} is a PostgreSQL fault (tests/chaos/pg.rs)")
+            }
+            Kind::CutLink | Kind::CutHost | Kind::CutOneWay => {
+                unreachable!("{kind:?} is a partition (tests/chaos/partition.rs)")
             }
         }
         let healed = mono_ns();

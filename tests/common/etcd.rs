@@ -672,7 +672,11 @@ fn http_get(port: u16, path: &str) -> std::io::Result<String> {
 /// Calls `attempt` every 50 ms (each may run etcdctl, a Go program: no busier than that on a
 /// small machine) until it is Ok; panics with `what` and the last error after `timeout`.
 #[track_caller]
-fn retry<T>(timeout: Duration, what: &str, mut attempt: impl FnMut() -> Result<T, String>) -> T {
+pub(super) fn retry<T>(
+    timeout: Duration,
+    what: &str,
+    mut attempt: impl FnMut() -> Result<T, String>,
+) -> T {
     let deadline = Instant::now() + timeout;
     loop {
         match attempt() {
@@ -714,7 +718,7 @@ fn unique_token() -> String {
 
 /// Removes every `ETCD_*` and `ETCDCTL_*` variable from `cmd`'s environment: etcd and etcdctl
 /// read them as flags, and refuse to start when one shadows a flag given on the command line.
-fn clear_etcd_env(cmd: &mut Command) {
+pub(super) fn clear_etcd_env(cmd: &mut Command) {
     for (name, _) in std::env::vars_os() {
         if name.to_string_lossy().starts_with("ETCD") {
             cmd.env_remove(&name);

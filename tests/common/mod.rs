@@ -1,9 +1,15 @@
-//! Test fixtures shared by the integration and chaos suites: a throwaway `redis-server` per
-//! test, a fault-injecting proxy before it, etcd clusters and PostgreSQL servers, temp dirs, the
-//! redlock command, and polling helpers that synchronise on files the worker scripts write
-//! instead of on sleeps.
+//! Test fixtures shared by the integration, chaos and partition suites: a throwaway
+//! `redis-server` per test, a fault-injecting proxy before it, etcd clusters and PostgreSQL
+//! servers, hosts in network namespaces, temp dirs, the redlock command, and polling helpers
+//! that synchronise on files the worker scripts write instead of on sleeps.
 
 mod etcd;
+// Hosts in network namespaces on two switches, and etcd members on them: the partition suite's
+// and the chaos suite's partition phase. The integration suite uses neither.
+#[allow(dead_code)]
+pub mod etcd_net;
+#[allow(dead_code)]
+pub mod net;
 mod poll;
 mod postgres;
 mod process;

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::etcd_cluster::{ELECTION_MS, EtcdNet};
-use super::net::{Net, Side};
 use super::scene::{Scene, Timing, ended, now, report};
+use crate::common::etcd_net::{ELECTION_MS, EtcdNet};
+use crate::common::net::{Net, Side};
 use crate::common::{PATIENCE, wait_until};
 
 const TTL: Duration = Duration::from_secs(3);

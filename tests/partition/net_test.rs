@@ -5,7 +5,7 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use super::net::{Net, Side};
+use crate::common::net::{Net, Side};
 use crate::common::{PATIENCE, Proc, server_binary, wait_until};
 
 /// Whether a TCP connection from host `from` to `addr:port` is made within a second.
@@ -129,7 +129,7 @@ fn a_dead_runs_namespaces_are_swept() {
     let stale = format!("rlp-{dead}-0-sw");
     let made = Command::new("ip").args(["netns", "add", &stale]).status();
     assert!(made.unwrap().success(), "ip netns add {stale}");
-    super::net::sweep_stale();
+    crate::common::net::sweep_stale();
     let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
     let names = String::from_utf8_lossy(&out.stdout).into_owned();
     let left = |name: &str| {

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::net::{Net, Side};
 use super::scene::{KEY, Scene, ended, now, report};
+use crate::common::net::{Net, Side};
 use crate::common::{PATIENCE, Proc, Redlock, server_binary, wait_until};
 
 const TTL: Duration = Duration::from_secs(3);

@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::net::Net;
 use super::resource::{self, Holder, Stamp, stamp_script};
+use crate::common::net::Net;
 use crate::common::{Output, PATIENCE, Proc, Redlock, TempDir, now_ns, read, touch, wait_until};
 
 /// The lock's name in every case.

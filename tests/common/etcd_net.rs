@@ -6,11 +6,9 @@
 
 use std::fs::File;
 use std::process::{Child, Output, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
 
 use super::net::Net;
-use crate::common::{PATIENCE, TempDir, etcd_binary, etcdctl_binary};
+use super::{PATIENCE, TempDir, clear_etcd_env, etcd_binary, etcdctl_binary, retry};
 
 /// The election timeout the members run with, in ms (and 50 ms heartbeats).
 pub const ELECTION_MS: u64 = 500;
@@ -179,6 +177,26 @@ impl<'n> EtcdNet<'n> {
         assert_eq!(self.leader(&from), to);
     }
 
+    /// How many keys under `prefix`, and how many leases, asked from host `from`; Err when the
+    /// cluster did not answer.
+    pub fn leftovers(&self, from: &str, prefix: &str) -> Result<(usize, usize), String> {
+        let count = |args: &[&str], skip: usize| {
+            let out = self.etcdctl(from, &self.endpoints(), args);
+            if !out.status.success() {
+                return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+            }
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            Ok(text
+                .lines()
+                .skip(skip)
+                .filter(|l| !l.trim().is_empty())
+                .count())
+        };
+        // `get --keys-only` prints each key; `lease list` prints `found N leases`, then ids.
+        let keys = count(&["get", "--prefix", "--keys-only", "--", prefix], 0)?;
+        Ok((keys, count(&["lease", "list"], 1)?))
+    }
+
     /// Waits until every member says it is healthy (a leader, a linearizable read), asked
     /// from host `from`.
     #[track_caller]
@@ -205,31 +223,6 @@ impl Drop for EtcdNet<'_> {
         for child in &mut self.children {
             let _ = child.kill();
             let _ = child.wait();
-        }
-    }
-}
-
-/// etcd and etcdctl read `ETCD*` variables as flags: none from the test's environment.
-fn clear_etcd_env(cmd: &mut std::process::Command) {
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("ETCD") {
-            cmd.env_remove(&name);
-        }
-    }
-}
-
-/// Calls `attempt` every 50 ms until it is Ok; panics with `what` and the last error after
-/// `timeout`.
-#[track_caller]
-fn retry<T>(timeout: Duration, what: &str, mut attempt: impl FnMut() -> Result<T, String>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        match attempt() {
-            Ok(value) => return value,
-            Err(e) if Instant::now() > deadline => {
-                panic!("timed out after {timeout:?} waiting for {what}; last: {e}")
-            }
-            Err(_) => thread::sleep(Duration::from_millis(50)),
         }
     }
 }

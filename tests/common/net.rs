@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Once, OnceLock};
 
-use crate::common::{TempDir, pid_alive};
+use super::{TempDir, pid_alive};
 
 /// Which switch a host is plugged into.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
