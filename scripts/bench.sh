@@ -38,7 +38,8 @@
 #
 # Budgets, printed after the table from the same run as "ratio (budget, met/NOT met)": on Redis,
 # a plain run's Redis time at most 3.5x the bare lock's, hand-over p50 at most 2x flock's (10, 30
-# and 100 waiters), overhead no more than the old build's; on etcd, overhead at most 0.4x
+# and 100 waiters), overhead at most flock's + 2 ms and no more than the old build's, peak RSS at
+# most 6 MiB; on etcd, overhead at most 0.4x
 # etcdctl lock's, hand-over p50 at most 1.5x etcdctl lock's with 10 and with 100 waiters, peak
 # RSS at most 8 MiB; on PostgreSQL, overhead at most 1.5x psql-2w's, hand-over p50 no worse than
 # 0.3.0's (the pg-0.3.0 column: that release on the same server, in a schema of its own) with 10
@@ -685,6 +686,9 @@ echo "- Redis time of a plain run ÷ the bare lock's: $(budget "${mode_us[redloc
 for n in 10 30 100; do
     echo "- hand-over p50 ÷ flock's, $n waiters: $(budget "${p50[redlock-$n]}" "${p50[flock-$n]}" 2 2)"
 done
+# flock + 2 ms, as "redlock's overhead minus 2 ms, over flock's" against 1.
+echo "- overhead ÷ (flock's + 2 ms): $(budget "${over_raw[redlock]}" "$(awk -v f="${over_raw[flock]}" 'BEGIN {print f + 2}')" 1 1) ($(awk -v r="${over_raw[redlock]}" -v f="${over_raw[flock]}" 'BEGIN {printf "%.2f ms against %.2f + 2 ms", r, f}'))"
+echo "- peak RSS ÷ 6 MiB: $(budget "${rss_kb[redlock]}" 6144 1 1) (${rss[redlock]})"
 if [ -n "$old" ]; then
     echo "- overhead ÷ the old build's: $(budget "${over_raw[redlock]}" "${over_raw[old]}" 1 1)"
 else
