@@ -26,6 +26,8 @@ COLOURS = {
     "redlock-etcd": "#64b5cd",
     "redlock-pg": "#937860",
     "psql": "#da8bc3",
+    "psql-2w": "#a27bb8",
+    "pg-0.3.0": "#ccb974",
 }
 # The names shown, where a tool's own (bench.sh's column) says too little on a chart.
 LABELS = {
@@ -34,11 +36,12 @@ LABELS = {
     "redlock-etcd": "redlock, etcd",
     "redlock-pg": "redlock, PostgreSQL",
     "psql": "one psql SELECT 1",
+    "pg-0.3.0": "0.3.0, PostgreSQL",
     "etcdctl": "etcdctl lock",
     "bare": "bare lock",
 }
 FALLBACK = ["#8172b3", "#937860", "#da8bc3", "#8c8c8c"]
-WIDTH, HEIGHT = 1060, 440
+WIDTH, HEIGHT = 1060, 460
 FONT = 'font-family="DejaVu Sans, Helvetica, Arial, sans-serif"'
 
 
@@ -165,15 +168,17 @@ def handover_panel(tools, values, x0, y0, w, h):
         f'<line x1="{axis_x}" y1="{plot_top}" x2="{axis_x}" y2="{plot_top + plot_h}" '
         'stroke="#444"/>'
     )
-    # Legend, one swatch per tool.
-    lx = axis_x
+    # Legend, one swatch per tool, on as many rows as the width takes.
+    lx, ly = axis_x, plot_top + plot_h + 32
     for t in shown:
+        width = 30 + 7 * len(label(t))
+        if lx + width > WIDTH and lx > axis_x:
+            lx, ly = axis_x, ly + 18
         out.append(
-            f'<rect x="{lx}" y="{plot_top + plot_h + 32}" width="12" height="12" '
-            f'fill="{colour(tools, t)}"/>'
+            f'<rect x="{lx}" y="{ly}" width="12" height="12" fill="{colour(tools, t)}"/>'
         )
-        out.append(text(lx + 17, plot_top + plot_h + 42, label(t), 12))
-        lx += 30 + 7 * len(label(t))
+        out.append(text(lx + 17, ly + 10, label(t), 12))
+        lx += width
     return out
 
 
@@ -185,11 +190,12 @@ def main():
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
         f'viewBox="0 0 {WIDTH} {height}">',
         f'<rect width="{WIDTH}" height="{height}" fill="white"/>',
-        text(20, 26, "redlock on Redis and on etcd, beside flock and etcdctl lock", 16,
+        text(20, 26, "redlock on Redis, etcd and PostgreSQL, beside flock, etcdctl lock and psql", 16,
              weight="bold"),
     ]
     parts += overhead_panel(tools, values, 20, 72, 370, HEIGHT - 100)
-    parts += handover_panel(tools, values, 430, 72, WIDTH - 450, HEIGHT - 72)
+    # 20 px under it for a second row of the legend.
+    parts += handover_panel(tools, values, 430, 72, WIDTH - 450, HEIGHT - 92)
     for i, note in enumerate(notes):
         parts.append(text(20, HEIGHT + 14 + 16 * i, note, 11, fill="#555"))
     parts.append("</svg>")
