@@ -12,9 +12,9 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use super::net::{Net, Side};
 use super::resource;
 use super::scene::{Scene, Timing, ended, now, report};
+use crate::common::net::{Net, Side};
 use crate::common::{PATIENCE, Proc, server_binary, wait_until};
 
 const TTL: Duration = Duration::from_secs(3);

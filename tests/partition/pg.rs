@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::net::Net;
+use crate::common::net::Net;
 use crate::common::{PATIENCE, Proc, TempDir, postgres_bin, wait_until};
 
 /// One server on host `host`.

@@ -15,10 +15,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::net::{Net, Side};
 use super::pg::PgHost;
 use super::resource;
 use super::scene::{KEY, Scene, ended, now, report};
+use crate::common::net::{Net, Side};
 use crate::common::{PATIENCE, Redlock, TempDir, marker_script, postgres_bin, wait_until};
 
 const TTL: Duration = Duration::from_secs(3);

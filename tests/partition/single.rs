@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use super::net::{Net, Side};
 use super::scene::{Scene, ended, now, report};
+use crate::common::net::{Net, Side};
 use crate::common::{PATIENCE, Proc, server_binary, wait_until};
 
 const TTL: Duration = Duration::from_secs(3);
