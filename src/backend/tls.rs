@@ -59,6 +59,7 @@ pub(crate) fn build(tls: &Tls) -> Result<ClientConfig, String> {
 
 /// The system's trust store, as the redis crate loads it: any error fails the connection.
 pub(crate) fn system_roots() -> Result<RootCertStore, String> {
+    check_ssl_cert_file()?;
     let mut found = rustls_native_certs::load_native_certs();
     if let Some(error) = found.errors.pop() {
         return Err(error.to_string());
@@ -110,4 +111,27 @@ impl ServerCertVerifier for NoVerification {
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.supported.supported_schemes()
     }
+}
+
+/// The variable rustls-native-certs reads a CA file from.
+pub const SSL_CERT_FILE: &str = "SSL_CERT_FILE";
+
+/// `SSL_CERT_FILE`, which rustls-native-certs reads wherever the system's store is (a
+/// `rediss://` or `etcds://` URL without `--tls-ca-cert`, PostgreSQL's `sslrootcert=system`):
+/// checked before it is read, like the options' files (a regular file within the PEM cap), so
+/// that a FIFO or a device there cannot hang or fill a run.
+pub(crate) fn check_ssl_cert_file() -> Result<(), String> {
+    use crate::file::{self, Unusable};
+    use std::path::Path;
+    let Some(path) = std::env::var_os(SSL_CERT_FILE).filter(|p| !p.is_empty()) else {
+        return Ok(());
+    };
+    let path = Path::new(&path);
+    file::check(path, file::PEM_CAP).map_err(|why| {
+        let why = match why {
+            Unusable::TooLarge(_) => format!("{why}, more than a PEM file of certificates holds"),
+            why => why.to_string(),
+        };
+        format!("{SSL_CERT_FILE} {}: {why}", path.display())
+    })
 }

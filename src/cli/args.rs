@@ -88,7 +88,7 @@ pub const COMMAND_ENV: [(&str, &str); 3] = [
 
 /// The variable that names a PEM file of CA certificates for `rediss://` (rustls-native-certs
 /// reads it; redlock checks it first, as it checks the options' files).
-pub use crate::backend::redis::transport::tls::SSL_CERT_FILE;
+pub use crate::backend::tls::SSL_CERT_FILE;
 
 /// Variables redlock reads that are not an option's default.
 pub const OTHER_ENV: [(&str, &str); 5] = [

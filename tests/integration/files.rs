@@ -243,3 +243,44 @@ fn a_metrics_file_turned_into_a_fifo_during_the_run_never_blocks_its_end() {
     // Only the lock file that runs take turns on stays, as it is meant to.
     assert_eq!(left, [".other.prom.lock"], "temporary files left");
 }
+
+/// `SSL_CERT_FILE` is read wherever the system's store is, on every backend: an `etcds://` URL
+/// without `--tls-ca-cert`, and PostgreSQL's `sslrootcert=system`. A FIFO, a device or a
+/// directory there is refused at start (64) as on `rediss://`, before anything connects: no
+/// hang, no memory filled. (Nothing listens at the URLs: the refusal comes first.)
+#[test]
+fn ssl_cert_file_is_checked_on_every_backend_that_reads_the_systems_store() {
+    let dir = TempDir::new();
+    let (things, _listener) = not_files(&dir);
+    let port = free_port();
+    let urls = [
+        format!("etcds://127.0.0.1:{port}"),
+        format!("postgres://u@127.0.0.1:{port}/db?sslmode=verify-full&sslrootcert=system"),
+    ];
+    for url in &urls {
+        for (path, what) in &things {
+            let want = format!(
+                "SSL_CERT_FILE {}: not a regular file ({what})",
+                path.display()
+            );
+            let out = Redlock::run_at(url)
+                .through(LIMITED)
+                .env("SSL_CERT_FILE", path)
+                .key("files")
+                .sh(&marker_script(&dir))
+                .status(64)
+                .stderr_contains(&want)
+                .stderr_lines(1)
+                .output();
+            assert!(
+                out.elapsed < PROMPT,
+                "{url}: took {:?}: {want}",
+                out.elapsed
+            );
+            assert!(
+                !dir.join("marker").exists(),
+                "{url}: the command ran: {want}"
+            );
+        }
+    }
+}

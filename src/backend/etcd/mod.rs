@@ -127,7 +127,11 @@ fn tls_options(tls: &Tls) -> Result<TlsOptions, String> {
     let mut options = TlsOptions::new();
     options = match &tls.ca_cert {
         Some(pem) => options.ca_certificate(Certificate::from_pem(pem)),
-        None => options.with_native_roots(),
+        None => {
+            // tonic reads the system's store through rustls-native-certs, as Redis does.
+            crate::backend::tls::check_ssl_cert_file()?;
+            options.with_native_roots()
+        }
     };
     if let Some((cert, key)) = &tls.client {
         options = options.identity(Identity::from_pem(cert, key));

@@ -88,7 +88,7 @@ pub(crate) fn open(connect: Connect) -> Result<Redis, String> {
         endpoints.push(endpoint);
     }
     if tls.ca_cert.is_none() && endpoints.iter().any(Endpoint::uses_tls) {
-        transport::tls::check_ssl_cert_file()?;
+        crate::backend::tls::check_ssl_cert_file()?;
     }
     if tls.insecure {
         crate::report!(

@@ -51,25 +51,3 @@ pub(crate) fn client(
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     rustls::ClientConnection::new(config, name).map_err(io::Error::other)
 }
-
-/// The variable rustls-native-certs reads a CA file from.
-pub const SSL_CERT_FILE: &str = "SSL_CERT_FILE";
-
-/// `SSL_CERT_FILE`, which rustls-native-certs reads for a `rediss://` URL without
-/// `--tls-ca-cert`: checked at start like the options' files (a regular file within the PEM
-/// cap), so that a FIFO or a device there cannot hang or fill a run that connects.
-pub(crate) fn check_ssl_cert_file() -> Result<(), String> {
-    use crate::file::{self, Unusable};
-    use std::path::Path;
-    let Some(path) = std::env::var_os(SSL_CERT_FILE).filter(|p| !p.is_empty()) else {
-        return Ok(());
-    };
-    let path = Path::new(&path);
-    file::check(path, file::PEM_CAP).map_err(|why| {
-        let why = match why {
-            Unusable::TooLarge(_) => format!("{why}, more than a PEM file of certificates holds"),
-            why => why.to_string(),
-        };
-        format!("{SSL_CERT_FILE} {}: {why}", path.display())
-    })
-}
