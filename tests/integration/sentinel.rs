@@ -331,3 +331,60 @@ fn a_wait_with_min_replicas_rides_out_a_failover_until_a_replica_follows() {
         out.stderr
     );
 }
+
+/// A sentinel counts once toward the majority, however the URL names it. A hostile tester made
+/// one lying sentinel (monitoring another master under the same service name) a majority by
+/// naming it twice beside one honest sentinel, and took a lock the honest side's holder held:
+/// two holders at once. Named twice alike, the URL is refused (64); named under two names
+/// (`127.0.0.1` and `localhost`), it speaks once, so no majority names its master (69), and the
+/// other master never gets the lock.
+#[test]
+fn a_sentinel_named_twice_in_the_url_counts_once() {
+    let honest_master = RedisServer::start();
+    let honest = Sentinel::start(honest_master.port());
+    let other_master = RedisServer::start();
+    let liar = Sentinel::start(other_master.port());
+    let dir = TempDir::new();
+    let url = |hosts: &[String]| format!("redis+sentinel://{}/{SERVICE}", hosts.join(","));
+    let (h, l) = (honest.port, liar.port);
+    let same = url(&[
+        format!("127.0.0.1:{l}"),
+        format!("127.0.0.1:{l}"),
+        format!("127.0.0.1:{h}"),
+    ]);
+    let out = Redlock::run_at(&same)
+        .key("twice")
+        .sh(&marker_script(&dir))
+        .status(64)
+        .stderr_contains(&format!("sentinel 127.0.0.1:{l} is given twice"))
+        .stderr_lines(1)
+        .output();
+    // The line docs/messages.md quotes.
+    let (shown_liar, shown_honest) = (format!("127.0.0.1:{l}"), format!("127.0.0.1:{h}"));
+    assert_snapshot(
+        "sentinel-given-twice.stderr",
+        out.stderr.trim(),
+        &[
+            (&shown_liar, "127.0.0.1:26379"),
+            (&shown_honest, "127.0.0.1:26380"),
+        ],
+    );
+    let aliases = url(&[
+        format!("127.0.0.1:{l}"),
+        format!("localhost:{l}"),
+        format!("127.0.0.1:{h}"),
+    ]);
+    Redlock::run_at(&aliases)
+        .key("twice")
+        .sh(&marker_script(&dir))
+        .status(69)
+        .stderr_contains("was a sentinel already heard, under another name")
+        .stderr_lines(1)
+        .output();
+    assert!(!dir.join("marker").exists(), "the command ran");
+    assert!(
+        other_master.all_keys().is_empty(),
+        "the lying sentinel's master took the lock: {:?}",
+        other_master.all_keys()
+    );
+}

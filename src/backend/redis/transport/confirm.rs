@@ -6,7 +6,10 @@
 //!
 //! One thread per sentinel per question, each bounded by the question's deadline; the answer
 //! comes as soon as a majority agrees (or can no longer agree). The connections are kept for
-//! the next question; one still busy with a late answer sits that question out.
+//! the next question; one still busy with a late answer sits that question out. Each sentinel
+//! says its ID (SENTINEL MYID) once per connection: one sentinel the URL names under two names
+//! (`localhost` and `127.0.0.1`, say) speaks once, as a hostile URL could otherwise make one
+//! lying sentinel a majority.
 
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread;
@@ -21,17 +24,20 @@ use crate::backend::redis::transport::{self, Failure, Link};
 /// what answered).
 pub(crate) const EXPLAIN: Duration = Duration::from_millis(800);
 
-/// One sentinel's answer: the master it names, None when it knows no such service, or why it
-/// did not answer.
-type Answer = Result<Option<(String, u16)>, Failure>;
+/// One sentinel's answer: its ID, and the master it names (None when it knows no such
+/// service); or why it did not answer.
+type Answer = Result<(String, Option<(String, u16)>), Failure>;
+
+/// A connection to a sentinel, and the ID it gave on it.
+type Known = (Link, String);
 
 /// A message from a sentinel's thread: which sentinel, what it said, and its connection back.
-type Reply = (usize, Answer, Option<Link>);
+type Reply = (usize, Answer, Option<Known>);
 
 /// The sentinels of one endpoint, with a connection to each kept between questions.
 pub(crate) struct Panel {
-    /// Each sentinel's connection: None when closed, or while a thread has it.
-    links: Vec<Option<Link>>,
+    /// Each sentinel's connection and ID: None when closed, or while a thread has it.
+    links: Vec<Option<Known>>,
     /// Whether a thread is out with the sentinel's connection (a late answer to come).
     out: Vec<bool>,
     tx: Sender<Reply>,
@@ -106,8 +112,8 @@ impl Panel {
             };
             self.back(i, link);
             match answer {
-                Ok(Some(addr)) => tally.count(Said::Named(addr)),
-                Ok(None) => tally.count(Said::Unknown),
+                Ok((id, Some(addr))) => tally.count_from(&id, Said::Named(addr)),
+                Ok((id, None)) => tally.count_from(&id, Said::Unknown),
                 Err(failure) => {
                     tally.count(Said::Failed);
                     super::sentinel::keep(&mut last, failure);
@@ -139,6 +145,10 @@ impl Panel {
             .collect();
         for (n, what) in [
             (tally.unknown, "knew no such service"),
+            (
+                tally.again,
+                "was a sentinel already heard, under another name",
+            ),
             (tally.failed, "failed"),
             (sentinels.len() - tally.heard(), "not heard from"),
         ] {
@@ -158,7 +168,7 @@ impl Panel {
         ))
     }
 
-    fn back(&mut self, i: usize, link: Option<Link>) {
+    fn back(&mut self, i: usize, link: Option<Known>) {
         self.out[i] = false;
         self.links[i] = link;
     }
@@ -170,14 +180,28 @@ fn ask(
     endpoint: &Endpoint,
     (host, port): (&str, u16),
     service: &str,
-    link: Option<Link>,
+    link: Option<Known>,
     deadline: Instant,
-) -> (Answer, Option<Link>) {
+) -> (Answer, Option<Known>) {
     let at = format!("sentinel {}", transport::node_name(host, port));
-    let mut conn = match link {
-        Some(conn) => conn,
+    let (mut conn, id) = match link {
+        Some(known) => known,
         None => match transport::connect_to_sentinel(endpoint, host, port, &at, deadline) {
-            Ok(conn) => conn,
+            Ok(mut conn) => {
+                conn.set_deadline(deadline);
+                // Its ID, once per connection. A sentinel before Redis 6.2 has no MYID: it is
+                // known by its address, which the URL names once.
+                let id = match redis::cmd("SENTINEL").arg("MYID").query::<Value>(&mut conn) {
+                    Ok(Value::BulkString(id)) => String::from_utf8_lossy(&id).into_owned(),
+                    Ok(Value::SimpleString(id)) => id,
+                    _ if redis::ConnectionLike::is_open(&conn) => format!("{host}:{port}"),
+                    _ => {
+                        let lost = format!("{at} closed the connection");
+                        return (Err(Failure::Unreachable(lost.into())), None);
+                    }
+                };
+                (conn, id)
+            }
             Err(failure) => return (Err(failure), None),
         },
     };
@@ -189,15 +213,15 @@ fn ask(
     let open = redis::ConnectionLike::is_open(&conn);
     let answer = match reply {
         Ok(Value::Array(items)) => super::sentinel::address(&items)
-            .map(Some)
+            .map(|addr| (id.clone(), Some(addr)))
             .ok_or_else(|| Failure::Refused(format!("unexpected reply from {at}").into())),
-        Ok(Value::Nil) => Ok(None),
+        Ok(Value::Nil) => Ok((id.clone(), None)),
         Ok(other) => Err(Failure::Refused(
             format!("unexpected reply from {at}: {other:?}").into(),
         )),
         Err(e) => Err(super::sentinel::failed(endpoint, (host, port), &at, e)),
     };
-    (answer, open.then_some(conn))
+    (answer, open.then_some((conn, id)))
 }
 
 /// What one sentinel said, as far as the majority goes.
@@ -206,6 +230,8 @@ enum Said {
     Named((String, u16)),
     Unknown,
     Failed,
+    /// A sentinel already heard in this question, under another of the URL's names.
+    Again,
 }
 
 /// What the answers so far decide.
@@ -225,6 +251,9 @@ struct Tally {
     votes: Vec<((String, u16), usize)>,
     unknown: usize,
     failed: usize,
+    again: usize,
+    /// The IDs of the sentinels heard.
+    ids: Vec<String>,
 }
 
 impl Tally {
@@ -236,11 +265,22 @@ impl Tally {
             },
             Said::Unknown => self.unknown += 1,
             Said::Failed => self.failed += 1,
+            Said::Again => self.again += 1,
+        }
+    }
+
+    /// What the sentinel with ID `id` said: counted once, whatever names the URL gives it.
+    fn count_from(&mut self, id: &str, said: Said) {
+        if self.ids.iter().any(|seen| seen == id) {
+            self.count(Said::Again);
+        } else {
+            self.ids.push(id.to_owned());
+            self.count(said);
         }
     }
 
     fn heard(&self) -> usize {
-        self.votes.iter().map(|(_, n)| n).sum::<usize>() + self.unknown + self.failed
+        self.votes.iter().map(|(_, n)| n).sum::<usize>() + self.unknown + self.failed + self.again
     }
 
     /// With `need` votes for one master a majority, and `pending` answers still to come.
@@ -308,5 +348,21 @@ mod tests {
             }
             assert_eq!(got, want, "{sentinels} sentinels saying {answers:?}");
         }
+    }
+
+    /// One sentinel under two of the URL's names speaks once: its second answer is no vote.
+    #[test]
+    fn one_sentinel_under_two_names_counts_once() {
+        let mut tally = Tally::default();
+        tally.count_from("liar", at(9));
+        tally.count_from("liar", at(9));
+        assert_eq!(tally.verdict(2, 1), Verdict::Pending);
+        tally.count_from("honest", at(1));
+        assert_eq!(tally.verdict(2, 0), Verdict::Impossible);
+        let mut tally = Tally::default();
+        for id in ["a", "b"] {
+            tally.count_from(id, at(1));
+        }
+        assert_eq!(tally.verdict(2, 1), Verdict::Named(("m".to_owned(), 1), 2));
     }
 }

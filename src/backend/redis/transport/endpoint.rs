@@ -308,6 +308,18 @@ fn sentinel_target(
     }
     let service = percent_decode(service)
         .ok_or_else(|| "bad percent-encoding in the service name".to_owned())?;
+    // A majority of the URL's sentinels decides where the lock lives: one named twice would
+    // count twice. (One named under two names is told by its ID when asked: `confirm`.)
+    if let Some((host, port)) = sentinels
+        .iter()
+        .enumerate()
+        .find_map(|(i, s)| sentinels[..i].contains(s).then_some(s))
+    {
+        return Err(format!(
+            "sentinel {host}:{port} is given twice: a majority of the sentinels in the URL \
+             decides, so name each once"
+        ));
+    }
     let auth = match (sentinel_user, sentinel_pass) {
         (user, Some(pass)) => Some((user, pass)),
         (Some(_), None) => return Err("sentinel_username needs sentinel_password".into()),
