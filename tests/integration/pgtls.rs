@@ -18,7 +18,9 @@ use crate::integration::snapshots::assert_snapshot;
 ///   -x509`): `CA:TRUE`, and 127.0.0.1 in its Common Name only;
 /// - `signed`, signed by `ca` for 127.0.0.1 and localhost (subject alternative names);
 /// - `named`, signed by `ca` for db.example only;
-/// - `expired`, as `self`, and `expired-signed`, as `signed`: valid for one day in 2020.
+/// - `expired`, as `self`, and `expired-signed`, as `signed`: valid for one day in 2020;
+/// - `expired-ca`, a CA valid for one day in 2020, and `by-expired-ca`, valid now, signed by it
+///   for 127.0.0.1 and localhost.
 fn make_certs(dir: &Path) {
     let script = format!(
         r#"set -e
@@ -32,6 +34,8 @@ fn make_certs(dir: &Path) {
         openssl req -subj /CN=db.example $key -keyout named.key -out named.csr
         openssl req -subj /CN=127.0.0.1 $key -keyout expired.key -out expired.csr
         openssl req -subj /CN=localhost $key -keyout expired-signed.key -out expired-signed.csr
+        openssl req -subj "/CN=expired CA" $key -keyout expired-ca.key -out expired-ca.csr
+        openssl req -subj /CN=localhost $key -keyout by-expired-ca.key -out by-expired-ca.csr
         echo subjectAltName=IP:127.0.0.1,DNS:localhost > signed.ext
         echo subjectAltName=DNS:db.example > named.ext
         for name in signed named; do
@@ -48,7 +52,11 @@ fn make_certs(dir: &Path) {
         openssl ca $past -selfsign -keyfile expired.key -extensions self -in expired.csr \
           -out expired.crt 2>/dev/null
         openssl ca $past -cert ca.crt -keyfile ca.key -extensions signed \
-          -in expired-signed.csr -out expired-signed.crt 2>/dev/null"#,
+          -in expired-signed.csr -out expired-signed.crt 2>/dev/null
+        openssl ca $past -selfsign -keyfile expired-ca.key -extensions self -in expired-ca.csr \
+          -out expired-ca.crt 2>/dev/null
+        openssl x509 -req -days 2 -in by-expired-ca.csr -CA expired-ca.crt -CAkey expired-ca.key \
+          -CAcreateserial -extfile signed.ext -out by-expired-ca.crt"#,
         dir = shell_quote(dir),
     );
     super::tls::openssl(&script);
@@ -251,6 +259,14 @@ fn tls_is_accepted_where_psql_accepts_it_and_refused_in_words() {
         case(
             "expired-signed",
             "sslmode=verify-ca&sslrootcert=@/ca.crt",
+            69,
+            "expired at 2020-01-02T00:00:00Z by this host's clock",
+        ),
+        // The CA that signed it expired (OpenSSL checks a trusted certificate's dates; webpki
+        // takes a root as an anchor with none).
+        case(
+            "by-expired-ca",
+            "sslmode=verify-full&sslrootcert=@/expired-ca.crt",
             69,
             "expired at 2020-01-02T00:00:00Z by this host's clock",
         ),

@@ -104,6 +104,7 @@ impl ServerCertVerifier for Libpq {
                 }
                 Err(err) => return Err(err),
             }
+            anchored_in_validity(&self.roots, end_entity, intermediates, now)?;
         }
         if self.full {
             let cert = match cert {
@@ -201,6 +202,37 @@ fn in_validity(cert: &Certificate, now: UnixTime) -> Result<(), rustls::Error> {
         }));
     }
     Ok(())
+}
+
+/// The given root that can have signed the chain's top, in its validity period, as OpenSSL
+/// checks a trusted certificate's: webpki takes a root as a trust anchor, with no dates of its
+/// own. A chain whose every possible anchor (a given root whose subject is the issuer of the
+/// server's certificate or of one it sent) expired, or is not valid yet, is refused as expired.
+/// Roots from the system's store are not given here, and so not checked.
+fn anchored_in_validity(
+    roots: &[CertificateDer<'_>],
+    end_entity: &CertificateDer<'_>,
+    intermediates: &[CertificateDer<'_>],
+    now: UnixTime,
+) -> Result<(), rustls::Error> {
+    let issuers: Vec<_> = std::iter::once(end_entity)
+        .chain(intermediates)
+        .filter_map(|der| Certificate::from_der(der).ok())
+        .map(|cert| cert.tbs_certificate.issuer)
+        .collect();
+    let anchors: Vec<Certificate> = roots
+        .iter()
+        .filter_map(|der| Certificate::from_der(der).ok())
+        .filter(|root| issuers.contains(&root.tbs_certificate.subject))
+        .collect();
+    match anchors
+        .iter()
+        .map(|root| in_validity(root, now))
+        .collect::<Vec<_>>()
+    {
+        checked if checked.iter().any(Result::is_ok) || checked.is_empty() => Ok(()),
+        mut checked => checked.swap_remove(0),
+    }
 }
 
 /// A certificate without an extended key usage, or with the TLS server's, as OpenSSL asks of
