@@ -1,6 +1,6 @@
 //! The executable model of the lock: every rule of the contract in the plainest code, in one
 //! process's memory. Read `model.rs` first: it is the spec the real backends are held to (by
-//! the conformance suite, `crate::conformance`, and the model-based property test), written as
+//! the conformance suite in `src/conformance/`, and the model-based property test), written as
 //! a struct whose methods say what the lock does (take, extend, release, wake, leave, force,
 //! read), with time an injected [`Clock`] that only the caller moves. This file only adapts it
 //! to the boundary's traits, each method a line or two, plus what a server has and a struct
