@@ -33,6 +33,12 @@ pub use backend::redis::transport;
 
 pub use cli::main;
 
+/// The in-process conformance suite: the cases every backend passes beside the model of the
+/// lock, and the model-based property test. Public only because the integration tests, which
+/// start the real servers, reach nothing else of the library; not an interface.
+#[doc(hidden)]
+pub mod conformance;
+
 /// The typed boundary of a few Lua scripts, for the chaos suite's deterministic replay (a test
 /// binary of its own, which reaches only what the library makes public) and the durability
 /// benchmark (examples/renew_cost.rs): they build the scripts' arguments with the structs the

@@ -17,6 +17,10 @@ mod integration {
     // exit statuses, waiting, --fair, --limit, --shared, --min-interval, the watchdog, TERM,
     // the admin commands, metrics.
     mod conformance;
+    // The same contract in-process, at the boundary: the model of the lock, Redis, etcd and
+    // PostgreSQL through one case list with faults (frozen, killed, a holder gone, 100 at
+    // once), and random sequences on the model beside each real backend.
+    mod inprocess;
     // etcd alone: a leader lost or frozen, no majority, a revoked lease, a restart of every
     // member, a compacted watch, what etcd refuses.
     mod etcd;

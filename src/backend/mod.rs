@@ -1,5 +1,6 @@
 //! The backends a lock can live on, each a folder of its own that implements the boundary
-//! `lock` defines: Redis (`redis/`), etcd (`etcd/`) and PostgreSQL (`postgres/`). Which one a run or an admin command uses is decided here,
+//! `lock` defines: Redis (`redis/`), etcd (`etcd/`) and PostgreSQL (`postgres/`), and the
+//! executable model of the lock they are tested against (`memory/`, which no URL reaches). Which one a run or an admin command uses is decided here,
 //! once, from the URLs' scheme ([`open`]), as object_store's `parse_url` picks a store; what
 //! the command line says of how to connect ([`Connect`]) is the same for every backend, and a
 //! backend refuses what it cannot honour in one line (64).
@@ -8,6 +9,7 @@
 //! `admin`.
 
 pub(crate) mod etcd;
+pub(crate) mod memory;
 pub(crate) mod postgres;
 pub(crate) mod redis;
 pub(crate) mod tls;

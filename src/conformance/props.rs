@@ -1,0 +1,174 @@
+//! The model beside a real backend: one sequence of operations by a few holders of one lock,
+//! applied to both, each answer compared. Tokens are compared by their order (each backend
+//! numbers them its own way); everything else by what it is. The random sequences come from the
+//! integration test (proptest is a test dependency); what an operation is and how answers
+//! compare is here, beside the cases.
+
+use std::fmt;
+
+use super::Subject;
+use crate::exit::Outcome;
+use crate::lock::{Acquire, Forced, Held, Kind, Locker, Renewal, RunEnding};
+
+/// One operation of a sequence, by holder index (taken modulo the holders).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Take(usize),
+    Renew(usize),
+    /// Release, as a success; the holder takes a new token for its next run.
+    Release(usize),
+    /// Forced release with no token named.
+    Force,
+    /// Let this many fifths of twice the lease pass (0.4 of a lease each), so that a step
+    /// never lands near a lease's end, where a real server's answer depends on its latency.
+    Step(u8),
+}
+
+/// What one operation answered, in words both sides share.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Answer {
+    /// Taken; whether the token rose over the last one seen (false: the same as this
+    /// holder's, a retry of its own take).
+    Acquired {
+        rose: bool,
+    },
+    Busy,
+    Mismatch,
+    Skipped,
+    Renewal(Renewal),
+    Released(Held),
+    Forced(&'static str),
+    Stepped,
+    Failed,
+}
+
+impl fmt::Display for Answer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+/// One side: its holders' lockers and tokens, the last token seen.
+struct Side<'a> {
+    subject: &'a Subject,
+    key: String,
+    lockers: Vec<(Box<dyn Locker>, String)>,
+    last_fence: Option<i64>,
+}
+
+impl<'a> Side<'a> {
+    fn new(subject: &'a Subject, key: &str, kinds: &[Kind]) -> Self {
+        let lockers = kinds
+            .iter()
+            .map(|kind| {
+                let locker = subject.backend.locker(&subject.spec(key, *kind));
+                (locker, uuid::Uuid::new_v4().to_string())
+            })
+            .collect();
+        Side {
+            subject,
+            key: format!("{}-{key}", subject.name),
+            lockers,
+            last_fence: None,
+        }
+    }
+
+    fn apply(&mut self, op: Op) -> Answer {
+        let (ttl, timeout) = (self.subject.lease, self.subject.timeout);
+        let n = self.lockers.len();
+        match op {
+            Op::Take(i) => {
+                let (locker, token) = &mut self.lockers[i % n];
+                match locker.acquire(token, ttl, timeout) {
+                    Ok(Acquire::Acquired { fence }) => {
+                        let rose = self.last_fence.is_none_or(|last| fence > last);
+                        self.last_fence = Some(self.last_fence.map_or(fence, |l| l.max(fence)));
+                        Answer::Acquired { rose }
+                    }
+                    Ok(Acquire::Busy { .. }) => Answer::Busy,
+                    Ok(Acquire::Mismatch { .. }) => Answer::Mismatch,
+                    Ok(Acquire::Skipped { .. }) => Answer::Skipped,
+                    Ok(Acquire::Misconfigured(_)) | Err(_) => Answer::Failed,
+                }
+            }
+            Op::Renew(i) => {
+                let (locker, token) = &mut self.lockers[i % n];
+                locker
+                    .extend(token, ttl, timeout)
+                    .map_or(Answer::Failed, Answer::Renewal)
+            }
+            Op::Release(i) => {
+                let (locker, token) = &mut self.lockers[i % n];
+                let ended = RunEnding::of(Outcome::Exited(0), 75);
+                let answer = locker
+                    .release(token, ended, timeout)
+                    .map_or(Answer::Failed, Answer::Released);
+                *token = uuid::Uuid::new_v4().to_string();
+                answer
+            }
+            Op::Force => {
+                let forced = self
+                    .subject
+                    .backend
+                    .node(0)
+                    .force_release(&self.key, None, timeout);
+                let fence = match &forced {
+                    Ok(Forced::Removed { fence, .. }) => Some(*fence),
+                    _ => None,
+                };
+                if let Some(fence) = fence {
+                    self.last_fence = Some(self.last_fence.map_or(fence, |l| l.max(fence)));
+                }
+                Answer::Forced(match forced {
+                    Ok(Forced::Free { .. }) => "free",
+                    Ok(Forced::Removed { .. }) => "removed",
+                    Ok(Forced::Several { .. }) => "several",
+                    Ok(_) => "other",
+                    Err(_) => "failed",
+                })
+            }
+            Op::Step(k) => {
+                self.subject
+                    .service
+                    .advance(self.subject.lease * 2 * u32::from(k) / 5);
+                Answer::Stepped
+            }
+        }
+    }
+}
+
+/// Apply `ops` by holders of `kinds` to lock `key` on the model and on `real`; Err says where
+/// their answers first differ, with the sequence up to there. `lenient`: for a backend known
+/// to differ from the model (the integration test lists how), a lock gone and one another
+/// holds ([`Held::Gone`], [`Held::Theirs`]) compare as one, and so do a holder's take of a
+/// lock it holds answered Busy and the model's Acquired (its own take again).
+pub fn compare(
+    model: &Subject,
+    real: &Subject,
+    key: &str,
+    kinds: &[Kind],
+    ops: &[Op],
+    lenient: bool,
+) -> Result<(), String> {
+    let (mut m, mut r) = (Side::new(model, key, kinds), Side::new(real, key, kinds));
+    let blur = |answer: Answer| match answer {
+        Answer::Renewal(Renewal::Lost(_)) if lenient => Answer::Renewal(Renewal::Lost(Held::Gone)),
+        Answer::Released(Held::Theirs) if lenient => Answer::Released(Held::Gone),
+        Answer::Acquired { rose: false } if lenient => Answer::Busy,
+        other => other,
+    };
+    for (at, op) in ops.iter().enumerate() {
+        let (want, got) = (blur(m.apply(*op)), blur(r.apply(*op)));
+        if want != got {
+            return Err(format!(
+                "holders {kinds:?}, after {:?}: {op:?} answered {got} where the model answers {want}",
+                &ops[..at]
+            ));
+        }
+    }
+    // Nothing left held for the next case's time.
+    for (locker, token) in m.lockers.iter_mut().chain(r.lockers.iter_mut()) {
+        let _ = locker.release(token, RunEnding::of(Outcome::Exited(0), 75), model.timeout);
+    }
+    Ok(())
+}
