@@ -150,6 +150,9 @@ mod integration {
     // What a hostile tester found on PostgreSQL: functions and rows edited by hand, a
     // SERIALIZABLE default, a table of redlock's name that is not redlock's.
     mod postgres_hostile;
+    // PostgreSQL keeps nothing for ever: a lock unused for 40 days (rows aged by hand) leaves
+    // every row at another lock's next step, unless still held or waited for; tokens still rise.
+    mod postgres_prune;
     // Waiting: wake-ups on release, the cost of waiting, one waiter woken per release.
     mod waiting;
     // --fair: arrival order, no queue jumping, turns passed on, dead waiters forgotten.

@@ -108,11 +108,12 @@ fn the_least_privilege_role_of_the_page_runs_and_reads_but_cannot_init() {
     std::fs::write(&secret, "job-secret\n").unwrap();
     let url = format!("postgres://cron_jobs@127.0.0.1:{}/postgres", pg.port());
     let as_role = |sub: &str| Redlock::admin_at(sub, &url).env("REDLOCK_PASSWORD_FILE", &secret);
-    as_role("run")
+    let out = as_role("run")
         .key("nightly")
         .sh("echo \"$REDLOCK_FENCING_TOKEN\"")
-        .stdout("1\n")
+        .any_stdout() // the token, parsed here
         .output();
+    fencing_token(&out.stdout);
     let holder = as_role("run")
         .key("held")
         .sh(&hold_script(&dir, "h"))

@@ -21,8 +21,8 @@ fn a_take_replaced_by_one_that_answers_null_is_a_clear_69_in_time() {
     pg.psql(
         "CREATE OR REPLACE FUNCTION redlock.take(p_name text, p_token text, p_ttl_ms bigint, \
          p_kind text, p_limit integer, p_fair boolean, p_min_interval_ms bigint, \
-         p_waiting_ms bigint, p_host text, p_pid bigint, p_command text, p_started bigint) \
-         RETURNS TABLE (result text, fence bigint, started_ms bigint, remaining_ms bigint, \
+         p_waiting_ms bigint, p_host text, p_pid bigint, p_command text, p_started bigint, \
+         p_runs_kept integer, p_record_ttl_ms bigint) RETURNS TABLE (result text, fence bigint, started_ms bigint, remaining_ms bigint, \
          queued boolean, ago_ms bigint, found_kind text, channel text) LANGUAGE plpgsql AS \
          $$ BEGIN result := 'acquired'; RETURN NEXT; END $$",
     );

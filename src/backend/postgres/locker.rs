@@ -80,7 +80,8 @@ impl PgLocker {
         let sql = plain::PLAIN_TAKE.replace("@schema@", self.conn.schema());
         let (ttl_ms, pid) = (ms(ttl), i64::from(self.holder.pid));
         let started = i64::try_from(self.holder.started).unwrap_or(0);
-        let rows = attempt(
+        let (kept, record_ttl) = (super::runs_kept(), super::record_ttl_ms());
+        let answer = attempt(
             &mut self.conn,
             &mut self.unanswered,
             deadline,
@@ -93,8 +94,15 @@ impl PgLocker {
                 (&pid, Type::INT8),
                 (&self.holder.command, Type::TEXT),
                 (&started, Type::INT8),
+                (&kept, Type::INT4),
+                (&record_ttl, Type::INT8),
             ],
-        )?;
+        );
+        let rows = match answer {
+            // Tables of an older redlock, before this one's `init`: the function decides.
+            Err(failure) if older_tables(&failure) => return Ok(None),
+            answer => answer?,
+        };
         if let Some(row) = rows.first() {
             let fence: i64 = column(row, "fence")?;
             self.taken = Some((fence, Tenure::new(ttl)));
@@ -183,7 +191,6 @@ impl Locker for PgLocker {
         {
             return Ok(decided);
         }
-        let sql = self.call("take", 12);
         let limit = match self.kind {
             Kind::Limit(n) => i32::try_from(n).unwrap_or(i32::MAX),
             _ => 0,
@@ -192,26 +199,41 @@ impl Locker for PgLocker {
         let interval = self.min_interval.map(ms);
         let pid = i64::from(self.holder.pid);
         let started = i64::try_from(self.holder.started).unwrap_or(0);
-        let rows = attempt(
+        let (kept, record_ttl) = (super::runs_kept(), super::record_ttl_ms());
+        let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 14] = [
+            (&self.name, Type::TEXT),
+            (&token, Type::TEXT),
+            (&ttl_ms, Type::INT8),
+            (&kind, Type::TEXT),
+            (&limit, Type::INT4),
+            (&self.fair, Type::BOOL),
+            (&interval, Type::INT8),
+            (&waiting_ms, Type::INT8),
+            (&self.holder.host, Type::TEXT),
+            (&pid, Type::INT8),
+            (&self.holder.command, Type::TEXT),
+            (&started, Type::INT8),
+            (&kept, Type::INT4),
+            (&record_ttl, Type::INT8),
+        ];
+        let (take, old_take) = (self.call("take", 14), self.call("take", 12));
+        let rows = match attempt(
             &mut self.conn,
             &mut self.unanswered,
             deadline,
-            &sql,
-            &[
-                (&self.name, Type::TEXT),
-                (&token, Type::TEXT),
-                (&ttl_ms, Type::INT8),
-                (&kind, Type::TEXT),
-                (&limit, Type::INT4),
-                (&self.fair, Type::BOOL),
-                (&interval, Type::INT8),
-                (&waiting_ms, Type::INT8),
-                (&self.holder.host, Type::TEXT),
-                (&pid, Type::INT8),
-                (&self.holder.command, Type::TEXT),
-                (&started, Type::INT8),
-            ],
-        )?;
+            &take,
+            &params,
+        ) {
+            // redlock 0.3.0's function, before this redlock's `init`: the record's limits its own.
+            Err(failure) if older_tables(&failure) => attempt(
+                &mut self.conn,
+                &mut self.unanswered,
+                deadline,
+                &old_take,
+                &params[..12],
+            )?,
+            answer => answer?,
+        };
         let row = rows
             .first()
             .ok_or_else(|| Failure::Refused("the take answered no row".into()))?;
@@ -305,6 +327,7 @@ impl Locker for PgLocker {
                 (&0i32, Type::INT4),
                 (&zero, Type::INT8),
                 (&None::<i64>, Type::INT8),
+                (&zero, Type::INT8),
             ],
         );
     }
@@ -379,8 +402,10 @@ impl Locker for PgLocker {
         let took = ms(tenure.held());
         let interval = self.min_interval.map(ms);
         let lost_by = i64::try_from(ended.lost.lost_by).unwrap_or(0);
-        // The statement takes the first seven; the function all ten.
-        let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 10] = [
+        let record_ttl = super::record_ttl_ms();
+        // The function takes all eleven (redlock 0.3.0's the first ten); the statement the first
+        // seven and the last.
+        let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 11] = [
             (&self.name, Type::TEXT),
             (&token, Type::TEXT),
             (&fence, Type::INT8),
@@ -391,15 +416,30 @@ impl Locker for PgLocker {
             (&ended.lost.lost_outcome, Type::TEXT),
             (&ended.lost.lost_status, Type::INT4),
             (&lost_by, Type::INT8),
+            (&record_ttl, Type::INT8),
         ];
         // While our lease holds, one statement ([`plain::PLAIN_RELEASE`]); else the function.
         let sql = plain::PLAIN_RELEASE.replace("@schema@", self.conn.schema());
-        if !self.conn.query(deadline, &sql, &params[..7])?.is_empty() {
-            self.taken = None;
-            return Ok(Held::Ours);
+        let statement: Vec<_> = params[..7].iter().chain(&params[10..]).cloned().collect();
+        match self.conn.query(deadline, &sql, &statement) {
+            Ok(rows) if !rows.is_empty() => {
+                self.taken = None;
+                return Ok(Held::Ours);
+            }
+            Ok(_) => {}
+            Err(failure) if older_tables(&failure) => {}
+            Err(failure) => return Err(failure),
         }
-        let sql = self.call("release", 10);
-        let rows = self.conn.query(deadline, &sql, &params)?;
+        let rows = match self
+            .conn
+            .query(deadline, &self.call("release", 11), &params)
+        {
+            Err(failure) if older_tables(&failure) => {
+                self.conn
+                    .query(deadline, &self.call("release", 10), &params[..10])?
+            }
+            answer => answer?,
+        };
         let said: Option<String> = match rows.first() {
             Some(row) => column(row, "release")?,
             None => None,

@@ -27,11 +27,32 @@ mod verify;
 use std::time::{Duration, Instant};
 
 use crate::backend::{Connect, Durable};
+use crate::lock::record::{RECORD_TTL, RUNS_KEPT};
 use crate::lock::{Backend, Failure, Locker, Node, RunSpec};
 use conn::{Conn, Server};
 
-/// redlock's tables and functions, with `@schema@` for the schema's quoted name.
+/// redlock's tables and functions, with `@schema@` for the schema's quoted name, and
+/// `@runs_kept@` and `@record_ttl_ms@` for the record's limits in the functions redlock 0.3.0
+/// calls (this build passes them as arguments).
 const SCHEMA_SQL: &str = include_str!("schema.sql");
+
+/// [`SCHEMA_SQL`] for schema `schema` (quoted), the record's limits from their one constant.
+fn schema_sql(schema: &str) -> String {
+    SCHEMA_SQL
+        .replace("@schema@", schema)
+        .replace("@runs_kept@", &RUNS_KEPT.to_string())
+        .replace("@record_ttl_ms@", &record_ttl_ms().to_string())
+}
+
+/// How many runs a lock's record keeps, as the SQL takes it.
+fn runs_kept() -> i32 {
+    i32::try_from(RUNS_KEPT).unwrap_or(i32::MAX)
+}
+
+/// How long a lock's record, and the lock's rows, outlive its last use, in milliseconds.
+fn record_ttl_ms() -> i64 {
+    i64::try_from(RECORD_TTL.as_millis()).unwrap_or(i64::MAX)
+}
 
 /// The advisory lock `redlock init` holds for its transaction: "redlock" in ASCII.
 const INIT_LOCK: i64 = 0x0072_6564_6c6f_636b;
@@ -230,7 +251,7 @@ impl Backend for Postgres {
     }
 
     fn tables(&self) -> Option<String> {
-        Some(SCHEMA_SQL.replace("@schema@", &self.server.schema))
+        Some(schema_sql(&self.server.schema))
     }
 
     fn init(&self, timeout: Duration) -> Result<String, Failure> {

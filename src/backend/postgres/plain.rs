@@ -12,10 +12,17 @@
 /// It answers the fencing token and when, or no row: then the `take` function decides (holders
 /// to expire, waiters to queue). One statement costs a new session a plan, where the function
 /// costs it the function's whole body: a plain run's overhead, measured in scripts/bench.sh.
+/// A new row's token starts at the server's clock (`first_fence()`); a take also removes a few
+/// other locks unused for the record's lifetime (`prune()`). `$8`, `$9`: `RUNS_KEPT` and
+/// `RECORD_TTL` in milliseconds.
 pub(super) const PLAIN_TAKE: &str = "
 WITH l AS (
-  INSERT INTO @schema@.locks AS l (name, fence, holders) VALUES ($1, 1, 1)
-  ON CONFLICT (name) DO UPDATE SET fence = l.fence + 1, holders = 1
+  INSERT INTO @schema@.locks AS l (name, fence, holders, used)
+  VALUES ($1, @schema@.first_fence(), 1, clock_timestamp())
+  ON CONFLICT (name) DO UPDATE SET fence = l.fence + 1, holders = 1,
+    -- To the minute, as `used()` keeps it.
+    used = CASE WHEN l.used < clock_timestamp() - interval '1 minute' THEN clock_timestamp()
+                ELSE l.used END
   WHERE l.holders = 0 AND l.queued = 0
     -- A holder's row made by hand, not counted: the function decides.
     AND NOT EXISTS (SELECT 1 FROM @schema@.holders h WHERE h.name = $1)
@@ -36,11 +43,13 @@ WITH l AS (
   DELETE FROM @schema@.waiters w USING l WHERE w.name = $1 AND w.token = $2 AND NOT w.queued
 ), pruned AS (
   DELETE FROM @schema@.runs r USING l
-  WHERE r.name = $1 AND (r.fence <= l.fence - 20 OR r.ended < l.at - interval '40 days')
+  WHERE r.name = $1
+    AND (r.fence <= l.fence - $8 OR r.ended < l.at - $9 * interval '1 millisecond')
     AND r.fence IS DISTINCT FROM l.last_success_fence
     AND r.fence IS DISTINCT FROM l.last_ended_fence
 )
-SELECT l.fence, @schema@.ms(l.at) AS started_ms FROM l";
+SELECT l.fence, @schema@.ms(l.at) AS started_ms, @schema@.prune($1, l.at, $9)::text AS pruned
+FROM l";
 
 /// A plain client turned away by [`PLAIN_TAKE`]: registered as a plain waiter (not queued; a
 /// release wakes the waiters in the order they came, passing over those whose session has
@@ -73,7 +82,8 @@ FROM h";
 /// released; none when our holder's row was gone or its lease had ended: then the `release`
 /// function decides (a retried release already recorded, a lost lease). The same steps as that
 /// function's first branch, planned once instead of the function's every statement: it is
-/// most of a hand-over's time in a new session, measured in scripts/bench.sh.
+/// most of a hand-over's time in a new session, measured in scripts/bench.sh. Like the take, it
+/// removes a few other locks unused for `$8` ms (`RECORD_TTL`).
 pub(super) const PLAIN_RELEASE: &str = "
 WITH l AS MATERIALIZED (
   SELECT l.name FROM @schema@.locks l WHERE l.name = $1 FOR UPDATE
@@ -92,6 +102,7 @@ WITH l AS MATERIALIZED (
   -- may be older than the row it locked).
   UPDATE @schema@.locks l
   SET holders = GREATEST(l.holders - 1, 0), last_ended_fence = $3,
+      used = CASE WHEN l.used < h.at - interval '1 minute' THEN h.at ELSE l.used END,
       counts = jsonb_set(CASE WHEN jsonb_typeof(l.counts) = 'object' THEN l.counts ELSE '{}' END,
                          ARRAY[$4], to_jsonb(COALESCE((l.counts ->> $4)::bigint, 0) + 1)),
       last_success = CASE WHEN $4 = 'success' THEN h.at ELSE l.last_success END,
@@ -99,4 +110,6 @@ WITH l AS MATERIALIZED (
       last_success_fence = CASE WHEN $4 = 'success' THEN $3 ELSE l.last_success_fence END
   FROM h WHERE l.name = $1
 )
-SELECT true AS released, @schema@.wake($1)::text AS woken FROM h";
+SELECT true AS released, @schema@.wake($1)::text AS woken,
+       @schema@.prune($1, h.at, $8)::text AS pruned
+FROM h";

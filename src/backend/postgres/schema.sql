@@ -12,7 +12,9 @@
 CREATE SCHEMA IF NOT EXISTS @schema@;
 
 -- One row per lock: its fencing counter (raised by one per acquisition, kept by the database's
--- log), its last success (for --min-interval) and its counters by outcome.
+-- log; a new row's starts at the server's clock, `first_fence()`), its last success (for
+-- --min-interval) and its counters by outcome. A lock unused for the record's lifetime leaves
+-- with all its rows (`prune()`).
 CREATE TABLE IF NOT EXISTS @schema@.locks (
     name text PRIMARY KEY,
     fence bigint NOT NULL DEFAULT 0,
@@ -26,7 +28,10 @@ CREATE TABLE IF NOT EXISTS @schema@.locks (
     -- lock has, kept by every step that changes them: the plain take's one statement decides
     -- on them, in the lock's row it locks.
     holders bigint NOT NULL DEFAULT 0,
-    queued bigint NOT NULL DEFAULT 0
+    queued bigint NOT NULL DEFAULT 0,
+    -- When a take or release last came, to the minute (kept coarse so that most steps leave
+    -- the indexed column as it was and update the row in place): what `prune()` looks up.
+    used timestamptz NOT NULL DEFAULT now()
 );
 
 -- Its holders: one row each (one for an exclusive lock, up to N for --limit N, any number of
@@ -65,7 +70,7 @@ CREATE TABLE IF NOT EXISTS @schema@.waiters (
 -- Tables made by redlock 0.3.0 have no backend_pid: its hosts register without one.
 ALTER TABLE @schema@.waiters ADD COLUMN IF NOT EXISTS backend_pid integer;
 
--- The record of runs: one row per run that took the lock, the newest 20 of each lock kept.
+-- The record of runs: one row per run that took the lock, the newest RUNS_KEPT of each lock kept.
 -- No outcome while it runs; `vanished` once its lease ended without a release.
 CREATE TABLE IF NOT EXISTS @schema@.runs (
     name text NOT NULL REFERENCES @schema@.locks (name) ON DELETE CASCADE,
@@ -81,6 +86,21 @@ CREATE TABLE IF NOT EXISTS @schema@.runs (
     min_interval_ms bigint,
     PRIMARY KEY (name, fence)
 );
+
+-- Tables made by redlock 0.3.0 have no `used`: each lock counts as used when its newest run
+-- started or ended, or now if it has none.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '@schema@.locks'::regclass
+                   AND attname = 'used' AND NOT attisdropped) THEN
+        ALTER TABLE @schema@.locks ADD COLUMN used timestamptz NOT NULL DEFAULT now();
+        UPDATE @schema@.locks l
+        SET used = COALESCE((SELECT max(GREATEST(r.started, r.ended)) FROM @schema@.runs r
+                             WHERE r.name = l.name), now());
+    END IF;
+END
+$$;
+CREATE INDEX IF NOT EXISTS locks_used ON @schema@.locks (used);
 
 -- The channel a waiter listens on (its own: a release wakes whom it frees the lock for, not
 -- every waiter at once).
@@ -170,6 +190,59 @@ LANGUAGE sql AS $$
     WHERE name = p_name
 $$;
 
+-- A new lock row's first fencing token: the server's clock in microseconds. A lock's row goes
+-- when it has been unused for the record's lifetime (`prune()`), and its counter with it; the
+-- next take makes a row again, and its token must still be larger than every one given before.
+-- The counter of a row made at time t, raised by one per take, stays below the clock as long as
+-- its takes, one at a time behind the row's lock, each took a microsecond: its last token is
+-- below the clock of its last take, and the new row's first comes at least the record's
+-- lifetime later. So tokens rise across a pruned row unless the server's clock steps back by
+-- that much (the same floor Redis takes, where the counter's key expires).
+CREATE OR REPLACE FUNCTION @schema@.first_fence() RETURNS bigint
+LANGUAGE sql AS $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint $$;
+
+-- redlock 0.3.0's plain take makes a new row with fence 1: raised to the clock as ours.
+CREATE OR REPLACE FUNCTION @schema@.old_first_fence() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.fence := GREATEST(NEW.fence, @schema@.first_fence());
+    RETURN NEW;
+END
+$$;
+DROP TRIGGER IF EXISTS old_first_fence ON @schema@.locks;
+CREATE TRIGGER old_first_fence BEFORE INSERT ON @schema@.locks
+FOR EACH ROW WHEN (NEW.fence = 1) EXECUTE FUNCTION @schema@.old_first_fence();
+
+-- Lock `p_name` is in use at `p_now`: its row says so, to the minute (the caller holds it).
+CREATE OR REPLACE FUNCTION @schema@.used(p_name text, p_now timestamptz) RETURNS void
+LANGUAGE sql AS $$
+    UPDATE @schema@.locks l SET used = p_now
+    WHERE l.name = p_name AND l.used < p_now - interval '1 minute'
+$$;
+
+-- Every take and release also removes up to 4 other locks unused for `p_record_ttl_ms`
+-- (RECORD_TTL): no holder, no waiter, no run or success in that time; their holders', waiters'
+-- and runs' rows go with them (ON DELETE CASCADE). A lock another step holds is passed over,
+-- left to the next. So a lock name leaves nothing once the record's lifetime has passed and
+-- any lock is used again; each step does a bounded amount of this, found by `locks_used`.
+CREATE OR REPLACE FUNCTION @schema@.prune(
+    p_name text, p_now timestamptz, p_record_ttl_ms bigint) RETURNS void
+LANGUAGE sql AS $$
+    DELETE FROM @schema@.locks l WHERE l.name IN (
+        SELECT s.name FROM @schema@.locks s
+        WHERE s.used < p_now - p_record_ttl_ms * interval '1 millisecond' AND s.name <> p_name
+          AND s.holders = 0 AND s.queued = 0
+          AND (s.last_success IS NULL
+               OR s.last_success < p_now - p_record_ttl_ms * interval '1 millisecond')
+          AND NOT EXISTS (SELECT 1 FROM @schema@.holders h WHERE h.name = s.name)
+          AND NOT EXISTS (SELECT 1 FROM @schema@.waiters w
+                          WHERE w.name = s.name AND w.until >= p_now)
+          AND NOT EXISTS (SELECT 1 FROM @schema@.runs r WHERE r.name = s.name
+                          AND GREATEST(r.started, r.until, r.ended)
+                              >= p_now - p_record_ttl_ms * interval '1 millisecond')
+        ORDER BY s.used LIMIT 4 FOR UPDATE SKIP LOCKED)
+$$;
+
 -- The holders of lock `p_name` whose lease has ended leave; their runs vanished (counted once,
 -- here). Expired waiters leave too. The caller holds the lock's row.
 CREATE OR REPLACE FUNCTION @schema@.expire(p_name text, p_now timestamptz) RETURNS void
@@ -205,7 +278,8 @@ $$;
 CREATE OR REPLACE FUNCTION @schema@.take(
     p_name text, p_token text, p_ttl_ms bigint, p_kind text, p_limit integer, p_fair boolean,
     p_min_interval_ms bigint, p_waiting_ms bigint,
-    p_host text, p_pid bigint, p_command text, p_started bigint)
+    p_host text, p_pid bigint, p_command text, p_started bigint,
+    p_runs_kept integer, p_record_ttl_ms bigint)
 RETURNS TABLE (result text, fence bigint, started_ms bigint, remaining_ms bigint,
                queued boolean, ago_ms bigint, found_kind text, channel text)
 LANGUAGE plpgsql AS $$
@@ -223,9 +297,12 @@ DECLARE
     free boolean;
     soonest timestamptz;
 BEGIN
-    INSERT INTO @schema@.locks (name) VALUES (p_name) ON CONFLICT DO NOTHING;
+    INSERT INTO @schema@.locks (name, fence) VALUES (p_name, @schema@.first_fence() - 1)
+    ON CONFLICT DO NOTHING;
     SELECT * INTO l_row FROM @schema@.locks l WHERE l.name = p_name FOR UPDATE;
     now := clock_timestamp();
+    PERFORM @schema@.used(p_name, now);
+    PERFORM @schema@.prune(p_name, now, p_record_ttl_ms);
     PERFORM @schema@.expire(p_name, now);
     channel := @schema@.channel(p_token);
 
@@ -301,10 +378,12 @@ BEGIN
             SET token = excluded.token, host = excluded.host, pid = excluded.pid,
                 started = excluded.started, until = excluded.until, ended = NULL,
                 outcome = NULL, status = NULL, min_interval_ms = NULL;
-        -- The newest 20 runs are kept, for 40 days after the last, and the last success and
-        -- the last to end.
+        -- The newest `p_runs_kept` runs are kept (RUNS_KEPT), for `p_record_ttl_ms` after the
+        -- last (RECORD_TTL), and the last success and the last to end.
         DELETE FROM @schema@.runs r
-        WHERE r.name = p_name AND (r.fence <= fence - 20 OR r.ended < now - interval '40 days')
+        WHERE r.name = p_name
+          AND (r.fence <= fence - p_runs_kept
+               OR r.ended < now - p_record_ttl_ms * interval '1 millisecond')
           AND r.fence IS DISTINCT FROM l_row.last_success_fence
           AND r.fence IS DISTINCT FROM l_row.last_ended_fence;
         result := 'acquired';
@@ -334,6 +413,19 @@ BEGIN
     PERFORM @schema@.recount(p_name);
     RETURN NEXT;
 END
+$$;
+
+-- The take as redlock 0.3.0 calls it, with this build's retention.
+CREATE OR REPLACE FUNCTION @schema@.take(
+    p_name text, p_token text, p_ttl_ms bigint, p_kind text, p_limit integer, p_fair boolean,
+    p_min_interval_ms bigint, p_waiting_ms bigint,
+    p_host text, p_pid bigint, p_command text, p_started bigint)
+RETURNS TABLE (result text, fence bigint, started_ms bigint, remaining_ms bigint,
+               queued boolean, ago_ms bigint, found_kind text, channel text)
+LANGUAGE sql AS $$
+    SELECT * FROM @schema@.take(p_name, p_token, p_ttl_ms, p_kind, p_limit, p_fair,
+                                p_min_interval_ms, p_waiting_ms, p_host, p_pid, p_command,
+                                p_started, @runs_kept@, @record_ttl_ms@)
 $$;
 
 -- Extend the lease of `p_token` (fencing token `p_fence`) to `p_ttl_ms` from now, if it has not
@@ -397,7 +489,7 @@ $$;
 CREATE OR REPLACE FUNCTION @schema@.release(
     p_name text, p_token text, p_fence bigint, p_outcome text, p_status integer,
     p_took_ms bigint, p_min_interval_ms bigint,
-    p_lost_outcome text, p_lost_status integer, p_lost_by_ms bigint)
+    p_lost_outcome text, p_lost_status integer, p_lost_by_ms bigint, p_record_ttl_ms bigint)
 RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     now timestamptz;
@@ -406,6 +498,8 @@ DECLARE
 BEGIN
     PERFORM 1 FROM @schema@.locks l WHERE l.name = p_name FOR UPDATE;
     now := clock_timestamp();
+    PERFORM @schema@.used(p_name, now);
+    PERFORM @schema@.prune(p_name, now, p_record_ttl_ms);
     DELETE FROM @schema@.holders h
     WHERE h.name = p_name AND h.token = p_token AND h.fence = p_fence AND h.until >= now;
     IF FOUND THEN
@@ -437,6 +531,17 @@ BEGIN
     PERFORM @schema@.recount(p_name);
     RETURN 'gone';
 END
+$$;
+
+-- The release as redlock 0.3.0 calls it, with this build's retention.
+CREATE OR REPLACE FUNCTION @schema@.release(
+    p_name text, p_token text, p_fence bigint, p_outcome text, p_status integer,
+    p_took_ms bigint, p_min_interval_ms bigint,
+    p_lost_outcome text, p_lost_status integer, p_lost_by_ms bigint)
+RETURNS text LANGUAGE sql AS $$
+    SELECT @schema@.release(p_name, p_token, p_fence, p_outcome, p_status, p_took_ms,
+                            p_min_interval_ms, p_lost_outcome, p_lost_status, p_lost_by_ms,
+                            @record_ttl_ms@)
 $$;
 
 -- A waiter gives up: it leaves the queue (`p_busy`: counted as a run turned away by a busy

@@ -62,31 +62,10 @@ pub(super) fn settle(
     options: &Tls,
     config: &mut tokio_postgres::Config,
 ) -> Result<Option<Settled>, String> {
-    if options.insecure {
-        return Err(
-            "--tls-insecure does not work with postgres://: sslmode=require encrypts without \
-             verifying the server's certificate, as libpq does"
-                .into(),
-        );
-    }
-    let unix = parsed.hosts.iter().all(|h| matches!(h, Host::Unix { .. }));
-    let mode = match parsed.sslmode {
-        // A unix socket carries no TLS (libpq does not try it there either).
-        _ if unix => SslMode::Disable,
-        mode => mode,
-    };
-    let files_given = parsed.sslrootcert.is_some() || parsed.sslcert.is_some();
-    if mode == SslMode::Disable {
-        if (options.is_set() || files_given) && !unix {
-            return Err(
-                "TLS options with sslmode=disable: drop them, or ask for TLS with sslmode=require \
-                 or verify-full"
-                    .into(),
-            );
-        }
+    let Some(mode) = mode(parsed, options)? else {
         config.ssl_mode(Wire::Disable);
         return Ok(None);
-    }
+    };
     let root = match mode {
         // Not verified, whatever is given (libpq verifies a root it has, and falls back to
         // plain text when that fails: the server is not verified either way).
@@ -117,9 +96,52 @@ pub(super) fn settle(
         client,
         insecure: verify == Verify::Nothing,
     };
-    let mut built = crate::backend::tls::build(&settings)?;
+    let built = build(&settings, verify)?;
+    config.ssl_mode(match mode {
+        SslMode::Allow | SslMode::Prefer => Wire::Prefer,
+        _ => Wire::Require,
+    });
+    Ok(Some(Settled {
+        config: Arc::new(built),
+        trust,
+    }))
+}
+
+/// The TLS mode `parsed` asks for (None: no TLS, as on a unix socket), with the options that
+/// cannot go with it refused.
+fn mode(parsed: &Parsed, options: &Tls) -> Result<Option<SslMode>, String> {
+    if options.insecure {
+        return Err(
+            "--tls-insecure does not work with postgres://: sslmode=require encrypts without \
+             verifying the server's certificate, as libpq does"
+                .into(),
+        );
+    }
+    let unix = parsed.hosts.iter().all(|h| matches!(h, Host::Unix { .. }));
+    let mode = match parsed.sslmode {
+        // A unix socket carries no TLS (libpq does not try it there either).
+        _ if unix => SslMode::Disable,
+        mode => mode,
+    };
+    let files_given = parsed.sslrootcert.is_some() || parsed.sslcert.is_some();
+    if mode == SslMode::Disable {
+        if (options.is_set() || files_given) && !unix {
+            return Err(
+                "TLS options with sslmode=disable: drop them, or ask for TLS with sslmode=require \
+                 or verify-full"
+                    .into(),
+            );
+        }
+        return Ok(None);
+    }
+    Ok(Some(mode))
+}
+
+/// The rustls configuration of `settings`, verifying the server's certificate as `verify` says.
+fn build(settings: &Tls, verify: Verify) -> Result<ClientConfig, String> {
+    let mut built = crate::backend::tls::build(settings)?;
     if verify != Verify::Nothing {
-        let (store, roots) = roots(&settings)?;
+        let (store, roots) = roots(settings)?;
         let chain = WebPkiServerVerifier::builder(Arc::new(store))
             .build()
             .map_err(|e| format!("the TLS root certificates cannot be used: {e}"))?;
@@ -129,14 +151,7 @@ pub(super) fn settle(
             full: verify == Verify::Full,
         }));
     }
-    config.ssl_mode(match mode {
-        SslMode::Allow | SslMode::Prefer => Wire::Prefer,
-        _ => Wire::Require,
-    });
-    Ok(Some(Settled {
-        config: Arc::new(built),
-        trust,
-    }))
+    Ok(built)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -261,7 +276,6 @@ pub(super) fn said(error: &CertificateError, trust: &Trust) -> String {
     };
     let untrusted =
         |why: &str| format!("the server's certificate is not trusted by {by} ({why}): {give}");
-    let webpki = |e: &OtherError| e.0.downcast_ref::<webpki::Error>().cloned();
     match error {
         E::UnknownIssuer => untrusted("none of its certificates signed it"),
         E::BadSignature => untrusted("its signature does not verify with its issuer's key"),
@@ -269,6 +283,20 @@ pub(super) fn said(error: &CertificateError, trust: &Trust) -> String {
             "the server's certificate is not trusted by {by} (it is self-signed, and not one of \
              them): give the server's own certificate"
         ),
+        other => not_valid(other),
+    }
+}
+
+/// The webpki error inside rustls's `Other`, if it is one.
+fn webpki(e: &OtherError) -> Option<webpki::Error> {
+    e.0.downcast_ref::<webpki::Error>().cloned()
+}
+
+/// What a certificate trusted but not valid here says: not for this host, or not now by this
+/// host's clock; else [`wrong_kind`].
+fn not_valid(error: &CertificateError) -> String {
+    use CertificateError as E;
+    match error {
         E::NotValidForNameContext {
             expected,
             presented,
@@ -297,6 +325,14 @@ pub(super) fn said(error: &CertificateError, trust: &Trust) -> String {
         E::NotValidYet => "the server's certificate, or one that signed it, is not valid yet by \
                            this host's clock: check this host's clock"
             .into(),
+        other => wrong_kind(other),
+    }
+}
+
+/// What a certificate of the wrong kind, or one rustls cannot read or check, says.
+fn wrong_kind(error: &CertificateError) -> String {
+    use CertificateError as E;
+    match error {
         E::InvalidPurpose | E::InvalidPurposeContext { .. } => "a certificate of the wrong kind \
             (its extended key usage is not for a TLS server): the server needs one issued for \
             serverAuth"
