@@ -31,3 +31,28 @@ fn a_plain_take_made_again_by_its_holder_is_left_to_the_function() {
     assert_eq!(pg.psql("SELECT count(*) FROM redlock.waiters"), "0");
     assert_eq!(pg.psql(take), first);
 }
+
+/// Our registration as a waiter had ended, and a queued waiter came after it: the function
+/// forgets the ended registration and puts us behind that waiter. `PLAIN_WAIT` once renewed
+/// the ended row, keeping its old place, and the function then let us in ahead; now it leaves
+/// the row as it is and the function decides.
+#[test]
+fn an_ended_registration_keeps_no_place_on_the_plain_path() {
+    let pg = PgServer::start();
+    Redlock::admin_at("init", &pg.url()).any_stdout().output();
+    pg.psql(
+        "INSERT INTO redlock.locks (name, fence, queued) VALUES ('redlock:k', 5, 1); \
+         INSERT INTO redlock.waiters (name, token, kind, queued, since, until) VALUES \
+         ('redlock:k', 't', 'lock', false, now() - interval '1 minute', \
+          now() - interval '5 seconds'), \
+         ('redlock:k', 'w', 'lock', true, now(), now() + interval '1 minute')",
+    );
+    assert_eq!(plain_wait(&pg)[1], "t", "undecided");
+    assert_eq!(
+        pg.psql("SELECT until < now() FROM redlock.waiters WHERE token = 't'"),
+        "t"
+    );
+    let take = "SELECT result || ' ' || queued FROM redlock.take('redlock:k', 't', 30000, \
+                'lock', 0, false, NULL, 20000, 'h', 1, 'c', 0, 20, 3456000000)";
+    assert_eq!(pg.psql(take), "busy true");
+}

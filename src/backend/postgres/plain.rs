@@ -57,7 +57,8 @@ FROM l";
 /// its channel, and whether the function must decide instead: nobody holds it, a holder's
 /// lease has ended, a holder holds it another way, waiters are queued, or our own token holds
 /// it (a take whose answer was lost, made again: the function answers it taken, with its
-/// token).
+/// token), or our registration had ended (the function registers it again, behind those who
+/// came meanwhile).
 pub const PLAIN_WAIT: &str = "
 WITH w AS (
   INSERT INTO @schema@.waiters AS w (name, token, kind, queued, since, until, backend_pid)
@@ -66,6 +67,9 @@ WITH w AS (
   -- Not when our own token holds it: the function answers that.
   WHERE NOT EXISTS (SELECT 1 FROM @schema@.holders h WHERE h.name = $1 AND h.token = $2)
   ON CONFLICT (name, token) DO UPDATE SET until = excluded.until, backend_pid = excluded.backend_pid
+  -- A registration that ended is not renewed: its place in the order is lost, and the
+  -- function, which removes it first, registers the client again.
+  WHERE w.until >= clock_timestamp()
   RETURNING w.queued
 ), h AS (
   SELECT min(h.until) AS soonest, count(*) AS n, bool_and(h.kind = 'lock') AS plain
