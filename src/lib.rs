@@ -39,18 +39,21 @@ pub use cli::main;
 #[doc(hidden)]
 pub mod conformance;
 
-/// The typed boundary of a few Lua scripts, for the chaos suite's deterministic replay (a test
-/// binary of its own, which reaches only what the library makes public) and the durability
-/// benchmark (examples/renew_cost.rs): they build the scripts' arguments with the structs the
-/// client uses, so a new argument breaks their build too. Not an interface.
+/// The typed boundary of a few Lua scripts and PostgreSQL's plain statements, for the chaos
+/// suite's deterministic replay (a test binary of its own, which reaches only what the library
+/// makes public), the fast paths' property tests (tests/integration/fastpaths.rs) and the
+/// durability benchmark (examples/renew_cost.rs): they build the scripts' arguments with the
+/// structs the client uses and run the statements it runs, so a new argument breaks their
+/// build too. Not an interface.
 #[doc(hidden)]
 pub mod boundary {
+    pub use crate::backend::postgres::plain::{PLAIN_RELEASE, PLAIN_TAKE, PLAIN_WAIT};
     pub use crate::backend::redis::Keys;
     pub use crate::backend::redis::record::Kept;
     pub use crate::backend::redis::scripts::calls::{
-        Acquire, AcquireMany, AcquireReply, Attempt, Extend,
+        Acquire, AcquireMany, AcquireReply, Attempt, Extend, Take,
     };
     pub use crate::backend::redis::scripts::{eval, send};
-    pub use crate::lock::record::Lost;
+    pub use crate::lock::record::{Lost, RECORD_TTL, RUNS_KEPT};
     pub use crate::lock::{Holder, Kind};
 }

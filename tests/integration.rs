@@ -150,6 +150,9 @@ mod integration {
     // What a hostile tester found on PostgreSQL: functions and rows edited by hand, a
     // SERIALIZABLE default, a table of redlock's name that is not redlock's.
     mod postgres_hostile;
+    // Every fast path answers as its general path from the same random state: PostgreSQL's
+    // plain statements beside the take and release functions.
+    mod fastpaths;
     // PostgreSQL keeps nothing for ever: a lock unused for 40 days (rows aged by hand) leaves
     // every row at another lock's next step, unless still held or waited for; tokens still rise.
     mod postgres_prune;

@@ -19,7 +19,7 @@ mod conn;
 mod locker;
 mod node;
 mod pgpass;
-mod plain;
+pub(crate) mod plain;
 mod tls;
 mod url;
 mod verify;

@@ -15,7 +15,7 @@
 /// A new row's token starts at the server's clock (`first_fence()`); a take also removes a few
 /// other locks unused for the record's lifetime (`prune()`). `$8`, `$9`: `RUNS_KEPT` and
 /// `RECORD_TTL` in milliseconds.
-pub(super) const PLAIN_TAKE: &str = "
+pub const PLAIN_TAKE: &str = "
 WITH l AS (
   INSERT INTO @schema@.locks AS l (name, fence, holders, used)
   VALUES ($1, @schema@.first_fence(), 1, clock_timestamp())
@@ -55,13 +55,21 @@ FROM l";
 /// release wakes the waiters in the order they came, passing over those whose session has
 /// ended, as the `take` function registers them), told what is left of the soonest lease,
 /// its channel, and whether the function must decide instead: nobody holds it, a holder's
-/// lease has ended, a holder holds it another way, or waiters are queued.
-pub(super) const PLAIN_WAIT: &str = "
+/// lease has ended, a holder holds it another way, waiters are queued, or our own token holds
+/// it (a take whose answer was lost, made again: the function answers it taken, with its
+/// token), or our registration had ended (the function registers it again, behind those who
+/// came meanwhile).
+pub const PLAIN_WAIT: &str = "
 WITH w AS (
   INSERT INTO @schema@.waiters AS w (name, token, kind, queued, since, until, backend_pid)
-  VALUES ($1, $2, 'lock', false, clock_timestamp(), clock_timestamp() + $3 * interval '1 millisecond',
-          @schema@.session())
+  SELECT $1, $2, 'lock', false, clock_timestamp(), clock_timestamp() + $3 * interval '1 millisecond',
+         @schema@.session()
+  -- Not when our own token holds it: the function answers that.
+  WHERE NOT EXISTS (SELECT 1 FROM @schema@.holders h WHERE h.name = $1 AND h.token = $2)
   ON CONFLICT (name, token) DO UPDATE SET until = excluded.until, backend_pid = excluded.backend_pid
+  -- A registration that ended is not renewed: its place in the order is lost, and the
+  -- function, which removes it first, registers the client again.
+  WHERE w.until >= clock_timestamp()
   RETURNING w.queued
 ), h AS (
   SELECT min(h.until) AS soonest, count(*) AS n, bool_and(h.kind = 'lock') AS plain
@@ -70,7 +78,7 @@ WITH w AS (
 SELECT @schema@.ms(h.soonest) - @schema@.ms(clock_timestamp()) AS remaining_ms,
        h.n = 0 OR NOT h.plain OR h.soonest < clock_timestamp()
          OR (SELECT l.queued > 0 FROM @schema@.locks l WHERE l.name = $1)
-         OR (SELECT w.queued FROM w) AS undecided,
+         OR NOT EXISTS (SELECT 1 FROM w) OR (SELECT w.queued FROM w) AS undecided,
        @schema@.channel($2) AS channel
 FROM h";
 
@@ -84,7 +92,7 @@ FROM h";
 /// function's first branch, planned once instead of the function's every statement: it is
 /// most of a hand-over's time in a new session, measured in scripts/bench.sh. Like the take, it
 /// removes a few other locks unused for `$8` ms (`RECORD_TTL`).
-pub(super) const PLAIN_RELEASE: &str = "
+pub const PLAIN_RELEASE: &str = "
 WITH l AS MATERIALIZED (
   SELECT l.name FROM @schema@.locks l WHERE l.name = $1 FOR UPDATE
 ), h AS (
