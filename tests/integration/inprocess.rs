@@ -28,11 +28,6 @@ const KNOWN: &[(&str, &str, &str)] = &[
         "stale_release_finds_gone_or_theirs",
         "Gone where another holds it",
     ),
-    (
-        "postgres",
-        "hundred_concurrent_counted_exactly",
-        "successes not all counted",
-    ),
     ("etcd", "fair_order", "free but promised is not said queued"),
     (
         "etcd",

@@ -354,12 +354,14 @@ impl Locks {
             .collect();
         lock.holders.retain(|h| h.until_ms > now_ms);
         for hold in lapsed {
+            // Counted by its hold, once: the record may no longer list a run that many others
+            // came after, but every run that took the lock is counted by how it ended.
+            count(lock, VANISHED);
             let run = lock.runs.iter_mut().find(|r| r.token == hold.token);
             if let Some(run) = run.filter(|r| matches!(r.end, RunEnd::Running { .. })) {
                 run.end = RunEnd::Vanished {
                     by: Some(hold.until_ms),
                 };
-                count(lock, VANISHED);
             }
             lock.releases += 1;
         }

@@ -244,7 +244,8 @@ LANGUAGE sql AS $$
 $$;
 
 -- The holders of lock `p_name` whose lease has ended leave; their runs vanished (counted once,
--- here). Expired waiters leave too. The caller holds the lock's row.
+-- here, by the holders' rows: a run the record no longer keeps, RUNS_KEPT runs after it,
+-- counts too). Expired waiters leave too. The caller holds the lock's row.
 CREATE OR REPLACE FUNCTION @schema@.expire(p_name text, p_now timestamptz) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -257,10 +258,11 @@ BEGIN
             SELECT ctid FROM @schema@.holders
             WHERE name = p_name AND until < p_now FOR UPDATE SKIP LOCKED)
         RETURNING fence, until
+    ), marked AS (
+        UPDATE @schema@.runs r SET outcome = 'vanished', until = gone.until
+        FROM gone WHERE r.name = p_name AND r.fence = gone.fence AND r.outcome IS NULL
     )
-    UPDATE @schema@.runs r SET outcome = 'vanished', until = gone.until
-    FROM gone WHERE r.name = p_name AND r.fence = gone.fence AND r.outcome IS NULL;
-    GET DIAGNOSTICS n = ROW_COUNT;
+    SELECT count(*) INTO n FROM gone;
     IF n > 0 THEN
         PERFORM @schema@.count(p_name, 'vanished', n);
     END IF;
@@ -450,17 +452,22 @@ END
 $$;
 
 -- The run of `p_fence` lost its lock: its holder's row (an ended lease) leaves, and its record
--- ends as `p_outcome` at the earlier of its lease's end, `p_by` and now; counted once.
+-- ends as `p_outcome` at the earlier of its lease's end, `p_by` and now; counted once: where
+-- its holder's row was still there (whether or not the record still keeps the run), or its
+-- run's row says it has not ended.
 CREATE OR REPLACE FUNCTION @schema@.lost(
     p_name text, p_fence bigint, p_outcome text, p_status integer, p_by timestamptz,
     p_now timestamptz)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     lease_end timestamptz;
+    held boolean;
     was text;
+    recorded boolean;
 BEGIN
     DELETE FROM @schema@.holders h WHERE h.name = p_name AND h.fence = p_fence
     RETURNING h.until INTO lease_end;
+    held := FOUND;
     -- A run the next taker marked vanished (no end yet when its lease ended) is corrected to
     -- what its holder, back, found: a lost lock, the count moved, as on Redis and etcd.
     SELECT r.outcome INTO was FROM @schema@.runs r
@@ -470,12 +477,15 @@ BEGIN
         ended = LEAST(COALESCE(lease_end, r.until, p_now), COALESCE(p_by, p_now), p_now)
     WHERE r.name = p_name AND r.fence = p_fence
       AND (r.outcome IS NULL OR r.outcome = 'vanished');
-    IF FOUND THEN
+    recorded := FOUND;
+    IF recorded THEN
         IF was = 'vanished' THEN
             PERFORM @schema@.count(p_name, 'vanished', -1);
         END IF;
-        PERFORM @schema@.count(p_name, p_outcome, 1);
         UPDATE @schema@.locks l SET last_ended_fence = p_fence WHERE l.name = p_name;
+    END IF;
+    IF held OR recorded THEN
+        PERFORM @schema@.count(p_name, p_outcome, 1);
     END IF;
     PERFORM @schema@.wake(p_name);
 END
