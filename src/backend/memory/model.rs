@@ -425,7 +425,7 @@ fn next_fence(lock: &mut Lock, now_ms: u64) -> i64 {
 
 /// What a renewal or release that did not find its token found: another's token where one
 /// holder holds the lock alone; else its place is gone (a free lock, or several holders, none of
-/// them this one, as Redis answers). PostgreSQL and etcd answer Gone where another holds it
+/// them this one, as Redis and PostgreSQL answer). etcd answers Gone where another holds it
 /// alone: the run makes the same of both (the lock is lost, 76).
 fn gone_or_theirs(lock: &Lock) -> Held {
     match (lock.holders.len(), lock.kind) {

@@ -430,8 +430,21 @@ LANGUAGE sql AS $$
                                 p_started, @runs_kept@, @record_ttl_ms@)
 $$;
 
+-- What a step that did not find `p_token` holding lock `p_name` found instead at `p_now`:
+-- 'theirs' where another holds it alone (exclusive, its lease running); else 'gone' (nobody, or
+-- holders of a limit or shared lock, none of them this one), as the model says and Redis
+-- answers. A run makes the same of both, its lock lost (76), and says which. redlock 0.3.0
+-- reads any answer but 'ours' as gone.
+CREATE OR REPLACE FUNCTION @schema@.theirs_or_gone(p_name text, p_token text, p_now timestamptz)
+RETURNS text LANGUAGE sql AS $$
+    SELECT CASE WHEN count(*) = 1 AND bool_and(h.kind = 'lock') THEN 'theirs' ELSE 'gone' END
+    FROM @schema@.holders h
+    WHERE h.name = p_name AND h.token <> p_token AND h.until >= p_now
+$$;
+
 -- Extend the lease of `p_token` (fencing token `p_fence`) to `p_ttl_ms` from now, if it has not
--- ended. 'ours', or 'gone': then the run lost its lock, and its record says so (`p_lost_*`).
+-- ended. 'ours'; or the run lost its lock, its record says so (`p_lost_*`), and the answer is
+-- what it found instead (`theirs_or_gone`).
 CREATE OR REPLACE FUNCTION @schema@.renew(
     p_name text, p_token text, p_fence bigint, p_ttl_ms bigint,
     p_lost_outcome text, p_lost_status integer)
@@ -447,7 +460,7 @@ BEGIN
     PERFORM 1 FROM @schema@.locks l WHERE l.name = p_name FOR UPDATE;
     PERFORM @schema@.lost(p_name, p_fence, p_lost_outcome, p_lost_status, NULL, now);
     PERFORM @schema@.recount(p_name);
-    RETURN 'gone';
+    RETURN @schema@.theirs_or_gone(p_name, p_token, now);
 END
 $$;
 
@@ -493,9 +506,10 @@ $$;
 
 -- Release `p_token`'s hold (fencing token `p_fence`) if its lease has not ended, record how the
 -- run ended (`p_took_ms` after it started; a success also for --min-interval), and wake the
--- waiters (NOTIFY: delivered when this commits). 'ours'; or 'gone', the run recorded as lost
--- (`p_lost_*`, held until `p_lost_by_ms` at the latest); 'ours' too for a release made again
--- whose first answer was lost (the record has its end already).
+-- waiters (NOTIFY: delivered when this commits). 'ours'; or the run recorded as lost
+-- (`p_lost_*`, held until `p_lost_by_ms` at the latest) and what it found instead ('theirs' or
+-- 'gone': `theirs_or_gone`); 'ours' too for a release made again whose first answer was lost
+-- (the record has its end already).
 CREATE OR REPLACE FUNCTION @schema@.release(
     p_name text, p_token text, p_fence bigint, p_outcome text, p_status integer,
     p_took_ms bigint, p_min_interval_ms bigint,
@@ -539,7 +553,7 @@ BEGIN
                           CASE WHEN p_lost_by_ms > 0
                                THEN to_timestamp(p_lost_by_ms / 1000.0) END, now);
     PERFORM @schema@.recount(p_name);
-    RETURN 'gone';
+    RETURN @schema@.theirs_or_gone(p_name, p_token, now);
 END
 $$;
 
