@@ -109,7 +109,8 @@ impl Locks {
             }
         }
         // A retry of our own take whose answer was lost finds our token: the same run, its
-        // lease restarted.
+        // lease restarted, its fencing token the same (Redis and PostgreSQL answer so too). Safe:
+        // a token is one run's alone, so nobody else is let in, and no new run is counted.
         if let Some(hold) = lock.holders.iter_mut().find(|h| h.token == token) {
             hold.until_ms = now_ms + ms(ttl);
             let fence = run_of(lock, token).map_or(lock.fence, |r| r.fence);

@@ -55,20 +55,24 @@ FROM l";
 /// release wakes the waiters in the order they came, passing over those whose session has
 /// ended, as the `take` function registers them), told what is left of the soonest lease,
 /// its channel, and whether the function must decide instead: nobody holds it, a holder's
-/// lease has ended, a holder holds it another way, or waiters are queued.
+/// lease has ended, a holder holds it another way, waiters are queued, or this client holds
+/// it already (a take made again because its answer was lost: not registered as a waiter, and
+/// answered Acquired with its own fencing token by the function, as the model says).
 pub(super) const PLAIN_WAIT: &str = "
-WITH w AS (
+WITH h AS (
+  SELECT min(h.until) AS soonest, count(*) AS n, bool_and(h.kind = 'lock') AS plain,
+         bool_or(h.token = $2) AS ours
+  FROM @schema@.holders h WHERE h.name = $1
+), w AS (
   INSERT INTO @schema@.waiters AS w (name, token, kind, queued, since, until, backend_pid)
-  VALUES ($1, $2, 'lock', false, clock_timestamp(), clock_timestamp() + $3 * interval '1 millisecond',
-          @schema@.session())
+  SELECT $1, $2, 'lock', false, clock_timestamp(), clock_timestamp() + $3 * interval '1 millisecond',
+         @schema@.session()
+  FROM h WHERE h.ours IS NOT TRUE
   ON CONFLICT (name, token) DO UPDATE SET until = excluded.until, backend_pid = excluded.backend_pid
   RETURNING w.queued
-), h AS (
-  SELECT min(h.until) AS soonest, count(*) AS n, bool_and(h.kind = 'lock') AS plain
-  FROM @schema@.holders h WHERE h.name = $1
 )
 SELECT @schema@.ms(h.soonest) - @schema@.ms(clock_timestamp()) AS remaining_ms,
-       h.n = 0 OR NOT h.plain OR h.soonest < clock_timestamp()
+       h.n = 0 OR NOT h.plain OR h.soonest < clock_timestamp() OR h.ours
          OR (SELECT l.queued > 0 FROM @schema@.locks l WHERE l.name = $1)
          OR (SELECT w.queued FROM w) AS undecided,
        @schema@.channel($2) AS channel
