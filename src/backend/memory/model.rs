@@ -109,7 +109,8 @@ impl Locks {
             }
         }
         // A retry of our own take whose answer was lost finds our token: the same run, its
-        // lease restarted.
+        // lease restarted, its fencing token the same (Redis and PostgreSQL answer so too). Safe:
+        // a token is one run's alone, so nobody else is let in, and no new run is counted.
         if let Some(hold) = lock.holders.iter_mut().find(|h| h.token == token) {
             hold.until_ms = now_ms + ms(ttl);
             let fence = run_of(lock, token).map_or(lock.fence, |r| r.fence);
@@ -354,12 +355,14 @@ impl Locks {
             .collect();
         lock.holders.retain(|h| h.until_ms > now_ms);
         for hold in lapsed {
+            // Counted by its hold, once: the record may no longer list a run that many others
+            // came after, but every run that took the lock is counted by how it ended.
+            count(lock, VANISHED);
             let run = lock.runs.iter_mut().find(|r| r.token == hold.token);
             if let Some(run) = run.filter(|r| matches!(r.end, RunEnd::Running { .. })) {
                 run.end = RunEnd::Vanished {
                     by: Some(hold.until_ms),
                 };
-                count(lock, VANISHED);
             }
             lock.releases += 1;
         }
@@ -423,7 +426,7 @@ fn next_fence(lock: &mut Lock, now_ms: u64) -> i64 {
 
 /// What a renewal or release that did not find its token found: another's token where one
 /// holder holds the lock alone; else its place is gone (a free lock, or several holders, none of
-/// them this one, as Redis answers). PostgreSQL and etcd answer Gone where another holds it
+/// them this one, as Redis and PostgreSQL answer). etcd answers Gone where another holds it
 /// alone: the run makes the same of both (the lock is lost, 76).
 fn gone_or_theirs(lock: &Lock) -> Held {
     match (lock.holders.len(), lock.kind) {

@@ -13,7 +13,9 @@
 //!   before the `LISTEN` was not heard), until a notification, the holder's lease's end (nothing
 //!   notifies an expiry: the lease layer's hold is at most what was left of it), or the
 //!   interrupt.
-//! - **renew** (`renew`): the lease extended where our token still holds and has not ended.
+//! - **renew** (`renew`): the lease extended where our token still holds and has not ended;
+//!   else the lock is lost, and the answer says whether another holds it alone (Theirs) or not
+//!   (Gone), as a release that finds its lease ended says too.
 //! - **release**: our holder's row deleted where our token still holds, the run's end recorded,
 //!   and `NOTIFY` to the first waiter whose session lives in the same transaction (heard as it
 //!   commits; the rows of those whose session ended removed on the way): one statement while
@@ -140,6 +142,26 @@ impl PgLocker {
         }))
     }
 
+    /// What `token`, holding nothing it knows of, finds in the lock's place: another holding it
+    /// alone ([`Held::Theirs`]) or not ([`Held::Gone`]), as the functions answer it
+    /// (`theirs_or_gone`); Gone on an older redlock's tables, which have no such function.
+    fn theirs_or_gone(&mut self, token: &str, deadline: Instant) -> Result<Held, Failure> {
+        let sql = format!(
+            "SELECT {}.theirs_or_gone($1, $2, clock_timestamp()) AS found",
+            self.conn.schema()
+        );
+        let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 2] =
+            [(&self.name, Type::TEXT), (&token, Type::TEXT)];
+        match self.conn.query(deadline, &sql, &params) {
+            Ok(rows) => Ok(match rows.first() {
+                Some(row) => held(column::<Option<String>>(row, "found")?.as_deref()),
+                None => Held::Gone,
+            }),
+            Err(failure) if older_tables(&failure) => Ok(Held::Gone),
+            Err(failure) => Err(failure),
+        }
+    }
+
     /// `SELECT schema.function(args...)`, with `n` parameters.
     fn call(&self, function: &str, n: usize) -> String {
         let args: Vec<String> = (1..=n).map(|i| format!("${i}")).collect();
@@ -164,6 +186,16 @@ fn attempt(
     let answer = conn.query(deadline, sql, params);
     *unanswered = matches!(answer, Err(Failure::Unreachable(_)));
     answer
+}
+
+/// How the lock was held, as `renew` and `release` answer it: 'ours', 'theirs' (another holds
+/// it alone) or 'gone'; anything else is gone.
+fn held(said: Option<&str>) -> Held {
+    match said {
+        Some("ours") => Held::Ours,
+        Some("theirs") => Held::Theirs,
+        _ => Held::Gone,
+    }
 }
 
 /// Milliseconds, as the functions take them.
@@ -338,10 +370,10 @@ impl Locker for PgLocker {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<Renewal, Failure> {
-        let Some((fence, _)) = self.taken else {
-            return Ok(Renewal::Lost(Held::Gone));
-        };
         let sent = Instant::now();
+        let Some((fence, _)) = self.taken else {
+            return Ok(Renewal::Lost(self.theirs_or_gone(token, sent + timeout)?));
+        };
         let sql = self.call("renew", 6);
         let lost = RunEnding::of(crate::exit::Outcome::LockLost, 0);
         let ttl_ms = ms(ttl);
@@ -361,8 +393,9 @@ impl Locker for PgLocker {
             Some(row) => column(row, "renew")?,
             None => None,
         };
-        if said.as_deref() != Some("ours") {
-            return Ok(Renewal::Lost(Held::Gone));
+        match held(said.as_deref()) {
+            Held::Ours => {}
+            lost => return Ok(Renewal::Lost(lost)),
         }
         if let Some((_, tenure)) = &mut self.taken {
             tenure.renewed(sent, ttl);
@@ -393,11 +426,10 @@ impl Locker for PgLocker {
                 Some(row) => column(row, "leave")?,
                 None => None,
             };
-            return Ok(if had == Some(true) {
-                Held::Ours
-            } else {
-                Held::Gone
-            });
+            return match had {
+                Some(true) => Ok(Held::Ours),
+                _ => self.theirs_or_gone(token, deadline),
+            };
         };
         let took = ms(tenure.held());
         let interval = self.min_interval.map(ms);
@@ -445,10 +477,7 @@ impl Locker for PgLocker {
             None => None,
         };
         self.taken = None;
-        Ok(match said.as_deref() {
-            Some("ours") => Held::Ours,
-            _ => Held::Gone,
-        })
+        Ok(held(said.as_deref()))
     }
 }
 

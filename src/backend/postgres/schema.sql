@@ -244,7 +244,8 @@ LANGUAGE sql AS $$
 $$;
 
 -- The holders of lock `p_name` whose lease has ended leave; their runs vanished (counted once,
--- here). Expired waiters leave too. The caller holds the lock's row.
+-- here, by the holders' rows: a run the record no longer keeps, RUNS_KEPT runs after it,
+-- counts too). Expired waiters leave too. The caller holds the lock's row.
 CREATE OR REPLACE FUNCTION @schema@.expire(p_name text, p_now timestamptz) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -257,10 +258,11 @@ BEGIN
             SELECT ctid FROM @schema@.holders
             WHERE name = p_name AND until < p_now FOR UPDATE SKIP LOCKED)
         RETURNING fence, until
+    ), marked AS (
+        UPDATE @schema@.runs r SET outcome = 'vanished', until = gone.until
+        FROM gone WHERE r.name = p_name AND r.fence = gone.fence AND r.outcome IS NULL
     )
-    UPDATE @schema@.runs r SET outcome = 'vanished', until = gone.until
-    FROM gone WHERE r.name = p_name AND r.fence = gone.fence AND r.outcome IS NULL;
-    GET DIAGNOSTICS n = ROW_COUNT;
+    SELECT count(*) INTO n FROM gone;
     IF n > 0 THEN
         PERFORM @schema@.count(p_name, 'vanished', n);
     END IF;
@@ -428,8 +430,21 @@ LANGUAGE sql AS $$
                                 p_started, @runs_kept@, @record_ttl_ms@)
 $$;
 
+-- What a step that did not find `p_token` holding lock `p_name` found instead at `p_now`:
+-- 'theirs' where another holds it alone (exclusive, its lease running); else 'gone' (nobody, or
+-- holders of a limit or shared lock, none of them this one), as the model says and Redis
+-- answers. A run makes the same of both, its lock lost (76), and says which. redlock 0.3.0
+-- reads any answer but 'ours' as gone.
+CREATE OR REPLACE FUNCTION @schema@.theirs_or_gone(p_name text, p_token text, p_now timestamptz)
+RETURNS text LANGUAGE sql AS $$
+    SELECT CASE WHEN count(*) = 1 AND bool_and(h.kind = 'lock') THEN 'theirs' ELSE 'gone' END
+    FROM @schema@.holders h
+    WHERE h.name = p_name AND h.token <> p_token AND h.until >= p_now
+$$;
+
 -- Extend the lease of `p_token` (fencing token `p_fence`) to `p_ttl_ms` from now, if it has not
--- ended. 'ours', or 'gone': then the run lost its lock, and its record says so (`p_lost_*`).
+-- ended. 'ours'; or the run lost its lock, its record says so (`p_lost_*`), and the answer is
+-- what it found instead (`theirs_or_gone`).
 CREATE OR REPLACE FUNCTION @schema@.renew(
     p_name text, p_token text, p_fence bigint, p_ttl_ms bigint,
     p_lost_outcome text, p_lost_status integer)
@@ -445,22 +460,27 @@ BEGIN
     PERFORM 1 FROM @schema@.locks l WHERE l.name = p_name FOR UPDATE;
     PERFORM @schema@.lost(p_name, p_fence, p_lost_outcome, p_lost_status, NULL, now);
     PERFORM @schema@.recount(p_name);
-    RETURN 'gone';
+    RETURN @schema@.theirs_or_gone(p_name, p_token, now);
 END
 $$;
 
 -- The run of `p_fence` lost its lock: its holder's row (an ended lease) leaves, and its record
--- ends as `p_outcome` at the earlier of its lease's end, `p_by` and now; counted once.
+-- ends as `p_outcome` at the earlier of its lease's end, `p_by` and now; counted once: where
+-- its holder's row was still there (whether or not the record still keeps the run), or its
+-- run's row says it has not ended.
 CREATE OR REPLACE FUNCTION @schema@.lost(
     p_name text, p_fence bigint, p_outcome text, p_status integer, p_by timestamptz,
     p_now timestamptz)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     lease_end timestamptz;
+    held boolean;
     was text;
+    recorded boolean;
 BEGIN
     DELETE FROM @schema@.holders h WHERE h.name = p_name AND h.fence = p_fence
     RETURNING h.until INTO lease_end;
+    held := FOUND;
     -- A run the next taker marked vanished (no end yet when its lease ended) is corrected to
     -- what its holder, back, found: a lost lock, the count moved, as on Redis and etcd.
     SELECT r.outcome INTO was FROM @schema@.runs r
@@ -470,12 +490,15 @@ BEGIN
         ended = LEAST(COALESCE(lease_end, r.until, p_now), COALESCE(p_by, p_now), p_now)
     WHERE r.name = p_name AND r.fence = p_fence
       AND (r.outcome IS NULL OR r.outcome = 'vanished');
-    IF FOUND THEN
+    recorded := FOUND;
+    IF recorded THEN
         IF was = 'vanished' THEN
             PERFORM @schema@.count(p_name, 'vanished', -1);
         END IF;
-        PERFORM @schema@.count(p_name, p_outcome, 1);
         UPDATE @schema@.locks l SET last_ended_fence = p_fence WHERE l.name = p_name;
+    END IF;
+    IF held OR recorded THEN
+        PERFORM @schema@.count(p_name, p_outcome, 1);
     END IF;
     PERFORM @schema@.wake(p_name);
 END
@@ -483,9 +506,10 @@ $$;
 
 -- Release `p_token`'s hold (fencing token `p_fence`) if its lease has not ended, record how the
 -- run ended (`p_took_ms` after it started; a success also for --min-interval), and wake the
--- waiters (NOTIFY: delivered when this commits). 'ours'; or 'gone', the run recorded as lost
--- (`p_lost_*`, held until `p_lost_by_ms` at the latest); 'ours' too for a release made again
--- whose first answer was lost (the record has its end already).
+-- waiters (NOTIFY: delivered when this commits). 'ours'; or the run recorded as lost
+-- (`p_lost_*`, held until `p_lost_by_ms` at the latest) and what it found instead ('theirs' or
+-- 'gone': `theirs_or_gone`); 'ours' too for a release made again whose first answer was lost
+-- (the record has its end already).
 CREATE OR REPLACE FUNCTION @schema@.release(
     p_name text, p_token text, p_fence bigint, p_outcome text, p_status integer,
     p_took_ms bigint, p_min_interval_ms bigint,
@@ -529,7 +553,7 @@ BEGIN
                           CASE WHEN p_lost_by_ms > 0
                                THEN to_timestamp(p_lost_by_ms / 1000.0) END, now);
     PERFORM @schema@.recount(p_name);
-    RETURN 'gone';
+    RETURN @schema@.theirs_or_gone(p_name, p_token, now);
 END
 $$;
 
