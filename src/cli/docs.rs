@@ -216,10 +216,25 @@ pub fn man_page() -> Vec<u8> {
     let mut page = Vec::new();
     render(&mut page, |w| man.render_title(w));
     page.extend(body(|w| man.render_name_section(w), false));
+    page.extend(synopsis(&subcommands));
+    page.extend(commands(&subcommands));
 
     let mut roff = Roff::new();
-    roff.control("SH", ["SYNOPSIS"]);
+    paragraphs(&mut roff, "SIGNALS", SIGNALS);
+    exit_status_section(&mut roff);
+    environment_section(&mut roff, &subcommands);
+    examples_section(&mut roff);
+    see_also_section(&mut roff);
     page.extend(body(|w| roff.to_writer(w), false));
+    page.extend(body(|w| man.render_version_section(w), false));
+    page
+}
+
+/// SYNOPSIS: each subcommand's usage, one after the other.
+fn synopsis(subcommands: &[&clap::Command]) -> Vec<u8> {
+    let mut roff = Roff::new();
+    roff.control("SH", ["SYNOPSIS"]);
+    let mut page = body(|w| roff.to_writer(w), false);
     for (i, sub) in subcommands.iter().enumerate() {
         if i > 0 {
             page.extend(b".br\n");
@@ -229,15 +244,13 @@ pub fn man_page() -> Vec<u8> {
             true,
         ));
     }
+    page
+}
 
+/// DESCRIPTION, then COMMANDS: each subcommand's long help and its options.
+fn commands(subcommands: &[&clap::Command]) -> Vec<u8> {
     let mut roff = Roff::new();
-    roff.control("SH", ["DESCRIPTION"]);
-    for (i, paragraph) in DESCRIPTION.iter().enumerate() {
-        if i > 0 {
-            roff.control("PP", []);
-        }
-        roff.text([roman(*paragraph)]);
-    }
+    paragraphs(&mut roff, "DESCRIPTION", DESCRIPTION);
     roff.control("SH", ["COMMANDS"]);
     roff.text([
         roman("Every command takes "),
@@ -250,8 +263,8 @@ pub fn man_page() -> Vec<u8> {
         bold("--version"),
         roman(")."),
     ]);
-    page.extend(body(|w| roff.to_writer(w), false));
-    for sub in &subcommands {
+    let mut page = body(|w| roff.to_writer(w), false);
+    for sub in subcommands {
         let name = sub.get_bin_name().unwrap_or_else(|| sub.get_name());
         let mut roff = Roff::new();
         roff.control("SS", [name]);
@@ -266,17 +279,22 @@ pub fn man_page() -> Vec<u8> {
             ));
         }
     }
+    page
+}
 
-    let mut roff = Roff::new();
-    roff.control("SH", ["SIGNALS"]);
-    for (i, paragraph) in SIGNALS.iter().enumerate() {
+/// A section of plain paragraphs.
+fn paragraphs(roff: &mut Roff, section: &str, text: &[&str]) {
+    roff.control("SH", [section]);
+    for (i, paragraph) in text.iter().enumerate() {
         if i > 0 {
             roff.control("PP", []);
         }
         roff.text([roman(*paragraph)]);
     }
-    exit_status_section(&mut roff);
-    environment_section(&mut roff, &subcommands);
+}
+
+/// EXAMPLES: what each does, then the command line as typed.
+fn examples_section(roff: &mut Roff) {
     roff.control("SH", ["EXAMPLES"]);
     for (what, command) in EXAMPLES {
         roff.control("PP", []);
@@ -291,6 +309,9 @@ pub fn man_page() -> Vec<u8> {
         roff.control("EE", []);
         roff.control("RE", []);
     }
+}
+
+fn see_also_section(roff: &mut Roff) {
     roff.control("SH", ["SEE ALSO"]);
     roff.text([
         bold("flock"),
@@ -304,9 +325,6 @@ pub fn man_page() -> Vec<u8> {
         bold("systemd.timer"),
         roman("(5)"),
     ]);
-    page.extend(body(|w| roff.to_writer(w), false));
-    page.extend(body(|w| man.render_version_section(w), false));
-    page
 }
 
 /// The command as the man page shows it: no help subcommand, and -h/-V said once, not per command.
