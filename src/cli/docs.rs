@@ -41,11 +41,14 @@ Examples:
 
 /// What the man page says in DESCRIPTION, one paragraph per string.
 const DESCRIPTION: &[&str] = &[
-    "redlock runs a command while holding a lock in Redis, so that across every machine that \
-     might start it only one copy runs at a time, and nothing is left locked or running when \
-     things go wrong.",
-    "It takes the lock atomically with a random owner token (SET NX PX) and advances a fencing \
-     counter in the same step, runs the command without a shell in its own process group, \
+    "redlock runs a command while holding a lock on a server every machine reaches, so that \
+     across every machine that might start it only one copy runs at a time, and nothing is left \
+     locked or running when things go wrong. The lock lives where --url says: on Redis (one \
+     server, the master its Sentinels name, a Cluster, or a quorum of independent masters), on \
+     an etcd cluster, or in a PostgreSQL database.",
+    "It takes the lock in one atomic step with a random owner token, and gives the command a \
+     fencing token larger than every one given before for the lock's name \
+     (REDLOCK_FENCING_TOKEN), runs the command without a shell in its own process group, \
      renews the lease every ttl/3 from a background thread, forwards signals to the command \
      (see SIGNALS), and releases the lock with a token check when the command ends. If the \
      lease cannot be renewed, redlock stops the command (the stop signal, then SIGKILL) before \
@@ -319,6 +322,8 @@ fn see_also_section(roff: &mut Roff) {
         bold("timeout"),
         roman("(1), "),
         bold("redis-cli"),
+        roman("(1), "),
+        bold("psql"),
         roman("(1), "),
         bold("crontab"),
         roman("(5), "),
