@@ -65,7 +65,7 @@ pub(crate) fn pairs(query: &str) -> impl Iterator<Item = (String, &str)> {
     query.split('&').filter(|p| !p.is_empty()).map(|pair| {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
         (
-            percent_decode(name).unwrap_or_else(|| name.to_owned()),
+            percent_decode(name).unwrap_or_else(|_| name.to_owned()),
             value,
         )
     })
@@ -172,22 +172,49 @@ fn address(word: &str) -> bool {
     })
 }
 
-/// `%XX` decoded; None when malformed or not UTF-8.
-pub(crate) fn percent_decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = text.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
+/// Why a percent-encoded part of a URL cannot be decoded. Each backend says it in its own
+/// words, naming the part (never quoting it: it may be a password).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BadEscape {
+    /// A `%` not followed by two hex digits.
+    NotHex,
+    /// The decoded bytes are not UTF-8.
+    NotUtf8,
+}
+
+/// The bytes `text` stands for, each `%XX` decoded (RFC 3986: exactly two hex digits), one at
+/// a time, so that a caller can refuse a byte as it comes (PostgreSQL's `%00`); a `%` without
+/// two hex digits after it ends them with [`BadEscape::NotHex`].
+pub(crate) fn unescaped(text: &str) -> impl Iterator<Item = Result<u8, BadEscape>> + '_ {
+    let mut rest = text.as_bytes();
+    std::iter::from_fn(move || {
+        let (&byte, tail) = rest.split_first()?;
+        if byte != b'%' {
+            rest = tail;
+            return Some(Ok(byte));
         }
-    }
-    String::from_utf8(out).ok()
+        let digit = |d: u8| char::from(d).to_digit(16);
+        match tail {
+            [high, low, after @ ..] => {
+                let (Some(high), Some(low)) = (digit(*high), digit(*low)) else {
+                    rest = &[];
+                    return Some(Err(BadEscape::NotHex));
+                };
+                rest = after;
+                Some(Ok((high * 16 + low) as u8))
+            }
+            _ => {
+                rest = &[];
+                Some(Err(BadEscape::NotHex))
+            }
+        }
+    })
+}
+
+/// `text` with each `%XX` decoded, as UTF-8: the one percent-decoder of every backend's URL.
+pub(crate) fn percent_decode(text: &str) -> Result<String, BadEscape> {
+    let bytes = unescaped(text).collect::<Result<Vec<u8>, _>>()?;
+    String::from_utf8(bytes).map_err(|_| BadEscape::NotUtf8)
 }
 
 /// `text` with control characters escaped, for a one-line message.
@@ -236,6 +263,31 @@ mod tests {
         assert_eq!(for_command("redis://:PW@h/2", true), "redis://h/2");
         assert_eq!(for_command("etcd://bob@h1,h2", false), "etcd://bob@h1,h2");
         assert_eq!(for_command("etcd://bob:PW@h1", false), "etcd://bob@h1");
+    }
+
+    #[test]
+    fn percent_decoding_takes_two_hex_digits_and_gives_utf8() {
+        use BadEscape::{NotHex, NotUtf8};
+        for (text, want) in [
+            ("", Ok("")),
+            ("plain", Ok("plain")),
+            ("a%20b", Ok("a b")),
+            ("m%40ster%3a%3A", Ok("m@ster::")),
+            ("%C3%A9t%C3%A9", Ok("\u{e9}t\u{e9}")),
+            ("%2", Err(NotHex)),
+            ("%", Err(NotHex)),
+            ("a%zzb", Err(NotHex)),
+            // What `u8::from_str_radix` would take as a sign is no hex digit.
+            ("%+1", Err(NotHex)),
+            ("%\u{e9}", Err(NotHex)),
+            ("%ff", Err(NotUtf8)),
+            ("%C3", Err(NotUtf8)),
+        ] {
+            assert_eq!(percent_decode(text).as_deref(), want.as_deref(), "{text}");
+        }
+        // A caller refusing a byte sees it before a later bad escape.
+        let first_bad = unescaped("a%00%zz").find(|b| *b != Ok(b'a'));
+        assert_eq!(first_bad, Some(Ok(0)));
     }
 
     #[test]
