@@ -79,9 +79,8 @@ impl Endpoint {
             }
             _ => {
                 return Err(format!(
-                    "'{shown}' is not a URL redlock takes (use redis://, rediss://, unix://, \
-                     redis+unix://, redis+sentinel://, redis+cluster://, etcd://, etcds://, \
-                     postgres:// or postgresql://)"
+                    "'{shown}' is not a URL redlock takes (use {})",
+                    url::listed()
                 ));
             }
         }
