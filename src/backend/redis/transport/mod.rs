@@ -81,6 +81,15 @@ pub(crate) struct Connection {
     confirmed: Option<((String, u16), Instant)>,
 }
 
+/// A request that failed on a node: its address, the error, whether a reply was refused as
+/// too large, and how the node was reached when this was its connection's first request.
+struct Failed {
+    addr: String,
+    err: RedisError,
+    oversized: bool,
+    first: Option<ConnectionInfo>,
+}
+
 impl Connection {
     pub fn new(endpoint: Endpoint) -> Self {
         Self {
@@ -180,33 +189,12 @@ impl Connection {
         self.unanswered = false;
         loop {
             time_left(deadline, &self.endpoint)?;
-            let result = if let Some((host, port)) = ask.take() {
-                // The slot is being migrated: this one request goes to the importing node.
-                let mut node = self.open_at(&host, port, deadline, (None, Ask::default()))?;
-                node.conn.set_deadline(deadline);
-                let r = redis::cmd("ASKING")
-                    .exec(&mut node.conn)
-                    .and_then(|()| send(&mut node));
-                let oversized = node.conn.oversized();
-                r.map_err(|e| (node.addr, e, oversized, None))
-            } else {
-                let node = self.node(deadline)?;
-                node.conn.set_deadline(deadline);
-                let r = send(node);
-                if r.is_ok() {
-                    node.fresh = false;
-                }
-                let first = node.fresh.then(|| node.info.clone());
-                let oversized = node.conn.oversized();
-                let broken = !redis::ConnectionLike::is_open(&node.conn);
-                let r = r.map_err(|e| (node.addr.clone(), e, oversized, first));
-                if broken {
-                    // Mid-reply or gone: never read from again.
-                    self.node = None;
-                }
-                r
-            };
-            let (addr, err, oversized, first) = match result {
+            let Failed {
+                addr,
+                err,
+                oversized,
+                first,
+            } = match self.attempt(ask.take(), deadline, &mut send)? {
                 Ok(value) => return Ok(value),
                 Err(failed) => failed,
             };
@@ -229,24 +217,74 @@ impl Connection {
                 }
                 Some((moved, to)) if hops < MAX_HOPS => {
                     hops += 1;
-                    if moved {
-                        crate::report!(
-                            2,
-                            Moved { "node" => node_name(&to.0, to.1) },
-                            "the lock's slot is served by {}; following it",
-                            node_name(&to.0, to.1)
-                        );
-                        self.owner = Some(to);
-                        self.node = None;
-                    } else {
-                        ask = Some(to);
-                    }
-                    continue;
+                    ask = self.follow(moved, to);
                 }
-                _ => {}
+                _ => return Err(self.failed(&addr, err, first)),
             }
-            return Err(self.failed(&addr, err, first));
         }
+    }
+
+    /// One try of a request: to the node importing the slot when `ask` says so (ASKING first,
+    /// this request only), else to the node that holds the lock. Where it failed, how, and
+    /// (`Err` outside) why no node could be reached.
+    fn attempt<T>(
+        &mut self,
+        ask: Option<(String, u16)>,
+        deadline: Instant,
+        send: &mut impl FnMut(&mut Node) -> RedisResult<T>,
+    ) -> Result<Result<T, Failed>, Failure> {
+        if let Some((host, port)) = ask {
+            // The slot is being migrated: this one request goes to the importing node.
+            let mut node = self.open_at(&host, port, deadline, (None, Ask::default()))?;
+            node.conn.set_deadline(deadline);
+            let r = redis::cmd("ASKING")
+                .exec(&mut node.conn)
+                .and_then(|()| send(&mut node));
+            let oversized = node.conn.oversized();
+            return Ok(r.map_err(|err| Failed {
+                addr: node.addr,
+                err,
+                oversized,
+                first: None,
+            }));
+        }
+        let node = self.node(deadline)?;
+        node.conn.set_deadline(deadline);
+        let r = send(node);
+        if r.is_ok() {
+            node.fresh = false;
+        }
+        let first = node.fresh.then(|| node.info.clone());
+        let oversized = node.conn.oversized();
+        let broken = !redis::ConnectionLike::is_open(&node.conn);
+        let r = r.map_err(|err| Failed {
+            addr: node.addr.clone(),
+            err,
+            oversized,
+            first,
+        });
+        if broken {
+            // Mid-reply or gone: never read from again.
+            self.node = None;
+        }
+        Ok(r)
+    }
+
+    /// After a redirect to `to`: a MOVED slot is followed from now on; an ASK is for the next
+    /// try only, which the answer is.
+    fn follow(&mut self, moved: bool, to: (String, u16)) -> Option<(String, u16)> {
+        if !moved {
+            return Some(to);
+        }
+        crate::report!(
+            2,
+            Moved { "node" => node_name(&to.0, to.1) },
+            "the lock's slot is served by {}; following it",
+            node_name(&to.0, to.1)
+        );
+        self.owner = Some(to);
+        self.node = None;
+        None
     }
 
     /// What a failed request means, dropping the connection when it cannot be trusted. `first`:
