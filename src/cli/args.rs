@@ -416,7 +416,9 @@ pub struct RunArgs {
     #[arg(help = KILL_AFTER_HELP, long, env = "REDLOCK_KILL_AFTER", hide_env_values = true, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
     pub kill_after: Option<Duration>,
 
-    /// After taking the lock and after every renewal, wait for N replicas to acknowledge it
+    /// Redis only, refused elsewhere (etcd commits to a majority of its members before it
+    /// answers; on PostgreSQL a synchronous standby does this): after taking the lock and after
+    /// every renewal, wait for N replicas to acknowledge it
     /// (WAIT, up to ttl/10, at most 1s). Too few after taking it: release it, do not run the
     /// command, exit 69 (with --wait: try again until the wait ends). A renewal too few acknowledged does not extend the lease: if none is
     /// acknowledged before it runs low, the command is stopped (76). With several --url: N
@@ -431,7 +433,8 @@ pub struct RunArgs {
     )]
     pub min_replicas: u32,
 
-    /// After taking the lock and after every renewal, wait until the write is fsynced to the
+    /// Redis only, refused elsewhere (etcd and PostgreSQL fsync each commit before they
+    /// answer): after taking the lock and after every renewal, wait until the write is fsynced to the
     /// master's append-only file, and with --min-replicas N to N replicas' (WAITAOF, within the
     /// same time as --min-replicas). Not fsynced after taking it: release it, do not run the
     /// command, exit 69 (with --wait: try again until the wait ends); a renewal not fsynced does not extend the lease. Needs appendonly yes
