@@ -110,7 +110,7 @@ pub const OTHER_ENV: [(&str, &str); 5] = [
     ),
     (
         SSL_CERT_FILE,
-        "for rediss:// URLs: a PEM file of CA certificates to trust instead of the system store (--tls-ca-cert wins)",
+        "for rediss:// and etcds:// URLs, and postgres:// with sslrootcert=system: a PEM file of CA certificates to trust instead of the system store (--tls-ca-cert wins)",
     ),
 ];
 
