@@ -341,7 +341,7 @@ impl Tally {
 
 #[cfg(test)]
 mod tests {
-    use super::{Said, Tally, Verdict};
+    use super::{Endpoint, Failure, Said, Tally, Verdict, no_majority};
 
     fn at(port: u16) -> Said {
         Said::Named(("m".to_owned(), port))
@@ -406,5 +406,35 @@ mod tests {
             tally.count_from(id, at(1));
         }
         assert_eq!(tally.verdict(2, 1), Verdict::Named(("m".to_owned(), 1), 2));
+    }
+
+    /// Without a majority, the message says what each sentinel said, or that the service is
+    /// unknown when a majority said so; a refusal that no retry changes is passed on as it is.
+    #[test]
+    fn no_majority_says_what_the_sentinels_said() {
+        let endpoint = Endpoint::parse("redis+sentinel://s1,s2,s3/svc").unwrap();
+        let mut split = Tally::default();
+        split.count(at(1));
+        split.count(at(2));
+        let failure = no_majority(&split, None, &endpoint, 3, "svc");
+        assert!(matches!(failure, Failure::Unreachable(_)), "{failure:?}");
+        let said = failure.to_string();
+        assert!(
+            said.contains("(2 must): 1 named m:1, 1 named m:2, 1 not heard from"),
+            "{said}"
+        );
+
+        let mut unknown = Tally::default();
+        unknown.count(Said::Unknown);
+        unknown.count(Said::Unknown);
+        let failure = no_majority(&unknown, None, &endpoint, 3, "svc");
+        assert!(matches!(failure, Failure::Refused(_)), "{failure:?}");
+        assert!(failure.to_string().contains("know no service 'svc'"));
+
+        let mut failed = Tally::default();
+        failed.count(Said::Failed);
+        let wrongpass = Failure::Refused("WRONGPASS".to_owned().into());
+        let failure = no_majority(&failed, Some(wrongpass), &endpoint, 3, "svc");
+        assert_eq!(failure.to_string(), "WRONGPASS");
     }
 }
