@@ -174,13 +174,7 @@ fn no_majority(
 ) -> Failure {
     let need = sentinels / 2 + 1;
     if tally.unknown >= need {
-        return Failure::Refused(
-            format!(
-                "the sentinels know no service '{service}' (check the name after the hosts in \
-                 the URL)"
-            )
-            .into(),
-        );
+        return super::sentinel::unknown_service(service);
     }
     // No sentinel answered, and one said why in a way no retry changes (a password it
     // wants, TLS it does not speak, not a sentinel at all): that, as the lookup says it.

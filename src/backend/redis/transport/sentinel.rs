@@ -76,17 +76,21 @@ fn none_named(
     last: Option<Failure>,
 ) -> Failure {
     if unknown > 0 {
-        return Failure::Refused(
-            format!(
-                "the sentinels know no service '{service}' (check the name after the hosts in \
-                 the URL)"
-            )
-            .into(),
-        );
+        return unknown_service(service);
     }
     last.unwrap_or_else(|| {
         Failure::Unreachable(format!("no sentinel of {endpoint} answered in time").into())
     })
+}
+
+/// Sentinels that know no `service`: a typo in the URL, most likely.
+pub(super) fn unknown_service(service: &str) -> Failure {
+    Failure::Refused(
+        format!(
+            "the sentinels know no service '{service}' (check the name after the hosts in the URL)"
+        )
+        .into(),
+    )
 }
 
 /// What one sentinel said of the service.
