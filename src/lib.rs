@@ -1,18 +1,24 @@
-//! redlock: run a command under a Redis lock so only one copy runs at a time, anywhere.
+//! redlock: run a command under a lock on Redis, etcd or PostgreSQL, so only one copy runs at a
+//! time, anywhere.
 //!
 //! The layers, top to bottom (each folder's `mod.rs` says what it owns and what it may use;
 //! imports only point down):
 //!
-//! - [`cli`]: the command line (clap), `--help`, the man page and completions; parses, then
-//!   hands plain options to `run` or `admin`.
+//! - [`cli`]: the command line (clap), `--help`, the man page and completions; parses, opens
+//!   the backend the URLs name, then hands plain options and it to `run` or `admin`.
 //! - [`run`] and [`admin`]: `redlock run` (acquire, supervise, release) and the admin
-//!   subcommands (status, list, release).
+//!   subcommands (status, list, history, check, release).
 //! - `process` and [`lease`]: the command's process group, signals, terminal and watchdog; the
 //!   renewal thread and the lease arithmetic.
-//! - [`lock`]: the lock protocol (Lua scripts, keys, one server or a quorum).
-//! - [`transport`]: Redis URLs, connections with deadlines, Sentinel, Cluster redirects.
+//! - [`lock`]: the boundary, in the lock's own words: the traits a run's lease drives and the
+//!   admin commands read through, and what they answer. Nothing above it names a backend.
+//! - [`backend`]: what implements that boundary, chosen from the URL's scheme in one place:
+//!   Redis (one server, the master its Sentinels name, a Cluster, or a quorum of independent
+//!   masters: Lua scripts over connections with deadlines), an etcd cluster, or a PostgreSQL
+//!   database; and what they share (URLs, TLS).
 //! - [`report`] (diagnostics, JSON events, metrics), [`exit`] (the exit statuses and how a
 //!   run ended) and [`clock`] (CLOCK_BOOTTIME, the lease's clock) are used by every layer;
+//!   `error` (the failure classes that pick an exit status) by the layers that fail a run;
 //!   `file` (the files a user names, regular ones only, read to a cap) by `cli` and `report`.
 
 pub(crate) mod admin;

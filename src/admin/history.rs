@@ -94,17 +94,6 @@ fn judge(key: &str, record: &Runs, max_age: Duration, read_at: &str) -> Judged {
     let key = field(key);
     let Runs { summary, runs } = record;
     let now = summary.now_ms;
-    let age = |run: &Run| Duration::from_millis(now.saturating_sub(run.ended_ms().unwrap_or(0)));
-    let secs = |d: Duration| report::duration(Duration::from_secs(d.as_secs()));
-    let last = |prefix: &str| match runs.first().or(summary.last_run.as_ref()) {
-        Some(run) => format!(
-            "{prefix}the last run started {} on {}: {}",
-            when(run.started_ms, now),
-            who(run),
-            how(run)
-        ),
-        None => String::new(),
-    };
     let judged = |code, text: String| Judged {
         code,
         line: format!("{}: lock '{key}' {text}", word(code)),
@@ -119,13 +108,17 @@ fn judge(key: &str, record: &Runs, max_age: Duration, read_at: &str) -> Judged {
                      not seen there)"
                 ),
             ),
-            Some(_) => judged(CRITICAL, format!("has no recorded success; {}", last(""))),
+            Some(_) => judged(
+                CRITICAL,
+                format!("has no recorded success; {}", last_run(record)),
+            ),
         };
     };
-    let ago = if age(success) > max_age {
-        past(age(success), max_age)
+    let age = Duration::from_millis(now.saturating_sub(success.ended_ms().unwrap_or(0)));
+    let ago = if age > max_age {
+        past(age, max_age)
     } else {
-        secs(age(success))
+        report::duration(Duration::from_secs(age.as_secs()))
     };
     let said = format!(
         "last succeeded {ago} ago on {} (took {}, fence {})",
@@ -133,37 +126,17 @@ fn judge(key: &str, record: &Runs, max_age: Duration, read_at: &str) -> Judged {
         runs::duration(success),
         success.fence
     );
-    if age(success) > max_age {
+    if age > max_age {
         return judged(
             CRITICAL,
             format!(
                 "{said}, longer ago than --max-age {}; {}",
                 report::duration(max_age),
-                last("")
+                last_run(record)
             ),
         );
     }
-    // A run that failed after the success: one that started after it, or (with several
-    // holders at once) one that started before it and ended after it; the last run to end is
-    // looked at too, for one that fell out of the runs kept.
-    // The run that ended last, when it is not the success: after it if its end says so (a
-    // host of 0.1 writes successes but no last run to end), or if nobody saw its end (it
-    // vanished).
-    let success_end = success.ended_ms().unwrap_or(success.started_ms);
-    let ended_since = summary
-        .last_ended
-        .iter()
-        .filter(|r| r.token != success.token)
-        .filter(|r| r.over_by().is_none_or(|e| e >= success_end));
-    let since = runs
-        .iter()
-        .filter(|r| r.token != success.token)
-        .filter(|r| {
-            r.started_ms >= success.started_ms || r.over_by().is_some_and(|e| e >= success_end)
-        })
-        .chain(ended_since)
-        .find(|r| r.failed());
-    match since {
+    match failed_since(record, success) {
         Some(failed) => judged(
             WARNING,
             format!(
@@ -175,6 +148,46 @@ fn judge(key: &str, record: &Runs, max_age: Duration, read_at: &str) -> Judged {
         ),
         None => judged(OK, said),
     }
+}
+
+/// The last run, as a verdict that is not OK ends: when it started, where, and how it ended;
+/// nothing when the record has none.
+fn last_run(record: &Runs) -> String {
+    let Runs { summary, runs } = record;
+    match runs.first().or(summary.last_run.as_ref()) {
+        Some(run) => format!(
+            "the last run started {} on {}: {}",
+            when(run.started_ms, summary.now_ms),
+            who(run),
+            how(run)
+        ),
+        None => String::new(),
+    }
+}
+
+/// A run that failed after `success`: one that started after it, or (with several holders
+/// at once) one that started before it and ended after it; the last run to end is looked at
+/// too, for one that fell out of the runs kept.
+fn failed_since<'a>(record: &'a Runs, success: &Run) -> Option<&'a Run> {
+    // The run that ended last, when it is not the success: after it if its end says so (a
+    // host of 0.1 writes successes but no last run to end), or if nobody saw its end (it
+    // vanished).
+    let success_end = success.ended_ms().unwrap_or(success.started_ms);
+    let ended_since = record
+        .summary
+        .last_ended
+        .iter()
+        .filter(|r| r.token != success.token)
+        .filter(|r| r.over_by().is_none_or(|e| e >= success_end));
+    record
+        .runs
+        .iter()
+        .filter(|r| r.token != success.token)
+        .filter(|r| {
+            r.started_ms >= success.started_ms || r.over_by().is_some_and(|e| e >= success_end)
+        })
+        .chain(ended_since)
+        .find(|r| r.failed())
 }
 
 /// The age of a last success older than `max_age`, as the CRITICAL line says it: whole seconds,

@@ -16,6 +16,7 @@ pub(crate) mod tls;
 pub(crate) mod url;
 
 use crate::lock::Backend;
+use url::Kind;
 
 /// TLS settings given apart from the URL, applied to every TLS URL (`rediss://`): PEM
 /// contents, read once at start-up.
@@ -57,13 +58,18 @@ pub(crate) struct Connect<'a> {
 }
 
 /// The backend the URLs name, opened (nothing is connected yet); an error is a usage error's
-/// message (64). The URLs' scheme decides: `etcd://` and `etcds://` are etcd, `postgres://`
-/// and `postgresql://` PostgreSQL, anything else is for Redis to read (and refuse, if it is not
-/// one of its own).
+/// message (64). The URLs' scheme decides, by the one table of them ([`url::SCHEMES`]):
+/// `etcd://` and `etcds://` are etcd, `postgres://` and `postgresql://` PostgreSQL, anything
+/// else is for Redis to read (and refuse, if it is not one of its own).
 pub(crate) fn open(connect: Connect) -> Result<Box<dyn Backend>, String> {
-    let postgres = |url: &&str| url.starts_with("postgres://") || url.starts_with("postgresql://");
-    if connect.urls.iter().any(postgres) {
-        return match connect.urls.iter().all(postgres) {
+    let kinds: Vec<Kind> = connect
+        .urls
+        .iter()
+        .map(|url| url::scheme_of(url).map_or(Kind::Redis, |s| s.kind))
+        .collect();
+    let all = |kind: Kind| kinds.iter().all(|&k| k == kind);
+    if kinds.contains(&Kind::Postgres) {
+        return match all(Kind::Postgres) {
             true => Ok(Box::new(postgres::open(connect)?)),
             false => Err(
                 "PostgreSQL and other URLs together: a lock lives on one backend (one \
@@ -72,14 +78,13 @@ pub(crate) fn open(connect: Connect) -> Result<Box<dyn Backend>, String> {
             ),
         };
     }
-    let etcd = |url: &&str| url.starts_with("etcd://") || url.starts_with("etcds://");
-    match connect.urls.iter().position(etcd) {
-        Some(_) if connect.urls.iter().all(etcd) => Ok(Box::new(etcd::open(connect)?)),
-        Some(_) => Err(
+    match kinds.contains(&Kind::Etcd) {
+        true if all(Kind::Etcd) => Ok(Box::new(etcd::open(connect)?)),
+        true => Err(
             "Redis and etcd URLs together: a lock lives on one backend (one etcd cluster, or \
              one or more Redis servers)"
                 .into(),
         ),
-        None => Ok(Box::new(redis::open(connect)?)),
+        false => Ok(Box::new(redis::open(connect)?)),
     }
 }

@@ -4,21 +4,77 @@
 //! runs to the *last* `@` (on a socket URL, whose path may hold one too, to the last `@/`).
 //! Which parameters each scheme takes is its backend's to say.
 
-/// Every scheme redlock takes.
-const SCHEMES: [&str; 12] = [
-    "redis",
-    "rediss",
-    "unix",
-    "redis+unix",
-    "redis+sentinel",
-    "rediss+sentinel",
-    "redis+cluster",
-    "rediss+cluster",
-    "etcd",
-    "etcds",
-    "postgres",
-    "postgresql",
-];
+/// The backend a URL's scheme names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Redis,
+    Etcd,
+    Postgres,
+}
+
+/// A scheme redlock takes: the backend it names, and whether its connections use TLS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Scheme {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub tls: bool,
+    /// Named where a message lists the schemes to use; the TLS forms of Sentinel's and
+    /// Cluster's are left to `rediss://` to suggest, so that the list stays readable.
+    listed: bool,
+}
+
+/// Every scheme redlock takes: the one table that [`open`](crate::backend::open) picks a
+/// backend by and that the URL checks and their messages read.
+pub(crate) const SCHEMES: [Scheme; 12] = {
+    use Kind::{Etcd, Postgres, Redis};
+    const fn scheme(name: &'static str, kind: Kind, tls: bool, listed: bool) -> Scheme {
+        Scheme {
+            name,
+            kind,
+            tls,
+            listed,
+        }
+    }
+    [
+        scheme("redis", Redis, false, true),
+        scheme("rediss", Redis, true, true),
+        scheme("unix", Redis, false, true),
+        scheme("redis+unix", Redis, false, true),
+        scheme("redis+sentinel", Redis, false, true),
+        scheme("rediss+sentinel", Redis, true, false),
+        scheme("redis+cluster", Redis, false, true),
+        scheme("rediss+cluster", Redis, true, false),
+        scheme("etcd", Etcd, false, true),
+        scheme("etcds", Etcd, true, true),
+        scheme("postgres", Postgres, false, true),
+        scheme("postgresql", Postgres, false, true),
+    ]
+};
+
+/// The scheme named `name`, as written: etcd's and PostgreSQL's parsers take their schemes in
+/// lower case only (libpq does too); Redis's take any case, so a caller that means to find
+/// those lowercases first.
+pub(crate) fn scheme(name: &str) -> Option<&'static Scheme> {
+    SCHEMES.iter().find(|s| s.name == name)
+}
+
+/// The scheme of `url`, as written; None without `://` or when redlock does not take it.
+pub(crate) fn scheme_of(url: &str) -> Option<&'static Scheme> {
+    scheme(url.split_once("://")?.0)
+}
+
+/// The schemes to use, as a message lists them: `redis://, rediss://, ... or postgresql://`.
+pub(crate) fn listed() -> String {
+    let names: Vec<String> = SCHEMES
+        .iter()
+        .filter(|s| s.listed)
+        .map(|s| format!("{}://", s.name))
+        .collect();
+    match names.split_last() {
+        Some((last, init)) => format!("{} or {last}", init.join(", ")),
+        None => String::new(),
+    }
+}
 
 /// A URL cut where the redis crate's parser cuts it (`scheme://userinfo@place?query#fragment`),
 /// with the user info found as [`redact`](crate::backend::redis::transport::redact::redact) finds it.
@@ -65,7 +121,7 @@ pub(crate) fn pairs(query: &str) -> impl Iterator<Item = (String, &str)> {
     query.split('&').filter(|p| !p.is_empty()).map(|pair| {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
         (
-            percent_decode(name).unwrap_or_else(|| name.to_owned()),
+            percent_decode(name).unwrap_or_else(|_| name.to_owned()),
             value,
         )
     })
@@ -84,8 +140,9 @@ pub(crate) fn for_command(url: &str, alone_is_user: bool) -> String {
     let Some(parts) = parts(url.trim()) else {
         return String::new();
     };
-    let postgres = matches!(parts.scheme, "postgres" | "postgresql");
-    let alone_is_user = alone_is_user || postgres || matches!(parts.scheme, "etcd" | "etcds");
+    let kind = scheme(parts.scheme).map(|s| s.kind);
+    let postgres = kind == Some(Kind::Postgres);
+    let alone_is_user = alone_is_user || postgres || kind == Some(Kind::Etcd);
     let user = match parts
         .userinfo
         .map(|u| u.split_once(':').map_or((u, true), |(u, _)| (u, false)))
@@ -123,7 +180,7 @@ pub(crate) fn for_command(url: &str, alone_is_user: bool) -> String {
 pub(crate) fn no_scheme(word: &str) -> String {
     let known = word
         .split_once(':')
-        .filter(|(scheme, _)| SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()));
+        .filter(|(name, _)| scheme(&name.to_ascii_lowercase()).is_some());
     if let Some((scheme, rest)) = known {
         let rest = rest.trim_start_matches('/');
         let unix = scheme.to_ascii_lowercase().contains("unix");
@@ -153,10 +210,7 @@ pub(crate) fn no_scheme(word: &str) -> String {
         };
         format!("the URL lacks the '//' after '{scheme}:' (write {scheme}:{slashes})")
     } else {
-        "the URL has no scheme (use redis://, rediss://, unix://, redis+unix://, \
-         redis+sentinel://, redis+cluster://, etcd://, etcds://, postgres:// or \
-         postgresql://)"
-            .to_owned()
+        format!("the URL has no scheme (use {})", listed())
     }
 }
 
@@ -172,22 +226,49 @@ fn address(word: &str) -> bool {
     })
 }
 
-/// `%XX` decoded; None when malformed or not UTF-8.
-pub(crate) fn percent_decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = text.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
+/// Why a percent-encoded part of a URL cannot be decoded. Each backend says it in its own
+/// words, naming the part (never quoting it: it may be a password).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BadEscape {
+    /// A `%` not followed by two hex digits.
+    NotHex,
+    /// The decoded bytes are not UTF-8.
+    NotUtf8,
+}
+
+/// The bytes `text` stands for, each `%XX` decoded (RFC 3986: exactly two hex digits), one at
+/// a time, so that a caller can refuse a byte as it comes (PostgreSQL's `%00`); a `%` without
+/// two hex digits after it ends them with [`BadEscape::NotHex`].
+pub(crate) fn unescaped(text: &str) -> impl Iterator<Item = Result<u8, BadEscape>> + '_ {
+    let mut rest = text.as_bytes();
+    std::iter::from_fn(move || {
+        let (&byte, tail) = rest.split_first()?;
+        if byte != b'%' {
+            rest = tail;
+            return Some(Ok(byte));
         }
-    }
-    String::from_utf8(out).ok()
+        let digit = |d: u8| char::from(d).to_digit(16);
+        match tail {
+            [high, low, after @ ..] => {
+                let (Some(high), Some(low)) = (digit(*high), digit(*low)) else {
+                    rest = &[];
+                    return Some(Err(BadEscape::NotHex));
+                };
+                rest = after;
+                Some(Ok((high * 16 + low) as u8))
+            }
+            _ => {
+                rest = &[];
+                Some(Err(BadEscape::NotHex))
+            }
+        }
+    })
+}
+
+/// `text` with each `%XX` decoded, as UTF-8: the one percent-decoder of every backend's URL.
+pub(crate) fn percent_decode(text: &str) -> Result<String, BadEscape> {
+    let bytes = unescaped(text).collect::<Result<Vec<u8>, _>>()?;
+    String::from_utf8(bytes).map_err(|_| BadEscape::NotUtf8)
 }
 
 /// `text` with control characters escaped, for a one-line message.
@@ -236,6 +317,69 @@ mod tests {
         assert_eq!(for_command("redis://:PW@h/2", true), "redis://h/2");
         assert_eq!(for_command("etcd://bob@h1,h2", false), "etcd://bob@h1,h2");
         assert_eq!(for_command("etcd://bob:PW@h1", false), "etcd://bob@h1");
+    }
+
+    #[test]
+    fn one_table_names_each_schemes_backend_and_whether_it_uses_tls() {
+        use Kind::{Etcd, Postgres, Redis};
+        for (url, want) in [
+            ("redis://h:6379", Some((Redis, false))),
+            ("rediss://h:6380", Some((Redis, true))),
+            ("unix:///tmp/r.sock", Some((Redis, false))),
+            ("redis+unix:///tmp/r.sock", Some((Redis, false))),
+            ("redis+sentinel://h/svc", Some((Redis, false))),
+            ("rediss+sentinel://h/svc", Some((Redis, true))),
+            ("redis+cluster://h", Some((Redis, false))),
+            ("rediss+cluster://h", Some((Redis, true))),
+            ("etcd://h", Some((Etcd, false))),
+            ("etcds://h", Some((Etcd, true))),
+            // PostgreSQL's TLS is sslmode's to say, not the scheme's.
+            ("postgres://h/db", Some((Postgres, false))),
+            ("postgresql://h/db", Some((Postgres, false))),
+            // As written: only Redis's parser takes another case, and open() leaves to it
+            // whatever the table does not name.
+            ("ETCD://h", None),
+            ("REDIS://h", None),
+            ("http://h", None),
+            ("h:6379", None),
+        ] {
+            assert_eq!(scheme_of(url).map(|s| (s.kind, s.tls)), want, "{url}");
+        }
+        let names: Vec<&str> = SCHEMES.iter().map(|s| s.name).collect();
+        let mut unique = names.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len(), "{names:?}");
+        assert_eq!(
+            listed(),
+            "redis://, rediss://, unix://, redis+unix://, redis+sentinel://, redis+cluster://, \
+             etcd://, etcds://, postgres:// or postgresql://"
+        );
+    }
+
+    #[test]
+    fn percent_decoding_takes_two_hex_digits_and_gives_utf8() {
+        use BadEscape::{NotHex, NotUtf8};
+        for (text, want) in [
+            ("", Ok("")),
+            ("plain", Ok("plain")),
+            ("a%20b", Ok("a b")),
+            ("m%40ster%3a%3A", Ok("m@ster::")),
+            ("%C3%A9t%C3%A9", Ok("\u{e9}t\u{e9}")),
+            ("%2", Err(NotHex)),
+            ("%", Err(NotHex)),
+            ("a%zzb", Err(NotHex)),
+            // What `u8::from_str_radix` would take as a sign is no hex digit.
+            ("%+1", Err(NotHex)),
+            ("%\u{e9}", Err(NotHex)),
+            ("%ff", Err(NotUtf8)),
+            ("%C3", Err(NotUtf8)),
+        ] {
+            assert_eq!(percent_decode(text).as_deref(), want.as_deref(), "{text}");
+        }
+        // A caller refusing a byte sees it before a later bad escape.
+        let first_bad = unescaped("a%00%zz").find(|b| *b != Ok(b'a'));
+        assert_eq!(first_bad, Some(Ok(0)));
     }
 
     #[test]

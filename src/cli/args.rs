@@ -110,7 +110,7 @@ pub const OTHER_ENV: [(&str, &str); 5] = [
     ),
     (
         SSL_CERT_FILE,
-        "for rediss:// URLs: a PEM file of CA certificates to trust instead of the system store (--tls-ca-cert wins)",
+        "for rediss:// and etcds:// URLs, and postgres:// with sslrootcert=system: a PEM file of CA certificates to trust instead of the system store (--tls-ca-cert wins)",
     ),
 ];
 
@@ -134,7 +134,8 @@ pub enum Command {
     /// lock), for how long, its fencing counter and its waiters.
     #[command(after_help = format!("{}\n\n{ADMIN_ENV_HELP}", exit::help_table(exit::STATUS)))]
     Status(StatusArgs),
-    /// List the locks under a prefix (SCAN, never KEYS), held ones with their holders and waiters.
+    /// List the locks under a prefix, held ones with their holders and waiters (on Redis by SCAN,
+    /// never KEYS).
     #[command(after_help = format!("{}\n\n{ADMIN_ENV_HELP}", exit::help_table(exit::LIST)))]
     List(ListArgs),
     /// Show the recent runs of the lock NAME, newest first: host, start, duration, how each
@@ -154,7 +155,7 @@ pub enum Command {
     #[command(after_help = format!("{}\n\n{ADMIN_ENV_HELP}", exit::help_table(exit::INIT)))]
     Init(InitArgs),
 
-    /// Print a shell completion script to stdout (no Redis needed).
+    /// Print a shell completion script to stdout (no server needed).
     #[command(after_help = crate::cli::docs::COMPLETIONS_HELP)]
     Completions {
         /// The shell to complete for.
@@ -162,7 +163,7 @@ pub enum Command {
         shell: clap_complete::Shell,
     },
 
-    /// Print the man page, redlock(1), to stdout as roff (no Redis needed).
+    /// Print the man page, redlock(1), to stdout as roff (no server needed).
     #[command(after_help = crate::cli::docs::MAN_HELP)]
     Man,
 }
@@ -242,7 +243,7 @@ pub struct ConnArgs {
     pub tls_key: Option<PathBuf>,
 
     /// TESTING ONLY: do not verify the server's TLS certificate, so anyone on the network path
-    /// can pose as Redis. Warns on every use.
+    /// can pose as the server. Warns on every use.
     #[arg(long, env = "REDLOCK_TLS_INSECURE", hide_env_values = true, value_parser = clap::builder::BoolishValueParser::new(), conflicts_with = "tls_ca_cert")]
     pub tls_insecure: bool,
 }
@@ -372,7 +373,7 @@ pub struct RunArgs {
     #[arg(long, env = "REDLOCK_TTL", hide_env_values = true, default_value = "30s", value_name = "DURATION", value_parser = parse_ttl, allow_hyphen_values = true)]
     pub ttl: Duration,
 
-    /// How long to wait for a busy lock, an unreachable Redis, or the replicas --min-replicas
+    /// How long to wait for a busy lock, an unreachable server, or the replicas --min-replicas
     /// asks for (retried with back-off): 0 tries once, `forever` waits without limit.
     #[arg(long, env = "REDLOCK_WAIT", hide_env_values = true, default_value = "0", value_name = "DURATION|forever", value_parser = parse_wait, allow_hyphen_values = true)]
     pub wait: Wait,
@@ -415,7 +416,9 @@ pub struct RunArgs {
     #[arg(help = KILL_AFTER_HELP, long, env = "REDLOCK_KILL_AFTER", hide_env_values = true, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
     pub kill_after: Option<Duration>,
 
-    /// After taking the lock and after every renewal, wait for N replicas to acknowledge it
+    /// Redis only, refused elsewhere (etcd commits to a majority of its members before it
+    /// answers; on PostgreSQL a synchronous standby does this): after taking the lock and after
+    /// every renewal, wait for N replicas to acknowledge it
     /// (WAIT, up to ttl/10, at most 1s). Too few after taking it: release it, do not run the
     /// command, exit 69 (with --wait: try again until the wait ends). A renewal too few acknowledged does not extend the lease: if none is
     /// acknowledged before it runs low, the command is stopped (76). With several --url: N
@@ -430,7 +433,8 @@ pub struct RunArgs {
     )]
     pub min_replicas: u32,
 
-    /// After taking the lock and after every renewal, wait until the write is fsynced to the
+    /// Redis only, refused elsewhere (etcd and PostgreSQL fsync each commit before they
+    /// answer): after taking the lock and after every renewal, wait until the write is fsynced to the
     /// master's append-only file, and with --min-replicas N to N replicas' (WAITAOF, within the
     /// same time as --min-replicas). Not fsynced after taking it: release it, do not run the
     /// command, exit 69 (with --wait: try again until the wait ends); a renewal not fsynced does not extend the lease. Needs appendonly yes

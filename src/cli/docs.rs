@@ -41,11 +41,14 @@ Examples:
 
 /// What the man page says in DESCRIPTION, one paragraph per string.
 const DESCRIPTION: &[&str] = &[
-    "redlock runs a command while holding a lock in Redis, so that across every machine that \
-     might start it only one copy runs at a time, and nothing is left locked or running when \
-     things go wrong.",
-    "It takes the lock atomically with a random owner token (SET NX PX) and advances a fencing \
-     counter in the same step, runs the command without a shell in its own process group, \
+    "redlock runs a command while holding a lock on a server every machine reaches, so that \
+     across every machine that might start it only one copy runs at a time, and nothing is left \
+     locked or running when things go wrong. The lock lives where --url says: on Redis (one \
+     server, the master its Sentinels name, a Cluster, or a quorum of independent masters), on \
+     an etcd cluster, or in a PostgreSQL database.",
+    "It takes the lock in one atomic step with a random owner token, and gives the command a \
+     fencing token larger than every one given before for the lock's name \
+     (REDLOCK_FENCING_TOKEN), runs the command without a shell in its own process group, \
      renews the lease every ttl/3 from a background thread, forwards signals to the command \
      (see SIGNALS), and releases the lock with a token check when the command ends. If the \
      lease cannot be renewed, redlock stops the command (the stop signal, then SIGKILL) before \
@@ -216,10 +219,25 @@ pub fn man_page() -> Vec<u8> {
     let mut page = Vec::new();
     render(&mut page, |w| man.render_title(w));
     page.extend(body(|w| man.render_name_section(w), false));
+    page.extend(synopsis(&subcommands));
+    page.extend(commands(&subcommands));
 
     let mut roff = Roff::new();
-    roff.control("SH", ["SYNOPSIS"]);
+    paragraphs(&mut roff, "SIGNALS", SIGNALS);
+    exit_status_section(&mut roff);
+    environment_section(&mut roff, &subcommands);
+    examples_section(&mut roff);
+    see_also_section(&mut roff);
     page.extend(body(|w| roff.to_writer(w), false));
+    page.extend(body(|w| man.render_version_section(w), false));
+    page
+}
+
+/// SYNOPSIS: each subcommand's usage, one after the other.
+fn synopsis(subcommands: &[&clap::Command]) -> Vec<u8> {
+    let mut roff = Roff::new();
+    roff.control("SH", ["SYNOPSIS"]);
+    let mut page = body(|w| roff.to_writer(w), false);
     for (i, sub) in subcommands.iter().enumerate() {
         if i > 0 {
             page.extend(b".br\n");
@@ -229,15 +247,13 @@ pub fn man_page() -> Vec<u8> {
             true,
         ));
     }
+    page
+}
 
+/// DESCRIPTION, then COMMANDS: each subcommand's long help and its options.
+fn commands(subcommands: &[&clap::Command]) -> Vec<u8> {
     let mut roff = Roff::new();
-    roff.control("SH", ["DESCRIPTION"]);
-    for (i, paragraph) in DESCRIPTION.iter().enumerate() {
-        if i > 0 {
-            roff.control("PP", []);
-        }
-        roff.text([roman(*paragraph)]);
-    }
+    paragraphs(&mut roff, "DESCRIPTION", DESCRIPTION);
     roff.control("SH", ["COMMANDS"]);
     roff.text([
         roman("Every command takes "),
@@ -250,8 +266,8 @@ pub fn man_page() -> Vec<u8> {
         bold("--version"),
         roman(")."),
     ]);
-    page.extend(body(|w| roff.to_writer(w), false));
-    for sub in &subcommands {
+    let mut page = body(|w| roff.to_writer(w), false);
+    for sub in subcommands {
         let name = sub.get_bin_name().unwrap_or_else(|| sub.get_name());
         let mut roff = Roff::new();
         roff.control("SS", [name]);
@@ -266,17 +282,22 @@ pub fn man_page() -> Vec<u8> {
             ));
         }
     }
+    page
+}
 
-    let mut roff = Roff::new();
-    roff.control("SH", ["SIGNALS"]);
-    for (i, paragraph) in SIGNALS.iter().enumerate() {
+/// A section of plain paragraphs.
+fn paragraphs(roff: &mut Roff, section: &str, text: &[&str]) {
+    roff.control("SH", [section]);
+    for (i, paragraph) in text.iter().enumerate() {
         if i > 0 {
             roff.control("PP", []);
         }
         roff.text([roman(*paragraph)]);
     }
-    exit_status_section(&mut roff);
-    environment_section(&mut roff, &subcommands);
+}
+
+/// EXAMPLES: what each does, then the command line as typed.
+fn examples_section(roff: &mut Roff) {
     roff.control("SH", ["EXAMPLES"]);
     for (what, command) in EXAMPLES {
         roff.control("PP", []);
@@ -291,6 +312,9 @@ pub fn man_page() -> Vec<u8> {
         roff.control("EE", []);
         roff.control("RE", []);
     }
+}
+
+fn see_also_section(roff: &mut Roff) {
     roff.control("SH", ["SEE ALSO"]);
     roff.text([
         bold("flock"),
@@ -299,14 +323,13 @@ pub fn man_page() -> Vec<u8> {
         roman("(1), "),
         bold("redis-cli"),
         roman("(1), "),
+        bold("psql"),
+        roman("(1), "),
         bold("crontab"),
         roman("(5), "),
         bold("systemd.timer"),
         roman("(5)"),
     ]);
-    page.extend(body(|w| roff.to_writer(w), false));
-    page.extend(body(|w| man.render_version_section(w), false));
-    page
 }
 
 /// The command as the man page shows it: no help subcommand, and -h/-V said once, not per command.

@@ -10,17 +10,18 @@ use crate::cli::parse::{parse_key, parse_positive};
 
 /// `history --help`: what is kept.
 pub const HISTORY_HELP: &str = "\
-Every run is recorded in the lock's Redis by the requests redlock already makes:
-the acquire records it as started, the release records how it ended (outcome and
-exit status). The last 20 runs of each lock are kept, for 40 days after the last
-one. A run whose lease ended without a release (SIGKILLed, its machine gone)
-shows as vanished. A lock that never ran prints nothing.";
+Every run is recorded where the lock lives (Redis, etcd or PostgreSQL alike), by
+the requests redlock already makes: the acquire records it as started, the
+release records how it ended (outcome and exit status). The last 20 runs of each
+lock are kept, for 40 days after the last one. A run whose lease ended without a
+release (SIGKILLed, its machine gone) shows as vanished. A lock that never ran
+prints nothing.";
 
 /// `check --help`: the statuses, which are not redlock's own.
 pub const CHECK_HELP: &str = "\
 For Nagios, Icinga, Sensu and Zabbix: one line on stdout starting with the status
 word, and the plugin convention's exit statuses (below), not redlock's sysexits:
-here bad arguments and an unreachable Redis are both UNKNOWN (3).";
+here bad arguments and an unreachable server are both UNKNOWN (3).";
 
 #[derive(Debug, Args)]
 pub struct HistoryArgs {

@@ -269,23 +269,13 @@ fn split_port(member: &str) -> Option<(&str, u16)> {
 
 /// A URL's percent-encoded part, decoded.
 fn decode(part: &str) -> Result<String, String> {
-    let mut bytes = Vec::with_capacity(part.len());
-    let mut rest = part.as_bytes();
-    while let Some((&b, tail)) = rest.split_first() {
-        if b == b'%' {
-            let hex = tail
-                .get(..2)
-                .and_then(|h| std::str::from_utf8(h).ok())
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or("a '%' in the etcd URL's user part is not followed by two hex digits")?;
-            bytes.push(hex);
-            rest = &tail[2..];
-        } else {
-            bytes.push(b);
-            rest = tail;
+    use crate::backend::url::{BadEscape, percent_decode};
+    percent_decode(part).map_err(|bad| match bad {
+        BadEscape::NotHex => {
+            "a '%' in the etcd URL's user part is not followed by two hex digits".to_owned()
         }
-    }
-    String::from_utf8(bytes).map_err(|_| "the etcd URL's user part is not UTF-8".to_owned())
+        BadEscape::NotUtf8 => "the etcd URL's user part is not UTF-8".to_owned(),
+    })
 }
 
 impl Backend for Etcd {

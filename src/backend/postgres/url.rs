@@ -366,25 +366,16 @@ fn plain(name: &str) -> bool {
 /// libpq refuses %00, and so does redlock.
 fn decode(part: &str, what: &str) -> Result<String, String> {
     let mut bytes = Vec::with_capacity(part.len());
-    let mut rest = part.as_bytes();
-    while let Some((&b, tail)) = rest.split_first() {
-        let byte;
-        (byte, rest) = match (b, tail.get(..2)) {
-            (b'%', Some(hex)) if hex.iter().all(u8::is_ascii_hexdigit) => {
-                let hex = std::str::from_utf8(hex).unwrap_or_default();
-                (u8::from_str_radix(hex, 16).unwrap_or_default(), &tail[2..])
-            }
-            (b'%', _) => {
+    for byte in crate::backend::url::unescaped(part) {
+        match byte {
+            Err(_) => {
                 return Err(format!(
                     "a '%' in the {what} is not followed by 2 hex digits"
                 ));
             }
-            _ => (b, tail),
-        };
-        if byte == 0 {
-            return Err(format!("the {what} has %00 in it"));
+            Ok(0) => return Err(format!("the {what} has %00 in it")),
+            Ok(byte) => bytes.push(byte),
         }
-        bytes.push(byte);
     }
     String::from_utf8(bytes).map_err(|_| format!("the {what} is not UTF-8 once decoded"))
 }

@@ -74,72 +74,87 @@ fn blocks(hold: u64, limit: u64) -> Step {
     })
 }
 
+/// (the wait, the result, when it ended, what follows)
+type Row = (Wait, Result<Acquire, Failure>, u64, Step);
+
+/// Each row's result, the first of a fresh wait begun at 0, gives the row's next step.
+fn check(rows: Vec<Row>) {
+    for (i, (wait, result, now, want)) in rows.into_iter().enumerate() {
+        let mut waiting = Waiting::new(at(0), wait, TTL);
+        assert_eq!(step(waiting.after(result, at(now), 0.0)), want, "row {i}");
+    }
+}
+
+fn retry(pause: u64) -> Step {
+    Step::Retry {
+        pause: ms(pause),
+        first: true,
+    }
+}
+
 #[test]
-fn every_attempt_result_has_its_next_step() {
-    // (the wait, the result, when it ended, what follows)
-    let rows: Vec<(Wait, Result<Acquire, Failure>, u64, Step)> = vec![
-        (
-            Wait::Up(ms(0)),
-            Ok(Acquire::Acquired { fence: 1 }),
-            5,
-            Step::Acquired,
-        ),
-        (Wait::Up(ms(0)), busy(Some(ms(500))), 5, over("busy", true)),
-        (
-            Wait::Up(ms(0)),
-            Ok(Acquire::Skipped { ago: ms(1) }),
-            5,
-            over("skipped", false),
-        ),
-        (
-            Wait::Up(ms(0)),
-            Ok(Acquire::Mismatch {
-                found: HeldAs::Kind(crate::lock::Kind::Limit(3)),
-            }),
-            5,
-            over("mismatch", false),
-        ),
-        // Within a wait too: no wait makes two names of one server two nodes.
+fn without_a_wait_every_answer_ends_it() {
+    let acquired = Ok(Acquire::Acquired { fence: 1 });
+    let skipped = Ok(Acquire::Skipped { ago: ms(1) });
+    let mismatch = Ok(Acquire::Mismatch {
+        found: HeldAs::Kind(crate::lock::Kind::Limit(3)),
+    });
+    let no_wait = Wait::Up(ms(0));
+    check(vec![
+        (no_wait, acquired, 5, Step::Acquired),
+        (no_wait, busy(Some(ms(500))), 5, over("busy", true)),
+        (no_wait, skipped, 5, over("skipped", false)),
+        (no_wait, mismatch, 5, over("mismatch", false)),
+        (no_wait, unreachable(), 5, over("unreachable", false)),
+        // Too few replicas had the lock taken (given back): as an unreachable server.
+        (no_wait, unacknowledged(), 5, over("unacknowledged", false)),
+    ]);
+}
+
+#[test]
+fn within_a_wait_a_refusal_still_ends_it() {
+    let misconfigured = Ok(Acquire::Misconfigured(
+        "127.0.0.1:6379 and localhost:6379 are one server".into(),
+    ));
+    check(vec![
+        // No wait makes two names of one server two nodes.
         (
             Wait::Up(ms(5000)),
-            Ok(Acquire::Misconfigured(
-                "127.0.0.1:6379 and localhost:6379 are one server".into(),
-            )),
+            misconfigured,
             5,
             over("misconfigured", false),
         ),
-        (
-            Wait::Up(ms(0)),
-            unreachable(),
-            5,
-            over("unreachable", false),
-        ),
         (Wait::Up(ms(5000)), refused(), 5, over("refused", false)),
-        // Too few replicas had the lock taken (given back): as an unreachable server.
-        (
-            Wait::Up(ms(0)),
-            unacknowledged(),
-            5,
-            over("unacknowledged", false),
-        ),
-        (
-            Wait::Up(ms(5000)),
-            unacknowledged(),
-            5,
-            Step::Retry {
-                pause: ms(50),
-                first: true,
-            },
-        ),
+    ]);
+}
+
+#[test]
+fn within_a_wait_a_server_not_answering_is_retried_while_the_wait_lasts() {
+    check(vec![
+        (Wait::Up(ms(5000)), unacknowledged(), 5, retry(50)),
         (
             Wait::Up(ms(30)),
             unacknowledged(),
             40,
             over("unacknowledged", false),
         ),
-        // Busy within a wait: until the holder's lease ends, plus a little jitter (none
-        // at random 0), its answer awaited a second more, but never past the wait (the
-        // server asked to answer BLOCK_LATE before it ends).
+        (Wait::Up(ms(5000)), unreachable(), 5, retry(50)),
+        (Wait::Up(ms(30)), unreachable(), 5, retry(25)),
+        (
+            Wait::Up(ms(30)),
+            unreachable(),
+            40,
+            over("unreachable", false),
+        ),
+    ]);
+}
+
+/// Busy within a wait: until the holder's lease ends, plus a little jitter (none at random 0),
+/// its answer awaited a second more, but never past the wait (the server asked to answer
+/// BLOCK_LATE before it ends).
+#[test]
+fn within_a_wait_busy_blocks_until_the_lease_ends_or_the_wait_does() {
+    check(vec![
         (
             Wait::Up(ms(5000)),
             busy(Some(ms(500))),
@@ -154,35 +169,7 @@ fn every_attempt_result_has_its_next_step() {
             blocks(500, 1195),
         ),
         (Wait::Forever, busy(None), 5, blocks(3000, 4000)),
-        (
-            Wait::Up(ms(5000)),
-            unreachable(),
-            5,
-            Step::Retry {
-                pause: ms(50),
-                first: true,
-            },
-        ),
-        (
-            Wait::Up(ms(30)),
-            unreachable(),
-            5,
-            Step::Retry {
-                pause: ms(25),
-                first: true,
-            },
-        ),
-        (
-            Wait::Up(ms(30)),
-            unreachable(),
-            40,
-            over("unreachable", false),
-        ),
-    ];
-    for (i, (wait, result, now, want)) in rows.into_iter().enumerate() {
-        let mut waiting = Waiting::new(at(0), wait, TTL);
-        assert_eq!(step(waiting.after(result, at(now), 0.0)), want, "row {i}");
-    }
+    ]);
 }
 
 #[test]

@@ -338,26 +338,8 @@ impl Core {
     fn handle(&mut self, input: Input, now: Moment, out: &mut Vec<Action>) {
         match input {
             Input::StopRequest(signal) => self.stop_requested(signal, now, out),
-            Input::Forward(signal) => {
-                use nix::sys::signal::Signal::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
-                let running = matches!(self.command, Command::Running { .. });
-                let ends_a_job =
-                    matches!(signal.standard(), Some(SIGTERM | SIGINT | SIGHUP | SIGQUIT));
-                self.forwarded_stop |= running && ends_a_job;
-                out.push(Action::Note(Note::Forwarded(signal)));
-                out.push(Action::Signal(signal));
-            }
-            Input::JobStop(signal) => match self.command {
-                Command::Running { .. } => {
-                    self.command = Command::Running {
-                        suspended: Suspended::Yes,
-                    };
-                    out.push(Action::Note(Note::Suspended(signal)));
-                    out.push(Action::Suspend(signal));
-                }
-                // The command is gone: stop as the job, nothing of it to stop or continue.
-                Command::Exited { .. } => out.push(Action::StopSelf(signal)),
-            },
+            Input::Forward(signal) => self.forward(signal, out),
+            Input::JobStop(signal) => self.job_stop(signal, out),
             Input::Continued => self.resume(now, out),
             Input::Exited(status) => self.exited(status, now, out),
             Input::Paused(_) => {}
@@ -366,33 +348,10 @@ impl Core {
                 self.judge(Verdict::Internal);
                 self.kill(KillReason::LostTrack, now, out);
             }
-            Input::Group { alive } => {
-                if let Command::Exited { status, .. } = self.command {
-                    let left = if alive {
-                        Left::Processes
-                    } else {
-                        Left::Nothing
-                    };
-                    self.command = Command::Exited { status, left };
-                }
-            }
+            Input::Group { alive } => self.group_seen(alive),
             Input::Renewed { sent } => self.renewed(sent, out),
-            Input::RenewFailed(error) => {
-                self.renewal_failures += 1;
-                // Replicas that stopped acknowledging stay the story until a renewal counts.
-                let first = self.trouble(|before| match before {
-                    Trouble::None => Trouble::Failing,
-                    other => other,
-                }) == Some(Trouble::None);
-                out.push(Action::Note(Note::RenewFailed { error, first }));
-            }
-            Input::Unacknowledged(why) => {
-                self.renewal_failures += 1;
-                let first = self
-                    .trouble(|_| Trouble::Unacknowledged)
-                    .is_some_and(|before| before != Trouble::Unacknowledged);
-                out.push(Action::Note(Note::Unacknowledged { why, first }));
-            }
+            Input::RenewFailed(error) => self.renew_failed(error, out),
+            Input::Unacknowledged(why) => self.unacknowledged(why, out),
             Input::Lost(held) => {
                 let why = match held {
                     Held::Gone => LostWhy::Gone,
@@ -421,6 +380,62 @@ impl Core {
             Input::WatchdogStopped(signal) => out.push(Action::Note(Note::WatchdogStopped(signal))),
             Input::Tick => {}
         }
+    }
+
+    /// A signal passed on to the command; one that ends a job, sent while the command runs,
+    /// makes its end a stop asked for.
+    fn forward(&mut self, signal: Signo, out: &mut Vec<Action>) {
+        use nix::sys::signal::Signal::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+        let running = matches!(self.command, Command::Running { .. });
+        let ends_a_job = matches!(signal.standard(), Some(SIGTERM | SIGINT | SIGHUP | SIGQUIT));
+        self.forwarded_stop |= running && ends_a_job;
+        out.push(Action::Note(Note::Forwarded(signal)));
+        out.push(Action::Signal(signal));
+    }
+
+    /// A job-control stop (SIGTSTP and its kin): the command is suspended with it.
+    fn job_stop(&mut self, signal: Signo, out: &mut Vec<Action>) {
+        match self.command {
+            Command::Running { .. } => {
+                self.command = Command::Running {
+                    suspended: Suspended::Yes,
+                };
+                out.push(Action::Note(Note::Suspended(signal)));
+                out.push(Action::Suspend(signal));
+            }
+            // The command is gone: stop as the job, nothing of it to stop or continue.
+            Command::Exited { .. } => out.push(Action::StopSelf(signal)),
+        }
+    }
+
+    /// Whether anything of the command's group is left, once the command has exited.
+    fn group_seen(&mut self, alive: bool) {
+        if let Command::Exited { status, .. } = self.command {
+            let left = if alive {
+                Left::Processes
+            } else {
+                Left::Nothing
+            };
+            self.command = Command::Exited { status, left };
+        }
+    }
+
+    fn renew_failed(&mut self, error: String, out: &mut Vec<Action>) {
+        self.renewal_failures += 1;
+        // Replicas that stopped acknowledging stay the story until a renewal counts.
+        let first = self.trouble(|before| match before {
+            Trouble::None => Trouble::Failing,
+            other => other,
+        }) == Some(Trouble::None);
+        out.push(Action::Note(Note::RenewFailed { error, first }));
+    }
+
+    fn unacknowledged(&mut self, why: String, out: &mut Vec<Action>) {
+        self.renewal_failures += 1;
+        let first = self
+            .trouble(|_| Trouble::Unacknowledged)
+            .is_some_and(|before| before != Trouble::Unacknowledged);
+        out.push(Action::Note(Note::Unacknowledged { why, first }));
     }
 
     /// The checks that time alone triggers, after every input.

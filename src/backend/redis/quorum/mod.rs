@@ -239,6 +239,124 @@ impl Quorum {
     }
 }
 
+impl Quorum {
+    /// Why the nodes are refused as a quorum, when two of the `connected` are one server.
+    fn one_server(&self, connected: &[Result<Option<Identity>, Failure>]) -> Option<String> {
+        let ids: Vec<Option<&str>> = connected
+            .iter()
+            .map(|r| {
+                r.as_ref()
+                    .ok()
+                    .and_then(Option::as_ref)
+                    .and_then(Identity::run_id)
+            })
+            .collect();
+        let same = same_server(&ids)?;
+        let nodes: Vec<String> = same
+            .iter()
+            .map(|&i| self.nodes[i].endpoint().to_string())
+            .collect();
+        Some(same_server_refusal(&nodes))
+    }
+
+    /// The acquire on every node `connected` reached; a node that could not be reached
+    /// answers it with why.
+    fn acquire_reached(
+        &mut self,
+        connected: Vec<Result<Option<Identity>, Failure>>,
+        token: &str,
+        ttl: Duration,
+        per_node: Duration,
+    ) -> Vec<Option<Result<Acquire, Failure>>> {
+        let reached: Vec<bool> = connected.iter().map(Result::is_ok).collect();
+        let acquired = self.each(&reached, |node| node.acquire(token, ttl, per_node));
+        acquired
+            .into_iter()
+            .zip(connected)
+            .map(|(acquired, connected)| match connected {
+                Err(failure) => Some(Err(failure)),
+                Ok(_) => acquired,
+            })
+            .collect()
+    }
+
+    /// The refusal when `taken` nodes let us in but a fencing counter is at its end.
+    fn fence_at_the_end(&self, taken: usize) -> Failure {
+        let n = self.nodes.len();
+        let counter = crate::report::shell_quote(&self.nodes[0].keys.fence);
+        Failure::Refused(
+            format!(
+                "took the lock on {taken} of {n} Redis nodes, but a fencing counter \
+                 there is {} (the largest 64-bit integer, which no token can \
+                 follow); not running the command (delete it with `redis-cli DEL \
+                 {counter}` on each node, and the next holder's token carries on \
+                 from the servers' clocks)",
+                i64::MAX
+            )
+            .into(),
+        )
+    }
+
+    /// An attempt that did not end holding a valid majority: undo it everywhere, then wait
+    /// where the lock is held, or fail with the first failure's class.
+    fn not_taken(
+        &mut self,
+        replies: &[Option<Result<Acquire, Failure>>],
+        taken: usize,
+        token: &str,
+        ttl: Duration,
+        per_node: Duration,
+    ) -> Result<Acquire, Failure> {
+        let busy = replies
+            .iter()
+            .flatten()
+            .filter_map(|r| match r {
+                Ok(Acquire::Busy { remaining, .. }) => Some(*remaining),
+                _ => None,
+            })
+            .collect::<Vec<_>>();
+        self.listen_where_held(replies);
+        self.clean_up(token, (!busy.is_empty()).then_some(ttl), per_node);
+        if let Some(busy) = self.busy(&busy) {
+            return Ok(busy);
+        }
+        let n = self.nodes.len();
+        let message = if taken >= self.majority() {
+            format!("took the lock on {taken} of {n} Redis nodes, but too late to be valid")
+        } else {
+            shortfall("granted the lock", taken, n, first_failure(replies))
+        };
+        // Of the first failure's class, a refusal first: it ends a wait; the others are waited out.
+        Err(match first_failure(replies) {
+            Some(Failure::Refused(_)) => Failure::Refused(message.into()),
+            Some(Failure::Unacknowledged(_)) => Failure::Unacknowledged(message.into()),
+            Some(Failure::Unreachable(_)) | None => Failure::Unreachable(message.into()),
+        })
+    }
+}
+
+/// What an attempt comes to whatever the other nodes said, if any node settled it: a run
+/// skipped by `--min-interval` on one node is skipped (the shortest `ago`), and a node whose
+/// holders use the key otherwise (a semaphore) shows the key is not this lock.
+fn settled(replies: &[Option<Result<Acquire, Failure>>]) -> Option<Acquire> {
+    let answers = || replies.iter().flatten().filter_map(|r| r.as_ref().ok());
+    let skipped = answers()
+        .filter_map(|a| match a {
+            Acquire::Skipped { ago } => Some(*ago),
+            _ => None,
+        })
+        .min();
+    if let Some(ago) = skipped {
+        return Some(Acquire::Skipped { ago });
+    }
+    answers().find_map(|a| match a {
+        Acquire::Mismatch { found } => Some(Acquire::Mismatch {
+            found: found.clone(),
+        }),
+        _ => None,
+    })
+}
+
 /// The first failure among `replies`, for the message; Refused before Unreachable.
 fn first_failure<T>(replies: &[Option<Result<T, Failure>>]) -> Option<&Failure> {
     let failures = || replies.iter().flatten().filter_map(|r| r.as_ref().err());
@@ -270,54 +388,13 @@ impl Locker for Quorum {
         // known to be of distinct servers. The acquire then has its own time limit: a node
         // that is slow to connect must not leave the others none.
         let connected = self.connect(Instant::now() + per_node);
-        let ids: Vec<Option<&str>> = connected
-            .iter()
-            .map(|r| {
-                r.as_ref()
-                    .ok()
-                    .and_then(Option::as_ref)
-                    .and_then(Identity::run_id)
-            })
-            .collect();
-        if let Some(same) = same_server(&ids) {
-            let nodes: Vec<String> = same
-                .iter()
-                .map(|&i| self.nodes[i].endpoint().to_string())
-                .collect();
-            return Ok(Acquire::Misconfigured(same_server_refusal(&nodes)));
+        if let Some(refusal) = self.one_server(&connected) {
+            return Ok(Acquire::Misconfigured(refusal));
         }
-        let reached: Vec<bool> = connected.iter().map(Result::is_ok).collect();
-        let acquired = self.each(&reached, |node| node.acquire(token, ttl, per_node));
-        // A node that could not be reached answers the acquire with why.
-        let replies: Vec<Option<Result<Acquire, Failure>>> = acquired
-            .into_iter()
-            .zip(connected)
-            .map(|(acquired, connected)| match connected {
-                Err(failure) => Some(Err(failure)),
-                Ok(_) => acquired,
-            })
-            .collect();
-        let n = self.nodes.len();
-        let done = replies
-            .iter()
-            .flatten()
-            .filter_map(|r| match r {
-                Ok(Acquire::Skipped { ago }) => Some(*ago),
-                _ => None,
-            })
-            .min();
-        if let Some(ago) = done {
+        let replies = self.acquire_reached(connected, token, ttl, per_node);
+        if let Some(settled) = settled(&replies) {
             self.clean_up(token, None, per_node);
-            return Ok(Acquire::Skipped { ago });
-        }
-        // A node whose holders use the key otherwise (a semaphore): the key is not this lock.
-        let found = replies.iter().flatten().find_map(|r| match r {
-            Ok(Acquire::Mismatch { found }) => Some(found.clone()),
-            _ => None,
-        });
-        if let Some(found) = found {
-            self.clean_up(token, None, per_node);
-            return Ok(Acquire::Mismatch { found });
+            return Ok(settled);
         }
         let taken = replies
             .iter()
@@ -331,45 +408,11 @@ impl Locker for Quorum {
                 Ok(_) | Err(Unfenced::Unanswered) => {}
                 Err(Unfenced::AtTheEnd) => {
                     self.clean_up(token, None, per_node);
-                    let counter = crate::report::shell_quote(&self.nodes[0].keys.fence);
-                    return Err(Failure::Refused(
-                        format!(
-                            "took the lock on {taken} of {n} Redis nodes, but a fencing counter \
-                             there is {} (the largest 64-bit integer, which no token can \
-                             follow); not running the command (delete it with `redis-cli DEL \
-                             {counter}` on each node, and the next holder's token carries on \
-                             from the servers' clocks)",
-                            i64::MAX
-                        )
-                        .into(),
-                    ));
+                    return Err(self.fence_at_the_end(taken));
                 }
             }
         }
-        let busy = replies
-            .iter()
-            .flatten()
-            .filter_map(|r| match r {
-                Ok(Acquire::Busy { remaining, .. }) => Some(*remaining),
-                _ => None,
-            })
-            .collect::<Vec<_>>();
-        self.listen_where_held(&replies);
-        self.clean_up(token, (!busy.is_empty()).then_some(ttl), per_node);
-        if let Some(busy) = self.busy(&busy) {
-            return Ok(busy);
-        }
-        let message = if taken >= self.majority() {
-            format!("took the lock on {taken} of {n} Redis nodes, but too late to be valid")
-        } else {
-            shortfall("granted the lock", taken, n, first_failure(&replies))
-        };
-        // Of the first failure's class, a refusal first: it ends a wait; the others are waited out.
-        Err(match first_failure(&replies) {
-            Some(Failure::Refused(_)) => Failure::Refused(message.into()),
-            Some(Failure::Unacknowledged(_)) => Failure::Unacknowledged(message.into()),
-            Some(Failure::Unreachable(_)) | None => Failure::Unreachable(message.into()),
-        })
+        self.not_taken(&replies, taken, token, ttl, per_node)
     }
 
     /// With `--min-replicas`, it applies per node: a node whose replicas did not acknowledge

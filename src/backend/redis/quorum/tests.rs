@@ -67,3 +67,32 @@ fn validity_needs_half_the_ttl() {
     let long_ago = Moment::now() - Duration::from_secs(6);
     assert!(!valid(long_ago, ttl));
 }
+
+/// A skip on any node (the shortest ago) or a key held another way ends an attempt whatever
+/// the other nodes said; anything else is the majority's to decide.
+#[test]
+fn a_skip_or_a_key_held_another_way_settles_an_attempt() {
+    let skipped = |ms| {
+        Some(Ok(Acquire::Skipped {
+            ago: Duration::from_millis(ms),
+        }))
+    };
+    let mismatch = || {
+        Some(Ok(Acquire::Mismatch {
+            found: crate::lock::HeldAs::Kind(crate::lock::Kind::Limit(3)),
+        }))
+    };
+    let acquired = || Some(Ok(Acquire::Acquired { fence: 1 }));
+    let unreachable = || Some(Err(Failure::Unreachable("no answer".to_owned().into())));
+    let ago = |replies: &[Option<Result<Acquire, Failure>>]| match settled(replies) {
+        Some(Acquire::Skipped { ago }) => Some(ago.as_millis()),
+        _ => None,
+    };
+    assert_eq!(ago(&[acquired(), skipped(30), skipped(20), None]), Some(20));
+    assert_eq!(ago(&[mismatch(), skipped(5), unreachable()]), Some(5));
+    assert!(matches!(
+        settled(&[acquired(), mismatch(), unreachable()]),
+        Some(Acquire::Mismatch { .. })
+    ));
+    assert!(settled(&[acquired(), acquired(), unreachable(), None]).is_none());
+}

@@ -75,6 +75,34 @@ impl Panel {
             self.back(i, link);
         }
         let need = sentinels.len() / 2 + 1;
+        let asked = self.ask_all(endpoint, sentinels, service, deadline);
+        let until = if explained {
+            deadline + EXPLAIN
+        } else {
+            deadline
+        };
+        let (tally, verdict, last) = self.hear(need, asked, until);
+        if let Verdict::Named(addr, n) = verdict {
+            return Ok((addr, n));
+        }
+        Err(no_majority(
+            &tally,
+            last,
+            endpoint,
+            sentinels.len(),
+            service,
+        ))
+    }
+
+    /// The question to every sentinel not still busy with an earlier one, each on a thread of
+    /// its own; how many were asked.
+    fn ask_all(
+        &mut self,
+        endpoint: &Endpoint,
+        sentinels: &[(String, u16)],
+        service: &str,
+        deadline: Instant,
+    ) -> usize {
         let mut asked = 0;
         for (i, (host, port)) in sentinels.iter().enumerate() {
             if self.out[i] {
@@ -84,19 +112,25 @@ impl Panel {
             asked += 1;
             let link = self.links[i].take();
             let (tx, endpoint) = (self.tx.clone(), endpoint.clone());
-            let (host, port, service) = (host.clone(), *port, service.clone());
+            let (host, port, service) = (host.clone(), *port, service.to_owned());
             thread::spawn(move || {
                 let (answer, link) = ask(&endpoint, (&host, port), &service, link, deadline);
                 let _ = tx.send((i, answer, link));
             });
         }
+        asked
+    }
+
+    /// The answers of the `asked` sentinels, until `need` of them name one master, or that can
+    /// no longer happen, or `until`; with the last failure heard.
+    fn hear(
+        &mut self,
+        need: usize,
+        asked: usize,
+        until: Instant,
+    ) -> (Tally, Verdict, Option<Failure>) {
         let mut tally = Tally::default();
         let mut last = None;
-        let until = if explained {
-            deadline + EXPLAIN
-        } else {
-            deadline
-        };
         let verdict = loop {
             let pending = asked - tally.heard();
             match tally.verdict(need, pending) {
@@ -120,58 +154,60 @@ impl Panel {
                 }
             }
         };
-        if let Verdict::Named(addr, n) = verdict {
-            return Ok((addr, n));
-        }
-        if tally.unknown >= need {
-            return Err(Failure::Refused(
-                format!(
-                    "the sentinels know no service '{service}' (check the name after the hosts in \
-                     the URL)"
-                )
-                .into(),
-            ));
-        }
-        // No sentinel answered, and one said why in a way no retry changes (a password it
-        // wants, TLS it does not speak, not a sentinel at all): that, as the lookup says it.
-        if tally.votes.is_empty() && tally.unknown == 0 && matches!(last, Some(Failure::Refused(_)))
-        {
-            return Err(last.expect("just matched"));
-        }
-        let mut said: Vec<String> = tally
-            .votes
-            .iter()
-            .map(|((h, p), n)| format!("{n} named {}", transport::node_name(h, *p)))
-            .collect();
-        for (n, what) in [
-            (tally.unknown, "knew no such service"),
-            (
-                tally.again,
-                "was a sentinel already heard, under another name",
-            ),
-            (tally.failed, "failed"),
-            (sentinels.len() - tally.heard(), "not heard from"),
-        ] {
-            if n > 0 {
-                said.push(format!("{n} {what}"));
-            }
-        }
-        let why = last.map_or(String::new(), |f| format!("; the last failure: {f}"));
-        Err(Failure::Unreachable(
-            format!(
-                "no majority of the {} sentinels of {endpoint} names one master in time \
-                 ({need} must): {}{why}",
-                sentinels.len(),
-                said.join(", ")
-            )
-            .into(),
-        ))
+        (tally, verdict, last)
     }
 
     fn back(&mut self, i: usize, link: Option<Known>) {
         self.out[i] = false;
         self.links[i] = link;
     }
+}
+
+/// Why the `sentinels` of `endpoint` named no master by a majority, from what they said
+/// (`tally`) and the last failure heard.
+fn no_majority(
+    tally: &Tally,
+    last: Option<Failure>,
+    endpoint: &Endpoint,
+    sentinels: usize,
+    service: &str,
+) -> Failure {
+    let need = sentinels / 2 + 1;
+    if tally.unknown >= need {
+        return super::sentinel::unknown_service(service);
+    }
+    // No sentinel answered, and one said why in a way no retry changes (a password it
+    // wants, TLS it does not speak, not a sentinel at all): that, as the lookup says it.
+    if tally.votes.is_empty() && tally.unknown == 0 && matches!(last, Some(Failure::Refused(_))) {
+        return last.expect("just matched");
+    }
+    let mut said: Vec<String> = tally
+        .votes
+        .iter()
+        .map(|((h, p), n)| format!("{n} named {}", transport::node_name(h, *p)))
+        .collect();
+    for (n, what) in [
+        (tally.unknown, "knew no such service"),
+        (
+            tally.again,
+            "was a sentinel already heard, under another name",
+        ),
+        (tally.failed, "failed"),
+        (sentinels - tally.heard(), "not heard from"),
+    ] {
+        if n > 0 {
+            said.push(format!("{n} {what}"));
+        }
+    }
+    let why = last.map_or(String::new(), |f| format!("; the last failure: {f}"));
+    Failure::Unreachable(
+        format!(
+            "no majority of the {sentinels} sentinels of {endpoint} names one master in time \
+             ({need} must): {}{why}",
+            said.join(", ")
+        )
+        .into(),
+    )
 }
 
 /// One sentinel's answer to GET-MASTER-ADDR-BY-NAME, over `link` or a new connection; the
@@ -299,7 +335,7 @@ impl Tally {
 
 #[cfg(test)]
 mod tests {
-    use super::{Said, Tally, Verdict};
+    use super::{Endpoint, Failure, Said, Tally, Verdict, no_majority};
 
     fn at(port: u16) -> Said {
         Said::Named(("m".to_owned(), port))
@@ -364,5 +400,35 @@ mod tests {
             tally.count_from(id, at(1));
         }
         assert_eq!(tally.verdict(2, 1), Verdict::Named(("m".to_owned(), 1), 2));
+    }
+
+    /// Without a majority, the message says what each sentinel said, or that the service is
+    /// unknown when a majority said so; a refusal that no retry changes is passed on as it is.
+    #[test]
+    fn no_majority_says_what_the_sentinels_said() {
+        let endpoint = Endpoint::parse("redis+sentinel://s1,s2,s3/svc").unwrap();
+        let mut split = Tally::default();
+        split.count(at(1));
+        split.count(at(2));
+        let failure = no_majority(&split, None, &endpoint, 3, "svc");
+        assert!(matches!(failure, Failure::Unreachable(_)), "{failure:?}");
+        let said = failure.to_string();
+        assert!(
+            said.contains("(2 must): 1 named m:1, 1 named m:2, 1 not heard from"),
+            "{said}"
+        );
+
+        let mut unknown = Tally::default();
+        unknown.count(Said::Unknown);
+        unknown.count(Said::Unknown);
+        let failure = no_majority(&unknown, None, &endpoint, 3, "svc");
+        assert!(matches!(failure, Failure::Refused(_)), "{failure:?}");
+        assert!(failure.to_string().contains("know no service 'svc'"));
+
+        let mut failed = Tally::default();
+        failed.count(Said::Failed);
+        let wrongpass = Failure::Refused("WRONGPASS".to_owned().into());
+        let failure = no_majority(&failed, Some(wrongpass), &endpoint, 3, "svc");
+        assert_eq!(failure.to_string(), "WRONGPASS");
     }
 }

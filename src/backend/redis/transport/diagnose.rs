@@ -68,13 +68,19 @@ pub(crate) fn explain(at: &Reached, err: &RedisError, failure: Failure) -> Failu
     let node = at.info.addr();
     let tls = matches!(node, ConnectionAddr::TcpTls { .. });
     let has_password = at.info.redis_settings().password().is_some();
+    match worth_a_probe(err, tls, has_password) {
+        Some(dropped) => explained(at, probe(node, dropped), err, failure),
+        None => failure,
+    }
+}
+
+/// Whether `err` says too little for a user to act on, so that a probe should ask what
+/// answered; if so, whether the connection was dropped (the probe then reads what the server
+/// said before it closed).
+fn worth_a_probe(err: &RedisError, tls: bool, has_password: bool) -> Option<bool> {
     // Refused connections and silence say enough (a TLS handshake that gets no answer aside:
     // a plain Redis port waits for more of a "command" that never ends).
     let timeout = err.is_timeout();
-    let garbled = matches!(
-        err.kind(),
-        ErrorKind::Parse | ErrorKind::UnexpectedReturnType
-    );
     // Closed or reset under the request: the server may have turned the connection away
     // before reading it, saying why first.
     let dropped = !timeout
@@ -84,13 +90,26 @@ pub(crate) fn explain(at: &Reached, err: &RedisError, failure: Failure) -> Failu
         || dropped
         // A plain ERR to redlock's first command: an unknown command, most often.
         || err.code() == Some("ERR")
-        || garbled
+        || garbled(err)
         || err.code() == Some("READONLY")
         || (err.code() == Some("NOAUTH") && !has_password);
-    if !confusing {
-        return failure;
-    }
-    let found = probe(node, dropped);
+    confusing.then_some(dropped)
+}
+
+/// A reply that is not the Redis protocol, or not the reply's type.
+fn garbled(err: &RedisError) -> bool {
+    matches!(
+        err.kind(),
+        ErrorKind::Parse | ErrorKind::UnexpectedReturnType
+    )
+}
+
+/// What the probe `found` at `at` makes of `err`: a failure that says what is there and what
+/// to use instead, or `failure` when it tells nothing more.
+fn explained(at: &Reached, found: Found, err: &RedisError, failure: Failure) -> Failure {
+    let node = at.info.addr();
+    let tls = matches!(node, ConnectionAddr::TcpTls { .. });
+    let has_password = at.info.redis_settings().password().is_some();
     let refused = |message: String| Failure::Refused(message.into());
     let addr = at.addr;
     let place = place(node);
@@ -134,7 +153,7 @@ pub(crate) fn explain(at: &Reached, err: &RedisError, failure: Failure) -> Failu
                 "Redis at {addr} speaks plain text, not TLS: use redis://{addr}, or its TLS port"
             ))
         }
-        Found::Other if garbled => refused(format!(
+        Found::Other if garbled(err) => refused(format!(
             "{addr} did not answer in the Redis protocol: is it a Redis server? check the port"
         )),
         _ => failure,

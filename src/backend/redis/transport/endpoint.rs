@@ -79,9 +79,8 @@ impl Endpoint {
             }
             _ => {
                 return Err(format!(
-                    "'{shown}' is not a URL redlock takes (use redis://, rediss://, unix://, \
-                     redis+unix://, redis+sentinel://, redis+cluster://, etcd://, etcds://, \
-                     postgres:// or postgresql://)"
+                    "'{shown}' is not a URL redlock takes (use {})",
+                    url::listed()
                 ));
             }
         }
@@ -287,7 +286,7 @@ fn sentinel_target(
     let mut sentinel_user = None;
     let mut sentinel_pass = None;
     for (k, v) in url::pairs(query) {
-        let v = percent_decode(v).ok_or_else(|| format!("bad percent-encoding in '{k}'"))?;
+        let v = percent_decode(v).map_err(|_| format!("bad percent-encoding in '{k}'"))?;
         match k.to_ascii_lowercase().as_str() {
             "db" => {
                 db = Some(
@@ -307,7 +306,7 @@ fn sentinel_target(
         );
     }
     let service = percent_decode(service)
-        .ok_or_else(|| "bad percent-encoding in the service name".to_owned())?;
+        .map_err(|_| "bad percent-encoding in the service name".to_owned())?;
     // A majority of the URL's sentinels decides where the lock lives: one named twice would
     // count twice. (One named under two names is told by its ID when asked: `confirm`.)
     if let Some((host, port)) = sentinels

@@ -32,62 +32,51 @@ pub(crate) fn classify(at: &dyn fmt::Display, err: RedisError) -> Failure {
             format!("cannot reach Redis at {at}: {err}"),
             err,
         ))
-    } else if err.code() == Some("FOREIGNKEY") {
+    } else {
+        Failure::Refused(Reason::caused_by(refusal(at, &err), err))
+    }
+}
+
+/// What a server's answer `err` to a request at `at` means, and what to do about it.
+fn refusal(at: &dyn fmt::Display, err: &RedisError) -> String {
+    if err.code() == Some("FOREIGNKEY") {
         // From a script's guard (lock/scripts/guard.lua): "TYPE KEY"; the key may hold spaces.
         let detail = err.detail().unwrap_or_default();
         let (kind, key) = detail.split_once(' ').unwrap_or((detail, "?"));
-        Failure::Refused(Reason::caused_by(
-            format!(
-                "Redis at {at} holds a {kind} at {key}, where redlock keeps a key of its own: \
-                 delete that key if nothing else uses it"
-            ),
-            err,
-        ))
+        format!(
+            "Redis at {at} holds a {kind} at {key}, where redlock keeps a key of its own: \
+             delete that key if nothing else uses it"
+        )
     } else if err.kind() == redis::ErrorKind::AuthenticationFailed
         || matches!(err.code(), Some("WRONGPASS" | "NOAUTH"))
     {
-        Failure::Refused(Reason::caused_by(
-            format!("Redis at {at} refused the credentials (wrong password or user name)"),
-            err,
-        ))
+        format!("Redis at {at} refused the credentials (wrong password or user name)")
     } else if err.code() == Some("NOPERM") {
         // The ACL user lacks a command (or a key): the server's own words name it.
         let detail = err.detail().unwrap_or_default().trim();
-        Failure::Refused(Reason::caused_by(
-            format!(
-                "Redis at {at} does not let this user do what redlock needs: {detail}; add \
-                 that permission to the user's ACL (docs/security.md has the least-privilege \
-                 line)"
-            ),
-            err,
-        ))
+        format!(
+            "Redis at {at} does not let this user do what redlock needs: {detail}; add \
+             that permission to the user's ACL (docs/security.md has the least-privilege \
+             line)"
+        )
     } else if err
         .to_string()
         .starts_with("Redis server refused to switch database")
     {
         // The redis crate's SELECT in the connection's set-up: its words end in a Debug form.
-        Failure::Refused(Reason::caused_by(
-            format!(
-                "Redis at {at} has no such database ({}): the URL's database (its path, as in \
-                 /2, or db=) must be below the server's `databases` setting, 16 by default",
-                err.detail().unwrap_or("refused").trim()
-            ),
-            err,
-        ))
+        format!(
+            "Redis at {at} has no such database ({}): the URL's database (its path, as in \
+             /2, or db=) must be below the server's `databases` setting, 16 by default",
+            err.detail().unwrap_or("refused").trim()
+        )
     } else if err.kind() == redis::ErrorKind::Parse {
         // The parser's own words span lines and name byte offsets: say what was found.
-        Failure::Refused(Reason::caused_by(
-            format!(
-                "Redis at {at} sent a reply redlock cannot read (not one Redis gives: malformed, \
-                 of another type, or nested too deeply): is it a Redis server? check the port"
-            ),
-            err,
-        ))
+        format!(
+            "Redis at {at} sent a reply redlock cannot read (not one Redis gives: malformed, \
+             of another type, or nested too deeply): is it a Redis server? check the port"
+        )
     } else {
-        Failure::Refused(Reason::caused_by(
-            format!("Redis at {at} answered with an error: {err}"),
-            err,
-        ))
+        format!("Redis at {at} answered with an error: {err}")
     }
 }
 

@@ -3,7 +3,8 @@
 //! dropped connection, READONLY, the sentinels naming another master) or a slot move (MOVED,
 //! ASK). Every step of a request — sentinel lookup, connect, set-up, redirects — fits in one
 //! deadline, and no reply larger than redlock needs is read (`link`: redlock's own connection,
-//! `tls`: its rustls set-up). Only a master may hold a lock (`role`: ROLE in the set-up).
+//! `tls`: its rustls set-up; `dial`: opening one and setting it up). Only a master may hold
+//! a lock (`role`: ROLE in the set-up).
 //! Also what a URL means (`endpoint`; the parameters each scheme takes: `url`), how it is shown
 //! (`redact`), and, when a first request fails in a way that says little, what kind of server
 //! answered (`diagnose`).
@@ -15,6 +16,7 @@
 pub mod cluster;
 mod confirm;
 mod diagnose;
+mod dial;
 pub mod endpoint;
 mod failure;
 pub(crate) mod link;
@@ -29,12 +31,14 @@ use std::time::{Duration, Instant};
 use redis::{ConnectionInfo, RedisError, RedisResult};
 
 pub use crate::lock::{Failure, Reason};
+use dial::connect;
+pub(crate) use dial::{Peer, connect_to, connect_to_sentinel};
 use endpoint::{Endpoint, Target};
 pub(crate) use failure::{classify, is_denied};
 use link::Ask;
 pub(crate) use link::Link;
 pub(crate) use role::Identity;
-use role::{Named, Role};
+use role::Named;
 
 /// The most MOVED / ASK redirects one request follows (a slot moves once; more is a loop).
 const MAX_HOPS: u32 = 5;
@@ -79,6 +83,15 @@ pub(crate) struct Connection {
     panel: Option<confirm::Panel>,
     /// The master a majority of the sentinels named last, and when.
     confirmed: Option<((String, u16), Instant)>,
+}
+
+/// A request that failed on a node: its address, the error, whether a reply was refused as
+/// too large, and how the node was reached when this was its connection's first request.
+struct Failed {
+    addr: String,
+    err: RedisError,
+    oversized: bool,
+    first: Option<ConnectionInfo>,
 }
 
 impl Connection {
@@ -180,33 +193,12 @@ impl Connection {
         self.unanswered = false;
         loop {
             time_left(deadline, &self.endpoint)?;
-            let result = if let Some((host, port)) = ask.take() {
-                // The slot is being migrated: this one request goes to the importing node.
-                let mut node = self.open_at(&host, port, deadline, (None, Ask::default()))?;
-                node.conn.set_deadline(deadline);
-                let r = redis::cmd("ASKING")
-                    .exec(&mut node.conn)
-                    .and_then(|()| send(&mut node));
-                let oversized = node.conn.oversized();
-                r.map_err(|e| (node.addr, e, oversized, None))
-            } else {
-                let node = self.node(deadline)?;
-                node.conn.set_deadline(deadline);
-                let r = send(node);
-                if r.is_ok() {
-                    node.fresh = false;
-                }
-                let first = node.fresh.then(|| node.info.clone());
-                let oversized = node.conn.oversized();
-                let broken = !redis::ConnectionLike::is_open(&node.conn);
-                let r = r.map_err(|e| (node.addr.clone(), e, oversized, first));
-                if broken {
-                    // Mid-reply or gone: never read from again.
-                    self.node = None;
-                }
-                r
-            };
-            let (addr, err, oversized, first) = match result {
+            let Failed {
+                addr,
+                err,
+                oversized,
+                first,
+            } = match self.attempt(ask.take(), deadline, &mut send)? {
                 Ok(value) => return Ok(value),
                 Err(failed) => failed,
             };
@@ -229,24 +221,74 @@ impl Connection {
                 }
                 Some((moved, to)) if hops < MAX_HOPS => {
                     hops += 1;
-                    if moved {
-                        crate::report!(
-                            2,
-                            Moved { "node" => node_name(&to.0, to.1) },
-                            "the lock's slot is served by {}; following it",
-                            node_name(&to.0, to.1)
-                        );
-                        self.owner = Some(to);
-                        self.node = None;
-                    } else {
-                        ask = Some(to);
-                    }
-                    continue;
+                    ask = self.follow(moved, to);
                 }
-                _ => {}
+                _ => return Err(self.failed(&addr, err, first)),
             }
-            return Err(self.failed(&addr, err, first));
         }
+    }
+
+    /// One try of a request: to the node importing the slot when `ask` says so (ASKING first,
+    /// this request only), else to the node that holds the lock. Where it failed, how, and
+    /// (`Err` outside) why no node could be reached.
+    fn attempt<T>(
+        &mut self,
+        ask: Option<(String, u16)>,
+        deadline: Instant,
+        send: &mut impl FnMut(&mut Node) -> RedisResult<T>,
+    ) -> Result<Result<T, Failed>, Failure> {
+        if let Some((host, port)) = ask {
+            // The slot is being migrated: this one request goes to the importing node.
+            let mut node = self.open_at(&host, port, deadline, (None, Ask::default()))?;
+            node.conn.set_deadline(deadline);
+            let r = redis::cmd("ASKING")
+                .exec(&mut node.conn)
+                .and_then(|()| send(&mut node));
+            let oversized = node.conn.oversized();
+            return Ok(r.map_err(|err| Failed {
+                addr: node.addr,
+                err,
+                oversized,
+                first: None,
+            }));
+        }
+        let node = self.node(deadline)?;
+        node.conn.set_deadline(deadline);
+        let r = send(node);
+        if r.is_ok() {
+            node.fresh = false;
+        }
+        let first = node.fresh.then(|| node.info.clone());
+        let oversized = node.conn.oversized();
+        let broken = !redis::ConnectionLike::is_open(&node.conn);
+        let r = r.map_err(|err| Failed {
+            addr: node.addr.clone(),
+            err,
+            oversized,
+            first,
+        });
+        if broken {
+            // Mid-reply or gone: never read from again.
+            self.node = None;
+        }
+        Ok(r)
+    }
+
+    /// After a redirect to `to`: a MOVED slot is followed from now on; an ASK is for the next
+    /// try only, which the answer is.
+    fn follow(&mut self, moved: bool, to: (String, u16)) -> Option<(String, u16)> {
+        if !moved {
+            return Some(to);
+        }
+        crate::report!(
+            2,
+            Moved { "node" => node_name(&to.0, to.1) },
+            "the lock's slot is served by {}; following it",
+            node_name(&to.0, to.1)
+        );
+        self.owner = Some(to);
+        self.node = None;
+        None
     }
 
     /// What a failed request means, dropping the connection when it cannot be trusted. `first`:
@@ -449,124 +491,6 @@ pub(crate) fn node_name(host: &str, port: u16) -> String {
     } else {
         format!("{host}:{port}")
     }
-}
-
-/// A new connection to `info` (one of `endpoint`'s nodes), set up (AUTH, SELECT) within
-/// `deadline`; with a role (who named the server), only to a master (ROLE in the same round
-/// trip, before anything is written to the server), what a replica means depending on who
-/// named it; and asking which server it is when `ask` says so (INFO server, in that round
-/// trip too).
-fn connect(
-    endpoint: &Endpoint,
-    info: ConnectionInfo,
-    addr: String,
-    deadline: Instant,
-    (role, ask): (Option<Named>, Ask),
-) -> Result<Node, Failure> {
-    open_link(endpoint, info, addr, deadline, (role, ask), Peer::Node)
-}
-
-/// What a connection reaches: a data node, or one of a Sentinel endpoint's sentinels (which
-/// changes what a failure to reach it means, and the URL to suggest).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Peer {
-    Node,
-    Sentinel,
-}
-
-/// [`connect`], to a data node or to a sentinel.
-fn open_link(
-    endpoint: &Endpoint,
-    info: ConnectionInfo,
-    addr: String,
-    deadline: Instant,
-    (role, ask): (Option<Named>, Ask),
-    peer: Peer,
-) -> Result<Node, Failure> {
-    time_left_at(deadline, &addr)?;
-    let tls = endpoint.tls_config().map_err(|e| {
-        Failure::Refused(format!("cannot use TLS with Redis at {addr}: {e}").into())
-    })?;
-    let explain = |err: RedisError| {
-        let failure = classify(&addr, err.clone());
-        let reached = diagnose::Reached {
-            endpoint,
-            info: &info,
-            addr: &addr,
-            peer,
-        };
-        diagnose::explain(&reached, &err, failure)
-    };
-    let (conn, answers) = Link::open(&info, tls, deadline, ask).map_err(|opening| {
-        match (opening.oversized, &opening.said) {
-            (true, _) => failure::too_large(&addr, opening.error),
-            (false, Some(said)) => failure::turned_away(&addr, said, opening.error),
-            (false, None) => explain(opening.error),
-        }
-    })?;
-    if let (Some(named), Some(reply)) = (role, answers.role) {
-        // ROLE is the first command a server without a password requirement sees.
-        let role = Role::of(reply).map_err(explain)?;
-        role::admit(role, &addr, named)?;
-    }
-    let identity = answers.identity.map(|reply| Identity::of(&reply));
-    if let Some(Identity::Unknown(why)) = &identity {
-        crate::report!(
-            1,
-            IdentityUnchecked { "node" => addr },
-            "could not ask Redis at {addr} which server it is ({why}); not checked whether \
-             another node of the quorum is the same server"
-        );
-    }
-    Ok(Node {
-        conn,
-        info,
-        addr,
-        named: None,
-        verified: Instant::now(),
-        fresh: true,
-        identity,
-    })
-}
-
-/// A connection opened within `deadline` to `info`, one of `endpoint`'s nodes or sentinels,
-/// for one-off use (sentinels, CLUSTER SLOTS); its requests end by `deadline` too.
-pub(crate) fn connect_to(
-    endpoint: &Endpoint,
-    info: ConnectionInfo,
-    addr: &str,
-    deadline: Instant,
-) -> Result<Link, Failure> {
-    let mut node = connect(
-        endpoint,
-        info,
-        addr.to_owned(),
-        deadline,
-        (None, Ask::default()),
-    )?;
-    node.conn.set_deadline(deadline);
-    Ok(node.conn)
-}
-
-/// [`connect_to`] the sentinel at `host:port` of `endpoint` (named `addr` in messages).
-pub(crate) fn connect_to_sentinel(
-    endpoint: &Endpoint,
-    host: &str,
-    port: u16,
-    addr: &str,
-    deadline: Instant,
-) -> Result<Link, Failure> {
-    let info = endpoint.sentinel(host, port);
-    let mut node = open_link(
-        endpoint,
-        info,
-        addr.to_owned(),
-        deadline,
-        (None, Ask::default()),
-        Peer::Sentinel,
-    )?;
-    node.conn.set_deadline(deadline);
-    Ok(node.conn)
 }
 
 fn time_left(deadline: Instant, endpoint: &Endpoint) -> Result<Duration, Failure> {

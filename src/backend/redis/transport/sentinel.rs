@@ -51,44 +51,85 @@ pub(crate) fn master(
         };
         let mut conn = conn;
         conn.set_deadline(until);
-        let reply = redis::cmd("SENTINEL")
-            .arg("GET-MASTER-ADDR-BY-NAME")
-            .arg(service)
-            .query::<Value>(&mut conn);
-        match reply {
-            Ok(Value::Array(items)) => {
-                if let Some(addr) = address(&items) {
-                    *cached = Some((i, conn));
-                    return Ok(addr);
-                }
-                last = Some(Failure::Refused(
-                    format!("unexpected reply from {at}: {items:?}").into(),
-                ));
+        match ask(endpoint, (host, *port), service, &at, &mut conn) {
+            Said::Named(addr) => {
+                *cached = Some((i, conn));
+                return Ok(addr);
             }
-            Ok(Value::Nil) => {
+            Said::Unknown => {
                 unknown += 1;
                 *cached = Some((i, conn));
             }
-            Ok(other) => {
-                last = Some(Failure::Refused(
-                    format!("unexpected reply from {at}: {other:?}").into(),
-                ))
-            }
-            Err(e) => keep(&mut last, failed(endpoint, (host, *port), &at, e)),
+            Said::Unexpected(failure) => last = Some(failure),
+            Said::Failed(failure) => keep(&mut last, failure),
         }
     }
+    Err(none_named(endpoint, service, unknown, last))
+}
+
+/// Why no sentinel named a master: a service that `unknown` of them do not know (a typo in the
+/// URL), or else the `last` failure, or else silence.
+fn none_named(
+    endpoint: &Endpoint,
+    service: &str,
+    unknown: usize,
+    last: Option<Failure>,
+) -> Failure {
     if unknown > 0 {
-        return Err(Failure::Refused(
-            format!(
-                "the sentinels know no service '{service}' (check the name after the hosts in \
-                 the URL)"
-            )
-            .into(),
-        ));
+        return unknown_service(service);
     }
-    Err(last.unwrap_or_else(|| {
+    last.unwrap_or_else(|| {
         Failure::Unreachable(format!("no sentinel of {endpoint} answered in time").into())
-    }))
+    })
+}
+
+/// Sentinels that know no `service`: a typo in the URL, most likely.
+pub(super) fn unknown_service(service: &str) -> Failure {
+    Failure::Refused(
+        format!(
+            "the sentinels know no service '{service}' (check the name after the hosts in the URL)"
+        )
+        .into(),
+    )
+}
+
+/// What one sentinel said of the service.
+enum Said {
+    /// Its master's address.
+    Named((String, u16)),
+    /// It knows no such service.
+    Unknown,
+    /// A reply that is no answer (its connection is not kept).
+    Unexpected(Failure),
+    /// An error (its connection is not kept).
+    Failed(Failure),
+}
+
+/// One sentinel's answer to GET-MASTER-ADDR-BY-NAME `service`, on `conn`.
+fn ask(
+    endpoint: &Endpoint,
+    (host, port): (&str, u16),
+    service: &str,
+    at: &str,
+    conn: &mut Link,
+) -> Said {
+    let reply = redis::cmd("SENTINEL")
+        .arg("GET-MASTER-ADDR-BY-NAME")
+        .arg(service)
+        .query::<Value>(conn);
+    match reply {
+        Ok(Value::Array(items)) => match address(&items) {
+            Some(addr) => Said::Named(addr),
+            None => Said::Unexpected(Failure::Refused(
+                format!("unexpected reply from {at}: {items:?}").into(),
+            )),
+        },
+        Ok(Value::Nil) => Said::Unknown,
+        Ok(other) => Said::Unexpected(Failure::Refused(
+            format!("unexpected reply from {at}: {other:?}").into(),
+        )),
+        Err(e) => Said::Failed(failed(endpoint, (host, port), at, e)),
+    }
 }
 
 /// What a sentinel's error to the lookup means. NOAUTH with no password of the sentinels' own
