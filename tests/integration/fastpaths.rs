@@ -18,6 +18,9 @@ use tokio_postgres::{Client, NoTls, Row};
 
 use crate::common::*;
 
+// Redis: take.lua beside acquire.lua.
+mod redis_take;
+
 /// The lock both paths step on, as redlock names its row.
 const NAME: &str = "redlock:k";
 /// Our token; other holders and waiters are `h0`, `w1`, ...
