@@ -589,3 +589,42 @@ fn a_retried_take_answers_a_counter_past_2_53_exactly() {
     }
     assert_eq!(copies.case(&state).unwrap(), Path::OwnRetry);
 }
+
+/// Whether `member` is in the sorted set `key`.
+fn member(conn: &mut Connection, key: &str, member: &str) -> bool {
+    let score: Option<f64> = redis::cmd("ZSCORE")
+        .arg(key)
+        .arg(member)
+        .query(conn)
+        .unwrap();
+    score.is_some()
+}
+
+/// A waiter that queued behind shared holders, was then turned away by one holder (so it
+/// takes plainly again) and is let in by the plain take leaves the queue, as the general
+/// acquire's take does. It stayed at the queue's head until its entry lapsed: the next release
+/// woke it, gone, instead of the waiters on the shared wake list, and shared holders were told
+/// to wait their turn behind it.
+#[test]
+fn a_waiter_let_in_by_the_plain_take_leaves_the_queue() {
+    let mut copies = Copies::new();
+    let state = State {
+        waited: true,
+        we_queued: true,
+        other_queued: true,
+        ..State::only(LockKey::Free)
+    };
+    let keys = Keys::new("fast:", "k");
+    let (now_ms, _) = now(&mut copies.conn);
+    setup(&mut copies.conn, "fast:", &keys, &state, now_ms);
+    let taken = copies.take(&keys, true);
+    assert!(
+        matches!(taken, Ok(Some(AcquireReply::Acquired { .. }))),
+        "{taken:?}"
+    );
+    for set in [&keys.queue, &keys.alive] {
+        assert!(!member(&mut copies.conn, set, OURS), "{set}");
+        assert!(member(&mut copies.conn, set, "w0"), "{set}");
+    }
+    assert_eq!(copies.case(&state).unwrap(), Path::Taken);
+}

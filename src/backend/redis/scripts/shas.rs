@@ -6,7 +6,7 @@
 /// then answered NOSCRIPT, and the text goes by EVAL).
 pub(super) fn of(name: &str) -> &'static str {
     match name {
-        "Take" => "edc340f9ad0b74ce78ee702a5aab2e7850cafa47",
+        "Take" => "1d84f5d3caf7b975ec42462397607110005915e5",
         "Acquire" => "b1af76b2a26bf02ecaaf0e0b2cb545701bf54fe0",
         "AcquireMany" => "5fb4266fb74b70a6a8436681925b51411cc02f7a",
         "Extend" => "83cd829a6cb53a238011719f6e901425fb25e84d",
