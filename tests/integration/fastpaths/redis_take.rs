@@ -628,3 +628,34 @@ fn a_waiter_let_in_by_the_plain_take_leaves_the_queue() {
     }
     assert_eq!(copies.case(&state).unwrap(), Path::Taken);
 }
+
+/// Our own take made again by a waiter (its reply lost, so it counts as having waited): the
+/// general acquire lets it in and it leaves the waiters' records, as a take that finds the lock
+/// free does, and as the plain take did already. acquire.lua left it in the registry of
+/// waiters, and its own wake list, until they lapsed: `status` showed the holder waiting, and
+/// a release woke a waiter when nobody waited.
+#[test]
+fn a_retried_take_leaves_the_waiters_records_on_the_general_path() {
+    let mut copies = Copies::new();
+    let state = State {
+        waited: true,
+        we_wait: Some(true),
+        own_list: true,
+        ..State::only(LockKey::Ours)
+    };
+    let keys = Keys::new("general:", "k");
+    let (now_ms, _) = now(&mut copies.conn);
+    setup(&mut copies.conn, "general:", &keys, &state, now_ms);
+    let taken = copies.acquire(&keys, true);
+    assert!(
+        matches!(taken, Ok(Some(AcquireReply::Acquired { .. }))),
+        "{taken:?}"
+    );
+    assert!(!member(&mut copies.conn, &keys.waiting, OURS));
+    let own: bool = redis::cmd("EXISTS")
+        .arg(format!("{}:{OURS}", keys.wake))
+        .query(&mut copies.conn)
+        .unwrap();
+    assert!(!own);
+    assert_eq!(copies.case(&state).unwrap(), Path::OwnRetry);
+}
