@@ -151,7 +151,8 @@ mod integration {
     // SERIALIZABLE default, a table of redlock's name that is not redlock's.
     mod postgres_hostile;
     // Every fast path answers as its general path from the same random state: PostgreSQL's
-    // plain statements beside the take and release functions.
+    // plain statements beside the take and release functions, Redis's take.lua beside
+    // acquire.lua.
     mod fastpaths;
     // PostgreSQL keeps nothing for ever: a lock unused for 40 days (rows aged by hand) leaves
     // every row at another lock's next step, unless still held or waited for; tokens still rise.

@@ -7,6 +7,9 @@
 //! passed (each path reads `clock_timestamp()`), so the states put every time whole seconds away
 //! from what a step decides on, and times compare within a second. A fencing token that starts a
 //! new row (the server's clock in microseconds) compares within two seconds.
+//!
+//! Redis's plain take (take.lua) beside the general acquire (acquire.lua) is in [`redis_take`],
+//! from random states written under two key prefixes.
 
 use std::collections::BTreeMap;
 
@@ -17,6 +20,9 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, NoTls, Row};
 
 use crate::common::*;
+
+// Redis: take.lua, as the client composes it, beside acquire.lua.
+mod redis_take;
 
 /// The lock both paths step on, as redlock names its row.
 const NAME: &str = "redlock:k";

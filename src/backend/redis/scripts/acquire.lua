@@ -57,6 +57,9 @@ if type(v) == 'table' then
   v = false
 end
 if v == token then
+  -- Let in (our own take, its reply lost): this waiter leaves the waiters' records, as take()
+  -- does.
+  if waited == '1' then dequeue(token) end
   prolong(ttl)
   local read, n, open = pcall(ring().head)
   if not (read and n and open == token) then n = '' end

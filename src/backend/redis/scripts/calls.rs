@@ -117,7 +117,7 @@ script! {
         /// See [`Attempt::run`].
         run: &'a str,
     }
-    keys [lock, fence, holder, wake, waiting, counts];
+    keys [lock, fence, holder, wake, queue, alive, waiting, counts];
     files [CLOCK, WAKE, REGISTRY, RING, NEW_RUN, lua!("take")];
     then [RECORD_START, lua!("waiters" / "registered")];
     reply AcquireReply;

@@ -6,8 +6,8 @@
 /// then answered NOSCRIPT, and the text goes by EVAL).
 pub(super) fn of(name: &str) -> &'static str {
     match name {
-        "Take" => "74472904ab9514a556077a417f211c1bb9cfa79e",
-        "Acquire" => "b1af76b2a26bf02ecaaf0e0b2cb545701bf54fe0",
+        "Take" => "1d84f5d3caf7b975ec42462397607110005915e5",
+        "Acquire" => "23a2ffd24e16bd96fc26f6af2c217d4577f78951",
         "AcquireMany" => "5fb4266fb74b70a6a8436681925b51411cc02f7a",
         "Extend" => "83cd829a6cb53a238011719f6e901425fb25e84d",
         "ExtendMany" => "515fa2466a6e2686634759f64ed6171d9e1076d1",

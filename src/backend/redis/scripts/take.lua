@@ -44,7 +44,8 @@ local v = redis.pcall('GET', lock)
 if v == token then
   redis.call('PEXPIRE', lock, ttl)
   redis.call('PEXPIRE', holder, ttl)
-  return {'acquired', tonumber(redis.call('GET', fence)) or 0, now_ms(), 'again'}
+  -- The counter as its digits: past 2^53 a Lua number would round the token it gave us.
+  return {'acquired', redis.call('GET', fence) or '0', now_ms(), 'again'}
 end
 if type(v) == 'table' then return {'several', redis.call('TYPE', lock).ok} end
 return {'busy', redis.call('PTTL', lock), 'held'}
