@@ -5,12 +5,15 @@
 //! | key | what | lease |
 //! |---|---|---|
 //! | `BASE/q/LEASE` | a client that holds or waits for the lock: its details as JSON | the client's |
-//! | `BASE/run/LEASE` | a run that took the lock: its record as JSON, its fencing token the key's create revision | none |
-//! | `BASE/last_success`, `BASE/last_ended` | the record's summary: a copy of a run's record | none |
-//! | `BASE/count/LABEL` | a counter of the record (runs by outcome, busy, skipped) | none |
+//! | `BASE/run/LEASE` | a run that took the lock: its record as JSON, its fencing token the key's create revision | the record's |
+//! | `BASE/last_success`, `BASE/last_ended` | the record's summary: a copy of a run's record | the record's |
+//! | `BASE/count/LABEL` | a counter of the record (runs by outcome, busy, skipped): its version | the record's |
+//! | `BASE/uncount/LABEL` | counts taken back (a vanished run found lost): its version | the record's |
+//! | `BASE/record` | the record's lease ID, 16 hex digits | the record's |
 //!
 //! LEASE is the client's lease ID in 16 hex digits: one lease a run, so no two clients ever
-//! write the same entry.
+//! write the same entry. The record's lease is one per lock name, granted for `RECORD_TTL` and
+//! kept alive at each use of the name: the name's record goes `RECORD_TTL` after its last use.
 
 /// The keys of one lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +71,20 @@ impl Keys {
         format!("{}/count/{label}", self.base)
     }
 
+    /// The range of the counts taken back: `BASE/uncount/`.
+    pub(crate) fn uncounts(&self) -> String {
+        format!("{}/uncount/", self.base)
+    }
+
+    pub(crate) fn uncount(&self, label: &str) -> String {
+        format!("{}/uncount/{label}", self.base)
+    }
+
+    /// The key that names the record's lease.
+    pub(crate) fn record(&self) -> String {
+        format!("{}/record", self.base)
+    }
+
     /// The lock's name of a key under `prefix` that is one of a lock's (None: another key).
     pub(crate) fn name_of(prefix: &str, key: &[u8]) -> Option<String> {
         let key = std::str::from_utf8(key).ok()?.strip_prefix(prefix)?;
@@ -79,6 +96,8 @@ impl Keys {
         let known = rest.starts_with("q/")
             || rest.starts_with("run/")
             || rest.starts_with("count/")
+            || rest.starts_with("uncount/")
+            || rest == "record"
             || rest == "last_success"
             || rest == "last_ended";
         known.then(|| unescape(name))
@@ -142,6 +161,8 @@ mod tests {
                 keys.run(7),
                 keys.last_success(),
                 keys.count("busy"),
+                keys.uncount("vanished"),
+                keys.record(),
             ] {
                 assert_eq!(Keys::name_of("p:", key.as_bytes()).as_deref(), Some(name));
             }

@@ -14,8 +14,12 @@ mod client;
 mod keys;
 mod locker;
 mod node;
+mod protocol;
 mod queue;
 mod record;
+mod recorder;
+mod seen;
+mod session;
 mod steps;
 
 use etcd_client::{Certificate, ConnectOptions, Identity, TlsOptions};
@@ -303,7 +307,7 @@ impl Backend for Etcd {
 
     fn locker(&self, run: &RunSpec) -> Box<dyn Locker> {
         let keys = keys::Keys::new(&self.prefix, &run.key);
-        Box::new(locker::EtcdLocker::new(
+        Box::new(steps::EtcdLocker::new(
             Conn::new(self.members.clone(), Access::ReadWrite),
             keys,
             run,

@@ -12,7 +12,7 @@ use super::client::Conn;
 use super::keys::Keys;
 use super::queue::{self, Entry};
 use super::record;
-use super::steps::{entry_of, now_ms};
+use super::seen::{entry_of, now_ms};
 use crate::lock::{
     Failure, Forced, HeldAs, Holder, Inspected, Kind, LockInfo, Node, Place, Runs, Several,
 };
@@ -54,7 +54,8 @@ impl EtcdNode {
             let all = all.clone();
             async move { client.get(all, Some(GetOptions::new().with_prefix())).await }
         })?;
-        let (queue_at, runs_at, counts_at) = (keys.queue(), keys.runs(), keys.counts());
+        let (queue_at, runs_at) = (keys.queue(), keys.runs());
+        let (counts_at, uncounts_at) = (keys.counts(), keys.uncounts());
         let mut queue = Vec::new();
         let mut read = record::Read::default();
         let mut entries_leases = BTreeSet::new();
@@ -79,7 +80,9 @@ impl EtcdNode {
             } else if key == keys.last_ended() {
                 read.last_ended = Some(kv.value().to_vec());
             } else if let Some(label) = key.strip_prefix(&counts_at) {
-                read.counts.push((label.to_owned(), kv.value().to_vec()));
+                read.counts.push((label.to_owned(), kv.version()));
+            } else if let Some(label) = key.strip_prefix(&uncounts_at) {
+                read.counts.push((label.to_owned(), -kv.version()));
             }
         }
         queue.sort_by_key(|(e, _)| e.rev);

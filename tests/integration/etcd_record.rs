@@ -1,0 +1,121 @@
+//! The record of runs on etcd, on a real one-member cluster: every key a lock name leaves has a
+//! lease, the record's for at most 40 days; with that lease gone (as when 40 days pass unused)
+//! nothing of the name is left and the next token is still larger; counts are exact under 100
+//! clients counting at once.
+
+use std::time::Duration;
+
+use crate::common::*;
+
+/// The record's lifetime past a name's last use: 40 days, in seconds.
+const RECORD_TTL_SECS: u64 = 40 * 24 * 3600;
+
+fn one_member() -> EtcdCluster {
+    EtcdCluster::start_with(EtcdOpts {
+        members: 1,
+        ..EtcdOpts::default()
+    })
+}
+
+fn token(etcd: &EtcdCluster, key: &str) -> i64 {
+    let out = Redlock::run_at(&etcd.url())
+        .key(key)
+        .sh("echo $REDLOCK_FENCING_TOKEN")
+        .any_stdout()
+        .output();
+    out.stdout.trim().parse().unwrap()
+}
+
+#[test]
+fn everything_a_name_leaves_goes_with_its_record_lease() {
+    let etcd = one_member();
+    // A success, a failure, a run turned away: runs, the summary and three counters.
+    let mut tokens = vec![token(&etcd, "once-123")];
+    Redlock::run_at(&etcd.url())
+        .key("once-123")
+        .sh("exit 3")
+        .status(3)
+        .any_stderr()
+        .output();
+    let dir = TempDir::new();
+    let (holder, _) = Redlock::run_at(&etcd.url()).key("once-123").hold(&dir, "h");
+    Redlock::run_at(&etcd.url())
+        .key("once-123")
+        .sh("true")
+        .status(75)
+        .any_stderr()
+        .output();
+    touch(&dir.join("h.go"));
+    holder.finish().assert_code(0);
+    let keys = etcd.leased_keys("redlock:{once-123}/");
+    let names: Vec<&str> = keys.iter().map(|(k, _, _)| k.as_str()).collect();
+    for part in [
+        "/record",
+        "/last_ended",
+        "/last_success",
+        "/count/busy",
+        "/run/",
+    ] {
+        assert!(
+            names.iter().any(|k| k.contains(part)),
+            "{part} in {names:?}"
+        );
+    }
+    let record = keys[0].1;
+    for (key, lease, _) in &keys {
+        assert_eq!(
+            *lease, record,
+            "{key} has lease {lease:x}, not the record's"
+        );
+    }
+    let (left, granted) = etcd.lease_ttl(record).expect("the record's lease");
+    assert_eq!(granted, RECORD_TTL_SECS);
+    assert!(
+        left <= RECORD_TTL_SECS && left + 60 > RECORD_TTL_SECS,
+        "{left} s left"
+    );
+    tokens.push(token(&etcd, "once-123"));
+    // The name unused for 40 days, as the server sees it: its record's lease ends.
+    etcd.revoke(&format!("{record:x}"));
+    assert_eq!(etcd.leased_keys("redlock:{once-123}/"), []);
+    let next = token(&etcd, "once-123");
+    assert!(
+        tokens.iter().all(|t| *t < next),
+        "tokens {tokens:?} then {next}"
+    );
+    // A new record, on a new lease.
+    let keys = etcd.leased_keys("redlock:{once-123}/");
+    assert!(
+        keys.iter()
+            .all(|(_, lease, _)| *lease != record && *lease != 0),
+        "{keys:?}"
+    );
+}
+
+/// 100 runs turned away at once each count one `busy`, and the count is 100: a count is one
+/// put (the counter is the key's version), not a compare-and-swap that concurrent writers
+/// lose.
+#[test]
+fn a_hundred_runs_turned_away_at_once_count_a_hundred() {
+    let etcd = one_member();
+    let dir = TempDir::new();
+    let (holder, _) = Redlock::run_at(&etcd.url()).key("many").hold(&dir, "h");
+    let runs: Vec<_> = (0..100)
+        .map(|_| Redlock::run_at(&etcd.url()).key("many").sh("true").spawn())
+        .collect();
+    for run in runs {
+        run.finish_within(Duration::from_secs(60)).assert_code(75);
+    }
+    let busy = etcd
+        .leased_keys("redlock:{many}/count/busy")
+        .first()
+        .map(|(_, _, version)| *version);
+    assert_eq!(busy, Some(100));
+    Redlock::admin_at("status", &etcd.url())
+        .key("many")
+        .stdout_contains("100 busy")
+        .any_stdout()
+        .output();
+    touch(&dir.join("h.go"));
+    holder.finish().assert_code(0);
+}
