@@ -10,16 +10,14 @@
 //! run. Every request carries `require_leader`: a member cut off from the others answers at
 //! once that it has no leader instead of hanging.
 //!
-//! The runtime is made when the connection is, in the thread that uses it (the lease thread,
-//! started after the watchdog's fork; an admin command's), and has no worker threads: futures
-//! run only inside [`Conn::run`], which blocks.
+//! The runtime is `backend::blocking`'s: futures run only inside [`Conn::run`], which blocks.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
 
 use etcd_client::{Client, ConnectOptions, Error};
-use tokio::runtime::Runtime;
 
+use crate::backend::blocking::Blocking;
 use crate::lock::{Failure, Reason};
 
 /// How the members are reached: their addresses, TLS, and the user to log in as.
@@ -43,7 +41,7 @@ pub(crate) struct Conn {
     current: usize,
     /// What the command needs on the prefix, for the advice when etcd refuses it.
     access: Access,
-    runtime: Runtime,
+    runtime: Blocking,
 }
 
 /// What a command needs of the user's role on the prefix.
@@ -70,10 +68,7 @@ const MIN_SHARE: Duration = Duration::from_millis(20);
 
 impl Conn {
     pub(crate) fn new(members: Members, access: Access) -> Self {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a current-thread runtime");
+        let runtime = Blocking::new();
         let clients = members.addrs.iter().map(|_| None).collect();
         let answered = vec![false; members.addrs.len()];
         Self {
@@ -107,9 +102,7 @@ impl Conn {
         deadline: Instant,
         future: impl Future<Output = T>,
     ) -> Option<T> {
-        let left = deadline.saturating_duration_since(Instant::now());
-        self.runtime
-            .block_on(async { tokio::time::timeout(left, future).await.ok() })
+        self.runtime.block_on(deadline, future)
     }
 
     /// `request` with a member's client, made again on the next member when one does not

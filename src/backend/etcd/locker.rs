@@ -18,10 +18,7 @@
 //! The record (`recorder`) lives on the name's record lease: it goes `RECORD_TTL` after the
 //! name's last use.
 
-use std::sync::Arc;
 use std::time::Duration;
-
-use tokio::sync::Notify;
 
 use super::steps::EtcdLocker;
 use crate::lock::record::RunEnding;
@@ -46,7 +43,7 @@ impl Locker for EtcdLocker {
     }
 
     fn interrupter(&self, _token: &str) -> Box<dyn Interrupt> {
-        Box::new(EtcdInterrupt(self.interrupt()))
+        crate::backend::blocking::interrupter(&self.interrupt())
     }
 
     fn leave(&mut self, _token: &str, busy: bool, timeout: Duration) -> Result<(), Failure> {
@@ -73,16 +70,5 @@ impl Locker for EtcdLocker {
         timeout: Duration,
     ) -> Result<Held, Failure> {
         EtcdLocker::release(self, token, ended, timeout)
-    }
-}
-
-/// Ends an etcd waiter's wait from another thread: its watch loop hears the notification (kept
-/// for the next wait if none is under way).
-struct EtcdInterrupt(Arc<Notify>);
-
-impl Interrupt for EtcdInterrupt {
-    fn interrupt(&self, _timeout: Duration) -> Result<(), Failure> {
-        self.0.notify_one();
-        Ok(())
     }
 }

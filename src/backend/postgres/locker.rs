@@ -262,7 +262,7 @@ impl Locker for PgLocker {
     }
 
     fn interrupter(&self, _token: &str) -> Box<dyn Interrupt> {
-        Box::new(PgInterrupt(Arc::clone(&self.interrupt)))
+        crate::backend::blocking::interrupter(&self.interrupt)
     }
 
     fn leave(&mut self, token: &str, busy: bool, timeout: Duration) -> Result<(), Failure> {
@@ -409,16 +409,5 @@ impl Locker for PgLocker {
             Some("ours") => Held::Ours,
             _ => Held::Gone,
         })
-    }
-}
-
-/// Ends a PostgreSQL waiter's wait from another thread: its wait hears the notification (kept
-/// for the next wait if none is under way).
-struct PgInterrupt(Arc<Notify>);
-
-impl Interrupt for PgInterrupt {
-    fn interrupt(&self, _timeout: Duration) -> Result<(), Failure> {
-        self.0.notify_one();
-        Ok(())
     }
 }
