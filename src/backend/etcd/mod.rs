@@ -59,10 +59,37 @@ pub(crate) fn open(connect: Connect) -> Result<Etcd, String> {
     };
     refuse_durability(durable)?;
     let parsed = parse(url)?;
-    let mut options = ConnectOptions::new()
+    let options = ConnectOptions::new()
         .with_require_leader(true)
         .with_auto_token_refresh(true)
         .with_connect_timeout(std::time::Duration::from_secs(5));
+    let mut options = login(options, &parsed, password)?;
+    if parsed.tls {
+        options = options.with_tls(tls_options(&tls)?);
+    } else if tls.is_set() {
+        return Err(format!(
+            "the TLS options need an etcds:// URL: {}",
+            parsed.shown()
+        ));
+    }
+    Ok(Etcd {
+        shown: parsed.shown(),
+        members: Members {
+            addrs: parsed.members,
+            scheme: if parsed.tls { "https" } else { "http" },
+            options,
+        },
+        prefix,
+    })
+}
+
+/// `options` with the URL's user and its password (given apart, or in the URL): etcd has no
+/// user without a password, nor a password without a user.
+fn login(
+    mut options: ConnectOptions,
+    parsed: &Parsed,
+    password: Option<String>,
+) -> Result<ConnectOptions, String> {
     let password = password.or(parsed.password.clone());
     match (&parsed.user, password) {
         (Some(user), Some(password)) => options = options.with_user(user.clone(), password),
@@ -83,23 +110,7 @@ pub(crate) fn open(connect: Connect) -> Result<Etcd, String> {
         }
         (None, None) => {}
     }
-    if parsed.tls {
-        options = options.with_tls(tls_options(&tls)?);
-    } else if tls.is_set() {
-        return Err(format!(
-            "the TLS options need an etcds:// URL: {}",
-            parsed.shown()
-        ));
-    }
-    Ok(Etcd {
-        shown: parsed.shown(),
-        members: Members {
-            addrs: parsed.members,
-            scheme: if parsed.tls { "https" } else { "http" },
-            options,
-        },
-        prefix,
-    })
+    Ok(options)
 }
 
 fn refuse_durability(durable: Durable) -> Result<(), String> {
@@ -189,22 +200,7 @@ fn parse(url: &str) -> Result<Parsed, String> {
             crate::report::one_line(hosts)
         ));
     }
-    let (user, password) = match userinfo {
-        None => (None, None),
-        Some(userinfo) => {
-            let (user, password) = match userinfo.split_once(':') {
-                Some((user, password)) => (user, Some(decode(password)?)),
-                None => (userinfo, None),
-            };
-            let user = decode(user)?;
-            if user.is_empty() {
-                return Err(format!(
-                    "invalid etcd URL '{scheme}://...@{hosts}': the user name is empty"
-                ));
-            }
-            (Some(user), password)
-        }
-    };
+    let (user, password) = credentials(scheme, hosts, userinfo)?;
     let mut members = Vec::new();
     for member in hosts.split(',') {
         let member = member.trim();
@@ -230,6 +226,30 @@ fn parse(url: &str) -> Result<Parsed, String> {
         user,
         password,
         members,
+    })
+}
+
+/// The user and password of a URL's user part (`USER[:PASSWORD]`), decoded.
+fn credentials(
+    scheme: &str,
+    hosts: &str,
+    userinfo: Option<&str>,
+) -> Result<(Option<String>, Option<String>), String> {
+    Ok(match userinfo {
+        None => (None, None),
+        Some(userinfo) => {
+            let (user, password) = match userinfo.split_once(':') {
+                Some((user, password)) => (user, Some(decode(password)?)),
+                None => (userinfo, None),
+            };
+            let user = decode(user)?;
+            if user.is_empty() {
+                return Err(format!(
+                    "invalid etcd URL '{scheme}://...@{hosts}': the user name is empty"
+                ));
+            }
+            (Some(user), password)
+        }
     })
 }
 
