@@ -119,3 +119,52 @@ fn a_hundred_runs_turned_away_at_once_count_a_hundred() {
     touch(&dir.join("h.go"));
     holder.finish().assert_code(0);
 }
+
+/// A host on 0.3.0 beside this build, on one lock: each turns the other away while it holds,
+/// and the record keys 0.3.0 wrote with no lease are attached to the record's lease when this
+/// build first keeps the name's record, their values and counts kept.
+#[test]
+fn a_0_3_0_host_beside_this_build_excludes_and_its_keys_are_adopted() {
+    let etcd = one_member();
+    let old = crate::integration::postgres_upgrade::old_bin();
+    let run = |old_build: bool| {
+        let run = Redlock::run_at(&etcd.url()).key("mixed");
+        if old_build { run.binary(old) } else { run }
+    };
+    run(true).sh("true").output();
+    run(true).sh("true").output();
+    let keys = etcd.leased_keys("redlock:{mixed}/");
+    assert!(keys.iter().all(|(_, lease, _)| *lease == 0), "{keys:?}");
+    for (holder_old, other_old) in [(true, false), (false, true)] {
+        let dir = TempDir::new();
+        let (holder, _) = run(holder_old).hold(&dir, "h");
+        run(other_old).sh("true").status(75).any_stderr().output();
+        touch(&dir.join("h.go"));
+        holder.finish().assert_code(0);
+    }
+    // This build's runs have kept the record since: every key on its lease, the counts whole.
+    let keys = etcd.leased_keys("redlock:{mixed}/");
+    let record = keys
+        .iter()
+        .find(|(k, _, _)| k.ends_with("/record"))
+        .unwrap()
+        .1;
+    let leaseless: Vec<&str> = keys
+        .iter()
+        .filter(|(_, lease, _)| *lease != record)
+        .map(|(k, _, _)| k.as_str())
+        .collect();
+    // Only keys 0.3.0 wrote since (here its busy count), until this build writes or prunes
+    // them.
+    assert!(
+        leaseless
+            .iter()
+            .all(|k| k.contains("/run/") || k.contains("/last_") || k.contains("/count/")),
+        "{leaseless:?}"
+    );
+    Redlock::admin_at("status", &etcd.url())
+        .key("mixed")
+        .stdout_contains("runs ended: 4 success")
+        .any_stdout()
+        .output();
+}

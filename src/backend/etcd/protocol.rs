@@ -250,17 +250,17 @@ pub(super) fn record_of(value: &[u8]) -> Option<i64> {
 }
 
 /// The old runs deleted, and the record's keys that another lease or none holds (a 0.3
-/// client writes without one) attached to the record lease.
-pub(super) fn tidy(old: Vec<String>, strays: Vec<String>, record: i64) -> Step {
-    let then = old
-        .into_iter()
-        .map(Op::Delete)
-        .chain(
-            strays
-                .into_iter()
-                .map(|key| Op::Adopt { key, lease: record }),
-        )
-        .collect();
+/// client writes without one) attached to the record lease. Attaching a key is a put, which
+/// adds one to its version: a counter's is taken back in the same transaction.
+pub(super) fn tidy(keys: &Keys, old: Vec<String>, strays: Vec<String>, record: i64) -> Step {
+    let counts = keys.counts();
+    let mut then: Vec<Op> = old.into_iter().map(Op::Delete).collect();
+    for key in strays {
+        if let Some(label) = key.strip_prefix(&counts) {
+            then.push(put(keys.uncount(label), ONE, record));
+        }
+        then.push(Op::Adopt { key, lease: record });
+    }
     Step {
         then,
         ..Step::default()
@@ -435,7 +435,7 @@ mod tests {
             count(&k, "vanished", false, 9),
             rewrite_run(&k, k.run(3), Some(50), "v".into(), 9),
             claim_record(&k, 9),
-            tidy(vec![k.run(1)], vec![k.count("busy")], 9),
+            tidy(&k, vec![k.run(1)], vec![k.count("busy")], 9),
         ];
         for step in &steps {
             for (key, lease) in written(step) {
@@ -497,5 +497,20 @@ mod tests {
         assert_eq!(record_of(b"00000000000000ff"), Some(255));
         assert_eq!(record_of(b"ff"), None);
         assert_eq!(give_up(&k, 7, 41).then, [Op::Delete(k.entry(7))]);
+    }
+
+    #[test]
+    fn a_counter_adopted_is_not_counted_again() {
+        let k = keys();
+        let adopt = |key: String| Op::Adopt { key, lease: 9 };
+        assert_eq!(
+            tidy(&k, vec![k.run(1)], vec![k.last_ended(), k.count("busy")], 9).then,
+            [
+                Op::Delete(k.run(1)),
+                adopt(k.last_ended()),
+                put(k.uncount("busy"), ONE, 9),
+                adopt(k.count("busy")),
+            ]
+        );
     }
 }

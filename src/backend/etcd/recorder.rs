@@ -136,10 +136,11 @@ impl Recorder {
                 .map(|r| r.id())
         })?;
         let claimed = send(conn, &protocol::claim_record(&self.keys, granted), deadline)?;
-        let theirs = claimed
-            .as_ref()
-            .filter(|r| !r.succeeded())
-            .map(|r| first_kv(r).and_then(|kv| protocol::record_of(kv.value())));
+        // Theirs only if it names the lease it is attached to: anything else there (not
+        // redlock's) is left, and the record lives on ours, unnamed.
+        let theirs = claimed.as_ref().filter(|r| !r.succeeded()).map(|r| {
+            first_kv(r).and_then(|kv| protocol::record_of(kv.value()).filter(|l| *l == kv.lease()))
+        });
         match theirs {
             // Another client named one first: ours goes.
             Some(Some(theirs)) => {
@@ -286,7 +287,11 @@ impl Recorder {
             }
         }
         if !old.is_empty() || !strays.is_empty() {
-            let _ = send(conn, &protocol::tidy(old, strays, record), deadline);
+            let _ = send(
+                conn,
+                &protocol::tidy(&self.keys, old, strays, record),
+                deadline,
+            );
         }
     }
 }
