@@ -49,13 +49,7 @@ fn everything_a_name_leaves_goes_with_its_record_lease() {
     holder.finish().assert_code(0);
     let keys = etcd.leased_keys("redlock:{once-123}/");
     let names: Vec<&str> = keys.iter().map(|(k, _, _)| k.as_str()).collect();
-    for part in [
-        "/record",
-        "/last_ended",
-        "/last_success",
-        "/count/busy",
-        "/run/",
-    ] {
+    for part in ["/last_ended", "/last_success", "/count/busy", "/run/"] {
         assert!(
             names.iter().any(|k| k.contains(part)),
             "{part} in {names:?}"
@@ -83,13 +77,13 @@ fn everything_a_name_leaves_goes_with_its_record_lease() {
         tokens.iter().all(|t| *t < next),
         "tokens {tokens:?} then {next}"
     );
-    // A new record, on a new lease.
+    // A new record, on the name's lease granted anew.
     let keys = etcd.leased_keys("redlock:{once-123}/");
     assert!(
-        keys.iter()
-            .all(|(_, lease, _)| *lease != record && *lease != 0),
+        !keys.is_empty() && keys.iter().all(|(_, lease, _)| *lease == record),
         "{keys:?}"
     );
+    assert_eq!(etcd.lease_ttl(record).map(|t| t.1), Some(RECORD_TTL_SECS));
 }
 
 /// 100 runs turned away at once each count one `busy`, and the count is 100: a count is one
@@ -146,7 +140,7 @@ fn a_0_3_0_host_beside_this_build_excludes_and_its_keys_are_adopted() {
     let keys = etcd.leased_keys("redlock:{mixed}/");
     let record = keys
         .iter()
-        .find(|(k, _, _)| k.ends_with("/record"))
+        .find(|(k, _, _)| k.ends_with("/count/success"))
         .unwrap()
         .1;
     let leaseless: Vec<&str> = keys

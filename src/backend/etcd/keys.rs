@@ -9,11 +9,12 @@
 //! | `BASE/last_success`, `BASE/last_ended` | the record's summary: a copy of a run's record | the record's |
 //! | `BASE/count/LABEL` | a counter of the record (runs by outcome, busy, skipped): its version | the record's |
 //! | `BASE/uncount/LABEL` | counts taken back (a vanished run found lost): its version | the record's |
-//! | `BASE/record` | the record's lease ID, 16 hex digits | the record's |
 //!
 //! LEASE is the client's lease ID in 16 hex digits: one lease a run, so no two clients ever
 //! write the same entry. The record's lease is one per lock name, granted for `RECORD_TTL` and
 //! kept alive at each use of the name: the name's record goes `RECORD_TTL` after its last use.
+//! Its ID is derived from `BASE` ([`Keys::record_lease`]), so that a client knows it without
+//! asking: it is part of the layout, as the keys are.
 
 /// The keys of one lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,9 +81,17 @@ impl Keys {
         format!("{}/uncount/{label}", self.base)
     }
 
-    /// The key that names the record's lease.
-    pub(crate) fn record(&self) -> String {
-        format!("{}/record", self.base)
+    /// The ID of the lease the record's keys are attached to: FNV-1a of `BASE`, 63 bits and
+    /// never 0 (etcd's "no lease"). Clients of every build must agree on it: no hasher whose
+    /// output may change between Rust releases.
+    pub(crate) fn record_lease(&self) -> i64 {
+        let hash = self
+            .base
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+                (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+            });
+        ((hash >> 1) as i64).max(1)
     }
 
     /// The lock's name of a key under `prefix` that is one of a lock's (None: another key).
@@ -97,7 +106,6 @@ impl Keys {
             || rest.starts_with("run/")
             || rest.starts_with("count/")
             || rest.starts_with("uncount/")
-            || rest == "record"
             || rest == "last_success"
             || rest == "last_ended";
         known.then(|| unescape(name))
@@ -162,7 +170,6 @@ mod tests {
                 keys.last_success(),
                 keys.count("busy"),
                 keys.uncount("vanished"),
-                keys.record(),
             ] {
                 assert_eq!(Keys::name_of("p:", key.as_bytes()).as_deref(), Some(name));
             }
@@ -172,5 +179,21 @@ mod tests {
         assert_eq!(Keys::name_of("p:", b"p:a/q/1"), None);
         assert_eq!(Keys::lease_of(a.entry(-2).as_bytes()), Some(-2));
         assert_eq!(Keys::lease_of(b"redlock:{a}/q/12"), None);
+    }
+
+    #[test]
+    fn the_records_lease_is_fixed_by_the_lock_and_differs_between_locks() {
+        // Part of the layout: a change here is a change of the wire format.
+        assert_eq!(
+            Keys::new("redlock:", "a").record_lease(),
+            0x4de0_2b53_690d_004d
+        );
+        let leases: std::collections::BTreeSet<i64> = ["a", "b", "ab", "a/q"]
+            .iter()
+            .map(|name| Keys::new("redlock:", name).record_lease())
+            .chain([Keys::new("redlock:a", "b").record_lease()])
+            .collect();
+        assert_eq!(leases.len(), 5);
+        assert!(leases.iter().all(|l| *l > 0));
     }
 }

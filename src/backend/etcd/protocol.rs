@@ -3,9 +3,9 @@
 //! the whole protocol reads on one screen and is tested without a server. `steps` sends them.
 //!
 //! Every key a lock name leaves outlives no lease: a client's entry has the client's lease, and
-//! the record (runs, summary, counters, and `BASE/record` that names it) has the name's record
-//! lease, granted for [`RECORD_TTL`] and kept alive at each use of the name, so that the
-//! record goes [`RECORD_TTL`] after the name's last use, as on Redis.
+//! the record (runs, summary, counters) has the name's record lease, granted for [`RECORD_TTL`]
+//! and kept alive at each use of the name, so that the record goes [`RECORD_TTL`] after the
+//! name's last use, as on Redis.
 //!
 //! A counter is the version of its key (etcd adds one to a key's version at each put, however
 //! many clients put at once): a count is one unconditional put, exact under any number of
@@ -230,25 +230,6 @@ pub(super) fn rewrite_run(
     }
 }
 
-/// The name's record lease `lease` named in `BASE/record` (attached to it), unless another
-/// client named one first: then that one is read.
-pub(super) fn claim_record(keys: &Keys, lease: i64) -> Step {
-    Step {
-        when: vec![Cmp::Created(keys.record(), 0)],
-        then: vec![put(keys.record(), format!("{lease:016x}"), lease)],
-        otherwise: vec![Op::Get(keys.record(), Read::Key)],
-    }
-}
-
-/// The record lease `BASE/record` names (None: not one redlock wrote).
-pub(super) fn record_of(value: &[u8]) -> Option<i64> {
-    let hex = std::str::from_utf8(value).ok()?;
-    (hex.len() == 16)
-        .then(|| u64::from_str_radix(hex, 16).ok())
-        .flatten()
-        .map(|l| l as i64)
-}
-
 /// The old runs deleted, and the record's keys that another lease or none holds (a 0.3
 /// client writes without one) attached to the record lease. Attaching a key is a put, which
 /// adds one to its version: a counter's is taken back in the same transaction.
@@ -434,7 +415,6 @@ mod tests {
             count(&k, "busy", true, 9),
             count(&k, "vanished", false, 9),
             rewrite_run(&k, k.run(3), Some(50), "v".into(), 9),
-            claim_record(&k, 9),
             tidy(&k, vec![k.run(1)], vec![k.count("busy")], 9),
         ];
         for step in &steps {
@@ -480,7 +460,7 @@ mod tests {
     }
 
     #[test]
-    fn a_rewrite_compares_what_was_read_and_a_claim_reads_the_winner() {
+    fn a_rewrite_compares_what_was_read() {
         let k = keys();
         assert_eq!(
             rewrite_run(&k, k.run(3), Some(50), "v".into(), 9).when,
@@ -490,12 +470,6 @@ mod tests {
             rewrite_run(&k, k.run(3), None, "v".into(), 9).when,
             [Cmp::Created(k.run(3), 0)]
         );
-        let claim = claim_record(&k, 255);
-        assert_eq!(claim.when, [Cmp::Created(k.record(), 0)]);
-        assert_eq!(claim.then, [put(k.record(), "00000000000000ff", 255)]);
-        assert_eq!(claim.otherwise, [Op::Get(k.record(), Read::Key)]);
-        assert_eq!(record_of(b"00000000000000ff"), Some(255));
-        assert_eq!(record_of(b"ff"), None);
         assert_eq!(give_up(&k, 7, 41).then, [Op::Delete(k.entry(7))]);
     }
 

@@ -1,6 +1,7 @@
-//! The record of a lock's runs, as a run writes it: the name's record lease found, or granted and
-//! named in `BASE/record` when there is none (the first use of the name, or its first use
-//! [`RECORD_TTL`] after the last); every record write attached to it; counts; a vanished run
+//! The record of a lock's runs, as a run writes it: the name's record lease (its ID derived from
+//! the lock's keys, so that every client knows it without asking), granted when it is found
+//! gone (the first use of the name, or its first use [`RECORD_TTL`] after the last); every
+//! record write attached to it; counts; a vanished run
 //! marked; a lost run's end written; the oldest runs pruned and keys that no lease holds (a 0.3
 //! client's) adopted. A record write never stops a lock: a failed one is the record's loss.
 //!
@@ -9,9 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use etcd_client::{
-    Client, Error, GetOptions, KeyValue, LeaseGrantOptions, TxnOpResponse, TxnResponse,
-};
+use etcd_client::{Client, Error, GetOptions, KeyValue, LeaseGrantOptions, TxnResponse};
 
 use super::client::Conn;
 use super::keys::Keys;
@@ -31,10 +30,20 @@ const PRUNE_SLACK: u32 = 5;
 /// The record of one lock name, as a client writes it.
 pub(super) struct Recorder {
     keys: Keys,
-    /// The name's record lease, once found or granted.
-    lease: Option<i64>,
-    /// The lease was found, not granted here, and is not kept alive yet.
-    found: bool,
+    /// The name's record lease.
+    lease: i64,
+    state: Lease,
+}
+
+/// What this client knows of the record's lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lease {
+    /// Nothing yet: the next take keeps it alive.
+    Unknown,
+    /// Kept alive, or granted, by this client.
+    Alive,
+    /// Found gone: granted again before the next write.
+    Gone,
 }
 
 /// `step` sent within `deadline`. None: a lease it writes with is gone (etcd refuses the whole
@@ -68,95 +77,44 @@ pub(super) async fn keep_alive(mut client: Client, lease: i64) -> Result<bool, E
     }
 }
 
-/// The first key a transaction's answer read.
-fn first_kv(response: &TxnResponse) -> Option<KeyValue> {
-    response.op_responses().into_iter().find_map(|op| match op {
-        TxnOpResponse::Get(get) => get.kvs().first().cloned(),
-        _ => None,
-    })
-}
-
 impl Recorder {
     pub(super) fn new(keys: Keys) -> Self {
         Self {
+            lease: keys.record_lease(),
             keys,
-            lease: None,
-            found: false,
+            state: Lease::Unknown,
         }
     }
 
-    /// The record lease, if known.
-    pub(super) fn lease(&self) -> Option<i64> {
-        self.lease
-    }
-
-    /// The lease found, and not yet kept alive by this client: the next take keeps it alive.
+    /// The lease, if this client has not kept it alive yet: the next take does, beside its
+    /// transaction.
     pub(super) fn due(&self) -> Option<i64> {
-        self.lease.filter(|_| self.found)
-    }
-
-    /// What a read of `BASE/record` found (None: nothing), and whether the lease it names was
-    /// then kept alive (`kept`).
-    pub(super) fn read(&mut self, kv: Option<&KeyValue>) {
-        if let Some(lease) =
-            kv.and_then(|kv| protocol::record_of(kv.value()).filter(|l| *l == kv.lease()))
-        {
-            self.lease = Some(lease);
-            self.found = true;
-        }
+        (self.state == Lease::Unknown).then_some(self.lease)
     }
 
     /// The lease was kept alive (true) or found gone (false).
     pub(super) fn kept(&mut self, alive: bool) {
-        self.found = false;
-        if !alive {
-            self.lease = None;
-        }
+        self.state = if alive { Lease::Alive } else { Lease::Gone };
     }
 
-    /// The record lease, found or granted within `deadline`.
+    /// The record lease, granted again within `deadline` if it was found gone.
     pub(super) fn ensure(&mut self, conn: &mut Conn, deadline: Instant) -> Result<i64, Failure> {
-        if let Some(lease) = self.lease {
-            return Ok(lease);
+        if self.state != Lease::Gone {
+            return Ok(self.lease);
         }
-        let key = self.keys.record();
-        let found = conn.run(deadline, move |mut client| {
-            let key = key.clone();
-            async move { client.get(key, None).await }
-        })?;
-        self.read(found.kvs().first());
-        if let Some(lease) = self.lease {
-            return Ok(lease);
-        }
-        let secs = RECORD_TTL.as_secs() as i64;
-        let granted = conn.run(deadline, move |mut client| async move {
-            client
-                .lease_grant(secs, None::<LeaseGrantOptions>)
-                .await
-                .map(|r| r.id())
-        })?;
-        let claimed = send(conn, &protocol::claim_record(&self.keys, granted), deadline)?;
-        // Theirs only if it names the lease it is attached to: anything else there (not
-        // redlock's) is left, and the record lives on ours, unnamed.
-        let theirs = claimed.as_ref().filter(|r| !r.succeeded()).map(|r| {
-            first_kv(r).and_then(|kv| protocol::record_of(kv.value()).filter(|l| *l == kv.lease()))
-        });
-        match theirs {
-            // Another client named one first: ours goes.
-            Some(Some(theirs)) => {
-                conn.ask_once(deadline, move |mut client| async move {
-                    client.lease_revoke(granted).await.map(drop)
-                });
-                self.lease = Some(theirs);
+        let (id, secs) = (self.lease, RECORD_TTL.as_secs() as i64);
+        conn.run(deadline, move |mut client| async move {
+            let options = LeaseGrantOptions::new().with_id(id);
+            match client.lease_grant(secs, Some(options)).await {
+                // Another client granted it first.
+                Err(Error::GRpcStatus(s)) if s.code() == tonic::Code::FailedPrecondition => Ok(()),
+                other => other.map(drop),
             }
-            _ => {
-                self.lease = Some(granted);
-                // What the record holds from before (a 0.3 client's keys) goes with it.
-                self.tidy(conn, 0, deadline);
-            }
-        }
-        self.found = false;
-        Ok(self.lease.unwrap_or(granted))
+        })?;
+        self.state = Lease::Alive;
+        // What the record holds from before (a 0.3 client's keys) goes with it.
+        self.tidy(conn, 0, deadline);
+        Ok(self.lease)
     }
 
     /// `build(lease)` sent with the record lease, and once more with a new lease if that one
@@ -171,7 +129,7 @@ impl Recorder {
             let lease = self.ensure(conn, deadline)?;
             match send(conn, &build(&self.keys, lease), deadline)? {
                 Some(response) => return Ok(response),
-                None => self.lease = None,
+                None => self.state = Lease::Gone,
             }
         }
         Err(Failure::Unreachable(
@@ -256,7 +214,7 @@ impl Recorder {
     /// holds is attached to the record lease. With `total` 0, the adoption alone.
     pub(super) fn tidy(&mut self, conn: &mut Conn, total: i64, deadline: Instant) {
         let excess = total - i64::from(RUNS_KEPT);
-        let Some(record) = self.lease else { return };
+        let record = self.lease;
         if total > 0 && excess <= i64::from(PRUNE_SLACK) {
             return;
         }

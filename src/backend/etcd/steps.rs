@@ -164,7 +164,12 @@ impl EtcdLocker {
                 None => (self.grant(ttl, deadline)?, true),
             };
             self.unanswered = true;
-            let seen = self.enqueue(token, lease, at_ms, deadline)?;
+            let seen = match self.enqueue(token, lease, at_ms, deadline)? {
+                // The record's lease was gone: granted again, and the same lease tries again.
+                Joined::RecordGone if Instant::now() < deadline => continue,
+                Joined::Seen(seen) => Some(seen),
+                Joined::RecordGone | Joined::LeaseGone => None,
+            };
             match seen.and_then(|seen| Some((seen.ours?, seen))) {
                 Some(found) => return Ok((found.1, found.0)),
                 None if Instant::now() < deadline => {
@@ -180,30 +185,17 @@ impl EtcdLocker {
         }
     }
 
-    /// A lease of `ttl` rounded up to whole seconds (etcd's unit), granted within `deadline`;
-    /// beside it, sent together, a read of the record lease's name if it is not known yet.
+    /// A lease of `ttl` rounded up to whole seconds (etcd's unit), granted within `deadline`.
     fn grant(&mut self, ttl: Duration, deadline: Instant) -> Result<i64, Failure> {
         let secs = i64::try_from(ttl.as_millis().div_ceil(1000))
             .unwrap_or(i64::MAX)
             .max(1);
-        let record = self.recorder.lease().is_none().then(|| self.keys.record());
-        let (granted, found) = self.conn.run(deadline, move |client| {
-            let (mut leases, mut kv, record) = (client.clone(), client, record.clone());
-            async move {
-                let read = async move {
-                    match record {
-                        Some(key) => kv.get(key, None).await.map(Some),
-                        None => Ok(None),
-                    }
-                };
-                let (granted, read) =
-                    tokio::join!(leases.lease_grant(secs, None::<LeaseGrantOptions>), read);
-                Ok((granted?.id(), read?))
-            }
+        let granted = self.conn.run(deadline, move |mut client| async move {
+            client
+                .lease_grant(secs, None::<LeaseGrantOptions>)
+                .await
+                .map(|r| r.id())
         })?;
-        if let Some(found) = found {
-            self.recorder.read(found.kvs().first());
-        }
         self.lease = Some(granted);
         Ok(granted)
     }
@@ -236,16 +228,15 @@ impl EtcdLocker {
     /// waiter's, or one whose put had no answer) is kept alive beside the transaction, sent
     /// together: the run's lease counts from when its attempt was sent, and only a keep-alive
     /// sent by this attempt makes that true of a lease whose last keep-alive may never have
-    /// landed (a frozen member). The record lease, found by this client, is kept alive there
-    /// too: each use of the name renews it. None: a lease is gone (the run's entry with it);
-    /// the caller takes a new one.
+    /// landed (a frozen member). The record's lease is kept alive there too, once a run: each
+    /// use of the name renews it.
     fn enqueue(
         &mut self,
         token: &str,
         (lease, granted_now): (i64, bool),
         at_ms: u64,
         deadline: Instant,
-    ) -> Result<Option<Seen>, Failure> {
+    ) -> Result<Joined, Failure> {
         let join = self.joining(token, lease, at_ms, deadline)?;
         let records = matches!(join, Join::Fast { .. });
         let txn = Txn::from(&protocol::take(&self.keys, join));
@@ -269,13 +260,13 @@ impl EtcdLocker {
         }
         let entry = self.keys.entry(lease);
         Ok(match (run_alive, done) {
-            (true, Some(r)) => Some(Seen::read(&r, &entry, records && r.succeeded())),
-            (_, None) if record_alive && records => {
-                // The record lease may be the one gone: found anew next time.
+            (true, Some(r)) => Joined::Seen(Seen::read(&r, &entry, records && r.succeeded())),
+            (true, None) if records => {
+                // The run's lease lives: the record's is the one gone.
                 self.recorder.kept(false);
-                None
+                Joined::RecordGone
             }
-            _ => None,
+            _ => Joined::LeaseGone,
         })
     }
 
@@ -570,6 +561,15 @@ impl EtcdLocker {
             deadline,
         )
     }
+}
+
+/// What one look at the queue came to.
+enum Joined {
+    Seen(Seen),
+    /// The run's lease is gone (its entry with it): the caller takes a new one.
+    LeaseGone,
+    /// The record's lease is gone: the caller tries again once it is granted.
+    RecordGone,
 }
 
 /// A keep-alive of `lease`, if there is one to keep alive: false when it is gone.
