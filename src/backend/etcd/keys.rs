@@ -9,6 +9,7 @@
 //! | `BASE/last_success`, `BASE/last_ended` | the record's summary: a copy of a run's record | the record's |
 //! | `BASE/count/LABEL` | a counter of the record (runs by outcome, busy, skipped): its version | the record's |
 //! | `BASE/uncount/LABEL` | counts taken back (a vanished run found lost): its version | the record's |
+//! | `BASE/kept` | when the record's lease was last kept alive (unix ms, the host's clock) | the record's |
 //!
 //! LEASE is the client's lease ID in 16 hex digits: one lease a run, so no two clients ever
 //! write the same entry. The record's lease is one per lock name, granted for `RECORD_TTL` and
@@ -81,6 +82,11 @@ impl Keys {
         format!("{}/uncount/{label}", self.base)
     }
 
+    /// When the record's lease was last kept alive.
+    pub(crate) fn kept(&self) -> String {
+        format!("{}/kept", self.base)
+    }
+
     /// The ID of the lease the record's keys are attached to: FNV-1a of `BASE`, 63 bits and
     /// never 0 (etcd's "no lease"). Clients of every build must agree on it: no hasher whose
     /// output may change between Rust releases.
@@ -106,6 +112,7 @@ impl Keys {
             || rest.starts_with("run/")
             || rest.starts_with("count/")
             || rest.starts_with("uncount/")
+            || rest == "kept"
             || rest == "last_success"
             || rest == "last_ended";
         known.then(|| unescape(name))
@@ -170,6 +177,7 @@ mod tests {
                 keys.last_success(),
                 keys.count("busy"),
                 keys.uncount("vanished"),
+                keys.kept(),
             ] {
                 assert_eq!(Keys::name_of("p:", key.as_bytes()).as_deref(), Some(name));
             }

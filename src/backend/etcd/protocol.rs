@@ -80,14 +80,24 @@ fn put(key: String, value: impl Into<String>, lease: i64) -> Op {
     }
 }
 
-/// What a take reads in its transaction, in this order: the queue, the last success, the
-/// newest two runs (the one before ours, and ours when the take writes it).
+/// What a take reads in its transaction, in this order: the queue, the last success, when the
+/// record's lease was last kept alive, the newest two runs (the one before ours, and ours when
+/// the take writes it).
 fn reads(keys: &Keys) -> Vec<Op> {
     vec![
         Op::Get(keys.queue(), Read::Oldest),
         Op::Get(keys.last_success(), Read::Key),
+        Op::Get(keys.kept(), Read::Key),
         Op::Get(keys.runs(), Read::Newest(2)),
     ]
+}
+
+/// The record's lease was kept alive at `now_ms`: so says `BASE/kept`.
+pub(super) fn kept(keys: &Keys, now_ms: u64, record: i64) -> Step {
+    Step {
+        then: vec![put(keys.kept(), now_ms.to_string(), record)],
+        ..Step::default()
+    }
 }
 
 /// How a client takes its place.
@@ -414,6 +424,7 @@ mod tests {
             release(&k, 7, 41, end),
             count(&k, "busy", true, 9),
             count(&k, "vanished", false, 9),
+            kept(&k, 1000, 9),
             rewrite_run(&k, k.run(3), Some(50), "v".into(), 9),
             tidy(&k, vec![k.run(1)], vec![k.count("busy")], 9),
         ];

@@ -16,12 +16,18 @@ use super::client::Conn;
 use super::keys::Keys;
 use super::protocol::{self, Step};
 use super::record;
+use super::seen::now_ms;
 use crate::lock::Failure;
 use crate::lock::record::{RECORD_TTL, RUNS_KEPT};
 
 /// The least time a count is given, whatever the step it closes has left (a run turned away
 /// without `--wait` has 100 ms for its whole leave): a count is one request.
 const COUNT_TIME: Duration = Duration::from_secs(1);
+
+/// How often at most a client keeps the record's lease alive: a name used more often has it
+/// kept alive once an hour (`BASE/kept` says when), so that a run costs no request for it, and
+/// its record goes between 40 days less an hour and 40 days after its last use.
+const KEEP_EVERY: Duration = Duration::from_secs(3600);
 
 /// How many runs past [`RUNS_KEPT`] a lock's record may hold before a take prunes it: a prune
 /// is a request of its own, made every few runs rather than every run.
@@ -38,7 +44,8 @@ pub(super) struct Recorder {
 /// What this client knows of the record's lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Lease {
-    /// Nothing yet: the next take keeps it alive.
+    /// Not kept alive in the last [`KEEP_EVERY`], as far as this client knows: it is, once the
+    /// run is under way.
     Unknown,
     /// Kept alive, or granted, by this client.
     Alive,
@@ -86,10 +93,32 @@ impl Recorder {
         }
     }
 
-    /// The lease, if this client has not kept it alive yet: the next take does, beside its
-    /// transaction.
-    pub(super) fn due(&self) -> Option<i64> {
-        (self.state == Lease::Unknown).then_some(self.lease)
+    /// What the take read of when the lease was last kept alive (unix ms, a host's clock):
+    /// within [`KEEP_EVERY`] of `now_ms` (and not later by more), this client need not.
+    pub(super) fn seen(&mut self, kept_ms: Option<u64>, now_ms: u64) {
+        let every = KEEP_EVERY.as_millis() as u64;
+        let recent = kept_ms.is_some_and(|at| at < now_ms + every && now_ms < at + every);
+        if self.state == Lease::Unknown && recent {
+            self.state = Lease::Alive;
+        }
+    }
+
+    /// The record's lease kept alive, and `BASE/kept` set, unless this client knows it alive;
+    /// one found gone is granted again before the next write.
+    pub(super) fn keep(&mut self, conn: &mut Conn, deadline: Instant) {
+        if self.state != Lease::Unknown {
+            return;
+        }
+        let lease = self.lease;
+        match conn.run(deadline, move |client| keep_alive(client, lease)) {
+            Ok(true) => {
+                self.state = Lease::Alive;
+                let step = protocol::kept(&self.keys, now_ms(), lease);
+                let _ = send(conn, &step, deadline);
+            }
+            Ok(false) => self.state = Lease::Gone,
+            Err(_) => {}
+        }
     }
 
     /// The lease was kept alive (true) or found gone (false).
@@ -112,6 +141,7 @@ impl Recorder {
             }
         })?;
         self.state = Lease::Alive;
+        let _ = send(conn, &protocol::kept(&self.keys, now_ms(), id), deadline);
         // What the record holds from before (a 0.3 client's keys) goes with it.
         self.tidy(conn, 0, deadline);
         Ok(self.lease)

@@ -21,6 +21,8 @@ pub(super) struct Seen {
     /// The run's record was written with the entry (nobody else was queued).
     pub recorded: bool,
     pub last_success: Option<Vec<u8>>,
+    /// When the record's lease was last kept alive (unix ms), if it says.
+    pub kept_ms: Option<u64>,
     /// The newest runs' records (up to two), newest first, this run's own left out.
     pub runs: Vec<KeyValue>,
     /// How many runs the record holds, this run's own included once it is written.
@@ -28,8 +30,8 @@ pub(super) struct Seen {
 }
 
 impl Seen {
-    /// From the answer to [`protocol::take`]: its gets are the queue, the last success and
-    /// the newest runs.
+    /// From the answer to [`protocol::take`]: its gets are the queue, the last success, when
+    /// the record's lease was last kept alive, and the newest runs.
     pub(super) fn read(response: &TxnResponse, entry: &str, recorded: bool) -> Seen {
         let revision = response.header().map_or(0, |h| h.revision());
         let gets: Vec<(Vec<KeyValue>, i64)> = response
@@ -48,9 +50,14 @@ impl Seen {
             .iter()
             .map(entry_of)
             .collect();
-        let last_success = gets
-            .next()
-            .and_then(|kvs| kvs.first().map(|kv| kv.value().to_vec()));
+        let first = |gets: &mut dyn Iterator<Item = Vec<KeyValue>>| {
+            gets.next()
+                .and_then(|kvs| kvs.first().map(|kv| kv.value().to_vec()))
+        };
+        let last_success = first(&mut gets);
+        let kept_ms = first(&mut gets)
+            .and_then(|v| String::from_utf8(v).ok())
+            .and_then(|v| v.parse().ok());
         let runs = gets
             .next()
             .unwrap_or_default()
@@ -65,6 +72,7 @@ impl Seen {
             revision,
             recorded,
             last_success,
+            kept_ms,
             runs,
             runs_total,
         }

@@ -106,6 +106,7 @@ impl EtcdLocker {
         let at_ms = now_ms();
         let (seen, ours) = self.join(token, ttl, at_ms, deadline)?;
         self.entry = Some(ours);
+        self.recorder.seen(seen.kept_ms, now_ms());
         if let Some(interval) = self.min_interval
             && let Some(ago) = success_ago(&seen.last_success).filter(|ago| *ago < interval)
         {
@@ -113,6 +114,7 @@ impl EtcdLocker {
             let left = self.give_up_place(deadline);
             self.recorder
                 .count(&mut self.conn, "skipped", true, deadline);
+            self.recorder.keep(&mut self.conn, deadline);
             left?;
             return Ok(Acquire::Skipped { ago });
         }
@@ -228,8 +230,7 @@ impl EtcdLocker {
     /// waiter's, or one whose put had no answer) is kept alive beside the transaction, sent
     /// together: the run's lease counts from when its attempt was sent, and only a keep-alive
     /// sent by this attempt makes that true of a lease whose last keep-alive may never have
-    /// landed (a frozen member). The record's lease is kept alive there too, once a run: each
-    /// use of the name renews it.
+    /// landed (a frozen member).
     fn enqueue(
         &mut self,
         token: &str,
@@ -240,24 +241,20 @@ impl EtcdLocker {
         let join = self.joining(token, lease, at_ms, deadline)?;
         let records = matches!(join, Join::Fast { .. });
         let txn = Txn::from(&protocol::take(&self.keys, join));
-        let (run_due, record_due) = ((!granted_now).then_some(lease), self.recorder.due());
-        let (run_alive, record_alive, done) = self.conn.run(deadline, move |client| {
+        let run_due = (!granted_now).then_some(lease);
+        let (run_alive, done) = self.conn.run(deadline, move |client| {
             let txn = txn.clone();
-            let (a, b, mut c) = (client.clone(), client.clone(), client);
+            let (a, mut c) = (client.clone(), client);
             async move {
-                let (run, record, done) =
-                    tokio::join!(kept(a, run_due), kept(b, record_due), c.txn(txn));
+                let (run, done) = tokio::join!(kept(a, run_due), c.txn(txn));
                 let done = match done {
                     // A put with a lease that ran out between the keep-alive and the txn.
                     Err(Error::GRpcStatus(s)) if s.code() == tonic::Code::NotFound => None,
                     other => Some(other?),
                 };
-                Ok((run?, record?, done))
+                Ok((run?, done))
             }
         })?;
-        if record_due.is_some() {
-            self.recorder.kept(record_alive);
-        }
         let entry = self.keys.entry(lease);
         Ok(match (run_alive, done) {
             (true, Some(r)) => Joined::Seen(Seen::read(&r, &entry, records && r.succeeded())),
@@ -370,6 +367,8 @@ impl EtcdLocker {
         }
         self.recorder
             .tidy(&mut self.conn, seen.runs_total, deadline);
+        // Each use of the name keeps its record: once an hour, a request of its own.
+        self.recorder.keep(&mut self.conn, deadline);
     }
 
     /// Whether the run of record `kv` (the one before ours) vanished: not ours, its entry
@@ -397,6 +396,7 @@ impl EtcdLocker {
         if busy {
             self.recorder.count(&mut self.conn, "busy", true, deadline);
         }
+        self.recorder.keep(&mut self.conn, deadline);
         left
     }
 
