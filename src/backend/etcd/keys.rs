@@ -13,7 +13,8 @@
 //!
 //! LEASE is the client's lease ID in 16 hex digits: one lease a run, so no two clients ever
 //! write the same entry. The record's lease is one per lock name, granted for `RECORD_TTL` and
-//! kept alive at each use of the name: the name's record goes `RECORD_TTL` after its last use.
+//! kept alive by the name's runs, once an hour at most (`BASE/kept` says when): the name's
+//! record goes `RECORD_TTL` after its last use, less up to an hour.
 //! Its ID is derived from `BASE` ([`Keys::record_lease`]), so that a client knows it without
 //! asking: it is part of the layout, as the keys are.
 

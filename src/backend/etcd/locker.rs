@@ -16,7 +16,7 @@
 //!   counted in the same transaction; then the lease revoked.
 //!
 //! The record (`recorder`) lives on the name's record lease: it goes `RECORD_TTL` after the
-//! name's last use.
+//! name's last use, less up to an hour.
 
 use std::time::Duration;
 

@@ -4,8 +4,8 @@
 //!
 //! Every key a lock name leaves outlives no lease: a client's entry has the client's lease, and
 //! the record (runs, summary, counters) has the name's record lease, granted for [`RECORD_TTL`]
-//! and kept alive at each use of the name, so that the record goes [`RECORD_TTL`] after the
-//! name's last use, as on Redis.
+//! and kept alive by the name's runs (once an hour at most), so that the record goes
+//! [`RECORD_TTL`] after the name's last use, less up to an hour, as on Redis.
 //!
 //! A counter is the version of its key (etcd adds one to a key's version at each put, however
 //! many clients put at once): a count is one unconditional put, exact under any number of
