@@ -3,12 +3,17 @@
 //! entry's create revision, kept by Raft: it rises across holders, restarts and leader changes,
 //! and assumes no clock.
 //!
-//! The protocol (`locker`), who holds a lock from the queue of entries (`queue`, no I/O), the key
-//! layout (`keys`), the record of runs as etcd keeps it (`record`), the admin commands' reads
-//! (`node`), and the connection to the members (`client`: etcd-client on a current-thread
-//! runtime of its own, one member asked at a time).
+//! The protocol, read top down: the [`Locker`] methods (`locker`) call the run's steps
+//! (`steps`, which owns the run's state), each a few transactions that `protocol` builds from
+//! plain inputs (no I/O); the record's writes (`recorder`), a waiter's watch and keep-alives
+//! (`session`), and what a take read (`seen`). Beside them: who holds a lock from the queue of
+//! entries (`queue`, no I/O), the key layout (`keys`), the record of runs as etcd keeps it
+//! (`record`), the admin commands' reads (`node`), and the connection to the members
+//! (`client`: etcd-client on `backend::blocking`'s runtime, one member asked at a time).
+//! Imports point one way, from `locker` down to `protocol` and `keys`: none points back.
 //!
-//! May use `lock` (the boundary it implements), `report`, `exit` and `file`; nothing above.
+//! May use `lock` (the boundary it implements), `backend::blocking`, `report`, `exit` and
+//! `file`; nothing above.
 
 mod client;
 mod keys;
@@ -335,10 +340,10 @@ impl Backend for Etcd {
     }
 
     fn node(&self, _index: usize) -> Box<dyn Node> {
-        Box::new(node::EtcdNode {
-            conn: Conn::new(self.members.clone(), Access::Read),
-            prefix: self.prefix.clone(),
-        })
+        Box::new(node::EtcdNode::new(
+            Conn::new(self.members.clone(), Access::Read),
+            self.prefix.clone(),
+        ))
     }
 }
 

@@ -19,8 +19,8 @@ use crate::lock::{
 
 /// The cluster, as the admin commands read it.
 pub(crate) struct EtcdNode {
-    pub conn: Conn,
-    pub prefix: String,
+    conn: Conn,
+    prefix: String,
 }
 
 /// A lock's whole range, as one read found it.
@@ -46,6 +46,10 @@ impl Range {
 }
 
 impl EtcdNode {
+    pub(crate) fn new(conn: Conn, prefix: String) -> Self {
+        Self { conn, prefix }
+    }
+
     /// Every key of lock `name`, in one request.
     fn range(&mut self, name: &str, timeout: Duration) -> Result<(Keys, Range), Failure> {
         let keys = Keys::new(&self.prefix, name);

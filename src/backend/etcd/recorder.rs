@@ -10,13 +10,14 @@
 
 use std::time::{Duration, Instant};
 
-use etcd_client::{Client, Error, GetOptions, KeyValue, LeaseGrantOptions, TxnResponse};
+use etcd_client::{Error, GetOptions, KeyValue, LeaseGrantOptions, TxnResponse};
 
 use super::client::Conn;
 use super::keys::Keys;
 use super::protocol::{self, Step};
 use super::record;
 use super::seen::now_ms;
+use super::session::keep_alive;
 use crate::lock::Failure;
 use crate::lock::record::{RECORD_TTL, RUNS_KEPT};
 
@@ -72,16 +73,6 @@ pub(super) fn send(
             }
         }
     })
-}
-
-/// A lease kept alive once: false when it is gone.
-pub(super) async fn keep_alive(mut client: Client, lease: i64) -> Result<bool, Error> {
-    match client.lease_keep_alive(lease).await {
-        Ok(_) => Ok(true),
-        // The only error of this kind a first keep-alive gives: the lease is gone.
-        Err(Error::LeaseKeepAliveError(_)) => Ok(false),
-        Err(err) => Err(err),
-    }
 }
 
 impl Recorder {

@@ -1,6 +1,7 @@
-//! A waiter's session with one member, as one async loop: the watch on what it waits for, its
-//! lease kept alive meanwhile, and the four ways a wait ends. No decision is made here that the
-//! caller cannot see in the answer.
+//! The lease keep-alives and the watch, async: a lease kept alive once (a renewal, a take that
+//! reuses a lease, the record's lease), and a waiter's session with one member as one loop:
+//! the watch on what it waits for, its lease kept alive meanwhile, and the four ways a wait
+//! ends. No decision is made here that the caller cannot see in the answer.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,5 +87,15 @@ pub(super) async fn wait(
             _ = interrupt.notified() => return Ok(Woken::Look),
             _ = &mut end => return Ok(Woken::Quiet),
         }
+    }
+}
+
+/// A lease kept alive once: false when it is gone.
+pub(super) async fn keep_alive(mut client: Client, lease: i64) -> Result<bool, Error> {
+    match client.lease_keep_alive(lease).await {
+        Ok(_) => Ok(true),
+        // The only error of this kind a first keep-alive gives: the lease is gone.
+        Err(Error::LeaseKeepAliveError(_)) => Ok(false),
+        Err(err) => Err(err),
     }
 }

@@ -16,9 +16,9 @@ use super::keys::Keys;
 use super::protocol::{self, End, Join};
 use super::queue::{self, Entry, Place, Watch};
 use super::record;
-use super::recorder::{Recorder, keep_alive, send};
+use super::recorder::{Recorder, send};
 use super::seen::{Seen, now_ms, success_ago};
-use super::session::{self, Waiting, Woken};
+use super::session::{self, Waiting, Woken, keep_alive};
 use crate::lock::record::{RunEnding, Tenure};
 use crate::lock::{Acquire, Block, Failure, Held, Holder, Kind, Renewal, RunSpec};
 
