@@ -1,12 +1,12 @@
 //! The record of a lock's runs, as a run writes it: the name's record lease (its ID derived from
-//! the lock's keys, so that every client knows it without asking), granted when it is found
-//! gone (the first use of the name, or its first use [`RECORD_TTL`] after the last); every
-//! record write attached to it; counts; a vanished run
-//! marked; a lost run's end written; the oldest runs pruned and keys that no lease holds (a 0.3
-//! client's) adopted. A record write never stops a lock: a failed one is the record's loss.
+//! the lock's keys, so that every client knows it without asking), kept alive once an hour and
+//! granted when it is found gone (the first use of the name, or its first use [`RECORD_TTL`]
+//! after the last); every record write attached to it; counts; a vanished run marked; a lost
+//! run's end written; the oldest runs pruned and keys that no lease holds (a 0.3 client's)
+//! adopted. A record write never stops a lock: a failed one is the record's loss.
 //!
 //! A write whose record lease is gone (the name unused for [`RECORD_TTL`] while a run held it,
-//! or the lease revoked by hand) is made once more with a new one.
+//! or the lease revoked by hand) is made once more, the lease granted anew.
 
 use std::time::{Duration, Instant};
 
@@ -56,7 +56,7 @@ enum Lease {
 
 /// `step` sent within `deadline`. None: a lease it writes with is gone (etcd refuses the whole
 /// transaction).
-pub(super) fn send(
+pub(super) fn send_step(
     conn: &mut Conn,
     step: &Step,
     deadline: Instant,
@@ -105,7 +105,7 @@ impl Recorder {
             Ok(true) => {
                 self.state = Lease::Alive;
                 let step = protocol::kept(&self.keys, now_ms(), lease);
-                let _ = send(conn, &step, deadline);
+                let _ = send_step(conn, &step, deadline);
             }
             Ok(false) => self.state = Lease::Gone,
             Err(_) => {}
@@ -132,7 +132,7 @@ impl Recorder {
             }
         })?;
         self.state = Lease::Alive;
-        let _ = send(conn, &protocol::kept(&self.keys, now_ms(), id), deadline);
+        let _ = send_step(conn, &protocol::kept(&self.keys, now_ms(), id), deadline);
         // What the record holds from before (a 0.3 client's keys) goes with it.
         self.tidy(conn, 0, deadline);
         Ok(self.lease)
@@ -148,7 +148,7 @@ impl Recorder {
     ) -> Result<TxnResponse, Failure> {
         for _ in 0..2 {
             let lease = self.ensure(conn, deadline)?;
-            match send(conn, &build(&self.keys, lease), deadline)? {
+            match send_step(conn, &build(&self.keys, lease), deadline)? {
                 Some(response) => return Ok(response),
                 None => self.state = Lease::Gone,
             }
@@ -266,7 +266,7 @@ impl Recorder {
             }
         }
         if !old.is_empty() || !strays.is_empty() {
-            let _ = send(
+            let _ = send_step(
                 conn,
                 &protocol::tidy(&self.keys, old, strays, record),
                 deadline,

@@ -16,7 +16,7 @@ use super::keys::Keys;
 use super::protocol::{self, End, Join};
 use super::queue::{self, Entry, Place, Watch};
 use super::record;
-use super::recorder::{Recorder, send};
+use super::recorder::{Recorder, send_step};
 use super::seen::{Seen, now_ms, success_ago};
 use super::session::{self, Waiting, Woken, keep_alive};
 use crate::lock::record::{RunEnding, Tenure};
@@ -512,7 +512,7 @@ impl EtcdLocker {
             return Ok(());
         };
         if let Some(rev) = self.entry.take() {
-            send(
+            send_step(
                 &mut self.conn,
                 &protocol::give_up(&self.keys, lease, rev),
                 deadline,
