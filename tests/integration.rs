@@ -30,6 +30,9 @@ mod integration {
     // lease, a lease that ran out is replaced, a release whose answer was lost is a release, a
     // member killed under a request is said to have gone, a port that is not etcd's to be wrong.
     mod etcd_unanswered;
+    // etcd's record of runs: every key on a lease that ends 40 days after the name's last use,
+    // the next token larger still; exact counts under 100 writers at once.
+    mod etcd_record;
     // The etcd cluster fixture itself: a leader killed and replaced, restarts, compaction, leases.
     mod etcd_fixture;
 

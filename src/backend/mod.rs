@@ -8,6 +8,7 @@
 //! May use `lock`, `report`, `clock`, `exit` and `file`; never `lease`, `run`, `cli` or
 //! `admin`.
 
+pub(crate) mod blocking;
 pub(crate) mod etcd;
 pub(crate) mod memory;
 pub(crate) mod postgres;

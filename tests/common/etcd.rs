@@ -607,6 +607,32 @@ impl EtcdCluster {
             .collect()
     }
 
+    /// Every key under `prefix`, in key order, with the ID of its lease (0: none) and its
+    /// version (how many puts since it was created).
+    #[track_caller]
+    pub fn leased_keys(&self, prefix: &str) -> Vec<(String, u64, u64)> {
+        let out = self.etcdctl_ok(&["get", "--prefix", "-w", "json", "--", prefix]);
+        let json = Json::parse(&out).unwrap_or_else(|e| panic!("etcdctl printed no JSON ({e})"));
+        let kvs = json.get("kvs").map(Json::items).unwrap_or_default();
+        kvs.iter()
+            .map(|kv| {
+                let key = kv.get("key").and_then(Json::str).unwrap_or("");
+                let key = String::from_utf8_lossy(&base64_decode(key).unwrap()).into_owned();
+                let num = |field| kv.get(field).and_then(Json::u64).unwrap_or(0);
+                (key, num("lease"), num("version"))
+            })
+            .collect()
+    }
+
+    /// The seconds lease `id` has left and was granted for (None: it is gone).
+    #[track_caller]
+    pub fn lease_ttl(&self, id: u64) -> Option<(u64, u64)> {
+        let out = self.etcdctl_ok(&["lease", "timetolive", &format!("{id:x}"), "-w", "json"]);
+        let json = Json::parse(&out).unwrap_or_else(|e| panic!("etcdctl printed no JSON ({e})"));
+        let ttl = json.get("ttl").and_then(Json::u64)?;
+        Some((ttl, json.get("granted-ttl").and_then(Json::u64)?))
+    }
+
     /// Sets `key` to `value`, with no lease.
     #[track_caller]
     pub fn put(&self, key: &str, value: &str) {

@@ -98,11 +98,12 @@ fn a_revoked_lease_or_a_deleted_entry_stops_the_command() {
             .sh(&beating(&dir, tag))
             .spawn();
         wait_for_file(&dir.join(&format!("{tag}.ready")));
+        let entries = etcd.get_prefix(&format!("redlock:{{{tag}}}/q/"));
+        assert_eq!(entries.len(), 1, "{entries:?}");
         if fault == 0 {
-            assert_eq!(etcd.revoke_all_leases(), 1);
+            // The run's lease, whose ID ends its entry's key (the record's lease stays).
+            etcd.revoke(entries[0].0.rsplit('/').next().unwrap());
         } else {
-            let entries = etcd.get_prefix(&format!("redlock:{{{tag}}}/q/"));
-            assert_eq!(entries.len(), 1, "{entries:?}");
             etcd.del(&entries[0].0);
         }
         let out = holder.finish_within(Duration::from_secs(10));
@@ -208,28 +209,37 @@ fn a_wiped_lock_shows_a_fencing_counter_the_next_token_exceeds() {
 }
 
 /// A waiter whose watch would start in history compacted away meanwhile: etcd cancels the
-/// watch, and the waiter reads the queue again and still runs as soon as the holder ends.
+/// watch, and the waiter reads the queue again and still runs as soon as the holder ends. The
+/// waiter reaches its member through a proxy that delays every chunk by 600 ms, so that 1.2 s
+/// pass between the member's read of the queue and the arrival of the watch that follows it:
+/// the history is compacted in between. (Its ttl gives each attempt 5 s, three round trips.)
 #[test]
 fn a_waiter_whose_watch_start_was_compacted_reads_the_queue_again() {
     let etcd = EtcdCluster::start();
     let dir = TempDir::new();
+    let member = etcd.endpoints()[0].clone();
+    let proxy = Proxy::start(member.rsplit(':').next().unwrap().parse().unwrap());
+    let through_proxy = proxy.url().replace("redis://", "etcd://");
     let (holder, _) = Redlock::run_at(&etcd.url()).key("c").hold(&dir, "h");
-    let waiter = Redlock::run_at(&etcd.url())
+    proxy.set(Mode::Delay, Duration::from_millis(600));
+    let waiter = Redlock::run_at(&through_proxy)
         .key("c")
+        .ttl("30s")
         .wait("30s")
         .args(["-vv", "--log-format", "json"])
-        .env("REDLOCK_TEST_WATCH_DELAY_MS", "1500")
         .sh(&format!("date +%s%N > {}", dir.sh("w.start")))
         .spawn();
-    wait_until(PATIENCE, "the waiter in the queue", || {
+    wait_until(Duration::from_secs(20), "the waiter in the queue", || {
         etcd.get_prefix("redlock:{c}/q/").len() == 2
     });
-    // While it pauses before its watch: history moves on and is compacted.
-    for i in 0..5 {
-        etcd.put("other", &i.to_string());
-    }
+    // While its answer and then its watch are on the way: history moves on and is compacted
+    // past the watch's start (the revision after the read; a compaction to it would keep it).
+    etcd.put("other", "1");
+    etcd.put("other", "2");
     etcd.compact_to_current();
+    // The cancelled watch heard, and the proxy quick again for the rest.
     std::thread::sleep(Duration::from_millis(2500));
+    proxy.set(Mode::Pass, Duration::ZERO);
     let released = now_ns();
     touch(&dir.join("h.go"));
     holder.finish().assert_code(0);
@@ -310,7 +320,8 @@ fn beside_etcdctl_lock_only_redlock_stops_its_command_when_the_lease_is_revoked(
         .spawn();
     wait_for_file(&dir.join("e.ready"));
     wait_for_file(&dir.join("r.ready"));
-    assert_eq!(etcd.revoke_all_leases(), 2);
+    // etcdctl's, redlock's run's and the lock's record's.
+    assert_eq!(etcd.revoke_all_leases(), 3);
     let ours = ours.finish_within(Duration::from_secs(10));
     ours.assert_code(76);
     // etcdctl's command beats on well after redlock's was stopped.

@@ -23,7 +23,7 @@ const BUILD_PATIENCE: Duration = Duration::from_secs(15 * 60);
 
 /// The old build's binary: `REDLOCK_OLD_PG_BIN`, or built once by scripts/old-build.sh (which
 /// keeps it under target/old-build/, so the next test process finds it).
-fn old_bin() -> &'static Path {
+pub(crate) fn old_bin() -> &'static Path {
     static OLD: OnceLock<PathBuf> = OnceLock::new();
     OLD.get_or_init(|| {
         if let Some(bin) = std::env::var_os("REDLOCK_OLD_PG_BIN").filter(|b| !b.is_empty()) {

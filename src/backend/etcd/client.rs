@@ -10,16 +10,14 @@
 //! run. Every request carries `require_leader`: a member cut off from the others answers at
 //! once that it has no leader instead of hanging.
 //!
-//! The runtime is made when the connection is, in the thread that uses it (the lease thread,
-//! started after the watchdog's fork; an admin command's), and has no worker threads: futures
-//! run only inside [`Conn::run`], which blocks.
+//! The runtime is `backend::blocking`'s: futures run only inside [`Conn::run`], which blocks.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
 
 use etcd_client::{Client, ConnectOptions, Error};
-use tokio::runtime::Runtime;
 
+use crate::backend::blocking::Blocking;
 use crate::lock::{Failure, Reason};
 
 /// How the members are reached: their addresses, TLS, and the user to log in as.
@@ -43,7 +41,7 @@ pub(crate) struct Conn {
     current: usize,
     /// What the command needs on the prefix, for the advice when etcd refuses it.
     access: Access,
-    runtime: Runtime,
+    runtime: Blocking,
 }
 
 /// What a command needs of the user's role on the prefix.
@@ -70,10 +68,7 @@ const MIN_SHARE: Duration = Duration::from_millis(20);
 
 impl Conn {
     pub(crate) fn new(members: Members, access: Access) -> Self {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a current-thread runtime");
+        let runtime = Blocking::new();
         let clients = members.addrs.iter().map(|_| None).collect();
         let answered = vec![false; members.addrs.len()];
         Self {
@@ -107,9 +102,7 @@ impl Conn {
         deadline: Instant,
         future: impl Future<Output = T>,
     ) -> Option<T> {
-        let left = deadline.saturating_duration_since(Instant::now());
-        self.runtime
-            .block_on(async { tokio::time::timeout(left, future).await.ok() })
+        self.runtime.block_on(deadline, future)
     }
 
     /// `request` with a member's client, made again on the next member when one does not
@@ -285,7 +278,6 @@ fn late(at: &str) -> Failure {
 
 /// An etcd-client error as a [`Failure`], and whether another member is worth asking.
 fn judged(member: &Member, err: Error) -> Attempt {
-    use tonic::Code::*;
     let (at, tls) = (member.at, member.tls);
     // A connection that broke under the request, to a member that had spoken etcd's protocol
     // (a response under way, an answer before): the member went away, the port is right.
@@ -296,100 +288,21 @@ fn judged(member: &Member, err: Error) -> Attempt {
     }
     // Beneath a failed connection is the I/O error that says why (refused, unreachable, a
     // TLS handshake that failed).
-    if let Some(io) = io_cause(&err) {
-        // The handshake failed: no retry makes a certificate right. rustls's own error where it
-        // is still there; some layers keep only its words.
-        if io.kind() == std::io::ErrorKind::InvalidData {
-            let said = match io.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()) {
-                Some(tls) => tls_refusal(at, tls),
-                None => format!(
-                    "the TLS handshake with etcd at {at} failed ({io}): check --tls-ca-cert, and \
-                     give --tls-cert and --tls-key if the members ask for a client certificate"
-                ),
-            };
-            return Attempt::Refused(Failure::Refused(Reason::caused_by(said, err)));
+    let verdict = match (&err, io_cause(&err)) {
+        (_, Some(io)) => Some(io_judged(at, tls, io)),
+        (Error::GRpcStatus(status), None) => Some(status_judged(member, status)),
+        _ => None,
+    };
+    match verdict {
+        Some(Ok(refused)) => {
+            return Attempt::Refused(Failure::Refused(Reason::caused_by(refused, err)));
         }
-        let closed = matches!(
-            io.kind(),
-            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
-        );
-        let said = match (closed, tls) {
-            // Closed under the first request: what a TLS member does to a plain client, and to
-            // a TLS one without the client certificate it asks for.
-            (true, false) => format!(
-                "cannot reach etcd at {at}: it closed the connection at once ({io}); if it is \
-                 a TLS port, use etcds://"
-            ),
-            (true, true) => format!(
-                "cannot reach etcd at {at}: it closed the TLS connection at once ({io}): a \
-                 plain-text port (use etcd://), or members that ask for a client certificate \
-                 (give --tls-cert and --tls-key)"
-            ),
-            (false, _) => format!("cannot reach etcd at {at}: {io}"),
-        };
-        return Attempt::Next(Failure::Unreachable(Reason::caused_by(said, err)));
+        Some(Err(next)) => {
+            return Attempt::Next(Failure::Unreachable(Reason::caused_by(next, err)));
+        }
+        None => {}
     }
     match &err {
-        Error::GRpcStatus(status) => {
-            let said = crate::report::one_line(status.message());
-            match status.code() {
-                // Over TLS, a handshake that failed can end a request this way too, when the
-                // member closed the connection before its alert was read.
-                Cancelled | Unknown if tls => {
-                    Attempt::Next(Failure::Unreachable(Reason::caused_by(
-                        format!(
-                            "etcd at {at} did not serve the request: {said} (over TLS: check \
-                         --tls-ca-cert, and give --tls-cert and --tls-key if the members ask for \
-                         a client certificate)"
-                        ),
-                        err,
-                    )))
-                }
-                // A status made here from a broken HTTP/2 exchange (it has a cause; one etcd sent
-                // has none): the member answered in something other than gRPC, or garbled it.
-                Internal | Unknown if std::error::Error::source(status).is_some() => {
-                    Attempt::Next(Failure::Unreachable(Reason::caused_by(
-                        format!(
-                            "etcd at {at} did not answer in etcd's protocol, gRPC over HTTP/2 \
-                             ({said}): check that the port is an etcd member's client port"
-                        ),
-                        err,
-                    )))
-                }
-                Unavailable | DeadlineExceeded | Cancelled | Aborted | ResourceExhausted
-                | Unknown => Attempt::Next(Failure::Unreachable(Reason::caused_by(
-                    format!("etcd at {at} did not serve the request: {said}"),
-                    err,
-                ))),
-                Unauthenticated => Attempt::Refused(Failure::Refused(Reason::caused_by(
-                    format!("etcd at {at} refused the credentials ({said})"),
-                    err,
-                ))),
-                PermissionDenied => Attempt::Refused(Failure::Refused(Reason::caused_by(
-                    format!(
-                        "etcd at {at} does not let this user do what redlock needs: {said}; \
-                         grant the user's role {} on the prefix (docs/etcd.md)",
-                        member.access.permission()
-                    ),
-                    err,
-                ))),
-                // Authentication is on, and the URL names no user.
-                InvalidArgument if status.message().contains("user name is empty") => {
-                    Attempt::Refused(Failure::Refused(Reason::caused_by(
-                        format!(
-                            "etcd at {at} has authentication on: name a user in the URL \
-                             (etcd://USER@{at}) and give its password in REDLOCK_PASSWORD_FILE \
-                             (or --password-file) or REDLOCK_PASSWORD"
-                        ),
-                        err,
-                    )))
-                }
-                _ => Attempt::Refused(Failure::Refused(Reason::caused_by(
-                    format!("etcd at {at} answered with an error: {said}"),
-                    err,
-                ))),
-            }
-        }
         Error::TransportError(_) | Error::IoError(_) | Error::LeaseKeepAliveError(_) => {
             Attempt::Next(Failure::Unreachable(Reason::caused_by(
                 format!("cannot reach etcd at {at}: {}", chain(&err)),
@@ -401,6 +314,86 @@ fn judged(member: &Member, err: Error) -> Attempt {
             err,
         ))),
     }
+}
+
+/// What a gRPC status from the member says: Err, a reason another member may serve the
+/// request; Ok, the cluster's refusal, the same from any member.
+fn status_judged(member: &Member, status: &tonic::Status) -> Result<String, String> {
+    use tonic::Code;
+    let (at, tls) = (member.at, member.tls);
+    let said = crate::report::one_line(status.message());
+    match status.code() {
+        // Over TLS, a handshake that failed can end a request this way too, when the
+        // member closed the connection before its alert was read.
+        Code::Cancelled | Code::Unknown if tls => Err(format!(
+            "etcd at {at} did not serve the request: {said} (over TLS: check \
+             --tls-ca-cert, and give --tls-cert and --tls-key if the members ask for \
+             a client certificate)"
+        )),
+        // A status made here from a broken HTTP/2 exchange (it has a cause; one etcd sent
+        // has none): the member answered in something other than gRPC, or garbled it.
+        Code::Internal | Code::Unknown if std::error::Error::source(status).is_some() => {
+            Err(format!(
+                "etcd at {at} did not answer in etcd's protocol, gRPC over HTTP/2 \
+             ({said}): check that the port is an etcd member's client port"
+            ))
+        }
+        Code::Unavailable
+        | Code::DeadlineExceeded
+        | Code::Cancelled
+        | Code::Aborted
+        | Code::ResourceExhausted
+        | Code::Unknown => Err(format!("etcd at {at} did not serve the request: {said}")),
+        Code::Unauthenticated => Ok(format!("etcd at {at} refused the credentials ({said})")),
+        Code::PermissionDenied => Ok(format!(
+            "etcd at {at} does not let this user do what redlock needs: {said}; \
+             grant the user's role {} on the prefix (docs/etcd.md)",
+            member.access.permission()
+        )),
+        // Authentication is on, and the URL names no user.
+        Code::InvalidArgument if status.message().contains("user name is empty") => Ok(format!(
+            "etcd at {at} has authentication on: name a user in the URL \
+             (etcd://USER@{at}) and give its password in REDLOCK_PASSWORD_FILE \
+             (or --password-file) or REDLOCK_PASSWORD"
+        )),
+        _ => Ok(format!("etcd at {at} answered with an error: {said}")),
+    }
+}
+
+/// What an I/O error beneath a request says: Ok, a refusal no retry mends (a TLS handshake
+/// that failed); Err, a reason another member may answer.
+fn io_judged(at: &str, tls: bool, io: &std::io::Error) -> Result<String, String> {
+    // The handshake failed: no retry makes a certificate right. rustls's own error where it
+    // is still there; some layers keep only its words.
+    if io.kind() == std::io::ErrorKind::InvalidData {
+        return Ok(
+            match io.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()) {
+                Some(tls) => tls_refusal(at, tls),
+                None => format!(
+                    "the TLS handshake with etcd at {at} failed ({io}): check --tls-ca-cert, and \
+                 give --tls-cert and --tls-key if the members ask for a client certificate"
+                ),
+            },
+        );
+    }
+    let closed = matches!(
+        io.kind(),
+        std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+    );
+    Err(match (closed, tls) {
+        // Closed under the first request: what a TLS member does to a plain client, and to
+        // a TLS one without the client certificate it asks for.
+        (true, false) => format!(
+            "cannot reach etcd at {at}: it closed the connection at once ({io}); if it is \
+             a TLS port, use etcds://"
+        ),
+        (true, true) => format!(
+            "cannot reach etcd at {at}: it closed the TLS connection at once ({io}): a \
+             plain-text port (use etcd://), or members that ask for a client certificate \
+             (give --tls-cert and --tls-key)"
+        ),
+        (false, _) => format!("cannot reach etcd at {at}: {io}"),
+    })
 }
 
 /// How a connection ended under a request, told from the error's types (never its words).

@@ -5,12 +5,18 @@
 //! | key | what | lease |
 //! |---|---|---|
 //! | `BASE/q/LEASE` | a client that holds or waits for the lock: its details as JSON | the client's |
-//! | `BASE/run/LEASE` | a run that took the lock: its record as JSON, its fencing token the key's create revision | none |
-//! | `BASE/last_success`, `BASE/last_ended` | the record's summary: a copy of a run's record | none |
-//! | `BASE/count/LABEL` | a counter of the record (runs by outcome, busy, skipped) | none |
+//! | `BASE/run/LEASE` | a run that took the lock: its record as JSON, its fencing token the key's create revision | the record's |
+//! | `BASE/last_success`, `BASE/last_ended` | the record's summary: a copy of a run's record | the record's |
+//! | `BASE/count/LABEL` | a counter of the record (runs by outcome, busy, skipped): its version | the record's |
+//! | `BASE/uncount/LABEL` | counts taken back (a vanished run found lost): its version | the record's |
+//! | `BASE/kept` | when the record's lease was last kept alive (unix ms, the host's clock) | the record's |
 //!
 //! LEASE is the client's lease ID in 16 hex digits: one lease a run, so no two clients ever
-//! write the same entry.
+//! write the same entry. The record's lease is one per lock name, granted for `RECORD_TTL` and
+//! kept alive by the name's runs, once an hour at most (`BASE/kept` says when): the name's
+//! record goes `RECORD_TTL` after its last use, less up to an hour.
+//! Its ID is derived from `BASE` ([`Keys::record_lease`]), so that a client knows it without
+//! asking: it is part of the layout, as the keys are.
 
 /// The keys of one lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +74,33 @@ impl Keys {
         format!("{}/count/{label}", self.base)
     }
 
+    /// The range of the counts taken back: `BASE/uncount/`.
+    pub(crate) fn uncounts(&self) -> String {
+        format!("{}/uncount/", self.base)
+    }
+
+    pub(crate) fn uncount(&self, label: &str) -> String {
+        format!("{}/uncount/{label}", self.base)
+    }
+
+    /// When the record's lease was last kept alive.
+    pub(crate) fn kept(&self) -> String {
+        format!("{}/kept", self.base)
+    }
+
+    /// The ID of the lease the record's keys are attached to: FNV-1a of `BASE`, 63 bits and
+    /// never 0 (etcd's "no lease"). Clients of every build must agree on it: no hasher whose
+    /// output may change between Rust releases.
+    pub(crate) fn record_lease(&self) -> i64 {
+        let hash = self
+            .base
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+                (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+            });
+        ((hash >> 1) as i64).max(1)
+    }
+
     /// The lock's name of a key under `prefix` that is one of a lock's (None: another key).
     pub(crate) fn name_of(prefix: &str, key: &[u8]) -> Option<String> {
         let key = std::str::from_utf8(key).ok()?.strip_prefix(prefix)?;
@@ -79,6 +112,8 @@ impl Keys {
         let known = rest.starts_with("q/")
             || rest.starts_with("run/")
             || rest.starts_with("count/")
+            || rest.starts_with("uncount/")
+            || rest == "kept"
             || rest == "last_success"
             || rest == "last_ended";
         known.then(|| unescape(name))
@@ -142,6 +177,8 @@ mod tests {
                 keys.run(7),
                 keys.last_success(),
                 keys.count("busy"),
+                keys.uncount("vanished"),
+                keys.kept(),
             ] {
                 assert_eq!(Keys::name_of("p:", key.as_bytes()).as_deref(), Some(name));
             }
@@ -151,5 +188,21 @@ mod tests {
         assert_eq!(Keys::name_of("p:", b"p:a/q/1"), None);
         assert_eq!(Keys::lease_of(a.entry(-2).as_bytes()), Some(-2));
         assert_eq!(Keys::lease_of(b"redlock:{a}/q/12"), None);
+    }
+
+    #[test]
+    fn the_records_lease_is_fixed_by_the_lock_and_differs_between_locks() {
+        // Part of the layout: a change here is a change of the wire format.
+        assert_eq!(
+            Keys::new("redlock:", "a").record_lease(),
+            0x4de0_2b53_690d_004d
+        );
+        let leases: std::collections::BTreeSet<i64> = ["a", "b", "ab", "a/q"]
+            .iter()
+            .map(|name| Keys::new("redlock:", name).record_lease())
+            .chain([Keys::new("redlock:a", "b").record_lease()])
+            .collect();
+        assert_eq!(leases.len(), 5);
+        assert!(leases.iter().all(|l| *l > 0));
     }
 }

@@ -3,19 +3,28 @@
 //! entry's create revision, kept by Raft: it rises across holders, restarts and leader changes,
 //! and assumes no clock.
 //!
-//! The protocol (`locker`), who holds a lock from the queue of entries (`queue`, no I/O), the key
-//! layout (`keys`), the record of runs as etcd keeps it (`record`), the admin commands' reads
-//! (`node`), and the connection to the members (`client`: etcd-client on a current-thread
-//! runtime of its own, one member asked at a time).
+//! The protocol, read top down: the [`Locker`] methods (`locker`) call the run's steps
+//! (`steps`, which owns the run's state), each a few transactions that `protocol` builds from
+//! plain inputs (no I/O); the record's writes (`recorder`), a waiter's watch and keep-alives
+//! (`session`), and what a take read (`seen`). Beside them: who holds a lock from the queue of
+//! entries (`queue`, no I/O), the key layout (`keys`), the record of runs as etcd keeps it
+//! (`record`), the admin commands' reads (`node`), and the connection to the members
+//! (`client`: etcd-client on `backend::blocking`'s runtime, one member asked at a time).
+//! Imports point one way, from `locker` down to `protocol` and `keys`: none points back.
 //!
-//! May use `lock` (the boundary it implements), `report`, `exit` and `file`; nothing above.
+//! May use `lock` (the boundary it implements), `backend::blocking`, `report`, `exit` and
+//! `file`; nothing above.
 
 mod client;
 mod keys;
 mod locker;
 mod node;
+mod protocol;
 mod queue;
 mod record;
+mod recorder;
+mod seen;
+mod session;
 mod steps;
 
 use etcd_client::{Certificate, ConnectOptions, Identity, TlsOptions};
@@ -55,10 +64,37 @@ pub(crate) fn open(connect: Connect) -> Result<Etcd, String> {
     };
     refuse_durability(durable)?;
     let parsed = parse(url)?;
-    let mut options = ConnectOptions::new()
+    let options = ConnectOptions::new()
         .with_require_leader(true)
         .with_auto_token_refresh(true)
         .with_connect_timeout(std::time::Duration::from_secs(5));
+    let mut options = login(options, &parsed, password)?;
+    if parsed.tls {
+        options = options.with_tls(tls_options(&tls)?);
+    } else if tls.is_set() {
+        return Err(format!(
+            "the TLS options need an etcds:// URL: {}",
+            parsed.shown()
+        ));
+    }
+    Ok(Etcd {
+        shown: parsed.shown(),
+        members: Members {
+            addrs: parsed.members,
+            scheme: if parsed.tls { "https" } else { "http" },
+            options,
+        },
+        prefix,
+    })
+}
+
+/// `options` with the URL's user and its password (given apart, or in the URL): etcd has no
+/// user without a password, nor a password without a user.
+fn login(
+    mut options: ConnectOptions,
+    parsed: &Parsed,
+    password: Option<String>,
+) -> Result<ConnectOptions, String> {
     let password = password.or(parsed.password.clone());
     match (&parsed.user, password) {
         (Some(user), Some(password)) => options = options.with_user(user.clone(), password),
@@ -79,23 +115,7 @@ pub(crate) fn open(connect: Connect) -> Result<Etcd, String> {
         }
         (None, None) => {}
     }
-    if parsed.tls {
-        options = options.with_tls(tls_options(&tls)?);
-    } else if tls.is_set() {
-        return Err(format!(
-            "the TLS options need an etcds:// URL: {}",
-            parsed.shown()
-        ));
-    }
-    Ok(Etcd {
-        shown: parsed.shown(),
-        members: Members {
-            addrs: parsed.members,
-            scheme: if parsed.tls { "https" } else { "http" },
-            options,
-        },
-        prefix,
-    })
+    Ok(options)
 }
 
 fn refuse_durability(durable: Durable) -> Result<(), String> {
@@ -185,22 +205,7 @@ fn parse(url: &str) -> Result<Parsed, String> {
             crate::report::one_line(hosts)
         ));
     }
-    let (user, password) = match userinfo {
-        None => (None, None),
-        Some(userinfo) => {
-            let (user, password) = match userinfo.split_once(':') {
-                Some((user, password)) => (user, Some(decode(password)?)),
-                None => (userinfo, None),
-            };
-            let user = decode(user)?;
-            if user.is_empty() {
-                return Err(format!(
-                    "invalid etcd URL '{scheme}://...@{hosts}': the user name is empty"
-                ));
-            }
-            (Some(user), password)
-        }
-    };
+    let (user, password) = credentials(scheme, hosts, userinfo)?;
     let mut members = Vec::new();
     for member in hosts.split(',') {
         let member = member.trim();
@@ -226,6 +231,30 @@ fn parse(url: &str) -> Result<Parsed, String> {
         user,
         password,
         members,
+    })
+}
+
+/// The user and password of a URL's user part (`USER[:PASSWORD]`), decoded.
+fn credentials(
+    scheme: &str,
+    hosts: &str,
+    userinfo: Option<&str>,
+) -> Result<(Option<String>, Option<String>), String> {
+    Ok(match userinfo {
+        None => (None, None),
+        Some(userinfo) => {
+            let (user, password) = match userinfo.split_once(':') {
+                Some((user, password)) => (user, Some(decode(password)?)),
+                None => (userinfo, None),
+            };
+            let user = decode(user)?;
+            if user.is_empty() {
+                return Err(format!(
+                    "invalid etcd URL '{scheme}://...@{hosts}': the user name is empty"
+                ));
+            }
+            (Some(user), password)
+        }
     })
 }
 
@@ -293,7 +322,7 @@ impl Backend for Etcd {
 
     fn locker(&self, run: &RunSpec) -> Box<dyn Locker> {
         let keys = keys::Keys::new(&self.prefix, &run.key);
-        Box::new(locker::EtcdLocker::new(
+        Box::new(steps::EtcdLocker::new(
             Conn::new(self.members.clone(), Access::ReadWrite),
             keys,
             run,
@@ -301,10 +330,10 @@ impl Backend for Etcd {
     }
 
     fn node(&self, _index: usize) -> Box<dyn Node> {
-        Box::new(node::EtcdNode {
-            conn: Conn::new(self.members.clone(), Access::Read),
-            prefix: self.prefix.clone(),
-        })
+        Box::new(node::EtcdNode::new(
+            Conn::new(self.members.clone(), Access::Read),
+            self.prefix.clone(),
+        ))
     }
 }
 

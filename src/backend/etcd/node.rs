@@ -12,15 +12,15 @@ use super::client::Conn;
 use super::keys::Keys;
 use super::queue::{self, Entry};
 use super::record;
-use super::steps::{entry_of, now_ms};
+use super::seen::{entry_of, now_ms};
 use crate::lock::{
     Failure, Forced, HeldAs, Holder, Inspected, Kind, LockInfo, Node, Place, Runs, Several,
 };
 
 /// The cluster, as the admin commands read it.
 pub(crate) struct EtcdNode {
-    pub conn: Conn,
-    pub prefix: String,
+    conn: Conn,
+    prefix: String,
 }
 
 /// A lock's whole range, as one read found it.
@@ -46,6 +46,10 @@ impl Range {
 }
 
 impl EtcdNode {
+    pub(crate) fn new(conn: Conn, prefix: String) -> Self {
+        Self { conn, prefix }
+    }
+
     /// Every key of lock `name`, in one request.
     fn range(&mut self, name: &str, timeout: Duration) -> Result<(Keys, Range), Failure> {
         let keys = Keys::new(&self.prefix, name);
@@ -54,7 +58,8 @@ impl EtcdNode {
             let all = all.clone();
             async move { client.get(all, Some(GetOptions::new().with_prefix())).await }
         })?;
-        let (queue_at, runs_at, counts_at) = (keys.queue(), keys.runs(), keys.counts());
+        let (queue_at, runs_at) = (keys.queue(), keys.runs());
+        let (counts_at, uncounts_at) = (keys.counts(), keys.uncounts());
         let mut queue = Vec::new();
         let mut read = record::Read::default();
         let mut entries_leases = BTreeSet::new();
@@ -79,7 +84,9 @@ impl EtcdNode {
             } else if key == keys.last_ended() {
                 read.last_ended = Some(kv.value().to_vec());
             } else if let Some(label) = key.strip_prefix(&counts_at) {
-                read.counts.push((label.to_owned(), kv.value().to_vec()));
+                read.counts.push((label.to_owned(), kv.version()));
+            } else if let Some(label) = key.strip_prefix(&uncounts_at) {
+                read.counts.push((label.to_owned(), -kv.version()));
             }
         }
         queue.sort_by_key(|(e, _)| e.rev);
@@ -106,6 +113,99 @@ impl EtcdNode {
         left.ok()
             .filter(|ttl| *ttl > 0)
             .map(|ttl| Duration::from_secs(ttl as u64))
+    }
+    /// The holders' tokens, details and what is left of their leases, into `info`: one holder,
+    /// or the places of a semaphore or a shared lock.    /// A holder's entry deleted, guarded by its create revision, and its lease revoked, so
+    /// that its renewals fail and its command is stopped. False: it was gone already.
+    fn remove(&mut self, entry: &Entry, kv: &KeyValue, deadline: Instant) -> Result<bool, Failure> {
+        let key = entry.key.clone();
+        let rev = entry.rev;
+        let delete = Txn::new()
+            .when([Compare::create_revision(key.clone(), CompareOp::Equal, rev)])
+            .and_then([TxnOp::delete(key, None)]);
+        let done = self.conn.run(deadline, move |mut client| {
+            let delete = delete.clone();
+            async move { client.txn(delete).await }
+        })?;
+        if !done.succeeded() {
+            return Ok(false);
+        }
+        if let Some(lease) = Keys::lease_of(kv.key()) {
+            // Its renewals fail from now on, and its command is stopped; gone already is fine.
+            let _ = self.conn.run(deadline, move |mut client| async move {
+                client.lease_revoke(lease).await.map(drop)
+            });
+        }
+        Ok(true)
+    }
+
+    fn holders_into(
+        &mut self,
+        info: &mut LockInfo,
+        range: &Range,
+        holding: usize,
+        held_as: HeldAs,
+        timeout: Duration,
+    ) {
+        let leases: Vec<(i64, KeyValue)> = range
+            .queue
+            .iter()
+            .take(holding)
+            .filter_map(|(_, kv)| Keys::lease_of(kv.key()).map(|l| (l, kv.clone())))
+            .collect();
+        match held_as.kind() {
+            Some(Kind::Limit(_) | Kind::Shared) if !leases.is_empty() => {
+                let mut places = Vec::new();
+                for (lease, kv) in &leases {
+                    let (token, holder) = holder_of(kv);
+                    let age = holder.as_ref().map(|h| {
+                        Duration::from_secs(now_ms() / 1000 - h.started.min(now_ms() / 1000))
+                    });
+                    places.push(Place {
+                        token,
+                        lease: self.lease_left(*lease, timeout).unwrap_or_default(),
+                        holder,
+                        age,
+                    });
+                }
+                places.sort_by_key(|p| p.lease);
+                info.several = Some(Several {
+                    held_as,
+                    ttl: places.last().map(|p| p.lease),
+                    places,
+                });
+            }
+            _ => {
+                if let Some((lease, kv)) = leases.first() {
+                    let (token, holder) = holder_of(kv);
+                    info.held = Some((token, self.lease_left(*lease, timeout)));
+                    info.holder = holder;
+                }
+            }
+        }
+    }
+}
+
+/// What a forced release answers when no holder is the one asked for: the lock is free; it is
+/// held by another token; or the token is not one of its holders'.
+fn unchosen(
+    holders: &[&(Entry, KeyValue)],
+    token: bool,
+    several: bool,
+    held_as: HeldAs,
+    fence: i64,
+) -> Forced {
+    match (holders.first(), token, several) {
+        (None, _, _) => Forced::Free { fence, cleared: 0 },
+        (Some((_, kv)), true, false) => Forced::Other {
+            token: holder_of(kv).0,
+            fence,
+        },
+        (Some(_), _, _) => Forced::NotAHolder {
+            held_as,
+            holders: holders.len() as u64,
+            fence,
+        },
     }
 }
 
@@ -186,42 +286,7 @@ impl Node for EtcdNode {
             waiting,
             runs: runs.summary,
         };
-        let leases: Vec<(i64, KeyValue)> = range
-            .queue
-            .iter()
-            .take(holding.len())
-            .filter_map(|(_, kv)| Keys::lease_of(kv.key()).map(|l| (l, kv.clone())))
-            .collect();
-        match held_as.kind() {
-            Some(Kind::Limit(_) | Kind::Shared) if !leases.is_empty() => {
-                let mut places = Vec::new();
-                for (lease, kv) in &leases {
-                    let (token, holder) = holder_of(kv);
-                    let age = holder.as_ref().map(|h| {
-                        Duration::from_secs(now_ms() / 1000 - h.started.min(now_ms() / 1000))
-                    });
-                    places.push(Place {
-                        token,
-                        lease: self.lease_left(*lease, timeout).unwrap_or_default(),
-                        holder,
-                        age,
-                    });
-                }
-                places.sort_by_key(|p| p.lease);
-                info.several = Some(Several {
-                    held_as,
-                    ttl: places.last().map(|p| p.lease),
-                    places,
-                });
-            }
-            _ => {
-                if let Some((lease, kv)) = leases.first() {
-                    let (token, holder) = holder_of(kv);
-                    info.held = Some((token, self.lease_left(*lease, timeout)));
-                    info.holder = holder;
-                }
-            }
-        }
+        self.holders_into(&mut info, &range, holding.len(), held_as, timeout);
         Ok(Inspected::Lock(Box::new(info)))
     }
 
@@ -255,18 +320,7 @@ impl Node for EtcdNode {
             None => holders.first(),
         };
         let Some((entry, kv)) = chosen else {
-            return Ok(match (holders.first(), token, several) {
-                (None, _, _) => Forced::Free { fence, cleared: 0 },
-                (Some((_, kv)), Some(_), false) => Forced::Other {
-                    token: holder_of(kv).0,
-                    fence,
-                },
-                (Some(_), _, _) => Forced::NotAHolder {
-                    held_as,
-                    holders: holders.len() as u64,
-                    fence,
-                },
-            });
+            return Ok(unchosen(&holders, token.is_some(), several, held_as, fence));
         };
         if several && token.is_none() && holders.len() > 1 {
             return Ok(Forced::Several {
@@ -275,24 +329,9 @@ impl Node for EtcdNode {
                 fence,
             });
         }
-        let key = entry.key.clone();
-        let rev = entry.rev;
-        let delete = Txn::new()
-            .when([Compare::create_revision(key.clone(), CompareOp::Equal, rev)])
-            .and_then([TxnOp::delete(key, None)]);
-        let done = self.conn.run(deadline, move |mut client| {
-            let delete = delete.clone();
-            async move { client.txn(delete).await }
-        })?;
-        if !done.succeeded() {
+        if !self.remove(entry, kv, deadline)? {
             // It left (or its lease ended) between the read and the delete.
             return Ok(Forced::Free { fence, cleared: 0 });
-        }
-        if let Some(lease) = Keys::lease_of(kv.key()) {
-            // Its renewals fail from now on, and its command is stopped; gone already is fine.
-            let _ = self.conn.run(deadline, move |mut client| async move {
-                client.lease_revoke(lease).await.map(drop)
-            });
         }
         let (removed, holder) = holder_of(kv);
         // The counter a resource may hold the next holders to: the removed holder's token.
@@ -300,7 +339,7 @@ impl Node for EtcdNode {
         // (its entry came later); the delete's revision is not, for such a waiter.
         Ok(Forced::Removed {
             token: removed,
-            fence: rev,
+            fence: entry.rev,
             holder,
             held_as,
             left: holders.len().saturating_sub(1) as u64,

@@ -131,91 +131,88 @@ mod tests {
         Place::Behind(Watch::Key(format!("k/q/{rev}")))
     }
 
+    /// The queue (the revision and kind of each entry), our revision, how we hold the lock,
+    /// and where we stand.
+    type Row = (&'static [(i64, &'static str)], i64, Kind, Place);
+
     #[test]
     fn where_an_entry_stands() {
-        let lock =
-            |revs: &[i64]| -> Vec<Entry> { revs.iter().map(|&r| entry(r, "lock")).collect() };
-        // (the queue, our revision, how we hold it, where we stand)
-        let rows: Vec<(Vec<Entry>, i64, Kind, Place)> = vec![
-            (lock(&[5]), 5, Kind::Exclusive, Place::Holds),
-            (lock(&[5, 9]), 9, Kind::Exclusive, key(5)),
+        const L2: &str = "limit 2";
+        const SH: &str = "shared";
+        let rows: Vec<Row> = vec![
+            (&[(5, "lock")], 5, Kind::Exclusive, Place::Holds),
+            (&[(5, "lock"), (9, "lock")], 9, Kind::Exclusive, key(5)),
             // Only the entry just ahead is watched, whatever is further ahead.
-            (lock(&[3, 5, 9]), 9, Kind::Exclusive, key(5)),
-            (lock(&[3, 5, 9]), 3, Kind::Exclusive, Place::Holds),
-            // Our entry gone (its lease ran out): at the back.
-            (lock(&[3, 5]), 9, Kind::Exclusive, key(5)),
             (
-                vec![
-                    entry(3, "limit 2"),
-                    entry(5, "limit 2"),
-                    entry(9, "limit 2"),
-                ],
+                &[(3, "lock"), (5, "lock"), (9, "lock")],
+                9,
+                Kind::Exclusive,
+                key(5),
+            ),
+            (
+                &[(3, "lock"), (5, "lock"), (9, "lock")],
+                3,
+                Kind::Exclusive,
+                Place::Holds,
+            ),
+            // Our entry gone (its lease ran out): at the back.
+            (&[(3, "lock"), (5, "lock")], 9, Kind::Exclusive, key(5)),
+            (
+                &[(3, L2), (5, L2), (9, L2)],
                 5,
                 Kind::Limit(2),
                 Place::Holds,
             ),
             (
-                vec![
-                    entry(3, "limit 2"),
-                    entry(5, "limit 2"),
-                    entry(9, "limit 2"),
-                ],
+                &[(3, L2), (5, L2), (9, L2)],
                 9,
                 Kind::Limit(2),
                 Place::Behind(Watch::Queue),
             ),
             // Readers beside readers; a writer alone; a reader behind a waiting writer waits.
+            (&[(3, SH), (5, SH)], 5, Kind::Shared, Place::Holds),
+            (&[(3, SH), (5, "lock"), (9, SH)], 9, Kind::Shared, key(5)),
+            (&[(3, SH), (5, "lock")], 5, Kind::Exclusive, key(3)),
+            (&[(3, "lock"), (5, SH), (7, SH)], 7, Kind::Shared, key(3)),
+        ];
+        for (spec, ours, kind, want) in rows {
+            let queue: Vec<Entry> = spec.iter().map(|(rev, k)| entry(*rev, k)).collect();
+            assert_eq!(place(&queue, ours, kind), want, "{queue:?} {ours} {kind:?}");
+        }
+    }
+
+    #[test]
+    fn other_kinds_are_refused_whatever_the_place() {
+        const L2: &str = "limit 2";
+        let mismatch = |kind| Place::Mismatch(HeldAs::Kind(kind));
+        let rows: Vec<Row> = vec![
             (
-                vec![entry(3, "shared"), entry(5, "shared")],
-                5,
-                Kind::Shared,
-                Place::Holds,
-            ),
-            (
-                vec![entry(3, "shared"), entry(5, "lock"), entry(9, "shared")],
-                9,
-                Kind::Shared,
-                key(5),
-            ),
-            (
-                vec![entry(3, "shared"), entry(5, "lock")],
-                5,
-                Kind::Exclusive,
-                key(3),
-            ),
-            (
-                vec![entry(3, "lock"), entry(5, "shared"), entry(7, "shared")],
-                7,
-                Kind::Shared,
-                key(3),
-            ),
-            // Other kinds: refused, whatever the place.
-            (
-                vec![entry(3, "limit 3"), entry(5, "limit 2")],
+                &[(3, "limit 3"), (5, L2)],
                 5,
                 Kind::Limit(2),
-                Place::Mismatch(HeldAs::Kind(Kind::Limit(3))),
+                mismatch(Kind::Limit(3)),
             ),
             (
-                vec![entry(3, "lock"), entry(5, "limit 2")],
+                &[(3, "lock"), (5, L2)],
                 5,
                 Kind::Limit(2),
-                Place::Mismatch(HeldAs::Kind(Kind::Exclusive)),
+                mismatch(Kind::Exclusive),
             ),
             (
-                vec![entry(3, "shared"), entry(5, "limit 2")],
+                &[(3, "shared"), (5, L2)],
                 5,
                 Kind::Limit(2),
-                Place::Mismatch(HeldAs::Kind(Kind::Shared)),
+                mismatch(Kind::Shared),
             ),
             (
-                vec![entry(3, "sorcery"), entry(5, "lock")],
+                &[(3, "sorcery"), (5, "lock")],
                 5,
                 Kind::Exclusive,
                 Place::Mismatch(HeldAs::Unknown("sorcery".into())),
             ),
         ];
-        for (queue, ours, kind, want) in rows {
+        for (spec, ours, kind, want) in rows {
+            let queue: Vec<Entry> = spec.iter().map(|(rev, k)| entry(*rev, k)).collect();
             assert_eq!(place(&queue, ours, kind), want, "{queue:?} {ours} {kind:?}");
         }
     }

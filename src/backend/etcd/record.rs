@@ -137,8 +137,9 @@ pub(crate) struct Read {
     pub runs: Vec<(Vec<u8>, i64, bool)>,
     pub last_success: Option<Vec<u8>>,
     pub last_ended: Option<Vec<u8>>,
-    /// Each counter: its label and value.
-    pub counts: Vec<(String, Vec<u8>)>,
+    /// Each counter: its label and count (a key's version, or minus it for a count taken
+    /// back), one label perhaps more than once.
+    pub counts: Vec<(String, i64)>,
 }
 
 impl Read {
@@ -157,15 +158,14 @@ impl Read {
                 .and_then(|v| run(v, 0, false, now_ms))
                 .filter(|r| !matches!(r.end, RunEnd::Running { .. }))
         };
-        let mut counts: Vec<(String, u64)> = self
-            .counts
-            .iter()
-            .filter_map(|(label, value)| {
-                let n: i64 = std::str::from_utf8(value).ok()?.parse().ok()?;
-                Some((label.clone(), n.max(0) as u64))
-            })
+        let mut summed = std::collections::BTreeMap::<&str, i64>::new();
+        for (label, n) in &self.counts {
+            *summed.entry(label).or_default() += n;
+        }
+        let counts: Vec<(String, u64)> = summed
+            .into_iter()
+            .map(|(label, n)| (label.to_owned(), n.max(0) as u64))
             .collect();
-        counts.sort();
         let last_ended = copy(&self.last_ended);
         Runs {
             summary: Summary {

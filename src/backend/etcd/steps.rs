@@ -1,38 +1,194 @@
-//! The steps of the lock protocol on etcd that the [`Locker`] methods are made of: a lease
-//! granted and revoked, the queue read and joined in one transaction, a place given up, a
-//! counter raised, a run's end recorded when its lock was found lost, a vanished run marked.
+//! A run's lock on etcd and the steps it is made of, each a short sequence of the transactions
+//! `protocol` builds: a lease granted, the queue joined and read, a wait, a renewal, a release, a
+//! place given up. The record's writes are `recorder`'s; the wait's loop is `session`'s; the
+//! [`Locker`] methods (`locker`) are these steps, called.
 //!
 //! [`Locker`]: crate::lock::Locker
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use etcd_client::{
-    Compare, CompareOp, Error, GetOptions, KeyValue, LeaseGrantOptions, PutOptions, SortOrder,
-    SortTarget, Txn, TxnOp, TxnOpResponse, TxnResponse,
-};
+use etcd_client::{Client, Error, KeyValue, LeaseGrantOptions, Txn};
+use tokio::sync::Notify;
 
-use super::locker::EtcdLocker;
-use crate::lock::record::RUNS_KEPT;
-
-/// The most tries a counter gets before its deadline: more clients than this counting the same
-/// label at the same moment may lose a count.
-const COUNT_TRIES: u32 = 64;
-
-/// The least time a counter is given to count, whatever the step it closes has left: only
-/// clients counting the same label at once take more than one round trip.
-const COUNT_TIME: Duration = Duration::from_secs(1);
-
-/// How many runs past [`RUNS_KEPT`] a lock's record may hold before a take prunes it: a prune
-/// is a request of its own, made every few runs rather than every run.
-const PRUNE_SLACK: u32 = 5;
-use super::queue::Entry;
+use super::client::Conn;
+use super::keys::Keys;
+use super::protocol::{self, End, Join};
+use super::queue::{self, Entry, Place, Watch};
 use super::record;
-use crate::lock::record::RunEnding;
-use crate::lock::{Failure, Kind};
+use super::recorder::{Recorder, send_step};
+use super::seen::{Seen, now_ms, success_ago};
+use super::session::{self, Waiting, Woken, keep_alive};
+use crate::lock::record::{RunEnding, Tenure};
+use crate::lock::{Acquire, Block, Failure, Held, Holder, Kind, Renewal, RunSpec};
+
+/// How long a release waits at most for its lease's revoke to be answered: one round trip and
+/// one write on a cluster that is well. The answer itself changes nothing (the lease ends by
+/// itself within the ttl), but etcd drops a request whose connection closes before the request
+/// is carried out, as it does when the run exits.
+const REVOKE_WAIT: Duration = Duration::from_millis(100);
+
+/// A run's lock on etcd.
+pub(crate) struct EtcdLocker {
+    conn: Conn,
+    keys: Keys,
+    kind: Kind,
+    min_interval: Option<Duration>,
+    holder: Holder,
+    /// The run's lease, once granted.
+    lease: Option<i64>,
+    /// Its entry's create revision, once put.
+    entry: Option<i64>,
+    /// After an attempt that waits: what to watch, from the revision the queue was read at.
+    watch: Option<(Watch, i64)>,
+    /// The lock, once taken, and how long the lease is certainly ours.
+    taken: Option<Taken>,
+    /// The record of the lock's runs.
+    recorder: Recorder,
+    /// An attempt failed after its lease was granted: its entry may be there.
+    unanswered: bool,
+    /// How often a waiter keeps its lease alive while it watches: a third of the ttl.
+    beat: Duration,
+    /// The look at the queue that let the run in, for what `settle` writes.
+    settling: Option<Seen>,
+    interrupt: Arc<Notify>,
+}
+
+/// A run that took the lock: when (this host's clock, unix ms), its fencing token, and how
+/// long it has held the lock.
+#[derive(Debug)]
+struct Taken {
+    at_ms: u64,
+    fence: i64,
+    tenure: Tenure,
+}
 
 impl EtcdLocker {
+    pub(crate) fn new(conn: Conn, keys: Keys, run: &RunSpec) -> Self {
+        Self {
+            conn,
+            recorder: Recorder::new(keys.clone()),
+            keys,
+            kind: run.kind,
+            min_interval: run.min_interval,
+            holder: run.holder.clone(),
+            lease: None,
+            entry: None,
+            watch: None,
+            taken: None,
+            unanswered: false,
+            beat: (run.ttl / 3).max(Duration::from_millis(200)),
+            settling: None,
+            interrupt: Arc::new(Notify::new()),
+        }
+    }
+
+    /// What wakes a wait from another thread.
+    pub(super) fn interrupt(&self) -> Arc<Notify> {
+        Arc::clone(&self.interrupt)
+    }
+
+    /// An attempt failed after its lease was granted: its entry may be there.
+    pub(super) fn unanswered(&self) -> bool {
+        self.unanswered
+    }
+
+    /// A take: the queue joined (a waiting place whose lease ran out taken anew, at the back),
+    /// then where the run stands in it decides.
+    pub(super) fn take(
+        &mut self,
+        token: &str,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<Acquire, Failure> {
+        let deadline = Instant::now() + timeout;
+        // When the run took the lock, if this attempt takes it: the record's start.
+        let at_ms = now_ms();
+        let (seen, ours) = self.join(token, ttl, at_ms, deadline)?;
+        self.entry = Some(ours);
+        self.recorder.seen(seen.kept_ms, now_ms());
+        if let Some(interval) = self.min_interval
+            && let Some(ago) = success_ago(&seen.last_success).filter(|ago| *ago < interval)
+        {
+            // Counted even when giving the place up had no answer in time, as in `leave`.
+            let left = self.give_up_place(deadline);
+            self.recorder
+                .count(&mut self.conn, "skipped", true, deadline);
+            self.recorder.keep(&mut self.conn, deadline);
+            left?;
+            return Ok(Acquire::Skipped { ago });
+        }
+        match queue::place(&seen.queue, ours, self.kind) {
+            Place::Holds => {
+                self.unanswered = false;
+                self.taken = Some(Taken {
+                    at_ms,
+                    fence: ours,
+                    tenure: Tenure::new(ttl),
+                });
+                // The run's record, the run before it and the prune wait for `settle`, beside
+                // the command's start.
+                self.settling = Some(seen);
+                Ok(Acquire::Acquired { fence: ours })
+            }
+            Place::Behind(watch) => {
+                self.watch = Some((watch, seen.revision));
+                // A shared waiter behind an exclusive one that waits itself: the lock is held
+                // shared, and promised to the exclusive waiter ahead.
+                let queued = self.kind == Kind::Shared
+                    && queue::holders(&seen.queue)
+                        .iter()
+                        .all(|e| e.kind == Kind::Shared.stored());
+                Ok(Acquire::Busy {
+                    remaining: None,
+                    queued,
+                })
+            }
+            Place::Mismatch(found) => {
+                self.give_up_place(deadline)?;
+                Ok(Acquire::Mismatch { found })
+            }
+        }
+    }
+
+    /// The run's place in the queue, and what the look that took it found: a new lease and
+    /// place when the old lease ran out as it was kept alive.
+    fn join(
+        &mut self,
+        token: &str,
+        ttl: Duration,
+        at_ms: u64,
+        deadline: Instant,
+    ) -> Result<(Seen, i64), Failure> {
+        loop {
+            let lease = match self.lease {
+                Some(lease) => (lease, false),
+                None => (self.grant(ttl, deadline)?, true),
+            };
+            self.unanswered = true;
+            let seen = match self.enqueue(token, lease, at_ms, deadline)? {
+                // The record's lease was gone: granted again, and the same lease tries again.
+                Joined::RecordGone if Instant::now() < deadline => continue,
+                Joined::Seen(seen) => Some(seen),
+                Joined::RecordGone | Joined::LeaseGone => None,
+            };
+            match seen.and_then(|seen| Some((seen.ours?, seen))) {
+                Some(found) => return Ok((found.1, found.0)),
+                None if Instant::now() < deadline => {
+                    self.lease = None;
+                    self.entry = None;
+                }
+                None => {
+                    return Err(Failure::Unreachable(
+                        "no answer from etcd in time (a lease ran out as it was given)".into(),
+                    ));
+                }
+            }
+        }
+    }
+
     /// A lease of `ttl` rounded up to whole seconds (etcd's unit), granted within `deadline`.
-    pub(super) fn grant(&mut self, ttl: Duration, deadline: Instant) -> Result<i64, Failure> {
+    fn grant(&mut self, ttl: Duration, deadline: Instant) -> Result<i64, Failure> {
         let secs = i64::try_from(ttl.as_millis().div_ceil(1000))
             .unwrap_or(i64::MAX)
             .max(1);
@@ -46,150 +202,326 @@ impl EtcdLocker {
         Ok(granted)
     }
 
-    /// One look at the queue: our entry put if absent (with the run's record too, when nobody
-    /// else is queued and nothing needs a look first), then the queue, the last success, the
-    /// counters and the newest runs read in the same transaction. Once our entry is there, a
-    /// read alone: a waiter woken by a release costs etcd no write before its command starts.
-    /// `at_ms`: when the run takes the lock if it does (this host's clock).
-    ///
-    /// A lease granted by an earlier attempt (a waiter's, or one whose put had no answer) is
-    /// kept alive beside the transaction, sent together: the run's lease counts from when its
-    /// attempt was sent, and only a keep-alive sent by this attempt makes that true of a lease
-    /// whose last keep-alive may never have landed (a frozen member). None: the lease is gone
-    /// (its entry with it); the caller takes a new one.
-    pub(super) fn enqueue(
+    /// How this attempt joins: a look once the entry is there; with the run's record when it
+    /// may take the lock in one request (exclusive, no `--min-interval`).
+    fn joining(
+        &mut self,
+        token: &str,
+        lease: i64,
+        at_ms: u64,
+        deadline: Instant,
+    ) -> Result<Join, Failure> {
+        if self.entry.is_some() {
+            return Ok(Join::Look);
+        }
+        let entry = self.entry_value(token);
+        if self.kind != Kind::Exclusive || self.min_interval.is_some() {
+            return Ok(Join::Queue { lease, entry });
+        }
+        Ok(Join::Fast {
+            lease,
+            entry,
+            run: record::started(token, &self.holder, at_ms, None),
+            record: self.recorder.ensure(&mut self.conn, deadline)?,
+        })
+    }
+
+    /// One look at the queue ([`protocol::take`]). A lease granted by an earlier attempt (a
+    /// waiter's, or one whose put had no answer) is kept alive beside the transaction, sent
+    /// together: the run's lease counts from when its attempt was sent, and only a keep-alive
+    /// sent by this attempt makes that true of a lease whose last keep-alive may never have
+    /// landed (a frozen member).
+    fn enqueue(
         &mut self,
         token: &str,
         (lease, granted_now): (i64, bool),
         at_ms: u64,
         deadline: Instant,
-    ) -> Result<Option<Seen>, Failure> {
-        let entry = self.keys.entry(lease);
-        let put = TxnOp::put(
-            entry.clone(),
-            self.entry_value(token),
-            Some(PutOptions::new().with_lease(lease)),
-        );
-        let reads = [
-            TxnOp::get(
-                self.keys.queue(),
-                Some(
-                    GetOptions::new()
-                        .with_prefix()
-                        .with_sort(SortTarget::Create, SortOrder::Ascend),
-                ),
-            ),
-            TxnOp::get(self.keys.last_success(), None),
-            TxnOp::get(self.keys.counts(), Some(GetOptions::new().with_prefix())),
-            // The newest two runs: the one before ours (if it never ended and its entry is
-            // gone, it vanished), beside this run's own when it is written here. The answer
-            // counts them all, for the prune. Reading every run kept (27 records, about 6 KB)
-            // cost each take 0.9 ms of its 12.6 ms (300 runs, interleaved).
-            TxnOp::get(
-                self.keys.runs(),
-                Some(
-                    GetOptions::new()
-                        .with_prefix()
-                        .with_sort(SortTarget::Create, SortOrder::Descend)
-                        .with_limit(2),
-                ),
-            ),
-        ];
-        let fast = self.kind == Kind::Exclusive && self.min_interval.is_none();
-        // This transaction records the run itself: the fast take, not a look at the queue by a
-        // client already in it (a woken waiter's run is recorded as its command starts).
-        let records = fast && self.entry.is_none();
-        let txn = if self.entry.is_some() {
-            Txn::new().and_then(reads)
-        } else if fast {
-            let run = TxnOp::put(
-                self.keys.run(lease),
-                record::started(token, &self.holder, at_ms, None),
-                None,
-            );
-            let mut first = vec![put.clone(), run];
-            first.extend(reads.iter().cloned());
-            let mut queued = vec![TxnOp::txn(
-                Txn::new()
-                    .when([Compare::create_revision(entry.clone(), CompareOp::Equal, 0)])
-                    .and_then([put]),
-            )];
-            queued.extend(reads);
-            Txn::new()
-                .when([Compare::version(self.keys.queue(), CompareOp::Equal, 0).with_prefix()])
-                .and_then(first)
-                .or_else(queued)
-        } else {
-            let mut ops = vec![TxnOp::txn(
-                Txn::new()
-                    .when([Compare::create_revision(entry.clone(), CompareOp::Equal, 0)])
-                    .and_then([put]),
-            )];
-            ops.extend(reads);
-            Txn::new().and_then(ops)
-        };
-        let response = self.conn.run(deadline, move |client| {
+    ) -> Result<Joined, Failure> {
+        let join = self.joining(token, lease, at_ms, deadline)?;
+        let records = matches!(join, Join::Fast { .. });
+        let txn = Txn::from(&protocol::take(&self.keys, join));
+        let run_due = (!granted_now).then_some(lease);
+        let (run_alive, done) = self.conn.run(deadline, move |client| {
             let txn = txn.clone();
-            let keep = (!granted_now).then(|| client.clone());
-            let mut client = client;
+            let (a, mut c) = (client.clone(), client);
             async move {
-                let kept = async move {
-                    match keep {
-                        None => Ok(true),
-                        Some(mut keep) => match keep.lease_keep_alive(lease).await {
-                            Ok(_) => Ok(true),
-                            // The only error of this kind a first keep-alive gives: gone.
-                            Err(Error::LeaseKeepAliveError(_)) => Ok(false),
-                            Err(err) => Err(err),
-                        },
-                    }
-                };
-                let (kept, done) = tokio::join!(kept, client.txn(txn));
-                match (kept?, done) {
-                    (false, _) => Ok(None),
-                    (true, Ok(response)) => Ok(Some(response)),
+                let (run, done) = tokio::join!(kept(a, run_due), c.txn(txn));
+                let done = match done {
                     // A put with a lease that ran out between the keep-alive and the txn.
-                    (true, Err(Error::GRpcStatus(status)))
-                        if status.code() == tonic::Code::NotFound =>
-                    {
-                        Ok(None)
-                    }
-                    (true, Err(err)) => Err(err),
-                }
+                    Err(Error::GRpcStatus(s)) if s.code() == tonic::Code::NotFound => None,
+                    other => Some(other?),
+                };
+                Ok((run?, done))
             }
         })?;
-        Ok(response.map(|response| Seen::read(&response, &entry, records && response.succeeded())))
+        let entry = self.keys.entry(lease);
+        Ok(match (run_alive, done) {
+            (true, Some(r)) => Joined::Seen(Seen::read(&r, &entry, records && r.succeeded())),
+            (true, None) if records => {
+                // The run's lease lives: the record's is the one gone.
+                self.recorder.kept(false);
+                Joined::RecordGone
+            }
+            _ => Joined::LeaseGone,
+        })
     }
 
-    /// A transaction within `deadline`, on whichever member answers.
-    pub(super) fn txn(&mut self, txn: Txn, deadline: Instant) -> Result<TxnResponse, Failure> {
-        self.conn.run(deadline, move |mut client| {
-            let txn = txn.clone();
-            async move { client.txn(txn).await }
+    /// The entry's value: the holder's details and how it holds the lock.
+    fn entry_value(&self, token: &str) -> String {
+        serde_json::json!({
+            "token": token,
+            "host": self.holder.host,
+            "pid": self.holder.pid,
+            "command": self.holder.command,
+            "started": self.holder.started,
+            "kind": self.kind.stored(),
         })
+        .to_string()
+    }
+
+    /// A wait for the change that may let the run in ([`session::wait`]); true when the queue
+    /// is to be read again, false when `block.hold` passed with no change.
+    pub(super) fn wait_for(&mut self, block: Block) -> Result<bool, Failure> {
+        let (Some((watch, read_at)), Some(lease)) = (self.watch.clone(), self.lease) else {
+            return Ok(true);
+        };
+        let limit = Instant::now() + block.limit;
+        let client = self.conn.client(limit)?;
+        let at = self.conn.member().to_owned();
+        let (key, prefix) = match watch {
+            Watch::Key(key) => (key, false),
+            Watch::Queue => (self.keys.queue(), true),
+        };
+        let waiting = Waiting {
+            key,
+            prefix,
+            read_at,
+            lease,
+            beat: self.beat,
+            hold: block.hold,
+        };
+        let woken = self
+            .conn
+            .block_on(limit, session::wait(client, waiting, self.interrupt()));
+        match woken {
+            None => Err(Failure::Unreachable(
+                format!("no answer from etcd at {at} in time").into(),
+            )),
+            Some(Ok(Woken::Quiet)) => Ok(false),
+            Some(Ok(Woken::Look)) => Ok(true),
+            Some(Ok(Woken::Cancelled(compacted))) => {
+                crate::report!(
+                    2,
+                    WatchCancelled { "compact_revision" => compacted },
+                    "the watch on the lock's queue was cancelled (history compacted to \
+                     revision {compacted}); reading the queue again"
+                );
+                Ok(true)
+            }
+            Some(Ok(Woken::Unheard)) => {
+                // The next attempt asks another member, keeping the place alive from there
+                // (or, too late, taking a new one).
+                crate::report!(
+                    2,
+                    KeepAliveUnanswered { "member" => at.as_str() },
+                    "etcd at {at} has not answered the waiting place's keep-alives for two \
+                     beats; asking another member"
+                );
+                self.conn.forget_member();
+                Ok(true)
+            }
+            Some(Err(err)) => {
+                let failure = self.conn.stream_failure(err);
+                self.conn.forget_member();
+                Err(failure)
+            }
+        }
+    }
+
+    /// What a take leaves for after the command's start: a waiter's run recorded, the run
+    /// before it marked if it vanished, the record pruned.
+    pub(super) fn settle(&mut self, token: &str, timeout: Duration) {
+        let Some(seen) = self.settling.take() else {
+            return;
+        };
+        let deadline = Instant::now() + timeout;
+        if !seen.recorded
+            && let (Some(lease), Some(taken)) = (self.lease, &self.taken)
+        {
+            // Only while our entry holds our revision: a lock lost meanwhile is the next
+            // renewal's to find.
+            let run = record::started(token, &self.holder, taken.at_ms, Some(taken.fence));
+            let fence = taken.fence;
+            let _ = self
+                .recorder
+                .send(&mut self.conn, deadline, |keys, record| {
+                    protocol::record_start(keys, lease, fence, run.clone(), record)
+                });
+        }
+        if let Some(before) = seen.runs.first()
+            && self.vanished(before, &seen.queue)
+        {
+            self.recorder
+                .mark_vanished(&mut self.conn, before, deadline);
+        }
+        self.recorder
+            .tidy(&mut self.conn, seen.runs_total, deadline);
+        // Each use of the name keeps its record: once an hour, a request of its own.
+        self.recorder.keep(&mut self.conn, deadline);
+    }
+
+    /// Whether the run of record `kv` (the one before ours) vanished: not ours, its entry
+    /// gone, and no end recorded.
+    fn vanished(&self, kv: &KeyValue, queue: &[Entry]) -> bool {
+        let lease = kv
+            .key()
+            .rsplit(|b| *b == b'/')
+            .next()
+            .and_then(|hex| std::str::from_utf8(hex).ok())
+            .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+            .map(|l| l as i64);
+        let Some(lease) = lease else { return false };
+        let entry = self.keys.entry(lease);
+        Some(lease) != self.lease
+            && !queue.iter().any(|e| e.key == entry)
+            && !record::has_ended(kv.value())
+    }
+
+    /// The run turned away gives up its place, counted as busy if it was.
+    pub(super) fn leave(&mut self, busy: bool, timeout: Duration) -> Result<(), Failure> {
+        let deadline = Instant::now() + timeout;
+        // Counted even when giving the place up had no answer in time (the lease ends it then).
+        let left = self.give_up_place(deadline);
+        if busy {
+            self.recorder.count(&mut self.conn, "busy", true, deadline);
+        }
+        self.recorder.keep(&mut self.conn, deadline);
+        left
+    }
+
+    /// A renewal: a keep-alive of the lease, then a read of the entry: a lease that is being
+    /// revoked can still be renewed on etcd 3.4, and an entry an operator deleted is a lock lost.
+    pub(super) fn renew(
+        &mut self,
+        token: &str,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<Renewal, Failure> {
+        let (Some(lease), Some(rev)) = (self.lease, self.entry) else {
+            return Ok(Renewal::Lost(Held::Gone));
+        };
+        let sent = Instant::now();
+        let deadline = sent + timeout;
+        let alive = self
+            .conn
+            .run(deadline, move |client| keep_alive(client, lease))?;
+        let entry = self.keys.entry(lease);
+        let found = self.conn.run(deadline, move |mut client| {
+            let entry = entry.clone();
+            async move { client.get(entry, None).await }
+        })?;
+        let ours = found
+            .kvs()
+            .first()
+            .is_some_and(|kv| kv.create_revision() == rev);
+        if !alive || !ours {
+            // No release follows a lock found lost: its record says so now.
+            let lost = RunEnding::of(crate::exit::Outcome::LockLost, 0);
+            let _ = self.record_lost(token, lost, deadline.max(Instant::now() + timeout));
+            return Ok(Renewal::Lost(Held::Gone));
+        }
+        if let Some(taken) = &mut self.taken {
+            taken.tenure.renewed(sent, ttl);
+        }
+        Ok(Renewal::Extended)
+    }
+
+    /// A release ([`protocol::release`]), then the lease revoked. A run whose take had no
+    /// answer revokes its lease: whatever it put goes with it.
+    pub(super) fn release(
+        &mut self,
+        token: &str,
+        ended: RunEnding,
+        timeout: Duration,
+    ) -> Result<Held, Failure> {
+        let deadline = Instant::now() + timeout;
+        let Some(lease) = self.lease else {
+            return Ok(Held::Gone);
+        };
+        let Some(taken) = &self.taken else {
+            return self.drop_unanswered(lease, deadline);
+        };
+        let rev = taken.fence;
+        let run = record::ended(
+            token,
+            &self.holder,
+            (taken.at_ms, taken.fence, self.min_interval),
+            taken.tenure.held(),
+            &ended,
+        );
+        let (outcome, succeeded) = (ended.outcome.to_owned(), ended.succeeded());
+        let released = self
+            .recorder
+            .send(&mut self.conn, deadline, |keys, record| {
+                let end = End {
+                    run: run.clone(),
+                    outcome: outcome.clone(),
+                    succeeded,
+                    record,
+                };
+                protocol::release(keys, lease, rev, end)
+            })?;
+        let held = if released.succeeded() || self.record_lost(token, ended, deadline) {
+            // Ours, or an earlier attempt of this release went through; its answer was lost.
+            Held::Ours
+        } else {
+            Held::Gone
+        };
+        // On the member that answered the release, and not made again: the entry is gone, and
+        // the lease ends by itself within the ttl should the revoke be lost.
+        self.conn
+            .ask_once(Instant::now() + REVOKE_WAIT, move |mut client| async move {
+                client.lease_revoke(lease).await.map(drop)
+            });
+        self.lease = None;
+        self.entry = None;
+        Ok(held)
+    }
+
+    /// An attempt's answer was lost: whatever it put goes with the lease.
+    fn drop_unanswered(&mut self, lease: i64, deadline: Instant) -> Result<Held, Failure> {
+        let entry = self.keys.entry(lease);
+        let had = self
+            .conn
+            .run(deadline, move |mut client| {
+                let entry = entry.clone();
+                async move { client.get(entry, None).await }
+            })
+            .map(|r| !r.kvs().is_empty())
+            .unwrap_or(false);
+        self.revoke(lease, deadline)?;
+        self.lease = None;
+        Ok(if had { Held::Ours } else { Held::Gone })
     }
 
     /// Our entry deleted (if it still holds our revision) and our lease revoked: the run gives
     /// up its place, holding nothing.
-    pub(super) fn give_up_place(&mut self, deadline: Instant) -> Result<(), Failure> {
+    fn give_up_place(&mut self, deadline: Instant) -> Result<(), Failure> {
         let Some(lease) = self.lease.take() else {
             return Ok(());
         };
         if let Some(rev) = self.entry.take() {
-            let entry = self.keys.entry(lease);
-            let delete = Txn::new()
-                .when([Compare::create_revision(
-                    entry.clone(),
-                    CompareOp::Equal,
-                    rev,
-                )])
-                .and_then([TxnOp::delete(entry, None)]);
-            self.txn(delete, deadline)?;
+            send_step(
+                &mut self.conn,
+                &protocol::give_up(&self.keys, lease, rev),
+                deadline,
+            )?;
         }
         self.revoke(lease, deadline)
     }
 
-    pub(super) fn revoke(&mut self, lease: i64, deadline: Instant) -> Result<(), Failure> {
+    fn revoke(&mut self, lease: i64, deadline: Instant) -> Result<(), Failure> {
         let revoked = self.conn.run(deadline, move |mut client| async move {
             match client.lease_revoke(lease).await {
                 // Revoked already, or expired: gone either way.
@@ -201,44 +533,11 @@ impl EtcdLocker {
         revoked
     }
 
-    /// Add one to the counter `label`, comparing its revision as last seen, and again with the
-    /// value a failed compare read back, until it counts or `deadline` passes (a counter is the
-    /// record's, never the lock's: failing to count stops nothing). Each round of clients
-    /// counting at once lets one through: 15 runs turned away together need up to 15 tries
-    /// (4 tries counted 6 of them). However little time the caller has left (a run turned away
-    /// without `--wait` has 100 ms for its whole leave), counting gets [`COUNT_TIME`].
-    pub(super) fn count(&mut self, label: &str, by: i64, deadline: Instant) {
-        let deadline = deadline.max(Instant::now() + COUNT_TIME);
-        for _ in 0..COUNT_TRIES {
-            let key = self.keys.count(label);
-            let (value, rev) = self
-                .counts
-                .iter()
-                .find(|(l, _, _)| l == label)
-                .map_or((0, 0), |(_, v, r)| (*v, *r));
-            let txn = Txn::new()
-                .when([Compare::mod_revision(key.clone(), CompareOp::Equal, rev)])
-                .and_then([TxnOp::put(key.clone(), (value + by).to_string(), None)])
-                .or_else([TxnOp::get(key, None)]);
-            let Ok(response) = self.txn(txn, deadline) else {
-                return;
-            };
-            if response.succeeded() {
-                return;
-            }
-            // Someone counted meanwhile: the counter as it is now, and again.
-            let now =
-                first_kv(&response).map_or((0, 0), |kv| (parse_int(kv.value()), kv.mod_revision()));
-            self.counts.retain(|(l, _, _)| l != label);
-            self.counts.push((label.to_owned(), now.0, now.1));
-        }
-    }
-
     /// Record the taken run's end as lost (its lease or entry found gone), if it has no end yet.
     ///
     /// True when the run's record already ends as `ended` says: an earlier attempt of this
     /// release went through though its answer was lost, and the lock was released, not lost.
-    pub(super) fn record_lost(&mut self, token: &str, ended: RunEnding, deadline: Instant) -> bool {
+    fn record_lost(&mut self, token: &str, ended: RunEnding, deadline: Instant) -> bool {
         let (Some(lease), Some(taken)) = (self.lease, &self.taken) else {
             return false;
         };
@@ -254,220 +553,29 @@ impl EtcdLocker {
             taken.tenure.held(),
             &lost,
         );
-        let run = self.keys.run(lease);
-        let get = self.conn.run(deadline, {
-            let run = run.clone();
-            move |mut client| {
-                let run = run.clone();
-                async move { client.get(run, None).await }
-            }
-        });
-        let Ok(found) = get else { return false };
-        // Written as it is found: a record the ring pruned meanwhile is written anew (counted
-        // all the same), one that a later take marked vanished is corrected, its count moved,
-        // as on Redis; one that ended otherwise (its release, retried) is left.
-        let kv = found.kvs().first();
-        let was = kv.and_then(|kv| record::outcome_of(kv.value()));
-        if was.as_deref().is_some_and(|o| o != record::VANISHED) {
-            return was.as_deref() == Some(ended.outcome);
-        }
-        let unchanged = match kv {
-            Some(kv) => Compare::mod_revision(run.clone(), CompareOp::Equal, kv.mod_revision()),
-            None => Compare::create_revision(run.clone(), CompareOp::Equal, 0),
-        };
-        let txn = Txn::new().when([unchanged]).and_then([
-            TxnOp::put(run, value.clone(), None),
-            TxnOp::put(self.keys.last_ended(), value, None),
-        ]);
-        if matches!(self.txn(txn, deadline), Ok(r) if r.succeeded()) {
-            self.count(lost.outcome, 1, deadline);
-            if was.is_some() {
-                self.count(record::VANISHED, -1, deadline);
-            }
-        }
-        false
-    }
-
-    /// The run before ours never ended and its entry is gone: it vanished. Marked and counted
-    /// once, by the run that took the lock after it.
-    pub(super) fn mark_vanished(
-        &mut self,
-        before: Option<&KeyValue>,
-        queue: &[Entry],
-        deadline: Instant,
-    ) {
-        let Some(kv) = before else { return };
-        let lease = kv
-            .key()
-            .rsplit(|b| *b == b'/')
-            .next()
-            .and_then(|hex| std::str::from_utf8(hex).ok())
-            .and_then(|hex| u64::from_str_radix(hex, 16).ok())
-            .map(|l| l as i64);
-        let Some(lease) = lease else { return };
-        let entry = self.keys.entry(lease);
-        if Some(lease) == self.lease
-            || queue.iter().any(|e| e.key == entry)
-            || record::has_ended(kv.value())
-        {
-            return;
-        }
-        let Some(marked) = record::vanished(kv.value(), kv.create_revision()) else {
-            return;
-        };
-        let key = kv.key().to_vec();
-        let txn = Txn::new()
-            .when([Compare::mod_revision(
-                key.clone(),
-                CompareOp::Equal,
-                kv.mod_revision(),
-            )])
-            .and_then([
-                TxnOp::put(key, marked.clone(), None),
-                TxnOp::put(self.keys.last_ended(), marked, None),
-            ]);
-        if matches!(self.txn(txn, deadline), Ok(r) if r.succeeded()) {
-            self.count(record::VANISHED, 1, deadline);
-        }
+        self.recorder.lost(
+            &mut self.conn,
+            lease,
+            value,
+            (lost.outcome, ended.outcome),
+            deadline,
+        )
     }
 }
 
-impl EtcdLocker {
-    /// The record keeps the newest [`RUNS_KEPT`] runs: past a few more, the oldest go. `total`:
-    /// how many runs the record holds, this run's own included.
-    pub(super) fn prune(&mut self, total: i64, deadline: Instant) {
-        let excess = total - i64::from(RUNS_KEPT);
-        if excess <= i64::from(PRUNE_SLACK) {
-            return;
-        }
-        let runs = self.keys.runs();
-        let oldest = self.conn.run(deadline, move |mut client| {
-            let runs = runs.clone();
-            async move {
-                let options = GetOptions::new()
-                    .with_prefix()
-                    .with_keys_only()
-                    .with_sort(SortTarget::Create, SortOrder::Ascend)
-                    .with_limit(excess);
-                client.get(runs, Some(options)).await
-            }
-        });
-        let Ok(oldest) = oldest else { return };
-        let old: Vec<TxnOp> = oldest
-            .kvs()
-            .iter()
-            .map(|kv| TxnOp::delete(kv.key().to_vec(), None))
-            .collect();
-        let _ = self.txn(Txn::new().and_then(old), deadline);
+/// What one look at the queue came to.
+enum Joined {
+    Seen(Seen),
+    /// The run's lease is gone (its entry with it): the caller takes a new one.
+    LeaseGone,
+    /// The record's lease is gone: the caller tries again once it is granted.
+    RecordGone,
+}
+
+/// A keep-alive of `lease`, if there is one to keep alive: false when it is gone.
+async fn kept(client: Client, lease: Option<i64>) -> Result<bool, Error> {
+    match lease {
+        Some(lease) => keep_alive(client, lease).await,
+        None => Ok(true),
     }
-}
-
-/// What one read of the queue found.
-pub(super) struct Seen {
-    /// The queue, in order.
-    pub queue: Vec<Entry>,
-    /// Our entry's create revision (None: not there).
-    pub ours: Option<i64>,
-    /// The revision the read was made at.
-    pub revision: i64,
-    /// The run's record was written with the entry (nobody else was queued).
-    pub recorded: bool,
-    pub last_success: Option<Vec<u8>>,
-    pub counts: Vec<(String, i64, i64)>,
-    /// The newest runs' records (up to two), newest first, this run's own left out.
-    pub runs: Vec<KeyValue>,
-    /// How many runs the record holds, this run's own included once it is written.
-    pub runs_total: i64,
-}
-
-impl Seen {
-    fn read(response: &TxnResponse, entry: &str, recorded: bool) -> Seen {
-        let revision = response.header().map_or(0, |h| h.revision());
-        let gets: Vec<(Vec<KeyValue>, i64)> = response
-            .op_responses()
-            .into_iter()
-            .filter_map(|op| match op {
-                TxnOpResponse::Get(get) => Some((get.kvs().to_vec(), get.count())),
-                _ => None,
-            })
-            .collect();
-        let runs_total = gets.last().map_or(0, |(_, count)| *count) + i64::from(!recorded);
-        let mut gets = gets.into_iter().map(|(kvs, _)| kvs);
-        let queue_kvs = gets.next().unwrap_or_default();
-        let last_success = gets
-            .next()
-            .and_then(|kvs| kvs.first().map(|kv| kv.value().to_vec()));
-        let counts = gets
-            .next()
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|kv| {
-                let label = std::str::from_utf8(kv.key()).ok()?.rsplit('/').next()?;
-                Some((label.to_owned(), parse_int(kv.value()), kv.mod_revision()))
-            })
-            .collect();
-        let runs = gets
-            .next()
-            .unwrap_or_default()
-            .into_iter()
-            // Not our own run's record, written in this very transaction.
-            .filter(|kv| recorded.then_some(kv.create_revision()) != Some(revision))
-            .collect();
-        let queue: Vec<Entry> = queue_kvs.iter().map(entry_of).collect();
-        let ours = queue.iter().find(|e| e.key == entry).map(|e| e.rev);
-        Seen {
-            queue,
-            ours,
-            revision,
-            recorded,
-            last_success,
-            counts,
-            runs,
-            runs_total,
-        }
-    }
-}
-
-/// An entry of the queue from its key and value.
-pub(crate) fn entry_of(kv: &KeyValue) -> Entry {
-    let value = serde_json::from_slice::<serde_json::Value>(kv.value()).ok();
-    let kind = value
-        .as_ref()
-        .and_then(|v| v.get("kind").and_then(|k| k.as_str()).map(str::to_owned))
-        .unwrap_or_default();
-    let token = value.as_ref().and_then(|v| v.get("token")).is_some();
-    Entry {
-        key: String::from_utf8_lossy(kv.key()).into_owned(),
-        rev: kv.create_revision(),
-        kind,
-        foreign: !token || super::keys::Keys::lease_of(kv.key()).is_none(),
-    }
-}
-
-fn first_kv(response: &TxnResponse) -> Option<KeyValue> {
-    response.op_responses().into_iter().find_map(|op| match op {
-        TxnOpResponse::Get(get) => get.kvs().first().cloned(),
-        _ => None,
-    })
-}
-
-pub(super) fn parse_int(value: &[u8]) -> i64 {
-    std::str::from_utf8(value)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
-/// This host's clock, unix ms.
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// How long ago (this host's clock) the last success recorded ended, if it did.
-pub(super) fn success_ago(last_success: &Option<Vec<u8>>) -> Option<Duration> {
-    let run = record::run(last_success.as_deref()?, 0, false, 0)?;
-    let ended = run.ended_ms()?;
-    Some(Duration::from_millis(now_ms().saturating_sub(ended)))
 }

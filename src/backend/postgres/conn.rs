@@ -11,7 +11,6 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use tokio::runtime::Runtime;
 use tokio::sync::{Notify, mpsc};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::tls::MakeTlsConnect;
@@ -20,6 +19,7 @@ use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Row, Socket};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::tls::Settled;
+use crate::backend::blocking::Blocking;
 use crate::lock::{Failure, Reason};
 
 /// How to reach the server: libpq's settings, TLS, how messages name it, redlock's schema.
@@ -37,7 +37,7 @@ pub(crate) struct Server {
 /// One connection, made on first use and again after a failure.
 pub(crate) struct Conn {
     server: Server,
-    runtime: Runtime,
+    runtime: Blocking,
     live: Option<Live>,
 }
 
@@ -62,10 +62,7 @@ pub(crate) enum Heard {
 
 impl Conn {
     pub(crate) fn new(server: Server) -> Self {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a current-thread runtime");
+        let runtime = Blocking::new();
         Self {
             server,
             runtime,
@@ -85,9 +82,7 @@ impl Conn {
 
     /// Run `future` on this connection's runtime until it ends or `deadline` passes (None).
     fn block_on<T>(&self, deadline: Instant, future: impl Future<Output = T>) -> Option<T> {
-        let left = deadline.saturating_duration_since(Instant::now());
-        self.runtime
-            .block_on(async { tokio::time::timeout(left, future).await.ok() })
+        self.runtime.block_on(deadline, future)
     }
 
     /// The connection, made within `deadline` if there is none.
@@ -132,12 +127,7 @@ impl Conn {
         self.live(deadline)?;
         let Self { runtime, live, .. } = self;
         let client = &live.as_ref().expect("connected above").client;
-        let left = deadline.saturating_duration_since(Instant::now());
-        let answer = runtime.block_on(async {
-            tokio::time::timeout(left, client.query_typed(sql, params))
-                .await
-                .ok()
-        });
+        let answer = runtime.block_on(deadline, client.query_typed(sql, params));
         self.answered(answer)
     }
 
@@ -168,12 +158,7 @@ impl Conn {
         self.live(deadline)?;
         let Self { runtime, live, .. } = self;
         let client = &live.as_ref().expect("connected above").client;
-        let left = deadline.saturating_duration_since(Instant::now());
-        let answer = runtime.block_on(async {
-            tokio::time::timeout(left, client.batch_execute(sql))
-                .await
-                .ok()
-        });
+        let answer = runtime.block_on(deadline, client.batch_execute(sql));
         self.answered(answer)
     }
 
@@ -222,8 +207,7 @@ impl Conn {
                 () = tokio::time::sleep(hold) => Some(Heard::Nothing),
             }
         };
-        let left = limit.saturating_duration_since(Instant::now());
-        let answer = runtime.block_on(async { tokio::time::timeout(left, waited).await.ok() });
+        let answer = runtime.block_on(limit, waited);
         match answer {
             Some(Some(heard)) => Ok(heard),
             // The connection ended (its task dropped the sender).

@@ -316,7 +316,7 @@ impl Locker for PgLocker {
     }
 
     fn interrupter(&self, _token: &str) -> Box<dyn Interrupt> {
-        Box::new(PgInterrupt(Arc::clone(&self.interrupt)))
+        crate::backend::blocking::interrupter(&self.interrupt)
     }
 
     fn leave(&mut self, token: &str, busy: bool, timeout: Duration) -> Result<(), Failure> {
@@ -478,16 +478,5 @@ impl Locker for PgLocker {
         };
         self.taken = None;
         Ok(held(said.as_deref()))
-    }
-}
-
-/// Ends a PostgreSQL waiter's wait from another thread: its wait hears the notification (kept
-/// for the next wait if none is under way).
-struct PgInterrupt(Arc<Notify>);
-
-impl Interrupt for PgInterrupt {
-    fn interrupt(&self, _timeout: Duration) -> Result<(), Failure> {
-        self.0.notify_one();
-        Ok(())
     }
 }
