@@ -164,21 +164,19 @@ impl Lease {
     /// acquires, then renews until [`Lease::stop`].
     pub fn start(
         locker: Box<dyn Locker>,
-        token: String,
         ttl: Duration,
         (splay, wait): (Duration, Wait),
         reports: Reports,
     ) -> Self {
         let (stop, stop_rx) = mpsc::channel();
         let waiting = Arc::new(Mutex::new(Blocked::default()));
-        let interrupt = Arc::from(locker.interrupter(&token));
+        let interrupt = Arc::from(locker.interrupter());
         let shared = Arc::clone(&waiting);
         let thread = thread::Builder::new()
             .name("lease".into())
             .spawn(move || {
                 let mut worker = Worker {
                     locker,
-                    token,
                     ttl,
                     inbox: stop_rx,
                     waiting: shared,
@@ -255,7 +253,6 @@ impl Drop for Lease {
 /// The lease thread's work: the wait, the renewals, the release.
 struct Worker<C: Clock> {
     locker: Box<dyn Locker>,
-    token: String,
     ttl: Duration,
     inbox: Receiver<Stop>,
     waiting: Arc<Mutex<Blocked>>,
@@ -279,7 +276,7 @@ impl<C: Clock> Worker<C> {
             return;
         };
         // The command starts as this runs; the first renewal is due ttl/3 after `sent`.
-        self.locker.settle(&self.token, renew_timeout(self.ttl));
+        self.locker.settle(renew_timeout(self.ttl));
         let released = match self.renew(sent) {
             Some(ended) => Some(self.release(ended)),
             // Lost: wait for the supervisor's stop; there is nothing of ours to release.
@@ -328,7 +325,7 @@ impl<C: Clock> Worker<C> {
             shared.blocked = true;
         }
         let sent = self.clock.now();
-        let (woken, taken) = self.locker.wait_then_acquire(&self.token, block, self.ttl);
+        let (woken, taken) = self.locker.wait_then_acquire(block, self.ttl);
         self.behind = taken.map(|taken| (sent, taken));
         let stopping = {
             let mut shared = lock(&self.waiting);
@@ -366,7 +363,7 @@ impl<C: Clock> Worker<C> {
     /// what `waiting` gives an attempt now.
     fn leave(&mut self, waiting: &Waiting, busy: bool) {
         let timeout = waiting.timeout(self.clock.now());
-        let _ = self.locker.leave(&self.token, busy, timeout);
+        let _ = self.locker.leave(busy, timeout);
     }
 
     /// Take the lock, waiting as asked. When taken (and reported): when the winning request was
@@ -472,9 +469,7 @@ impl<C: Clock> Worker<C> {
     /// One attempt to take the lock, sent now: when, and its result.
     fn attempt(&mut self, waiting: &Waiting) -> (Moment, Result<Acquire, Failure>) {
         let sent = self.clock.now();
-        let result = self
-            .locker
-            .acquire(&self.token, self.ttl, waiting.timeout(sent));
+        let result = self.locker.acquire(self.ttl, waiting.timeout(sent));
         (sent, result)
     }
 
@@ -483,7 +478,7 @@ impl<C: Clock> Worker<C> {
     /// Within the time an acquire has, 1 s at most: the exit waits for it.
     fn give_back(&mut self, ended: RunEnding) {
         let timeout = acquire_timeout(self.ttl).min(GIVE_BACK_LIMIT);
-        let released = self.locker.release(&self.token, ended, timeout);
+        let released = self.locker.release(ended, timeout);
         (self.reports.wait)(WaitEvent::GaveBack(released));
     }
 
@@ -493,9 +488,7 @@ impl<C: Clock> Worker<C> {
     /// acquire has, 1 s at most, as [`Worker::give_back`].
     fn give_back_unacknowledged(&mut self, failure: Failure, ended: Option<RunEnding>) -> Failure {
         let timeout = acquire_timeout(self.ttl).min(GIVE_BACK_LIMIT);
-        let released = self
-            .locker
-            .give_back_unacknowledged(&self.token, ended, timeout);
+        let released = self.locker.give_back_unacknowledged(ended, timeout);
         failure.reworded(|why| match released {
             Ok(()) => format!("{why}; released it"),
             Err(failure) => format!("{why}; releasing it failed ({failure}); it expires by itself"),
@@ -512,9 +505,7 @@ impl<C: Clock> Worker<C> {
                 Some(Stop::RenewNow) | None => {}
             }
             let sent = self.clock.now();
-            let result = self
-                .locker
-                .extend(&self.token, self.ttl, renewals.timeout(sent));
+            let result = self.locker.extend(self.ttl, renewals.timeout(sent));
             match result {
                 Ok(Renewal::Extended) => {
                     renewals.extended(sent);
@@ -542,10 +533,7 @@ impl<C: Clock> Worker<C> {
         let give_up = self.clock.now() + RELEASE_BUDGET;
         loop {
             let left = give_up.saturating_since(self.clock.now());
-            match self
-                .locker
-                .release(&self.token, ended, left.min(Duration::from_secs(1)))
-            {
+            match self.locker.release(ended, left.min(Duration::from_secs(1))) {
                 Err(Failure::Unreachable(_)) if left > Duration::from_millis(50) => {
                     self.clock.sleep(Duration::from_millis(50));
                 }

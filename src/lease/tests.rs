@@ -141,7 +141,7 @@ impl Interrupt for NoInterrupt {
 }
 
 impl Locker for FakeLocker {
-    fn wait(&mut self, _token: &str, block: crate::lock::Block) -> Result<bool, Failure> {
+    fn wait(&mut self, block: crate::lock::Block) -> Result<bool, Failure> {
         self.call(Call::Wait {
             at: self.clock.at(),
         });
@@ -155,11 +155,10 @@ impl Locker for FakeLocker {
 
     fn wait_then_acquire(
         &mut self,
-        token: &str,
         block: crate::lock::Block,
         _ttl: Duration,
     ) -> (Result<bool, Failure>, Option<Acquire>) {
-        let woken = self.wait(token, block);
+        let woken = self.wait(block);
         if woken.is_ok() {
             self.clock.advance(self.block_takes);
         }
@@ -169,18 +168,18 @@ impl Locker for FakeLocker {
         (woken, self.behind.pop_front().flatten())
     }
 
-    fn interrupter(&self, _token: &str) -> Box<dyn Interrupt> {
+    fn interrupter(&self) -> Box<dyn Interrupt> {
         Box::new(NoInterrupt)
     }
 
-    fn leave(&mut self, _token: &str, _busy: bool, _timeout: Duration) -> Result<(), Failure> {
+    fn leave(&mut self, _busy: bool, _timeout: Duration) -> Result<(), Failure> {
         self.call(Call::Leave {
             at: self.clock.at(),
         });
         Ok(())
     }
 
-    fn acquire(&mut self, _: &str, _: Duration, timeout: Duration) -> Result<Acquire, Failure> {
+    fn acquire(&mut self, _: Duration, timeout: Duration) -> Result<Acquire, Failure> {
         self.call(Call::Acquire {
             at: self.clock.at(),
             timeout,
@@ -194,7 +193,7 @@ impl Locker for FakeLocker {
         self.lost_replies && self.last_failed
     }
 
-    fn extend(&mut self, _: &str, _: Duration, timeout: Duration) -> Result<Renewal, Failure> {
+    fn extend(&mut self, _: Duration, timeout: Duration) -> Result<Renewal, Failure> {
         self.call(Call::Extend {
             at: self.clock.at(),
             timeout,
@@ -204,7 +203,6 @@ impl Locker for FakeLocker {
 
     fn give_back_unacknowledged(
         &mut self,
-        _: &str,
         ended: Option<RunEnding>,
         _: Duration,
     ) -> Result<(), Failure> {
@@ -215,7 +213,7 @@ impl Locker for FakeLocker {
         Ok(())
     }
 
-    fn release(&mut self, _: &str, ended: RunEnding, _: Duration) -> Result<Held, Failure> {
+    fn release(&mut self, ended: RunEnding, _: Duration) -> Result<Held, Failure> {
         self.call(Call::Release {
             at: self.clock.at(),
             outcome: ended.outcome,
@@ -318,7 +316,6 @@ fn run(script: Run) -> (Vec<(u64, String)>, Vec<Call>) {
     let (stop, inbox) = mpsc::channel();
     let mut worker = Worker {
         locker: Box::new(locker),
-        token: "t".into(),
         ttl: script.ttl,
         inbox,
         waiting,

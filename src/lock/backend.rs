@@ -37,6 +37,9 @@ pub(crate) trait Backend: Send + Sync {
 pub(crate) struct RunSpec {
     /// The lock's name (`--key`).
     pub key: String,
+    /// The run's owner token: unique to this run, what its holder is known by on the server
+    /// (`REDLOCK_TOKEN`). The locker made for the run acts for it in every request.
+    pub token: String,
     /// Alone, one of at most N (`--limit`), or shared (`--shared`).
     pub kind: Kind,
     /// First come, first served among waiters (`--fair`).

@@ -188,6 +188,9 @@ impl From<Held> for Renewal {
 /// The lock protocol as the lease and run code see it, one implementation per backend (and on
 /// Redis, per deployment: one server, or a quorum of masters that composes several).
 ///
+/// A locker is made for one run ([`Backend::locker`]) and bound to that run's owner token
+/// ([`RunSpec::token`]): every request it makes is on that token's behalf, so none takes one.
+///
 /// A waiter keeps one connection per server: [`Locker::wait`] blocks on the same connection
 /// that acquires, so that a fleet of waiters does not need two each. What cuts such a wait
 /// short from another thread is an [`Interrupt`].
@@ -195,26 +198,24 @@ pub trait Locker: Send {
     /// Block until a release wakes this waiter, its [`Interrupt`] fires, or `block.hold`
     /// passes, over the connection the other requests use; the answer is given up (a failure)
     /// `block.limit` after the call. Ok(true) when woken, Ok(false) when the time ran out.
-    fn wait(&mut self, token: &str, block: Block) -> Result<bool, Failure>;
-    /// [`Locker::wait`], with the next attempt to take the lock ([`Locker::acquire`] of `token`
-    /// for `ttl`) sent behind the block in the same request where this lock can: the server
+    fn wait(&mut self, block: Block) -> Result<bool, Failure>;
+    /// [`Locker::wait`], with the next attempt to take the lock ([`Locker::acquire`] for `ttl`) sent behind the block in the same request where this lock can: the server
     /// runs the attempt the moment the block ends, so a woken waiter's attempt costs no round
     /// trip of its own. The block's answer, and the attempt's when it came and can be acted on
     /// (None: not sent, or to be made again as usual). A lease that the attempt took counts
     /// from when the request was sent, since the attempt ran at some moment after that.
     fn wait_then_acquire(
         &mut self,
-        token: &str,
         block: Block,
         _ttl: Duration,
     ) -> (Result<bool, Failure>, Option<Acquire>) {
-        (self.wait(token, block), None)
+        (self.wait(block), None)
     }
     /// What another thread uses to cut this waiter's [`Locker::wait`] short.
-    fn interrupter(&self, token: &str) -> Box<dyn Interrupt>;
+    fn interrupter(&self) -> Box<dyn Interrupt>;
     /// Stop waiting: leave the fair queue and, if the lock is free, pass on a wake-up this
     /// waiter may have taken; `busy`: the run gives up on a busy lock (the record counts it).
-    fn leave(&mut self, token: &str, busy: bool, timeout: Duration) -> Result<(), Failure>;
+    fn leave(&mut self, busy: bool, timeout: Duration) -> Result<(), Failure>;
     /// Whether an attempt may have taken the lock although its reply never came (cut off,
     /// timed out, unreadable) and no request was answered since: a wait that ends without the
     /// lock must then give it back ([`Locker::release`]), or it stays taken for its ttl. A
@@ -226,20 +227,14 @@ pub trait Locker: Send {
     /// command's start instead of before it (etcd: the run's record of a waiter that was let
     /// in, written with a request of its own); within `timeout`. Its failure is the record's,
     /// never the lock's: the next renewal finds a lock that was lost meanwhile.
-    fn settle(&mut self, _token: &str, _timeout: Duration) {}
-    /// One attempt to take the lock with `token` for `ttl`, within `timeout`. A failure that
-    /// is [`Failure::Unacknowledged`] may leave the lock taken: the caller gives it back with
+    fn settle(&mut self, _timeout: Duration) {}
+    /// One attempt to take the lock for `ttl`, within `timeout`. A failure that is
+    /// [`Failure::Unacknowledged`] may leave the lock taken: the caller gives it back with
     /// [`Locker::give_back_unacknowledged`].
-    fn acquire(
-        &mut self,
-        token: &str,
-        ttl: Duration,
-        timeout: Duration,
-    ) -> Result<Acquire, Failure>;
-    /// Extend the lease to `ttl` from now if the lock still holds `token`; with
+    fn acquire(&mut self, ttl: Duration, timeout: Duration) -> Result<Acquire, Failure>;
+    /// Extend the lease to `ttl` from now if the lock is still the run's; with
     /// `--min-replicas`, wait (within `timeout`) for that many replicas to acknowledge it.
-    fn extend(&mut self, token: &str, ttl: Duration, timeout: Duration)
-    -> Result<Renewal, Failure>;
+    fn extend(&mut self, ttl: Duration, timeout: Duration) -> Result<Renewal, Failure>;
     /// Give back what an attempt that failed with [`Failure::Unacknowledged`] took, waking a
     /// waiter as a release does. `ended` None: the wait tries again, and the take leaves no run
     /// in the record of runs nor counts, so that the run is recorded once however many takes
@@ -248,20 +243,14 @@ pub trait Locker: Send {
     /// records no run for an attempt that fell short) has nothing to do.
     fn give_back_unacknowledged(
         &mut self,
-        _token: &str,
         _ended: Option<RunEnding>,
         _timeout: Duration,
     ) -> Result<(), Failure> {
         Ok(())
     }
-    /// Delete the lock if it still holds `token`, recording how the run ended (`ended`); a
+    /// Delete the lock if it is still the run's, recording how the run ended (`ended`); a
     /// success is also recorded for the min-interval, if one is set.
-    fn release(
-        &mut self,
-        token: &str,
-        ended: RunEnding,
-        timeout: Duration,
-    ) -> Result<Held, Failure>;
+    fn release(&mut self, ended: RunEnding, timeout: Duration) -> Result<Held, Failure>;
 }
 
 /// Ends a waiter's blocked [`Locker::wait`] at once, from another thread. How is the

@@ -238,8 +238,7 @@ fn start(options: &Options) -> anyhow::Result<Started> {
         }),
     };
     let lease = Lease::start(
-        locker(options),
-        token.clone(),
+        locker(options, &token),
         options.ttl,
         (splay(options), options.wait),
         reports,
@@ -298,10 +297,11 @@ pub fn die_like(outcome: Outcome) {
     }
 }
 
-/// The lock protocol the backend gives for this run.
-fn locker(options: &Options) -> Box<dyn Locker> {
+/// The lock protocol the backend gives for this run, acting for its owner `token`.
+fn locker(options: &Options, token: &str) -> Box<dyn Locker> {
     options.backend.locker(&RunSpec {
         key: options.key.clone(),
+        token: token.to_owned(),
         kind: options.kind,
         fair: options.fair,
         min_interval: options.min_interval,

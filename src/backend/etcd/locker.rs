@@ -42,6 +42,8 @@ const REVOKE_WAIT: Duration = Duration::from_millis(100);
 pub(crate) struct EtcdLocker {
     pub(super) conn: Conn,
     pub(super) keys: Keys,
+    /// The run's owner token, recorded in its entry and its record of runs.
+    pub(super) token: String,
     pub(super) kind: Kind,
     pub(super) min_interval: Option<Duration>,
     pub(super) holder: Holder,
@@ -78,6 +80,7 @@ impl EtcdLocker {
         Self {
             conn,
             keys,
+            token: run.token.clone(),
             kind: run.kind,
             min_interval: run.min_interval,
             holder: run.holder.clone(),
@@ -108,12 +111,8 @@ impl EtcdLocker {
 }
 
 impl Locker for EtcdLocker {
-    fn acquire(
-        &mut self,
-        token: &str,
-        ttl: Duration,
-        timeout: Duration,
-    ) -> Result<Acquire, Failure> {
+    fn acquire(&mut self, ttl: Duration, timeout: Duration) -> Result<Acquire, Failure> {
+        let token: &str = &self.token.clone();
         let deadline = Instant::now() + timeout;
         // When the run took the lock, if this attempt takes it: the record's start.
         let at_ms = now_ms();
@@ -183,7 +182,7 @@ impl Locker for EtcdLocker {
         }
     }
 
-    fn wait(&mut self, _token: &str, block: Block) -> Result<bool, Failure> {
+    fn wait(&mut self, block: Block) -> Result<bool, Failure> {
         let Some((watch, revision)) = self.watch.clone() else {
             return Ok(true);
         };
@@ -292,7 +291,8 @@ impl Locker for EtcdLocker {
         }
     }
 
-    fn settle(&mut self, token: &str, timeout: Duration) {
+    fn settle(&mut self, timeout: Duration) {
+        let token: &str = &self.token.clone();
         let Some(seen) = self.settling.take() else {
             return;
         };
@@ -320,11 +320,11 @@ impl Locker for EtcdLocker {
         self.prune(seen.runs_total, deadline);
     }
 
-    fn interrupter(&self, _token: &str) -> Box<dyn Interrupt> {
+    fn interrupter(&self) -> Box<dyn Interrupt> {
         Box::new(EtcdInterrupt(Arc::clone(&self.interrupt)))
     }
 
-    fn leave(&mut self, _token: &str, busy: bool, timeout: Duration) -> Result<(), Failure> {
+    fn leave(&mut self, busy: bool, timeout: Duration) -> Result<(), Failure> {
         let deadline = Instant::now() + timeout;
         // Counted even when giving the place up had no answer in time (the lease ends it then).
         let left = self.give_up_place(deadline);
@@ -338,12 +338,8 @@ impl Locker for EtcdLocker {
         self.unanswered
     }
 
-    fn extend(
-        &mut self,
-        token: &str,
-        ttl: Duration,
-        timeout: Duration,
-    ) -> Result<Renewal, Failure> {
+    fn extend(&mut self, ttl: Duration, timeout: Duration) -> Result<Renewal, Failure> {
+        let token: &str = &self.token.clone();
         let (Some(lease), Some(rev)) = (self.lease, self.entry) else {
             return Ok(Renewal::Lost(Held::Gone));
         };
@@ -378,12 +374,8 @@ impl Locker for EtcdLocker {
         Ok(Renewal::Extended)
     }
 
-    fn release(
-        &mut self,
-        token: &str,
-        ended: RunEnding,
-        timeout: Duration,
-    ) -> Result<Held, Failure> {
+    fn release(&mut self, ended: RunEnding, timeout: Duration) -> Result<Held, Failure> {
+        let token: &str = &self.token.clone();
         let deadline = Instant::now() + timeout;
         let Some(lease) = self.lease else {
             return Ok(Held::Gone);

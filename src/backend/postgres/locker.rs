@@ -41,6 +41,8 @@ pub(crate) struct PgLocker {
     fair: bool,
     min_interval: Option<Duration>,
     holder: Holder,
+    /// The run's owner token, the holder's name in the lock's row and its record of runs.
+    token: String,
     /// How long a waiter turned away stays registered.
     waiting: Duration,
     /// The lock's channel, once an attempt found it busy.
@@ -61,6 +63,7 @@ impl PgLocker {
             fair: run.fair,
             min_interval: run.min_interval,
             holder: run.holder.clone(),
+            token: run.token.clone(),
             waiting: run.waiting,
             channel: None,
             taken: None,
@@ -169,12 +172,8 @@ fn from_ms(ms: Option<i64>) -> Option<Duration> {
 }
 
 impl Locker for PgLocker {
-    fn acquire(
-        &mut self,
-        token: &str,
-        ttl: Duration,
-        timeout: Duration,
-    ) -> Result<Acquire, Failure> {
+    fn acquire(&mut self, ttl: Duration, timeout: Duration) -> Result<Acquire, Failure> {
+        let token: &str = &self.token.clone();
         let deadline = Instant::now() + timeout;
         if self.kind == Kind::Exclusive
             && !self.fair
@@ -245,7 +244,7 @@ impl Locker for PgLocker {
         }
     }
 
-    fn wait(&mut self, _token: &str, block: Block) -> Result<bool, Failure> {
+    fn wait(&mut self, block: Block) -> Result<bool, Failure> {
         let Some(channel) = self.channel.clone() else {
             return Ok(true);
         };
@@ -261,11 +260,12 @@ impl Locker for PgLocker {
         }
     }
 
-    fn interrupter(&self, _token: &str) -> Box<dyn Interrupt> {
+    fn interrupter(&self) -> Box<dyn Interrupt> {
         Box::new(PgInterrupt(Arc::clone(&self.interrupt)))
     }
 
-    fn leave(&mut self, token: &str, busy: bool, timeout: Duration) -> Result<(), Failure> {
+    fn leave(&mut self, busy: bool, timeout: Duration) -> Result<(), Failure> {
+        let token: &str = &self.token.clone();
         let sql = self.call("leave", 3);
         self.conn.query(
             Instant::now() + timeout,
@@ -288,7 +288,7 @@ impl Locker for PgLocker {
     /// with cold catalog caches; paid here, that cost is off the release's path, and so off
     /// the hand-over's (measured in scripts/bench.sh). Its failure is nobody's: the release
     /// runs as it would have.
-    fn settle(&mut self, _token: &str, timeout: Duration) {
+    fn settle(&mut self, timeout: Duration) {
         if self.taken.is_none() {
             return;
         }
@@ -309,12 +309,8 @@ impl Locker for PgLocker {
         );
     }
 
-    fn extend(
-        &mut self,
-        token: &str,
-        ttl: Duration,
-        timeout: Duration,
-    ) -> Result<Renewal, Failure> {
+    fn extend(&mut self, ttl: Duration, timeout: Duration) -> Result<Renewal, Failure> {
+        let token: &str = &self.token.clone();
         let Some((fence, _)) = self.taken else {
             return Ok(Renewal::Lost(Held::Gone));
         };
@@ -347,12 +343,8 @@ impl Locker for PgLocker {
         Ok(Renewal::Extended)
     }
 
-    fn release(
-        &mut self,
-        token: &str,
-        ended: RunEnding,
-        timeout: Duration,
-    ) -> Result<Held, Failure> {
+    fn release(&mut self, ended: RunEnding, timeout: Duration) -> Result<Held, Failure> {
+        let token: &str = &self.token.clone();
         let deadline = Instant::now() + timeout;
         let Some((fence, tenure)) = self.taken else {
             // An attempt whose answer was lost: undo whatever it took.

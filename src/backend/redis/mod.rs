@@ -125,6 +125,7 @@ impl Backend for Redis {
                 run.fair,
                 FAIR_ENTRY_LIFETIME,
             )
+            .with_token(&run.token)
             .with_holder(run.holder.clone())
             .with_min_interval(run.min_interval)
             .with_durability(
