@@ -7,6 +7,7 @@
 //! May use `lock`, `report`, `clock`, `exit` and `file`; never `lease`, `run`, `cli` or
 //! `admin`.
 
+pub(crate) mod block;
 pub(crate) mod etcd;
 pub(crate) mod postgres;
 pub(crate) mod redis;

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use crate::clock::Moment;
 use crate::exit::Outcome;
-use crate::lock::{Acquire, Block, Failure, Held, HeldAs, Interrupt, Locker, Renewal, RunEnding};
+use crate::lock::{Acquire, Failure, Held, HeldAs, Interrupt, Locker, Renewal, RunEnding, Until};
 use schedule::{AfterBlock, Ending, Next, Renewals, Waiting};
 
 /// How long to wait for a busy lock: up to a duration, or until it is free.
@@ -309,14 +309,14 @@ impl<C: Clock> Worker<C> {
         }
     }
 
-    /// Block until a release wakes us, as `block` says; true when asked to stop.
+    /// Block until a release wakes us, or `until` says; true when asked to stop.
     ///
     /// The block runs on the lock's own connection, so a waiter costs the server one
     /// connection (per node), not two, and it has always answered before we try again:
     /// nothing of ours stays blocked to swallow someone else's wake-up once we hold the lock.
     /// A stop cannot reach this thread while it blocks: [`Lease::finish`] sees `blocked` and
     /// interrupts the block through the backend. What follows the block, `waiting` decides.
-    fn wait_for_release(&mut self, block: Block, waiting: &mut Waiting) -> bool {
+    fn wait_for_release(&mut self, until: Until, waiting: &mut Waiting) -> bool {
         {
             let mut shared = lock(&self.waiting);
             if shared.stopping {
@@ -325,7 +325,7 @@ impl<C: Clock> Worker<C> {
             shared.blocked = true;
         }
         let sent = self.clock.now();
-        let (woken, taken) = self.locker.wait_then_acquire(block, self.ttl);
+        let (woken, taken) = self.locker.wait_then_acquire(until, self.ttl);
         self.behind = taken.map(|taken| (sent, taken));
         let stopping = {
             let mut shared = lock(&self.waiting);
@@ -426,7 +426,7 @@ impl<C: Clock> Worker<C> {
                     });
                     return None;
                 }
-                Next::WaitForRelease(block) => self.wait_for_release(block, &mut waiting),
+                Next::WaitForRelease(until) => self.wait_for_release(until, &mut waiting),
                 Next::Retry {
                     failure,
                     pause,

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::*;
-use crate::lock::{Acquire, Interrupt};
+use crate::lock::{Acquire, Interrupt, Until};
 
 /// A fake clock: waiting jumps to the deadline, or to the moment a scripted message arrives.
 #[derive(Clone)]
@@ -141,24 +141,29 @@ impl Interrupt for NoInterrupt {
 }
 
 impl Locker for FakeLocker {
-    fn wait(&mut self, block: crate::lock::Block) -> Result<bool, Failure> {
+    fn wait(&mut self, until: Until) -> Result<bool, Failure> {
         self.call(Call::Wait {
             at: self.clock.at(),
         });
         // Unless scripted, a release wakes the waiter at once.
         let woken = self.waits.pop_front().unwrap_or(Ok(true));
         if woken.is_err() {
-            self.clock.advance(block.limit);
+            // A frozen server: given up a second after the pause, or as the wait ends.
+            let now = *self.clock.now.lock().unwrap();
+            let given_up = until.wait_ends.map_or(until.pause + ms(1000), |end| {
+                end.min(until.pause + ms(1000))
+            });
+            self.clock.advance(given_up.saturating_since(now));
         }
         woken
     }
 
     fn wait_then_acquire(
         &mut self,
-        block: crate::lock::Block,
+        until: Until,
         _ttl: Duration,
     ) -> (Result<bool, Failure>, Option<Acquire>) {
-        let woken = self.wait(block);
+        let woken = self.wait(until);
         if woken.is_ok() {
             self.clock.advance(self.block_takes);
         }

@@ -50,8 +50,9 @@ pub(crate) struct RunSpec {
     pub holder: Holder,
     /// The lease asked for (`--ttl`).
     pub ttl: Duration,
-    /// How long a waiter turned away counts as waiting (`status`'s waiters): the longest it
-    /// may sleep before its next attempt, as the lease's schedule says.
+    /// The longest a waiter turned away pauses before its next attempt, as the lease's
+    /// schedule says: the backend counts it as waiting (`status`'s waiters) that long, and
+    /// as much longer as its own waits may answer late.
     pub waiting: Duration,
 }
 

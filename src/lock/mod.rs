@@ -24,6 +24,8 @@ pub(crate) use record::{RunEnding, Runs};
 
 use std::time::Duration;
 
+use crate::clock::Moment;
+
 /// How a client holds a lock: alone, as one of at most N (a semaphore), or beside other shared
 /// holders (and never beside an exclusive one). Every client of a key must agree, except that
 /// shared and exclusive clients of a key are meant to meet (readers and a writer).
@@ -195,21 +197,24 @@ impl From<Held> for Renewal {
 /// that acquires, so that a fleet of waiters does not need two each. What cuts such a wait
 /// short from another thread is an [`Interrupt`].
 pub trait Locker: Send {
-    /// Block until a release wakes this waiter, its [`Interrupt`] fires, or `block.hold`
-    /// passes, over the connection the other requests use; the answer is given up (a failure)
-    /// `block.limit` after the call. Ok(true) when woken, Ok(false) when the time ran out.
-    fn wait(&mut self, block: Block) -> Result<bool, Failure>;
-    /// [`Locker::wait`], with the next attempt to take the lock ([`Locker::acquire`] for `ttl`) sent behind the block in the same request where this lock can: the server
-    /// runs the attempt the moment the block ends, so a woken waiter's attempt costs no round
+    /// Block until a release wakes this waiter, its [`Interrupt`] fires, or `until.pause`
+    /// comes, over the connection the other requests use. An answer that does not come is
+    /// given up (a failure) a little after `until.pause` (how little is the backend's), and
+    /// by `until.wait_ends` (a shortest block aside). Ok(true) when woken, Ok(false) when the
+    /// time ran out.
+    fn wait(&mut self, until: Until) -> Result<bool, Failure>;
+    /// [`Locker::wait`], with the next attempt to take the lock ([`Locker::acquire`] for
+    /// `ttl`) sent behind the block in the same request where this lock can: the server runs
+    /// the attempt the moment the block ends, so a woken waiter's attempt costs no round
     /// trip of its own. The block's answer, and the attempt's when it came and can be acted on
     /// (None: not sent, or to be made again as usual). A lease that the attempt took counts
     /// from when the request was sent, since the attempt ran at some moment after that.
     fn wait_then_acquire(
         &mut self,
-        block: Block,
+        until: Until,
         _ttl: Duration,
     ) -> (Result<bool, Failure>, Option<Acquire>) {
-        (self.wait(block), None)
+        (self.wait(until), None)
     }
     /// What another thread uses to cut this waiter's [`Locker::wait`] short.
     fn interrupter(&self) -> Box<dyn Interrupt>;
@@ -262,23 +267,17 @@ pub trait Interrupt: Send + Sync {
     fn interrupt(&self, timeout: Duration) -> Result<(), Failure>;
 }
 
-/// How long a waiter blocks for a wake-up ([`Locker::wait`]): what it asks of the server, and
-/// how long it waits for the answer.
+/// Until when a waiter waits for a release ([`Locker::wait`]), on the lease's clock. How long
+/// its server is asked to hold the request, and how late an answer is still awaited, is the
+/// backend's to add: each knows how late its server may answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Block {
-    /// How long the server holds the request before it answers that nobody woke it (on Redis
-    /// BLPOP's own timeout; at least 1 ms is asked for).
-    pub hold: Duration,
-    /// How long after it is sent the answer is given up, the connection with it: at least
-    /// `hold`, by as much as Redis may answer late (the waiter decides how much).
-    pub limit: Duration,
+pub struct Until {
+    /// When the waiter tries again if no release woke it first.
+    pub pause: Moment,
+    /// When the whole wait for the lock ends (None: `--wait forever`): a server that does not
+    /// answer is given up by then, so that the wait ends on time.
+    pub wait_ends: Option<Moment>,
 }
-
-/// How late past its timeout a blocked wait's answer may come before the connection is given
-/// up, when nothing else (the end of a `--wait`) comes first: Redis answers a BLPOP that timed
-/// out at the next tick of its event loop, 100 ms apart at the default `hz 10`; an etcd watch
-/// is cancelled by the client at its time.
-pub(crate) const WAIT_SLACK: Duration = Duration::from_secs(1);
 
 /// A fencing counter (or other key of the lock's) holding what redlock did not write, as
 /// messages say it: what is there, and what to do.

@@ -307,7 +307,7 @@ fn locker(options: &Options, token: &str) -> Box<dyn Locker> {
         min_interval: options.min_interval,
         holder: Holder::current(&options.command),
         ttl: options.ttl,
-        waiting: lease::waiting_lifetime(options.ttl),
+        waiting: lease::longest_pause(options.ttl),
     })
 }
 

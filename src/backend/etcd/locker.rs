@@ -27,9 +27,10 @@ use super::keys::Keys;
 use super::queue::{self, Place, Watch};
 use super::record;
 use super::steps::{Seen, now_ms, success_ago};
+use crate::backend::block::Block;
 use crate::lock::record::{RunEnding, Tenure};
 use crate::lock::{
-    Acquire, Block, Failure, Held, Holder, Interrupt, Kind, Locker, Renewal, RunSpec,
+    Acquire, Failure, Held, Holder, Interrupt, Kind, Locker, Renewal, RunSpec, Until,
 };
 
 /// How long a release waits at most for its lease's revoke to be answered: one round trip and
@@ -182,7 +183,8 @@ impl Locker for EtcdLocker {
         }
     }
 
-    fn wait(&mut self, block: Block) -> Result<bool, Failure> {
+    fn wait(&mut self, until: Until) -> Result<bool, Failure> {
+        let block = Block::until(until);
         let Some((watch, revision)) = self.watch.clone() else {
             return Ok(true);
         };

@@ -27,9 +27,10 @@ use tokio_postgres::types::Type;
 
 use super::conn::{Conn, Heard, column, older_tables};
 use super::plain;
+use crate::backend::block::{self, Block};
 use crate::lock::record::{RunEnding, Tenure};
 use crate::lock::{
-    Acquire, Block, Failure, Held, HeldAs, Holder, Interrupt, Kind, Locker, Renewal, RunSpec,
+    Acquire, Failure, Held, HeldAs, Holder, Interrupt, Kind, Locker, Renewal, RunSpec, Until,
 };
 
 /// A run's lock on PostgreSQL.
@@ -64,7 +65,7 @@ impl PgLocker {
             min_interval: run.min_interval,
             holder: run.holder.clone(),
             token: run.token.clone(),
-            waiting: run.waiting,
+            waiting: block::waiting_lifetime(run.waiting),
             channel: None,
             taken: None,
             unanswered: false,
@@ -244,7 +245,8 @@ impl Locker for PgLocker {
         }
     }
 
-    fn wait(&mut self, block: Block) -> Result<bool, Failure> {
+    fn wait(&mut self, until: Until) -> Result<bool, Failure> {
+        let block = Block::until(until);
         let Some(channel) = self.channel.clone() else {
             return Ok(true);
         };

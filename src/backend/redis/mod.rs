@@ -44,7 +44,7 @@ use single::SingleRedis;
 use transport::endpoint::Endpoint;
 use waiters::{FAIR_ENTRY_LIFETIME, WAKE_LINGER};
 
-use crate::backend::{Connect, Durable};
+use crate::backend::{Connect, Durable, block};
 use crate::lock::{Backend, Failure, Forced, Inspected, Locker, Node, RunSpec, Runs};
 
 /// The Redis servers given: one (a plain server, a Sentinel service, a Cluster), or several
@@ -135,7 +135,7 @@ impl Backend for Redis {
             )
             .with_preflight(Preflight::Weekly)
             .with_kind(run.kind)
-            .with_waiting_lifetime(run.waiting)
+            .with_waiting_lifetime(block::waiting_lifetime(run.waiting))
         };
         match self.endpoints.as_slice() {
             [one] => Box::new(node(one)),

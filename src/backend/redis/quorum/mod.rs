@@ -10,11 +10,12 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::backend::block::Block;
 use crate::backend::redis::single::SingleRedis;
 use crate::backend::redis::transport::Identity;
 use crate::clock::Moment;
 use crate::lock::validity::{deadline, random_unit};
-use crate::lock::{Acquire, Block, Failure, Held, Interrupt, Locker, Renewal, RunEnding};
+use crate::lock::{Acquire, Failure, Held, Interrupt, Locker, Renewal, RunEnding, Until};
 
 /// A lock on N independent masters, each a [`SingleRedis`] with its own connection; every
 /// request goes to all of them at once, one thread per node, except a waiter's wait, which
@@ -457,7 +458,8 @@ impl Locker for Quorum {
     /// one waiter on every node) wakes one of them. The other nodes' connections stay free for the
     /// acquire that follows. A node that fails hands the rest of the wait to the next one, and
     /// stays passed over until that one fails too.
-    fn wait(&mut self, block: Block) -> Result<bool, Failure> {
+    fn wait(&mut self, until: Until) -> Result<bool, Failure> {
+        let block = Block::until(until);
         let start = Instant::now();
         let (held_until, until) = (start + block.hold, start + block.limit);
         let mut last = None;
@@ -473,7 +475,7 @@ impl Locker for Quorum {
                 hold: held_until.saturating_duration_since(now),
                 limit: left,
             };
-            match self.nodes[self.order[self.listening]].wait(rest) {
+            match self.nodes[self.order[self.listening]].wait_block(rest) {
                 Ok(woken) => return Ok(woken),
                 Err(failure) => {
                     self.listening = (self.listening + 1) % self.nodes.len();

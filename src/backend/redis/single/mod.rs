@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
+use crate::backend::block::{Block, WAIT_SLACK};
 use crate::backend::redis::Keys;
 use crate::backend::redis::durable::Durability;
 use crate::backend::redis::preflight::{self, Preflight};
@@ -14,10 +15,10 @@ use crate::backend::redis::scripts::calls::{AcquireReply, Attempt, Finish, Turne
 use crate::backend::redis::scripts::{self, Script, calls};
 use crate::backend::redis::transport::Connection;
 use crate::backend::redis::transport::endpoint::Endpoint;
-use crate::backend::redis::waiters::{FAIR_BEAT, WAKE_LINGER};
+use crate::backend::redis::waiters::WAKE_LINGER;
 use crate::lock::record::{self, Lost, RunEnding, Started, Tenure};
 use crate::lock::{
-    Acquire, Block, Failure, Held, HeldAs, Holder, Interrupt, Kind, Locker, Renewal, WAIT_SLACK,
+    Acquire, Failure, Held, HeldAs, Holder, Interrupt, Kind, Locker, Renewal, Until,
 };
 
 mod acked;
@@ -61,7 +62,8 @@ pub(crate) struct SingleRedis {
     /// (None: the ttl, [`WAIT_SLACK`] and a second, which covers any wait between attempts).
     waiting_lifetime: Option<Duration>,
     /// This waiter is in the waiters' queue without `--fair` (an exclusive waiter behind shared
-    /// holders): it must come back every [`FAIR_BEAT`] to keep its place, as a fair one does.
+    /// holders): it must come back every `FAIR_BEAT` (`waiters`) to keep its place, as a fair
+    /// one does.
     queued: bool,
     /// An acquire reached the server and got no reply redlock could read, and no acquire has
     /// been answered since: it may have taken the lock ([`Locker::unanswered`]).
@@ -541,31 +543,18 @@ impl Locker for SingleRedis {
         self.give_back_unacknowledged_take(&self.token.clone(), ended, timeout)
     }
 
-    fn wait(&mut self, block: Block) -> Result<bool, Failure> {
-        let limit = Instant::now() + block.limit;
-        // A --fair waiter (or an exclusive one queued behind shared holders) comes back every
-        // FAIR_BEAT to refresh its place (its attempt does), so that a waiter that died is
-        // forgotten within FAIR_ENTRY_LIFETIME.
-        let (hold, limit) = if self.fair || self.queued {
-            let hold = block.hold.min(FAIR_BEAT);
-            (hold, limit.min(Instant::now() + hold + WAIT_SLACK))
-        } else {
-            (block.hold, limit)
-        };
-        let blpop = self.blpop(&self.token, hold);
-        let reply = self
-            .conn
-            .request(limit, |node| blpop.query::<Value>(&mut node.conn))?;
-        self.woken(reply)
+    fn wait(&mut self, until: Until) -> Result<bool, Failure> {
+        self.wait_block(Block::until(until))
     }
 
     fn wait_then_acquire(
         &mut self,
-        block: Block,
+        until: Until,
         ttl: Duration,
     ) -> (Result<bool, Failure>, Option<Acquire>) {
+        let block = Block::until(until);
         if !self.plain() || self.durability.is_some() {
-            return (self.wait(block), None);
+            return (self.wait_block(block), None);
         }
         self.take_behind_the_block(&self.token.clone(), block, ttl)
     }

@@ -9,7 +9,7 @@
 //! The keys are `PREFIX{NAME}:wake` (and a waiter's own `:wake:TOKEN`), `:waiting`, `:queue` and
 //! `:alive`, laid out as redlock 0.1 laid them, so that waiters of both are woken by releases of
 //! both. [`crate::lock::Locker::wait`] blocks on the wake lists; the timing is below, and how
-//! late a blocked wait may answer is the boundary's [`crate::lock::WAIT_SLACK`].
+//! late a blocked wait may answer is [`crate::backend::block::WAIT_SLACK`].
 
 use std::time::Duration;
 
