@@ -38,7 +38,7 @@ pub(crate) fn history(backend: &dyn Backend, key: &str, json: bool) -> anyhow::R
 fn read_runs(backend: &dyn Backend, key: &str) -> anyhow::Result<Runs> {
     let context = || format!("cannot read the runs of lock '{key}'");
     let total = backend.nodes().len();
-    if total == 1 {
+    if !backend.capabilities().quorum {
         return backend
             .node(0)
             .runs(key, TIMEOUT)

@@ -16,7 +16,7 @@ use crate::report;
 const BATCH: usize = 100;
 
 pub(crate) fn list(backend: &dyn Backend, json: bool) -> anyhow::Result<i32> {
-    if backend.nodes().len() > 1 {
+    if backend.capabilities().quorum {
         return quorum_list(backend, json);
     }
     let mut node = backend.node(0);

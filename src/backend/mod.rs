@@ -35,24 +35,16 @@ impl Tls {
     }
 }
 
-/// What each write must reach beyond the server that takes it (`--min-replicas`, `--fsync`):
-/// Redis's, refused by a backend whose writes are durable by consensus already.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Durable {
-    /// Replicas that must acknowledge each write (0: none).
-    pub min_replicas: u32,
-    /// Each write must be fsynced to the append-only files (WAITAOF).
-    pub fsync: bool,
-}
-
 /// How to reach the locks, as the command line gives it, checked: the URLs (several make a
-/// quorum on Redis), TLS, the password given apart from the URLs, the key prefix, durability.
+/// quorum on Redis), TLS, the password given apart from the URLs, the key prefix, and the
+/// backend options (`("min-replicas", "2")`, `("fsync", "")`): a backend reads those it takes,
+/// and its [`crate::lock::Capabilities`] refuse the others.
 pub(crate) struct Connect<'a> {
     pub urls: Vec<&'a str>,
     pub tls: Tls,
     pub password: Option<String>,
     pub prefix: String,
-    pub durable: Durable,
+    pub options: Vec<(&'static str, String)>,
 }
 
 /// The backend the URLs name, opened (nothing is connected yet); an error is a usage error's

@@ -14,6 +14,8 @@ pub(crate) trait Backend: Send + Sync {
     /// The servers the admin commands read, as messages name them: one, or each node of a
     /// quorum ([`Backend::node`] takes their index).
     fn nodes(&self) -> Vec<String>;
+    /// What this backend honours, for the checks made before anything is connected.
+    fn capabilities(&self) -> Capabilities;
     /// Where the locks live, as a message names it: the servers and the prefix
     /// (`127.0.0.1:6379 under prefix 'redlock:'`).
     fn described(&self) -> String;
@@ -29,6 +31,52 @@ pub(crate) trait Backend: Send + Sync {
     /// Make those tables (idempotent), within `timeout`; what was done, as one line.
     fn init(&self, _timeout: Duration) -> Result<String, Failure> {
         Ok(String::new())
+    }
+}
+
+/// What a backend honours: a flag it cannot is refused in one line (64) before anything is
+/// connected, in the backend's own words ([`Capabilities::refusal`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Capabilities {
+    /// Its nodes ([`Backend::nodes`]) are independent servers whose answers count by majority
+    /// (a quorum), rather than one service: the admin commands read every node.
+    pub quorum: bool,
+    /// A first-come, first-served queue of waiters (`--fair`): Ok, or why not, as one line.
+    pub fair: Result<(), String>,
+    /// Semaphores and shared holders (`--limit`, `--shared`): Ok, or why not.
+    pub several_holders: Result<(), String>,
+    /// The backend options it knows (named as their flags, without the dashes): each taken,
+    /// or refused with why. One it does not list is refused as one it does not take.
+    pub options: Vec<(&'static str, Result<(), String>)>,
+    /// Its tables must be made (`redlock init`) before the first run.
+    pub init: bool,
+}
+
+impl Capabilities {
+    /// Why a run asking for `kind`, `fair` and `options` (name and value) cannot be honoured
+    /// here, as one line; None when it can. Options first, then the queue, then the kind.
+    pub(crate) fn refusal(
+        &self,
+        kind: Kind,
+        fair: bool,
+        options: &[(&str, String)],
+    ) -> Option<String> {
+        for (name, _) in options {
+            match self.options.iter().find(|(known, _)| known == name) {
+                Some((_, Ok(()))) => {}
+                Some((_, Err(why))) => return Some(why.clone()),
+                None => return Some(format!("--{name} does not work with this backend")),
+            }
+        }
+        if fair && let Err(why) = &self.fair {
+            return Some(why.clone());
+        }
+        if kind != Kind::Exclusive
+            && let Err(why) = &self.several_holders
+        {
+            return Some(why.clone());
+        }
+        None
     }
 }
 
@@ -91,4 +139,49 @@ pub(crate) trait Node: Send {
         token: Option<&str>,
         timeout: Duration,
     ) -> Result<Forced, Failure>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flag_the_backend_cannot_honour_is_refused_in_its_words() {
+        let caps = Capabilities {
+            quorum: true,
+            fair: Err("no queue here".into()),
+            several_holders: Err("no count here".into()),
+            options: vec![
+                ("fsync", Ok(())),
+                ("min-replicas", Err("no replicas".into())),
+            ],
+            init: false,
+        };
+        let none: &[(&str, String)] = &[];
+        let fsync = [("fsync", String::new())];
+        let refused = |kind, fair, options: &[(&str, String)]| caps.refusal(kind, fair, options);
+        assert_eq!(refused(Kind::Exclusive, false, none), None);
+        assert_eq!(refused(Kind::Exclusive, false, &fsync), None);
+        assert_eq!(
+            refused(Kind::Exclusive, false, &[("min-replicas", "2".into())]).as_deref(),
+            Some("no replicas")
+        );
+        assert_eq!(
+            refused(Kind::Exclusive, false, &[("zstd", String::new())]).as_deref(),
+            Some("--zstd does not work with this backend")
+        );
+        assert_eq!(
+            refused(Kind::Exclusive, true, none).as_deref(),
+            Some("no queue here")
+        );
+        assert_eq!(
+            refused(Kind::Shared, false, none).as_deref(),
+            Some("no count here")
+        );
+        assert_eq!(
+            refused(Kind::Limit(2), true, &[("min-replicas", "1".into())]).as_deref(),
+            Some("no replicas"),
+            "options are looked at first"
+        );
+    }
 }

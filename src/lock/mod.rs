@@ -16,7 +16,7 @@ mod holder;
 pub(crate) mod record;
 pub(crate) mod validity;
 
-pub(crate) use backend::{Backend, Node, RunSpec};
+pub(crate) use backend::{Backend, Capabilities, Node, RunSpec};
 pub use failure::{Failure, Reason};
 pub use holder::Holder;
 pub(crate) use holder::{Forced, Inspected, LockInfo, Place, Several};
