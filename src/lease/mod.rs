@@ -371,18 +371,7 @@ impl<C: Clock> Worker<C> {
     fn acquire(&mut self, wait: Wait) -> Option<Moment> {
         let mut waiting = Waiting::new(self.clock.now(), wait, self.ttl);
         loop {
-            let (sent, result) = match self.behind.take() {
-                // A lease counts from when its attempt was sent, behind a block that may have
-                // lasted most of a ttl: one taken that long ago is taken again (our own token
-                // is found, the lease restarts, the run is the same) to count from now.
-                Some((sent, Acquire::Acquired { .. }))
-                    if self.clock.now().saturating_since(sent) > self.ttl / 3 =>
-                {
-                    self.attempt(&waiting)
-                }
-                Some((sent, taken)) => (sent, Ok(taken)),
-                None => self.attempt(&waiting),
-            };
+            let (sent, result) = self.next_attempt(&waiting);
             let now = self.clock.now();
             let waited = waiting.waited(now);
             let stopped = match waiting.after(result, now, random_unit()) {
@@ -395,35 +384,7 @@ impl<C: Clock> Worker<C> {
                     return Some(sent);
                 }
                 Next::Over { ending, leave } => {
-                    let unanswered = self.locker.unanswered();
-                    // Pass on a wake-up we may have taken: the next waiter finds out at once.
-                    if leave {
-                        self.leave(&waiting, matches!(ending, Ending::Busy { .. }));
-                    }
-                    // The last take too few replicas acknowledged ends the run: recorded so.
-                    let ending = match ending {
-                        Ending::Failed(failure @ Failure::Unacknowledged(_)) => {
-                            let ended = RunEnding::of(Outcome::Unavailable, 0);
-                            Ending::Failed(self.give_back_unacknowledged(failure, Some(ended)))
-                        }
-                        ending => ending,
-                    };
-                    if unanswered && matches!(ending, Ending::Failed(_)) {
-                        // A stop that came while the attempt hung (a TERM during an acquire on a
-                        // frozen server) says how the run ended; else the server could not be used.
-                        let ended = match self.next_message(Some(self.clock.now())) {
-                            Some(Stop::Stop { ended }) => ended,
-                            _ => RunEnding::of(Outcome::Unavailable, 0),
-                        };
-                        self.give_back(ended);
-                    }
-                    (self.reports.wait)(match ending {
-                        Ending::Busy { queued } => WaitEvent::Busy { waited, queued },
-                        Ending::Skipped { ago } => WaitEvent::Skipped { ago, waited },
-                        Ending::Mismatch { found } => WaitEvent::Mismatch { found },
-                        Ending::Misconfigured(why) => WaitEvent::Misconfigured(why),
-                        Ending::Failed(failure) => WaitEvent::Failed(failure),
-                    });
+                    self.wait_over(&waiting, ending, leave, waited);
                     return None;
                 }
                 Next::WaitForRelease(until) => self.wait_for_release(until, &mut waiting),
@@ -443,27 +404,84 @@ impl<C: Clock> Worker<C> {
                 }
             };
             if stopped {
-                // The attempt behind the block may have taken the lock as the stop came.
-                let took = matches!(self.behind.take(), Some((_, Acquire::Acquired { .. })));
-                let unanswered = self.locker.unanswered() || took;
-                if waiting.registered() {
-                    self.leave(&waiting, false);
-                }
-                if unanswered {
-                    // A stop that came while blocked is still in the inbox.
-                    let ended = match self.stopped.take() {
-                        Some(ended) => Some(ended),
-                        None => match self.inbox.try_recv() {
-                            Ok(Stop::Stop { ended }) => Some(ended),
-                            _ => None,
-                        },
-                    };
-                    self.give_back(ended.unwrap_or(RunEnding::of(Outcome::Interrupted(0), 0)));
-                }
-                (self.reports.wait)(WaitEvent::Stopped);
+                self.stop_waiting(&waiting);
                 return None;
             }
         }
+    }
+
+    /// The next attempt's answer, and when it was sent: the one sent behind the last block,
+    /// if any, or one made now.
+    fn next_attempt(&mut self, waiting: &Waiting) -> (Moment, Result<Acquire, Failure>) {
+        match self.behind.take() {
+            // A lease counts from when its attempt was sent, behind a block that may have
+            // lasted most of a ttl: one taken that long ago is taken again (our own token
+            // is found, the lease restarts, the run is the same) to count from now.
+            Some((sent, Acquire::Acquired { .. }))
+                if self.clock.now().saturating_since(sent) > self.ttl / 3 =>
+            {
+                self.attempt(waiting)
+            }
+            Some((sent, taken)) => (sent, Ok(taken)),
+            None => self.attempt(waiting),
+        }
+    }
+
+    /// The wait ended without the lock, as `ending` says, `waited` after it began: leave the
+    /// waiters (when `leave`), give back what an attempt may have taken, and report it.
+    fn wait_over(&mut self, waiting: &Waiting, ending: Ending, leave: bool, waited: Duration) {
+        let unanswered = self.locker.unanswered();
+        // Pass on a wake-up we may have taken: the next waiter finds out at once.
+        if leave {
+            self.leave(waiting, matches!(ending, Ending::Busy { .. }));
+        }
+        // The last take too few replicas acknowledged ends the run: recorded so.
+        let ending = match ending {
+            Ending::Failed(failure @ Failure::Unacknowledged(_)) => {
+                let ended = RunEnding::of(Outcome::Unavailable, 0);
+                Ending::Failed(self.give_back_unacknowledged(failure, Some(ended)))
+            }
+            ending => ending,
+        };
+        if unanswered && matches!(ending, Ending::Failed(_)) {
+            // A stop that came while the attempt hung (a TERM during an acquire on a
+            // frozen server) says how the run ended; else the server could not be used.
+            let ended = match self.next_message(Some(self.clock.now())) {
+                Some(Stop::Stop { ended }) => ended,
+                _ => RunEnding::of(Outcome::Unavailable, 0),
+            };
+            self.give_back(ended);
+        }
+        (self.reports.wait)(match ending {
+            Ending::Busy { queued } => WaitEvent::Busy { waited, queued },
+            Ending::Skipped { ago } => WaitEvent::Skipped { ago, waited },
+            Ending::Mismatch { found } => WaitEvent::Mismatch { found },
+            Ending::Misconfigured(why) => WaitEvent::Misconfigured(why),
+            Ending::Failed(failure) => WaitEvent::Failed(failure),
+        });
+    }
+
+    /// Asked to stop while waiting: leave the waiters, give back what an attempt may have
+    /// taken (recording the run as the stop said), and report it.
+    fn stop_waiting(&mut self, waiting: &Waiting) {
+        // The attempt behind the block may have taken the lock as the stop came.
+        let took = matches!(self.behind.take(), Some((_, Acquire::Acquired { .. })));
+        let unanswered = self.locker.unanswered() || took;
+        if waiting.registered() {
+            self.leave(waiting, false);
+        }
+        if unanswered {
+            // A stop that came while blocked is still in the inbox.
+            let ended = match self.stopped.take() {
+                Some(ended) => Some(ended),
+                None => match self.inbox.try_recv() {
+                    Ok(Stop::Stop { ended }) => Some(ended),
+                    _ => None,
+                },
+            };
+            self.give_back(ended.unwrap_or(RunEnding::of(Outcome::Interrupted(0), 0)));
+        }
+        (self.reports.wait)(WaitEvent::Stopped);
     }
 
     /// One attempt to take the lock, sent now: when, and its result.
