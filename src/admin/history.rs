@@ -1,6 +1,6 @@
-//! `redlock history` and `redlock check`: the record of a lock's runs, read in one script per
-//! node (`recent.lua`, which writes nothing), shown as it is or judged as a monitoring plugin
-//! judges.
+//! `redlock history` and `redlock check`: the record of a lock's runs, read from each node
+//! ([`crate::lock::Node::runs`], which writes nothing), shown as it is or judged as a monitoring
+//! plugin judges.
 
 use std::time::Duration;
 

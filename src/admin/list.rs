@@ -9,8 +9,9 @@ use crate::admin::{TIMEOUT, Unread, Verdict, need_majority, read, unavailable, v
 use crate::lock::{Backend, Failure, Inspected, LockInfo, Node, Reason};
 use crate::report;
 
-/// `redlock list`: every held lock under the prefix (SCAN, never KEYS; on a Cluster, a SCAN on
-/// every master). With several --url, every node is scanned and each lock read on all of them.
+/// `redlock list`: every held lock under the prefix, as the backend finds their names
+/// ([`crate::lock::Node::names`]). Over a quorum, every node is scanned and each lock read on
+/// all of them.
 /// How many locks one request of `list` reads: a few hundred KiB of replies at most, well
 /// within the reply bound, and 10,000 locks in 100 round trips instead of 10,000.
 const BATCH: usize = 100;
@@ -46,9 +47,9 @@ pub(crate) fn list(backend: &dyn Backend, json: bool) -> anyhow::Result<i32> {
             };
             match info {
                 Ok(info) if info.is_held() => locks.push((name, info)),
-                // Released since the SCAN, or a key of another kind that looks like a lock.
+                // Released since the names were read, or a key of another kind that looks like a lock.
                 Ok(_) | Err(Unread::Foreign { .. }) => {}
-                // Redis answered, but not with a lock redlock can read (a reply past the cap, an
+                // The server answered, but not with a lock redlock can read (a reply past the cap, an
                 // error): said, never left out in silence; the other locks are listed all the same.
                 Err(Unread::Failed(failure @ Failure::Refused(_))) => report::error(format!(
                     "cannot read lock '{}': {failure}",

@@ -7,6 +7,8 @@
 //! May use `lock`, `report`, `clock`, `exit` and `file`; never `lease`, `run`, `cli` or
 //! `admin`.
 
+#[cfg(test)]
+mod above;
 pub(crate) mod block;
 pub(crate) mod etcd;
 pub(crate) mod postgres;

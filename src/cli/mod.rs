@@ -100,7 +100,7 @@ fn release(args: &ReleaseArgs) -> anyhow::Result<i32> {
 /// refused (64) for a backend that needs none.
 fn init(args: &InitArgs) -> anyhow::Result<i32> {
     let backend = args.conn.backend(Vec::new())?;
-    let (true, Some(sql)) = (backend.capabilities().init, backend.tables()) else {
+    let (true, Some(tables)) = (backend.capabilities().init, backend.tables()) else {
         return Err(error::classified(
             error::Class::Usage,
             format!(
@@ -110,7 +110,7 @@ fn init(args: &InitArgs) -> anyhow::Result<i32> {
         ));
     };
     if args.print {
-        return Ok(print(sql.as_bytes()));
+        return Ok(print(tables.as_bytes()));
     }
     let done = backend
         .init(admin::TIMEOUT)

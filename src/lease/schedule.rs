@@ -141,8 +141,8 @@ impl Waiting {
                     })
                 }
             }
-            // The server answered with an error (credentials, a replica, a Sentinel given as a
-            // server...): no wait makes it right.
+            // The server answered with an error (credentials, a replica, a server of another
+            // kind...): no wait makes it right.
             Err(failure @ Failure::Refused(_)) => over(Ending::Failed(failure), false),
             // No wait (`--wait 0`), or the wait ran out with the server still unreachable: nothing
             // to leave on a server that does not answer. One whose replicas lag does answer.

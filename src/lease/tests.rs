@@ -1,4 +1,4 @@
-//! The lease thread's work against a fake clock and a fake lock: no Redis, no waiting. Each test
+//! The lease thread's work against a fake clock and a fake lock: no server, no waiting. Each test
 //! scripts what the lock answers, and when the supervisor asks to stop or to renew, and checks
 //! what the thread reported and when, and what it asked of the lock.
 
@@ -353,7 +353,7 @@ fn names(reported: &[(u64, String)]) -> Vec<(u64, &str)> {
 }
 
 fn unreachable() -> Failure {
-    Failure::Unreachable("no answer from Redis at 127.0.0.1:6379 in time".into())
+    Failure::Unreachable("no answer from 127.0.0.1:6379 in time".into())
 }
 
 #[test]
@@ -409,7 +409,7 @@ fn a_wait_that_runs_out_reports_busy_and_leaves_the_queue() {
 }
 
 #[test]
-fn an_unreachable_redis_within_a_wait_is_retried_with_back_off() {
+fn an_unreachable_server_within_a_wait_is_retried_with_back_off() {
     let (reported, calls) = run(Run {
         wait: Wait::Up(Duration::from_secs(10)),
         acquires: vec![Err(unreachable()), Err(unreachable()), Err(unreachable())],
@@ -469,7 +469,7 @@ fn a_block_that_gets_no_answer_ends_with_the_wait_in_a_warning_and_a_last_attemp
 }
 
 #[test]
-fn without_a_wait_an_unreachable_redis_fails_at_once() {
+fn without_a_wait_an_unreachable_server_fails_at_once() {
     let (reported, calls) = run(Run {
         acquires: vec![Err(unreachable())],
         ..Run::default()

@@ -27,7 +27,7 @@ pub fn renew_timeout(ttl: Duration) -> Duration {
 }
 
 /// The time limit of one acquire request: a third of the ttl, so a slow reply still leaves
-/// most of the lease, and at most 5 s, so an unreachable Redis is reported within seconds.
+/// most of the lease, and at most 5 s, so an unreachable server is reported within seconds.
 pub fn acquire_timeout(ttl: Duration) -> Duration {
     (ttl / 3).clamp(Duration::from_millis(10), Duration::from_secs(5))
 }
@@ -41,7 +41,7 @@ pub const GIVE_BACK_LIMIT: Duration = Duration::from_secs(1);
 
 /// The longest a waiter blocks for a wake-up before trying again on its own. Wake-ups can be
 /// lost (a waiter that took one died), so this bounds the lag; it also sets the cost of
-/// waiting: two requests (an acquire and a BLPOP) per period, at most 0.1 a second whenever
+/// waiting: two requests (an attempt and a wait for a release) per period, at most 0.1 a second whenever
 /// the holder has 20 s of lease left (a renewing holder with the default 30 s ttl always has).
 pub const WAKE_CAP: Duration = Duration::from_secs(20);
 

@@ -8,8 +8,11 @@ use std::time::Duration;
 
 use crate::lock::{Failure, Forced, Holder, Inspected, Kind, Locker, Runs};
 
-/// One lock service, opened from the URLs given: Redis (one server, Sentinel, Cluster, or a
-/// quorum of independent masters), or etcd (one cluster).
+/// One lock service, opened from the URLs given, as its backend keeps locks: one server, one
+/// replicated service (a cluster of members, a primary with standbys, a service that names
+/// its current primary), or a quorum of independent servers whose answers count by majority
+/// ([`Capabilities::quorum`]). Each backend folder of `backend/` says which of these it
+/// offers.
 pub(crate) trait Backend: Send + Sync {
     /// The servers the admin commands read, as messages name them: one, or each node of a
     /// quorum ([`Backend::node`] takes their index).
@@ -24,7 +27,7 @@ pub(crate) trait Backend: Send + Sync {
     /// What the admin commands read through on node `index` of [`Backend::nodes`].
     fn node(&self, index: usize) -> Box<dyn Node>;
     /// The statements that make the tables this backend keeps its locks in (`redlock init
-    /// --print`); None for a backend that needs none made (Redis, etcd).
+    /// --print`); None for a backend that needs none made ([`Capabilities::init`]).
     fn tables(&self) -> Option<String> {
         None
     }

@@ -41,8 +41,8 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// How the lock's holders record it in Redis (`PREFIX{NAME}:kind`; `lock` for exclusive,
-    /// which the key's own type says) and the scripts name it.
+    /// How the lock's holders record it on the server, and the server's side names it: `lock`,
+    /// `limit N`, `shared`.
     pub(crate) fn stored(self) -> String {
         match self {
             Kind::Exclusive => "lock".to_owned(),
@@ -84,8 +84,8 @@ pub enum HeldAs {
     /// By several holders that recorded it in a way this redlock does not know (a newer
     /// one's): the text as stored.
     Unknown(String),
-    /// Not by redlock: what the lock's key holds instead, as the backend says it (`a Redis
-    /// hash`).
+    /// Not by redlock: what the lock's key holds instead, as the backend says it (`a hash`, in
+    /// the server's words).
     Foreign(String),
 }
 
@@ -168,8 +168,9 @@ pub enum Renewal {
     /// The lock held our token and was extended, as durably as asked: the lease counts from
     /// when the renewal was sent.
     Extended,
-    /// The lock held our token and was extended, but not as durably as asked (on Redis, fewer
-    /// replicas than `--min-replicas` acknowledged it in time; the message says how many). A
+    /// The lock held our token and was extended, but not as durably as the backend options
+    /// asked (fewer replicas than `--min-replicas` acknowledged it in time; the message says
+    /// how many). A
     /// server that takes over now could carry the older lease, so the lease must not count
     /// from this renewal: the lease thread treats it as a failed renewal and tries again.
     Unacknowledged(String),
@@ -187,8 +188,11 @@ impl From<Held> for Renewal {
     }
 }
 
-/// The lock protocol as the lease and run code see it, one implementation per backend (and on
-/// Redis, per deployment: one server, or a quorum of masters that composes several).
+/// The lock protocol as the lease and run code see it, one implementation per backend, and
+/// per deployment where a backend has several (one server, or a quorum that composes one
+/// locker per node and counts their answers by majority). What is atomic on the server (the
+/// take, the renewal, the release and the record of runs beside them) is the backend's, in its
+/// server's own language; the rules above it are the lease's, written once.
 ///
 /// A locker is made for one run ([`Backend::locker`]) and bound to that run's owner token
 /// ([`RunSpec::token`]): every request it makes is on that token's behalf, so none takes one.
@@ -229,7 +233,7 @@ pub trait Locker: Send {
         false
     }
     /// What a backend leaves until the lock is reported taken, so that it runs beside the
-    /// command's start instead of before it (etcd: the run's record of a waiter that was let
+    /// command's start instead of before it (such as the run's record of a waiter that was let
     /// in, written with a request of its own); within `timeout`. Its failure is the record's,
     /// never the lock's: the next renewal finds a lock that was lost meanwhile.
     fn settle(&mut self, _timeout: Duration) {}
@@ -259,9 +263,8 @@ pub trait Locker: Send {
 }
 
 /// Ends a waiter's blocked [`Locker::wait`] at once, from another thread. How is the
-/// backend's: on Redis, a marker pushed through the server onto the waiter's own wake list
-/// (the sync connection a wait blocks on cannot be interrupted from outside, and the least
-/// privileged user must not need CLIENT UNBLOCK); on etcd, the watch is cancelled.
+/// backend's: a marker pushed through the server to the waiter, or the waiter's own watch or
+/// listen cancelled in the client; each backend's interrupt says why it is done so.
 pub trait Interrupt: Send + Sync {
     /// Make the waiter's current (or next) wait return at once; within `timeout`.
     fn interrupt(&self, timeout: Duration) -> Result<(), Failure>;
@@ -283,9 +286,10 @@ pub struct Until {
 /// messages say it: what is there, and what to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Foreign {
-    /// `the fencing counter KEY holds a Redis hash, which redlock did not write`.
+    /// `the fencing counter KEY holds a hash, which redlock did not write`, in the server's
+    /// words.
     pub said: String,
-    /// `delete it with redis-cli DEL KEY, and the next holder's token carries on from the
-    /// server's clock`.
+    /// How to remove it, with the server's own tool, and what the next holder's token then
+    /// carries on from.
     pub remedy: String,
 }

@@ -60,7 +60,7 @@ pub struct Options {
     /// The lock's name.
     pub key: String,
     /// Where the lock lives: the backend the URLs name, opened with what it was asked to do
-    /// (the key prefix, and on Redis `--min-replicas` and `--fsync`).
+    /// (the key prefix, and the backend options such as `--min-replicas` and `--fsync`).
     pub(crate) backend: Box<dyn Backend>,
     pub ttl: Duration,
     pub wait: Wait,

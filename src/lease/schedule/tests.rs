@@ -230,7 +230,7 @@ fn an_unreachable_server_is_retried_backing_off_and_an_answer_resets_it() {
             })
             .collect::<Vec<_>>()
     );
-    // Redis answered (busy): the next failure is a first one again.
+    // The server answered (busy): the next failure is a first one again.
     waiting.after(busy(Some(ms(10))), at(1000), 0.0);
     assert_eq!(
         step(waiting.after(unreachable(), at(1100), 0.0)),
@@ -358,7 +358,7 @@ fn every_end_of_a_block_has_its_next_step() {
 }
 
 #[test]
-fn a_waiter_whose_redis_froze_while_it_blocked_ends_with_its_wait() {
+fn a_waiter_whose_server_froze_while_it_blocked_ends_with_its_wait() {
     // Busy at 10 within a 1 s wait: blocked until 1000 at most.
     let mut waiting = Waiting::new(at(0), Wait::Up(ms(1000)), Duration::from_secs(30));
     assert_eq!(waiting.timeout(at(0)), ms(5000));
