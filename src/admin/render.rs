@@ -87,7 +87,7 @@ pub(crate) fn held_as_text(held_as: &HeldAs) -> String {
         HeldAs::Kind(Kind::Exclusive) => "an exclusive lock".to_owned(),
         HeldAs::Kind(Kind::Limit(n)) => format!("a semaphore, --limit {n}"),
         HeldAs::Kind(Kind::Shared) => "shared, --shared".to_owned(),
-        HeldAs::Unrecorded => "how they hold it is not recorded".to_owned(),
+        HeldAs::Unknown(text) if text.is_empty() => "how they hold it is not recorded".to_owned(),
         HeldAs::Unknown(text) => {
             format!(
                 "held as '{}', which this redlock does not know",
@@ -177,7 +177,8 @@ pub(crate) fn kind_fields(obj: Object, held_as: Option<&HeldAs>) -> Object {
         Some(HeldAs::Kind(Kind::Exclusive)) => (Some("lock"), None),
         Some(HeldAs::Kind(Kind::Limit(n))) => (Some("semaphore"), Some(*n)),
         Some(HeldAs::Kind(Kind::Shared)) => (Some("shared"), None),
-        Some(HeldAs::Unrecorded) => (Some("set"), None),
+        // Holders that recorded nothing are a set of holders, as JSON has always named them.
+        Some(HeldAs::Unknown(text)) if text.is_empty() => (Some("set"), None),
         Some(HeldAs::Unknown(text)) => (Some(text.as_str()), None),
         Some(HeldAs::Foreign(_)) => (Some("foreign"), None),
     };

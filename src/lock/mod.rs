@@ -79,10 +79,9 @@ impl Kind {
 pub enum HeldAs {
     /// By redlock clients of this kind.
     Kind(Kind),
-    /// By several holders (a sorted set) that did not record how they hold it.
-    Unrecorded,
-    /// By several holders that recorded it in a way this redlock does not know (a newer
-    /// one's): the text as stored.
+    /// By several holders whose way of holding it this redlock does not know: the text they
+    /// recorded (a newer redlock's), as stored, or nothing, when they recorded none (as the
+    /// first redlock's semaphores did not).
     Unknown(String),
     /// Not by redlock: what the lock's key holds instead, as the backend says it (`a hash`, in
     /// the server's words).
@@ -90,12 +89,9 @@ pub enum HeldAs {
 }
 
 impl HeldAs {
-    /// How several holders (or the acquire scripts) say they hold a lock: `lock`, `limit N`,
+    /// How several holders (or an attempt turned away) say they hold a lock: `lock`, `limit N`,
     /// `shared`, or '' when not recorded.
     pub(crate) fn from_stored(stored: &str) -> HeldAs {
-        if stored.is_empty() {
-            return HeldAs::Unrecorded;
-        }
         Kind::from_stored(stored).map_or_else(|| HeldAs::Unknown(stored.to_owned()), HeldAs::Kind)
     }
 
@@ -117,7 +113,9 @@ impl HeldAs {
                 );
             }
             HeldAs::Kind(kind) => kind.flags(),
-            HeldAs::Unrecorded => "several holders that did not record how".to_owned(),
+            HeldAs::Unknown(text) if text.is_empty() => {
+                "several holders that did not record how".to_owned()
+            }
             HeldAs::Unknown(text) => format!("'{text}'"),
         };
         format!(

@@ -216,7 +216,7 @@ mod tests {
         let unrecorded = info(&unrecorded).unwrap().several.unwrap();
         assert_eq!(
             (unrecorded.kind(), unrecorded.held_as),
-            (None, HeldAs::Unrecorded)
+            (None, HeldAs::Unknown(String::new()))
         );
 
         // A holder cut short, a field too many, an unknown state: not replies.
