@@ -1,8 +1,10 @@
 //! The backends a lock can live on, each a folder of its own that implements the boundary
 //! `lock` defines: Redis (`redis/`), etcd (`etcd/`) and PostgreSQL (`postgres/`). Which one a run or an admin command uses is decided here,
 //! once, from the URLs' scheme ([`open`]), as object_store's `parse_url` picks a store; what
-//! the command line says of how to connect ([`Connect`]) is the same for every backend, and a
-//! backend refuses what it cannot honour in one line (64).
+//! the command line says of how to connect ([`Connect`]) is the same for every backend, and
+//! what a backend cannot honour its capabilities ([`crate::lock::Capabilities`]) refuse in
+//! one line (64). How a backend's waiter blocks for a wake-up, given until when it may wait, is
+//! `block`, the same arithmetic for all three.
 //!
 //! May use `lock`, `report`, `clock`, `exit` and `file`; never `lease`, `run`, `cli` or
 //! `admin`.
