@@ -4,7 +4,7 @@
 //! the command line says of how to connect ([`Connect`]) is the same for every backend, and
 //! what a backend cannot honour its capabilities ([`crate::lock::Capabilities`]) refuse in
 //! one line (64). How a backend's waiter blocks for a wake-up, given until when it may wait, is
-//! `block`, the same arithmetic for all three.
+//! `block`: the arithmetic once, each backend's allowances its own.
 //!
 //! May use `lock`, `report`, `clock`, `exit` and `file`; never `lease`, `run`, `cli` or
 //! `admin`.

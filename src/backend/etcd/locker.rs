@@ -27,7 +27,7 @@ use super::keys::Keys;
 use super::queue::{self, Place, Watch};
 use super::record;
 use super::steps::{Seen, now_ms, success_ago};
-use crate::backend::block::Block;
+use crate::backend::block::{Allowances, Block};
 use crate::lock::record::{RunEnding, Tenure};
 use crate::lock::{
     Acquire, Failure, Held, Holder, Interrupt, Kind, Locker, Renewal, RunSpec, Until,
@@ -38,6 +38,15 @@ use crate::lock::{
 /// itself within the ttl), but etcd drops a request whose connection closes before the request
 /// is carried out, as it does when the run exits.
 const REVOKE_WAIT: Duration = Duration::from_millis(100);
+
+/// How late a waiter's watch may end: it ends by the client's own timer at its hold, so these
+/// only bound how long a member that froze meanwhile is waited for. They are Redis's figures
+/// for its BLPOP, so that a wait ends at the same moments on every backend.
+const WATCH: Allowances = Allowances {
+    slack: Duration::from_secs(1),
+    late: Duration::from_millis(150),
+    min_hold: Duration::from_millis(1),
+};
 
 /// A run's lock on etcd.
 pub(crate) struct EtcdLocker {
@@ -184,7 +193,7 @@ impl Locker for EtcdLocker {
     }
 
     fn wait(&mut self, until: Until) -> Result<bool, Failure> {
-        let block = Block::until(until);
+        let block = Block::until(until, WATCH);
         let Some((watch, revision)) = self.watch.clone() else {
             return Ok(true);
         };

@@ -27,10 +27,20 @@ use tokio_postgres::types::Type;
 
 use super::conn::{Conn, Heard, column, older_tables};
 use super::plain;
-use crate::backend::block::{self, Block};
+use crate::backend::block::{self, Allowances, Block};
 use crate::lock::record::{RunEnding, Tenure};
 use crate::lock::{
     Acquire, Failure, Held, HeldAs, Holder, Interrupt, Kind, Locker, Renewal, RunSpec, Until,
+};
+
+/// How late a waiter's wait for a notification may end: it ends by the client's own timer at
+/// its hold, so these only bound how long a server that froze meanwhile is waited for. They
+/// are Redis's figures for its BLPOP, so that a wait ends at the same moments on every
+/// backend, and a waiter counts as waiting as long.
+const LISTEN: Allowances = Allowances {
+    slack: Duration::from_secs(1),
+    late: Duration::from_millis(150),
+    min_hold: Duration::from_millis(1),
 };
 
 /// A run's lock on PostgreSQL.
@@ -65,7 +75,7 @@ impl PgLocker {
             min_interval: run.min_interval,
             holder: run.holder.clone(),
             token: run.token.clone(),
-            waiting: block::waiting_lifetime(run.waiting),
+            waiting: block::waiting_lifetime(run.waiting, LISTEN),
             channel: None,
             taken: None,
             unanswered: false,
@@ -246,7 +256,7 @@ impl Locker for PgLocker {
     }
 
     fn wait(&mut self, until: Until) -> Result<bool, Failure> {
-        let block = Block::until(until);
+        let block = Block::until(until, LISTEN);
         let Some(channel) = self.channel.clone() else {
             return Ok(true);
         };

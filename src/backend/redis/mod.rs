@@ -162,7 +162,7 @@ impl Backend for Redis {
             )
             .with_preflight(Preflight::Weekly)
             .with_kind(run.kind)
-            .with_waiting_lifetime(block::waiting_lifetime(run.waiting))
+            .with_waiting_lifetime(block::waiting_lifetime(run.waiting, waiters::BLPOP))
         };
         match self.endpoints.as_slice() {
             [one] => Box::new(node(one)),

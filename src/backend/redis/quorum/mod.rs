@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use crate::backend::block::Block;
 use crate::backend::redis::single::SingleRedis;
 use crate::backend::redis::transport::Identity;
+use crate::backend::redis::waiters::BLPOP;
 use crate::clock::Moment;
 use crate::lock::validity::{deadline, random_unit};
 use crate::lock::{Acquire, Failure, Held, Interrupt, Locker, Renewal, RunEnding, Until};
@@ -459,7 +460,7 @@ impl Locker for Quorum {
     /// acquire that follows. A node that fails hands the rest of the wait to the next one, and
     /// stays passed over until that one fails too.
     fn wait(&mut self, until: Until) -> Result<bool, Failure> {
-        let block = Block::until(until);
+        let block = Block::until(until, BLPOP);
         let start = Instant::now();
         let (held_until, until) = (start + block.hold, start + block.limit);
         let mut last = None;

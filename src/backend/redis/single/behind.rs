@@ -16,14 +16,13 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use crate::backend::block::{Block, WAIT_SLACK};
+use crate::backend::block::Block;
 use crate::backend::redis::Keys;
 use crate::backend::redis::reply::FromReply;
 use crate::backend::redis::scripts::calls;
 use crate::backend::redis::scripts::{self, calls::AcquireReply};
 use crate::backend::redis::transport::endpoint::Endpoint;
-use crate::backend::redis::waiters::FAIR_BEAT;
-use crate::backend::redis::waiters::WAKE_LINGER;
+use crate::backend::redis::waiters::{FAIR_BEAT, WAIT_SLACK, WAKE_LINGER};
 use crate::lock::{Acquire, Failure, Interrupt, record};
 
 use super::{Beside, SingleRedis};

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use crate::backend::block::{Block, WAIT_SLACK};
+use crate::backend::block::Block;
 use crate::backend::redis::Keys;
 use crate::backend::redis::durable::Durability;
 use crate::backend::redis::preflight::{self, Preflight};
@@ -15,7 +15,7 @@ use crate::backend::redis::scripts::calls::{AcquireReply, Attempt, Finish, Turne
 use crate::backend::redis::scripts::{self, Script, calls};
 use crate::backend::redis::transport::Connection;
 use crate::backend::redis::transport::endpoint::Endpoint;
-use crate::backend::redis::waiters::WAKE_LINGER;
+use crate::backend::redis::waiters::{BLPOP, WAIT_SLACK, WAKE_LINGER};
 use crate::lock::record::{self, Lost, RunEnding, Started, Tenure};
 use crate::lock::{
     Acquire, Failure, Held, HeldAs, Holder, Interrupt, Kind, Locker, Renewal, Until,
@@ -544,7 +544,7 @@ impl Locker for SingleRedis {
     }
 
     fn wait(&mut self, until: Until) -> Result<bool, Failure> {
-        self.wait_block(Block::until(until))
+        self.wait_block(Block::until(until, BLPOP))
     }
 
     fn wait_then_acquire(
@@ -552,7 +552,7 @@ impl Locker for SingleRedis {
         until: Until,
         ttl: Duration,
     ) -> (Result<bool, Failure>, Option<Acquire>) {
-        let block = Block::until(until);
+        let block = Block::until(until, BLPOP);
         if !self.plain() || self.durability.is_some() {
             return (self.wait_block(block), None);
         }
