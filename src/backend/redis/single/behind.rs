@@ -111,7 +111,10 @@ impl SingleRedis {
 }
 
 /// Interrupts a [`SingleRedis`] waiter's wait from another thread, over a connection opened
-/// for that one request (see [`Interrupt`]): none is kept while waiting.
+/// for that one request (see [`Interrupt`]): none is kept while waiting. A marker is pushed
+/// through the server onto the waiter's own wake list, since the sync connection a BLPOP blocks
+/// on cannot be interrupted from outside, and the least privileged user must not need CLIENT
+/// UNBLOCK.
 pub(super) struct SingleInterrupt {
     pub endpoint: Endpoint,
     pub keys: Keys,
