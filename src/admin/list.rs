@@ -6,6 +6,7 @@ use anyhow::Context;
 
 use crate::admin::render::{info_json, list_line, quorum_json};
 use crate::admin::{TIMEOUT, Unread, Verdict, need_majority, read, unavailable, verdict};
+use crate::lock::Fence;
 use crate::lock::{Backend, Failure, Inspected, LockInfo, Node, Reason};
 use crate::report;
 
@@ -40,7 +41,7 @@ pub(crate) fn list(backend: &dyn Backend, json: bool) -> anyhow::Result<i32> {
         };
         for (name, inspected) in batch.iter().zip(read_at_once) {
             let info = match inspected {
-                Some(Inspected::Lock(info)) if info.fence != 0 => Ok(*info),
+                Some(Inspected::Lock(info)) if info.fence != Fence::Counter(0) => Ok(*info),
                 // A foreign key, a foreign counter, or a reply that was not a lock's (an error,
                 // another node's slot): read alone, which says what it is.
                 _ => read(node.as_mut(), name),

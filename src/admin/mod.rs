@@ -170,8 +170,7 @@ mod tests {
     fn info(token: Option<&str>) -> LockInfo {
         LockInfo {
             stored_key: "redlock:{q}".into(),
-            fence: 1,
-            foreign_fence: None,
+            fence: crate::lock::Fence::Counter(1),
             held: token.map(|t| (t.to_owned(), None)),
             holder: None,
             several: None,

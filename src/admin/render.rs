@@ -5,7 +5,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use crate::admin::runs;
 use crate::admin::{Unread, Verdict};
 use crate::lock::record::Summary;
-use crate::lock::{HeldAs, Holder, Kind, LockInfo, Place, Several};
+use crate::lock::{Fence, HeldAs, Holder, Kind, LockInfo, Place, Several};
 use crate::report;
 use crate::report::json::{self, Object};
 
@@ -131,9 +131,9 @@ pub(crate) fn list_line(name: &str, info: &LockInfo, extra: Option<&str>) -> Str
         "{}\t{}\tfence {}\t{} waiting\t{}{extra}\n",
         field(name),
         expiry_text(ttl),
-        match info.foreign_fence {
-            Some(_) => "unknown".to_owned(),
-            None => info.fence.to_string(),
+        match &info.fence {
+            Fence::Unreadable(_) => "unknown".to_owned(),
+            Fence::Counter(fence) => fence.to_string(),
         },
         info.waiters(),
         field(&holders)
@@ -265,12 +265,12 @@ pub(crate) fn info_text(name: &str, info: &LockInfo) -> String {
             expiry_text(several.ttl)
         ));
     }
-    out.push_str(&match &info.foreign_fence {
-        Some(foreign) => format!(
+    out.push_str(&match &info.fence {
+        Fence::Unreadable(foreign) => format!(
             "  fencing:  unknown: {} ({})\n",
             foreign.said, foreign.remedy
         ),
-        None => format!("  fencing:  {}\n", info.fence),
+        Fence::Counter(fence) => format!("  fencing:  {fence}\n"),
     });
     out.push_str(&runs::summary_text(&info.runs, info.done));
     if let Some((waiters, oldest)) = info.queue {
@@ -323,10 +323,10 @@ pub(crate) fn info_json(name: &str, info: &LockInfo) -> String {
         .str("key", name)
         .str("server_key", &info.stored_key)
         .str("state", if info.is_held() { "held" } else { "free" });
-    obj = match &info.foreign_fence {
+    obj = match &info.fence {
         // 0 would read as a counter: none can be read.
-        Some(foreign) => obj.raw("fence", "null").str("fence_problem", &foreign.said),
-        None => obj.int("fence", info.fence),
+        Fence::Unreadable(foreign) => obj.raw("fence", "null").str("fence_problem", &foreign.said),
+        Fence::Counter(fence) => obj.int("fence", *fence),
     };
     match (&info.held, &info.several) {
         (Some((token, ttl)), _) => {

@@ -115,7 +115,7 @@ pub(crate) trait Node: Send {
     /// ones; the caller reads each).
     fn names(&mut self, timeout: Duration) -> Result<BTreeSet<String>, Failure>;
     /// The state of lock `name`; a fencing counter that holds what redlock did not write is
-    /// named in its `foreign_fence`.
+    /// read as [`crate::lock::Fence::Unreadable`].
     fn inspect(&mut self, name: &str, timeout: Duration) -> Result<Inspected, Failure>;
     /// The state of each of `names` in as few requests as the backend can, each None where it
     /// must be read alone ([`Node::inspect`] says why). A failure is the whole batch's.

@@ -69,17 +69,24 @@ pub enum Inspected {
     Foreign { stored_key: String, what: String },
 }
 
+/// A lock's fencing counter, as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fence {
+    /// Every token given out later is larger. 0 when never taken, or the server's own counter
+    /// where it keeps one for every lock (a revision of the whole store).
+    Counter(i64),
+    /// It holds what redlock did not write, so no token can be read from it: what is there,
+    /// and what to do, in the backend's words.
+    Unreadable(Foreign),
+}
+
 /// A lock's state as `redlock status` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockInfo {
     /// The lock's own key (or row), as its server names it.
     pub stored_key: String,
-    /// The fencing counter: every token given out later is larger. 0 when never taken, or the
-    /// server's own counter where it keeps one for every lock (a revision of the whole store).
-    pub fence: i64,
-    /// What its key holds instead of a counter redlock wrote (then `fence` is 0, and means
-    /// nothing).
-    pub foreign_fence: Option<Foreign>,
+    /// The fencing counter, as read.
+    pub fence: Fence,
     /// The one exclusive holder's token and remaining lease (None when no expiry), when so held.
     pub held: Option<(String, Option<Duration>)>,
     /// The exclusive holder's details, when held by a redlock that stored them.

@@ -19,7 +19,7 @@ pub(crate) mod validity;
 pub(crate) use backend::{Backend, Capabilities, Node, RunSpec};
 pub use failure::{Failure, Reason};
 pub use holder::Holder;
-pub(crate) use holder::{Forced, Inspected, LockInfo, Place, Several};
+pub(crate) use holder::{Fence, Forced, Inspected, LockInfo, Place, Several};
 pub(crate) use record::{RunEnding, Runs};
 
 use std::time::Duration;

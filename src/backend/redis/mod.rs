@@ -45,6 +45,7 @@ use transport::endpoint::Endpoint;
 use waiters::{FAIR_ENTRY_LIFETIME, WAKE_LINGER};
 
 use crate::backend::{Connect, block};
+use crate::lock::Fence;
 use crate::lock::{Backend, Capabilities, Failure, Forced, Inspected, Locker, Node, RunSpec, Runs};
 use durable::Durability;
 
@@ -212,9 +213,10 @@ impl Node for RedisNode {
         let redis = self.at(name);
         let mut inspected = redis.inspect(timeout)?;
         if let Inspected::Lock(info) = &mut inspected
-            && info.fence == 0
+            && info.fence == Fence::Counter(0)
+            && let Some(foreign) = redis.foreign_fence(timeout).ok().flatten()
         {
-            info.foreign_fence = redis.foreign_fence(timeout).ok().flatten();
+            info.fence = Fence::Unreadable(foreign);
         }
         Ok(inspected)
     }
