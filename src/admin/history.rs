@@ -1,6 +1,6 @@
-//! `redlock history` and `redlock check`: the record of a lock's runs, read in one script per
-//! node (`recent.lua`, which writes nothing), shown as it is or judged as a monitoring plugin
-//! judges.
+//! `redlock history` and `redlock check`: the record of a lock's runs, read from each node
+//! ([`crate::lock::Node::runs`], which writes nothing), shown as it is or judged as a monitoring
+//! plugin judges.
 
 use std::time::Duration;
 
@@ -38,7 +38,7 @@ pub(crate) fn history(backend: &dyn Backend, key: &str, json: bool) -> anyhow::R
 fn read_runs(backend: &dyn Backend, key: &str) -> anyhow::Result<Runs> {
     let context = || format!("cannot read the runs of lock '{key}'");
     let total = backend.nodes().len();
-    if total == 1 {
+    if !backend.capabilities().quorum {
         return backend
             .node(0)
             .runs(key, TIMEOUT)

@@ -6,17 +6,19 @@ use anyhow::Context;
 
 use crate::admin::render::{info_json, list_line, quorum_json};
 use crate::admin::{TIMEOUT, Unread, Verdict, need_majority, read, unavailable, verdict};
+use crate::lock::Fence;
 use crate::lock::{Backend, Failure, Inspected, LockInfo, Node, Reason};
 use crate::report;
 
-/// `redlock list`: every held lock under the prefix (SCAN, never KEYS; on a Cluster, a SCAN on
-/// every master). With several --url, every node is scanned and each lock read on all of them.
+/// `redlock list`: every held lock under the prefix, as the backend finds their names
+/// ([`crate::lock::Node::names`]). Over a quorum, every node is scanned and each lock read on
+/// all of them.
 /// How many locks one request of `list` reads: a few hundred KiB of replies at most, well
 /// within the reply bound, and 10,000 locks in 100 round trips instead of 10,000.
 const BATCH: usize = 100;
 
 pub(crate) fn list(backend: &dyn Backend, json: bool) -> anyhow::Result<i32> {
-    if backend.nodes().len() > 1 {
+    if backend.capabilities().quorum {
         return quorum_list(backend, json);
     }
     let mut node = backend.node(0);
@@ -39,16 +41,16 @@ pub(crate) fn list(backend: &dyn Backend, json: bool) -> anyhow::Result<i32> {
         };
         for (name, inspected) in batch.iter().zip(read_at_once) {
             let info = match inspected {
-                Some(Inspected::Lock(info)) if info.fence != 0 => Ok(*info),
+                Some(Inspected::Lock(info)) if info.fence != Fence::Counter(0) => Ok(*info),
                 // A foreign key, a foreign counter, or a reply that was not a lock's (an error,
                 // another node's slot): read alone, which says what it is.
                 _ => read(node.as_mut(), name),
             };
             match info {
                 Ok(info) if info.is_held() => locks.push((name, info)),
-                // Released since the SCAN, or a key of another kind that looks like a lock.
+                // Released since the names were read, or a key of another kind that looks like a lock.
                 Ok(_) | Err(Unread::Foreign { .. }) => {}
-                // Redis answered, but not with a lock redlock can read (a reply past the cap, an
+                // The server answered, but not with a lock redlock can read (a reply past the cap, an
                 // error): said, never left out in silence; the other locks are listed all the same.
                 Err(Unread::Failed(failure @ Failure::Refused(_))) => report::error(format!(
                     "cannot read lock '{}': {failure}",

@@ -52,9 +52,9 @@ pub(crate) fn unavailable(failure: Failure) -> anyhow::Error {
 /// Why a lock could not be read on a node.
 #[derive(Debug)]
 pub(crate) enum Unread {
-    /// Redis could not be used.
+    /// The server could not be used, or answered with what redlock cannot read.
     Failed(Failure),
-    /// The lock key is a Redis key of another type, which redlock did not make.
+    /// The lock's key holds `what` (as the backend says it), which redlock did not make.
     Foreign { stored_key: String, what: String },
 }
 
@@ -170,8 +170,7 @@ mod tests {
     fn info(token: Option<&str>) -> LockInfo {
         LockInfo {
             stored_key: "redlock:{q}".into(),
-            fence: 1,
-            foreign_fence: None,
+            fence: crate::lock::Fence::Counter(1),
             held: token.map(|t| (t.to_owned(), None)),
             holder: None,
             several: None,

@@ -5,7 +5,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use crate::admin::runs;
 use crate::admin::{Unread, Verdict};
 use crate::lock::record::Summary;
-use crate::lock::{HeldAs, Holder, Kind, LockInfo, Place, Several};
+use crate::lock::{Fence, HeldAs, Holder, Kind, LockInfo, Place, Several};
 use crate::report;
 use crate::report::json::{self, Object};
 
@@ -87,7 +87,7 @@ pub(crate) fn held_as_text(held_as: &HeldAs) -> String {
         HeldAs::Kind(Kind::Exclusive) => "an exclusive lock".to_owned(),
         HeldAs::Kind(Kind::Limit(n)) => format!("a semaphore, --limit {n}"),
         HeldAs::Kind(Kind::Shared) => "shared, --shared".to_owned(),
-        HeldAs::Unrecorded => "how they hold it is not recorded".to_owned(),
+        HeldAs::Unknown(text) if text.is_empty() => "how they hold it is not recorded".to_owned(),
         HeldAs::Unknown(text) => {
             format!(
                 "held as '{}', which this redlock does not know",
@@ -131,9 +131,9 @@ pub(crate) fn list_line(name: &str, info: &LockInfo, extra: Option<&str>) -> Str
         "{}\t{}\tfence {}\t{} waiting\t{}{extra}\n",
         field(name),
         expiry_text(ttl),
-        match info.foreign_fence {
-            Some(_) => "unknown".to_owned(),
-            None => info.fence.to_string(),
+        match &info.fence {
+            Fence::Unreadable(_) => "unknown".to_owned(),
+            Fence::Counter(fence) => fence.to_string(),
         },
         info.waiters(),
         field(&holders)
@@ -177,7 +177,8 @@ pub(crate) fn kind_fields(obj: Object, held_as: Option<&HeldAs>) -> Object {
         Some(HeldAs::Kind(Kind::Exclusive)) => (Some("lock"), None),
         Some(HeldAs::Kind(Kind::Limit(n))) => (Some("semaphore"), Some(*n)),
         Some(HeldAs::Kind(Kind::Shared)) => (Some("shared"), None),
-        Some(HeldAs::Unrecorded) => (Some("set"), None),
+        // Holders that recorded nothing are a set of holders, as JSON has always named them.
+        Some(HeldAs::Unknown(text)) if text.is_empty() => (Some("set"), None),
         Some(HeldAs::Unknown(text)) => (Some(text.as_str()), None),
         Some(HeldAs::Foreign(_)) => (Some("foreign"), None),
     };
@@ -264,12 +265,12 @@ pub(crate) fn info_text(name: &str, info: &LockInfo) -> String {
             expiry_text(several.ttl)
         ));
     }
-    out.push_str(&match &info.foreign_fence {
-        Some(foreign) => format!(
+    out.push_str(&match &info.fence {
+        Fence::Unreadable(foreign) => format!(
             "  fencing:  unknown: {} ({})\n",
             foreign.said, foreign.remedy
         ),
-        None => format!("  fencing:  {}\n", info.fence),
+        Fence::Counter(fence) => format!("  fencing:  {fence}\n"),
     });
     out.push_str(&runs::summary_text(&info.runs, info.done));
     if let Some((waiters, oldest)) = info.queue {
@@ -322,10 +323,10 @@ pub(crate) fn info_json(name: &str, info: &LockInfo) -> String {
         .str("key", name)
         .str("server_key", &info.stored_key)
         .str("state", if info.is_held() { "held" } else { "free" });
-    obj = match &info.foreign_fence {
+    obj = match &info.fence {
         // 0 would read as a counter: none can be read.
-        Some(foreign) => obj.raw("fence", "null").str("fence_problem", &foreign.said),
-        None => obj.int("fence", info.fence),
+        Fence::Unreadable(foreign) => obj.raw("fence", "null").str("fence_problem", &foreign.said),
+        Fence::Counter(fence) => obj.int("fence", *fence),
     };
     match (&info.held, &info.several) {
         (Some((token, ttl)), _) => {

@@ -10,7 +10,7 @@ use crate::report;
 /// `redlock status`: print the lock's state; exit 0 whether it is free or held.
 pub(crate) fn status(backend: &dyn Backend, key: &str, json: bool) -> anyhow::Result<i32> {
     report::set_key(key);
-    if backend.nodes().len() > 1 {
+    if backend.capabilities().quorum {
         return quorum_status(backend, key, json);
     }
     let info = read(backend.node(0).as_mut(), key)

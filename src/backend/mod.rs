@@ -2,12 +2,17 @@
 //! `lock` defines: Redis (`redis/`), etcd (`etcd/`) and PostgreSQL (`postgres/`), and the
 //! executable model of the lock they are tested against (`memory/`, which no URL reaches). Which one a run or an admin command uses is decided here,
 //! once, from the URLs' scheme ([`open`]), as object_store's `parse_url` picks a store; what
-//! the command line says of how to connect ([`Connect`]) is the same for every backend, and a
-//! backend refuses what it cannot honour in one line (64).
+//! the command line says of how to connect ([`Connect`]) is the same for every backend, and
+//! what a backend cannot honour its capabilities ([`crate::lock::Capabilities`]) refuse in
+//! one line (64). How a backend's waiter blocks for a wake-up, given until when it may wait, is
+//! `block`: the arithmetic once, each backend's allowances its own.
 //!
 //! May use `lock`, `report`, `clock`, `exit` and `file`; never `lease`, `run`, `cli` or
 //! `admin`.
 
+#[cfg(test)]
+mod above;
+pub(crate) mod block;
 pub(crate) mod blocking;
 pub(crate) mod etcd;
 pub(crate) mod memory;
@@ -38,24 +43,16 @@ impl Tls {
     }
 }
 
-/// What each write must reach beyond the server that takes it (`--min-replicas`, `--fsync`):
-/// Redis's, refused by a backend whose writes are durable by consensus already.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Durable {
-    /// Replicas that must acknowledge each write (0: none).
-    pub min_replicas: u32,
-    /// Each write must be fsynced to the append-only files (WAITAOF).
-    pub fsync: bool,
-}
-
 /// How to reach the locks, as the command line gives it, checked: the URLs (several make a
-/// quorum on Redis), TLS, the password given apart from the URLs, the key prefix, durability.
+/// quorum on Redis), TLS, the password given apart from the URLs, the key prefix, and the
+/// backend options (`("min-replicas", "2")`, `("fsync", "")`): a backend reads those it takes,
+/// and its [`crate::lock::Capabilities`] refuse the others.
 pub(crate) struct Connect<'a> {
     pub urls: Vec<&'a str>,
     pub tls: Tls,
     pub password: Option<String>,
     pub prefix: String,
-    pub durable: Durable,
+    pub options: Vec<(&'static str, String)>,
 }
 
 /// The backend the URLs name, opened (nothing is connected yet); an error is a usage error's

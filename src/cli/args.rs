@@ -9,7 +9,6 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use nix::sys::signal::Signal;
 
-use crate::backend::Durable;
 pub use crate::cli::monitor::{CheckArgs, HistoryArgs};
 use crate::cli::parse::{
     parse_duration, parse_key, parse_positive, parse_prefix, parse_stop_signal, parse_ttl,
@@ -473,31 +472,17 @@ impl RunArgs {
             ));
         }
         let kill_after = self.kill_after();
-        let durable = Durable {
-            min_replicas: self.min_replicas,
-            fsync: self.fsync,
-        };
-        let backend = self.conn.backend(durable)?;
-        let quorum = backend.nodes().len() > 1;
-        if quorum && self.fair {
-            return Err(classified(
-                Class::Usage,
-                "--fair does not work with several --url (a quorum): each node would keep its own queue, in its own order",
-            ));
-        }
+        let backend = self.conn.backend(self.backend_options())?;
         let kind = match (self.limit, self.shared) {
             (Some(n), _) => Kind::Limit(n),
             (None, true) => Kind::Shared,
             (None, false) => Kind::Exclusive,
         };
-        if quorum && kind != Kind::Exclusive {
-            return Err(classified(
-                Class::Usage,
-                "--limit and --shared do not work with several --url (a quorum): counted on \
-                 independent masters, more than N holders can each win a majority (with 3 nodes \
-                 and --limit 3, 4 holders on 2 nodes each fit in 3 slots a node); use one Redis, \
-                 a Sentinel service or a Cluster",
-            ));
+        let refusal = backend
+            .capabilities()
+            .refusal(kind, self.fair, &self.backend_options());
+        if let Some(why) = refusal {
+            return Err(classified(Class::Usage, why));
         }
         if kind == Kind::Shared && self.fair {
             return Err(classified(
@@ -525,6 +510,19 @@ impl RunArgs {
             command: self.command.clone(),
             command_url: self.conn.command_url(),
         })
+    }
+
+    /// The backend options the flags give, as name and value: `--min-replicas N` (unless 0,
+    /// the default) and `--fsync`.
+    fn backend_options(&self) -> Vec<(&'static str, String)> {
+        let mut options = Vec::new();
+        if self.min_replicas > 0 {
+            options.push(("min-replicas", self.min_replicas.to_string()));
+        }
+        if self.fsync {
+            options.push(("fsync", String::new()));
+        }
+        options
     }
 
     /// The grace before SIGKILL after a stop request or `--max-runtime`: as given, or the

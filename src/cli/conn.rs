@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::backend::{self, Connect, Durable, Tls};
+use crate::backend::{self, Connect, Tls};
 use crate::cli::args::{ConnArgs, PASSWORD_ENV};
 use crate::error::{Class, classified};
 use crate::file::{self, Unusable};
@@ -11,9 +11,12 @@ use crate::lock::Backend;
 
 impl ConnArgs {
     /// The backend named by --url / REDLOCK_URL (split on whitespace), with the TLS options,
-    /// the password and the key prefix applied, and `durable` asked of every write (the admin
-    /// subcommands ask nothing).
-    pub(crate) fn backend(&self, durable: Durable) -> anyhow::Result<Box<dyn Backend>> {
+    /// the password and the key prefix applied, and the backend `options` given (`run`'s
+    /// `--min-replicas` and `--fsync`; the admin subcommands give none).
+    pub(crate) fn backend(
+        &self,
+        options: Vec<(&'static str, String)>,
+    ) -> anyhow::Result<Box<dyn Backend>> {
         let usage = |message: String| classified(Class::Usage, message);
         let tls = self.tls().map_err(usage)?;
         let password = password(self.password_file.as_deref()).map_err(usage)?;
@@ -23,7 +26,7 @@ impl ConnArgs {
             tls,
             password,
             prefix: self.prefix.clone(),
-            durable,
+            options,
         })
         .map_err(usage)
     }

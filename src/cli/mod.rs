@@ -19,7 +19,6 @@ use std::ffi::OsString;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 
-use crate::backend::Durable;
 use crate::report;
 use crate::report::metrics;
 use crate::{admin, error, exit, run};
@@ -54,15 +53,15 @@ pub fn main() -> i32 {
         Command::Run(args) => return run_with_metrics(args),
         Command::Status(args) => args
             .conn
-            .backend(Durable::default())
+            .backend(Vec::new())
             .and_then(|backend| admin::status(backend.as_ref(), &args.key, args.json)),
         Command::List(args) => args
             .conn
-            .backend(Durable::default())
+            .backend(Vec::new())
             .and_then(|backend| admin::list(backend.as_ref(), args.json)),
         Command::History(args) => args
             .conn
-            .backend(Durable::default())
+            .backend(Vec::new())
             .and_then(|backend| admin::history(backend.as_ref(), &args.key, args.json)),
         Command::Check(args) => return check(args),
         Command::Release(args) => release(args),
@@ -90,7 +89,7 @@ fn release(args: &ReleaseArgs) -> anyhow::Result<i32> {
         ));
     }
     admin::release(
-        args.conn.backend(Durable::default())?.as_ref(),
+        args.conn.backend(Vec::new())?.as_ref(),
         &args.key,
         args.token.as_deref(),
         args.json,
@@ -100,8 +99,8 @@ fn release(args: &ReleaseArgs) -> anyhow::Result<i32> {
 /// `redlock init`: the tables a PostgreSQL database keeps its locks in, made or printed;
 /// refused (64) for a backend that needs none.
 fn init(args: &InitArgs) -> anyhow::Result<i32> {
-    let backend = args.conn.backend(Durable::default())?;
-    let Some(sql) = backend.tables() else {
+    let backend = args.conn.backend(Vec::new())?;
+    let (true, Some(tables)) = (backend.capabilities().init, backend.tables()) else {
         return Err(error::classified(
             error::Class::Usage,
             format!(
@@ -111,7 +110,7 @@ fn init(args: &InitArgs) -> anyhow::Result<i32> {
         ));
     };
     if args.print {
-        return Ok(print(sql.as_bytes()));
+        return Ok(print(tables.as_bytes()));
     }
     let done = backend
         .init(admin::TIMEOUT)
@@ -125,7 +124,7 @@ fn check(args: &CheckArgs) -> i32 {
     report::set_key(&args.key);
     match args
         .conn
-        .backend(Durable::default())
+        .backend(Vec::new())
         .and_then(|backend| admin::check(backend.as_ref(), &args.key, args.max_age, args.json))
     {
         Ok(code) => code,

@@ -9,9 +9,7 @@ use super::Subject;
 use crate::exit::Outcome;
 use crate::lease::schedule::Renewals;
 use crate::lock::record::{RUNS_KEPT, RunEnd, VANISHED};
-use crate::lock::{
-    Acquire, Block, Forced, Held, Inspected, Kind, Locker, Renewal, RunEnding, WAIT_SLACK,
-};
+use crate::lock::{Acquire, Forced, Held, Inspected, Kind, Locker, Renewal, RunEnding, Until};
 
 type Case = fn(&Subject) -> Result<(), String>;
 
@@ -39,10 +37,6 @@ fn ensure(holds: bool, said: impl FnOnce() -> String) -> Result<(), String> {
     holds.then_some(()).ok_or_else(said)
 }
 
-fn token() -> String {
-    uuid::Uuid::new_v4().to_string()
-}
-
 fn success() -> RunEnding {
     RunEnding::of(Outcome::Exited(0), 75)
 }
@@ -63,15 +57,14 @@ impl Client {
     fn of(s: &Subject, spec: crate::lock::RunSpec) -> Client {
         Client {
             locker: s.backend.locker(&spec),
-            token: token(),
+            token: spec.token,
             timeout: s.timeout,
             ttl: s.lease,
         }
     }
 
     fn acquire(&mut self) -> Result<Acquire, String> {
-        let token = &self.token;
-        let got = self.locker.acquire(token, self.ttl, self.timeout);
+        let got = self.locker.acquire(self.ttl, self.timeout);
         got.map_err(|e| format!("acquire failed: {e}"))
     }
 
@@ -91,14 +84,12 @@ impl Client {
     }
 
     fn extend(&mut self) -> Result<Renewal, String> {
-        let token = &self.token;
-        let got = self.locker.extend(token, self.ttl, self.timeout);
+        let got = self.locker.extend(self.ttl, self.timeout);
         got.map_err(|e| format!("extend failed: {e}"))
     }
 
     fn release_as(&mut self, ended: RunEnding) -> Result<Held, String> {
-        let token = &self.token;
-        let got = self.locker.release(token, ended, self.timeout);
+        let got = self.locker.release(ended, self.timeout);
         got.map_err(|e| format!("release failed: {e}"))
     }
 
@@ -107,8 +98,7 @@ impl Client {
     }
 
     fn leave(&mut self, busy: bool) -> Result<(), String> {
-        let token = &self.token;
-        let left = self.locker.leave(token, busy, self.timeout);
+        let left = self.locker.leave(busy, self.timeout);
         left.map_err(|e| format!("leave failed: {e}"))
     }
 }
@@ -290,13 +280,13 @@ fn release_wakes_a_waiter(s: &Subject) -> Result<(), String> {
     a.take()?;
     b.busy()?;
     let hold = Duration::from_secs(10);
-    let block = Block {
-        hold,
-        limit: hold + WAIT_SLACK,
+    let until = Until {
+        pause: crate::clock::Moment::now() + hold,
+        wait_ends: None,
     };
     let started = Instant::now();
     let waiter = std::thread::spawn(move || {
-        let woken = b.locker.wait(&b.token, block);
+        let woken = b.locker.wait(until);
         (woken.map_err(|e| e.to_string()), b)
     });
     std::thread::sleep(Duration::from_millis(100));
@@ -419,7 +409,7 @@ fn frozen_past_the_lease(s: &Subject) -> Result<(), String> {
         }
         let timeout = renewals.timeout(at);
         let answered = Instant::now();
-        let got = a.locker.extend(&a.token, s.lease, timeout);
+        let got = a.locker.extend(s.lease, timeout);
         let took = answered.elapsed();
         ensure(took < timeout + Duration::from_millis(300), || {
             format!("a renewal bounded by {timeout:?} took {took:?}")
@@ -461,7 +451,7 @@ fn killed_server_fails_in_bound(s: &Subject) -> Result<(), String> {
     a.release()?;
     s.service.kill();
     let started = Instant::now();
-    let got = a.locker.acquire(&a.token, s.lease, s.timeout);
+    let got = a.locker.acquire(s.lease, s.timeout);
     let took = started.elapsed();
     s.service.restart();
     ensure(got.is_err(), || {
@@ -472,7 +462,7 @@ fn killed_server_fails_in_bound(s: &Subject) -> Result<(), String> {
     })?;
     let back = Instant::now();
     loop {
-        match a.locker.acquire(&a.token, s.lease, s.timeout) {
+        match a.locker.acquire(s.lease, s.timeout) {
             Ok(Acquire::Acquired { .. }) => break,
             got if back.elapsed() > Duration::from_secs(15) => {
                 return Err(format!("15 s after the restart: {got:?}"));

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::backend::memory::{self, Health, Server};
-use crate::backend::{Connect, Durable, Tls};
+use crate::backend::{Connect, Tls};
 use crate::clock::Moment;
 use crate::lock::{Backend, Holder, Kind, RunSpec};
 
@@ -82,7 +82,7 @@ impl Subject {
             tls: Tls::default(),
             password: None,
             prefix: "conformance:".to_owned(),
-            durable: Durable::default(),
+            options: Vec::new(),
         })?;
         let timeout = Duration::from_secs(2);
         if backend.tables().is_some() {
@@ -114,10 +114,12 @@ impl Subject {
         }
     }
 
-    /// What a run of lock `key` (a name under this subject's) asks, as `kind`.
+    /// What a run of lock `key` (a name under this subject's) asks, as `kind`, with a token
+    /// of its own.
     fn spec(&self, key: &str, kind: Kind) -> RunSpec {
         RunSpec {
             key: format!("{}-{key}", self.name),
+            token: uuid::Uuid::new_v4().to_string(),
             kind,
             fair: false,
             min_interval: None,

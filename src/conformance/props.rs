@@ -48,11 +48,14 @@ impl fmt::Display for Answer {
     }
 }
 
-/// One side: its holders' lockers and tokens, the last token seen.
+/// One side: its holders' lockers (each bound to its run's token) and kinds, the last token
+/// seen.
 struct Side<'a> {
     subject: &'a Subject,
+    /// The lock's name as this subject's cases name it, and under the subject's name.
+    case_key: String,
     key: String,
-    lockers: Vec<(Box<dyn Locker>, String)>,
+    lockers: Vec<(Box<dyn Locker>, Kind)>,
     last_fence: Option<i64>,
 }
 
@@ -62,11 +65,12 @@ impl<'a> Side<'a> {
             .iter()
             .map(|kind| {
                 let locker = subject.backend.locker(&subject.spec(key, *kind));
-                (locker, uuid::Uuid::new_v4().to_string())
+                (locker, *kind)
             })
             .collect();
         Side {
             subject,
+            case_key: key.to_owned(),
             key: format!("{}-{key}", subject.name),
             lockers,
             last_fence: None,
@@ -78,8 +82,8 @@ impl<'a> Side<'a> {
         let n = self.lockers.len();
         match op {
             Op::Take(i) => {
-                let (locker, token) = &mut self.lockers[i % n];
-                match locker.acquire(token, ttl, timeout) {
+                let (locker, _) = &mut self.lockers[i % n];
+                match locker.acquire(ttl, timeout) {
                     Ok(Acquire::Acquired { fence }) => {
                         let rose = self.last_fence.is_none_or(|last| fence > last);
                         self.last_fence = Some(self.last_fence.map_or(fence, |l| l.max(fence)));
@@ -92,18 +96,22 @@ impl<'a> Side<'a> {
                 }
             }
             Op::Renew(i) => {
-                let (locker, token) = &mut self.lockers[i % n];
+                let (locker, _) = &mut self.lockers[i % n];
                 locker
-                    .extend(token, ttl, timeout)
+                    .extend(ttl, timeout)
                     .map_or(Answer::Failed, Answer::Renewal)
             }
             Op::Release(i) => {
-                let (locker, token) = &mut self.lockers[i % n];
+                let (locker, kind) = &mut self.lockers[i % n];
                 let ended = RunEnding::of(Outcome::Exited(0), 75);
                 let answer = locker
-                    .release(token, ended, timeout)
+                    .release(ended, timeout)
                     .map_or(Answer::Failed, Answer::Released);
-                *token = uuid::Uuid::new_v4().to_string();
+                // The holder's next run: a new token, so a new locker.
+                *locker = self
+                    .subject
+                    .backend
+                    .locker(&self.subject.spec(&self.case_key, *kind));
                 answer
             }
             Op::Force => {
@@ -167,8 +175,8 @@ pub fn compare(
         }
     }
     // Nothing left held for the next case's time.
-    for (locker, token) in m.lockers.iter_mut().chain(r.lockers.iter_mut()) {
-        let _ = locker.release(token, RunEnding::of(Outcome::Exited(0), 75), model.timeout);
+    for (locker, _) in m.lockers.iter_mut().chain(r.lockers.iter_mut()) {
+        let _ = locker.release(RunEnding::of(Outcome::Exited(0), 75), model.timeout);
     }
     Ok(())
 }

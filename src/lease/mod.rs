@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use crate::clock::Moment;
 use crate::exit::Outcome;
-use crate::lock::{Acquire, Block, Failure, Held, HeldAs, Interrupt, Locker, Renewal, RunEnding};
+use crate::lock::{Acquire, Failure, Held, HeldAs, Interrupt, Locker, Renewal, RunEnding, Until};
 use schedule::{AfterBlock, Ending, Next, Renewals, Waiting};
 
 /// How long to wait for a busy lock: up to a duration, or until it is free.
@@ -164,21 +164,19 @@ impl Lease {
     /// acquires, then renews until [`Lease::stop`].
     pub fn start(
         locker: Box<dyn Locker>,
-        token: String,
         ttl: Duration,
         (splay, wait): (Duration, Wait),
         reports: Reports,
     ) -> Self {
         let (stop, stop_rx) = mpsc::channel();
         let waiting = Arc::new(Mutex::new(Blocked::default()));
-        let interrupt = Arc::from(locker.interrupter(&token));
+        let interrupt = Arc::from(locker.interrupter());
         let shared = Arc::clone(&waiting);
         let thread = thread::Builder::new()
             .name("lease".into())
             .spawn(move || {
                 let mut worker = Worker {
                     locker,
-                    token,
                     ttl,
                     inbox: stop_rx,
                     waiting: shared,
@@ -255,7 +253,6 @@ impl Drop for Lease {
 /// The lease thread's work: the wait, the renewals, the release.
 struct Worker<C: Clock> {
     locker: Box<dyn Locker>,
-    token: String,
     ttl: Duration,
     inbox: Receiver<Stop>,
     waiting: Arc<Mutex<Blocked>>,
@@ -279,7 +276,7 @@ impl<C: Clock> Worker<C> {
             return;
         };
         // The command starts as this runs; the first renewal is due ttl/3 after `sent`.
-        self.locker.settle(&self.token, renew_timeout(self.ttl));
+        self.locker.settle(renew_timeout(self.ttl));
         let released = match self.renew(sent) {
             Some(ended) => Some(self.release(ended)),
             // Lost: wait for the supervisor's stop; there is nothing of ours to release.
@@ -312,14 +309,14 @@ impl<C: Clock> Worker<C> {
         }
     }
 
-    /// Block until a release wakes us, as `block` says; true when asked to stop.
+    /// Block until a release wakes us, or `until` says; true when asked to stop.
     ///
     /// The block runs on the lock's own connection, so a waiter costs the server one
     /// connection (per node), not two, and it has always answered before we try again:
     /// nothing of ours stays blocked to swallow someone else's wake-up once we hold the lock.
     /// A stop cannot reach this thread while it blocks: [`Lease::finish`] sees `blocked` and
     /// interrupts the block through the backend. What follows the block, `waiting` decides.
-    fn wait_for_release(&mut self, block: Block, waiting: &mut Waiting) -> bool {
+    fn wait_for_release(&mut self, until: Until, waiting: &mut Waiting) -> bool {
         {
             let mut shared = lock(&self.waiting);
             if shared.stopping {
@@ -328,7 +325,7 @@ impl<C: Clock> Worker<C> {
             shared.blocked = true;
         }
         let sent = self.clock.now();
-        let (woken, taken) = self.locker.wait_then_acquire(&self.token, block, self.ttl);
+        let (woken, taken) = self.locker.wait_then_acquire(until, self.ttl);
         self.behind = taken.map(|taken| (sent, taken));
         let stopping = {
             let mut shared = lock(&self.waiting);
@@ -366,7 +363,7 @@ impl<C: Clock> Worker<C> {
     /// what `waiting` gives an attempt now.
     fn leave(&mut self, waiting: &Waiting, busy: bool) {
         let timeout = waiting.timeout(self.clock.now());
-        let _ = self.locker.leave(&self.token, busy, timeout);
+        let _ = self.locker.leave(busy, timeout);
     }
 
     /// Take the lock, waiting as asked. When taken (and reported): when the winning request was
@@ -374,18 +371,7 @@ impl<C: Clock> Worker<C> {
     fn acquire(&mut self, wait: Wait) -> Option<Moment> {
         let mut waiting = Waiting::new(self.clock.now(), wait, self.ttl);
         loop {
-            let (sent, result) = match self.behind.take() {
-                // A lease counts from when its attempt was sent, behind a block that may have
-                // lasted most of a ttl: one taken that long ago is taken again (our own token
-                // is found, the lease restarts, the run is the same) to count from now.
-                Some((sent, Acquire::Acquired { .. }))
-                    if self.clock.now().saturating_since(sent) > self.ttl / 3 =>
-                {
-                    self.attempt(&waiting)
-                }
-                Some((sent, taken)) => (sent, Ok(taken)),
-                None => self.attempt(&waiting),
-            };
+            let (sent, result) = self.next_attempt(&waiting);
             let now = self.clock.now();
             let waited = waiting.waited(now);
             let stopped = match waiting.after(result, now, random_unit()) {
@@ -398,38 +384,10 @@ impl<C: Clock> Worker<C> {
                     return Some(sent);
                 }
                 Next::Over { ending, leave } => {
-                    let unanswered = self.locker.unanswered();
-                    // Pass on a wake-up we may have taken: the next waiter finds out at once.
-                    if leave {
-                        self.leave(&waiting, matches!(ending, Ending::Busy { .. }));
-                    }
-                    // The last take too few replicas acknowledged ends the run: recorded so.
-                    let ending = match ending {
-                        Ending::Failed(failure @ Failure::Unacknowledged(_)) => {
-                            let ended = RunEnding::of(Outcome::Unavailable, 0);
-                            Ending::Failed(self.give_back_unacknowledged(failure, Some(ended)))
-                        }
-                        ending => ending,
-                    };
-                    if unanswered && matches!(ending, Ending::Failed(_)) {
-                        // A stop that came while the attempt hung (a TERM during an acquire on a
-                        // frozen server) says how the run ended; else the server could not be used.
-                        let ended = match self.next_message(Some(self.clock.now())) {
-                            Some(Stop::Stop { ended }) => ended,
-                            _ => RunEnding::of(Outcome::Unavailable, 0),
-                        };
-                        self.give_back(ended);
-                    }
-                    (self.reports.wait)(match ending {
-                        Ending::Busy { queued } => WaitEvent::Busy { waited, queued },
-                        Ending::Skipped { ago } => WaitEvent::Skipped { ago, waited },
-                        Ending::Mismatch { found } => WaitEvent::Mismatch { found },
-                        Ending::Misconfigured(why) => WaitEvent::Misconfigured(why),
-                        Ending::Failed(failure) => WaitEvent::Failed(failure),
-                    });
+                    self.wait_over(&waiting, ending, leave, waited);
                     return None;
                 }
-                Next::WaitForRelease(block) => self.wait_for_release(block, &mut waiting),
+                Next::WaitForRelease(until) => self.wait_for_release(until, &mut waiting),
                 Next::Retry {
                     failure,
                     pause,
@@ -446,35 +404,90 @@ impl<C: Clock> Worker<C> {
                 }
             };
             if stopped {
-                // The attempt behind the block may have taken the lock as the stop came.
-                let took = matches!(self.behind.take(), Some((_, Acquire::Acquired { .. })));
-                let unanswered = self.locker.unanswered() || took;
-                if waiting.registered() {
-                    self.leave(&waiting, false);
-                }
-                if unanswered {
-                    // A stop that came while blocked is still in the inbox.
-                    let ended = match self.stopped.take() {
-                        Some(ended) => Some(ended),
-                        None => match self.inbox.try_recv() {
-                            Ok(Stop::Stop { ended }) => Some(ended),
-                            _ => None,
-                        },
-                    };
-                    self.give_back(ended.unwrap_or(RunEnding::of(Outcome::Interrupted(0), 0)));
-                }
-                (self.reports.wait)(WaitEvent::Stopped);
+                self.stop_waiting(&waiting);
                 return None;
             }
         }
     }
 
+    /// The next attempt's answer, and when it was sent: the one sent behind the last block,
+    /// if any, or one made now.
+    fn next_attempt(&mut self, waiting: &Waiting) -> (Moment, Result<Acquire, Failure>) {
+        match self.behind.take() {
+            // A lease counts from when its attempt was sent, behind a block that may have
+            // lasted most of a ttl: one taken that long ago is taken again (our own token
+            // is found, the lease restarts, the run is the same) to count from now.
+            Some((sent, Acquire::Acquired { .. }))
+                if self.clock.now().saturating_since(sent) > self.ttl / 3 =>
+            {
+                self.attempt(waiting)
+            }
+            Some((sent, taken)) => (sent, Ok(taken)),
+            None => self.attempt(waiting),
+        }
+    }
+
+    /// The wait ended without the lock, as `ending` says, `waited` after it began: leave the
+    /// waiters (when `leave`), give back what an attempt may have taken, and report it.
+    fn wait_over(&mut self, waiting: &Waiting, ending: Ending, leave: bool, waited: Duration) {
+        let unanswered = self.locker.unanswered();
+        // Pass on a wake-up we may have taken: the next waiter finds out at once.
+        if leave {
+            self.leave(waiting, matches!(ending, Ending::Busy { .. }));
+        }
+        // The last take too few replicas acknowledged ends the run: recorded so.
+        let ending = match ending {
+            Ending::Failed(failure @ Failure::Unacknowledged(_)) => {
+                let ended = RunEnding::of(Outcome::Unavailable, 0);
+                Ending::Failed(self.give_back_unacknowledged(failure, Some(ended)))
+            }
+            ending => ending,
+        };
+        if unanswered && matches!(ending, Ending::Failed(_)) {
+            // A stop that came while the attempt hung (a TERM during an acquire on a
+            // frozen server) says how the run ended; else the server could not be used.
+            let ended = match self.next_message(Some(self.clock.now())) {
+                Some(Stop::Stop { ended }) => ended,
+                _ => RunEnding::of(Outcome::Unavailable, 0),
+            };
+            self.give_back(ended);
+        }
+        (self.reports.wait)(match ending {
+            Ending::Busy { queued } => WaitEvent::Busy { waited, queued },
+            Ending::Skipped { ago } => WaitEvent::Skipped { ago, waited },
+            Ending::Mismatch { found } => WaitEvent::Mismatch { found },
+            Ending::Misconfigured(why) => WaitEvent::Misconfigured(why),
+            Ending::Failed(failure) => WaitEvent::Failed(failure),
+        });
+    }
+
+    /// Asked to stop while waiting: leave the waiters, give back what an attempt may have
+    /// taken (recording the run as the stop said), and report it.
+    fn stop_waiting(&mut self, waiting: &Waiting) {
+        // The attempt behind the block may have taken the lock as the stop came.
+        let took = matches!(self.behind.take(), Some((_, Acquire::Acquired { .. })));
+        let unanswered = self.locker.unanswered() || took;
+        if waiting.registered() {
+            self.leave(waiting, false);
+        }
+        if unanswered {
+            // A stop that came while blocked is still in the inbox.
+            let ended = match self.stopped.take() {
+                Some(ended) => Some(ended),
+                None => match self.inbox.try_recv() {
+                    Ok(Stop::Stop { ended }) => Some(ended),
+                    _ => None,
+                },
+            };
+            self.give_back(ended.unwrap_or(RunEnding::of(Outcome::Interrupted(0), 0)));
+        }
+        (self.reports.wait)(WaitEvent::Stopped);
+    }
+
     /// One attempt to take the lock, sent now: when, and its result.
     fn attempt(&mut self, waiting: &Waiting) -> (Moment, Result<Acquire, Failure>) {
         let sent = self.clock.now();
-        let result = self
-            .locker
-            .acquire(&self.token, self.ttl, waiting.timeout(sent));
+        let result = self.locker.acquire(self.ttl, waiting.timeout(sent));
         (sent, result)
     }
 
@@ -483,7 +496,7 @@ impl<C: Clock> Worker<C> {
     /// Within the time an acquire has, 1 s at most: the exit waits for it.
     fn give_back(&mut self, ended: RunEnding) {
         let timeout = acquire_timeout(self.ttl).min(GIVE_BACK_LIMIT);
-        let released = self.locker.release(&self.token, ended, timeout);
+        let released = self.locker.release(ended, timeout);
         (self.reports.wait)(WaitEvent::GaveBack(released));
     }
 
@@ -493,9 +506,7 @@ impl<C: Clock> Worker<C> {
     /// acquire has, 1 s at most, as [`Worker::give_back`].
     fn give_back_unacknowledged(&mut self, failure: Failure, ended: Option<RunEnding>) -> Failure {
         let timeout = acquire_timeout(self.ttl).min(GIVE_BACK_LIMIT);
-        let released = self
-            .locker
-            .give_back_unacknowledged(&self.token, ended, timeout);
+        let released = self.locker.give_back_unacknowledged(ended, timeout);
         failure.reworded(|why| match released {
             Ok(()) => format!("{why}; released it"),
             Err(failure) => format!("{why}; releasing it failed ({failure}); it expires by itself"),
@@ -512,9 +523,7 @@ impl<C: Clock> Worker<C> {
                 Some(Stop::RenewNow) | None => {}
             }
             let sent = self.clock.now();
-            let result = self
-                .locker
-                .extend(&self.token, self.ttl, renewals.timeout(sent));
+            let result = self.locker.extend(self.ttl, renewals.timeout(sent));
             match result {
                 Ok(Renewal::Extended) => {
                     renewals.extended(sent);
@@ -542,10 +551,7 @@ impl<C: Clock> Worker<C> {
         let give_up = self.clock.now() + RELEASE_BUDGET;
         loop {
             let left = give_up.saturating_since(self.clock.now());
-            match self
-                .locker
-                .release(&self.token, ended, left.min(Duration::from_secs(1)))
-            {
+            match self.locker.release(ended, left.min(Duration::from_secs(1))) {
                 Err(Failure::Unreachable(_)) if left > Duration::from_millis(50) => {
                     self.clock.sleep(Duration::from_millis(50));
                 }

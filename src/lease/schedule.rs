@@ -9,10 +9,10 @@ use std::time::Duration;
 use crate::clock::Moment;
 use crate::lease::Wait;
 use crate::lease::timing::{
-    acquire_timeout, block, deadline, renew_interval, renew_timeout, retry_interval,
-    unreachable_backoff, wake_wait,
+    acquire_timeout, deadline, renew_interval, renew_timeout, retry_interval, unreachable_backoff,
+    wake_wait,
 };
-use crate::lock::{Acquire, Block, Failure, HeldAs};
+use crate::lock::{Acquire, Failure, HeldAs, Until};
 
 /// The shortest time limit an attempt gets within a wait that is nearly over.
 pub const MIN_ATTEMPT: Duration = Duration::from_millis(100);
@@ -33,7 +33,7 @@ pub struct Waiting {
     /// An attempt found the lock busy: this waiter is registered as one, and may have taken a
     /// wake-up, so leaving must tell the server.
     busy_seen: bool,
-    /// When the server was last asked to end a block for a release.
+    /// When the last wait for a release was to end.
     held_until: Option<Moment>,
 }
 
@@ -45,7 +45,7 @@ pub enum Next {
     /// The wait is over without the lock: `leave` the waiters first if this one registered.
     Over { ending: Ending, leave: bool },
     /// Block until a release wakes this waiter, as this says; then [`Waiting::after_block`].
-    WaitForRelease(Block),
+    WaitForRelease(Until),
     /// The server did not answer, or too few replicas acknowledged the take (given back): sleep
     /// `pause`, then try again; `first`: the first such failure in a row.
     Retry {
@@ -133,13 +133,16 @@ impl Waiting {
                 if left.is_zero() {
                     over(Ending::Busy { queued }, true)
                 } else {
-                    let block = block(wake_wait(self.ttl, remaining, random).min(left), left);
-                    self.held_until = Some(now + block.hold);
-                    Next::WaitForRelease(block)
+                    let pause = now + wake_wait(self.ttl, remaining, random).min(left);
+                    self.held_until = Some(pause);
+                    Next::WaitForRelease(Until {
+                        pause,
+                        wait_ends: self.give_up,
+                    })
                 }
             }
-            // The server answered with an error (credentials, a replica, a Sentinel given as a
-            // server...): no wait makes it right.
+            // The server answered with an error (credentials, a replica, a server of another
+            // kind...): no wait makes it right.
             Err(failure @ Failure::Refused(_)) => over(Ending::Failed(failure), false),
             // No wait (`--wait 0`), or the wait ran out with the server still unreachable: nothing
             // to leave on a server that does not answer. One whose replicas lag does answer.
@@ -167,8 +170,8 @@ impl Waiting {
     /// An answer, woken or not, is followed by an attempt at once, the last one when the wait
     /// is over. No answer is a failure to reach the server like an attempt's, retried in the
     /// same way, except that an attempt still follows when the wait is over: the last word is an
-    /// attempt's (busy or not, reachable or not). An error the server answered with (a Redis ACL
-    /// without BLPOP, say) is sat out until the block would have ended: the waiter polls.
+    /// attempt's (busy or not, reachable or not). An error the server answered with (a user
+    /// not allowed to wait, say) is sat out until the block would have ended: the waiter polls.
     pub fn after_block(
         &mut self,
         woken: Result<bool, Failure>,

@@ -1,4 +1,4 @@
-//! The lease thread's work against a fake clock and a fake lock: no Redis, no waiting. Each test
+//! The lease thread's work against a fake clock and a fake lock: no server, no waiting. Each test
 //! scripts what the lock answers, and when the supervisor asks to stop or to renew, and checks
 //! what the thread reported and when, and what it asked of the lock.
 
@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::*;
-use crate::lock::{Acquire, Interrupt};
+use crate::lock::{Acquire, Interrupt, Until};
 
 /// A fake clock: waiting jumps to the deadline, or to the moment a scripted message arrives.
 #[derive(Clone)]
@@ -141,25 +141,29 @@ impl Interrupt for NoInterrupt {
 }
 
 impl Locker for FakeLocker {
-    fn wait(&mut self, _token: &str, block: crate::lock::Block) -> Result<bool, Failure> {
+    fn wait(&mut self, until: Until) -> Result<bool, Failure> {
         self.call(Call::Wait {
             at: self.clock.at(),
         });
         // Unless scripted, a release wakes the waiter at once.
         let woken = self.waits.pop_front().unwrap_or(Ok(true));
         if woken.is_err() {
-            self.clock.advance(block.limit);
+            // A frozen server: given up a second after the pause, or as the wait ends.
+            let now = *self.clock.now.lock().unwrap();
+            let given_up = until.wait_ends.map_or(until.pause + ms(1000), |end| {
+                end.min(until.pause + ms(1000))
+            });
+            self.clock.advance(given_up.saturating_since(now));
         }
         woken
     }
 
     fn wait_then_acquire(
         &mut self,
-        token: &str,
-        block: crate::lock::Block,
+        until: Until,
         _ttl: Duration,
     ) -> (Result<bool, Failure>, Option<Acquire>) {
-        let woken = self.wait(token, block);
+        let woken = self.wait(until);
         if woken.is_ok() {
             self.clock.advance(self.block_takes);
         }
@@ -169,18 +173,18 @@ impl Locker for FakeLocker {
         (woken, self.behind.pop_front().flatten())
     }
 
-    fn interrupter(&self, _token: &str) -> Box<dyn Interrupt> {
+    fn interrupter(&self) -> Box<dyn Interrupt> {
         Box::new(NoInterrupt)
     }
 
-    fn leave(&mut self, _token: &str, _busy: bool, _timeout: Duration) -> Result<(), Failure> {
+    fn leave(&mut self, _busy: bool, _timeout: Duration) -> Result<(), Failure> {
         self.call(Call::Leave {
             at: self.clock.at(),
         });
         Ok(())
     }
 
-    fn acquire(&mut self, _: &str, _: Duration, timeout: Duration) -> Result<Acquire, Failure> {
+    fn acquire(&mut self, _: Duration, timeout: Duration) -> Result<Acquire, Failure> {
         self.call(Call::Acquire {
             at: self.clock.at(),
             timeout,
@@ -194,7 +198,7 @@ impl Locker for FakeLocker {
         self.lost_replies && self.last_failed
     }
 
-    fn extend(&mut self, _: &str, _: Duration, timeout: Duration) -> Result<Renewal, Failure> {
+    fn extend(&mut self, _: Duration, timeout: Duration) -> Result<Renewal, Failure> {
         self.call(Call::Extend {
             at: self.clock.at(),
             timeout,
@@ -204,7 +208,6 @@ impl Locker for FakeLocker {
 
     fn give_back_unacknowledged(
         &mut self,
-        _: &str,
         ended: Option<RunEnding>,
         _: Duration,
     ) -> Result<(), Failure> {
@@ -215,7 +218,7 @@ impl Locker for FakeLocker {
         Ok(())
     }
 
-    fn release(&mut self, _: &str, ended: RunEnding, _: Duration) -> Result<Held, Failure> {
+    fn release(&mut self, ended: RunEnding, _: Duration) -> Result<Held, Failure> {
         self.call(Call::Release {
             at: self.clock.at(),
             outcome: ended.outcome,
@@ -318,7 +321,6 @@ fn run(script: Run) -> (Vec<(u64, String)>, Vec<Call>) {
     let (stop, inbox) = mpsc::channel();
     let mut worker = Worker {
         locker: Box::new(locker),
-        token: "t".into(),
         ttl: script.ttl,
         inbox,
         waiting,
@@ -351,7 +353,7 @@ fn names(reported: &[(u64, String)]) -> Vec<(u64, &str)> {
 }
 
 fn unreachable() -> Failure {
-    Failure::Unreachable("no answer from Redis at 127.0.0.1:6379 in time".into())
+    Failure::Unreachable("no answer from 127.0.0.1:6379 in time".into())
 }
 
 #[test]
@@ -407,7 +409,7 @@ fn a_wait_that_runs_out_reports_busy_and_leaves_the_queue() {
 }
 
 #[test]
-fn an_unreachable_redis_within_a_wait_is_retried_with_back_off() {
+fn an_unreachable_server_within_a_wait_is_retried_with_back_off() {
     let (reported, calls) = run(Run {
         wait: Wait::Up(Duration::from_secs(10)),
         acquires: vec![Err(unreachable()), Err(unreachable()), Err(unreachable())],
@@ -467,7 +469,7 @@ fn a_block_that_gets_no_answer_ends_with_the_wait_in_a_warning_and_a_last_attemp
 }
 
 #[test]
-fn without_a_wait_an_unreachable_redis_fails_at_once() {
+fn without_a_wait_an_unreachable_server_fails_at_once() {
     let (reported, calls) = run(Run {
         acquires: vec![Err(unreachable())],
         ..Run::default()

@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 pub use crate::lock::validity::{MAX_DURATION, MIN_TTL, deadline, drift, random_unit};
-use crate::lock::{Block, WAIT_SLACK};
 
 /// How long before the deadline the command's whole process group must be dead: room for
 /// delivering SIGKILL and for the supervisor waking up late on a busy machine.
@@ -28,7 +27,7 @@ pub fn renew_timeout(ttl: Duration) -> Duration {
 }
 
 /// The time limit of one acquire request: a third of the ttl, so a slow reply still leaves
-/// most of the lease, and at most 5 s, so an unreachable Redis is reported within seconds.
+/// most of the lease, and at most 5 s, so an unreachable server is reported within seconds.
 pub fn acquire_timeout(ttl: Duration) -> Duration {
     (ttl / 3).clamp(Duration::from_millis(10), Duration::from_secs(5))
 }
@@ -42,7 +41,7 @@ pub const GIVE_BACK_LIMIT: Duration = Duration::from_secs(1);
 
 /// The longest a waiter blocks for a wake-up before trying again on its own. Wake-ups can be
 /// lost (a waiter that took one died), so this bounds the lag; it also sets the cost of
-/// waiting: two requests (an acquire and a BLPOP) per period, at most 0.1 a second whenever
+/// waiting: two requests (an attempt and a wait for a release) per period, at most 0.1 a second whenever
 /// the holder has 20 s of lease left (a renewing holder with the default 30 s ttl always has).
 pub const WAKE_CAP: Duration = Duration::from_secs(20);
 
@@ -56,37 +55,12 @@ pub fn wake_wait(ttl: Duration, holder_remaining: Option<Duration>, random: f64)
     (base + jitter.mul_f64(random.clamp(0.0, 1.0))).max(Duration::from_millis(1))
 }
 
-/// How late Redis may answer a BLPOP whose own timeout ran out: it looks at its blocked clients
-/// at each tick of its event loop, 100 ms apart at the default `hz 10`, and the answer takes a
-/// round trip.
-pub const BLOCK_LATE: Duration = Duration::from_millis(150);
-
-/// The shortest block asked of the server (BLPOP counts in milliseconds; 0 would be forever).
-pub const MIN_HOLD: Duration = Duration::from_millis(1);
-
-/// How a waiter with `left` of its wait (`Duration::MAX`: forever) blocks for `pause`: the
-/// server holds the request `pause`, and its answer may come [`WAIT_SLACK`] late, but the
-/// answer is never awaited past the end of the wait. When the wait ends first, the server is
-/// asked to answer [`BLOCK_LATE`] before it, so that a live connection answers within the
-/// wait and a frozen one is given up as the wait ends; with less than that left, the block is
-/// of [`MIN_HOLD`], its answer given up `BLOCK_LATE` later.
-pub fn block(pause: Duration, left: Duration) -> Block {
-    let limit = pause
-        .saturating_add(WAIT_SLACK)
-        .min(left.max(MIN_HOLD + BLOCK_LATE));
-    Block {
-        hold: pause.min(limit - BLOCK_LATE).max(MIN_HOLD),
-        limit,
-    }
-}
-
-/// How long a waiter turned away counts as waiting in the lock's registry of waiters (what
-/// `redlock status` counts; each attempt refreshes it): its longest block before it tries again
-/// ([`wake_wait`]: `min(ttl, WAKE_CAP)` and 50 ms of jitter), the wait's allowed lateness
-/// ([`WAIT_SLACK`]), and a second for the next attempt's round trip. A waiter
-/// that died is still counted for up to this long after its last attempt.
-pub fn waiting_lifetime(ttl: Duration) -> Duration {
-    ttl.min(WAKE_CAP) + Duration::from_millis(50) + WAIT_SLACK + Duration::from_secs(1)
+/// The longest a waiter turned away pauses before its next attempt ([`wake_wait`]:
+/// `min(ttl, WAKE_CAP)` and 50 ms of jitter): what the backend is told (`RunSpec::waiting`),
+/// so that it counts such a waiter as waiting until then, and a little longer for its own
+/// allowances.
+pub fn longest_pause(ttl: Duration) -> Duration {
+    ttl.min(WAKE_CAP) + Duration::from_millis(50)
 }
 
 /// The pause before retrying a server that did not answer while waiting for the lock, after
@@ -156,7 +130,7 @@ mod tests {
     #[test]
     fn waiting_costs_at_most_a_tenth_of_a_request_a_second() {
         // Against a holder that renews every ttl/3, at least two thirds of its ttl are left
-        // whenever a waiter looks; each period costs an acquire and a BLPOP.
+        // whenever a waiter looks; each period costs an attempt and a block.
         for secs in [30u64, 60, 3600, MAX_DURATION.as_secs()] {
             let ttl = Duration::from_secs(secs);
             let period = wake_wait(ttl, Some(ttl * 2 / 3), 0.0);
@@ -165,7 +139,7 @@ mod tests {
     }
 
     #[test]
-    fn a_waiter_counts_as_waiting_until_its_next_attempt() {
+    fn a_waiter_pauses_no_longer_than_it_says() {
         for ms in [
             100u64,
             1000,
@@ -175,77 +149,11 @@ mod tests {
         ] {
             let ttl = Duration::from_millis(ms);
             for remaining in [None, Some(Duration::ZERO), Some(ttl), Some(ttl * 2)] {
-                let longest = wake_wait(ttl, remaining, 0.999_999) + WAIT_SLACK;
-                assert!(longest < waiting_lifetime(ttl), "ttl {ms}ms, {remaining:?}");
+                let longest = wake_wait(ttl, remaining, 0.999_999);
+                assert!(longest <= longest_pause(ttl), "ttl {ms}ms, {remaining:?}");
             }
         }
-        assert!(waiting_lifetime(Duration::from_secs(3600)) < Duration::from_secs(23));
-    }
-
-    #[test]
-    fn a_block_is_given_up_by_the_end_of_the_wait() {
-        let ms = Duration::from_millis;
-        // (pause, left of the wait) -> (hold, limit)
-        let rows = [
-            // The wait is far off: the whole pause, and the usual slack for its answer.
-            (ms(20_000), Duration::MAX, (ms(20_000), ms(21_000))),
-            (ms(3000), ms(60_000), (ms(3000), ms(4000))),
-            (ms(3000), ms(4000), (ms(3000), ms(4000))),
-            // The answer would be due after the wait: given up when the wait ends, and asked
-            // for BLOCK_LATE before it.
-            (ms(3000), ms(3000), (ms(2850), ms(3000))),
-            (ms(3000), ms(3500), (ms(3000), ms(3500))),
-            (ms(3000), ms(3100), (ms(2950), ms(3100))),
-            (ms(1000), ms(1000), (ms(850), ms(1000))),
-            // Little or nothing left: the shortest block, given up BLOCK_LATE after it.
-            (ms(150), ms(150), (MIN_HOLD, ms(151))),
-            (ms(40), ms(40), (MIN_HOLD, ms(151))),
-            (Duration::ZERO, Duration::ZERO, (MIN_HOLD, ms(151))),
-            (Duration::ZERO, Duration::MAX, (MIN_HOLD, ms(1000))),
-            (
-                Duration::MAX,
-                Duration::MAX,
-                (Duration::MAX - BLOCK_LATE, Duration::MAX),
-            ),
-            (Duration::MAX, ms(5000), (ms(4850), ms(5000))),
-        ];
-        for (pause, left, (hold, limit)) in rows {
-            let got = block(pause, left);
-            assert_eq!(
-                (got.hold, got.limit),
-                (hold, limit),
-                "{pause:?} of {left:?}"
-            );
-        }
-        // Whatever the pause and the wait: Redis answering late still answers in time, and
-        // nothing is awaited past the wait by more than the shortest block and its lateness.
-        let durations = [
-            0u64,
-            1,
-            2,
-            100,
-            149,
-            150,
-            151,
-            152,
-            999,
-            1000,
-            1001,
-            20_050,
-            1 << 40,
-        ];
-        for pause in durations.map(ms) {
-            for left in durations.map(ms).into_iter().chain([Duration::MAX]) {
-                let got = block(pause, left);
-                assert!(got.hold >= MIN_HOLD && got.hold <= pause.max(MIN_HOLD));
-                assert!(got.limit >= got.hold + BLOCK_LATE, "{pause:?} of {left:?}");
-                assert!(
-                    got.limit <= left.max(MIN_HOLD + BLOCK_LATE),
-                    "{pause:?} of {left:?}"
-                );
-                assert!(got.limit <= pause.saturating_add(WAIT_SLACK).max(MIN_HOLD + BLOCK_LATE));
-            }
-        }
+        assert!(longest_pause(Duration::from_secs(3600)) <= WAKE_CAP + Duration::from_millis(50));
     }
 
     #[test]

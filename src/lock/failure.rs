@@ -11,8 +11,8 @@ use std::fmt;
 pub enum Failure {
     /// No answer: connection refused, dropped, or timed out. Worth retrying.
     Unreachable(Reason),
-    /// Redis answered, with an error (credentials, permissions, a replica, ...) or with what
-    /// redlock cannot use (a reply too large).
+    /// The server answered, with an error (credentials, permissions, a replica, a missing
+    /// table, ...) or with what redlock cannot use (a reply too large). No wait makes it right.
     Refused(Reason),
     /// The lock was taken, but fewer replicas than `--min-replicas` acknowledged it in time (or
     /// `--fsync`'s append-only files did not have it), so it was given back. Worth retrying:

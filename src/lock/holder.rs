@@ -59,27 +59,34 @@ impl Holder {
     }
 }
 
-/// What `inspect.lua` found at a lock's key.
+/// What a backend found under a lock's name ([`crate::lock::Node::inspect`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Inspected {
     /// A lock redlock made (held or free).
     Lock(Box<LockInfo>),
     /// At the lock's key `stored_key` (as its server names it), something redlock did not
-    /// make: `what`, as the backend says it (`a Redis hash`).
+    /// make: `what`, as the backend says it (`a hash`, in the server's own words).
     Foreign { stored_key: String, what: String },
+}
+
+/// A lock's fencing counter, as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fence {
+    /// Every token given out later is larger. 0 when never taken, or the server's own counter
+    /// where it keeps one for every lock (a revision of the whole store).
+    Counter(i64),
+    /// It holds what redlock did not write, so no token can be read from it: what is there,
+    /// and what to do, in the backend's words.
+    Unreadable(Foreign),
 }
 
 /// A lock's state as `redlock status` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockInfo {
-    /// The lock's own key, as its server names it (on Redis `PREFIX{NAME}`).
+    /// The lock's own key (or row), as its server names it.
     pub stored_key: String,
-    /// The fencing counter: every token given out later is larger. 0 when never taken, or the
-    /// server's own counter where it keeps one for every lock (etcd's revision).
-    pub fence: i64,
-    /// What its key holds instead of a counter redlock wrote (then `fence` is 0, and means
-    /// nothing).
-    pub foreign_fence: Option<Foreign>,
+    /// The fencing counter, as read.
+    pub fence: Fence,
     /// The one exclusive holder's token and remaining lease (None when no expiry), when so held.
     pub held: Option<(String, Option<Duration>)>,
     /// The exclusive holder's details, when held by a redlock that stored them.
@@ -183,7 +190,7 @@ pub enum Forced {
         /// Holders left (0 for an exclusive lock).
         left: u64,
     },
-    /// The lock key held `what` (`a Redis hash`), which redlock did not make: deleted (the
+    /// The lock key held `what` (as the backend says it), which redlock did not make: deleted (the
     /// fencing counter advanced to `fence`), or, when a token was expected, left alone (it
     /// holds none).
     Foreign {

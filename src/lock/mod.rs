@@ -16,13 +16,15 @@ mod holder;
 pub(crate) mod record;
 pub(crate) mod validity;
 
-pub(crate) use backend::{Backend, Node, RunSpec};
+pub(crate) use backend::{Backend, Capabilities, Node, RunSpec};
 pub use failure::{Failure, Reason};
 pub use holder::Holder;
-pub(crate) use holder::{Forced, Inspected, LockInfo, Place, Several};
+pub(crate) use holder::{Fence, Forced, Inspected, LockInfo, Place, Several};
 pub(crate) use record::{RunEnding, Runs};
 
 use std::time::Duration;
+
+use crate::clock::Moment;
 
 /// How a client holds a lock: alone, as one of at most N (a semaphore), or beside other shared
 /// holders (and never beside an exclusive one). Every client of a key must agree, except that
@@ -39,8 +41,8 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// How the lock's holders record it in Redis (`PREFIX{NAME}:kind`; `lock` for exclusive,
-    /// which the key's own type says) and the scripts name it.
+    /// How the lock's holders record it on the server, and the server's side names it: `lock`,
+    /// `limit N`, `shared`.
     pub(crate) fn stored(self) -> String {
         match self {
             Kind::Exclusive => "lock".to_owned(),
@@ -77,23 +79,19 @@ impl Kind {
 pub enum HeldAs {
     /// By redlock clients of this kind.
     Kind(Kind),
-    /// By several holders (a sorted set) that did not record how they hold it.
-    Unrecorded,
-    /// By several holders that recorded it in a way this redlock does not know (a newer
-    /// one's): the text as stored.
+    /// By several holders whose way of holding it this redlock does not know: the text they
+    /// recorded (a newer redlock's), as stored, or nothing, when they recorded none (as the
+    /// first redlock's semaphores did not).
     Unknown(String),
-    /// Not by redlock: what the lock's key holds instead, as the backend says it (`a Redis
-    /// hash`).
+    /// Not by redlock: what the lock's key holds instead, as the backend says it (`a hash`, in
+    /// the server's words).
     Foreign(String),
 }
 
 impl HeldAs {
-    /// How several holders (or the acquire scripts) say they hold a lock: `lock`, `limit N`,
+    /// How several holders (or an attempt turned away) say they hold a lock: `lock`, `limit N`,
     /// `shared`, or '' when not recorded.
     pub(crate) fn from_stored(stored: &str) -> HeldAs {
-        if stored.is_empty() {
-            return HeldAs::Unrecorded;
-        }
         Kind::from_stored(stored).map_or_else(|| HeldAs::Unknown(stored.to_owned()), HeldAs::Kind)
     }
 
@@ -115,7 +113,9 @@ impl HeldAs {
                 );
             }
             HeldAs::Kind(kind) => kind.flags(),
-            HeldAs::Unrecorded => "several holders that did not record how".to_owned(),
+            HeldAs::Unknown(text) if text.is_empty() => {
+                "several holders that did not record how".to_owned()
+            }
             HeldAs::Unknown(text) => format!("'{text}'"),
         };
         format!(
@@ -166,8 +166,9 @@ pub enum Renewal {
     /// The lock held our token and was extended, as durably as asked: the lease counts from
     /// when the renewal was sent.
     Extended,
-    /// The lock held our token and was extended, but not as durably as asked (on Redis, fewer
-    /// replicas than `--min-replicas` acknowledged it in time; the message says how many). A
+    /// The lock held our token and was extended, but not as durably as the backend options
+    /// asked (fewer replicas than `--min-replicas` acknowledged it in time; the message says
+    /// how many). A
     /// server that takes over now could carry the older lease, so the lease must not count
     /// from this renewal: the lease thread treats it as a failed renewal and tries again.
     Unacknowledged(String),
@@ -185,36 +186,43 @@ impl From<Held> for Renewal {
     }
 }
 
-/// The lock protocol as the lease and run code see it, one implementation per backend (and on
-/// Redis, per deployment: one server, or a quorum of masters that composes several).
+/// The lock protocol as the lease and run code see it, one implementation per backend, and
+/// per deployment where a backend has several (one server, or a quorum that composes one
+/// locker per node and counts their answers by majority). What is atomic on the server (the
+/// take, the renewal, the release and the record of runs beside them) is the backend's, in its
+/// server's own language; the rules above it are the lease's, written once.
+///
+/// A locker is made for one run ([`Backend::locker`]) and bound to that run's owner token
+/// ([`RunSpec::token`]): every request it makes is on that token's behalf, so none takes one.
 ///
 /// A waiter keeps one connection per server: [`Locker::wait`] blocks on the same connection
 /// that acquires, so that a fleet of waiters does not need two each. What cuts such a wait
 /// short from another thread is an [`Interrupt`].
 pub trait Locker: Send {
-    /// Block until a release wakes this waiter, its [`Interrupt`] fires, or `block.hold`
-    /// passes, over the connection the other requests use; the answer is given up (a failure)
-    /// `block.limit` after the call. Ok(true) when woken, Ok(false) when the time ran out.
-    fn wait(&mut self, token: &str, block: Block) -> Result<bool, Failure>;
-    /// [`Locker::wait`], with the next attempt to take the lock ([`Locker::acquire`] of `token`
-    /// for `ttl`) sent behind the block in the same request where this lock can: the server
-    /// runs the attempt the moment the block ends, so a woken waiter's attempt costs no round
+    /// Block until a release wakes this waiter, its [`Interrupt`] fires, or `until.pause`
+    /// comes, over the connection the other requests use. An answer that does not come is
+    /// given up (a failure) a little after `until.pause` (how little is the backend's), and
+    /// by `until.wait_ends` (a shortest block aside). Ok(true) when woken, Ok(false) when the
+    /// time ran out.
+    fn wait(&mut self, until: Until) -> Result<bool, Failure>;
+    /// [`Locker::wait`], with the next attempt to take the lock ([`Locker::acquire`] for
+    /// `ttl`) sent behind the block in the same request where this lock can: the server runs
+    /// the attempt the moment the block ends, so a woken waiter's attempt costs no round
     /// trip of its own. The block's answer, and the attempt's when it came and can be acted on
     /// (None: not sent, or to be made again as usual). A lease that the attempt took counts
     /// from when the request was sent, since the attempt ran at some moment after that.
     fn wait_then_acquire(
         &mut self,
-        token: &str,
-        block: Block,
+        until: Until,
         _ttl: Duration,
     ) -> (Result<bool, Failure>, Option<Acquire>) {
-        (self.wait(token, block), None)
+        (self.wait(until), None)
     }
     /// What another thread uses to cut this waiter's [`Locker::wait`] short.
-    fn interrupter(&self, token: &str) -> Box<dyn Interrupt>;
+    fn interrupter(&self) -> Box<dyn Interrupt>;
     /// Stop waiting: leave the fair queue and, if the lock is free, pass on a wake-up this
     /// waiter may have taken; `busy`: the run gives up on a busy lock (the record counts it).
-    fn leave(&mut self, token: &str, busy: bool, timeout: Duration) -> Result<(), Failure>;
+    fn leave(&mut self, busy: bool, timeout: Duration) -> Result<(), Failure>;
     /// Whether an attempt may have taken the lock although its reply never came (cut off,
     /// timed out, unreadable) and no request was answered since: a wait that ends without the
     /// lock must then give it back ([`Locker::release`]), or it stays taken for its ttl. A
@@ -223,23 +231,17 @@ pub trait Locker: Send {
         false
     }
     /// What a backend leaves until the lock is reported taken, so that it runs beside the
-    /// command's start instead of before it (etcd: the run's record of a waiter that was let
+    /// command's start instead of before it (such as the run's record of a waiter that was let
     /// in, written with a request of its own); within `timeout`. Its failure is the record's,
     /// never the lock's: the next renewal finds a lock that was lost meanwhile.
-    fn settle(&mut self, _token: &str, _timeout: Duration) {}
-    /// One attempt to take the lock with `token` for `ttl`, within `timeout`. A failure that
-    /// is [`Failure::Unacknowledged`] may leave the lock taken: the caller gives it back with
+    fn settle(&mut self, _timeout: Duration) {}
+    /// One attempt to take the lock for `ttl`, within `timeout`. A failure that is
+    /// [`Failure::Unacknowledged`] may leave the lock taken: the caller gives it back with
     /// [`Locker::give_back_unacknowledged`].
-    fn acquire(
-        &mut self,
-        token: &str,
-        ttl: Duration,
-        timeout: Duration,
-    ) -> Result<Acquire, Failure>;
-    /// Extend the lease to `ttl` from now if the lock still holds `token`; with
+    fn acquire(&mut self, ttl: Duration, timeout: Duration) -> Result<Acquire, Failure>;
+    /// Extend the lease to `ttl` from now if the lock is still the run's; with
     /// `--min-replicas`, wait (within `timeout`) for that many replicas to acknowledge it.
-    fn extend(&mut self, token: &str, ttl: Duration, timeout: Duration)
-    -> Result<Renewal, Failure>;
+    fn extend(&mut self, ttl: Duration, timeout: Duration) -> Result<Renewal, Failure>;
     /// Give back what an attempt that failed with [`Failure::Unacknowledged`] took, waking a
     /// waiter as a release does. `ended` None: the wait tries again, and the take leaves no run
     /// in the record of runs nor counts, so that the run is recorded once however many takes
@@ -248,56 +250,44 @@ pub trait Locker: Send {
     /// records no run for an attempt that fell short) has nothing to do.
     fn give_back_unacknowledged(
         &mut self,
-        _token: &str,
         _ended: Option<RunEnding>,
         _timeout: Duration,
     ) -> Result<(), Failure> {
         Ok(())
     }
-    /// Delete the lock if it still holds `token`, recording how the run ended (`ended`); a
+    /// Delete the lock if it is still the run's, recording how the run ended (`ended`); a
     /// success is also recorded for the min-interval, if one is set.
-    fn release(
-        &mut self,
-        token: &str,
-        ended: RunEnding,
-        timeout: Duration,
-    ) -> Result<Held, Failure>;
+    fn release(&mut self, ended: RunEnding, timeout: Duration) -> Result<Held, Failure>;
 }
 
 /// Ends a waiter's blocked [`Locker::wait`] at once, from another thread. How is the
-/// backend's: on Redis, a marker pushed through the server onto the waiter's own wake list
-/// (the sync connection a wait blocks on cannot be interrupted from outside, and the least
-/// privileged user must not need CLIENT UNBLOCK); on etcd, the watch is cancelled.
+/// backend's: a marker pushed through the server to the waiter, or the waiter's own watch or
+/// listen cancelled in the client; each backend's interrupt says why it is done so.
 pub trait Interrupt: Send + Sync {
     /// Make the waiter's current (or next) wait return at once; within `timeout`.
     fn interrupt(&self, timeout: Duration) -> Result<(), Failure>;
 }
 
-/// How long a waiter blocks for a wake-up ([`Locker::wait`]): what it asks of the server, and
-/// how long it waits for the answer.
+/// Until when a waiter waits for a release ([`Locker::wait`]), on the lease's clock. How long
+/// its server is asked to hold the request, and how late an answer is still awaited, is the
+/// backend's to add: each knows how late its server may answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Block {
-    /// How long the server holds the request before it answers that nobody woke it (on Redis
-    /// BLPOP's own timeout; at least 1 ms is asked for).
-    pub hold: Duration,
-    /// How long after it is sent the answer is given up, the connection with it: at least
-    /// `hold`, by as much as Redis may answer late (the waiter decides how much).
-    pub limit: Duration,
+pub struct Until {
+    /// When the waiter tries again if no release woke it first.
+    pub pause: Moment,
+    /// When the whole wait for the lock ends (None: `--wait forever`): a server that does not
+    /// answer is given up by then, so that the wait ends on time.
+    pub wait_ends: Option<Moment>,
 }
-
-/// How late past its timeout a blocked wait's answer may come before the connection is given
-/// up, when nothing else (the end of a `--wait`) comes first: Redis answers a BLPOP that timed
-/// out at the next tick of its event loop, 100 ms apart at the default `hz 10`; an etcd watch
-/// is cancelled by the client at its time.
-pub(crate) const WAIT_SLACK: Duration = Duration::from_secs(1);
 
 /// A fencing counter (or other key of the lock's) holding what redlock did not write, as
 /// messages say it: what is there, and what to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Foreign {
-    /// `the fencing counter KEY holds a Redis hash, which redlock did not write`.
+    /// `the fencing counter KEY holds a hash, which redlock did not write`, in the server's
+    /// words.
     pub said: String,
-    /// `delete it with redis-cli DEL KEY, and the next holder's token carries on from the
-    /// server's clock`.
+    /// How to remove it, with the server's own tool, and what the next holder's token then
+    /// carries on from.
     pub remedy: String,
 }

@@ -82,7 +82,7 @@ impl RunEnding {
         self
     }
 
-    /// The run as the record keeps it once ended (see read.lua): `started` is when the lock
+    /// The run as the record keeps it once ended: `started` is when the lock
     /// was taken by the server's clock, `took` how long it was held by this host's.
     pub fn json(&self, run: &Started, token: &str, holder: &Holder, took: Duration) -> String {
         let ms = |v: u64| v.to_string();
@@ -102,7 +102,8 @@ impl RunEnding {
 
 /// The run of `token` as the record keeps it from its start, as far as its client knows it:
 /// a JSON object of its token, host and pid, without its closing brace; the take adds when it
-/// started, its fencing token and its N (ring.lua), so that no script encodes JSON.
+/// started, its fencing token and its N on the server, so that the server's side encodes no
+/// JSON.
 pub fn started_json(token: &str, holder: &Holder) -> String {
     let mut json = json::Object::new()
         .str("token", token)

@@ -12,13 +12,14 @@ pub const MIN_TTL: Duration = Duration::from_millis(100);
 /// The longest lease or duration redlock accepts (a year); keeps every deadline sum far from overflow.
 pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 
-/// The allowance for clock drift between us and Redis: 1% of the ttl plus 2 ms (as in the Redlock spec).
+/// The allowance for clock drift between us and the server: 1% of the ttl plus 2 ms (as in the
+/// Redlock algorithm's description).
 pub fn drift(ttl: Duration) -> Duration {
     ttl / 100 + Duration::from_millis(2)
 }
 
 /// The last moment at which the lease sent at `sent` is certainly still ours (on CLOCK_BOOTTIME:
-/// a suspend counts, as it does for Redis).
+/// a suspend counts, as it does on the server).
 pub fn deadline(sent: Moment, ttl: Duration) -> Moment {
     sent + ttl.saturating_sub(drift(ttl))
 }

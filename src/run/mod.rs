@@ -60,7 +60,7 @@ pub struct Options {
     /// The lock's name.
     pub key: String,
     /// Where the lock lives: the backend the URLs name, opened with what it was asked to do
-    /// (the key prefix, and on Redis `--min-replicas` and `--fsync`).
+    /// (the key prefix, and the backend options such as `--min-replicas` and `--fsync`).
     pub(crate) backend: Box<dyn Backend>,
     pub ttl: Duration,
     pub wait: Wait,
@@ -238,8 +238,7 @@ fn start(options: &Options) -> anyhow::Result<Started> {
         }),
     };
     let lease = Lease::start(
-        locker(options),
-        token.clone(),
+        locker(options, &token),
         options.ttl,
         (splay(options), options.wait),
         reports,
@@ -298,16 +297,17 @@ pub fn die_like(outcome: Outcome) {
     }
 }
 
-/// The lock protocol the backend gives for this run.
-fn locker(options: &Options) -> Box<dyn Locker> {
+/// The lock protocol the backend gives for this run, acting for its owner `token`.
+fn locker(options: &Options, token: &str) -> Box<dyn Locker> {
     options.backend.locker(&RunSpec {
         key: options.key.clone(),
+        token: token.to_owned(),
         kind: options.kind,
         fair: options.fair,
         min_interval: options.min_interval,
         holder: Holder::current(&options.command),
         ttl: options.ttl,
-        waiting: lease::waiting_lifetime(options.ttl),
+        waiting: lease::longest_pause(options.ttl),
     })
 }
 

@@ -294,7 +294,7 @@ mod tests {
 
     #[test]
     fn each_failure_a_wait_outlasts_is_one_warning() {
-        let unreachable = || Failure::Unreachable("cannot reach Redis".into());
+        let unreachable = || Failure::Unreachable("cannot reach the server".into());
         let unacknowledged = || Failure::Unacknowledged("only 0 of 1 replica(s)".into());
         let mut warned = Warned::default();
         // (the failure, the first of a row, how loud)

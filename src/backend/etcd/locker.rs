@@ -21,32 +21,39 @@
 use std::time::Duration;
 
 use super::steps::EtcdLocker;
+use crate::backend::block::{Allowances, Block};
 use crate::lock::record::RunEnding;
-use crate::lock::{Acquire, Block, Failure, Held, Interrupt, Locker, Renewal};
+use crate::lock::{Acquire, Failure, Held, Interrupt, Locker, Renewal, Until};
+
+/// How late a waiter's watch may end: it ends by the client's own timer at its hold, so these
+/// only bound how long a member that froze meanwhile is waited for. They are Redis's figures
+/// for its BLPOP, so that a wait ends at the same moments on every backend.
+const WATCH: Allowances = Allowances {
+    slack: Duration::from_secs(1),
+    late: Duration::from_millis(150),
+    min_hold: Duration::from_millis(1),
+};
 
 impl Locker for EtcdLocker {
-    fn acquire(
-        &mut self,
-        token: &str,
-        ttl: Duration,
-        timeout: Duration,
-    ) -> Result<Acquire, Failure> {
-        self.take(token, ttl, timeout)
+    fn acquire(&mut self, ttl: Duration, timeout: Duration) -> Result<Acquire, Failure> {
+        let token = self.token().to_owned();
+        self.take(&token, ttl, timeout)
     }
 
-    fn wait(&mut self, _token: &str, block: Block) -> Result<bool, Failure> {
-        self.wait_for(block)
+    fn wait(&mut self, until: Until) -> Result<bool, Failure> {
+        self.wait_for(Block::until(until, WATCH))
     }
 
-    fn settle(&mut self, token: &str, timeout: Duration) {
-        EtcdLocker::settle(self, token, timeout)
+    fn settle(&mut self, timeout: Duration) {
+        let token = self.token().to_owned();
+        EtcdLocker::settle(self, &token, timeout)
     }
 
-    fn interrupter(&self, _token: &str) -> Box<dyn Interrupt> {
+    fn interrupter(&self) -> Box<dyn Interrupt> {
         crate::backend::blocking::interrupter(&self.interrupt())
     }
 
-    fn leave(&mut self, _token: &str, busy: bool, timeout: Duration) -> Result<(), Failure> {
+    fn leave(&mut self, busy: bool, timeout: Duration) -> Result<(), Failure> {
         EtcdLocker::leave(self, busy, timeout)
     }
 
@@ -54,21 +61,13 @@ impl Locker for EtcdLocker {
         EtcdLocker::unanswered(self)
     }
 
-    fn extend(
-        &mut self,
-        token: &str,
-        ttl: Duration,
-        timeout: Duration,
-    ) -> Result<Renewal, Failure> {
-        self.renew(token, ttl, timeout)
+    fn extend(&mut self, ttl: Duration, timeout: Duration) -> Result<Renewal, Failure> {
+        let token = self.token().to_owned();
+        self.renew(&token, ttl, timeout)
     }
 
-    fn release(
-        &mut self,
-        token: &str,
-        ended: RunEnding,
-        timeout: Duration,
-    ) -> Result<Held, Failure> {
-        EtcdLocker::release(self, token, ended, timeout)
+    fn release(&mut self, ended: RunEnding, timeout: Duration) -> Result<Held, Failure> {
+        let token = self.token().to_owned();
+        EtcdLocker::release(self, &token, ended, timeout)
     }
 }

@@ -29,8 +29,8 @@ mod steps;
 
 use etcd_client::{Certificate, ConnectOptions, Identity, TlsOptions};
 
-use crate::backend::{Connect, Durable, Tls};
-use crate::lock::{Backend, Locker, Node, RunSpec};
+use crate::backend::{Connect, Tls};
+use crate::lock::{Backend, Capabilities, Locker, Node, RunSpec};
 use client::{Access, Conn, Members};
 
 /// The members of one etcd cluster, how to log in and the key prefix.
@@ -42,14 +42,15 @@ pub(crate) struct Etcd {
 }
 
 /// The etcd cluster `connect` names. Refused in one line: several URLs (the members of one
-/// cluster go in one), what only Redis does (`--min-replicas`, `--fsync`), `--tls-insecure`.
+/// cluster go in one), `--tls-insecure`. What only Redis does (`--min-replicas`, `--fsync`)
+/// its capabilities refuse.
 pub(crate) fn open(connect: Connect) -> Result<Etcd, String> {
     let Connect {
         urls,
         tls,
         password,
         prefix,
-        durable,
+        options: _,
     } = connect;
     let url = match urls.as_slice() {
         [one] => *one,
@@ -62,7 +63,6 @@ pub(crate) fn open(connect: Connect) -> Result<Etcd, String> {
             );
         }
     };
-    refuse_durability(durable)?;
     let parsed = parse(url)?;
     let options = ConnectOptions::new()
         .with_require_leader(true)
@@ -116,24 +116,6 @@ fn login(
         (None, None) => {}
     }
     Ok(options)
-}
-
-fn refuse_durability(durable: Durable) -> Result<(), String> {
-    if durable.min_replicas > 0 {
-        return Err(
-            "--min-replicas is for Redis's asynchronous replicas: etcd commits every \
-                    write to a majority of its members before it answers"
-                .into(),
-        );
-    }
-    if durable.fsync {
-        return Err(
-            "--fsync is for Redis's append-only file: etcd writes every commit to its \
-                    log with fsync before it answers"
-                .into(),
-        );
-    }
-    Ok(())
 }
 
 fn tls_options(tls: &Tls) -> Result<TlsOptions, String> {
@@ -310,6 +292,35 @@ fn decode(part: &str) -> Result<String, String> {
 impl Backend for Etcd {
     fn nodes(&self) -> Vec<String> {
         vec![self.shown.clone()]
+    }
+
+    /// One cluster, whose queue is fair and counts any kind of holder; every write is
+    /// committed to a majority of its members, on disk, before it is answered.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            quorum: false,
+            fair: Ok(()),
+            several_holders: Ok(()),
+            options: vec![
+                (
+                    "min-replicas",
+                    Err(
+                        "--min-replicas is for Redis's asynchronous replicas: etcd commits \
+                         every write to a majority of its members before it answers"
+                            .into(),
+                    ),
+                ),
+                (
+                    "fsync",
+                    Err(
+                        "--fsync is for Redis's append-only file: etcd writes every commit to \
+                         its log with fsync before it answers"
+                            .into(),
+                    ),
+                ),
+            ],
+            init: false,
+        }
     }
 
     fn described(&self) -> String {

@@ -13,6 +13,7 @@ use super::keys::Keys;
 use super::queue::{self, Entry};
 use super::record;
 use super::seen::{entry_of, now_ms};
+use crate::lock::Fence;
 use crate::lock::{
     Failure, Forced, HeldAs, Holder, Inspected, Kind, LockInfo, Node, Place, Runs, Several,
 };
@@ -270,8 +271,7 @@ impl Node for EtcdNode {
         let waiting = entries.len().saturating_sub(holding.len()) as u64;
         let mut info = LockInfo {
             stored_key: keys.all(),
-            fence,
-            foreign_fence: None,
+            fence: Fence::Counter(fence),
             held: None,
             holder: None,
             several: None,

@@ -19,8 +19,9 @@ use super::record;
 use super::recorder::{Recorder, send_step};
 use super::seen::{Seen, now_ms, success_ago};
 use super::session::{self, Waiting, Woken, keep_alive};
+use crate::backend::block::Block;
 use crate::lock::record::{RunEnding, Tenure};
-use crate::lock::{Acquire, Block, Failure, Held, Holder, Kind, Renewal, RunSpec};
+use crate::lock::{Acquire, Failure, Held, Holder, Kind, Renewal, RunSpec};
 
 /// How long a release waits at most for its lease's revoke to be answered: one round trip and
 /// one write on a cluster that is well. The answer itself changes nothing (the lease ends by
@@ -32,6 +33,8 @@ const REVOKE_WAIT: Duration = Duration::from_millis(100);
 pub(crate) struct EtcdLocker {
     conn: Conn,
     keys: Keys,
+    /// The run's owner token, recorded in its entry and its record of runs.
+    token: String,
     kind: Kind,
     min_interval: Option<Duration>,
     holder: Holder,
@@ -69,6 +72,7 @@ impl EtcdLocker {
             conn,
             recorder: Recorder::new(keys.clone()),
             keys,
+            token: run.token.clone(),
             kind: run.kind,
             min_interval: run.min_interval,
             holder: run.holder.clone(),
@@ -81,6 +85,11 @@ impl EtcdLocker {
             settling: None,
             interrupt: Arc::new(Notify::new()),
         }
+    }
+
+    /// The run's owner token.
+    pub(super) fn token(&self) -> &str {
+        &self.token
     }
 
     /// What wakes a wait from another thread.

@@ -23,8 +23,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use crate::lock::{
-    Acquire, Backend, Block, Failure, Forced, Held, Inspected, Interrupt, Locker, Node, Renewal,
-    RunEnding, RunSpec, Runs,
+    Acquire, Backend, Capabilities, Failure, Forced, Held, Inspected, Interrupt, Locker, Node,
+    Renewal, RunEnding, RunSpec, Runs, Until,
 };
 pub(crate) use model::Clock;
 use model::{Ask, Locks};
@@ -137,6 +137,17 @@ impl Backend for Memory {
         "the in-memory model".to_owned()
     }
 
+    /// Everything the contract has; no backend options, no tables.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            quorum: false,
+            fair: Ok(()),
+            several_holders: Ok(()),
+            options: Vec::new(),
+            init: false,
+        }
+    }
+
     fn locker(&self, run: &RunSpec) -> Box<dyn Locker> {
         let ask = Ask {
             kind: run.kind,
@@ -147,6 +158,7 @@ impl Backend for Memory {
         Box::new(MemoryLocker {
             server: Arc::clone(&self.0),
             name: run.key.clone(),
+            token: run.token.clone(),
             ask,
         })
     }
@@ -160,57 +172,46 @@ impl Backend for Memory {
 struct MemoryLocker {
     server: Arc<Server>,
     name: String,
+    token: String,
     ask: Ask,
 }
 
 impl Locker for MemoryLocker {
-    fn wait(&mut self, token: &str, block: Block) -> Result<bool, Failure> {
-        self.server.wait(&self.name, token, block.hold)
+    /// Until the pause, counted on the model's clock from now (the model's server answers a
+    /// wait on time: it has no allowances to add).
+    fn wait(&mut self, until: Until) -> Result<bool, Failure> {
+        self.server
+            .wait(&self.name, &self.token, until.pause.until())
     }
 
-    fn interrupter(&self, token: &str) -> Box<dyn Interrupt> {
+    fn interrupter(&self) -> Box<dyn Interrupt> {
         Box::new(MemoryInterrupt {
             server: Arc::clone(&self.server),
             name: self.name.clone(),
-            token: token.to_owned(),
+            token: self.token.clone(),
         })
     }
 
-    fn leave(&mut self, token: &str, busy: bool, timeout: Duration) -> Result<(), Failure> {
-        let name = &self.name;
+    fn leave(&mut self, busy: bool, timeout: Duration) -> Result<(), Failure> {
+        let (name, token) = (&self.name, &self.token);
         self.server
             .request(timeout, |l, now| l.leave(name, token, busy, now))
     }
 
-    fn acquire(
-        &mut self,
-        token: &str,
-        ttl: Duration,
-        timeout: Duration,
-    ) -> Result<Acquire, Failure> {
-        let (name, ask) = (&self.name, &self.ask);
+    fn acquire(&mut self, ttl: Duration, timeout: Duration) -> Result<Acquire, Failure> {
+        let (name, token, ask) = (&self.name, &self.token, &self.ask);
         self.server
             .request(timeout, |l, now| l.acquire(name, ask, token, ttl, now))
     }
 
-    fn extend(
-        &mut self,
-        token: &str,
-        ttl: Duration,
-        timeout: Duration,
-    ) -> Result<Renewal, Failure> {
-        let name = &self.name;
+    fn extend(&mut self, ttl: Duration, timeout: Duration) -> Result<Renewal, Failure> {
+        let (name, token) = (&self.name, &self.token);
         self.server
             .request(timeout, |l, now| l.extend(name, token, ttl, now).into())
     }
 
-    fn release(
-        &mut self,
-        token: &str,
-        ended: RunEnding,
-        timeout: Duration,
-    ) -> Result<Held, Failure> {
-        let name = &self.name;
+    fn release(&mut self, ended: RunEnding, timeout: Duration) -> Result<Held, Failure> {
+        let (name, token) = (&self.name, &self.token);
         self.server
             .request(timeout, |l, now| l.release(name, token, ended, now))
     }

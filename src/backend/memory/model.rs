@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::lock::record::{
     Counts, RECORD_TTL, RUNS_KEPT, Run, RunEnd, RunEnding, Runs, Summary, VANISHED,
 };
-use crate::lock::{Acquire, Forced, Held, HeldAs, Holder, Kind, LockInfo, Place, Several};
+use crate::lock::{Acquire, Fence, Forced, Held, HeldAs, Holder, Kind, LockInfo, Place, Several};
 
 /// The model's time: unix milliseconds that move only when [`Clock::advance`] is called, so that
 /// a lease ends exactly when a test says and never because a machine was slow.
@@ -318,8 +318,7 @@ impl Locks {
         let first = lock.holders.first().filter(|_| exclusive);
         LockInfo {
             stored_key: name.to_owned(),
-            fence: lock.fence,
-            foreign_fence: None,
+            fence: Fence::Counter(lock.fence),
             held: first.map(|h| (h.token.clone(), Some(left(h)))),
             holder: first.map(|h| h.holder.clone()),
             several,

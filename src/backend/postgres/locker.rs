@@ -29,9 +29,20 @@ use tokio_postgres::types::Type;
 
 use super::conn::{Conn, Heard, column, older_tables};
 use super::plain;
+use crate::backend::block::{self, Allowances, Block};
 use crate::lock::record::{RunEnding, Tenure};
 use crate::lock::{
-    Acquire, Block, Failure, Held, HeldAs, Holder, Interrupt, Kind, Locker, Renewal, RunSpec,
+    Acquire, Failure, Held, HeldAs, Holder, Interrupt, Kind, Locker, Renewal, RunSpec, Until,
+};
+
+/// How late a waiter's wait for a notification may end: it ends by the client's own timer at
+/// its hold, so these only bound how long a server that froze meanwhile is waited for. They
+/// are Redis's figures for its BLPOP, so that a wait ends at the same moments on every
+/// backend, and a waiter counts as waiting as long.
+const LISTEN: Allowances = Allowances {
+    slack: Duration::from_secs(1),
+    late: Duration::from_millis(150),
+    min_hold: Duration::from_millis(1),
 };
 
 /// A run's lock on PostgreSQL.
@@ -43,6 +54,8 @@ pub(crate) struct PgLocker {
     fair: bool,
     min_interval: Option<Duration>,
     holder: Holder,
+    /// The run's owner token, the holder's name in the lock's row and its record of runs.
+    token: String,
     /// How long a waiter turned away stays registered.
     waiting: Duration,
     /// The lock's channel, once an attempt found it busy.
@@ -63,7 +76,8 @@ impl PgLocker {
             fair: run.fair,
             min_interval: run.min_interval,
             holder: run.holder.clone(),
-            waiting: run.waiting,
+            token: run.token.clone(),
+            waiting: block::waiting_lifetime(run.waiting, LISTEN),
             channel: None,
             taken: None,
             unanswered: false,
@@ -209,12 +223,8 @@ fn from_ms(ms: Option<i64>) -> Option<Duration> {
 }
 
 impl Locker for PgLocker {
-    fn acquire(
-        &mut self,
-        token: &str,
-        ttl: Duration,
-        timeout: Duration,
-    ) -> Result<Acquire, Failure> {
+    fn acquire(&mut self, ttl: Duration, timeout: Duration) -> Result<Acquire, Failure> {
+        let token: &str = &self.token.clone();
         let deadline = Instant::now() + timeout;
         if self.kind == Kind::Exclusive
             && !self.fair
@@ -299,7 +309,8 @@ impl Locker for PgLocker {
         }
     }
 
-    fn wait(&mut self, _token: &str, block: Block) -> Result<bool, Failure> {
+    fn wait(&mut self, until: Until) -> Result<bool, Failure> {
+        let block = Block::until(until, LISTEN);
         let Some(channel) = self.channel.clone() else {
             return Ok(true);
         };
@@ -315,11 +326,12 @@ impl Locker for PgLocker {
         }
     }
 
-    fn interrupter(&self, _token: &str) -> Box<dyn Interrupt> {
+    fn interrupter(&self) -> Box<dyn Interrupt> {
         crate::backend::blocking::interrupter(&self.interrupt)
     }
 
-    fn leave(&mut self, token: &str, busy: bool, timeout: Duration) -> Result<(), Failure> {
+    fn leave(&mut self, busy: bool, timeout: Duration) -> Result<(), Failure> {
+        let token: &str = &self.token.clone();
         let sql = self.call("leave", 3);
         self.conn.query(
             Instant::now() + timeout,
@@ -342,7 +354,7 @@ impl Locker for PgLocker {
     /// with cold catalog caches; paid here, that cost is off the release's path, and so off
     /// the hand-over's (measured in scripts/bench.sh). Its failure is nobody's: the release
     /// runs as it would have.
-    fn settle(&mut self, _token: &str, timeout: Duration) {
+    fn settle(&mut self, timeout: Duration) {
         if self.taken.is_none() {
             return;
         }
@@ -364,12 +376,8 @@ impl Locker for PgLocker {
         );
     }
 
-    fn extend(
-        &mut self,
-        token: &str,
-        ttl: Duration,
-        timeout: Duration,
-    ) -> Result<Renewal, Failure> {
+    fn extend(&mut self, ttl: Duration, timeout: Duration) -> Result<Renewal, Failure> {
+        let token: &str = &self.token.clone();
         let sent = Instant::now();
         let Some((fence, _)) = self.taken else {
             return Ok(Renewal::Lost(self.theirs_or_gone(token, sent + timeout)?));
@@ -403,12 +411,8 @@ impl Locker for PgLocker {
         Ok(Renewal::Extended)
     }
 
-    fn release(
-        &mut self,
-        token: &str,
-        ended: RunEnding,
-        timeout: Duration,
-    ) -> Result<Held, Failure> {
+    fn release(&mut self, ended: RunEnding, timeout: Duration) -> Result<Held, Failure> {
+        let token: &str = &self.token.clone();
         let deadline = Instant::now() + timeout;
         let Some((fence, tenure)) = self.taken else {
             // An attempt whose answer was lost: undo whatever it took.

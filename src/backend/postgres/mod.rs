@@ -26,9 +26,9 @@ mod verify;
 
 use std::time::{Duration, Instant};
 
-use crate::backend::{Connect, Durable};
+use crate::backend::Connect;
 use crate::lock::record::{RECORD_TTL, RUNS_KEPT};
-use crate::lock::{Backend, Failure, Locker, Node, RunSpec};
+use crate::lock::{Backend, Capabilities, Failure, Locker, Node, RunSpec};
 use conn::{Conn, Server};
 
 /// redlock's tables and functions, with `@schema@` for the schema's quoted name, and
@@ -91,14 +91,15 @@ pub(crate) struct Postgres {
 }
 
 /// The database `connect` names. Refused in one line: several URLs (several hosts go in one,
-/// libpq's way), what only Redis does (`--min-replicas`, `--fsync`), `--tls-insecure`.
+/// libpq's way), `--tls-insecure`. What only Redis does (`--min-replicas`, `--fsync`) its
+/// capabilities refuse.
 pub(crate) fn open(connect: Connect) -> Result<Postgres, String> {
     let Connect {
         urls,
         tls,
         password,
         prefix,
-        durable,
+        options: _,
     } = connect;
     let url = match urls.as_slice() {
         [one] => *one,
@@ -110,7 +111,6 @@ pub(crate) fn open(connect: Connect) -> Result<Postgres, String> {
             );
         }
     };
-    refuse_durability(durable)?;
     let parsed = url::parse(url)?;
     let schema = parsed.schema.clone().unwrap_or(DEFAULT_SCHEMA.to_owned());
     let mut config = tokio_postgres::Config::new();
@@ -196,24 +196,6 @@ fn from_pgpass(parsed: &url::Parsed, dbname: &str, user: &str) -> Option<String>
     pgpass::lookup(&contents, host, port, dbname, user)
 }
 
-fn refuse_durability(durable: Durable) -> Result<(), String> {
-    if durable.min_replicas > 0 {
-        return Err(
-            "--min-replicas is for Redis's asynchronous replicas: on PostgreSQL, a synchronous \
-             standby (synchronous_commit = remote_apply) makes each commit wait for it"
-                .into(),
-        );
-    }
-    if durable.fsync {
-        return Err(
-            "--fsync is for Redis's append-only file: PostgreSQL writes each commit to its log \
-             with fsync before it answers (synchronous_commit = on, its default)"
-                .into(),
-        );
-    }
-    Ok(())
-}
-
 impl Postgres {
     /// A lock's row name: the prefix and the lock's name.
     fn row(&self, key: &str) -> String {
@@ -224,6 +206,38 @@ impl Postgres {
 impl Backend for Postgres {
     fn nodes(&self) -> Vec<String> {
         vec![self.server.shown.clone()]
+    }
+
+    /// One database: a fair queue, any kind of holder, tables made by `redlock init`; each
+    /// commit is on disk, and on a synchronous standby where the server is so set, before it
+    /// is answered.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            quorum: false,
+            fair: Ok(()),
+            several_holders: Ok(()),
+            options: vec![
+                (
+                    "min-replicas",
+                    Err(
+                        "--min-replicas is for Redis's asynchronous replicas: on PostgreSQL, a \
+                         synchronous standby (synchronous_commit = remote_apply) makes each \
+                         commit wait for it"
+                            .into(),
+                    ),
+                ),
+                (
+                    "fsync",
+                    Err(
+                        "--fsync is for Redis's append-only file: PostgreSQL writes each \
+                         commit to its log with fsync before it answers (synchronous_commit = \
+                         on, its default)"
+                            .into(),
+                    ),
+                ),
+            ],
+            init: true,
+        }
     }
 
     fn described(&self) -> String {

@@ -9,6 +9,7 @@ use serde_json::Value;
 use tokio_postgres::types::Type;
 
 use super::conn::{Conn, column};
+use crate::lock::Fence;
 use crate::lock::record::{Counts, RUNS_KEPT, Run, RunEnd, Summary};
 use crate::lock::{
     Failure, Forced, HeldAs, Holder, Inspected, Kind, LockInfo, Node, Place, Runs, Several,
@@ -120,8 +121,7 @@ impl PgNode {
         let queued = int(lock, "queued").unwrap_or(0);
         let mut info = LockInfo {
             stored_key,
-            fence: int(lock, "fence").unwrap_or(0),
-            foreign_fence: None,
+            fence: Fence::Counter(int(lock, "fence").unwrap_or(0)),
             held: None,
             holder: None,
             several: None,

@@ -17,6 +17,25 @@ pub(crate) struct Durability {
 }
 
 impl Durability {
+    /// What the backend options `min-replicas` (`N`) and `fsync` ask for (each write, also
+    /// the quorum's), None when neither does; an option of another kind is not read here (the
+    /// capabilities refuse it). A count that is not one is an error's message.
+    pub fn from_options(options: &[(&str, String)]) -> Result<Option<Self>, String> {
+        let (mut replicas, mut fsync) = (0, false);
+        for (name, value) in options {
+            match *name {
+                "min-replicas" => {
+                    replicas = value.parse().map_err(|_| {
+                        format!("--min-replicas takes a number of replicas, not '{value}'")
+                    })?;
+                }
+                "fsync" => fsync = true,
+                _ => {}
+            }
+        }
+        Ok(Self::of(replicas, fsync))
+    }
+
     /// What `--min-replicas` and `--fsync` ask for; None when neither does.
     pub fn of(replicas: u32, fsync: bool) -> Option<Self> {
         (replicas > 0 || fsync).then_some(Self { replicas, fsync })

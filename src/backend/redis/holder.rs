@@ -7,6 +7,7 @@ use redis::Value;
 use crate::backend::redis::record::read_summary;
 use crate::backend::redis::reply::{Fields, FromReply};
 use crate::backend::redis::scripts::Args;
+use crate::lock::Fence;
 use crate::lock::{Forced, HeldAs, Holder, Inspected, LockInfo, Place, Several};
 
 impl Args for Holder {
@@ -65,8 +66,7 @@ impl FromReply for Inspected {
         }
         Some(Inspected::Lock(Box::new(LockInfo {
             stored_key,
-            fence,
-            foreign_fence: None,
+            fence: Fence::Counter(fence),
             held,
             holder,
             several,
@@ -175,7 +175,10 @@ mod tests {
         let key = "redlock:{k}";
         let free = info(&["free", key, "3", "-1", "-2", "-2", "0", "-1", "2", "{}"]).unwrap();
         assert!(!free.is_held());
-        assert_eq!((free.fence, free.waiters(), free.owner()), (3, 2, None));
+        assert_eq!(
+            (free.fence.clone(), free.waiters(), free.owner()),
+            (Fence::Counter(3), 2, None)
+        );
         assert_eq!(free.stored_key, key);
 
         let one = [
@@ -216,7 +219,7 @@ mod tests {
         let unrecorded = info(&unrecorded).unwrap().several.unwrap();
         assert_eq!(
             (unrecorded.kind(), unrecorded.held_as),
-            (None, HeldAs::Unrecorded)
+            (None, HeldAs::Unknown(String::new()))
         );
 
         // A holder cut short, a field too many, an unknown state: not replies.

@@ -44,8 +44,10 @@ use single::SingleRedis;
 use transport::endpoint::Endpoint;
 use waiters::{FAIR_ENTRY_LIFETIME, WAKE_LINGER};
 
-use crate::backend::{Connect, Durable};
-use crate::lock::{Backend, Failure, Forced, Inspected, Locker, Node, RunSpec, Runs};
+use crate::backend::{Connect, block};
+use crate::lock::Fence;
+use crate::lock::{Backend, Capabilities, Failure, Forced, Inspected, Locker, Node, RunSpec, Runs};
+use durable::Durability;
 
 /// The Redis servers given: one (a plain server, a Sentinel service, a Cluster), or several
 /// independent masters that make a quorum; the key prefix; what each write must reach.
@@ -53,7 +55,9 @@ use crate::lock::{Backend, Failure, Forced, Inspected, Locker, Node, RunSpec, Ru
 pub(crate) struct Redis {
     endpoints: Vec<Endpoint>,
     prefix: String,
-    durable: Durable,
+    /// What each write must reach beyond the server that takes it (the `min-replicas` and
+    /// `fsync` options); None: the server's answer is enough.
+    durability: Option<Durability>,
 }
 
 /// The Redis servers `connect` names, with the TLS options and the password applied. Several
@@ -64,8 +68,9 @@ pub(crate) fn open(connect: Connect) -> Result<Redis, String> {
         tls,
         password,
         prefix,
-        durable,
+        options,
     } = connect;
+    let durability = Durability::from_options(&options)?;
     if urls.iter().all(|url| url.is_empty()) {
         return Err(
             "'' is not a Redis URL (use redis://, rediss://, unix:// or redis+unix://)".into(),
@@ -99,13 +104,36 @@ pub(crate) fn open(connect: Connect) -> Result<Redis, String> {
     Ok(Redis {
         endpoints,
         prefix,
-        durable,
+        durability,
     })
 }
 
 impl Backend for Redis {
     fn nodes(&self) -> Vec<String> {
         self.endpoints.iter().map(Endpoint::to_string).collect()
+    }
+
+    /// A quorum of independent masters has no queue in common, nor one count of holders; one
+    /// server (a Sentinel service, a Cluster) has both. Either takes `--min-replicas` and
+    /// `--fsync`, which a quorum applies on each node.
+    fn capabilities(&self) -> Capabilities {
+        let quorum = self.endpoints.len() > 1;
+        let on_one = |why: &str| if quorum { Err(why.to_owned()) } else { Ok(()) };
+        Capabilities {
+            quorum,
+            fair: on_one(
+                "--fair does not work with several --url (a quorum): each node would keep its \
+                 own queue, in its own order",
+            ),
+            several_holders: on_one(
+                "--limit and --shared do not work with several --url (a quorum): counted on \
+                 independent masters, more than N holders can each win a majority (with 3 nodes \
+                 and --limit 3, 4 holders on 2 nodes each fit in 3 slots a node); use one Redis, \
+                 a Sentinel service or a Cluster",
+            ),
+            options: vec![("min-replicas", Ok(())), ("fsync", Ok(()))],
+            init: false,
+        }
     }
 
     fn described(&self) -> String {
@@ -125,16 +153,17 @@ impl Backend for Redis {
                 run.fair,
                 FAIR_ENTRY_LIFETIME,
             )
+            .with_token(&run.token)
             .with_holder(run.holder.clone())
             .with_min_interval(run.min_interval)
             .with_durability(
-                self.durable.min_replicas,
-                self.durable.fsync,
+                self.durability.map_or(0, |d| d.replicas),
+                self.durability.is_some_and(|d| d.fsync),
                 replica_wait(run.ttl),
             )
             .with_preflight(Preflight::Weekly)
             .with_kind(run.kind)
-            .with_waiting_lifetime(run.waiting)
+            .with_waiting_lifetime(block::waiting_lifetime(run.waiting, waiters::BLPOP))
         };
         match self.endpoints.as_slice() {
             [one] => Box::new(node(one)),
@@ -184,9 +213,10 @@ impl Node for RedisNode {
         let redis = self.at(name);
         let mut inspected = redis.inspect(timeout)?;
         if let Inspected::Lock(info) = &mut inspected
-            && info.fence == 0
+            && info.fence == Fence::Counter(0)
+            && let Some(foreign) = redis.foreign_fence(timeout).ok().flatten()
         {
-            info.foreign_fence = redis.foreign_fence(timeout).ok().flatten();
+            info.fence = Fence::Unreadable(foreign);
         }
         Ok(inspected)
     }

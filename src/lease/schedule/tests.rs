@@ -39,7 +39,7 @@ fn unacknowledged() -> Result<Acquire, Failure> {
 enum Step {
     Acquired,
     Over { ending: &'static str, leave: bool },
-    WaitForRelease(Block),
+    WaitForRelease(Until),
     Retry { pause: Duration, first: bool },
 }
 
@@ -67,10 +67,11 @@ fn over(ending: &'static str, leave: bool) -> Step {
     Step::Over { ending, leave }
 }
 
-fn blocks(hold: u64, limit: u64) -> Step {
-    Step::WaitForRelease(Block {
-        hold: ms(hold),
-        limit: ms(limit),
+/// A wait for a release until `pause`, within a wait for the lock that ends at `wait_ends`.
+fn blocks(pause: u64, wait_ends: Option<u64>) -> Step {
+    Step::WaitForRelease(Until {
+        pause: at(pause),
+        wait_ends: wait_ends.map(at),
     })
 }
 
@@ -150,8 +151,7 @@ fn within_a_wait_a_server_not_answering_is_retried_while_the_wait_lasts() {
 }
 
 /// Busy within a wait: until the holder's lease ends, plus a little jitter (none at random 0),
-/// its answer awaited a second more, but never past the wait (the server asked to answer
-/// BLOCK_LATE before it ends).
+/// but never past the wait.
 #[test]
 fn within_a_wait_busy_blocks_until_the_lease_ends_or_the_wait_does() {
     check(vec![
@@ -159,16 +159,21 @@ fn within_a_wait_busy_blocks_until_the_lease_ends_or_the_wait_does() {
             Wait::Up(ms(5000)),
             busy(Some(ms(500))),
             5,
-            blocks(500, 1500),
+            blocks(505, Some(5000)),
         ),
-        (Wait::Up(ms(300)), busy(Some(ms(500))), 5, blocks(145, 295)),
+        (
+            Wait::Up(ms(300)),
+            busy(Some(ms(500))),
+            5,
+            blocks(300, Some(300)),
+        ),
         (
             Wait::Up(ms(1200)),
             busy(Some(ms(500))),
             5,
-            blocks(500, 1195),
+            blocks(505, Some(1200)),
         ),
-        (Wait::Forever, busy(None), 5, blocks(3000, 4000)),
+        (Wait::Forever, busy(None), 5, blocks(3005, None)),
     ]);
 }
 
@@ -212,7 +217,7 @@ fn an_unreachable_server_is_retried_backing_off_and_an_answer_resets_it() {
             })
             .collect::<Vec<_>>()
     );
-    // Redis answered (busy): the next failure is a first one again.
+    // The server answered (busy): the next failure is a first one again.
     waiting.after(busy(Some(ms(10))), at(1000), 0.0);
     assert_eq!(
         step(waiting.after(unreachable(), at(1100), 0.0)),
@@ -306,8 +311,7 @@ fn then(after: AfterBlock) -> Then {
 #[test]
 fn every_end_of_a_block_has_its_next_step() {
     // A waiter found it busy at 0 (a holder with 60 s left) within a 2 s wait, so blocked
-    // for its answer by 2000, asked of the server by 1850; (how the block ended, when, what
-    // follows).
+    // until 2000; (how the block ended, when, what follows).
     let silent = || unreachable().map(|_| true);
     let retry = |pause| Then::Retry {
         pause: ms(pause),
@@ -322,14 +326,15 @@ fn every_end_of_a_block_has_its_next_step() {
         (silent(), 1990, retry(10)),
         (silent(), 2000, retry(0)),
         // An error answered: sit out the rest of the block.
-        (refused().map(|_| true), 50, Then::Sleep(ms(1800))),
-        (refused().map(|_| true), 1900, Then::Sleep(Duration::ZERO)),
+        (refused().map(|_| true), 50, Then::Sleep(ms(1950))),
+        (refused().map(|_| true), 1900, Then::Sleep(ms(100))),
+        (refused().map(|_| true), 2000, Then::Sleep(Duration::ZERO)),
     ];
     for (i, (woken, now, want)) in rows.into_iter().enumerate() {
         let mut waiting = Waiting::new(at(0), Wait::Up(ms(2000)), TTL);
         assert_eq!(
             step(waiting.after(busy(Some(ms(60_000))), at(0), 0.0)),
-            blocks(1850, 2000)
+            blocks(2000, Some(2000))
         );
         assert_eq!(
             then(waiting.after_block(woken, at(now), 0.0)),
@@ -340,13 +345,13 @@ fn every_end_of_a_block_has_its_next_step() {
 }
 
 #[test]
-fn a_waiter_whose_redis_froze_while_it_blocked_ends_with_its_wait() {
+fn a_waiter_whose_server_froze_while_it_blocked_ends_with_its_wait() {
     // Busy at 10 within a 1 s wait: blocked until 1000 at most.
     let mut waiting = Waiting::new(at(0), Wait::Up(ms(1000)), Duration::from_secs(30));
     assert_eq!(waiting.timeout(at(0)), ms(5000));
     assert_eq!(
         step(waiting.after(busy(Some(ms(30_000))), at(10), 0.0)),
-        blocks(840, 990)
+        blocks(1000, Some(1000))
     );
     // The block is given up at 1000: the first failure, said, and the last attempt at
     // once, with MIN_ATTEMPT; it gets no answer either: 69, at 1100.
@@ -370,10 +375,10 @@ fn a_waiter_whose_redis_froze_while_it_blocked_ends_with_its_wait() {
         Then::Attempt
     );
     assert_eq!(waiting.timeout(at(990)), MIN_ATTEMPT);
-    // Busy with 8 ms left: the shortest block, whose answer comes at the server's next tick.
+    // Busy with 8 ms left: a wait for the rest of it.
     assert_eq!(
         step(waiting.after(busy(Some(ms(29_000))), at(992), 0.0)),
-        blocks(1, 151)
+        blocks(1000, Some(1000))
     );
     waiting.after_block(Ok(false), at(1090), 0.0);
     assert_eq!(

@@ -1,6 +1,6 @@
 //! How a wait ends without the lock: a waiter told to stop leaves the queue, a skipped or
 //! mismatched run is reported as such, and after an attempt whose reply was lost, what that
-//! attempt may have taken is given back (not when Redis answered the failure); a take too few
+//! attempt may have taken is given back (not when the server answered the failure); a take too few
 //! replicas acknowledged is given back unused while the wait tries again, and as the run's end
 //! (unavailable) when it is over.
 
@@ -62,7 +62,7 @@ fn a_lost_reply_to_the_last_attempt_is_given_back_before_the_failure_is_reported
 }
 
 #[test]
-fn a_failure_redis_answered_gives_nothing_back() {
+fn a_failure_the_server_answered_gives_nothing_back() {
     let (reported, calls) = run(Run {
         acquires: vec![Err(Failure::Refused("NOPERM".into()))],
         ..Run::default()
@@ -89,7 +89,7 @@ fn a_waiter_stopped_after_a_lost_reply_gives_it_back_too() {
 
 /// A stop that came while the last attempt hung (TERM to a run whose acquire waits on a frozen
 /// server) says how the run ended when what that attempt may have taken is given back: it was
-/// interrupted, not refused by Redis.
+/// interrupted, not refused by the server.
 #[test]
 fn a_stop_during_a_lost_attempt_gives_it_back_as_interrupted() {
     let (_, calls) = run(Run {

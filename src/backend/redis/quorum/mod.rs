@@ -10,11 +10,13 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::backend::block::Block;
 use crate::backend::redis::single::SingleRedis;
 use crate::backend::redis::transport::Identity;
+use crate::backend::redis::waiters::BLPOP;
 use crate::clock::Moment;
 use crate::lock::validity::{deadline, random_unit};
-use crate::lock::{Acquire, Block, Failure, Held, Interrupt, Locker, Renewal, RunEnding};
+use crate::lock::{Acquire, Failure, Held, Interrupt, Locker, Renewal, RunEnding, Until};
 
 /// A lock on N independent masters, each a [`SingleRedis`] with its own connection; every
 /// request goes to all of them at once, one thread per node, except a waiter's wait, which
@@ -157,9 +159,9 @@ impl Quorum {
     /// `waiting`: the attempt (with this ttl) ended turned away, so the waiter is recorded as
     /// waiting on every node, the ones that let it in included: it may block on any of them,
     /// and a release there wakes only a waiter it knows of.
-    fn clean_up(&mut self, token: &str, waiting: Option<Duration>, timeout: Duration) {
+    fn clean_up(&mut self, waiting: Option<Duration>, timeout: Duration) {
         let all = self.all();
-        self.each(&all, |node| node.undo(token, waiting, timeout));
+        self.each(&all, |node| node.undo(waiting, timeout));
     }
 
     /// The fencing token for a holder of a majority (see docs/high-availability.md): read the counters of a
@@ -264,12 +266,11 @@ impl Quorum {
     fn acquire_reached(
         &mut self,
         connected: Vec<Result<Option<Identity>, Failure>>,
-        token: &str,
         ttl: Duration,
         per_node: Duration,
     ) -> Vec<Option<Result<Acquire, Failure>>> {
         let reached: Vec<bool> = connected.iter().map(Result::is_ok).collect();
-        let acquired = self.each(&reached, |node| node.acquire(token, ttl, per_node));
+        let acquired = self.each(&reached, |node| node.acquire(ttl, per_node));
         acquired
             .into_iter()
             .zip(connected)
@@ -303,7 +304,6 @@ impl Quorum {
         &mut self,
         replies: &[Option<Result<Acquire, Failure>>],
         taken: usize,
-        token: &str,
         ttl: Duration,
         per_node: Duration,
     ) -> Result<Acquire, Failure> {
@@ -316,7 +316,7 @@ impl Quorum {
             })
             .collect::<Vec<_>>();
         self.listen_where_held(replies);
-        self.clean_up(token, (!busy.is_empty()).then_some(ttl), per_node);
+        self.clean_up((!busy.is_empty()).then_some(ttl), per_node);
         if let Some(busy) = self.busy(&busy) {
             return Ok(busy);
         }
@@ -374,12 +374,7 @@ fn shortfall(what: &str, got: usize, n: usize, first: Option<&Failure>) -> Strin
 }
 
 impl Locker for Quorum {
-    fn acquire(
-        &mut self,
-        token: &str,
-        ttl: Duration,
-        timeout: Duration,
-    ) -> Result<Acquire, Failure> {
+    fn acquire(&mut self, ttl: Duration, timeout: Duration) -> Result<Acquire, Failure> {
         // The lease thread took its `sent` just before this call: no earlier than this.
         let sent = Moment::now();
         self.ttl = Some(ttl);
@@ -391,9 +386,9 @@ impl Locker for Quorum {
         if let Some(refusal) = self.one_server(&connected) {
             return Ok(Acquire::Misconfigured(refusal));
         }
-        let replies = self.acquire_reached(connected, token, ttl, per_node);
+        let replies = self.acquire_reached(connected, ttl, per_node);
         if let Some(settled) = settled(&replies) {
-            self.clean_up(token, None, per_node);
+            self.clean_up(None, per_node);
             return Ok(settled);
         }
         let taken = replies
@@ -407,27 +402,22 @@ impl Locker for Quorum {
                 Ok(fence) if valid(sent, ttl) => return Ok(Acquire::Acquired { fence }),
                 Ok(_) | Err(Unfenced::Unanswered) => {}
                 Err(Unfenced::AtTheEnd) => {
-                    self.clean_up(token, None, per_node);
+                    self.clean_up(None, per_node);
                     return Err(self.fence_at_the_end(taken));
                 }
             }
         }
-        self.not_taken(&replies, taken, token, ttl, per_node)
+        self.not_taken(&replies, taken, ttl, per_node)
     }
 
     /// With `--min-replicas`, it applies per node: a node whose replicas did not acknowledge
     /// its extension counts as not renewed, so the lease needs a majority of nodes each
     /// extended and acknowledged by that many of its own replicas.
-    fn extend(
-        &mut self,
-        token: &str,
-        ttl: Duration,
-        timeout: Duration,
-    ) -> Result<Renewal, Failure> {
+    fn extend(&mut self, ttl: Duration, timeout: Duration) -> Result<Renewal, Failure> {
         let sent = Moment::now();
         let all = self.all();
         let timeout = node_timeout(ttl, timeout);
-        let replies = self.each(&all, |node| node.extend(token, ttl, timeout));
+        let replies = self.each(&all, |node| node.extend(ttl, timeout));
         let count = |found: Renewal| {
             replies
                 .iter()
@@ -472,17 +462,12 @@ impl Locker for Quorum {
         ))
     }
 
-    fn release(
-        &mut self,
-        token: &str,
-        ended: RunEnding,
-        timeout: Duration,
-    ) -> Result<Held, Failure> {
+    fn release(&mut self, ended: RunEnding, timeout: Duration) -> Result<Held, Failure> {
         // A silent node must not hold up the exit for the whole release timeout: its key
         // expires by itself.
         let timeout = self.ttl.map_or(timeout, |ttl| node_timeout(ttl, timeout));
         let all = self.all();
-        let replies = self.each(&all, |node| node.release(token, ended, timeout));
+        let replies = self.each(&all, |node| node.release(ended, timeout));
         let answers: Vec<Held> = replies
             .iter()
             .flatten()
@@ -515,7 +500,8 @@ impl Locker for Quorum {
     /// one waiter on every node) wakes one of them. The other nodes' connections stay free for the
     /// acquire that follows. A node that fails hands the rest of the wait to the next one, and
     /// stays passed over until that one fails too.
-    fn wait(&mut self, token: &str, block: Block) -> Result<bool, Failure> {
+    fn wait(&mut self, until: Until) -> Result<bool, Failure> {
+        let block = Block::until(until, BLPOP);
         let start = Instant::now();
         let (held_until, until) = (start + block.hold, start + block.limit);
         let mut last = None;
@@ -531,7 +517,7 @@ impl Locker for Quorum {
                 hold: held_until.saturating_duration_since(now),
                 limit: left,
             };
-            match self.nodes[self.order[self.listening]].wait(token, rest) {
+            match self.nodes[self.order[self.listening]].wait_block(rest) {
                 Ok(woken) => return Ok(woken),
                 Err(failure) => {
                     self.listening = (self.listening + 1) % self.nodes.len();
@@ -543,18 +529,15 @@ impl Locker for Quorum {
     }
 
     /// Interrupts on every node at once: the one blocked on may change while it runs.
-    fn interrupter(&self, token: &str) -> Box<dyn Interrupt> {
+    fn interrupter(&self) -> Box<dyn Interrupt> {
         Box::new(QuorumInterrupt(
-            self.nodes
-                .iter()
-                .map(|node| node.interrupter(token))
-                .collect(),
+            self.nodes.iter().map(|node| node.interrupter()).collect(),
         ))
     }
 
-    fn leave(&mut self, token: &str, busy: bool, timeout: Duration) -> Result<(), Failure> {
+    fn leave(&mut self, busy: bool, timeout: Duration) -> Result<(), Failure> {
         let all = self.all();
-        let replies = self.each(&all, |node| node.leave(token, busy, timeout));
+        let replies = self.each(&all, |node| node.leave(busy, timeout));
         match first_failure(&replies) {
             Some(_) if replies.iter().flatten().all(Result::is_err) => Err(Failure::Unreachable(
                 shortfall("answered", 0, self.nodes.len(), first_failure(&replies)).into(),

@@ -1,4 +1,5 @@
-//! A plain waiter's take rides behind its BLPOP, in the same request: a release's wake-up is
+//! A waiter blocks for a wake-up with a BLPOP on its wake lists ([`SingleRedis::wait_block`]),
+//! and a plain waiter's take rides behind that BLPOP, in the same request: a release's wake-up is
 //! followed in Redis by the woken waiter's take at once, and the hand-over saves the round trip
 //! that a take sent after hearing the wake-up costs (0.3-0.7 ms on loopback, measured; a
 //! network's round trip elsewhere). Which commands run, and in what order, is as before: a 0.1
@@ -15,17 +16,40 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
+use crate::backend::block::Block;
 use crate::backend::redis::Keys;
 use crate::backend::redis::reply::FromReply;
 use crate::backend::redis::scripts::calls;
 use crate::backend::redis::scripts::{self, calls::AcquireReply};
 use crate::backend::redis::transport::endpoint::Endpoint;
-use crate::backend::redis::waiters::WAKE_LINGER;
-use crate::lock::{Acquire, Block, Failure, Interrupt, record};
+use crate::backend::redis::waiters::{FAIR_BEAT, WAIT_SLACK, WAKE_LINGER};
+use crate::lock::{Acquire, Failure, Interrupt, record};
 
 use super::{Beside, SingleRedis};
 
 impl SingleRedis {
+    /// Block for a wake-up as `block` says ([`Locker::wait`]; a quorum's node, for what is
+    /// left of the quorum's block).
+    ///
+    /// [`Locker::wait`]: crate::lock::Locker::wait
+    pub(crate) fn wait_block(&mut self, block: Block) -> Result<bool, Failure> {
+        let limit = Instant::now() + block.limit;
+        // A --fair waiter (or an exclusive one queued behind shared holders) comes back every
+        // FAIR_BEAT to refresh its place (its attempt does), so that a waiter that died is
+        // forgotten within FAIR_ENTRY_LIFETIME.
+        let (hold, limit) = if self.fair || self.queued {
+            let hold = block.hold.min(FAIR_BEAT);
+            (hold, limit.min(Instant::now() + hold + WAIT_SLACK))
+        } else {
+            (block.hold, limit)
+        };
+        let blpop = self.blpop(&self.token, hold);
+        let reply = self
+            .conn
+            .request(limit, |node| blpop.query::<Value>(&mut node.conn))?;
+        self.woken(reply)
+    }
+
     /// Block for a wake-up as [`Block`] says, the plain take of `token` for `ttl` behind it:
     /// the block's answer, and the take's when it came and can be acted on.
     pub(super) fn take_behind_the_block(
@@ -87,7 +111,10 @@ impl SingleRedis {
 }
 
 /// Interrupts a [`SingleRedis`] waiter's wait from another thread, over a connection opened
-/// for that one request (see [`Interrupt`]): none is kept while waiting.
+/// for that one request (see [`Interrupt`]): none is kept while waiting. A marker is pushed
+/// through the server onto the waiter's own wake list, since the sync connection a BLPOP blocks
+/// on cannot be interrupted from outside, and the least privileged user must not need CLIENT
+/// UNBLOCK.
 pub(super) struct SingleInterrupt {
     pub endpoint: Endpoint,
     pub keys: Keys,

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
+use crate::backend::block::Block;
 use crate::backend::redis::Keys;
 use crate::backend::redis::durable::Durability;
 use crate::backend::redis::preflight::{self, Preflight};
@@ -14,10 +15,10 @@ use crate::backend::redis::scripts::calls::{AcquireReply, Attempt, Finish, Turne
 use crate::backend::redis::scripts::{self, Script, calls};
 use crate::backend::redis::transport::Connection;
 use crate::backend::redis::transport::endpoint::Endpoint;
-use crate::backend::redis::waiters::{FAIR_BEAT, WAKE_LINGER};
+use crate::backend::redis::waiters::{BLPOP, WAIT_SLACK, WAKE_LINGER};
 use crate::lock::record::{self, Lost, RunEnding, Started, Tenure};
 use crate::lock::{
-    Acquire, Block, Failure, Held, HeldAs, Holder, Interrupt, Kind, Locker, Renewal, WAIT_SLACK,
+    Acquire, Failure, Held, HeldAs, Holder, Interrupt, Kind, Locker, Renewal, Until,
 };
 
 mod acked;
@@ -34,6 +35,9 @@ pub(crate) struct SingleRedis {
     // Also for `counter`'s part of it.
     pub(super) conn: Connection,
     pub(super) keys: Keys,
+    /// The run's owner token, which every request of the lock is made for (empty for a client
+    /// that takes nothing: the admin commands' reads, an interrupt).
+    token: String,
     /// First come, first served among waiters (`--fair`).
     fair: bool,
     /// How long a fair waiter's queue entry lives without a refresh.
@@ -58,7 +62,8 @@ pub(crate) struct SingleRedis {
     /// (None: the ttl, [`WAIT_SLACK`] and a second, which covers any wait between attempts).
     waiting_lifetime: Option<Duration>,
     /// This waiter is in the waiters' queue without `--fair` (an exclusive waiter behind shared
-    /// holders): it must come back every [`FAIR_BEAT`] to keep its place, as a fair one does.
+    /// holders): it must come back every `FAIR_BEAT` (`waiters`) to keep its place, as a fair
+    /// one does.
     queued: bool,
     /// An acquire reached the server and got no reply redlock could read, and no acquire has
     /// been answered since: it may have taken the lock ([`Locker::unanswered`]).
@@ -96,6 +101,7 @@ impl SingleRedis {
         Self {
             conn: Connection::new(endpoint),
             keys,
+            token: String::new(),
             fair,
             entry_lifetime,
             min_interval: None,
@@ -111,6 +117,12 @@ impl SingleRedis {
             several: false,
             taken: None,
         }
+    }
+
+    /// Act for the run of owner token `token`.
+    pub fn with_token(mut self, token: &str) -> Self {
+        self.token = token.to_owned();
+        self
     }
 
     /// Count a waiter turned away as waiting this long (`redlock status`); it must cover the
@@ -423,12 +435,8 @@ enum Beside {
 }
 
 impl Locker for SingleRedis {
-    fn acquire(
-        &mut self,
-        token: &str,
-        ttl: Duration,
-        timeout: Duration,
-    ) -> Result<Acquire, Failure> {
+    fn acquire(&mut self, ttl: Duration, timeout: Duration) -> Result<Acquire, Failure> {
+        let token: &str = &self.token.clone();
         let holder = self.holder.clone();
         let run = record::started_json(token, &holder);
         let attempt = Attempt {
@@ -480,12 +488,8 @@ impl Locker for SingleRedis {
         self.answered(token, sent?.0, ttl)
     }
 
-    fn extend(
-        &mut self,
-        token: &str,
-        ttl: Duration,
-        timeout: Duration,
-    ) -> Result<Renewal, Failure> {
+    fn extend(&mut self, ttl: Duration, timeout: Duration) -> Result<Renewal, Failure> {
+        let token: &str = &self.token.clone();
         let sent = Instant::now();
         // Through sentinels: renewed only on a master a majority of them name (or failed).
         self.conn.confirm_master(sent + timeout)?;
@@ -526,60 +530,40 @@ impl Locker for SingleRedis {
         Ok(renewal)
     }
 
-    fn release(
-        &mut self,
-        token: &str,
-        ended: RunEnding,
-        timeout: Duration,
-    ) -> Result<Held, Failure> {
+    fn release(&mut self, ended: RunEnding, timeout: Duration) -> Result<Held, Failure> {
         let success_for = self.min_interval.filter(|_| ended.succeeded());
-        self.finish(token, success_for, (ended, false), timeout)
+        self.finish(&self.token.clone(), success_for, (ended, false), timeout)
     }
 
     fn give_back_unacknowledged(
         &mut self,
-        token: &str,
         ended: Option<RunEnding>,
         timeout: Duration,
     ) -> Result<(), Failure> {
-        self.give_back_unacknowledged_take(token, ended, timeout)
+        self.give_back_unacknowledged_take(&self.token.clone(), ended, timeout)
     }
 
-    fn wait(&mut self, token: &str, block: Block) -> Result<bool, Failure> {
-        let limit = Instant::now() + block.limit;
-        // A --fair waiter (or an exclusive one queued behind shared holders) comes back every
-        // FAIR_BEAT to refresh its place (its attempt does), so that a waiter that died is
-        // forgotten within FAIR_ENTRY_LIFETIME.
-        let (hold, limit) = if self.fair || self.queued {
-            let hold = block.hold.min(FAIR_BEAT);
-            (hold, limit.min(Instant::now() + hold + WAIT_SLACK))
-        } else {
-            (block.hold, limit)
-        };
-        let blpop = self.blpop(token, hold);
-        let reply = self
-            .conn
-            .request(limit, |node| blpop.query::<Value>(&mut node.conn))?;
-        self.woken(reply)
+    fn wait(&mut self, until: Until) -> Result<bool, Failure> {
+        self.wait_block(Block::until(until, BLPOP))
     }
 
     fn wait_then_acquire(
         &mut self,
-        token: &str,
-        block: Block,
+        until: Until,
         ttl: Duration,
     ) -> (Result<bool, Failure>, Option<Acquire>) {
+        let block = Block::until(until, BLPOP);
         if !self.plain() || self.durability.is_some() {
-            return (self.wait(token, block), None);
+            return (self.wait_block(block), None);
         }
-        self.take_behind_the_block(token, block, ttl)
+        self.take_behind_the_block(&self.token.clone(), block, ttl)
     }
 
-    fn interrupter(&self, token: &str) -> Box<dyn Interrupt> {
+    fn interrupter(&self) -> Box<dyn Interrupt> {
         Box::new(SingleInterrupt {
             endpoint: self.endpoint().clone(),
             keys: self.keys.clone(),
-            token: token.to_owned(),
+            token: self.token.clone(),
         })
     }
 
@@ -587,7 +571,8 @@ impl Locker for SingleRedis {
         self.acquire_unanswered
     }
 
-    fn leave(&mut self, token: &str, busy: bool, timeout: Duration) -> Result<(), Failure> {
+    fn leave(&mut self, busy: bool, timeout: Duration) -> Result<(), Failure> {
+        let token: &str = &self.token.clone();
         let leave = calls::Leave {
             token,
             linger: WAKE_LINGER,

@@ -13,12 +13,8 @@ impl SingleRedis {
     /// Undo a partial quorum acquire on this node, waking nobody. `waiting`: the attempt ended
     /// turned away with this ttl, and the waiter is recorded as waiting here too (it may block
     /// on this node, whose releases must then wake it).
-    pub fn undo(
-        &mut self,
-        token: &str,
-        waiting: Option<Duration>,
-        timeout: Duration,
-    ) -> Result<(), Failure> {
+    pub fn undo(&mut self, waiting: Option<Duration>, timeout: Duration) -> Result<(), Failure> {
+        let token: &str = &self.token.clone();
         let lifetime = waiting.map(|ttl| self.waiting_lifetime(ttl));
         self.waited |= lifetime.is_some();
         let slot = self.slot();
