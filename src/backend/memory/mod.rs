@@ -234,7 +234,7 @@ impl Interrupt for MemoryInterrupt {
 
 impl Node for Memory {
     fn names(&mut self, timeout: Duration) -> Result<BTreeSet<String>, Failure> {
-        self.0.request(timeout, |l, _| l.names())
+        self.0.request(timeout, |l, now| l.names(now))
     }
 
     fn inspect(&mut self, name: &str, timeout: Duration) -> Result<Inspected, Failure> {

@@ -98,7 +98,7 @@ impl Locks {
         ttl: Duration,
         now_ms: u64,
     ) -> Acquire {
-        let lock = self.tidy(name, now_ms);
+        let lock = self.tidy(name, now_ms, true);
         // A run that succeeded within the min-interval wins over everything else, as on every
         // backend: the run is skipped, and counted.
         if let (Some(interval), Some(at)) = (ask.min_interval, lock.last_success_ms) {
@@ -155,7 +155,7 @@ impl Locks {
 
     /// Extend `token`'s lease to `ttl` from now, if it still holds lock `name`.
     pub(crate) fn extend(&mut self, name: &str, token: &str, ttl: Duration, now_ms: u64) -> Held {
-        let lock = self.tidy(name, now_ms);
+        let lock = self.tidy(name, now_ms, true);
         match lock.holders.iter_mut().find(|h| h.token == token) {
             Some(hold) => {
                 hold.until_ms = now_ms + ms(ttl);
@@ -174,7 +174,7 @@ impl Locks {
         ended: RunEnding,
         now_ms: u64,
     ) -> Held {
-        let lock = self.tidy(name, now_ms);
+        let lock = self.tidy(name, now_ms, true);
         let Some(at) = lock.holders.iter().position(|h| h.token == token) else {
             let found = gone_or_theirs(lock);
             // The run ends as lost, unless its lapse was recorded already (vanished).
@@ -196,7 +196,7 @@ impl Locks {
     /// Whether a waiter on lock `name` should stop blocking: a release it has not seen came
     /// (true, and now seen), or its wait was cut short (Some(false)); None: keep waiting.
     pub(crate) fn woken(&mut self, name: &str, token: &str, now_ms: u64) -> Option<bool> {
-        let lock = self.tidy(name, now_ms);
+        let lock = self.tidy(name, now_ms, false);
         if lock.interrupted.remove(token) {
             return Some(false);
         }
@@ -223,7 +223,7 @@ impl Locks {
 
     /// `token` stops waiting for lock `name`; `busy`: its run gave up on a busy lock.
     pub(crate) fn leave(&mut self, name: &str, token: &str, busy: bool, now_ms: u64) {
-        let lock = self.tidy(name, now_ms);
+        let lock = self.tidy(name, now_ms, true);
         lock.queue.retain(|t| t != token);
         lock.waiters.remove(token);
         lock.interrupted.remove(token);
@@ -238,7 +238,7 @@ impl Locks {
     /// fencing counter past theirs. The record is left alone: the holder's own renewal or
     /// release finds the lock lost and records it.
     pub(crate) fn force_release(&mut self, name: &str, token: Option<&str>, now_ms: u64) -> Forced {
-        let lock = self.tidy(name, now_ms);
+        let lock = self.tidy(name, now_ms, true);
         let fence = lock.fence;
         let held_as = HeldAs::Kind(lock.kind);
         let holders = lock.holders.len() as u64;
@@ -287,14 +287,18 @@ impl Locks {
         }
     }
 
-    /// The names of the locks kept.
-    pub(crate) fn names(&self) -> BTreeSet<String> {
-        self.locks.keys().cloned().collect()
+    /// The names of the locks kept at `now_ms`.
+    pub(crate) fn names(&self, now_ms: u64) -> BTreeSet<String> {
+        self.locks
+            .iter()
+            .filter(|(_, lock)| !forgotten(lock, now_ms))
+            .map(|(name, _)| name.clone())
+            .collect()
     }
 
     /// Lock `name` as `status` shows it.
     pub(crate) fn inspect(&mut self, name: &str, now_ms: u64) -> LockInfo {
-        let lock = self.tidy(name, now_ms);
+        let lock = self.tidy(name, now_ms, false);
         let left = |h: &Hold| Duration::from_millis(h.until_ms.saturating_sub(now_ms));
         let exclusive = lock.kind == Kind::Exclusive && !lock.holders.is_empty();
         let several = (!exclusive && !lock.holders.is_empty()).then(|| {
@@ -333,7 +337,7 @@ impl Locks {
 
     /// The record of lock `name`'s runs.
     pub(crate) fn runs(&mut self, name: &str, now_ms: u64) -> Runs {
-        let lock = self.tidy(name, now_ms);
+        let lock = self.tidy(name, now_ms, false);
         Runs {
             summary: summary(lock, now_ms),
             runs: lock.runs.clone(),
@@ -341,10 +345,12 @@ impl Locks {
     }
 
     /// Lock `name`, with what time has done to it by `now_ms`: holders whose lease ended are
-    /// gone (their runs vanished, counted once), and a lock unused for [`RECORD_TTL`] is
+    /// gone (their runs vanished, counted once), and every lock unused for [`RECORD_TTL`] is
     /// forgotten whole, its fencing counter with it (the next token still rises: see
-    /// [`next_fence`]).
-    fn tidy(&mut self, name: &str, now_ms: u64) -> &mut Lock {
+    /// [`next_fence`]). `used`: this request is a use of the lock (a take, renewal, release,
+    /// leave or forced release), which starts its [`RECORD_TTL`] again; reading it is not.
+    fn tidy(&mut self, name: &str, now_ms: u64, used: bool) -> &mut Lock {
+        self.locks.retain(|_, lock| !forgotten(lock, now_ms));
         let lock = self.locks.entry(name.to_owned()).or_default();
         let lapsed: Vec<Hold> = lock
             .holders
@@ -365,13 +371,18 @@ impl Locks {
             }
             lock.releases += 1;
         }
-        let idle = lock.holders.is_empty() && lock.queue.is_empty();
-        if idle && lock.used_ms > 0 && now_ms.saturating_sub(lock.used_ms) >= ms(RECORD_TTL) {
-            *lock = Lock::default();
+        if used {
+            lock.used_ms = now_ms;
         }
-        lock.used_ms = now_ms;
         lock
     }
+}
+
+/// Whether `lock` is gone by `now_ms`: never used (only read), or idle (nobody holds it or
+/// queues for it) for [`RECORD_TTL`] since its last use.
+fn forgotten(lock: &Lock, now_ms: u64) -> bool {
+    let idle = lock.holders.is_empty() && lock.queue.is_empty();
+    lock.used_ms == 0 || (idle && now_ms.saturating_sub(lock.used_ms) >= ms(RECORD_TTL))
 }
 
 /// Why a run asking for `asked` may not join holders of kind `held`: all clients of a lock give
@@ -482,5 +493,80 @@ fn summary(lock: &Lock, now_ms: u64) -> Summary {
                 .map(|(label, n)| (label.clone(), *n))
                 .collect(),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exit::Outcome;
+
+    const MINUTE: u64 = 60_000;
+
+    fn ask() -> Ask {
+        Ask {
+            kind: Kind::Exclusive,
+            fair: false,
+            min_interval: None,
+            holder: Holder {
+                host: "h".to_owned(),
+                pid: 1,
+                command: "true".to_owned(),
+                started: 0,
+            },
+        }
+    }
+
+    fn run_once(locks: &mut Locks, name: &str, token: &str, now: u64) -> i64 {
+        let ttl = Duration::from_secs(30);
+        let Acquire::Acquired { fence } = locks.acquire(name, &ask(), token, ttl, now) else {
+            panic!("not taken");
+        };
+        let ended = RunEnding::of(Outcome::Exited(0), 75);
+        assert_eq!(locks.release(name, token, ended, now + 1), Held::Ours);
+        fence
+    }
+
+    /// The contract's "nothing kept for ever": a name used once is gone, record and all,
+    /// [`RECORD_TTL`] after its last use, and its next token is still larger.
+    #[test]
+    fn a_name_used_once_leaves_nothing_after_the_record_ttl_and_its_next_token_rises() {
+        let mut locks = Locks::default();
+        let start = 1_800_000_000_000;
+        let first = run_once(&mut locks, "once-123", "a", start);
+        let names = |locks: &Locks, at| locks.names(at).into_iter().collect::<Vec<_>>();
+        assert_eq!(names(&locks, start + MINUTE), ["once-123"]);
+        // Reading it is not a use: it still goes on time.
+        let read = locks.runs("once-123", start + 2 * MINUTE);
+        assert_eq!(read.runs.len(), 1);
+        let gone = start + 1 + ms(RECORD_TTL);
+        assert!(
+            names(&locks, gone - 1).len() == 1,
+            "kept until the record's time"
+        );
+        assert!(
+            names(&locks, gone).is_empty(),
+            "kept past the record's time"
+        );
+        let read = locks.runs("once-123", gone);
+        assert!(read.runs.is_empty() && read.summary.counts.0.is_empty());
+        let next = run_once(&mut locks, "once-123", "b", gone + MINUTE);
+        assert!(next > first, "{next} after {first}");
+    }
+
+    /// A lock held or queued for is never forgotten, however long since its last use.
+    #[test]
+    fn a_held_lock_is_kept_past_the_record_ttl() {
+        let mut locks = Locks::default();
+        let start = 1_800_000_000_000;
+        let long = RECORD_TTL + Duration::from_secs(3600);
+        let taken = locks.acquire("held", &ask(), "a", long, start);
+        assert!(matches!(taken, Acquire::Acquired { .. }));
+        let later = start + ms(RECORD_TTL) + MINUTE;
+        assert_eq!(locks.names(later).len(), 1);
+        assert!(matches!(
+            locks.acquire("held", &ask(), "b", long, later),
+            Acquire::Busy { .. }
+        ));
     }
 }
