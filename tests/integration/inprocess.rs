@@ -44,11 +44,6 @@ const KNOWN: &[(&str, &str, &str)] = &[
         "holder_gone_vanishes_once",
         "vanished runs are not counted",
     ),
-    (
-        "etcd",
-        "hundred_concurrent_counted_exactly",
-        "busy counts lost (a retried compare-and-swap)",
-    ),
 ];
 
 /// Every case against `subject`; the test fails with each case that did, and why, unless
