@@ -23,6 +23,7 @@ pub(super) const ALL: &[(&str, Case)] = &[
     ("tokens_rise", tokens_rise),
     ("renew_extends_and_a_lapse_lets_the_next_in", renewal),
     ("stale_release_finds_gone_or_theirs", stale_release),
+    ("a_waiter_renews_nothing", a_waiter_renews_nothing),
     ("release_wakes_a_waiter", release_wakes_a_waiter),
     ("record_of_runs", record_of_runs),
     ("record_keeps_the_newest", record_keeps_the_newest),
@@ -63,8 +64,12 @@ impl Client {
         }
     }
 
+    /// One attempt; a take settles as a run does beside its command's start.
     fn acquire(&mut self) -> Result<Acquire, String> {
         let got = self.locker.acquire(self.ttl, self.timeout);
+        if let Ok(Acquire::Acquired { .. }) = got {
+            self.locker.settle(self.timeout);
+        }
         got.map_err(|e| format!("acquire failed: {e}"))
     }
 
@@ -269,6 +274,30 @@ fn stale_release(s: &Subject) -> Result<(), String> {
     same("a's release, b holding", a.release()?, Held::Theirs)?;
     same("b's release", b.release()?, Held::Ours)?;
     same("a's release, the lock free", a.release()?, Held::Gone)
+}
+
+/// A client turned away holds nothing: its renewal and its release find another's lock, and
+/// the holder's lease is untouched. (A property test found etcd extending a waiter's place.)
+fn a_waiter_renews_nothing(s: &Subject) -> Result<(), String> {
+    let (mut a, mut b) = (
+        Client::new(s, "n", Kind::Exclusive),
+        Client::new(s, "n", Kind::Exclusive),
+    );
+    a.take()?;
+    b.busy()?;
+    same(
+        "the waiter's renewal",
+        b.extend()?,
+        Renewal::Lost(Held::Theirs),
+    )?;
+    same("the holder's renewal", a.extend()?, Renewal::Extended)?;
+    same("the waiter's release", b.release()?, Held::Theirs)?;
+    same("the holder's release", a.release()?, Held::Ours)?;
+    same(
+        "the waiter's renewal, the lock free",
+        b.extend()?,
+        Renewal::Lost(Held::Gone),
+    )
 }
 
 /// A waiter blocked on a busy lock is woken by its release, long before its block ends.

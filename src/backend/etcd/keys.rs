@@ -10,6 +10,7 @@
 //! | `BASE/count/LABEL` | a counter of the record (runs by outcome, busy, skipped): its version | the record's |
 //! | `BASE/uncount/LABEL` | counts taken back (a vanished run found lost): its version | the record's |
 //! | `BASE/kept` | when the record's lease was last kept alive (unix ms, the host's clock) | the record's |
+//! | `BASE/fence` | the last forced release: its mod revision is the fence it gave (the value: the removed token) | the record's |
 //!
 //! LEASE is the client's lease ID in 16 hex digits: one lease a run, so no two clients ever
 //! write the same entry. The record's lease is one per lock name, granted for `RECORD_TTL` and
@@ -83,6 +84,11 @@ impl Keys {
         format!("{}/uncount/{label}", self.base)
     }
 
+    /// Written by a forced release: its mod revision is the fence it gave.
+    pub(crate) fn fence(&self) -> String {
+        format!("{}/fence", self.base)
+    }
+
     /// When the record's lease was last kept alive.
     pub(crate) fn kept(&self) -> String {
         format!("{}/kept", self.base)
@@ -114,6 +120,7 @@ impl Keys {
             || rest.starts_with("count/")
             || rest.starts_with("uncount/")
             || rest == "kept"
+            || rest == "fence"
             || rest == "last_success"
             || rest == "last_ended";
         known.then(|| unescape(name))

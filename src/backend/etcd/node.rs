@@ -6,12 +6,14 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use etcd_client::{Compare, CompareOp, GetOptions, KeyValue, LeaseTimeToLiveOptions, Txn, TxnOp};
+use etcd_client::{GetOptions, KeyValue, LeaseTimeToLiveOptions};
 
 use super::client::Conn;
 use super::keys::Keys;
+use super::protocol;
 use super::queue::{self, Entry};
 use super::record;
+use super::recorder::Recorder;
 use super::seen::{entry_of, now_ms};
 use crate::lock::Fence;
 use crate::lock::{
@@ -30,17 +32,21 @@ struct Range {
     record: record::Read,
     /// The cluster's revision when it was read.
     revision: i64,
+    /// The last forced release's fence (`BASE/fence`'s mod revision), if one is kept.
+    forced: Option<i64>,
 }
 
 impl Range {
     /// The fencing counter the admin commands show: the last token given out for the lock (its
     /// newest run's, or a holder's), or with none recorded (never taken, or its keys deleted)
     /// the cluster's revision, which the next token exceeds as it exceeds every earlier one.
+    /// A forced release's fence counts as one given out.
     fn fence(&self, runs: &Runs, holders: &[i64]) -> i64 {
         runs.runs
             .iter()
             .map(|r| r.fence)
             .chain(holders.iter().copied())
+            .chain(self.forced)
             .max()
             .unwrap_or(self.revision)
     }
@@ -64,6 +70,7 @@ impl EtcdNode {
         let mut queue = Vec::new();
         let mut read = record::Read::default();
         let mut entries_leases = BTreeSet::new();
+        let mut forced = None;
         for kv in found.kvs() {
             let key = String::from_utf8_lossy(kv.key());
             if key.starts_with(&queue_at) {
@@ -82,6 +89,8 @@ impl EtcdNode {
                     .push((kv.value().to_vec(), kv.create_revision(), running));
             } else if key == keys.last_success() {
                 read.last_success = Some(kv.value().to_vec());
+            } else if key == keys.fence() {
+                forced = Some(kv.mod_revision());
             } else if key == keys.last_ended() {
                 read.last_ended = Some(kv.value().to_vec());
             } else if let Some(label) = key.strip_prefix(&counts_at) {
@@ -97,6 +106,7 @@ impl EtcdNode {
                 queue,
                 record: read,
                 revision: found.header().map_or(0, |h| h.revision()),
+                forced,
             },
         ))
     }
@@ -115,21 +125,23 @@ impl EtcdNode {
             .filter(|ttl| *ttl > 0)
             .map(|ttl| Duration::from_secs(ttl as u64))
     }
-    /// The holders' tokens, details and what is left of their leases, into `info`: one holder,
-    /// or the places of a semaphore or a shared lock.    /// A holder's entry deleted, guarded by its create revision, and its lease revoked, so
-    /// that its renewals fail and its command is stopped. False: it was gone already.
-    fn remove(&mut self, entry: &Entry, kv: &KeyValue, deadline: Instant) -> Result<bool, Failure> {
-        let key = entry.key.clone();
-        let rev = entry.rev;
-        let delete = Txn::new()
-            .when([Compare::create_revision(key.clone(), CompareOp::Equal, rev)])
-            .and_then([TxnOp::delete(key, None)]);
-        let done = self.conn.run(deadline, move |mut client| {
-            let delete = delete.clone();
-            async move { client.txn(delete).await }
+
+    /// A holder's entry deleted, guarded by its create revision, with the entries waiting
+    /// behind it ([`protocol::force`]), and its lease revoked, so that its renewals fail and its
+    /// command is stopped. The fence: the delete's revision; None when it was gone already.
+    fn remove(
+        &mut self,
+        keys: &Keys,
+        (entry, kv): (&Entry, &KeyValue),
+        waiting: Vec<(String, i64)>,
+        deadline: Instant,
+    ) -> Result<Option<i64>, Failure> {
+        let holder = (entry.key.clone(), entry.rev);
+        let done = Recorder::new(keys.clone()).send(&mut self.conn, deadline, |keys, record| {
+            protocol::force(keys, holder.clone(), waiting.clone(), record)
         })?;
         if !done.succeeded() {
-            return Ok(false);
+            return Ok(None);
         }
         if let Some(lease) = Keys::lease_of(kv.key()) {
             // Its renewals fail from now on, and its command is stopped; gone already is fine.
@@ -137,9 +149,11 @@ impl EtcdNode {
                 client.lease_revoke(lease).await.map(drop)
             });
         }
-        Ok(true)
+        Ok(done.header().map(|h| h.revision()))
     }
 
+    /// The holders' tokens, details and what is left of their leases, into `info`: one holder,
+    /// or the places of a semaphore or a shared lock.
     fn holders_into(
         &mut self,
         info: &mut LockInfo,
@@ -304,7 +318,7 @@ impl Node for EtcdNode {
         // This command writes: a refusal advises readwrite.
         self.conn.writes();
         let deadline = Instant::now() + timeout;
-        let (_, range) = self.range(name, timeout)?;
+        let (keys, range) = self.range(name, timeout)?;
         let entries: Vec<Entry> = range.queue.iter().map(|(e, _)| e.clone()).collect();
         let holding = queue::holders(&entries).len();
         let holders: Vec<&(Entry, KeyValue)> = range.queue.iter().take(holding).collect();
@@ -329,17 +343,21 @@ impl Node for EtcdNode {
                 fence,
             });
         }
-        if !self.remove(entry, kv, deadline)? {
+        let waiting = entries[holding..]
+            .iter()
+            .map(|e| (e.key.clone(), e.rev))
+            .collect();
+        let Some(forced) = self.remove(&keys, (entry, kv), waiting, deadline)? else {
             // It left (or its lease ended) between the read and the delete.
             return Ok(Forced::Free { fence, cleared: 0 });
-        }
+        };
         let (removed, holder) = holder_of(kv);
-        // The counter a resource may hold the next holders to: the removed holder's token.
-        // Every token given out after it is larger, a waiter's already queued behind it too
-        // (its entry came later); the delete's revision is not, for such a waiter.
+        // The counter a resource may hold the next holders to: the delete's revision, past the
+        // removed holder's token. Every token given out after it is larger: the waiters queue
+        // again behind it.
         Ok(Forced::Removed {
             token: removed,
-            fence: entry.rev,
+            fence: forced,
             holder,
             held_as,
             left: holders.len().saturating_sub(1) as u64,

@@ -156,11 +156,50 @@ pub(super) fn take(keys: &Keys, join: Join) -> Step {
     }
 }
 
-/// The entry of `lease` deleted if it is still the one put at `rev`.
+/// The entry of `lease` deleted if it is still the one put at `rev`; the queue read after, for
+/// what a client that held nothing found ([`queue::found`](super::queue::found)).
 pub(super) fn give_up(keys: &Keys, lease: i64, rev: i64) -> Step {
     Step {
         when: vec![Cmp::Created(keys.entry(lease), rev)],
-        then: vec![Op::Delete(keys.entry(lease))],
+        then: vec![
+            Op::Delete(keys.entry(lease)),
+            Op::Get(keys.queue(), Read::Oldest),
+        ],
+        otherwise: vec![Op::Get(keys.queue(), Read::Oldest)],
+    }
+}
+
+/// The queue read: who holds the lock, for a client that found it does not.
+pub(super) fn look(keys: &Keys) -> Step {
+    Step {
+        then: vec![Op::Get(keys.queue(), Read::Oldest)],
+        ..Step::default()
+    }
+}
+
+/// A forced release: the holder's entry `holder` deleted while it holds its token (its create
+/// revision), the entries `waiting` behind it deleted too (each if still the one read), and
+/// `BASE/fence` put. The delete's revision is the fence: larger than the removed holder's token,
+/// and smaller than every token given after, since a waiter deleted queues again with a new
+/// entry (one kept would hold the lock with a token older than the fence).
+pub(super) fn force(
+    keys: &Keys,
+    holder: (String, i64),
+    waiting: Vec<(String, i64)>,
+    record: i64,
+) -> Step {
+    let mut then = vec![Op::Delete(holder.0.clone())];
+    then.extend(waiting.into_iter().map(|(key, rev)| {
+        Op::Txn(Box::new(Step {
+            when: vec![Cmp::Created(key.clone(), rev)],
+            then: vec![Op::Delete(key)],
+            otherwise: vec![],
+        }))
+    }));
+    then.push(put(keys.fence(), holder.1.to_string(), record));
+    Step {
+        when: vec![Cmp::Created(holder.0, holder.1)],
+        then,
         otherwise: vec![],
     }
 }
@@ -201,7 +240,8 @@ pub(super) fn release(keys: &Keys, lease: i64, rev: i64, end: End) -> Step {
     Step {
         when: vec![Cmp::Created(keys.entry(lease), rev)],
         then,
-        otherwise: vec![],
+        // Not ours any more: who holds it says whether it is gone or another's.
+        otherwise: vec![Op::Get(keys.queue(), Read::Oldest)],
     }
 }
 
@@ -424,6 +464,7 @@ mod tests {
             release(&k, 7, 41, end),
             count(&k, "busy", true, 9),
             count(&k, "vanished", false, 9),
+            force(&k, (k.entry(7), 41), vec![], 9),
             kept(&k, 1000, 9),
             rewrite_run(&k, k.run(3), Some(50), "v".into(), 9),
             tidy(&k, vec![k.run(1)], vec![k.count("busy")], 9),
@@ -448,6 +489,7 @@ mod tests {
         let ok = release(&k, 7, 41, end(true));
         assert_eq!(ok.when, [Cmp::Created(k.entry(7), 41)]);
         assert_eq!(ok.then[0], Op::Delete(k.entry(7)));
+        assert_eq!(ok.otherwise, [Op::Get(k.queue(), Read::Oldest)]);
         let keys_written: Vec<String> = written(&ok).into_iter().map(|(k, _)| k).collect();
         assert_eq!(
             keys_written,
@@ -481,7 +523,22 @@ mod tests {
             rewrite_run(&k, k.run(3), None, "v".into(), 9).when,
             [Cmp::Created(k.run(3), 0)]
         );
-        assert_eq!(give_up(&k, 7, 41).then, [Op::Delete(k.entry(7))]);
+        assert_eq!(give_up(&k, 7, 41).then[0], Op::Delete(k.entry(7)));
+    }
+
+    #[test]
+    fn a_forced_release_sends_the_waiters_back_and_leaves_the_fence() {
+        let k = keys();
+        let step = force(&k, (k.entry(7), 41), vec![(k.entry(8), 43)], 9);
+        assert_eq!(step.when, [Cmp::Created(k.entry(7), 41)]);
+        assert_eq!(step.then[0], Op::Delete(k.entry(7)));
+        let Op::Txn(waiter) = &step.then[1] else {
+            panic!("{step:?}")
+        };
+        assert_eq!(waiter.when, [Cmp::Created(k.entry(8), 43)]);
+        assert_eq!(waiter.then, [Op::Delete(k.entry(8))]);
+        assert_eq!(written(&step), [(k.fence(), 9)]);
+        assert!(step.otherwise.is_empty());
     }
 
     #[test]

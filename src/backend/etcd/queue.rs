@@ -14,7 +14,7 @@
 //! A client of another kind than the entries' (another `--limit`, a semaphore against a lock) is
 //! refused, as on Redis.
 
-use crate::lock::{HeldAs, Kind};
+use crate::lock::{Held, HeldAs, Kind};
 
 /// One entry of the queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,6 +111,17 @@ pub(crate) fn holders(entries: &[Entry]) -> Vec<&Entry> {
             .take_while(|e| e.kind == Kind::Shared.stored())
             .collect(),
         _ => vec![queue[0]],
+    }
+}
+
+/// What a renewal or a release that does not hold the lock found, as the model says it: another
+/// client's token where one exclusive entry holds the lock ([`Held::Theirs`]); else its place is
+/// gone ([`Held::Gone`]: a free lock, or several holders). `ours`: the asking client's entry,
+/// which holds nothing for it until its take has seen it at the head.
+pub(crate) fn found(entries: &[Entry], ours: Option<i64>) -> Held {
+    match holders(entries).as_slice() {
+        [one] if one.kind == Kind::Exclusive.stored() && Some(one.rev) != ours => Held::Theirs,
+        _ => Held::Gone,
     }
 }
 
@@ -236,6 +247,23 @@ mod tests {
             entry(6, "shared"),
         ];
         assert_eq!(revs(holders(&q)), [3, 4]);
+    }
+
+    #[test]
+    fn a_lock_not_held_is_theirs_only_where_another_holds_it_alone() {
+        assert_eq!(found(&[], None), Held::Gone);
+        assert_eq!(
+            found(&[entry(3, "lock"), entry(5, "lock")], None),
+            Held::Theirs
+        );
+        // A waiter at the head has not taken the lock yet: nobody holds it.
+        assert_eq!(
+            found(&[entry(3, "lock"), entry(5, "lock")], Some(3)),
+            Held::Gone
+        );
+        assert_eq!(found(&[entry(3, "lock")], Some(5)), Held::Theirs);
+        assert_eq!(found(&[entry(3, "limit 2")], None), Held::Gone);
+        assert_eq!(found(&[entry(3, "shared")], None), Held::Gone);
     }
 
     #[test]

@@ -79,6 +79,16 @@ impl Seen {
     }
 }
 
+/// The queue as the first get of a transaction's answer read it (a look, a give-up, a release
+/// that found the entry gone); empty when it read none.
+pub(super) fn queue_of(response: &TxnResponse) -> Vec<Entry> {
+    let get = response.op_responses().into_iter().find_map(|op| match op {
+        TxnOpResponse::Get(get) => Some(get),
+        _ => None,
+    });
+    get.map_or_else(Vec::new, |get| get.kvs().iter().map(entry_of).collect())
+}
+
 /// An entry of the queue from its key and value.
 pub(crate) fn entry_of(kv: &KeyValue) -> Entry {
     let value = serde_json::from_slice::<serde_json::Value>(kv.value()).ok();

@@ -17,7 +17,7 @@ use super::protocol::{self, End, Join};
 use super::queue::{self, Entry, Place, Watch};
 use super::record;
 use super::recorder::{Recorder, send_step};
-use super::seen::{Seen, now_ms, success_ago};
+use super::seen::{Seen, now_ms, queue_of, success_ago};
 use super::session::{self, Waiting, Woken, keep_alive};
 use crate::backend::block::Block;
 use crate::lock::record::{RunEnding, Tenure};
@@ -36,6 +36,8 @@ pub(crate) struct EtcdLocker {
     /// The run's owner token, recorded in its entry and its record of runs.
     token: String,
     kind: Kind,
+    /// `--fair`: a turned-away run says when the lock is free but promised to a waiter ahead.
+    fair: bool,
     min_interval: Option<Duration>,
     holder: Holder,
     /// The run's lease, once granted.
@@ -74,6 +76,7 @@ impl EtcdLocker {
             keys,
             token: run.token.clone(),
             kind: run.kind,
+            fair: run.fair,
             min_interval: run.min_interval,
             holder: run.holder.clone(),
             lease: None,
@@ -114,13 +117,15 @@ impl EtcdLocker {
         // When the run took the lock, if this attempt takes it: the record's start.
         let at_ms = now_ms();
         let (seen, ours) = self.join(token, ttl, at_ms, deadline)?;
+        // Answered: where the entry stands is known, whatever it comes to.
         self.entry = Some(ours);
+        self.unanswered = false;
         self.recorder.seen(seen.kept_ms, now_ms());
         if let Some(interval) = self.min_interval
             && let Some(ago) = success_ago(&seen.last_success).filter(|ago| *ago < interval)
         {
             // Counted even when giving the place up had no answer in time, as in `leave`.
-            let left = self.give_up_place(deadline);
+            let left = self.give_up_place(deadline).map(drop);
             self.recorder
                 .count(&mut self.conn, "skipped", true, deadline);
             self.recorder.keep(&mut self.conn, deadline);
@@ -129,7 +134,12 @@ impl EtcdLocker {
         }
         match queue::place(&seen.queue, ours, self.kind) {
             Place::Holds => {
-                self.unanswered = false;
+                if let Some(taken) = self.taken.as_mut().filter(|t| t.fence == ours) {
+                    // Our own take again (a retry whose answer was lost): the same run, its
+                    // lease kept alive by this look, its record written already.
+                    taken.tenure.renewed(deadline - timeout, ttl);
+                    return Ok(Acquire::Acquired { fence: ours });
+                }
                 self.taken = Some(Taken {
                     at_ms,
                     fence: ours,
@@ -142,15 +152,9 @@ impl EtcdLocker {
             }
             Place::Behind(watch) => {
                 self.watch = Some((watch, seen.revision));
-                // A shared waiter behind an exclusive one that waits itself: the lock is held
-                // shared, and promised to the exclusive waiter ahead.
-                let queued = self.kind == Kind::Shared
-                    && queue::holders(&seen.queue)
-                        .iter()
-                        .all(|e| e.kind == Kind::Shared.stored());
                 Ok(Acquire::Busy {
                     remaining: None,
-                    queued,
+                    queued: self.promised(&seen),
                 })
             }
             Place::Mismatch(found) => {
@@ -160,8 +164,30 @@ impl EtcdLocker {
         }
     }
 
+    /// Whether a turned-away run finds the lock free but promised to a waiter ahead: a shared
+    /// waiter behind an exclusive one that waits itself (the lock is held shared); with
+    /// `--fair`, a head of the queue that has not taken the lock yet (no running record among
+    /// the newest runs read: exact for one holder, a guess past two).
+    fn promised(&self, seen: &Seen) -> bool {
+        let holders = queue::holders(&seen.queue);
+        if self.kind == Kind::Shared {
+            return holders.iter().all(|e| e.kind == Kind::Shared.stored());
+        }
+        let running = |entry: &&Entry| {
+            seen.runs.iter().any(|kv| {
+                Keys::lease_of(entry.key.as_bytes())
+                    .map(|l| self.keys.run(l))
+                    .as_deref()
+                    == std::str::from_utf8(kv.key()).ok()
+                    && !record::has_ended(kv.value())
+            })
+        };
+        self.fair && !holders.iter().all(running)
+    }
+
     /// The run's place in the queue, and what the look that took it found: a new lease and
-    /// place when the old lease ran out as it was kept alive.
+    /// place when the old lease ran out as it was kept alive, a new place with the same lease
+    /// when only the place was deleted (a forced release sends the waiters to the back).
     fn join(
         &mut self,
         token: &str,
@@ -175,24 +201,24 @@ impl EtcdLocker {
                 None => (self.grant(ttl, deadline)?, true),
             };
             self.unanswered = true;
-            let seen = match self.enqueue(token, lease, at_ms, deadline)? {
+            let alive = match self.enqueue(token, lease, at_ms, deadline)? {
                 // The record's lease was gone: granted again, and the same lease tries again.
                 Joined::RecordGone if Instant::now() < deadline => continue,
-                Joined::Seen(seen) => Some(seen),
-                Joined::RecordGone | Joined::LeaseGone => None,
+                Joined::Seen(seen) => match seen.ours {
+                    Some(ours) => return Ok((seen, ours)),
+                    None => true,
+                },
+                Joined::RecordGone | Joined::LeaseGone => false,
             };
-            match seen.and_then(|seen| Some((seen.ours?, seen))) {
-                Some(found) => return Ok((found.1, found.0)),
-                None if Instant::now() < deadline => {
-                    self.lease = None;
-                    self.entry = None;
-                }
-                None => {
-                    return Err(Failure::Unreachable(
-                        "no answer from etcd in time (a lease ran out as it was given)".into(),
-                    ));
-                }
+            if Instant::now() >= deadline {
+                return Err(Failure::Unreachable(
+                    "no answer from etcd in time (a lease ran out as it was given)".into(),
+                ));
             }
+            if !alive {
+                self.lease = None;
+            }
+            self.entry = None;
         }
     }
 
@@ -401,7 +427,7 @@ impl EtcdLocker {
     pub(super) fn leave(&mut self, busy: bool, timeout: Duration) -> Result<(), Failure> {
         let deadline = Instant::now() + timeout;
         // Counted even when giving the place up had no answer in time (the lease ends it then).
-        let left = self.give_up_place(deadline);
+        let left = self.give_up_place(deadline).map(drop);
         if busy {
             self.recorder.count(&mut self.conn, "busy", true, deadline);
         }
@@ -417,11 +443,12 @@ impl EtcdLocker {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<Renewal, Failure> {
-        let (Some(lease), Some(rev)) = (self.lease, self.entry) else {
-            return Ok(Renewal::Lost(Held::Gone));
-        };
         let sent = Instant::now();
         let deadline = sent + timeout;
+        let (Some(lease), Some(rev)) = (self.lease, self.taken.as_ref().map(|t| t.fence)) else {
+            // Never taken (a waiter's place holds nothing for it until its take), or given back.
+            return Ok(Renewal::Lost(self.found(self.entry, deadline)?));
+        };
         let alive = self
             .conn
             .run(deadline, move |client| keep_alive(client, lease))?;
@@ -438,7 +465,8 @@ impl EtcdLocker {
             // No release follows a lock found lost: its record says so now.
             let lost = RunEnding::of(crate::exit::Outcome::LockLost, 0);
             let _ = self.record_lost(token, lost, deadline.max(Instant::now() + timeout));
-            return Ok(Renewal::Lost(Held::Gone));
+            let found = self.found(None, deadline.max(Instant::now() + timeout));
+            return Ok(Renewal::Lost(found.unwrap_or(Held::Gone)));
         }
         if let Some(taken) = &mut self.taken {
             taken.tenure.renewed(sent, ttl);
@@ -456,10 +484,15 @@ impl EtcdLocker {
     ) -> Result<Held, Failure> {
         let deadline = Instant::now() + timeout;
         let Some(lease) = self.lease else {
-            return Ok(Held::Gone);
+            return self.found(None, deadline);
         };
         let Some(taken) = &self.taken else {
-            return self.drop_unanswered(lease, deadline);
+            if self.unanswered {
+                return self.drop_unanswered(lease, deadline);
+            }
+            // A waiter's place, given up: it held nothing.
+            let left = self.give_up_place(deadline)?;
+            return Ok(queue::found(&left, None));
         };
         let rev = taken.fence;
         let run = record::ended(
@@ -485,7 +518,7 @@ impl EtcdLocker {
             // Ours, or an earlier attempt of this release went through; its answer was lost.
             Held::Ours
         } else {
-            Held::Gone
+            queue::found(&queue_of(&released), None)
         };
         // On the member that answered the release, and not made again: the entry is gone, and
         // the lease ends by itself within the ttl should the revoke be lost.
@@ -515,19 +548,26 @@ impl EtcdLocker {
     }
 
     /// Our entry deleted (if it still holds our revision) and our lease revoked: the run gives
-    /// up its place, holding nothing.
-    fn give_up_place(&mut self, deadline: Instant) -> Result<(), Failure> {
+    /// up its place, holding nothing. The queue as the give-up left it (empty: no place).
+    fn give_up_place(&mut self, deadline: Instant) -> Result<Vec<Entry>, Failure> {
         let Some(lease) = self.lease.take() else {
-            return Ok(());
+            return Ok(Vec::new());
         };
+        let mut left = Vec::new();
         if let Some(rev) = self.entry.take() {
-            send_step(
-                &mut self.conn,
-                &protocol::give_up(&self.keys, lease, rev),
-                deadline,
-            )?;
+            let step = protocol::give_up(&self.keys, lease, rev);
+            let read = send_step(&mut self.conn, &step, deadline)?;
+            left = read.map(|r| queue_of(&r)).unwrap_or_default();
         }
-        self.revoke(lease, deadline)
+        self.revoke(lease, deadline)?;
+        Ok(left)
+    }
+
+    /// What a client that does not hold the lock finds ([`queue::found`]), from one read of
+    /// the queue; `ours`: its own place, which holds nothing for it.
+    fn found(&mut self, ours: Option<i64>, deadline: Instant) -> Result<Held, Failure> {
+        let read = send_step(&mut self.conn, &protocol::look(&self.keys), deadline)?;
+        Ok(read.map_or(Held::Gone, |r| queue::found(&queue_of(&r), ours)))
     }
 
     fn revoke(&mut self, lease: i64, deadline: Instant) -> Result<(), Failure> {

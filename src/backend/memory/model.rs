@@ -109,7 +109,7 @@ impl Locks {
             }
         }
         // A retry of our own take whose answer was lost finds our token: the same run, its
-        // lease restarted, its fencing token the same (Redis and PostgreSQL answer so too). Safe:
+        // lease restarted, its fencing token the same (every backend answers so). Safe:
         // a token is one run's alone, so nobody else is let in, and no new run is counted.
         if let Some(hold) = lock.holders.iter_mut().find(|h| h.token == token) {
             hold.until_ms = now_ms + ms(ttl);
@@ -436,8 +436,8 @@ fn next_fence(lock: &mut Lock, now_ms: u64) -> i64 {
 
 /// What a renewal or release that did not find its token found: another's token where one
 /// holder holds the lock alone; else its place is gone (a free lock, or several holders, none of
-/// them this one, as Redis and PostgreSQL answer). etcd answers Gone where another holds it
-/// alone: the run makes the same of both (the lock is lost, 76).
+/// them this one), as every backend answers. The run makes the same of both (the lock is lost,
+/// 76); only its message differs.
 fn gone_or_theirs(lock: &Lock) -> Held {
     match (lock.holders.len(), lock.kind) {
         (1, Kind::Exclusive) => Held::Theirs,
