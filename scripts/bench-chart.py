@@ -28,6 +28,7 @@ COLOURS = {
     "psql": "#da8bc3",
     "psql-2w": "#a27bb8",
     "pg-0.3.0": "#ccb974",
+    "etcd-0.3.0": "#8da0cb",
 }
 # The names shown, where a tool's own (bench.sh's column) says too little on a chart.
 LABELS = {
@@ -37,6 +38,7 @@ LABELS = {
     "redlock-pg": "redlock, PostgreSQL",
     "psql": "one psql SELECT 1",
     "pg-0.3.0": "0.3.0, PostgreSQL",
+    "etcd-0.3.0": "0.3.0, etcd",
     "etcdctl": "etcdctl lock",
     "bare": "bare lock",
 }

@@ -49,9 +49,12 @@
 # The `old` column is the build the round started from (scripts/old-build.sh --release builds it
 # from git as it ships, once; BENCH_OLD=0 leaves it out), measured in the same interleaved passes.
 # The pg-0.3.0 column is 0.3.0 on PostgreSQL, built the same way (BENCH_PG_REF=COMMIT names another
-# build, BENCH_PG_REF=0 leaves it out).
+# build, BENCH_PG_REF=0 leaves it out), and etcd-0.3.0 the same build on the same etcd: each
+# backend's overhead and hand-over p50 are held to be no worse than 0.3.0's.
 # BENCH_BASELINE=PATH adds a column for another redlock binary (an earlier build, say), measured
-# in the same interleaved passes: a before/after comparison that the machine's drift cannot skew.
+# in the same interleaved passes: a before/after comparison that the machine's drift cannot skew;
+# on Redis its overhead and hand-over p50 are budget lines too (BENCH_BASELINE=the 0.3.0 build
+# holds Redis to 0.3.0's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -173,6 +176,7 @@ wrap() { # tool lockname
     redlock-etcd) echo "$redlock run --url $eurl --key $2 --wait forever --" ;;
     redlock-pg) echo "$redlock run --url $purl --key $2 --wait forever --" ;;
     pg-0.3.0) echo "$pgold run --url $purl_old --key $2 --wait forever --" ;;
+    etcd-0.3.0) echo "$pgold run --url $eurl --key $2 --wait forever --" ;;
     esac
 }
 tools=(flock redlock)
@@ -181,6 +185,8 @@ tools=(flock redlock)
 $have_etcd && tools+=(etcdctl redlock-etcd)
 $have_pg && tools+=(redlock-pg)
 $have_pg && [ -n "$pgold" ] && tools+=(pg-0.3.0)
+# 0.3.0 on the same etcd, its keys beside this build's (lock names are per tool).
+$have_etcd && [ -n "$pgold" ] && tools+=(etcd-0.3.0)
 # The table's columns: the bare lock has no --wait, so it is in the rows of single runs only
 # (overhead, Redis time per mode, peak RSS); one psql is in the overhead row only.
 columns=(flock bare "${tools[@]:1}")
@@ -306,7 +312,7 @@ for spec in "10 $rounds10 $hand_passes" "30 1 $passes30" "100 $rounds100 $hand_p
         per=- eper=-
         case $t in
         redlock-pg | pg-0.3.0) ;;
-        etcdctl | redlock-etcd)
+        etcdctl | redlock-etcd | etcd-0.3.0)
             eper=$(awk -v c="${msgs[$t]}" -v n="$(((n * r + first) * np))" 'BEGIN {printf "%.1f", c / n}') ;;
         redlock* | baseline*)
             per=$(awk -v c="${calls[$t]}" -v n="$(((n * r + first) * np))" 'BEGIN {printf "%.1f", c / n}') ;;
@@ -606,6 +612,7 @@ for t in "${over_tools[@]}"; do
     [ "$t" = redlock-etcd ] && w="$redlock run --url $eurl --key rss --ttl 1s --"
     [ "$t" = redlock-pg ] && w="$redlock run --url $purl --key rss --ttl 1s --"
     [ "$t" = pg-0.3.0 ] && w="$pgold run --url $purl_old --key rss --ttl 1s --"
+    [ "$t" = etcd-0.3.0 ] && w="$pgold run --url $eurl --key rss-0.3.0 --ttl 1s --"
     kb=$($w sh -c 'sleep 1.2; awk "/^VmHWM/ {print \$2}" /proc/$PPID/status')
     rss_kb[$t]=$kb
     rss[$t]=$(awk -v k="$kb" 'BEGIN {printf "%.1f MiB", k / 1024}')
@@ -689,6 +696,12 @@ done
 # flock + 2 ms, as "redlock's overhead minus 2 ms, over flock's" against 1.
 echo "- overhead ÷ (flock's + 2 ms): $(budget "${over_raw[redlock]}" "$(awk -v f="${over_raw[flock]}" 'BEGIN {print f + 2}')" 1 1) ($(awk -v r="${over_raw[redlock]}" -v f="${over_raw[flock]}" 'BEGIN {printf "%.2f ms against %.2f + 2 ms", r, f}'))"
 echo "- peak RSS ÷ 6 MiB: $(budget "${rss_kb[redlock]}" 6144 1 1) (${rss[redlock]})"
+if [ -n "${BENCH_BASELINE:-}" ]; then
+    echo "- overhead ÷ the baseline's (BENCH_BASELINE): $(budget "${over_raw[redlock]}" "${over_raw[baseline]}" 1 1)"
+    for n in 10 100; do
+        echo "- hand-over p50 ÷ the baseline's, $n waiters: $(budget "${p50[redlock-$n]}" "${p50[baseline-$n]}" 1 1)"
+    done
+fi
 if [ -n "$old" ]; then
     echo "- overhead ÷ the old build's: $(budget "${over_raw[redlock]}" "${over_raw[old]}" 1 1)"
 else
@@ -701,6 +714,12 @@ if $have_etcd; then
         echo "- hand-over p50 ÷ etcdctl lock's, $n waiters: $(budget "${p50[redlock-etcd-$n]}" "${p50[etcdctl-$n]}" 1.5 1.5)"
     done
     echo "- peak RSS ÷ 8 MiB: $(budget "${rss_kb[redlock-etcd]}" 8192 1 1) (${rss[redlock-etcd]})"
+    if [ -n "$pgold" ]; then
+        echo "- overhead ÷ 0.3.0's on the same etcd: $(budget "${over_raw[redlock-etcd]}" "${over_raw[etcd-0.3.0]}" 1 1)"
+        for n in 10 100; do
+            echo "- hand-over p50 ÷ 0.3.0's, $n waiters: $(budget "${p50[redlock-etcd-$n]}" "${p50[etcd-0.3.0-$n]}" 1 1)"
+        done
+    fi
 fi
 
 if $have_pg; then
