@@ -4,7 +4,7 @@
 class Redlock < Formula
   desc "Run a command under a Redis lock: one copy at a time across every machine"
   homepage "https://example.com/redlock"
-  url "https://example.com/redlock/releases/redlock-0.3.0.tar.gz"
+  url "https://example.com/redlock/releases/redlock-0.4.0.tar.gz"
   sha256 "0000000000000000000000000000000000000000000000000000000000000000"
   license any_of: ["MIT", "Apache-2.0"]
 
