@@ -118,7 +118,9 @@ fn lost(why: LostWhy, key: &str, kind: Kind) -> String {
     let stopping = "; stopping the command";
     match why {
         LostWhy::Gone => match kind {
-            Kind::Exclusive => format!("lost lock '{key}': its key is gone{stopping}"),
+            Kind::Exclusive => format!(
+                "lost lock '{key}': nobody holds it now (removed, or its lease ended){stopping}"
+            ),
             Kind::Limit(_) => format!(
                 "lost lock '{key}': its place in the semaphore is gone (removed, or its lease \
                  ended){stopping}"

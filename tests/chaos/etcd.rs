@@ -232,7 +232,7 @@ fn old_leader_revokes() -> (String, bool) {
 /// - The take counted a whole ttl from itself, but etcd ends the lease a ttl after it was last
 ///   kept alive: as the lock is taken, or soon after. The next waiter then came in while the
 ///   command ran, until the first renewal found the entry gone (76). It shows as a holder that
-///   redlock stopped for a lost entry (76, "its key is gone", or gone at the release) where no
+///   redlock stopped for a lost entry (76, "nobody holds it now", or gone at the release) where no
 ///   revoke robbed it.
 /// - When the lease had ended and the run's entry was never seen, the take put the entry with
 ///   that lease: "requested lease not found", and a `--wait` run exited 69 instead of taking a
@@ -263,7 +263,7 @@ fn lapsed_takes(faults: &[Fault], state: &State, runs: &[Run]) -> Vec<String> {
             let cut_off = run.stderr.contains("could not renew");
             let lost = run.code == 76
                 && !cut_off
-                && (run.stderr.contains("its key is gone")
+                && (run.stderr.contains("nobody holds it now")
                     || run.stderr.contains("it was gone at release"));
             (lost && !revoked(w, run)).then_some((w, run))
         })
