@@ -74,6 +74,7 @@ events! {
     WatchCancelled => "watch_cancelled",
     KeepAliveUnanswered => "keepalive_unanswered",
     PgpassIgnored => "pgpass_ignored",
+    PruneFailed => "prune_failed",
     /// Anything else: a line with no event of its own.
     Message => "message",
 }

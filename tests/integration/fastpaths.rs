@@ -123,7 +123,8 @@ struct Lock {
 }
 
 /// A starting state: the lock's row or none, and other locks (how many days ago each was
-/// used; those past the record's lifetime are pruned by a take or release).
+/// used; those past the record's lifetime stay: neither path prunes, which one release in 16
+/// does apart, and both must leave them alone alike).
 #[derive(Debug, Clone)]
 struct State {
     lock: Option<Lock>,
@@ -247,7 +248,7 @@ fn state() -> impl Strategy<Value = State> {
     )
         .prop_map(|(lock, days)| State {
             lock,
-            // Told apart by a few seconds, so both paths prune the same oldest ones.
+            // Told apart by a few seconds, so that a path that pruned would be seen to.
             others: days
                 .iter()
                 .enumerate()
@@ -746,8 +747,7 @@ impl Copies {
         }
         if path == Path::FastBusy {
             // Turned away by `PLAIN_WAIT`: the lock's `used` is not touched (a lock with a
-            // live holder is never pruned, and its release marks it), nor are other locks
-            // pruned (each take or release prunes a few; the next one does).
+            // live holder is never pruned, and its release marks it).
             for rows in [&mut fast_rows, &mut general_rows] {
                 rows.remove("other locks");
                 for row in rows.get_mut("locks").unwrap() {

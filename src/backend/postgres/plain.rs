@@ -12,9 +12,9 @@
 /// It answers the fencing token and when, or no row: then the `take` function decides (holders
 /// to expire, waiters to queue). One statement costs a new session a plan, where the function
 /// costs it the function's whole body: a plain run's overhead, measured in scripts/bench.sh.
-/// A new row's token starts at the server's clock (`first_fence()`); a take also removes a few
-/// other locks unused for the record's lifetime (`prune()`). `$8`, `$9`: `RUNS_KEPT` and
-/// `RECORD_TTL` in milliseconds.
+/// A new row's token starts at the server's clock (`first_fence()`). `$8`, `$9`: `RUNS_KEPT`
+/// and `RECORD_TTL` in milliseconds, the lock's own record's limits. Other locks unused for
+/// `RECORD_TTL` are removed apart, after a release (`PgLocker::prune`).
 pub const PLAIN_TAKE: &str = "
 WITH l AS (
   INSERT INTO @schema@.locks AS l (name, fence, holders, used)
@@ -48,7 +48,7 @@ WITH l AS (
     AND r.fence IS DISTINCT FROM l.last_success_fence
     AND r.fence IS DISTINCT FROM l.last_ended_fence
 )
-SELECT l.fence, @schema@.ms(l.at) AS started_ms, @schema@.prune($1, l.at, $9)::text AS pruned
+SELECT l.fence, @schema@.ms(l.at) AS started_ms
 FROM l";
 
 /// A plain client turned away by [`PLAIN_TAKE`]: registered as a plain waiter (not queued; a
@@ -90,8 +90,7 @@ FROM h";
 /// released; none when our holder's row was gone or its lease had ended: then the `release`
 /// function decides (a retried release already recorded, a lost lease). The same steps as that
 /// function's first branch, planned once instead of the function's every statement: it is
-/// most of a hand-over's time in a new session, measured in scripts/bench.sh. Like the take, it
-/// removes a few other locks unused for `$8` ms (`RECORD_TTL`).
+/// most of a hand-over's time in a new session, measured in scripts/bench.sh.
 pub const PLAIN_RELEASE: &str = "
 WITH l AS MATERIALIZED (
   SELECT l.name FROM @schema@.locks l WHERE l.name = $1 FOR UPDATE
@@ -118,6 +117,5 @@ WITH l AS MATERIALIZED (
       last_success_fence = CASE WHEN $4 = 'success' THEN $3 ELSE l.last_success_fence END
   FROM h WHERE l.name = $1
 )
-SELECT true AS released, @schema@.wake($1)::text AS woken,
-       @schema@.prune($1, h.at, $8)::text AS pruned
+SELECT true AS released, @schema@.wake($1)::text AS woken
 FROM h";

@@ -220,11 +220,12 @@ LANGUAGE sql AS $$
     WHERE l.name = p_name AND l.used < p_now - interval '1 minute'
 $$;
 
--- Every take and release also removes up to 4 other locks unused for `p_record_ttl_ms`
--- (RECORD_TTL): no holder, no waiter, no run or success in that time; their holders', waiters'
--- and runs' rows go with them (ON DELETE CASCADE). A lock another step holds is passed over,
--- left to the next. So a lock name leaves nothing once the record's lifetime has passed and
--- any lock is used again; each step does a bounded amount of this, found by `locks_used`.
+-- Removes up to 32 other locks unused for `p_record_ttl_ms` (RECORD_TTL): no holder, no
+-- waiter, no run or success in that time; their holders', waiters' and runs' rows go with them
+-- (ON DELETE CASCADE). A lock another step holds is passed over, left to the next. One release
+-- in 16 calls it, as a statement of its own (the locker's `prune`): so a lock name leaves
+-- nothing once the record's lifetime has passed and locks are used again, each call does a
+-- bounded amount of this, found by `locks_used`, and no take or release plans it.
 CREATE OR REPLACE FUNCTION @schema@.prune(
     p_name text, p_now timestamptz, p_record_ttl_ms bigint) RETURNS void
 LANGUAGE sql AS $$
@@ -240,7 +241,7 @@ LANGUAGE sql AS $$
           AND NOT EXISTS (SELECT 1 FROM @schema@.runs r WHERE r.name = s.name
                           AND GREATEST(r.started, r.until, r.ended)
                               >= p_now - p_record_ttl_ms * interval '1 millisecond')
-        ORDER BY s.used LIMIT 4 FOR UPDATE SKIP LOCKED)
+        ORDER BY s.used LIMIT 32 FOR UPDATE SKIP LOCKED)
 $$;
 
 -- The holders of lock `p_name` whose lease has ended leave; their runs vanished (counted once,
@@ -304,7 +305,6 @@ BEGIN
     SELECT * INTO l_row FROM @schema@.locks l WHERE l.name = p_name FOR UPDATE;
     now := clock_timestamp();
     PERFORM @schema@.used(p_name, now);
-    PERFORM @schema@.prune(p_name, now, p_record_ttl_ms);
     PERFORM @schema@.expire(p_name, now);
     channel := @schema@.channel(p_token);
 
@@ -523,7 +523,6 @@ BEGIN
     PERFORM 1 FROM @schema@.locks l WHERE l.name = p_name FOR UPDATE;
     now := clock_timestamp();
     PERFORM @schema@.used(p_name, now);
-    PERFORM @schema@.prune(p_name, now, p_record_ttl_ms);
     DELETE FROM @schema@.holders h
     WHERE h.name = p_name AND h.token = p_token AND h.fence = p_fence AND h.until >= now;
     IF FOUND THEN
