@@ -177,11 +177,20 @@ impl Endpoint {
         };
         let (path, query) = tail.split_once('?').unwrap_or((tail, ""));
         let default_port = if sentinel { SENTINEL_PORT } else { REDIS_PORT };
+        // An '@' after the first '/' or '?': a user name or password holding one of them
+        // unescaped, so what looks like the host list is part of it, and never said.
+        let cut_userinfo = userinfo.is_none() && tail.contains('@');
         let mut nodes = Vec::new();
         for host in hosts.split(',') {
             nodes.push(
-                host_port(host, default_port)
-                    .map_err(|why| format!("invalid Redis URL '{shown}': {why}"))?,
+                host_port(host, default_port).map_err(|why| match cut_userinfo {
+                    true => format!(
+                        "invalid Redis URL '{shown}': the host list ends at a '/' or '?' before an \
+                     '@': a user name or password that holds '/', '?' or '#' must be \
+                     percent-escaped (%2F, %3F, %23)"
+                    ),
+                    false => format!("invalid Redis URL '{shown}': {why}"),
+                })?,
             );
         }
         let bad = |why: String| format!("invalid Redis URL '{shown}': {why}");
@@ -466,6 +475,17 @@ mod tests {
         assert!(Endpoint::parse("http://127.0.0.1").is_err());
         assert!(Endpoint::parse("").is_err());
         assert!(Endpoint::parse("unix:///tmp/redis.sock").is_ok());
+        // A password with an unescaped '/' or '?' on a Sentinel or Cluster URL: no part of it.
+        for url in [
+            "redis+sentinel://u:SECRET?PW@127.0.0.1:26379/m",
+            "redis+sentinel://u:SECRET/PW@127.0.0.1:26379/m",
+            "redis+cluster://u:SECRET/PW@127.0.0.1:7000",
+            "redis+cluster://u:SECRET?PW@127.0.0.1:7000",
+        ] {
+            let err = Endpoint::parse(url).unwrap_err();
+            assert!(!err.contains("SECRET") && !err.contains("PW"), "{err}");
+            assert!(err.contains("percent-escaped"), "{err}");
+        }
     }
 
     #[test]
