@@ -308,7 +308,7 @@ fn afterwards(etcd: &EtcdCluster, phase: &Phase, store: &Store, report: &mut Rep
     let grace = phase.ttl * 2 + Duration::from_secs(3);
     let give_up = Instant::now() + grace;
     loop {
-        let (entries, leases) = (etcd.get_prefix(&queue), etcd.leases());
+        let (entries, leases) = (etcd.get_prefix(&queue), etcd.run_leases());
         if entries.is_empty() && leases.is_empty() {
             break;
         }

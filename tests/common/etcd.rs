@@ -536,6 +536,21 @@ impl EtcdCluster {
             .collect()
     }
 
+    /// The ids of the runs' leases, in hex: every lease but the lock names' records' (granted
+    /// for 40 days, kept by design after every run ended).
+    #[track_caller]
+    pub fn run_leases(&self) -> Vec<String> {
+        self.leases()
+            .into_iter()
+            .filter(|id| {
+                let id = u64::from_str_radix(id, 16).expect("a lease id in hex");
+                self.lease_ttl(id).is_some_and(|(_, granted)| {
+                    granted < crate::common::etcd_net::RECORD_LEASE_SECS
+                })
+            })
+            .collect()
+    }
+
     /// Revokes lease `id` (hex), deleting every key attached to it. A lease that expired
     /// meanwhile is no error.
     #[track_caller]

@@ -10,6 +10,10 @@ use std::process::{Child, Output, Stdio};
 use super::net::Net;
 use super::{PATIENCE, TempDir, clear_etcd_env, etcd_binary, etcdctl_binary, retry};
 
+/// A lease granted for at least this long is a lock name's record's (granted for 40 days, kept
+/// by design after every run ended), not a run's.
+pub const RECORD_LEASE_SECS: u64 = 24 * 3600;
+
 /// The election timeout the members run with, in ms (and 50 ms heartbeats).
 pub const ELECTION_MS: u64 = 500;
 
@@ -177,10 +181,11 @@ impl<'n> EtcdNet<'n> {
         assert_eq!(self.leader(&from), to);
     }
 
-    /// How many keys under `prefix`, and how many leases, asked from host `from`; Err when the
-    /// cluster did not answer.
+    /// How many keys under `prefix`, and how many runs' leases (the record's lease, granted
+    /// for 40 days, outlives the runs by design), asked from host `from`; Err when the cluster
+    /// did not answer.
     pub fn leftovers(&self, from: &str, prefix: &str) -> Result<(usize, usize), String> {
-        let count = |args: &[&str], skip: usize| {
+        let lines = |args: &[&str], skip: usize| {
             let out = self.etcdctl(from, &self.endpoints(), args);
             if !out.status.success() {
                 return Err(String::from_utf8_lossy(&out.stderr).into_owned());
@@ -189,12 +194,27 @@ impl<'n> EtcdNet<'n> {
             Ok(text
                 .lines()
                 .skip(skip)
-                .filter(|l| !l.trim().is_empty())
-                .count())
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned)
+                .collect::<Vec<_>>())
         };
-        // `get --keys-only` prints each key; `lease list` prints `found N leases`, then ids.
-        let keys = count(&["get", "--prefix", "--keys-only", "--", prefix], 0)?;
-        Ok((keys, count(&["lease", "list"], 1)?))
+        // `get --keys-only` prints each key; `lease list` prints `found N leases`, then ids;
+        // `lease timetolive` says `lease ID granted with TTL(Ns), remaining(Ms)`.
+        let keys = lines(&["get", "--prefix", "--keys-only", "--", prefix], 0)?.len();
+        let mut runs = 0;
+        for id in lines(&["lease", "list"], 1)? {
+            let said = lines(&["lease", "timetolive", &id], 0)?.join(" ");
+            let granted = said
+                .split_once("TTL(")
+                .and_then(|(_, rest)| rest.split_once("s)"))
+                .and_then(|(secs, _)| secs.parse::<u64>().ok());
+            // Gone meanwhile ("already expired"), or a run's: counted unless the record's.
+            if granted.is_none_or(|secs| secs < RECORD_LEASE_SECS) {
+                runs += usize::from(granted.is_some());
+            }
+        }
+        Ok((keys, runs))
     }
 
     /// Waits until every member says it is healthy (a leader, a linearizable read), asked

@@ -65,6 +65,10 @@ fn everything_a_name_leaves_goes_with_its_record_lease() {
     }
     let (left, granted) = etcd.lease_ttl(record).expect("the record's lease");
     assert_eq!(granted, RECORD_TTL_SECS);
+    // The runs' leases are gone; the record's is the one lease left (what the chaos and
+    // partition suites' leftover checks pass over).
+    assert_eq!(etcd.leases(), [format!("{record:x}")]);
+    assert!(etcd.run_leases().is_empty(), "{:?}", etcd.run_leases());
     assert!(
         left <= RECORD_TTL_SECS && left + 60 > RECORD_TTL_SECS,
         "{left} s left"
