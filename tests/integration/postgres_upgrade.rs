@@ -193,3 +193,45 @@ fn hosts_of_0_3_0_and_of_this_build_take_turns_before_during_and_after_its_init(
         check(&key, &contend(&pg, &key, args, 3, || ()));
     }
 }
+
+/// An init that the server rolls back to end a deadlock is tried again: a session holds
+/// `holders`, init takes `locks` and waits for `holders`, the session then reads `locks`. The
+/// server ends the cycle by rolling back init (the session's deadlock_timeout is longer); init
+/// then waits for the session to end and exits 0.
+#[test]
+fn an_init_rolled_back_to_end_a_deadlock_is_tried_again() {
+    let pg = PgServer::start();
+    Redlock::admin_at("init", &pg.url()).any_stdout().output();
+    thread::scope(|s| {
+        let session = s.spawn(|| {
+            pg.psql_output(
+                "BEGIN; SET LOCAL deadlock_timeout = '30s'; SET LOCAL statement_timeout = '30s'; \
+                 LOCK TABLE redlock.holders IN ROW EXCLUSIVE MODE; \
+                 DO $$ BEGIN WHILE NOT EXISTS (SELECT 1 FROM pg_locks \
+                     WHERE relation = 'redlock.holders'::regclass AND NOT granted) LOOP \
+                     PERFORM pg_sleep(0.01); END LOOP; END $$; \
+                 SELECT count(*) FROM redlock.locks; SELECT pg_sleep(1); COMMIT;",
+            )
+        });
+        wait_until(PATIENCE, "the session to hold holders", || {
+            pg.psql(
+                "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation \
+                 WHERE c.relname = 'holders' AND l.mode = 'RowExclusiveLock' AND l.granted",
+            ) == "1"
+        });
+        let init = Redlock::admin_at("init", &pg.url())
+            .stdout_contains("redlock's tables and functions are in schema")
+            .output();
+        let session = session.join().unwrap();
+        assert!(
+            session.status.success(),
+            "{}",
+            String::from_utf8_lossy(&session.stderr)
+        );
+        assert!(
+            pg.log().contains("deadlock detected"),
+            "no deadlock to end: {init:?}\n{}",
+            pg.log()
+        );
+    });
+}

@@ -335,6 +335,17 @@ pub(super) fn older_tables(failure: &Failure) -> bool {
         })
 }
 
+/// Whether `failure` is the server's answer that this transaction was rolled back for another's
+/// sake (a deadlock, or a serialization failure): the same statements may pass when tried again.
+pub(super) fn rolled_back_for_another(failure: &Failure) -> bool {
+    std::error::Error::source(failure)
+        .and_then(|source| source.downcast_ref::<tokio_postgres::Error>())
+        .and_then(tokio_postgres::Error::code)
+        .is_some_and(|code| {
+            *code == SqlState::T_R_DEADLOCK_DETECTED || *code == SqlState::T_R_SERIALIZATION_FAILURE
+        })
+}
+
 /// What the server said, as one line of at most 500 characters (a function replaced by hand can
 /// answer anything, of any length).
 fn bounded(said: &str) -> String {

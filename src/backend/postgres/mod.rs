@@ -282,7 +282,22 @@ impl Backend for Postgres {
             self.tables().unwrap_or_default()
         );
         let deadline = Instant::now() + timeout;
-        conn.batch(deadline, &sql)?;
+        // Runs that go on meanwhile lock the same tables in their own order, and the server may
+        // end a deadlock by rolling back this transaction: nothing of it stays, so it is tried
+        // again, after a pause that doubles, until the deadline.
+        let mut pause = Duration::from_millis(50);
+        loop {
+            match conn.batch(deadline, &sql) {
+                Err(failure)
+                    if conn::rolled_back_for_another(&failure)
+                        && Instant::now() + pause < deadline =>
+                {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                answer => break answer?,
+            }
+        }
         // CREATE TABLE IF NOT EXISTS passes over a table of that name, whatever it holds.
         let schema = self.server.schema.trim_matches('"').to_owned();
         let found = conn.query(

@@ -11,6 +11,21 @@
 
 CREATE SCHEMA IF NOT EXISTS @schema@;
 
+-- Applied while runs go on: each of their steps locks `locks` first. So does this, and the other
+-- tables it alters after, in that order and at once, so that it waits for a step to end rather
+-- than deadlocking with it.
+DO $$
+DECLARE
+    t text;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['locks', 'holders', 'waiters', 'runs'] LOOP
+        IF to_regclass('@schema@.' || t) IS NOT NULL THEN
+            EXECUTE format('LOCK TABLE @schema@.%I IN ACCESS EXCLUSIVE MODE', t);
+        END IF;
+    END LOOP;
+END
+$$;
+
 -- One row per lock: its fencing counter (raised by one per acquisition, kept by the database's
 -- log; a new row's starts at the server's clock, `first_fence()`), its last success (for
 -- --min-interval) and its counters by outcome. A lock unused for the record's lifetime leaves
