@@ -44,6 +44,10 @@
 # RSS at most 8 MiB; on PostgreSQL, overhead at most 1.5x psql-2w's, hand-over p50 no worse than
 # 0.3.0's (the pg-0.3.0 column: that release on the same server, in a schema of its own) with 10
 # and with 100 waiters, peak RSS at most 8 MiB.
+# "No worse than" another build is judged from the samples, not from two numbers: the ratio
+# with its 95 % bootstrap interval (scripts/bench-compare.py over every hand-over gap, or every
+# hyperfine run, of the two columns), met unless the whole interval lies above 1.00. Two copies
+# of one build scatter a few per cent either side of 1.00 from run to run.
 #
 # Usage: scripts/bench.sh [--quick]     (--quick: fewer runs, about a minute)
 # The `old` column is the build the round started from (scripts/old-build.sh --release builds it
@@ -223,8 +227,20 @@ done
 say "overhead"
 for p in $(seq "$passes"); do
     hyperfine -N --style none --warmup 10 --runs $((runs / passes)) \
-        --export-csv "$work/over-$p.csv" "${cmds[@]}" >&2
+        --export-csv "$work/over-$p.csv" --export-json "$work/over-$p.json" "${cmds[@]}" >&2
 done
+# Every run's wall time (seconds), pooled over the passes: times-true and times-TOOL, for the
+# "no worse than" lines (scripts/bench-compare.py).
+python3 - "$work" "$passes" true "${over_tools[@]}" <<'PY'
+import json, sys
+work, passes, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+for p in range(1, passes + 1):
+    with open(f"{work}/over-{p}.json", encoding="utf-8") as f:
+        results = json.load(f)["results"]
+    for name, result in zip(names, results):
+        with open(f"{work}/times-{name}", "a", encoding="utf-8") as out:
+            out.writelines(f"{t}\n" for t in result["times"])
+PY
 # CSV: command,mean,stddev,median,user,system,min,max (seconds)
 median_of() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 base=$(for p in $(seq "$passes"); do awk -F, 'NR==2 {print $4}' "$work/over-$p.csv"; done | median_of)
@@ -687,6 +703,16 @@ budget() { # ratio-numerator denominator limit limit-as-shown
     awk -v a="$1" -v b="$2" -v m="$3" -v shown="$4" \
         'BEGIN {r = a / b; printf "%.2f (budget ≤ %s, %s)", r, shown, (r <= m ? "met" : "NOT met")}'
 }
+# "No worse than": the ratio of NEW's samples to OLD's (medians; of overheads over BASE, bare
+# `true`'s times, when given) with its 95 % bootstrap interval (scripts/bench-compare.py). Met
+# unless the whole interval lies above 1.00: a slowdown this run tells from its noise.
+no_worse() { # new-samples old-samples [base-samples]
+    local r lo hi
+    read -r r lo hi < <(python3 scripts/bench-compare.py "$@")
+    awk -v r="$r" -v lo="$lo" -v hi="$hi" 'BEGIN {
+        printf "%.2f, 95%% interval %.2f-%.2f (budget: no worse, %s)", r, lo, hi,
+            (lo <= 1 ? "met" : "NOT met: slower beyond the noise") }'
+}
 echo
 echo "Budgets, Redis:"
 echo "- Redis time of a plain run ÷ the bare lock's: $(budget "${mode_us[redlock]}" "${mode_us[bare]}" 3.5 3.5)"
@@ -697,13 +723,13 @@ done
 echo "- overhead ÷ (flock's + 2 ms): $(budget "${over_raw[redlock]}" "$(awk -v f="${over_raw[flock]}" 'BEGIN {print f + 2}')" 1 1) ($(awk -v r="${over_raw[redlock]}" -v f="${over_raw[flock]}" 'BEGIN {printf "%.2f ms against %.2f + 2 ms", r, f}'))"
 echo "- peak RSS ÷ 6 MiB: $(budget "${rss_kb[redlock]}" 6144 1 1) (${rss[redlock]})"
 if [ -n "${BENCH_BASELINE:-}" ]; then
-    echo "- overhead ÷ the baseline's (BENCH_BASELINE): $(budget "${over_raw[redlock]}" "${over_raw[baseline]}" 1 1)"
+    echo "- overhead ÷ the baseline's (BENCH_BASELINE): $(no_worse "$work/times-redlock" "$work/times-baseline" "$work/times-true")"
     for n in 10 100; do
-        echo "- hand-over p50 ÷ the baseline's, $n waiters: $(budget "${p50[redlock-$n]}" "${p50[baseline-$n]}" 1 1)"
+        echo "- hand-over p50 ÷ the baseline's, $n waiters: $(no_worse "$work/gaps-redlock-$n" "$work/gaps-baseline-$n")"
     done
 fi
 if [ -n "$old" ]; then
-    echo "- overhead ÷ the old build's: $(budget "${over_raw[redlock]}" "${over_raw[old]}" 1 1)"
+    echo "- overhead ÷ the old build's: $(no_worse "$work/times-redlock" "$work/times-old" "$work/times-true")"
 else
     echo "- overhead ÷ the old build's: not measured (no old column)"
 fi
@@ -715,9 +741,9 @@ if $have_etcd; then
     done
     echo "- peak RSS ÷ 8 MiB: $(budget "${rss_kb[redlock-etcd]}" 8192 1 1) (${rss[redlock-etcd]})"
     if [ -n "$pgold" ]; then
-        echo "- overhead ÷ 0.3.0's on the same etcd: $(budget "${over_raw[redlock-etcd]}" "${over_raw[etcd-0.3.0]}" 1 1)"
+        echo "- overhead ÷ 0.3.0's on the same etcd: $(no_worse "$work/times-redlock-etcd" "$work/times-etcd-0.3.0" "$work/times-true")"
         for n in 10 100; do
-            echo "- hand-over p50 ÷ 0.3.0's, $n waiters: $(budget "${p50[redlock-etcd-$n]}" "${p50[etcd-0.3.0-$n]}" 1 1)"
+            echo "- hand-over p50 ÷ 0.3.0's, $n waiters: $(no_worse "$work/gaps-redlock-etcd-$n" "$work/gaps-etcd-0.3.0-$n")"
         done
     fi
 fi
@@ -726,9 +752,12 @@ if $have_pg; then
     echo "Budgets, PostgreSQL (redlock-pg against psql-2w, and against 0.3.0 on the same server, the same passes):"
     echo "- overhead ÷ one psql session's two durable one-row writes (psql-2w; a run's take and release are two): $(budget "${over_raw[redlock-pg]}" "${over_raw[psql-2w]}" 1.5 1.5)"
     echo "- for reference, no budget: overhead ÷ one \`psql -c 'SELECT 1'\`'s: $(ratio "${over_raw[redlock-pg]}" "${over_raw[psql]}")"
+    if [ -n "$pgold" ]; then
+        echo "- overhead ÷ 0.3.0's on the same server: $(no_worse "$work/times-redlock-pg" "$work/times-pg-0.3.0" "$work/times-true")"
+    fi
     for n in 10 100; do
         if [ -n "$pgold" ]; then
-            echo "- hand-over p50 ÷ 0.3.0's, $n waiters: $(budget "${p50[redlock-pg-$n]}" "${p50[pg-0.3.0-$n]}" 1 1)"
+            echo "- hand-over p50 ÷ 0.3.0's, $n waiters: $(no_worse "$work/gaps-redlock-pg-$n" "$work/gaps-pg-0.3.0-$n")"
         else
             echo "- hand-over p50 ÷ 0.3.0's, $n waiters: not measured (BENCH_PG_REF=0)"
         fi
