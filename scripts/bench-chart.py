@@ -13,6 +13,7 @@ redlock-etcd, last and side by side), under the names in LABELS.
 """
 
 import math
+import os
 import sys
 from html import escape
 
@@ -41,6 +42,8 @@ LABELS = {
     "etcd-0.3.0": "0.3.0, etcd",
     "etcdctl": "etcdctl lock",
     "bare": "bare lock",
+    # BENCH_BASELINE's column: which build it is, as bench.sh's caller names it.
+    "baseline": os.environ.get("BENCH_BASELINE_LABEL", "baseline, Redis"),
 }
 FALLBACK = ["#8172b3", "#937860", "#da8bc3", "#8c8c8c"]
 WIDTH, HEIGHT = 1060, 460

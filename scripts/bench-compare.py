@@ -3,12 +3,16 @@
 
 Usage: bench-compare.py NEW OLD [BASE]
 
-NEW, OLD and BASE are files of samples, one number per line (hand-over gaps in ms, or the
-wall times of hyperfine's runs). The statistic is the ratio of medians, NEW's over OLD's, or,
-given BASE (bare `true`'s times), of overheads: (median NEW - median BASE) over
-(median OLD - median BASE). Prints `RATIO LOW HIGH`: the ratio and its 95 % bootstrap
-interval (percentile method, 2000 resamples of each file with replacement, a fixed seed so
-that the same samples print the same line).
+NEW, OLD and BASE are each a comma-separated list of files, one per pass of the benchmark and
+in the same order (the tools take turns within a pass), each file one sample per line
+(hand-over gaps in ms, or the wall times of hyperfine's runs). The statistic is the ratio of
+medians over all passes, NEW's over OLD's, or, given BASE (bare `true`'s times), of
+overheads: (median NEW - median BASE) over (median OLD - median BASE). Prints
+`RATIO LOW HIGH`: the ratio and its 95 % interval, by a two-level bootstrap (2000 resamples:
+passes drawn with replacement, the same passes for every column, then samples drawn with
+replacement within each; percentile method; a fixed seed, so that the same samples print the
+same line). Drawing passes carries the drift between passes, which weighs on neighbouring
+samples alike, into the interval: samples alone would make it too narrow.
 
 scripts/bench.sh holds a build to "no worse than 0.3.0" with it: a ratio whose interval
 reaches 1.00 or below shows no slowdown that the run can tell from its noise, one whose
@@ -24,12 +28,18 @@ import sys
 RESAMPLES = 2000
 
 
-def read(path):
-    with open(path, encoding="utf-8") as f:
-        samples = [float(line) for line in f if line.strip()]
-    if not samples:
-        sys.exit(f"bench-compare: {path} holds no samples")
-    return samples
+def read(paths):
+    passes = []
+    for path in paths.split(","):
+        with open(path, encoding="utf-8") as f:
+            passes.append([float(line) for line in f if line.strip()])
+    if not any(passes):
+        sys.exit(f"bench-compare: {paths} holds no samples")
+    return passes
+
+
+def pooled(passes):
+    return [sample for samples in passes for sample in samples]
 
 
 def statistic(new, old, base):
@@ -45,17 +55,29 @@ def main():
         sys.exit(__doc__.strip().splitlines()[2])
     new, old = read(sys.argv[1]), read(sys.argv[2])
     base = read(sys.argv[3]) if len(sys.argv) == 4 else None
+    columns = [c for c in (new, old, base) if c is not None]
+    if len({len(c) for c in columns}) != 1:
+        sys.exit("bench-compare: the columns were measured in different numbers of passes")
     rng = random.Random(1)
 
-    def resample(samples):
-        return rng.choices(samples, k=len(samples)) if samples else samples
+    def resample(column, chosen):
+        return [x for p in chosen for x in rng.choices(column[p], k=len(column[p]))]
 
-    ratios = sorted(
-        statistic(resample(new), resample(old), resample(base)) for _ in range(RESAMPLES)
-    )
+    ratios = []
+    for _ in range(RESAMPLES):
+        chosen = rng.choices(range(len(new)), k=len(new))
+        ratios.append(
+            statistic(
+                resample(new, chosen),
+                resample(old, chosen),
+                resample(base, chosen) if base else None,
+            )
+        )
+    ratios.sort()
     low = ratios[int(RESAMPLES * 0.025)]
     high = ratios[int(RESAMPLES * 0.975) - 1]
-    print(f"{statistic(new, old, base):.3f} {low:.3f} {high:.3f}")
+    whole = statistic(pooled(new), pooled(old), pooled(base) if base else None)
+    print(f"{whole:.3f} {low:.3f} {high:.3f}")
 
 
 if __name__ == "__main__":

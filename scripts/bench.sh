@@ -55,7 +55,8 @@
 # The pg-0.3.0 column is 0.3.0 on PostgreSQL, built the same way (BENCH_PG_REF=COMMIT names another
 # build, BENCH_PG_REF=0 leaves it out), and etcd-0.3.0 the same build on the same etcd: each
 # backend's overhead and hand-over p50 are held to be no worse than 0.3.0's.
-# BENCH_BASELINE=PATH adds a column for another redlock binary (an earlier build, say), measured
+# BENCH_BASELINE=PATH adds a column for another redlock binary (an earlier build, say; the
+# chart names it BENCH_BASELINE_LABEL, "baseline, Redis" by default), measured
 # in the same interleaved passes: a before/after comparison that the machine's drift cannot skew;
 # on Redis its overhead and hand-over p50 are budget lines too (BENCH_BASELINE=the 0.3.0 build
 # holds Redis to 0.3.0's).
@@ -72,7 +73,7 @@ if $quick; then
     runs=30 hand_passes=1 rounds10=5 rounds100=1 passes30=1 idle=3 rt_runs=50 rt_passes=1
     mode_runs=30 mode_passes=3 lists=1
 else
-    runs=300 hand_passes=3 rounds10=10 rounds100=1 passes30=10 idle=30 rt_runs=200 rt_passes=3
+    runs=300 hand_passes=6 rounds10=5 rounds100=1 passes30=10 idle=30 rt_runs=200 rt_passes=3
     mode_runs=100 mode_passes=3 lists=3
 fi
 list_locks=10000
@@ -229,7 +230,7 @@ for p in $(seq "$passes"); do
     hyperfine -N --style none --warmup 10 --runs $((runs / passes)) \
         --export-csv "$work/over-$p.csv" --export-json "$work/over-$p.json" "${cmds[@]}" >&2
 done
-# Every run's wall time (seconds), pooled over the passes: times-true and times-TOOL, for the
+# Every run's wall time (seconds), one file per pass: times-true.P and times-TOOL.P, for the
 # "no worse than" lines (scripts/bench-compare.py).
 python3 - "$work" "$passes" true "${over_tools[@]}" <<'PY'
 import json, sys
@@ -238,7 +239,7 @@ for p in range(1, passes + 1):
     with open(f"{work}/over-{p}.json", encoding="utf-8") as f:
         results = json.load(f)["results"]
     for name, result in zip(names, results):
-        with open(f"{work}/times-{name}", "a", encoding="utf-8") as out:
+        with open(f"{work}/times-{name}.{p}", "w", encoding="utf-8") as out:
             out.writelines(f"{t}\n" for t in result["times"])
 PY
 # CSV: command,mean,stddev,median,user,system,min,max (seconds)
@@ -292,7 +293,8 @@ handoff_pass() { # tool waiters rounds file lockname [holders]
     done
     wait "${running[@]}"
     if [ -s "$f.err" ]; then echo "$t: $(wc -l <"$f.err") runs failed" >&2; fi
-    gaps "$first" "$f" >>"$work/gaps-$t-$n"
+    gaps "$first" "$f" >"$f.gaps"
+    cat "$f.gaps" >>"$work/gaps-$t-$n"
 }
 # p50 / p99 / longest of a gaps file: "P50 P99 COUNT MAX". The longest tells a waiter that sat
 # out its fallback timer (seconds) from a slow minute (tens of ms).
@@ -545,6 +547,7 @@ runs_of() { # count wrapper...
 say "Redis time per mode"
 mode_builds=(redlock)
 [ -n "$old" ] && mode_builds+=(old)
+[ -n "${BENCH_BASELINE:-}" ] && mode_builds+=(baseline)
 variants=(bare)
 for b in "${mode_builds[@]}"; do variants+=("$b" "$b-fair" "$b-limit" "$b-shared"); done
 for v in "${variants[@]}"; do
@@ -578,7 +581,7 @@ declare -A list_cost
 db=1
 for b in "${mode_builds[@]}"; do
     db=$((db + 1))
-    case $b in redlock) bin=$redlock ;; old) bin=$old ;; esac
+    case $b in redlock) bin=$redlock ;; old) bin=$old ;; baseline) bin=$BENCH_BASELINE ;; esac
     dburl=$url/$db
     rm -f "$work/tpl-$b.ready"
     $bin run --url "$dburl" --key tpl --ttl 600s -- sh -c "touch '$work/tpl-$b.ready'; exec sleep 600" &
@@ -699,6 +702,9 @@ echo "Redis time per mode: median of $mode_passes passes of $mode_runs runs each
 
 # --- budgets -------------------------------------------------------------------------------------
 # What this release is held to, from the numbers above (unrounded): "ratio (budget, met/NOT met)".
+# The overhead's samples of TOOL, and its hand-over gaps with N waiters, as no_worse takes them.
+over_of() { seq -f "$work/times-$1.%g" -s, "$passes"; }
+hand_of() { seq -f "$work/hand-$1-$2-%g.gaps" -s, "$hand_passes"; }
 budget() { # ratio-numerator denominator limit limit-as-shown
     awk -v a="$1" -v b="$2" -v m="$3" -v shown="$4" \
         'BEGIN {r = a / b; printf "%.2f (budget ≤ %s, %s)", r, shown, (r <= m ? "met" : "NOT met")}'
@@ -706,6 +712,7 @@ budget() { # ratio-numerator denominator limit limit-as-shown
 # "No worse than": the ratio of NEW's samples to OLD's (medians; of overheads over BASE, bare
 # `true`'s times, when given) with its 95 % bootstrap interval (scripts/bench-compare.py). Met
 # unless the whole interval lies above 1.00: a slowdown this run tells from its noise.
+# Each column is a comma-separated list of one file per pass.
 no_worse() { # new-samples old-samples [base-samples]
     local r lo hi
     read -r r lo hi < <(python3 scripts/bench-compare.py "$@")
@@ -723,13 +730,14 @@ done
 echo "- overhead ÷ (flock's + 2 ms): $(budget "${over_raw[redlock]}" "$(awk -v f="${over_raw[flock]}" 'BEGIN {print f + 2}')" 1 1) ($(awk -v r="${over_raw[redlock]}" -v f="${over_raw[flock]}" 'BEGIN {printf "%.2f ms against %.2f + 2 ms", r, f}'))"
 echo "- peak RSS ÷ 6 MiB: $(budget "${rss_kb[redlock]}" 6144 1 1) (${rss[redlock]})"
 if [ -n "${BENCH_BASELINE:-}" ]; then
-    echo "- overhead ÷ the baseline's (BENCH_BASELINE): $(no_worse "$work/times-redlock" "$work/times-baseline" "$work/times-true")"
+    echo "- for reference, no budget: Redis time of a plain run ÷ the baseline's, the same passes: $(ratio "${mode_us[redlock]}" "${mode_us[baseline]}")"
+    echo "- overhead ÷ the baseline's (BENCH_BASELINE): $(no_worse "$(over_of redlock)" "$(over_of baseline)" "$(over_of true)")"
     for n in 10 100; do
-        echo "- hand-over p50 ÷ the baseline's, $n waiters: $(no_worse "$work/gaps-redlock-$n" "$work/gaps-baseline-$n")"
+        echo "- hand-over p50 ÷ the baseline's, $n waiters: $(no_worse "$(hand_of redlock "$n")" "$(hand_of baseline "$n")")"
     done
 fi
 if [ -n "$old" ]; then
-    echo "- overhead ÷ the old build's: $(no_worse "$work/times-redlock" "$work/times-old" "$work/times-true")"
+    echo "- overhead ÷ the old build's: $(no_worse "$(over_of redlock)" "$(over_of old)" "$(over_of true)")"
 else
     echo "- overhead ÷ the old build's: not measured (no old column)"
 fi
@@ -741,9 +749,9 @@ if $have_etcd; then
     done
     echo "- peak RSS ÷ 8 MiB: $(budget "${rss_kb[redlock-etcd]}" 8192 1 1) (${rss[redlock-etcd]})"
     if [ -n "$pgold" ]; then
-        echo "- overhead ÷ 0.3.0's on the same etcd: $(no_worse "$work/times-redlock-etcd" "$work/times-etcd-0.3.0" "$work/times-true")"
+        echo "- overhead ÷ 0.3.0's on the same etcd: $(no_worse "$(over_of redlock-etcd)" "$(over_of etcd-0.3.0)" "$(over_of true)")"
         for n in 10 100; do
-            echo "- hand-over p50 ÷ 0.3.0's, $n waiters: $(no_worse "$work/gaps-redlock-etcd-$n" "$work/gaps-etcd-0.3.0-$n")"
+            echo "- hand-over p50 ÷ 0.3.0's, $n waiters: $(no_worse "$(hand_of redlock-etcd "$n")" "$(hand_of etcd-0.3.0 "$n")")"
         done
     fi
 fi
@@ -753,11 +761,11 @@ if $have_pg; then
     echo "- overhead ÷ one psql session's two durable one-row writes (psql-2w; a run's take and release are two): $(budget "${over_raw[redlock-pg]}" "${over_raw[psql-2w]}" 1.5 1.5)"
     echo "- for reference, no budget: overhead ÷ one \`psql -c 'SELECT 1'\`'s: $(ratio "${over_raw[redlock-pg]}" "${over_raw[psql]}")"
     if [ -n "$pgold" ]; then
-        echo "- overhead ÷ 0.3.0's on the same server: $(no_worse "$work/times-redlock-pg" "$work/times-pg-0.3.0" "$work/times-true")"
+        echo "- overhead ÷ 0.3.0's on the same server: $(no_worse "$(over_of redlock-pg)" "$(over_of pg-0.3.0)" "$(over_of true)")"
     fi
     for n in 10 100; do
         if [ -n "$pgold" ]; then
-            echo "- hand-over p50 ÷ 0.3.0's, $n waiters: $(no_worse "$work/gaps-redlock-pg-$n" "$work/gaps-pg-0.3.0-$n")"
+            echo "- hand-over p50 ÷ 0.3.0's, $n waiters: $(no_worse "$(hand_of redlock-pg "$n")" "$(hand_of pg-0.3.0 "$n")")"
         else
             echo "- hand-over p50 ÷ 0.3.0's, $n waiters: not measured (BENCH_PG_REF=0)"
         fi
