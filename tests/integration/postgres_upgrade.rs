@@ -196,12 +196,16 @@ fn hosts_of_0_3_0_and_of_this_build_take_turns_before_during_and_after_its_init(
 
 /// An init that the server rolls back to end a deadlock is tried again: a session holds
 /// `holders`, init takes `locks` and waits for `holders`, the session then reads `locks`. The
-/// server ends the cycle by rolling back init (the session's deadlock_timeout is longer); init
-/// then waits for the session to end and exits 0.
+/// server ends the cycle by rolling back init (the session's deadlock_timeout is longer, and
+/// the server's shorter than init's lock_timeout); init then waits for the session to end and
+/// exits 0.
 #[test]
 fn an_init_rolled_back_to_end_a_deadlock_is_tried_again() {
     let pg = PgServer::start();
     Redlock::admin_at("init", &pg.url()).any_stdout().output();
+    // The server looks for the deadlock before init's own lock_timeout (1 s) ends its wait.
+    pg.psql("ALTER SYSTEM SET deadlock_timeout = '200ms'");
+    pg.psql("SELECT pg_reload_conf()");
     thread::scope(|s| {
         let session = s.spawn(|| {
             pg.psql_output(
@@ -233,5 +237,56 @@ fn an_init_rolled_back_to_end_a_deadlock_is_tried_again() {
             "no deadlock to end: {init:?}\n{}",
             pg.log()
         );
+    });
+}
+
+/// An init behind a transaction that holds one of the tables for longer than init's time
+/// limit gives up with one line and 69, and leaves nothing waiting in the server: a run goes on
+/// at once, the transaction still open, where an abandoned init's queued lock would hold every
+/// run's step behind it until the transaction ended.
+#[test]
+fn an_init_behind_a_long_transaction_gives_up_and_leaves_no_lock_queued() {
+    let pg = PgServer::start();
+    Redlock::admin_at("init", &pg.url()).any_stdout().output();
+    thread::scope(|s| {
+        let session = s.spawn(|| {
+            pg.psql_output(
+                "BEGIN; LOCK TABLE redlock.holders IN ROW EXCLUSIVE MODE; SELECT pg_sleep(9); \
+                 COMMIT;",
+            )
+        });
+        wait_until(PATIENCE, "the session to hold holders", || {
+            pg.psql(
+                "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation \
+                 WHERE c.relname = 'holders' AND l.mode = 'RowExclusiveLock' AND l.granted",
+            ) == "1"
+        });
+        let started = std::time::Instant::now();
+        Redlock::admin_at("init", &pg.url())
+            .any_status()
+            .stderr_contains("stayed locked by other transactions for 5 s")
+            .output()
+            .assert_code(69);
+        assert!(
+            started.elapsed() < Duration::from_secs(7),
+            "init took {:?}",
+            started.elapsed()
+        );
+        assert_eq!(
+            pg.psql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"),
+            "0",
+            "a statement still waits for a lock after init gave up"
+        );
+        Redlock::run_at(&pg.url())
+            .key("after-init")
+            .ttl("3s")
+            .sh("true")
+            .output();
+        assert!(
+            started.elapsed() < Duration::from_secs(8),
+            "the session ended before the run could show anything"
+        );
+        let session = session.join().unwrap();
+        assert!(session.status.success());
     });
 }

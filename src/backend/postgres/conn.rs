@@ -336,13 +336,16 @@ pub(super) fn older_tables(failure: &Failure) -> bool {
 }
 
 /// Whether `failure` is the server's answer that this transaction was rolled back for another's
-/// sake (a deadlock, or a serialization failure): the same statements may pass when tried again.
+/// sake (a deadlock, a serialization failure, or a lock held by another for longer than
+/// `lock_timeout`): the same statements may pass when tried again.
 pub(super) fn rolled_back_for_another(failure: &Failure) -> bool {
     std::error::Error::source(failure)
         .and_then(|source| source.downcast_ref::<tokio_postgres::Error>())
         .and_then(tokio_postgres::Error::code)
         .is_some_and(|code| {
-            *code == SqlState::T_R_DEADLOCK_DETECTED || *code == SqlState::T_R_SERIALIZATION_FAILURE
+            *code == SqlState::T_R_DEADLOCK_DETECTED
+                || *code == SqlState::T_R_SERIALIZATION_FAILURE
+                || *code == SqlState::LOCK_NOT_AVAILABLE
         })
 }
 

@@ -270,34 +270,61 @@ impl Backend for Postgres {
 
     fn init(&self, timeout: Duration) -> Result<String, Failure> {
         let mut conn = Conn::new(self.server.clone());
-        let sql = format!(
-            // One init at a time in a database: the batch is one transaction, and hosts that all
-            // run init as they are provisioned would otherwise race in the catalogs (a
-            // duplicate schema, a function "concurrently updated"). The lock is the
-            // transaction's, its key "redlock" in ASCII. Then, as pg_dump does: function bodies
-            // are checked when called, so that a table of redlock's name that is not redlock's
-            // is named below, not by the first body that reads it.
-            "SELECT pg_advisory_xact_lock({INIT_LOCK}); SET client_min_messages = warning; \
-             SET check_function_bodies = off; {}",
-            self.tables().unwrap_or_default()
-        );
+        let tables = self.tables().unwrap_or_default();
         let deadline = Instant::now() + timeout;
         // Runs that go on meanwhile lock the same tables in their own order, and the server may
-        // end a deadlock by rolling back this transaction: nothing of it stays, so it is tried
-        // again, after a pause that doubles, until the deadline.
+        // end a deadlock by rolling back this transaction; a transaction that holds a table
+        // (a DBA's, a backup's) would keep this one waiting for it, and every run's step
+        // queued behind it, after this client gave up. So each try waits at most a second for
+        // any lock (`lock_timeout`), no statement outlives the deadline (`statement_timeout`),
+        // and a try the server rolled back for another's sake, of which nothing stays, is
+        // made again after a pause that doubles, until the deadline.
         let mut pause = Duration::from_millis(50);
-        loop {
+        let last = loop {
+            let left = deadline
+                .saturating_duration_since(Instant::now())
+                .as_millis();
+            let sql = format!(
+                // One init at a time in a database: the batch is one transaction, and hosts
+                // that all run init as they are provisioned would otherwise race in the
+                // catalogs (a duplicate schema, a function "concurrently updated"). The lock is
+                // the transaction's, its key "redlock" in ASCII. Then, as pg_dump does:
+                // function bodies are checked when called, so that a table of redlock's name
+                // that is not redlock's is named below, not by the first body that reads it.
+                // The lock's wait ends 100 ms before the deadline, so that the server's answer
+                // says why.
+                "SET lock_timeout = {}; SET statement_timeout = {}; \
+                 SELECT pg_advisory_xact_lock({INIT_LOCK}); SET client_min_messages = warning; \
+                 SET check_function_bodies = off; {tables}",
+                left.saturating_sub(100).clamp(1, 1000),
+                left.max(1)
+            );
             match conn.batch(deadline, &sql) {
                 Err(failure)
                     if conn::rolled_back_for_another(&failure)
-                        && Instant::now() + pause < deadline =>
+                        && Instant::now() + pause + Duration::from_millis(200) < deadline =>
                 {
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(Duration::from_secs(1));
                 }
-                answer => break answer?,
+                answer => break answer,
             }
-        }
+        };
+        last.map_err(|failure| {
+            if conn::rolled_back_for_another(&failure) {
+                Failure::Unreachable(
+                    format!(
+                        "redlock's tables at {} stayed locked by other transactions for {} s \
+                         ({failure}): try again once they have ended",
+                        self.server.shown,
+                        timeout.as_secs()
+                    )
+                    .into(),
+                )
+            } else {
+                failure
+            }
+        })?;
         // CREATE TABLE IF NOT EXISTS passes over a table of that name, whatever it holds.
         let schema = self.server.schema.trim_matches('"').to_owned();
         let found = conn.query(
