@@ -13,6 +13,7 @@ use std::thread;
 use std::time::Duration;
 
 use crate::common::*;
+use crate::integration::snapshots::assert_snapshot;
 
 /// redlock 0.3.0, the first release on PostgreSQL: "tests: a redis-server counts as started
 /// only if the PING is answered by its own process".
@@ -262,11 +263,18 @@ fn an_init_behind_a_long_transaction_gives_up_and_leaves_no_lock_queued() {
             ) == "1"
         });
         let started = std::time::Instant::now();
-        Redlock::admin_at("init", &pg.url())
+        let out = Redlock::admin_at("init", &pg.url())
             .any_status()
             .stderr_contains("stayed locked by other transactions for 5 s")
-            .output()
-            .assert_code(69);
+            .stderr_lines(1)
+            .output();
+        out.assert_code(69);
+        let port = format!(":{}", pg.port());
+        assert_snapshot(
+            "pg-init-tables-held.stderr",
+            out.stderr.trim(),
+            &[(&port, ":5432")],
+        );
         assert!(
             started.elapsed() < Duration::from_secs(7),
             "init took {:?}",
