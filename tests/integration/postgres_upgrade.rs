@@ -218,12 +218,7 @@ fn an_init_rolled_back_to_end_a_deadlock_is_tried_again() {
                  SELECT count(*) FROM redlock.locks; SELECT pg_sleep(1); COMMIT;",
             )
         });
-        wait_until(PATIENCE, "the session to hold holders", || {
-            pg.psql(
-                "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation \
-                 WHERE c.relname = 'holders' AND l.mode = 'RowExclusiveLock' AND l.granted",
-            ) == "1"
-        });
+        wait_for_a_session_holding_holders(&pg);
         let init = Redlock::admin_at("init", &pg.url())
             .stdout_contains("redlock's tables and functions are in schema")
             .output();
@@ -256,12 +251,7 @@ fn an_init_behind_a_long_transaction_gives_up_and_leaves_no_lock_queued() {
                  COMMIT;",
             )
         });
-        wait_until(PATIENCE, "the session to hold holders", || {
-            pg.psql(
-                "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation \
-                 WHERE c.relname = 'holders' AND l.mode = 'RowExclusiveLock' AND l.granted",
-            ) == "1"
-        });
+        wait_for_a_session_holding_holders(&pg);
         let started = std::time::Instant::now();
         let out = Redlock::admin_at("init", &pg.url())
             .any_status()
@@ -296,5 +286,15 @@ fn an_init_behind_a_long_transaction_gives_up_and_leaves_no_lock_queued() {
         );
         let session = session.join().unwrap();
         assert!(session.status.success());
+    });
+}
+
+/// Until another session holds `redlock.holders` (ROW EXCLUSIVE, as a step's write does).
+fn wait_for_a_session_holding_holders(pg: &PgServer) {
+    wait_until(PATIENCE, "the session to hold holders", || {
+        pg.psql(
+            "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation \
+             WHERE c.relname = 'holders' AND l.mode = 'RowExclusiveLock' AND l.granted",
+        ) == "1"
     });
 }

@@ -305,7 +305,8 @@ impl Conn {
             ));
         }
         // Passing states: the server shutting down, starting up, or out of connections for
-        // the moment; a transaction rolled back by a conflict with another.
+        // the moment; a transaction rolled back by a conflict with another, or after waiting
+        // `lock_timeout` for a lock another held.
         let passing = [
             SqlState::ADMIN_SHUTDOWN,
             SqlState::CRASH_SHUTDOWN,
@@ -313,6 +314,7 @@ impl Conn {
             SqlState::TOO_MANY_CONNECTIONS,
             SqlState::T_R_SERIALIZATION_FAILURE,
             SqlState::T_R_DEADLOCK_DETECTED,
+            SqlState::LOCK_NOT_AVAILABLE,
             SqlState::QUERY_CANCELED,
         ];
         let said = format!("PostgreSQL at {at} answered: {message}");

@@ -312,15 +312,14 @@ impl Backend for Postgres {
         };
         last.map_err(|failure| {
             if conn::rolled_back_for_another(&failure) {
-                Failure::Unreachable(
+                failure.reworded(|said| {
                     format!(
                         "redlock's tables at {} stayed locked by other transactions for {} s \
-                         ({failure}): try again once they have ended",
+                         ({said}): try again once they have ended",
                         self.server.shown,
                         timeout.as_secs()
                     )
-                    .into(),
-                )
+                })
             } else {
                 failure
             }
