@@ -17,6 +17,7 @@ pub(crate) mod blocking;
 pub(crate) mod etcd;
 pub(crate) mod memory;
 pub(crate) mod postgres;
+pub(crate) mod queue;
 pub(crate) mod redis;
 pub(crate) mod tls;
 pub(crate) mod url;

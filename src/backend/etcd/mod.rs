@@ -20,7 +20,6 @@ mod keys;
 mod locker;
 mod node;
 mod protocol;
-mod queue;
 mod record;
 mod recorder;
 mod seen;

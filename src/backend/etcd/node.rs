@@ -11,7 +11,7 @@ use etcd_client::{GetOptions, KeyValue, LeaseTimeToLiveOptions};
 use super::client::Conn;
 use super::keys::Keys;
 use super::protocol;
-use super::queue::{self, Entry};
+use crate::backend::queue::{self, Entry};
 use super::record;
 use super::recorder::Recorder;
 use super::seen::{entry_of, now_ms};

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use etcd_client::{KeyValue, TxnOpResponse, TxnResponse};
 
 use super::keys::Keys;
-use super::queue::Entry;
+use crate::backend::queue::Entry;
 use super::record;
 
 /// What one read of the queue found.

@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 use super::client::Conn;
 use super::keys::Keys;
 use super::protocol::{self, End, Join};
-use super::queue::{self, Entry, Place, Watch};
+use crate::backend::queue::{self, Entry, Place, Watch};
 use super::record;
 use super::recorder::{Recorder, send_step};
 use super::seen::{Seen, now_ms, queue_of, success_ago};

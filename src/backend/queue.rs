@@ -1,7 +1,9 @@
-//! Who holds a lock on etcd, decided from its entries alone (no I/O): every client that holds or
-//! waits has an entry under `BASE/q/`, and the entries in the order of their create revisions
-//! are the queue. First come, first served by construction: a waiter never passes one that came
-//! before it, with or without `--fair`.
+//! Who holds a lock kept as a queue of entries, decided from its entries alone (no I/O): the
+//! consensus backends (etcd, ZooKeeper) give every client that holds or waits an entry (a key
+//! under `BASE/q/` on etcd, a sequential node on ZooKeeper), and the entries in the order the
+//! server made them (their create revisions; their sequence numbers) are the queue. First come,
+//! first served by construction: a waiter never passes one that came before it, with or
+//! without `--fair`.
 //!
 //! - Alone (no `--limit`, no `--shared`): the first entry holds. A waiter watches only the entry
 //!   just ahead of it (no herd: one waiter wakes per release).
@@ -20,11 +22,13 @@ use crate::lock::{Held, HeldAs, Kind};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Entry {
     pub key: String,
-    /// Its create revision: its place in the queue, and the holder's fencing token.
+    /// Its place in the queue, as the server numbered it: etcd's create revision (also the
+    /// holder's fencing token), ZooKeeper's sequence number.
     pub rev: i64,
     /// How its client holds the lock (`lock`, `limit N`, `shared`), as stored.
     pub kind: String,
-    /// Not redlock's: its key names no lease, or its value is not a holder's.
+    /// Not redlock's: on etcd, its key names no lease, or its value is not a holder's; on
+    /// ZooKeeper, its name is not one redlock gives.
     pub foreign: bool,
 }
 
@@ -48,9 +52,9 @@ pub(crate) enum Watch {
     Queue,
 }
 
-/// Where the entry of revision `ours` stands among `entries` (every entry of the queue, in any
+/// Where the entry numbered `ours` stands among `entries` (every entry of the queue, in any
 /// order, ours included), for a client holding the lock as `kind`. An entry that is not there
-/// (its lease ran out) stands at the back.
+/// (its lease ran out, its session ended) stands at the back.
 pub(crate) fn place(entries: &[Entry], ours: i64, kind: Kind) -> Place {
     let mut queue: Vec<&Entry> = entries.iter().collect();
     queue.sort_by_key(|e| e.rev);
