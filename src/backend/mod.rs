@@ -19,6 +19,7 @@ pub(crate) mod memory;
 pub(crate) mod postgres;
 pub(crate) mod queue;
 pub(crate) mod redis;
+pub(crate) mod run_record;
 pub(crate) mod tls;
 pub(crate) mod url;
 
