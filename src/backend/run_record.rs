@@ -6,7 +6,7 @@
 //!
 //! Times are the holders' clocks (unix ms): neither server keeps a clock for a client to read.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
 
@@ -127,6 +127,20 @@ pub(crate) fn run(value: &[u8], fence: i64, running: bool, now_ms: u64) -> Optio
         fence: int("fence").unwrap_or(fence),
         end,
     })
+}
+
+/// This host's clock, unix ms.
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// How long ago (this host's clock) the last success recorded ended, if it did.
+pub(crate) fn success_ago(last_success: &Option<Vec<u8>>) -> Option<Duration> {
+    let run = run(last_success.as_deref()?, 0, false, 0)?;
+    let ended = run.ended_ms()?;
+    Some(Duration::from_millis(now_ms().saturating_sub(ended)))
 }
 
 #[cfg(test)]

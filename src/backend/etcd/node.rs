@@ -11,10 +11,11 @@ use etcd_client::{GetOptions, KeyValue, LeaseTimeToLiveOptions};
 use super::client::Conn;
 use super::keys::Keys;
 use super::protocol;
-use crate::backend::queue::{self, Entry};
 use super::record;
 use super::recorder::Recorder;
-use super::seen::{entry_of, now_ms};
+use super::seen::entry_of;
+use crate::backend::queue::{self, Entry};
+use crate::backend::run_record::now_ms;
 use crate::lock::Fence;
 use crate::lock::{
     Failure, Forced, HeldAs, Holder, Inspected, Kind, LockInfo, Node, Place, Runs, Several,

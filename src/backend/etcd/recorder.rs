@@ -16,8 +16,8 @@ use super::client::Conn;
 use super::keys::Keys;
 use super::protocol::{self, Step};
 use super::record;
-use super::seen::now_ms;
 use super::session::keep_alive;
+use crate::backend::run_record::now_ms;
 use crate::lock::Failure;
 use crate::lock::record::{RECORD_TTL, RUNS_KEPT};
 

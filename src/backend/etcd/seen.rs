@@ -2,13 +2,10 @@
 //! [`protocol::take`](super::protocol::take)), the queue's entries as `queue` decides on them,
 //! and this host's clock.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
 use etcd_client::{KeyValue, TxnOpResponse, TxnResponse};
 
 use super::keys::Keys;
 use crate::backend::queue::Entry;
-use super::record;
 
 /// What one read of the queue found.
 pub(super) struct Seen {
@@ -103,18 +100,4 @@ pub(crate) fn entry_of(kv: &KeyValue) -> Entry {
         kind,
         foreign: !token || Keys::lease_of(kv.key()).is_none(),
     }
-}
-
-/// This host's clock, unix ms.
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// How long ago (this host's clock) the last success recorded ended, if it did.
-pub(super) fn success_ago(last_success: &Option<Vec<u8>>) -> Option<Duration> {
-    let run = record::run(last_success.as_deref()?, 0, false, 0)?;
-    let ended = run.ended_ms()?;
-    Some(Duration::from_millis(now_ms().saturating_sub(ended)))
 }

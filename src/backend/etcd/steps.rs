@@ -15,12 +15,13 @@ use tokio::sync::Notify;
 use super::client::Conn;
 use super::keys::Keys;
 use super::protocol::{self, End, Join};
-use crate::backend::queue::{self, Entry, Place, Watch};
 use super::record;
 use super::recorder::{Recorder, send_step};
-use super::seen::{Seen, now_ms, queue_of, success_ago};
+use super::seen::{Seen, queue_of};
 use super::session::{self, Waiting, Woken, keep_alive};
 use crate::backend::block::Block;
+use crate::backend::queue::{self, Entry, Place, Watch};
+use crate::backend::run_record::{now_ms, success_ago};
 use crate::lock::record::{RunEnding, Tenure};
 use crate::lock::{Acquire, Failure, Held, Holder, Kind, Renewal, RunSpec};
 
