@@ -1,5 +1,6 @@
 //! The backends a lock can live on, each a folder of its own that implements the boundary
-//! `lock` defines: Redis (`redis/`), etcd (`etcd/`) and PostgreSQL (`postgres/`), and the
+//! `lock` defines: Redis (`redis/`), etcd (`etcd/`), PostgreSQL (`postgres/`) and ZooKeeper
+//! (`zookeeper/`), and the
 //! executable model of the lock they are tested against (`memory/`, which no URL reaches). Which one a run or an admin command uses is decided here,
 //! once, from the URLs' scheme ([`open`]), as object_store's `parse_url` picks a store; what
 //! the command line says of how to connect ([`Connect`]) is the same for every backend, and
@@ -22,6 +23,7 @@ pub(crate) mod redis;
 pub(crate) mod run_record;
 pub(crate) mod tls;
 pub(crate) mod url;
+pub(crate) mod zookeeper;
 
 use crate::lock::Backend;
 use url::Kind;
@@ -59,7 +61,8 @@ pub(crate) struct Connect<'a> {
 
 /// The backend the URLs name, opened (nothing is connected yet); an error is a usage error's
 /// message (64). The URLs' scheme decides, by the one table of them ([`url::SCHEMES`]):
-/// `etcd://` and `etcds://` are etcd, `postgres://` and `postgresql://` PostgreSQL, anything
+/// `etcd://` and `etcds://` are etcd, `postgres://` and `postgresql://` PostgreSQL, `zk://` and
+/// `zks://` ZooKeeper, anything
 /// else is for Redis to read (and refuse, if it is not one of its own).
 pub(crate) fn open(connect: Connect) -> Result<Box<dyn Backend>, String> {
     let kinds: Vec<Kind> = connect
@@ -74,6 +77,17 @@ pub(crate) fn open(connect: Connect) -> Result<Box<dyn Backend>, String> {
             false => Err(
                 "PostgreSQL and other URLs together: a lock lives on one backend (one \
                  PostgreSQL database, one etcd cluster, or one or more Redis servers)"
+                    .into(),
+            ),
+        };
+    }
+    if kinds.contains(&Kind::ZooKeeper) {
+        return match all(Kind::ZooKeeper) {
+            true => Ok(Box::new(zookeeper::open(connect)?)),
+            false => Err(
+                "ZooKeeper and other URLs together: a lock lives on one backend (one ZooKeeper \
+                 ensemble, one etcd cluster, one PostgreSQL database, or one or more Redis \
+                 servers)"
                     .into(),
             ),
         };

@@ -16,7 +16,7 @@
 //! A client of another kind than the entries' (another `--limit`, a semaphore against a lock) is
 //! refused, as on Redis.
 
-use crate::lock::{Held, HeldAs, Kind};
+use crate::lock::{Held, HeldAs, Holder, Kind};
 
 /// One entry of the queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,6 +127,26 @@ pub(crate) fn found(entries: &[Entry], ours: Option<i64>) -> Held {
         [one] if one.kind == Kind::Exclusive.stored() && Some(one.rev) != ours => Held::Theirs,
         _ => Held::Gone,
     }
+}
+
+/// A client's token and details from its entry's value (JSON: `token`, `host`, `pid`,
+/// `command`, `started`, as a client writes it), None for details where it names no host.
+pub(crate) fn holder_of(value: &[u8]) -> (String, Option<Holder>) {
+    let value: serde_json::Value = serde_json::from_slice(value).unwrap_or_default();
+    let text = |name: &str| value.get(name).and_then(|v| v.as_str()).unwrap_or_default();
+    let int = |name: &str| {
+        value
+            .get(name)
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0)
+    };
+    let holder = (!text("host").is_empty()).then(|| Holder {
+        host: text("host").to_owned(),
+        pid: u32::try_from(int("pid")).unwrap_or(0),
+        command: text("command").to_owned(),
+        started: int("started"),
+    });
+    (text("token").to_owned(), holder)
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ pub(crate) enum Kind {
     Redis,
     Etcd,
     Postgres,
+    ZooKeeper,
 }
 
 /// A scheme redlock takes: the backend it names, and whether its connections use TLS.
@@ -25,8 +26,8 @@ pub(crate) struct Scheme {
 
 /// Every scheme redlock takes: the one table that [`open`](crate::backend::open) picks a
 /// backend by and that the URL checks and their messages read.
-pub(crate) const SCHEMES: [Scheme; 12] = {
-    use Kind::{Etcd, Postgres, Redis};
+pub(crate) const SCHEMES: [Scheme; 14] = {
+    use Kind::{Etcd, Postgres, Redis, ZooKeeper};
     const fn scheme(name: &'static str, kind: Kind, tls: bool, listed: bool) -> Scheme {
         Scheme {
             name,
@@ -48,6 +49,8 @@ pub(crate) const SCHEMES: [Scheme; 12] = {
         scheme("etcds", Etcd, true, true),
         scheme("postgres", Postgres, false, true),
         scheme("postgresql", Postgres, false, true),
+        scheme("zk", ZooKeeper, false, true),
+        scheme("zks", ZooKeeper, true, true),
     ]
 };
 
@@ -134,7 +137,7 @@ pub(crate) fn pairs(query: &str) -> impl Iterator<Item = (String, &str)> {
 /// password with a space in it.
 ///
 /// `alone_is_user`: a word alone before the `@` is the user name (the password was given
-/// apart, or the scheme is etcd's or PostgreSQL's, which take no password alone); otherwise it
+/// apart, or the scheme is etcd's, PostgreSQL's or ZooKeeper's, which take no password alone); otherwise it
 /// may be a password, and goes too.
 pub(crate) fn for_command(url: &str, alone_is_user: bool) -> String {
     let Some(parts) = parts(url.trim()) else {
@@ -142,7 +145,8 @@ pub(crate) fn for_command(url: &str, alone_is_user: bool) -> String {
     };
     let kind = scheme(parts.scheme).map(|s| s.kind);
     let postgres = kind == Some(Kind::Postgres);
-    let alone_is_user = alone_is_user || postgres || kind == Some(Kind::Etcd);
+    let alone_is_user =
+        alone_is_user || postgres || matches!(kind, Some(Kind::Etcd | Kind::ZooKeeper));
     let user = match parts
         .userinfo
         .map(|u| u.split_once(':').map_or((u, true), |(u, _)| (u, false)))
@@ -317,11 +321,15 @@ mod tests {
         assert_eq!(for_command("redis://:PW@h/2", true), "redis://h/2");
         assert_eq!(for_command("etcd://bob@h1,h2", false), "etcd://bob@h1,h2");
         assert_eq!(for_command("etcd://bob:PW@h1", false), "etcd://bob@h1");
+        assert_eq!(
+            for_command("zk://bob:PW@h1,h2/c", false),
+            "zk://bob@h1,h2/c"
+        );
     }
 
     #[test]
     fn one_table_names_each_schemes_backend_and_whether_it_uses_tls() {
-        use Kind::{Etcd, Postgres, Redis};
+        use Kind::{Etcd, Postgres, Redis, ZooKeeper};
         for (url, want) in [
             ("redis://h:6379", Some((Redis, false))),
             ("rediss://h:6380", Some((Redis, true))),
@@ -336,6 +344,8 @@ mod tests {
             // PostgreSQL's TLS is sslmode's to say, not the scheme's.
             ("postgres://h/db", Some((Postgres, false))),
             ("postgresql://h/db", Some((Postgres, false))),
+            ("zk://h/chroot", Some((ZooKeeper, false))),
+            ("zks://h", Some((ZooKeeper, true))),
             // As written: only Redis's parser takes another case, and open() leaves to it
             // whatever the table does not name.
             ("ETCD://h", None),
@@ -353,7 +363,7 @@ mod tests {
         assert_eq!(
             listed(),
             "redis://, rediss://, unix://, redis+unix://, redis+sentinel://, redis+cluster://, \
-             etcd://, etcds://, postgres:// or postgresql://"
+             etcd://, etcds://, postgres://, postgresql://, zk:// or zks://"
         );
     }
 

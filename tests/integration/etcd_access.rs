@@ -56,7 +56,7 @@ fn what_etcd_cannot_honour_is_refused_in_one_line() {
         (
             vec!["ETCD://127.0.0.1:2379"],
             vec![],
-            "redis+cluster://, etcd://, etcds://, postgres:// or postgresql://)",
+            "redis+cluster://, etcd://, etcds://, postgres://, postgresql://, zk:// or zks://)",
         ),
         (
             vec![&etcds],

@@ -227,21 +227,7 @@ fn unchosen(
 
 /// A holder's details from its entry's value.
 fn holder_of(kv: &KeyValue) -> (String, Option<Holder>) {
-    let value: serde_json::Value = serde_json::from_slice(kv.value()).unwrap_or_default();
-    let text = |name: &str| value.get(name).and_then(|v| v.as_str()).unwrap_or_default();
-    let int = |name: &str| {
-        value
-            .get(name)
-            .and_then(serde_json::Value::as_u64)
-            .unwrap_or(0)
-    };
-    let holder = (!text("host").is_empty()).then(|| Holder {
-        host: text("host").to_owned(),
-        pid: u32::try_from(int("pid")).unwrap_or(0),
-        command: text("command").to_owned(),
-        started: int("started"),
-    });
-    (text("token").to_owned(), holder)
+    queue::holder_of(kv.value())
 }
 
 impl Node for EtcdNode {

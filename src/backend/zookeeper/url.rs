@@ -238,7 +238,9 @@ fn refused(c: char) -> bool {
 
 /// Where the locks of one `--prefix` live, relative to the chroot (the client applies the
 /// chroot itself): a folder, and the stem every lock's node name starts with. Lock `NAME` is
-/// the node `FOLDER/STEMNAME`, the name escaped.
+/// the node `FOLDER/STEM{NAME}`, the name escaped, as etcd's keys are `PREFIX{NAME}`: the
+/// braces end the stem, so that no two prefixes name one lock (`redlock:a` and `b` is
+/// `redlock:a{b}`, not the default's `redlock:{ab}`), and `--prefix` has none.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Base {
     /// `/` (the chroot itself) or `/a/b`.
@@ -289,7 +291,7 @@ impl Base {
     /// The path of lock `name` (never empty: `parse_key` refuses it), relative to the chroot:
     /// a node of the folder, which no other name shares.
     pub(super) fn lock(&self, name: &str) -> String {
-        let node = format!("{}{}", self.stem, self.escape(name));
+        let node = format!("{}{{{}}}", self.stem, escape(name));
         match self.folder.as_str() {
             "/" => format!("/{node}"),
             folder => format!("{folder}/{node}"),
@@ -299,31 +301,30 @@ impl Base {
     /// The lock's name of a child of the folder, `lock`'s inverse: None for a child that does
     /// not start with the stem, or whose rest is not a name as `lock` escapes it.
     pub(super) fn name_of(&self, child: &str) -> Option<String> {
-        let escaped = child.strip_prefix(self.stem.as_str())?;
+        let escaped = child
+            .strip_prefix(self.stem.as_str())?
+            .strip_prefix('{')?
+            .strip_suffix('}')?;
         let name = percent_decode(escaped).ok()?;
         // Only the one spelling `lock` writes: `%41` is not `A`, so no two nodes are one lock.
-        (self.escape(&name) == escaped).then_some(name)
+        (escape(&name) == escaped).then_some(name)
     }
+}
 
-    /// `name` as its node's name gives it after the stem: `%`, `/` and what ZooKeeper refuses
-    /// as `%XX` of their UTF-8 bytes. A node named `.` or `..` would be a relative path, so
-    /// then the name's first '.' is `%2E`.
-    fn escape(&self, name: &str) -> String {
-        let mut escaped = String::with_capacity(name.len());
-        for c in name.chars() {
-            if c == '%' || c == '/' || refused(c) {
-                for byte in c.encode_utf8(&mut [0; 4]).bytes() {
-                    escaped += &format!("%{byte:02X}");
-                }
-            } else {
-                escaped.push(c);
+/// `name` as its node's name gives it between the braces: `%`, `/`, `{`, `}` and what
+/// ZooKeeper refuses as `%XX` of their UTF-8 bytes. In braces, a node is never `.` or `..`.
+fn escape(name: &str) -> String {
+    let mut escaped = String::with_capacity(name.len());
+    for c in name.chars() {
+        if matches!(c, '%' | '/' | '{' | '}') || refused(c) {
+            for byte in c.encode_utf8(&mut [0; 4]).bytes() {
+                escaped += &format!("%{byte:02X}");
             }
+        } else {
+            escaped.push(c);
         }
-        if matches!(format!("{}{escaped}", self.stem).as_str(), "." | "..") {
-            escaped.replace_range(..1, "%2E");
-        }
-        escaped
     }
+    escaped
 }
 
 #[cfg(test)]
@@ -446,13 +447,13 @@ zk://alice:s3cret@h/a@b             | a '/' comes before its last '@'
             (folder.to_owned(), stem.to_owned(), lock.to_owned())
         };
         for (prefix, folder, stem, lock) in [
-            ("redlock:", "/", "redlock:", "/redlock:build%2Fmain"),
-            ("/redlock:", "/", "redlock:", "/redlock:build%2Fmain"),
-            ("a/b/", "/a/b", "", "/a/b/build%2Fmain"),
-            ("/a/b/x-", "/a/b", "x-", "/a/b/x-build%2Fmain"),
-            ("/", "/", "", "/build%2Fmain"),
-            ("..x/.y/", "/..x/.y", "", "/..x/.y/build%2Fmain"),
-            ("l%", "/", "l%", "/l%build%2Fmain"),
+            ("redlock:", "/", "redlock:", "/redlock:{build%2Fmain}"),
+            ("/redlock:", "/", "redlock:", "/redlock:{build%2Fmain}"),
+            ("a/b/", "/a/b", "", "/a/b/{build%2Fmain}"),
+            ("/a/b/x-", "/a/b", "x-", "/a/b/x-{build%2Fmain}"),
+            ("/", "/", "", "/{build%2Fmain}"),
+            ("..x/.y/", "/..x/.y", "", "/..x/.y/{build%2Fmain}"),
+            ("l%", "/", "l%", "/l%{build%2Fmain}"),
         ] {
             assert_eq!(parts(prefix), want(folder, stem, lock), "{prefix}");
         }
@@ -482,26 +483,31 @@ zk://alice:s3cret@h/a@b             | a '/' comes before its last '@'
         let bare = base("", "locks/").unwrap();
         let dot = base("", ".").unwrap();
         for (base, name, lock) in [
-            (&default, "a", "/redlock:a"),
-            (&default, "100%/x", "/redlock:100%25%2Fx"),
-            (&default, "tab\there", "/redlock:tab%09here"),
-            (&default, "\u{1f512}", "/redlock:%F0%9F%94%92"),
-            (&default, ".", "/redlock:."),
-            (&bare, "a", "/locks/a"),
-            (&bare, ".", "/locks/%2E"),
-            (&bare, "..", "/locks/%2E."),
-            (&bare, "...", "/locks/..."),
-            (&dot, ".", "/.%2E"),
-            (&dot, "..", "/..."),
+            (&default, "a", "/redlock:{a}"),
+            (&default, "100%/x", "/redlock:{100%25%2Fx}"),
+            (&default, "{b}", "/redlock:{%7Bb%7D}"),
+            (&default, "tab\there", "/redlock:{tab%09here}"),
+            (&default, "\u{1f512}", "/redlock:{%F0%9F%94%92}"),
+            (&bare, "a", "/locks/{a}"),
+            (&bare, ".", "/locks/{.}"),
+            (&dot, "..", "/.{..}"),
         ] {
             assert_eq!(base.lock(name), lock, "{name:?}");
         }
         // Only the spelling `lock` writes is a lock's node.
-        for child in [".", "%2e", "%41", "%2f", "%zz", "%FF", "a/b", "\u{1}"] {
+        for child in [
+            ".", "{%2e}", "{%41}", "{%2f}", "{%zz}", "{%FF}", "{a", "a}", "{{a}}", "{a/b}",
+            "{\u{1}}",
+        ] {
             assert_eq!(bare.name_of(child), None, "{child:?}");
         }
-        assert_eq!(default.name_of("other:a"), None);
-        assert_eq!(default.name_of("redlock:%25").as_deref(), Some("%"));
+        assert_eq!(default.name_of("other:{a}"), None);
+        assert_eq!(
+            default.name_of("redlock:a{b}"),
+            None,
+            "another prefix's lock"
+        );
+        assert_eq!(default.name_of("redlock:{%25}").as_deref(), Some("%"));
     }
 
     /// ZooKeeper's `PathUtils.validatePath` as its server runs it: on UTF-16 code units.

@@ -1,0 +1,551 @@
+//! The lock protocol on ZooKeeper, as a run's lease drives it ([`Locker`]): the standard
+//! recipe (Curator's `InterProcessMutex`, the ZooKeeper documentation's "Locks").
+//!
+//! - **take**: the client's entry, an ephemeral sequential node `KIND-TOKEN-` under the lock's
+//!   node (a container, made with its folders when missing), then the children read: the queue
+//!   (`backend::queue`) decides who holds. The fencing token is the entry's creation zxid,
+//!   which rises across the ensemble's whole history, leader changes included.
+//! - **wait**: a watch on the entry just ahead (the whole queue for a semaphore): one waiter
+//!   wakes per release, and reads the children again.
+//! - **renew**: a transaction that only checks the entry (a `multi` of one check): it goes
+//!   through the leader and a quorum, so an answer proves that the session held the entry when
+//!   it committed, after the renewal was sent, and the session lives a session timeout from
+//!   when the leader heard it. A read could be answered by a member cut off from the leader.
+//! - **release**: the entry deleted, guarded by its version, in one transaction with the run's
+//!   end written to the record (`recorder`); then the session closed.
+//! - **the record**: a run that took the lock is written to it beside the command's start
+//!   (`settle`), the runs before it that vanished marked; a busy or skipped run counted.
+//!
+//! The session's timeout is the lease: a session the server gives shorter than `--ttl` is
+//! refused, since the lease would outlive it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+use zookeeper_client::{Acls, Client, CreateMode, Error};
+
+use super::client::Conn;
+use super::names::{self, Named};
+use super::recorder::{Recorder, Written};
+use crate::backend::block::{Allowances, Block};
+use crate::backend::queue::{self, Place, Watch};
+use crate::backend::run_record;
+use crate::lock::record::{RunEnding, Tenure};
+use crate::lock::{
+    Acquire, Failure, Held, Holder, Interrupt, Kind, Locker, Renewal, RunSpec, Until,
+};
+
+/// How late a waiter's watch may end: the wait ends by the client's own timer at its hold, so
+/// these only bound how long a member that froze meanwhile is waited for. Redis's figures for
+/// its BLPOP, as on etcd, so that a wait ends at the same moments on every backend.
+const WATCH: Allowances = Allowances {
+    slack: Duration::from_secs(1),
+    late: Duration::from_millis(150),
+    min_hold: Duration::from_millis(1),
+};
+
+/// A run's lock on ZooKeeper.
+pub(crate) struct ZkLocker {
+    conn: Conn,
+    /// The lock's node, under the chroot.
+    lock: String,
+    token: String,
+    kind: Kind,
+    holder: Holder,
+    /// The lease asked for: the session's timeout, shown by `status` as the longest the lock
+    /// outlives its holder once that goes silent.
+    ttl: Duration,
+    /// Whom the nodes redlock makes let in: everyone, or only the URL's user.
+    acls: Acls<'static>,
+    /// The client's entry, once made.
+    entry: Option<Own>,
+    /// What a waiter watches, after an attempt that found it behind.
+    watch: Option<Watch>,
+    /// The lock is the run's (its entry held it when last read): when, and for how long.
+    taken: Option<Taken>,
+    min_interval: Option<Duration>,
+    recorder: Recorder,
+    /// The tokens queued when the run took the lock, for `settle` to tell a run that vanished.
+    seen: Option<Vec<String>>,
+    /// A create went unanswered and nothing was answered since: the entry may be there.
+    unanswered: bool,
+    interrupt: Arc<Notify>,
+}
+
+/// A run that took the lock: when (this host's clock, unix ms), its fencing token, and how
+/// long it has held the lock.
+#[derive(Debug)]
+struct Taken {
+    at_ms: u64,
+    fence: i64,
+    tenure: Tenure,
+}
+
+/// The client's entry.
+#[derive(Debug, Clone)]
+struct Own {
+    /// Its name, a child of the lock's node.
+    name: String,
+    /// Its place in the queue.
+    seq: i64,
+    /// Its creation zxid: the fencing token when it holds.
+    czxid: i64,
+    /// The session it was made in ([`Conn::session`]): it is gone when that one is.
+    session: u64,
+}
+
+impl ZkLocker {
+    pub(crate) fn new(conn: Conn, lock: String, acls: Acls<'static>, run: &RunSpec) -> Self {
+        Self {
+            conn,
+            recorder: Recorder::new(&lock, acls),
+            lock,
+            token: run.token.clone(),
+            kind: run.kind,
+            holder: run.holder.clone(),
+            ttl: run.ttl,
+            acls,
+            entry: None,
+            watch: None,
+            taken: None,
+            min_interval: run.min_interval,
+            seen: None,
+            unanswered: false,
+            interrupt: Arc::new(Notify::new()),
+        }
+    }
+
+    fn path(&self, child: &str) -> String {
+        format!("{}/{child}", self.lock)
+    }
+
+    /// The entry, if it is still there as far as this client knows: made in the session that
+    /// is open now.
+    fn live_entry(&self) -> Option<&Own> {
+        self.entry
+            .as_ref()
+            .filter(|own| own.session == self.conn.session())
+    }
+
+    /// The entry's data: the holder's details and how it holds the lock, for `status`.
+    fn entry_value(&self) -> Vec<u8> {
+        serde_json::json!({
+            "token": self.token,
+            "host": self.holder.host,
+            "pid": self.holder.pid,
+            "command": self.holder.command,
+            "started": self.holder.started,
+            "kind": self.kind.stored(),
+            "ttl_ms": self.ttl.as_millis() as u64,
+        })
+        .to_string()
+        .into_bytes()
+    }
+
+    /// The lock's children (none when its node is not there).
+    fn children(&mut self, deadline: Instant) -> Result<Vec<String>, Failure> {
+        let lock = self.lock.clone();
+        match self
+            .conn
+            .run(deadline, |c| async move { c.list_children(&lock).await })
+        {
+            Ok(children) => Ok(children),
+            Err(Error::NoNode) => Ok(Vec::new()),
+            Err(err) => Err(self.conn.failure(err)),
+        }
+    }
+
+    /// The client's entry made (or, after a create that went unanswered, found), in the
+    /// session open now; the session checked against the lease first.
+    fn join(&mut self, ttl: Duration, deadline: Instant) -> Result<Own, Failure> {
+        if let Some(own) = self.live_entry() {
+            return Ok(own.clone());
+        }
+        self.entry = None;
+        self.taken = None;
+        let client = self
+            .conn
+            .client(deadline)
+            .map_err(|e| self.conn.failure(e))?;
+        self.check_session(&client, ttl)?;
+        if self.unanswered {
+            let children = self.children(deadline)?;
+            if let Some((name, named)) = names::find(&children, &self.token) {
+                let name = name.to_owned();
+                return self.adopt(name, named, deadline);
+            }
+            self.unanswered = false;
+        }
+        let prefix = self.path(&names::entry_prefix(self.kind, &self.token));
+        let data = self.entry_value();
+        for _ in 0..3 {
+            let (lock, acls) = (self.lock.clone(), self.acls);
+            let (prefix, data) = (prefix.clone(), data.clone());
+            let created = self.conn.run(deadline, |c| async move {
+                let entry = CreateMode::EphemeralSequential.with_acls(acls);
+                match c.create(&prefix, &data, &entry).await {
+                    // The lock's node is made when first used, and deleted by the server
+                    // (a container) once its last child is gone: made again, and the entry
+                    // with it.
+                    Err(Error::NoNode) => {
+                        make_lock_node(&c, &lock, acls).await?;
+                        c.create(&prefix, &data, &entry).await
+                    }
+                    other => other,
+                }
+            });
+            match created {
+                Ok((stat, seq)) => {
+                    let seq = seq.into_i64();
+                    let name = format!("{}{seq:010}", names::entry_prefix(self.kind, &self.token));
+                    let own = Own {
+                        name,
+                        seq,
+                        czxid: stat.czxid,
+                        session: self.conn.session(),
+                    };
+                    self.entry = Some(own.clone());
+                    return Ok(own);
+                }
+                // The container was deleted between the two creates: once more.
+                Err(Error::NoNode) => continue,
+                Err(err @ (Error::Timeout | Error::ConnectionLoss)) => {
+                    self.unanswered = true;
+                    return Err(self.conn.failure(err));
+                }
+                Err(err) => return Err(self.conn.failure(err)),
+            }
+        }
+        Err(Failure::Unreachable(
+            format!(
+                "ZooKeeper at {} deleted the lock's node {} under each of three creates",
+                self.conn.shown(),
+                self.lock
+            )
+            .into(),
+        ))
+    }
+
+    /// The entry of this client that a create made although its answer never came.
+    fn adopt(&mut self, name: String, named: Named, deadline: Instant) -> Result<Own, Failure> {
+        let path = self.path(&name);
+        let stat = self
+            .conn
+            .run(deadline, |c| async move { c.check_stat(&path).await })
+            .map_err(|e| self.conn.failure(e))?;
+        self.unanswered = false;
+        let Some(stat) = stat else {
+            // Gone meanwhile: a new one is made on the next attempt.
+            return Err(Failure::Unreachable(
+                format!("the run's entry {name} went while it was read").into(),
+            ));
+        };
+        let own = Own {
+            name,
+            seq: named.seq,
+            czxid: stat.czxid,
+            session: self.conn.session(),
+        };
+        self.entry = Some(own.clone());
+        Ok(own)
+    }
+
+    /// How long ago a run succeeded, when that is within the `--min-interval` it ran with
+    /// (and this run has one): the run is skipped.
+    fn skipped(&mut self, deadline: Instant) -> Result<Option<Duration>, Failure> {
+        let Some(interval) = self.min_interval else {
+            return Ok(None);
+        };
+        let (record, _) = self
+            .recorder
+            .read(&mut self.conn, deadline)
+            .map_err(|e| self.conn.failure(e))?;
+        Ok(run_record::success_ago(&record.last_success()).filter(|ago| *ago < interval))
+    }
+
+    /// A session the ensemble gave shorter than the lease is refused: the lease would count
+    /// on the entry past the session's end.
+    fn check_session(&self, client: &Client, ttl: Duration) -> Result<(), Failure> {
+        let given = client.session_timeout();
+        if given < ttl {
+            return Err(Failure::Refused(
+                format!(
+                    "ZooKeeper at {} gives sessions of at most {} (its maxSessionTimeout), \
+                     shorter than --ttl {}: give --ttl {} or less, or raise maxSessionTimeout",
+                    self.conn.shown(),
+                    humantime::format_duration(given),
+                    humantime::format_duration(ttl),
+                    humantime::format_duration(given),
+                )
+                .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The entry given up, if there is one in the session open now.
+    fn remove_entry(&mut self, deadline: Instant) -> Result<(), Failure> {
+        let Some(own) = self.live_entry().cloned() else {
+            self.entry = None;
+            return Ok(());
+        };
+        let path = self.path(&own.name);
+        let deleted = self
+            .conn
+            .run(deadline, |c| async move { c.delete(&path, Some(0)).await });
+        self.entry = None;
+        self.taken = None;
+        match deleted {
+            Ok(()) | Err(Error::NoNode) => Ok(()),
+            Err(err) => Err(self.conn.failure(err)),
+        }
+    }
+
+    /// The taken run's end as `ended` says, written to the record (with the entry's delete,
+    /// when `entry` is given); a failed write is the record's loss.
+    fn record_end(
+        &mut self,
+        ended: &RunEnding,
+        entry: Option<&str>,
+        deadline: Instant,
+    ) -> Result<Written, Error> {
+        let Some(taken) = &self.taken else {
+            return Ok(Written::Done);
+        };
+        let run = run_record::ended(
+            &self.token,
+            &self.holder,
+            (taken.at_ms, taken.fence, self.min_interval),
+            taken.tenure.held(),
+            ended,
+        );
+        let token = self.token.clone();
+        self.recorder
+            .write(&mut self.conn, deadline, entry, |record| {
+                // Once: a lost run whose end an earlier attempt wrote is not counted twice.
+                if entry.is_some() || record.outcome_of(&token).is_none() {
+                    record.end(&run);
+                }
+            })
+    }
+
+    /// The taken run found lost (its entry gone): its end written as the lost one, unless an
+    /// earlier attempt of its release wrote `ended` (its answer lost): then true, the lock was
+    /// released, not lost.
+    fn record_lost(&mut self, ended: &RunEnding, deadline: Instant) -> bool {
+        let lost = RunEnding {
+            outcome: ended.lost.lost_outcome,
+            status: ended.lost.lost_status,
+            ..*ended
+        };
+        let released = match self.recorder.read(&mut self.conn, deadline) {
+            Ok((record, _)) => record.outcome_of(&self.token) == Some(ended.outcome),
+            Err(_) => false,
+        };
+        if !released {
+            let _ = self.record_end(&lost, None, deadline);
+        }
+        self.taken = None;
+        released
+    }
+
+    /// A busy or skipped run counted in the record.
+    fn count(&mut self, label: &str, deadline: Instant) {
+        let _ = self
+            .recorder
+            .write(&mut self.conn, deadline, None, |record| record.count(label));
+    }
+
+    /// What a renewal or release that found no entry of its own found instead.
+    fn found(&mut self, deadline: Instant) -> Result<Held, Failure> {
+        let children = self.children(deadline)?;
+        Ok(queue::found(&names::entries(&children), None))
+    }
+}
+
+/// The lock's node, a container, made with the folders above it (containers too: the server
+/// deletes each once its last child is gone).
+async fn make_lock_node(client: &Client, lock: &str, acls: Acls<'_>) -> Result<(), Error> {
+    client
+        .mkdir(lock, &CreateMode::Container.with_acls(acls))
+        .await
+}
+
+impl Locker for ZkLocker {
+    fn acquire(&mut self, ttl: Duration, timeout: Duration) -> Result<Acquire, Failure> {
+        let deadline = Instant::now() + timeout;
+        let own = self.join(ttl, deadline)?;
+        let children = self.children(deadline)?;
+        match queue::place(&names::entries(&children), own.seq, self.kind) {
+            Place::Holds => {
+                self.watch = None;
+                if let Some(ago) = self.skipped(deadline)? {
+                    self.remove_entry(deadline)?;
+                    self.count(crate::exit::Outcome::Skipped.label(), deadline);
+                    return Ok(Acquire::Skipped { ago });
+                }
+                self.taken = Some(Taken {
+                    at_ms: run_record::now_ms(),
+                    fence: own.czxid,
+                    tenure: Tenure::new(ttl),
+                });
+                let live = children
+                    .iter()
+                    .filter_map(|c| names::parse(c))
+                    .map(|n| n.token);
+                self.seen = Some(live.collect());
+                Ok(Acquire::Acquired { fence: own.czxid })
+            }
+            Place::Behind(watch) => {
+                self.watch = Some(watch);
+                Ok(Acquire::Busy {
+                    remaining: None,
+                    queued: false,
+                })
+            }
+            Place::Mismatch(found) => {
+                self.remove_entry(deadline)?;
+                Ok(Acquire::Mismatch { found })
+            }
+        }
+    }
+
+    fn wait(&mut self, until: Until) -> Result<bool, Failure> {
+        let block = Block::until(until, WATCH);
+        let (Some(watch), Some(_)) = (self.watch.clone(), self.live_entry()) else {
+            return Ok(true);
+        };
+        let limit = Instant::now() + block.limit;
+        let lock = self.lock.clone();
+        let interrupt = Arc::clone(&self.interrupt);
+        let woken = self.conn.run(limit, |c| async move {
+            let watcher = match watch {
+                Watch::Key(key) => match c.check_and_watch_stat(&format!("{lock}/{key}")).await? {
+                    (None, _) => return Ok(true),
+                    (Some(_), watcher) => watcher,
+                },
+                Watch::Queue => c.get_and_watch_children(&lock).await?.2,
+            };
+            tokio::select! {
+                _ = watcher.changed() => Ok(true),
+                _ = interrupt.notified() => Ok(true),
+                _ = tokio::time::sleep(block.hold) => Ok(false),
+            }
+        });
+        match woken {
+            Ok(woken) => Ok(woken),
+            Err(Error::NoNode) => Ok(true),
+            Err(err) => Err(self.conn.failure(err)),
+        }
+    }
+
+    fn interrupter(&self) -> Box<dyn Interrupt> {
+        crate::backend::blocking::interrupter(&self.interrupt)
+    }
+
+    fn leave(&mut self, busy: bool, timeout: Duration) -> Result<(), Failure> {
+        let deadline = Instant::now() + timeout;
+        let left = self.remove_entry(deadline);
+        if busy {
+            self.count(crate::exit::Outcome::Busy.label(), deadline);
+        }
+        self.conn.close(deadline);
+        left
+    }
+
+    fn unanswered(&self) -> bool {
+        self.unanswered
+    }
+
+    fn settle(&mut self, timeout: Duration) {
+        let (Some(seen), Some(taken)) = (self.seen.take(), &self.taken) else {
+            return;
+        };
+        let deadline = Instant::now() + timeout;
+        let run = run_record::started(&self.token, &self.holder, taken.at_ms, Some(taken.fence));
+        let _ = self
+            .recorder
+            .write(&mut self.conn, deadline, None, |record| {
+                let live: Vec<&str> = seen.iter().map(String::as_str).collect();
+                record.vanish(&live);
+                record.start(&run);
+            });
+    }
+
+    fn extend(&mut self, ttl: Duration, timeout: Duration) -> Result<Renewal, Failure> {
+        let sent = Instant::now();
+        let deadline = sent + timeout;
+        let own = match (&self.taken, self.live_entry()) {
+            (Some(_), Some(own)) => own.clone(),
+            (Some(_), None) => return self.lost(deadline),
+            (None, _) => return Ok(Renewal::Lost(self.found(deadline)?)),
+        };
+        let path = self.path(&own.name);
+        let checked = self.conn.run(deadline, |c| async move {
+            let mut check = c.new_multi_writer();
+            check.add_check_version(&path, 0)?;
+            check.commit().await.map_err(Error::from)
+        });
+        match checked {
+            Ok(_) => {
+                if let Some(taken) = &mut self.taken {
+                    taken.tenure.renewed(sent, ttl);
+                }
+                Ok(Renewal::Extended)
+            }
+            Err(Error::NoNode | Error::BadVersion | Error::SessionExpired) => self.lost(deadline),
+            Err(err) => Err(self.conn.failure(err)),
+        }
+    }
+
+    fn release(&mut self, ended: RunEnding, timeout: Duration) -> Result<Held, Failure> {
+        let deadline = Instant::now() + timeout;
+        let held = match (self.taken.is_some(), self.live_entry().cloned()) {
+            (true, Some(own)) => {
+                let entry = self.path(&own.name);
+                match self.record_end(&ended, Some(&entry), deadline) {
+                    Ok(Written::Done) => {
+                        self.entry = None;
+                        self.taken = None;
+                        Held::Ours
+                    }
+                    Ok(Written::EntryGone) | Err(Error::SessionExpired) => {
+                        self.entry = None;
+                        self.released_or_lost(&ended, deadline)?
+                    }
+                    Err(err) => return Err(self.conn.failure(err)),
+                }
+            }
+            (true, None) => self.released_or_lost(&ended, deadline)?,
+            (false, _) => {
+                // A waiter's release: its entry (if any) goes; what holds the lock is what it
+                // found.
+                self.remove_entry(deadline)?;
+                self.found(deadline)?
+            }
+        };
+        self.conn.close(deadline);
+        Ok(held)
+    }
+}
+
+impl ZkLocker {
+    /// A holder's renewal that found its entry gone: the run recorded as lost, and what holds
+    /// the lock now.
+    fn lost(&mut self, deadline: Instant) -> Result<Renewal, Failure> {
+        // No release follows a lock found lost: its record says so now.
+        let lost = RunEnding::of(crate::exit::Outcome::LockLost, 0);
+        self.record_lost(&lost, deadline);
+        Ok(Renewal::Lost(self.found(deadline)?))
+    }
+
+    /// A holder's release that found its entry gone: released by an earlier attempt whose
+    /// answer was lost (the record says the run ended as `ended`), or lost.
+    fn released_or_lost(&mut self, ended: &RunEnding, deadline: Instant) -> Result<Held, Failure> {
+        if self.record_lost(ended, deadline) {
+            return Ok(Held::Ours);
+        }
+        self.found(deadline)
+    }
+}

@@ -1,0 +1,176 @@
+//! redlock on ZooKeeper: one ensemble, named by
+//! `zk://[USER[:PASSWORD]@]HOST[:PORT][,HOST[:PORT]...][/CHROOT]` (the members, any of which
+//! may answer; `zks://` for TLS). The lock is the standard recipe: an ephemeral sequential node
+//! per client under the lock's node, the lowest holds, each waiter watches the one ahead; the
+//! fencing token is the entry's creation zxid, which rises across the ensemble's whole
+//! history, leader changes included, and assumes no clock. The session's timeout is the lease.
+//!
+//! The protocol, read top down: the [`Locker`] (`locker`), its record of runs (`recorder`,
+//! which reads and writes the node `record` keeps), the names of a lock's children (`names`),
+//! the URL and the lock's paths (`url`), the admin commands' reads (`node`), and the session
+//! (`client`: zookeeper-client on `backend::blocking`'s runtime). Imports point one way, from
+//! `locker` down: none points back.
+//!
+//! May use `lock` (the boundary it implements), `backend::blocking`, `backend::queue`,
+//! `backend::run_record`, `report` and `exit`; nothing above.
+
+mod client;
+mod locker;
+mod names;
+mod node;
+mod record;
+mod recorder;
+mod url;
+
+use std::time::Duration;
+
+use zookeeper_client::Acls;
+
+use crate::backend::Connect;
+use crate::lock::{Backend, Capabilities, Locker, Node, RunSpec};
+use client::{Conn, Ensemble};
+
+/// The session timeout the admin commands ask for: long enough that a slow read does not end
+/// it, and its ephemeral nodes are none.
+const ADMIN_SESSION: Duration = Duration::from_secs(10);
+
+/// One ZooKeeper ensemble, how to log in and where the locks are.
+pub(crate) struct ZooKeeper {
+    ensemble: Ensemble,
+    base: url::Base,
+    prefix: String,
+}
+
+/// The ensemble `connect` names. Refused in one line: several URLs (the members of one
+/// ensemble go in one), a password without a user, the TLS options without `zks://`.
+pub(crate) fn open(connect: Connect) -> Result<ZooKeeper, String> {
+    let Connect {
+        urls,
+        tls,
+        password,
+        prefix,
+        options: _,
+    } = connect;
+    let url = match urls.as_slice() {
+        [one] => *one,
+        _ => {
+            return Err(
+                "several ZooKeeper URLs: the members of one ensemble go in one URL, separated \
+                 by commas (zk://10.0.0.1:2181,10.0.0.2:2181); a quorum of ensembles is not \
+                 needed, since ZooKeeper keeps its own"
+                    .into(),
+            );
+        }
+    };
+    let parsed = url::parse(url)?;
+    let password = password.or(parsed.password.clone());
+    let digest = match (&parsed.user, password) {
+        (Some(user), Some(password)) => Some((user.clone(), password)),
+        (Some(user), None) => {
+            return Err(format!(
+                "the ZooKeeper URL names user '{user}' but no password: put it in a file named \
+                 by --password-file or REDLOCK_PASSWORD_FILE (or in REDLOCK_PASSWORD)"
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(format!(
+                "a password for ZooKeeper needs a user name in the URL: {}://USER@{}",
+                parsed.scheme(),
+                parsed.hosts.join(",")
+            ));
+        }
+        (None, None) => None,
+    };
+    if parsed.tls {
+        return Err(format!(
+            "zks:// (ZooKeeper over TLS) is not supported by this build yet: {}",
+            parsed.shown()
+        ));
+    } else if tls.is_set() {
+        return Err(format!(
+            "the TLS options need a zks:// URL: {}",
+            parsed.shown()
+        ));
+    }
+    let base = url::base(&parsed.chroot, &prefix)?;
+    let connect = format!("{}{}", parsed.connect_string(), parsed.chroot);
+    Ok(ZooKeeper {
+        ensemble: Ensemble {
+            connect,
+            shown: parsed.shown(),
+            digest,
+        },
+        base,
+        prefix,
+    })
+}
+
+impl ZooKeeper {
+    /// Whom the nodes redlock makes let in: with a user, only that user (and the server's
+    /// super user); without one, everyone who can reach the folder.
+    fn acls(&self) -> Acls<'static> {
+        match self.ensemble.digest {
+            Some(_) => Acls::creator_all(),
+            None => Acls::anyone_all(),
+        }
+    }
+}
+
+impl Backend for ZooKeeper {
+    fn nodes(&self) -> Vec<String> {
+        vec![self.ensemble.shown.clone()]
+    }
+
+    /// One ensemble, whose queue is fair and counts any kind of holder; every write is
+    /// committed to a majority of its members, on disk, before it is answered.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            quorum: false,
+            fair: Ok(()),
+            several_holders: Ok(()),
+            options: vec![
+                (
+                    "min-replicas",
+                    Err(
+                        "--min-replicas is for Redis's asynchronous replicas: ZooKeeper commits \
+                         every write to a majority of its members before it answers"
+                            .into(),
+                    ),
+                ),
+                (
+                    "fsync",
+                    Err(
+                        "--fsync is for Redis's append-only file: ZooKeeper writes every commit \
+                         to its log with fsync before it answers"
+                            .into(),
+                    ),
+                ),
+            ],
+            init: false,
+        }
+    }
+
+    fn described(&self) -> String {
+        format!(
+            "{} under prefix '{}'",
+            self.ensemble.shown,
+            crate::report::one_line(&self.prefix)
+        )
+    }
+
+    fn locker(&self, run: &RunSpec) -> Box<dyn Locker> {
+        Box::new(locker::ZkLocker::new(
+            Conn::new(self.ensemble.clone(), run.ttl),
+            self.base.lock(&run.key),
+            self.acls(),
+            run,
+        ))
+    }
+
+    fn node(&self, _index: usize) -> Box<dyn Node> {
+        Box::new(node::ZkNode::new(
+            Conn::new(self.ensemble.clone(), ADMIN_SESSION),
+            self.base.clone(),
+        ))
+    }
+}

@@ -1,0 +1,305 @@
+//! What the admin commands read and break on ZooKeeper: the locks under the prefix (the
+//! children of its folder), a lock's state (its entries and their data, its record), its record
+//! of runs, and a forced release (the holder's entry deleted: every entry made later has a
+//! larger zxid, so the fencing token moves past the removed holder's).
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use zookeeper_client::{Error, Stat};
+
+use super::client::Conn;
+use super::names;
+use super::recorder::Recorder;
+use super::url::Base;
+use crate::backend::queue::{self, Entry};
+use crate::backend::run_record::{self, now_ms};
+use crate::lock::{
+    Failure, Fence, Forced, HeldAs, Holder, Inspected, Kind, LockInfo, Node, Place, Runs, Several,
+};
+
+/// The admin commands' view of the locks under one prefix.
+pub(crate) struct ZkNode {
+    conn: Conn,
+    base: Base,
+}
+
+/// A lock as read: its node's Stat (None: no node), its entries in queue order with their
+/// data, and its record.
+struct Read {
+    stat: Option<Stat>,
+    /// Each child that is an entry, in the queue's order (foreign ones first).
+    entries: Vec<(Entry, Vec<u8>)>,
+    record: super::record::Record,
+}
+
+impl Read {
+    /// Every token given out later is larger than this: the zxid of the last change to the
+    /// lock's children (0 where there is no node: any entry made is larger).
+    fn fence(&self) -> i64 {
+        self.stat.as_ref().map_or(0, |s| s.pzxid)
+    }
+
+    fn runs(&self) -> Runs {
+        let live: Vec<String> = self
+            .entries
+            .iter()
+            .filter_map(|(e, _)| names::parse(&e.key).map(|n| n.token))
+            .collect();
+        let live: Vec<&str> = live.iter().map(String::as_str).collect();
+        self.record.runs(&live, now_ms())
+    }
+}
+
+impl ZkNode {
+    pub(crate) fn new(conn: Conn, base: Base) -> Self {
+        Self { conn, base }
+    }
+
+    fn failure(&self, err: Error) -> Failure {
+        self.conn.failure(err)
+    }
+
+    /// Lock `name` as it stands.
+    fn read(&mut self, name: &str, deadline: Instant) -> Result<(String, Read), Failure> {
+        let lock = self.base.lock(name);
+        let path = lock.clone();
+        let found = self
+            .conn
+            .run(deadline, |c| async move { c.get_children(&path).await });
+        let (children, stat) = match found {
+            Ok((children, stat)) => (children, Some(stat)),
+            Err(Error::NoNode) => (Vec::new(), None),
+            Err(err) => return Err(self.failure(err)),
+        };
+        let mut queue = names::entries(&children);
+        queue.sort_by_key(|e| e.rev);
+        let mut entries = Vec::with_capacity(queue.len());
+        for entry in queue {
+            let path = format!("{lock}/{}", entry.key);
+            let data = match self
+                .conn
+                .run(deadline, |c| async move { c.get_data(&path).await })
+            {
+                Ok((data, _)) => data,
+                // Gone since the children were read: its client left.
+                Err(Error::NoNode) => continue,
+                Err(err) => return Err(self.failure(err)),
+            };
+            entries.push((entry, data));
+        }
+        let recorder = Recorder::new(&lock, zookeeper_client::Acls::anyone_all());
+        let (record, _) = recorder
+            .read(&mut self.conn, deadline)
+            .map_err(|e| self.failure(e))?;
+        Ok((
+            lock,
+            Read {
+                stat,
+                entries,
+                record,
+            },
+        ))
+    }
+}
+
+/// The lease an entry's client asked for (its session's timeout): how long its lock outlives
+/// it at most once it goes silent.
+fn ttl_of(data: &[u8]) -> Option<Duration> {
+    let value: serde_json::Value = serde_json::from_slice(data).ok()?;
+    value
+        .get("ttl_ms")
+        .and_then(serde_json::Value::as_u64)
+        .map(Duration::from_millis)
+}
+
+impl Node for ZkNode {
+    fn names(&mut self, timeout: Duration) -> Result<BTreeSet<String>, Failure> {
+        let folder = self.base.folder().to_owned();
+        match self.conn.run(Instant::now() + timeout, |c| async move {
+            c.list_children(&folder).await
+        }) {
+            Ok(children) => Ok(children
+                .iter()
+                .filter_map(|c| self.base.name_of(c))
+                .collect()),
+            Err(Error::NoNode) => Ok(BTreeSet::new()),
+            Err(err) => Err(self.failure(err)),
+        }
+    }
+
+    fn inspect(&mut self, name: &str, timeout: Duration) -> Result<Inspected, Failure> {
+        let (lock, read) = self.read(name, Instant::now() + timeout)?;
+        if let Some((foreign, _)) = read.entries.iter().find(|(e, _)| e.foreign) {
+            return Ok(Inspected::Foreign {
+                stored_key: format!("{lock}/{}", foreign.key),
+                what: "a node in its queue".to_owned(),
+            });
+        }
+        let runs = read.runs();
+        let queue: Vec<Entry> = read.entries.iter().map(|(e, _)| e.clone()).collect();
+        let holding = queue::holders(&queue).len();
+        let holders = &read.entries[..holding];
+        let held_as = holders
+            .first()
+            .map(|(e, _)| HeldAs::from_stored(&e.kind))
+            .unwrap_or(HeldAs::Kind(Kind::Exclusive));
+        let mut info = LockInfo {
+            stored_key: lock,
+            fence: Fence::Counter(read.fence()),
+            held: None,
+            holder: None,
+            several: None,
+            done: read
+                .record
+                .last_success()
+                .and_then(|v| run_record::done(&v, now_ms())),
+            // Every waiter is in the queue, --fair or not: one count.
+            queue: None,
+            waiting: (read.entries.len() - holding) as u64,
+            runs: runs.summary,
+        };
+        match held_as.kind() {
+            Some(Kind::Limit(_) | Kind::Shared) => {
+                let now = now_ms() / 1000;
+                let places: Vec<Place> = holders
+                    .iter()
+                    .map(|(_, data)| {
+                        let (token, holder) = queue::holder_of(data);
+                        let age = holder
+                            .as_ref()
+                            .map(|h| Duration::from_secs(now - h.started.min(now)));
+                        Place {
+                            token,
+                            lease: ttl_of(data).unwrap_or_default(),
+                            holder,
+                            age,
+                        }
+                    })
+                    .collect();
+                info.several = Some(Several {
+                    held_as,
+                    ttl: places.iter().map(|p| p.lease).max(),
+                    places,
+                });
+            }
+            _ => {
+                if let Some((_, data)) = holders.first() {
+                    let (token, holder) = queue::holder_of(data);
+                    info.held = Some((token, ttl_of(data)));
+                    info.holder = holder;
+                }
+            }
+        }
+        Ok(Inspected::Lock(Box::new(info)))
+    }
+
+    fn runs(&mut self, name: &str, timeout: Duration) -> Result<Runs, Failure> {
+        let (_, read) = self.read(name, Instant::now() + timeout)?;
+        Ok(read.runs())
+    }
+
+    fn force_release(
+        &mut self,
+        name: &str,
+        token: Option<&str>,
+        timeout: Duration,
+    ) -> Result<Forced, Failure> {
+        let deadline = Instant::now() + timeout;
+        let (lock, read) = self.read(name, deadline)?;
+        let fence = read.fence();
+        if let Some((foreign, _)) = read.entries.iter().find(|(e, _)| e.foreign) {
+            let what = format!("a node in its queue ({})", foreign.key);
+            if token.is_some() {
+                return Ok(Forced::Foreign {
+                    what,
+                    fence,
+                    removed: false,
+                });
+            }
+            let path = format!("{lock}/{}", foreign.key);
+            let removed = self.delete(&path, deadline)?;
+            return Ok(Forced::Foreign {
+                what,
+                fence: self.fence_after(&lock, deadline)?.unwrap_or(fence),
+                removed,
+            });
+        }
+        let queue: Vec<Entry> = read.entries.iter().map(|(e, _)| e.clone()).collect();
+        let holders = &read.entries[..queue::holders(&queue).len()];
+        let held_as = holders
+            .first()
+            .map(|(e, _)| HeldAs::from_stored(&e.kind))
+            .unwrap_or(HeldAs::Kind(Kind::Exclusive));
+        let several = matches!(held_as.kind(), Some(Kind::Limit(_) | Kind::Shared));
+        let chosen = match token {
+            Some(token) => holders
+                .iter()
+                .find(|(_, data)| queue::holder_of(data).0 == token),
+            None => holders.first(),
+        };
+        let Some((entry, data)) = chosen else {
+            return Ok(match (holders.first(), token.is_some(), several) {
+                (None, _, _) => Forced::Free { fence, cleared: 0 },
+                (Some((_, data)), true, false) => Forced::Other {
+                    token: queue::holder_of(data).0,
+                    fence,
+                },
+                (Some(_), _, _) => Forced::NotAHolder {
+                    held_as,
+                    holders: holders.len() as u64,
+                    fence,
+                },
+            });
+        };
+        if several && token.is_none() && holders.len() > 1 {
+            return Ok(Forced::Several {
+                held_as,
+                holders: holders.len() as u64,
+                fence,
+            });
+        }
+        let path = format!("{lock}/{}", entry.key);
+        if !self.delete(&path, deadline)? {
+            // It left (or its session ended) between the read and the delete.
+            return Ok(Forced::Free { fence, cleared: 0 });
+        }
+        let (removed, holder): (String, Option<Holder>) = queue::holder_of(data);
+        // The delete's zxid, past the removed holder's token: every entry made after it, the
+        // waiters' next ones included, has a larger one.
+        Ok(Forced::Removed {
+            token: removed,
+            fence: self.fence_after(&lock, deadline)?.unwrap_or(fence),
+            holder,
+            held_as,
+            left: holders.len().saturating_sub(1) as u64,
+        })
+    }
+}
+
+impl ZkNode {
+    /// `path` deleted whatever its version; false when it was gone already.
+    fn delete(&mut self, path: &str, deadline: Instant) -> Result<bool, Failure> {
+        let path = path.to_owned();
+        match self
+            .conn
+            .run(deadline, |c| async move { c.delete(&path, None).await })
+        {
+            Ok(()) => Ok(true),
+            Err(Error::NoNode) => Ok(false),
+            Err(err) => Err(self.failure(err)),
+        }
+    }
+
+    /// The lock's fencing counter now (its children's last change), None without a node.
+    fn fence_after(&mut self, lock: &str, deadline: Instant) -> Result<Option<i64>, Failure> {
+        let lock = lock.to_owned();
+        match self
+            .conn
+            .run(deadline, |c| async move { c.check_stat(&lock).await })
+        {
+            Ok(stat) => Ok(stat.map(|s| s.pzxid)),
+            Err(err) => Err(self.failure(err)),
+        }
+    }
+}
