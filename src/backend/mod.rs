@@ -65,6 +65,7 @@ pub(crate) struct Connect<'a> {
 /// `zks://` ZooKeeper, anything
 /// else is for Redis to read (and refuse, if it is not one of its own).
 pub(crate) fn open(connect: Connect) -> Result<Box<dyn Backend>, String> {
+    tls::ring_by_default();
     let kinds: Vec<Kind> = connect
         .urls
         .iter()

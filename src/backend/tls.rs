@@ -13,10 +13,20 @@ use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme
 
 use crate::backend::Tls;
 
+/// Make ring the process's rustls crypto provider, if none is yet: rustls picks one by itself
+/// only when one provider is built, and zookeeper-client's TLS builds rustls with its default
+/// aws-lc-rs beside the ring every other client here uses, whose own configurations (tonic's,
+/// tokio-postgres-rustls's, zookeeper-client's) take the process's. Called before any
+/// connection is made ([`crate::backend::open`], [`build`]); a second call changes nothing.
+pub(crate) fn ring_by_default() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// The rustls client configuration `tls` asks for, the way the redis crate builds it for its
 /// own connections (`create_rustls_config` in redis 1.8.1: no SNI when verification is off); an
 /// error (never showing a key) when the files or the trust store cannot be used.
 pub(crate) fn build(tls: &Tls) -> Result<ClientConfig, String> {
+    ring_by_default();
     let roots = match &tls.ca_cert {
         // Nothing is verified: no trust store to read.
         _ if tls.insecure => RootCertStore::empty(),

@@ -13,7 +13,7 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use zookeeper_client::{Client, Error};
+use zookeeper_client::{Client, Error, TlsOptions};
 
 use crate::backend::blocking::Blocking;
 use crate::lock::{Failure, Reason};
@@ -27,6 +27,8 @@ pub(crate) struct Ensemble {
     pub shown: String,
     /// Digest authentication: the user and the password.
     pub digest: Option<(String, String)>,
+    /// `zks://`: TLS to every member.
+    pub tls: Option<TlsOptions>,
 }
 
 /// How long a session's close is awaited at most: one round trip to a member that is well. The
@@ -109,9 +111,15 @@ impl Conn {
             connector = connector.with_auth("digest", format!("{user}:{password}").as_bytes());
         }
         let connect = self.ensemble.connect.clone();
+        let connecting = async {
+            match self.ensemble.tls.clone() {
+                Some(tls) => connector.with_tls(tls).secure_connect(&connect).await,
+                None => connector.connect(&connect).await,
+            }
+        };
         let client = self
             .runtime
-            .block_on(deadline, connector.connect(&connect))
+            .block_on(deadline, connecting)
             .unwrap_or(Err(Error::Timeout))?;
         self.client = Some(client.clone());
         self.sessions += 1;
@@ -141,6 +149,15 @@ impl Conn {
         let at = &self.ensemble.shown;
         match err {
             Error::Timeout => Failure::Unreachable(format!("no answer from ZooKeeper at {at} in time").into()),
+            // zookeeper-client keeps no cause: over TLS, a handshake refused looks the same.
+            Error::NoHosts if self.ensemble.tls.is_some() => Failure::Unreachable(
+                format!(
+                    "no member of ZooKeeper at {at} could be reached (each refused, did not answer, \
+                     or failed the TLS handshake: check that --tls-ca-cert signed the members' \
+                     certificates and that they name the URL's hosts)"
+                )
+                .into(),
+            ),
             Error::NoHosts => Failure::Unreachable(
                 format!("no member of ZooKeeper at {at} could be reached (each refused or did not answer)").into(),
             ),

@@ -24,9 +24,9 @@ mod url;
 
 use std::time::Duration;
 
-use zookeeper_client::Acls;
+use zookeeper_client::{Acls, TlsOptions};
 
-use crate::backend::Connect;
+use crate::backend::{Connect, Tls};
 use crate::lock::{Backend, Capabilities, Locker, Node, RunSpec};
 use client::{Conn, Ensemble};
 
@@ -42,7 +42,8 @@ pub(crate) struct ZooKeeper {
 }
 
 /// The ensemble `connect` names. Refused in one line: several URLs (the members of one
-/// ensemble go in one), a password without a user, the TLS options without `zks://`.
+/// ensemble go in one), a password without a user, the TLS options without `zks://`, and
+/// `zks://` without `--tls-ca-cert` or with `--tls-insecure`.
 pub(crate) fn open(connect: Connect) -> Result<ZooKeeper, String> {
     let Connect {
         urls,
@@ -81,17 +82,16 @@ pub(crate) fn open(connect: Connect) -> Result<ZooKeeper, String> {
         }
         (None, None) => None,
     };
-    if parsed.tls {
-        return Err(format!(
-            "zks:// (ZooKeeper over TLS) is not supported by this build yet: {}",
-            parsed.shown()
-        ));
+    let tls = if parsed.tls {
+        Some(tls_options(&tls, &parsed.shown())?)
     } else if tls.is_set() {
         return Err(format!(
             "the TLS options need a zks:// URL: {}",
             parsed.shown()
         ));
-    }
+    } else {
+        None
+    };
     let base = url::base(&parsed.chroot, &prefix)?;
     let connect = format!("{}{}", parsed.connect_string(), parsed.chroot);
     Ok(ZooKeeper {
@@ -99,10 +99,52 @@ pub(crate) fn open(connect: Connect) -> Result<ZooKeeper, String> {
             connect,
             shown: parsed.shown(),
             digest,
+            tls,
         },
         base,
         prefix,
     })
+}
+
+/// The TLS of `zks://`: the members' certificates verified against `--tls-ca-cert`, their
+/// names against the URL's hosts, and a client certificate given where asked. The CA must be
+/// given: a ZooKeeper ensemble's certificates come from its operators' own CA (its keystores),
+/// not from the ones a system trusts. `--tls-insecure` is refused: ZooKeeper's own clients
+/// verify the members unless told not to in their configuration, and so does redlock.
+fn tls_options(tls: &Tls, shown: &str) -> Result<TlsOptions, String> {
+    if tls.insecure {
+        return Err(
+            "--tls-insecure does not work with zks://: give the CA that signed the members' \
+             certificates with --tls-ca-cert"
+                .into(),
+        );
+    }
+    let Some(ca) = &tls.ca_cert else {
+        return Err(format!(
+            "zks:// needs the CA that signed the members' certificates: give it with \
+             --tls-ca-cert ({shown})"
+        ));
+    };
+    let text = |pem: &[u8], what: &str| {
+        std::str::from_utf8(pem)
+            .map(str::to_owned)
+            .map_err(|_| format!("the {what} is not PEM text"))
+    };
+    let mut options = TlsOptions::new()
+        .with_pem_ca(&text(ca, "CA certificate (--tls-ca-cert)")?)
+        .map_err(|_| "--tls-ca-cert holds no certificate redlock can use (PEM)".to_owned())?;
+    if let Some((cert, key)) = &tls.client {
+        options = options
+            .with_pem_identity(
+                &text(cert, "client certificate (--tls-cert)")?,
+                &text(key, "client key (--tls-key)")?,
+            )
+            .map_err(|_| {
+                "--tls-cert and --tls-key hold no certificate and key redlock can use (PEM)"
+                    .to_owned()
+            })?;
+    }
+    Ok(options)
 }
 
 impl ZooKeeper {

@@ -341,6 +341,7 @@ fn connect(host: &str, port: u16) -> Connected {
 /// [`PROBE_WAIT`]. The hello is rustls's own; no certificate is looked at, as the handshake goes
 /// no further than the server's first record.
 fn tls_answer(stream: TcpStream, host: &str) -> Option<Vec<u8>> {
+    crate::backend::tls::ring_by_default();
     let config = rustls::ClientConfig::builder()
         .with_root_certificates(rustls::RootCertStore::empty())
         .with_no_client_auth();
