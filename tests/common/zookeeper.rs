@@ -5,8 +5,10 @@
 //! four-letter words, and a small client of the fixture's own ([`ZkClient`]) for what redlock
 //! left in it.
 //!
-//! Made for Debian's ZooKeeper 3.8 (`libzookeeper-java`; its `zookeeper` package adds only the
-//! scripts and a service on port 2181, which no test uses). Each member runs as `java -cp
+//! Made for Debian's ZooKeeper 3.8: the jars of `libzookeeper-java` (and of `libslf4j-java` and
+//! `liblog4j1.2-java`, which it depends on), run by `default-jre-headless`'s java. Debian's
+//! `zookeeper` package adds only scripts and /etc/zookeeper, `zookeeperd` a service on port 2181:
+//! the tests need neither. Each member runs as `java -cp
 //! CONFDIR:zookeeper.jar:slf4j-log4j12.jar:log4j-1.2.jar QuorumPeerMain CONFDIR/zoo.cfg`, not
 //! through `zkServer.sh`, which on Debian reads /etc/zookeeper/conf whatever ZOOCFGDIR says.
 //! zookeeper.jar's manifest names the jars it needs but no logging backend for slf4j (without
