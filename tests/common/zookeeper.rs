@@ -29,7 +29,7 @@
 //! fsync per write (`forceSync=no`): a member killed loses nothing the kernel took, and beside
 //! a disk hog the slowest write took 0.03 s where fsyncs took it to 0.6 s. Three members serve
 //! 1.3 to 2 s after their start, a standalone one 0.3 to 0.7 s; the leader killed, the next one
-//! leads within 0.4 s.
+//! leads after about 0.4 s.
 
 mod client;
 mod setup;

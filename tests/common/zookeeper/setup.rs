@@ -9,11 +9,12 @@ use super::ZkOpts;
 use crate::common::TempDir;
 use crate::common::etcd::find_binary;
 
-/// The JVM's flags for a member: a small heap; the serial collector (no GC threads to compete
-/// for 2 cores); only the quick compiler (C1), which a member that lives seconds profits from;
-/// no perf data file in /tmp/hsperfdata_*, which a SIGKILLed JVM leaves behind. Measured on 2
-/// cores, three members started at once served after 1.3 to 2.6 s with no flags and 1.0 to 1.4 s
-/// with these. (`-Xshare:auto` is JDK 17's default already.)
+/// The JVM's flags for a member: a small heap; the serial collector (fewer threads to compete
+/// for 2 cores: 35 a member, not 43); only the quick compiler (C1), which a member that lives
+/// seconds profits from; no perf data file in /tmp/hsperfdata_*, which a SIGKILLed JVM leaves
+/// behind. Three members started at once on 2 busy cores served after 1.21 s (median of 7;
+/// 1.13 to 1.29) with these, 1.58 s (1.30 to 3.33) with none; C1 did most of it. Class data
+/// sharing (`-Xshare:auto`) is JDK 17's default already: off, they took 1.83 s.
 const JVM_FLAGS: &[&str] = &[
     "-Xmx128m",
     "-XX:+UseSerialGC",
