@@ -8,6 +8,9 @@
 # Debian's cron runs the crontab recipes in the crond module; the conformance and etcd modules
 # start 3-member etcd clusters of Debian's etcd-server on free ports (its package may start a
 # service on 2379 when installed; no test uses that one), read with its etcdctl (etcd-client).
+# The ZooKeeper backend's tests, and zk_fixture:: which checks their fixture, start 3-member
+# ZooKeeper ensembles on free ports: Debian's ZooKeeper 3.8 jars (libzookeeper-java, a file
+# and not a command) run by java (default-jre-headless), with no script and no service.
 # The partition suite (tests/partition.rs, run by the last line's `cargo test --locked`), and
 # the chaos suite's partition phases, need root: it makes network namespaces with ip (iproute2), cuts one way with nft (nftables) and
 # gives each host its hostname with unshare (util-linux).
@@ -16,6 +19,7 @@ cd "$(dirname "$0")/.."
 . scripts/need.sh
 need_packages tmux openssl groff:groff-base man:man-db fish promtool:prometheus \
   pg_ctlcluster:postgresql pgbouncer jq pgrep:procps cron etcd:etcd-server etcdctl:etcd-client \
+  java:default-jre-headless /usr/share/java/zookeeper.jar:libzookeeper-java \
   ip:iproute2 nft:nftables unshare:util-linux
 cargo fmt --check
 cargo clippy --all-targets --locked -- -D warnings

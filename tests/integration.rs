@@ -35,6 +35,9 @@ mod integration {
     mod etcd_record;
     // The etcd cluster fixture itself: a leader killed and replaced, restarts, compaction, leases.
     mod etcd_fixture;
+    // The ZooKeeper ensemble fixture itself: a leader killed and replaced, restarts, a stopped
+    // majority, its client beside ZooKeeper's own.
+    mod zk_fixture;
 
     // Admin subcommands: status and list show holders, release --force breaks a lock and fences it.
     mod admin;

@@ -32,7 +32,9 @@ pub fn etcdctl_binary() -> PathBuf {
     find_binary("REDLOCK_TEST_ETCDCTL", "etcdctl", "etcd-client")
 }
 
-fn find_binary(var: &str, name: &str, package: &str) -> PathBuf {
+/// `var`'s path if it names one, else `name` from PATH; panics, naming Debian's `package`, when
+/// there is neither.
+pub(super) fn find_binary(var: &str, name: &str, package: &str) -> PathBuf {
     if let Some(path) = std::env::var_os(var).filter(|p| !p.is_empty()) {
         return PathBuf::from(path);
     }
@@ -731,13 +733,14 @@ pub(super) fn retry<T>(
 }
 
 /// `n` distinct loopback ports that were free a moment ago: all bound at once, so none repeats,
-/// then let go. None is etcd's default 2379 or 2380, where a system etcd may listen.
-fn free_ports(n: usize) -> Vec<u16> {
+/// then let go. None is a port where a system's etcd or ZooKeeper may listen: etcd's 2379 and
+/// 2380, ZooKeeper's 2181, 2888 and 3888, its admin server's 8080.
+pub(super) fn free_ports(n: usize) -> Vec<u16> {
     let mut held = Vec::new();
     while held.len() < n {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        if port != 2379 && port != 2380 {
+        if ![2379, 2380, 2181, 2888, 3888, 8080].contains(&port) {
             held.push(listener);
         }
     }

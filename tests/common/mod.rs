@@ -1,7 +1,8 @@
 //! Test fixtures shared by the integration, chaos and partition suites: a throwaway
-//! `redis-server` per test, a fault-injecting proxy before it, etcd clusters and PostgreSQL
-//! servers, hosts in network namespaces, temp dirs, the redlock command, and polling helpers
-//! that synchronise on files the worker scripts write instead of on sleeps.
+//! `redis-server` per test, a fault-injecting proxy before it, etcd clusters, ZooKeeper
+//! ensembles and PostgreSQL servers, hosts in network namespaces, temp dirs, the redlock
+//! command, and polling helpers that synchronise on files the worker scripts write instead of on
+//! sleeps.
 
 mod etcd;
 // Hosts in network namespaces on two switches, and etcd members on them: the partition suite's
@@ -19,6 +20,7 @@ mod redlock;
 mod scripts;
 mod server;
 mod tempdir;
+mod zookeeper;
 
 // The chaos suite starts no etcd: its allowance (on `mod common`) is for dead code only.
 #[allow(unused_imports)]
@@ -34,3 +36,6 @@ pub use self::redlock::*;
 pub use self::scripts::*;
 pub use self::server::*;
 pub use self::tempdir::*;
+// Nor ZooKeeper.
+#[allow(unused_imports)]
+pub use self::zookeeper::*;
