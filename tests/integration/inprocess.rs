@@ -1,5 +1,6 @@
 //! The in-process conformance suite (`redlock::conformance`): the same cases against the model
-//! of the lock, one Redis server, a 3-member etcd cluster and PostgreSQL, each fixture doing
+//! of the lock, one Redis server, a 3-member etcd cluster, PostgreSQL and a 3-member ZooKeeper
+//! ensemble, each fixture doing
 //! what the suite asks of its server through one `Service`; then the model-based property test,
 //! the model beside each real backend. One server per backend, its cases one after another,
 //! each on locks of its own.
@@ -111,6 +112,30 @@ impl Service for Postgres {
     }
 }
 
+/// Every member of one ZooKeeper ensemble at once.
+struct ZooKeeper(Mutex<ZkEnsemble>);
+
+impl Service for ZooKeeper {
+    fn freeze(&self) {
+        let mut zk = self.0.lock().unwrap();
+        (0..zk.size()).for_each(|i| zk.stop(i));
+    }
+    fn thaw(&self) {
+        let mut zk = self.0.lock().unwrap();
+        (0..zk.size()).for_each(|i| zk.resume(i));
+    }
+    fn kill(&self) {
+        let mut zk = self.0.lock().unwrap();
+        (0..zk.size()).for_each(|i| zk.kill(i));
+    }
+    fn restart(&self) {
+        self.0.lock().unwrap().restart_all();
+    }
+    fn advance(&self, by: Duration) {
+        std::thread::sleep(by);
+    }
+}
+
 fn redis() -> Subject {
     let server = RedisServer::start();
     let url = server.url();
@@ -123,6 +148,17 @@ fn etcd() -> Subject {
     let cluster = EtcdCluster::start();
     let url = cluster.url();
     let service = Box::new(Etcd(Mutex::new(cluster)));
+    Subject::open(&[&url], service, Duration::from_secs(2)).unwrap()
+}
+
+/// A session's timeout is the lease. ZooKeeper ends a session at the first tick after its
+/// timeout (the fixture's ticks are 200 ms): with a lease of 2 s, that is at most a tenth of
+/// a lease late, short of the cases' margins (a quarter of a lease after a thaw; the property
+/// test's steps of 0.4 of a lease, the nearest 1.2 leases).
+fn zookeeper() -> Subject {
+    let ensemble = ZkEnsemble::start();
+    let url = ensemble.url();
+    let service = Box::new(ZooKeeper(Mutex::new(ensemble)));
     Subject::open(&[&url], service, Duration::from_secs(2)).unwrap()
 }
 
@@ -146,6 +182,11 @@ fn redis_conforms() {
 #[test]
 fn etcd_conforms() {
     conforms("etcd", &etcd());
+}
+
+#[test]
+fn zookeeper_conforms() {
+    conforms("zookeeper", &zookeeper());
 }
 
 #[test]
@@ -211,6 +252,11 @@ fn etcd_answers_as_the_model() {
     let first = [Op::Take(1), Op::Take(0), Op::Renew(0)];
     conformance::compare(&model, &etcd, "first", &[Kind::Exclusive; 3], &first).unwrap();
     model_beside("etcd", &etcd, 8);
+}
+
+#[test]
+fn zookeeper_answers_as_the_model() {
+    model_beside("zookeeper", &zookeeper(), 8);
 }
 
 #[test]

@@ -45,6 +45,8 @@ pub(crate) struct Conn {
     client: Option<Client>,
     /// How many sessions were made: an ephemeral node made in an earlier one is gone.
     sessions: u64,
+    /// When the client last ran (a request or a wait on the runtime).
+    ran: Instant,
 }
 
 impl Conn {
@@ -55,6 +57,7 @@ impl Conn {
             runtime: Blocking::new(),
             client: None,
             sessions: 0,
+            ran: Instant::now(),
         }
     }
 
@@ -78,11 +81,24 @@ impl Conn {
         F: FnOnce(Client) -> Fut,
         Fut: Future<Output = Result<T, Error>>,
     {
-        let client = self.client(deadline)?;
+        let mut client = self.client(deadline)?;
+        if self.ran.elapsed() > self.timeout / 2 {
+            // The client's task has not run for a while: the first thing it does when it runs
+            // is to find its connection silent for longer than its limit, drop it, and fail
+            // what is under way (the request's answer may still come, and be lost). A read
+            // takes that failure, not the request; the client connects again meanwhile, to
+            // the same session if the server kept it, else to a new one.
+            let _ = self.runtime.block_on(deadline, client.check_stat("/"));
+            if client.state().is_terminated() {
+                self.client = None;
+                client = self.client(deadline)?;
+            }
+        }
         let answer = self
             .runtime
             .block_on(deadline, request(client))
             .unwrap_or(Err(Error::Timeout));
+        self.ran = Instant::now();
         if matches!(answer, Err(Error::SessionExpired | Error::SessionMoved)) {
             self.client = None;
         }
@@ -123,6 +139,7 @@ impl Conn {
             .unwrap_or(Err(Error::Timeout))?;
         self.client = Some(client.clone());
         self.sessions += 1;
+        self.ran = Instant::now();
         Ok(client)
     }
 
@@ -161,7 +178,9 @@ impl Conn {
             Error::NoHosts => Failure::Unreachable(
                 format!("no member of ZooKeeper at {at} could be reached (each refused or did not answer)").into(),
             ),
-            Error::ConnectionLoss
+            // zookeeper-client's own: a connection that went silent or failed (I/O).
+            Error::Custom(_)
+            | Error::ConnectionLoss
             | Error::ClientClosed
             | Error::SessionExpired
             | Error::SessionMoved

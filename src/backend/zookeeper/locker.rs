@@ -27,11 +27,12 @@ use zookeeper_client::{Acls, Client, CreateMode, Error};
 
 use super::client::Conn;
 use super::names::{self, Named};
+use super::record::Counted;
 use super::recorder::{Recorder, Written};
 use crate::backend::block::{Allowances, Block};
 use crate::backend::queue::{self, Place, Watch};
 use crate::backend::run_record;
-use crate::lock::record::{RunEnding, Tenure};
+use crate::lock::record::{RunEnding, Tenure, VANISHED};
 use crate::lock::{
     Acquire, Failure, Held, Holder, Interrupt, Kind, Locker, Renewal, RunSpec, Until,
 };
@@ -52,6 +53,8 @@ pub(crate) struct ZkLocker {
     lock: String,
     token: String,
     kind: Kind,
+    /// `--fair`: a turned-away run says when the lock is free but promised to a waiter ahead.
+    fair: bool,
     holder: Holder,
     /// The lease asked for: the session's timeout, shown by `status` as the longest the lock
     /// outlives its holder once that goes silent.
@@ -103,6 +106,7 @@ impl ZkLocker {
             lock,
             token: run.token.clone(),
             kind: run.kind,
+            fair: run.fair,
             holder: run.holder.clone(),
             ttl: run.ttl,
             acls,
@@ -188,15 +192,27 @@ impl ZkLocker {
                     // The lock's node is made when first used, and deleted by the server
                     // (a container) once its last child is gone: made again, and the entry
                     // with it.
-                    Err(Error::NoNode) => {
-                        make_lock_node(&c, &lock, acls).await?;
-                        c.create(&prefix, &data, &entry).await
-                    }
-                    other => other,
+                    Err(Error::NoNode) => match make_lock_node(&c, &lock, acls).await {
+                        Ok(()) => c.create(&prefix, &data, &entry).await.map(Some),
+                        // zookeeper-client's mkdir: the chroot itself is not there.
+                        Err(Error::NoNode) => Ok(None),
+                        Err(err) => Err(err),
+                    },
+                    other => other.map(Some),
                 }
             });
             match created {
-                Ok((stat, seq)) => {
+                Ok(None) => {
+                    return Err(Failure::Refused(
+                        format!(
+                            "ZooKeeper at {} has no node for the URL's chroot: make it first \
+                             (zkCli.sh create PATH), or give a URL without one",
+                            self.conn.shown()
+                        )
+                        .into(),
+                    ));
+                }
+                Ok(Some((stat, seq))) => {
                     let seq = seq.into_i64();
                     let name = format!("{}{seq:010}", names::entry_prefix(self.kind, &self.token));
                     let own = Own {
@@ -249,6 +265,23 @@ impl ZkLocker {
         };
         self.entry = Some(own.clone());
         Ok(own)
+    }
+
+    /// Whether a `--fair` run turned away was turned away from a lock that is free but promised
+    /// to the waiters ahead: a shared run is behind a waiting exclusive one; an exclusive one
+    /// finds a head of the queue whose run has not started (a waiter not yet woken).
+    fn promised(&mut self, children: &[String], deadline: Instant) -> bool {
+        let entries = names::entries(children);
+        let holders = queue::holders(&entries);
+        if self.kind == Kind::Shared {
+            return holders.iter().all(|e| e.kind == Kind::Shared.stored());
+        }
+        let Ok((record, _)) = self.recorder.read(&mut self.conn, deadline) else {
+            return false;
+        };
+        !holders
+            .iter()
+            .all(|e| names::parse(&e.key).is_some_and(|named| record.running(&named.token)))
     }
 
     /// How long ago a run succeeded, when that is within the `--min-interval` it ran with
@@ -323,9 +356,11 @@ impl ZkLocker {
         let token = self.token.clone();
         self.recorder
             .write(&mut self.conn, deadline, entry, |record| {
-                // Once: a lost run whose end an earlier attempt wrote is not counted twice.
-                if entry.is_some() || record.outcome_of(&token).is_none() {
-                    record.end(&run);
+                // Once: a lost run whose end an earlier attempt wrote is not counted twice (one
+                // the next holder marked vanished is, as lost, its vanishing taken back).
+                match record.outcome_of(&token) {
+                    Some(outcome) if entry.is_none() && outcome != VANISHED => Counted::default(),
+                    _ => record.end(&run),
                 }
             })
     }
@@ -352,9 +387,7 @@ impl ZkLocker {
 
     /// A busy or skipped run counted in the record.
     fn count(&mut self, label: &str, deadline: Instant) {
-        let _ = self
-            .recorder
-            .write(&mut self.conn, deadline, None, |record| record.count(label));
+        let _ = self.recorder.count(&mut self.conn, deadline, label);
     }
 
     /// What a renewal or release that found no entry of its own found instead.
@@ -375,8 +408,16 @@ async fn make_lock_node(client: &Client, lock: &str, acls: Acls<'_>) -> Result<(
 impl Locker for ZkLocker {
     fn acquire(&mut self, ttl: Duration, timeout: Duration) -> Result<Acquire, Failure> {
         let deadline = Instant::now() + timeout;
-        let own = self.join(ttl, deadline)?;
-        let children = self.children(deadline)?;
+        let mut own = self.join(ttl, deadline)?;
+        let mut children = self.children(deadline)?;
+        if !children.contains(&own.name) {
+            // Its entry was deleted (`release --force` sends the waiters to the back, and takes
+            // the lock from its holder): a new one, at the back.
+            self.entry = None;
+            self.taken = None;
+            own = self.join(ttl, deadline)?;
+            children = self.children(deadline)?;
+        }
         match queue::place(&names::entries(&children), own.seq, self.kind) {
             Place::Holds => {
                 self.watch = None;
@@ -399,9 +440,10 @@ impl Locker for ZkLocker {
             }
             Place::Behind(watch) => {
                 self.watch = Some(watch);
+                let queued = self.fair && self.promised(&children, deadline);
                 Ok(Acquire::Busy {
                     remaining: None,
-                    queued: false,
+                    queued,
                 })
             }
             Place::Mismatch(found) => {
@@ -464,12 +506,14 @@ impl Locker for ZkLocker {
         };
         let deadline = Instant::now() + timeout;
         let run = run_record::started(&self.token, &self.holder, taken.at_ms, Some(taken.fence));
+        let fence = taken.fence;
         let _ = self
             .recorder
             .write(&mut self.conn, deadline, None, |record| {
                 let live: Vec<&str> = seen.iter().map(String::as_str).collect();
-                record.vanish(&live);
+                let vanished = record.vanish(fence, &live);
                 record.start(&run);
+                vanished
             });
     }
 

@@ -7,6 +7,7 @@
 //! |---|---|---|
 //! | `lock-TOKEN-0000000007` | an exclusive client (`limit3-`, `shared-` for the others) | ephemeral, sequential |
 //! | `record` | the record of the lock's runs (`record`) | persistent, with a TTL where the server has them |
+//! | `count-LABEL`, `uncount-LABEL` | a counter of the record, and counts taken back: the node's version is the count | as `record` |
 //!
 //! KIND is `lock`, `limitN` or `shared` ([`Kind::stored`] without its space); TOKEN the run's
 //! owner token (a UUID: letters, digits and dashes); SEQUENCE the ten digits ZooKeeper appends,
@@ -17,6 +18,27 @@ use crate::lock::Kind;
 
 /// The record's child.
 pub(crate) const RECORD: &str = "record";
+
+/// The child that counts `label`, or (`up` false) takes counts of it back.
+pub(crate) fn counter(label: &str, up: bool) -> String {
+    format!("{}{label}", if up { COUNT } else { UNCOUNT })
+}
+
+const COUNT: &str = "count-";
+const UNCOUNT: &str = "uncount-";
+
+/// The label a child counts, and whether it counts up; None for a child that is no counter.
+pub(crate) fn counted(child: &str) -> Option<(&str, bool)> {
+    match child.strip_prefix(COUNT) {
+        Some(label) => Some((label, true)),
+        None => child.strip_prefix(UNCOUNT).map(|label| (label, false)),
+    }
+}
+
+/// Whether a child is the record's (the record, or a counter), not a client's entry.
+pub(crate) fn of_the_record(child: &str) -> bool {
+    child == RECORD || counted(child).is_some()
+}
 
 /// What ZooKeeper is given to name a client's entry: `KIND-TOKEN-`, to which it appends the
 /// sequence.
@@ -62,7 +84,7 @@ pub(crate) fn parse(child: &str) -> Option<Named> {
 pub(crate) fn entries(children: &[String]) -> Vec<Entry> {
     children
         .iter()
-        .filter(|c| c.as_str() != RECORD)
+        .filter(|c| !of_the_record(c))
         .map(|child| match parse(child) {
             Some(named) => Entry {
                 key: child.clone(),
@@ -121,14 +143,27 @@ mod tests {
 
     #[test]
     fn the_queue_is_the_entries_and_a_stranger_is_foreign() {
-        let children: Vec<String> = ["record", "lock-a-0000000002", "lock-b-0000000001", "x"]
-            .map(String::from)
-            .to_vec();
+        let children: Vec<String> = [
+            "record",
+            "count-busy",
+            "uncount-vanished",
+            "lock-a-0000000002",
+            "lock-b-0000000001",
+            "x",
+        ]
+        .map(String::from)
+        .to_vec();
         let queue = entries(&children);
         assert_eq!(queue.len(), 3);
         assert_eq!((queue[0].rev, queue[1].rev), (2, 1));
         assert!(queue[2].foreign);
         assert_eq!(find(&children, "b").unwrap().1.seq, 1);
         assert_eq!(find(&children, "c"), None);
+        assert_eq!(counted(&counter("busy", true)), Some(("busy", true)));
+        assert_eq!(
+            counted(&counter("vanished", false)),
+            Some(("vanished", false))
+        );
+        assert_eq!(counted("record"), None);
     }
 }

@@ -14,6 +14,7 @@ use super::recorder::Recorder;
 use super::url::Base;
 use crate::backend::queue::{self, Entry};
 use crate::backend::run_record::{self, now_ms};
+use crate::lock::record::Counts;
 use crate::lock::{
     Failure, Fence, Forced, HeldAs, Holder, Inspected, Kind, LockInfo, Node, Place, Runs, Several,
 };
@@ -25,12 +26,13 @@ pub(crate) struct ZkNode {
 }
 
 /// A lock as read: its node's Stat (None: no node), its entries in queue order with their
-/// data, and its record.
+/// data, and its record with its counts.
 struct Read {
     stat: Option<Stat>,
     /// Each child that is an entry, in the queue's order (foreign ones first).
     entries: Vec<(Entry, Vec<u8>)>,
     record: super::record::Record,
+    counts: Counts,
 }
 
 impl Read {
@@ -47,7 +49,7 @@ impl Read {
             .filter_map(|(e, _)| names::parse(&e.key).map(|n| n.token))
             .collect();
         let live: Vec<&str> = live.iter().map(String::as_str).collect();
-        self.record.runs(&live, now_ms())
+        self.record.runs(&live, self.counts.clone(), now_ms())
     }
 }
 
@@ -92,12 +94,16 @@ impl ZkNode {
         let (record, _) = recorder
             .read(&mut self.conn, deadline)
             .map_err(|e| self.failure(e))?;
+        let counts = recorder
+            .counts(&mut self.conn, deadline, &children)
+            .map_err(|e| self.failure(e))?;
         Ok((
             lock,
             Read {
                 stat,
                 entries,
                 record,
+                counts,
             },
         ))
     }
