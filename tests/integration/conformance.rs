@@ -1,6 +1,7 @@
 //! The contract every backend keeps, one set of tests run against each (object_store's
 //! `integration.rs` and ShedLock's `AbstractLockProviderIntegrationTest` are the models): a
-//! real Redis, a real 3-member etcd cluster, and a real PostgreSQL with redlock's tables. Exclusion and rising fencing tokens under
+//! real Redis, a real 3-member etcd cluster, a real PostgreSQL with redlock's tables, and a real
+//! 3-member ZooKeeper ensemble. Exclusion and rising fencing tokens under
 //! contention, the exit statuses, busy and `--wait` with a prompt hand-over, first come first
 //! served with `--fair`, `--limit`, `--shared`, `--min-interval`, the watchdog stopping a frozen
 //! holder's command, TERM forwarded, the admin commands, the counters and the metrics file. What only one
@@ -28,6 +29,25 @@ impl Service for RedisServer {
 impl Service for EtcdCluster {
     fn url(&self) -> String {
         EtcdCluster::url(self)
+    }
+}
+
+/// A 3-member ZooKeeper ensemble whose sessions may be as long as a minute (the fixture's
+/// ticks of 200 ms allow 4 s), for runs with the default `--ttl` of 30 s.
+pub struct ZkForRuns(pub ZkEnsemble);
+
+impl ZkForRuns {
+    pub fn start() -> Self {
+        Self(ZkEnsemble::start_with(ZkOpts {
+            extra_config: vec!["maxSessionTimeout=60000".to_owned()],
+            ..ZkOpts::default()
+        }))
+    }
+}
+
+impl Service for ZkForRuns {
+    fn url(&self) -> String {
+        self.0.url()
     }
 }
 
@@ -62,6 +82,9 @@ macro_rules! conformance {
         }
         mod on_postgres {
             $(#[test] fn $name() { super::$name(&super::PgWithTables::start()) })*
+        }
+        mod on_zookeeper {
+            $(#[test] fn $name() { super::$name(&super::ZkForRuns::start()) })*
         }
     };
 }

@@ -46,6 +46,9 @@ const WATCH: Allowances = Allowances {
     min_hold: Duration::from_millis(1),
 };
 
+/// The least time a count is given ([`ZkLocker::count`]).
+const COUNT_TIME: Duration = Duration::from_secs(1);
+
 /// A run's lock on ZooKeeper.
 pub(crate) struct ZkLocker {
     conn: Conn,
@@ -385,8 +388,11 @@ impl ZkLocker {
         released
     }
 
-    /// A busy or skipped run counted in the record.
+    /// A busy or skipped run counted in the record, given a second at least whatever the step
+    /// it closes has left (a run turned away without `--wait` has 100 ms for its whole leave):
+    /// a count is one request, as on etcd.
     fn count(&mut self, label: &str, deadline: Instant) {
+        let deadline = deadline.max(Instant::now() + COUNT_TIME);
         let _ = self.recorder.count(&mut self.conn, deadline, label);
     }
 
@@ -408,6 +414,14 @@ async fn make_lock_node(client: &Client, lock: &str, acls: Acls<'_>) -> Result<(
 impl Locker for ZkLocker {
     fn acquire(&mut self, ttl: Duration, timeout: Duration) -> Result<Acquire, Failure> {
         let deadline = Instant::now() + timeout;
+        // A run within the min-interval is skipped wherever it would queue; one that waited
+        // is looked at again once it holds, in case a run succeeded meanwhile.
+        if self.live_entry().is_none()
+            && let Some(ago) = self.skipped(deadline)?
+        {
+            self.count(crate::exit::Outcome::Skipped.label(), deadline);
+            return Ok(Acquire::Skipped { ago });
+        }
         let mut own = self.join(ttl, deadline)?;
         let mut children = self.children(deadline)?;
         if !children.contains(&own.name) {
@@ -455,19 +469,29 @@ impl Locker for ZkLocker {
 
     fn wait(&mut self, until: Until) -> Result<bool, Failure> {
         let block = Block::until(until, WATCH);
-        let (Some(watch), Some(_)) = (self.watch.clone(), self.live_entry()) else {
+        let (Some(watch), Some(own)) = (self.watch.clone(), self.live_entry()) else {
             return Ok(true);
         };
+        let (seq, kind) = (own.seq, self.kind);
         let limit = Instant::now() + block.limit;
         let lock = self.lock.clone();
         let interrupt = Arc::clone(&self.interrupt);
         let woken = self.conn.run(limit, |c| async move {
+            // The watch is set by a read: what it read may have changed since the take's look
+            // (the entry ahead gone, a place freed), and then the queue is read again at once.
             let watcher = match watch {
                 Watch::Key(key) => match c.check_and_watch_stat(&format!("{lock}/{key}")).await? {
                     (None, _) => return Ok(true),
                     (Some(_), watcher) => watcher,
                 },
-                Watch::Queue => c.get_and_watch_children(&lock).await?.2,
+                Watch::Queue => {
+                    let (children, _, watcher) = c.get_and_watch_children(&lock).await?;
+                    let place = queue::place(&names::entries(&children), seq, kind);
+                    if place != Place::Behind(Watch::Queue) {
+                        return Ok(true);
+                    }
+                    watcher
+                }
             };
             tokio::select! {
                 _ = watcher.changed() => Ok(true),

@@ -265,9 +265,17 @@ impl Node for ZkNode {
                 fence,
             });
         }
-        let path = format!("{lock}/{}", entry.key);
-        if !self.delete(&path, deadline)? {
-            // It left (or its session ended) between the read and the delete.
+        // The holder's entry and every waiter's, in one transaction: a waiter's entry is older
+        // than the delete, so its token would be smaller than the counter this reports. Each
+        // waiter finds its entry gone as it next looks, and queues anew (the order of the
+        // waiters may change), as on etcd.
+        let waiting = read.entries[holders.len()..].iter().map(|(e, _)| &e.key);
+        let doomed: Vec<String> = std::iter::once(&entry.key)
+            .chain(waiting)
+            .map(|key| format!("{lock}/{key}"))
+            .collect();
+        if !self.delete_all(doomed, deadline)? {
+            // One left (or its session ended) between the read and the delete.
             return Ok(Forced::Free { fence, cleared: 0 });
         }
         let (removed, holder): (String, Option<Holder>) = queue::holder_of(data);
@@ -291,6 +299,22 @@ impl ZkNode {
             .conn
             .run(deadline, |c| async move { c.delete(&path, None).await })
         {
+            Ok(()) => Ok(true),
+            Err(Error::NoNode) => Ok(false),
+            Err(err) => Err(self.failure(err)),
+        }
+    }
+
+    /// `paths` deleted whatever their versions, all or none; false when one was gone already.
+    fn delete_all(&mut self, paths: Vec<String>, deadline: Instant) -> Result<bool, Failure> {
+        let deleted = self.conn.run(deadline, |c| async move {
+            let mut txn = c.new_multi_writer();
+            for path in &paths {
+                txn.add_delete(path, None)?;
+            }
+            txn.commit().await.map(drop).map_err(Error::from)
+        });
+        match deleted {
             Ok(()) => Ok(true),
             Err(Error::NoNode) => Ok(false),
             Err(err) => Err(self.failure(err)),
