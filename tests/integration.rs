@@ -17,8 +17,8 @@ mod integration {
     // exit statuses, waiting, --fair, --limit, --shared, --min-interval, the watchdog, TERM,
     // the admin commands, metrics.
     mod conformance;
-    // The same contract in-process, at the boundary: the model of the lock, Redis, etcd and
-    // PostgreSQL through one case list with faults (frozen, killed, a holder gone, 100 at
+    // The same contract in-process, at the boundary: the model of the lock, Redis, etcd,
+    // PostgreSQL and ZooKeeper through one case list with faults (frozen, killed, a holder gone, 100 at
     // once), and random sequences on the model beside each real backend.
     mod inprocess;
     // etcd alone: a leader lost or frozen, no majority, a revoked lease, a restart of every
@@ -35,6 +35,9 @@ mod integration {
     mod etcd_record;
     // The etcd cluster fixture itself: a leader killed and replaced, restarts, compaction, leases.
     mod etcd_fixture;
+    // ZooKeeper alone: the leader lost or frozen, no majority, an entry deleted and a session
+    // ended, a restart of every member, a --ttl past the ensemble's sessions, the chroot.
+    mod zookeeper;
     // The ZooKeeper ensemble fixture itself: a leader killed and replaced, restarts, a stopped
     // majority, its client beside ZooKeeper's own.
     mod zk_fixture;

@@ -1,21 +1,25 @@
-//! The session with a ZooKeeper ensemble, blocking: zookeeper-client on `backend::blocking`'s
-//! current-thread runtime, made in the thread that uses it (the lease thread, after the
-//! watchdog's fork; an admin command's). The client's own task (its pings, its reconnects to
-//! another member, watch events) runs only while a request or a wait blocks on the runtime,
-//! so the session's life on the server counts from redlock's own requests: a run that stops
-//! renewing (its lease thread stuck) lets its session end a session timeout later, as a lease
-//! that is not renewed ends on every backend.
+//! The session with a ZooKeeper ensemble, blocking: zookeeper-client on a current-thread
+//! runtime driven by a thread of its own, made when the first request is (in the lease thread,
+//! after the watchdog's fork; in an admin command's). The client's task runs all along, as
+//! ZooKeeper's clients do: it pings when idle, so a member that hangs or goes silent is found
+//! out within the connection's timeout (a quarter of the session's) and left for another,
+//! with the session, while the lease still runs.
 //!
-//! A session is made on the first request and kept; one the server ended (expired) is
-//! forgotten, and the next request makes a new one. Closing it (the run's end) deletes its
-//! ephemeral nodes at once.
+//! The session is kept only while the run keeps its lease: until a session timeout after the
+//! last request that was answered was sent (a waiter's wait keeps it too), when a task of the
+//! runtime ends it. So a run that stops renewing (its lease thread stuck) gives the lock up when
+//! its lease would have ended on any backend, and not later; the close deletes its entry at
+//! once. A session the server ended (expired) is forgotten, and the next request makes a new
+//! one.
 
 use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tokio::runtime::Handle;
+use tokio::sync::{oneshot, watch};
 use zookeeper_client::{Client, Error, TlsOptions};
 
-use crate::backend::blocking::Blocking;
 use crate::lock::{Failure, Reason};
 
 /// Where the ensemble is and how to log in, as the URL gave it.
@@ -36,17 +40,74 @@ pub(crate) struct Ensemble {
 /// session times out, as it does when the run is killed.
 const CLOSE_WAIT: Duration = Duration::from_millis(200);
 
+/// Until when the session is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    Until(tokio::time::Instant),
+    /// While a waiter waits.
+    Always,
+}
+
+/// The runtime's thread, and what ends it.
+struct Runtime {
+    handle: Handle,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Runtime {
+    fn start() -> Runtime {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a current-thread runtime");
+        let handle = runtime.handle().clone();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("zookeeper".into())
+            .spawn(move || {
+                let _ = runtime.block_on(stopped);
+            })
+            .expect("a thread for the ZooKeeper session");
+        Runtime {
+            handle,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    /// Run `future` until it ends or `deadline` passes (None).
+    fn block_on<T>(&self, deadline: Instant, future: impl Future<Output = T>) -> Option<T> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        self.handle
+            .block_on(async { tokio::time::timeout(left, future).await.ok() })
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// The connection of one run (or one admin command) to the ensemble.
 pub(crate) struct Conn {
     ensemble: Ensemble,
     /// The session timeout asked for: the lease (`--ttl`) for a run.
     timeout: Duration,
-    runtime: Blocking,
-    client: Option<Client>,
+    runtime: Option<Runtime>,
+    /// The session's client; the keeper takes it (and so ends the session) when it is no longer
+    /// kept.
+    client: Arc<Mutex<Option<Client>>>,
+    /// Until when the session is kept, as the keeper reads it.
+    keep: watch::Sender<Keep>,
     /// How many sessions were made: an ephemeral node made in an earlier one is gone.
     sessions: u64,
-    /// When the client last ran (a request or a wait on the runtime).
-    ran: Instant,
 }
 
 impl Conn {
@@ -54,10 +115,10 @@ impl Conn {
         Self {
             ensemble,
             timeout,
-            runtime: Blocking::new(),
-            client: None,
+            runtime: None,
+            client: Arc::new(Mutex::new(None)),
+            keep: watch::channel(Keep::Always).0,
             sessions: 0,
-            ran: Instant::now(),
         }
     }
 
@@ -72,54 +133,79 @@ impl Conn {
         self.sessions
     }
 
+    fn runtime(&mut self) -> &Runtime {
+        self.runtime.get_or_insert_with(Runtime::start)
+    }
+
     /// `request` on the session (made first when there is none), answered by `deadline`: the
-    /// server's answer, or [`Error::Timeout`] when none came in time. A session the server
-    /// ended is forgotten, so that the next request makes a new one; the caller decides what
-    /// its end means ([`Error::SessionExpired`]).
+    /// server's answer, or [`Error::Timeout`] when none came in time. An answer keeps the
+    /// session a session timeout from when the request was sent. A session the server ended is
+    /// forgotten, so that the next request makes a new one; the caller decides what its end
+    /// means ([`Error::SessionExpired`]).
     pub(crate) fn run<T, F, Fut>(&mut self, deadline: Instant, request: F) -> Result<T, Error>
     where
         F: FnOnce(Client) -> Fut,
         Fut: Future<Output = Result<T, Error>>,
     {
-        let mut client = self.client(deadline)?;
-        if self.ran.elapsed() > self.timeout / 2 {
-            // The client's task has not run for a while: the first thing it does when it runs
-            // is to find its connection silent for longer than its limit, drop it, and fail
-            // what is under way (the request's answer may still come, and be lost). A read
-            // takes that failure, not the request; the client connects again meanwhile, to
-            // the same session if the server kept it, else to a new one.
-            let _ = self.runtime.block_on(deadline, client.check_stat("/"));
-            if client.state().is_terminated() {
-                self.client = None;
-                client = self.client(deadline)?;
-            }
-        }
+        let sent = tokio::time::Instant::now();
+        let client = self.client(deadline)?;
         let answer = self
-            .runtime
+            .runtime()
             .block_on(deadline, request(client))
             .unwrap_or(Err(Error::Timeout));
-        self.ran = Instant::now();
-        if matches!(answer, Err(Error::SessionExpired | Error::SessionMoved)) {
-            self.client = None;
+        match &answer {
+            Err(Error::SessionExpired | Error::SessionMoved) => self.forget(),
+            Err(Error::Timeout | Error::ConnectionLoss | Error::Custom(_)) => {}
+            _ => self.keep(Keep::Until(sent + self.timeout)),
         }
         answer
     }
 
-    /// The session's client, connected first when there is none.
-    pub(crate) fn client(&mut self, deadline: Instant) -> Result<Client, Error> {
-        if let Some(client) = &self.client {
-            if !client.state().is_terminated() {
-                return Ok(client.clone());
-            }
-            self.client = None;
+    /// `wait` (a waiter's wait on a watch, made with `client`), the session kept meanwhile and
+    /// a session timeout after; None when `deadline` came first.
+    pub(crate) fn wait<T, F, Fut>(&mut self, deadline: Instant, wait: F) -> Result<T, Error>
+    where
+        F: FnOnce(Client) -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        let client = self.client(deadline)?;
+        self.keep(Keep::Always);
+        let answer = self
+            .runtime()
+            .block_on(deadline, wait(client))
+            .unwrap_or(Err(Error::Timeout));
+        self.keep(Keep::Until(tokio::time::Instant::now() + self.timeout));
+        if matches!(answer, Err(Error::SessionExpired | Error::SessionMoved)) {
+            self.forget();
         }
+        answer
+    }
+
+    fn keep(&self, keep: Keep) {
+        self.keep.send_replace(keep);
+    }
+
+    fn forget(&self) {
+        self.client.lock().unwrap().take();
+    }
+
+    /// The session's client, connected first when there is none (or the last one ended).
+    pub(crate) fn client(&mut self, deadline: Instant) -> Result<Client, Error> {
+        if let Some(client) = self.client.lock().unwrap().as_ref()
+            && !client.state().is_terminated()
+        {
+            return Ok(client.clone());
+        }
+        self.forget();
         let mut connector = Client::connector()
             .with_session_timeout(self.timeout)
-            // Within 3/5 of the session timeout, so that zookeeper-client sets its connection's
-            // timeout to this rather than to 2/5 of the session's: the runtime is driven only
-            // while a request is under way, and a holder's requests are a third of the ttl
-            // apart, which must not look like a silent connection when the next one is made.
-            .with_connection_timeout(self.timeout * 3 / 5)
+            // A quarter of the session's: a member that goes silent (frozen, cut off) is left
+            // for another after that long without an answer to the client's pings, and so is one
+            // that takes no connection, in time for the renewals that follow. zookeeper-client's
+            // own default is two fifths, ZooKeeper's Java client's two thirds; a run's renewals
+            // are a third apart, and a frozen leader keeps its followers (and so every member)
+            // from serving for its ensemble's syncLimit on top.
+            .with_connection_timeout(self.timeout / 4)
             // Each member once, rather than round and round until the session's timeout: a
             // connection refused everywhere is a failed attempt, which the lease retries.
             .with_fail_eagerly();
@@ -127,33 +213,36 @@ impl Conn {
             connector = connector.with_auth("digest", format!("{user}:{password}").as_bytes());
         }
         let connect = self.ensemble.connect.clone();
-        let connecting = async {
-            match self.ensemble.tls.clone() {
+        let tls = self.ensemble.tls.clone();
+        let (slot, keep) = (Arc::clone(&self.client), self.keep.subscribe());
+        let sent = tokio::time::Instant::now();
+        let timeout = self.timeout;
+        let connected = self.runtime().block_on(deadline, async move {
+            let client = match tls {
                 Some(tls) => connector.with_tls(tls).secure_connect(&connect).await,
                 None => connector.connect(&connect).await,
-            }
-        };
-        let client = self
-            .runtime
-            .block_on(deadline, connecting)
-            .unwrap_or(Err(Error::Timeout))?;
-        self.client = Some(client.clone());
+            }?;
+            *slot.lock().unwrap() = Some(client.clone());
+            tokio::spawn(keeper(slot, keep, client.session_id()));
+            Ok::<_, Error>(client)
+        });
+        let client = connected.unwrap_or(Err(Error::Timeout))?;
         self.sessions += 1;
-        self.ran = Instant::now();
+        self.keep(Keep::Until(sent + timeout));
         Ok(client)
     }
 
     /// End the session (its ephemeral nodes deleted at once by the server), waiting for the
     /// close to be answered until `deadline` at most [`CLOSE_WAIT`] from now.
     pub(crate) fn close(&mut self, deadline: Instant) {
-        let Some(client) = self.client.take() else {
+        let Some(client) = self.client.lock().unwrap().take() else {
             return;
         };
         let mut state = client.state_watcher();
         // The last handle dropped closes the session: the client's task sends the close.
         drop(client);
         let until = deadline.min(Instant::now() + CLOSE_WAIT);
-        self.runtime.block_on(until, async {
+        self.runtime().block_on(until, async {
             while !state.peek_state().is_terminated() {
                 state.changed().await;
             }
@@ -211,5 +300,38 @@ impl Conn {
 impl Drop for Conn {
     fn drop(&mut self) {
         self.close(Instant::now() + CLOSE_WAIT);
+    }
+}
+
+/// Ends session `id` (drops its client, whose last handle's drop closes it) once `keep` says
+/// it is kept no longer; ends with the connection's owner, or when another session replaced it.
+async fn keeper(
+    slot: Arc<Mutex<Option<Client>>>,
+    mut keep: watch::Receiver<Keep>,
+    id: zookeeper_client::SessionId,
+) {
+    loop {
+        let until = *keep.borrow_and_update();
+        match until {
+            Keep::Always => {
+                if keep.changed().await.is_err() {
+                    return;
+                }
+            }
+            Keep::Until(at) => {
+                tokio::select! {
+                    () = tokio::time::sleep_until(at) => {
+                        let mut slot = slot.lock().unwrap();
+                        if slot.as_ref().is_some_and(|c| c.session_id() == id) {
+                            slot.take();
+                        }
+                        return;
+                    }
+                    changed = keep.changed() => if changed.is_err() {
+                        return;
+                    },
+                }
+            }
+        }
     }
 }

@@ -476,7 +476,7 @@ impl Locker for ZkLocker {
         let limit = Instant::now() + block.limit;
         let lock = self.lock.clone();
         let interrupt = Arc::clone(&self.interrupt);
-        let woken = self.conn.run(limit, |c| async move {
+        let woken = self.conn.wait(limit, |c| async move {
             // The watch is set by a read: what it read may have changed since the take's look
             // (the entry ahead gone, a place freed), and then the queue is read again at once.
             let watcher = match watch {

@@ -1,0 +1,231 @@
+//! What only ZooKeeper shows, on real 3-member ensembles: a member that dies or hangs costs a
+//! request, not the run (the leader SIGKILLed or SIGSTOPped during a hold); with no majority
+//! the command is stopped before the session could end on the server (76); a session the
+//! server ended, or an entry an operator deleted, stops the command (76); fencing tokens rise
+//! across a restart of every member; a session shorter than `--ttl` is refused; the URL's
+//! chroot, and what nothing is left of; the documented recipe as pasted.
+
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+
+use crate::common::*;
+
+/// A command that beats every 50 ms into `<tag>.hb` until `<tag>.go` exists, then exits 0.
+fn beating(dir: &TempDir, tag: &str) -> String {
+    format!(
+        "touch {ready}; while [ ! -e {go} ]; do date +%s%N >> {hb}; sleep 0.05; done",
+        ready = dir.sh(&format!("{tag}.ready")),
+        go = dir.sh(&format!("{tag}.go")),
+        hb = dir.sh(&format!("{tag}.hb")),
+    )
+}
+
+/// An ensemble whose sessions may last up to a minute (the fixture's default allows 4 s).
+fn ensemble() -> ZkEnsemble {
+    ZkEnsemble::start_with(ZkOpts {
+        extra_config: vec!["maxSessionTimeout=60000".to_owned()],
+        ..ZkOpts::default()
+    })
+}
+
+/// The children of lock `name`'s node under the default prefix.
+fn children(zk: &ZkEnsemble, name: &str) -> Vec<String> {
+    zk.ls(&format!("/redlock:{{{name}}}"))
+}
+
+/// The leader SIGKILLed, then the leader SIGSTOPped: the session moves to another member, and
+/// the command runs on to its end and exits 0.
+#[test]
+fn the_leader_killed_or_frozen_during_a_hold_costs_nothing() {
+    let mut zk = ensemble();
+    let dir = TempDir::new();
+    for fault in ["kill", "stop"] {
+        let tag = format!("h-{fault}");
+        let holder = Redlock::run_at(&zk.url())
+            .key("steady")
+            // A frozen leader keeps every member from serving until its followers give up on it
+            // (syncLimit: 2 s here) and elect another (0.4 s, more under load); the client
+            // leaves its silent member after a quarter of the session's timeout (2 s), and may
+            // try the frozen one again (2 s more). 8 s covers that on a loaded machine, as the
+            // default 30 s covers ZooKeeper's default 10 s of syncLimit.
+            .ttl("8s")
+            .sh(&beating(&dir, &tag))
+            .spawn();
+        wait_for_file(&dir.join(&format!("{tag}.ready")));
+        let leader = zk.leader();
+        match fault {
+            "kill" => zk.kill(leader),
+            _ => zk.stop(leader),
+        }
+        // Longer than the lease: the run holds on only if a renewal got through the fault.
+        std::thread::sleep(Duration::from_secs(10));
+        touch(&dir.join(&format!("{tag}.go")));
+        let out = holder.finish_within(Duration::from_secs(20));
+        assert_eq!(out.code(), 0, "{fault}: {}", out.stderr);
+        match fault {
+            "kill" => zk.restart(leader),
+            _ => zk.resume(leader),
+        }
+        zk.wait_healthy();
+    }
+}
+
+/// Two members of three SIGSTOPped under a hold: no renewal is answered, and the command is
+/// stopped (76) before the session could have ended on the server.
+#[test]
+fn with_no_majority_the_command_is_stopped_before_its_session_could_end() {
+    let mut zk = ensemble();
+    let dir = TempDir::new();
+    let holder = Redlock::run_at(&zk.url())
+        .key("minority")
+        .ttl("3s")
+        .sh(&beating(&dir, "h"))
+        .spawn();
+    wait_for_file(&dir.join("h.ready"));
+    // The last renewal that could have counted was sent before this.
+    let cut = now_ns();
+    let leader = zk.leader();
+    let others: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    zk.stop(others[0]);
+    zk.stop(others[1]);
+    let out = holder.finish_within(Duration::from_secs(20));
+    out.assert_code(76);
+    let last = *read_stamps(&dir.join("h.hb")).last().unwrap();
+    assert!(
+        last < cut + 3_000_000_000,
+        "the command beat {} ms after the session could have ended",
+        (last - cut - 3_000_000_000) / 1_000_000
+    );
+    for i in others {
+        zk.resume(i);
+    }
+}
+
+/// An operator deletes the holder's entry; then a holder whose redlock froze (its lease thread
+/// and all) past the session's timeout, whose session the server ended: each command is
+/// stopped (76), and the record says the run lost its lock.
+#[test]
+fn a_deleted_entry_or_an_ended_session_stops_the_command() {
+    let zk = ensemble();
+    let dir = TempDir::new();
+    let holder = Redlock::run_at(&zk.url())
+        .key("deleted")
+        .ttl("3s")
+        .sh(&beating(&dir, "deleted"))
+        .spawn();
+    wait_for_file(&dir.join("deleted.ready"));
+    let entries: Vec<String> = children(&zk, "deleted")
+        .into_iter()
+        .filter(|c| c.starts_with("lock-"))
+        .collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert!(zk.delete(&format!("/redlock:{{deleted}}/{}", entries[0])));
+    let out = holder.finish_within(Duration::from_secs(10));
+    out.assert_code(76);
+    assert!(out.stderr.contains("lost lock"), "{}", out.stderr);
+    Redlock::admin_at("history", &zk.url())
+        .key("deleted")
+        .stdout_contains("lock_lost (exit 76)")
+        .output();
+
+    // A redlock frozen whole (SIGSTOP; its watchdog, a process of its own, is not): the
+    // watchdog stops the command at the lease's end, the server ends the session a little
+    // after, and a waiter takes the lock.
+    let holder = Redlock::run_at(&zk.url())
+        .key("expired")
+        .ttl("2s")
+        .sh(&beating(&dir, "expired"))
+        .spawn();
+    wait_for_file(&dir.join("expired.ready"));
+    holder.signal(Signal::SIGSTOP);
+    let waiter = Redlock::run_at(&zk.url())
+        .key("expired")
+        .ttl("2s")
+        .wait("20s")
+        .sh("true")
+        .spawn();
+    waiter.finish_within(Duration::from_secs(20)).assert_code(0);
+    holder.signal(Signal::SIGCONT);
+    let out = holder.finish_within(Duration::from_secs(20));
+    out.assert_code(76);
+}
+
+/// Every member killed and started again on its data: the next tokens are larger still.
+#[test]
+fn tokens_rise_across_a_restart_of_every_member() {
+    let mut zk = ensemble();
+    let dir = TempDir::new();
+    let token = |zk: &ZkEnsemble| {
+        Redlock::run_at(&zk.url())
+            .key("t")
+            .sh(&format!(
+                "echo $REDLOCK_FENCING_TOKEN >> {}",
+                dir.sh("tokens")
+            ))
+            .output()
+            .assert_code(0);
+    };
+    token(&zk);
+    token(&zk);
+    zk.restart_all();
+    token(&zk);
+    let tokens: Vec<i64> = read(&dir.join("tokens"))
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(tokens.len(), 3);
+    assert!(tokens.windows(2).all(|w| w[1] > w[0]), "{tokens:?}");
+}
+
+/// A `--ttl` longer than the longest session the ensemble gives is refused in one line (69),
+/// the command not run, nothing left queued; a chroot that is not there likewise.
+#[test]
+fn a_ttl_past_the_ensembles_sessions_or_a_missing_chroot_is_refused() {
+    let zk = ZkEnsemble::start();
+    let dir = TempDir::new();
+    let out = Redlock::run_at(&zk.url())
+        .key("long")
+        .ttl("30s")
+        .sh(&marker_script(&dir))
+        .status(69)
+        .any_stderr()
+        .output();
+    assert!(
+        out.stderr.contains("gives sessions of at most 4s")
+            && out.stderr.contains("shorter than --ttl 30s"),
+        "{}",
+        out.stderr
+    );
+    assert!(!dir.join("marker").exists());
+    assert_eq!(
+        zk.stat("/redlock:{long}"),
+        None,
+        "nothing queued, not even the lock's node"
+    );
+
+    let out = Redlock::run_at(&format!("{}/no/such", zk.url()))
+        .key("c")
+        .ttl("2s")
+        .sh(&marker_script(&dir))
+        .status(69)
+        .any_stderr()
+        .output();
+    assert!(
+        out.stderr.contains("no node for the URL's chroot"),
+        "{}",
+        out.stderr
+    );
+    assert!(!dir.join("marker").exists());
+    // Made, it takes the locks under it, and nothing of them outside it.
+    zk.create("/no", "");
+    zk.create("/no/such", "");
+    Redlock::run_at(&format!("{}/no/such", zk.url()))
+        .key("c")
+        .ttl("2s")
+        .sh("true")
+        .output()
+        .assert_code(0);
+    assert!(zk.ls("/no/such").contains(&"redlock:{c}".to_owned()));
+    assert!(!zk.ls("/").iter().any(|c| c.starts_with("redlock:")));
+}
