@@ -45,7 +45,8 @@ ENVIRONMENT:
   REDLOCK_PASSWORD_FILE, REDLOCK_TLS_CA_CERT, REDLOCK_TLS_CERT, REDLOCK_TLS_KEY
   and REDLOCK_TLS_INSECURE give defaults for the options of the same name; a flag
   wins over its variable. REDLOCK_PASSWORD holds the password, Redis's, the etcd
-  user's or PostgreSQL's (below --password-file, above a password in the URL).
+  or ZooKeeper user's or PostgreSQL's (below --password-file, above a password
+  in the URL).
   On PostgreSQL, libpq's PGUSER, PGPASSWORD and PGPASSFILE (~/.pgpass) count
   after those.
   The command sees REDLOCK_KEY, REDLOCK_TOKEN, REDLOCK_FENCING_TOKEN and
@@ -59,8 +60,8 @@ ENVIRONMENT:
   REDLOCK_TLS_CA_CERT, REDLOCK_TLS_CERT, REDLOCK_TLS_KEY and
   REDLOCK_TLS_INSECURE give defaults for the options of the same name; a
   flag wins over its variable. REDLOCK_PASSWORD holds the password, Redis's,
-  the etcd user's or PostgreSQL's. On PostgreSQL, libpq's PGUSER, PGPASSWORD
-  and PGPASSFILE (~/.pgpass) count after those.";
+  the etcd or ZooKeeper user's or PostgreSQL's. On PostgreSQL, libpq's PGUSER,
+  PGPASSWORD and PGPASSFILE (~/.pgpass) count after those.";
 
 /// The variables redlock gives the command, and what each holds.
 pub const COMMAND_ENV: [(&str, &str); 3] = [
@@ -80,7 +81,9 @@ pub const COMMAND_ENV: [(&str, &str); 3] = [
              by Raft: larger than every token given out before for the lock's name, unless the \
              revisions are reset (a snapshot restored without --bump-revision, a new cluster). \
              On PostgreSQL, the lock's counter, a bigint the database keeps, raised by one per \
-             acquisition in the transaction that takes the lock"
+             acquisition in the transaction that takes the lock. On ZooKeeper, the creation \
+             zxid of the lock's entry: larger than every token given out before for the lock's \
+             name, across leader changes, unless the ensemble is made anew"
         ),
     ),
 ];
@@ -93,7 +96,7 @@ pub use crate::backend::tls::SSL_CERT_FILE;
 pub const OTHER_ENV: [(&str, &str); 5] = [
     (
         PASSWORD_ENV,
-        "the password (Redis's, the etcd user's or PostgreSQL's), for every URL: wins over a password in the URL, loses to --password-file",
+        "the password (Redis's, the etcd or ZooKeeper user's or PostgreSQL's), for every URL: wins over a password in the URL, loses to --password-file",
     ),
     (
         "PGUSER",
@@ -113,7 +116,8 @@ pub const OTHER_ENV: [(&str, &str); 5] = [
     ),
 ];
 
-/// Run a command under a Redis, etcd or PostgreSQL lock: one copy at a time across every machine.
+/// Run a command under a Redis, etcd, PostgreSQL or ZooKeeper lock: one copy at a time across
+/// every machine.
 #[derive(Debug, Parser)]
 #[command(name = "redlock", version, about, propagate_version = true)]
 pub struct Cli {
@@ -150,7 +154,7 @@ pub enum Command {
     #[command(after_help = format!("The holder's renewals then fail and it stops its command (exit {}); the fencing\ncounter moves past the holder's token, so a resource that checks it refuses the\nold holder's writes. One waiter is woken, as by a normal release.\n\nHeld by several (a semaphore, shared holders), one holder is removed: the one\n--token names, or the only one. Several and no --token: nothing is removed (exit\n{}); `redlock status` shows their tokens.\n\n{}\n\n{ADMIN_ENV_HELP}", exit::LOCK_LOST, exit::USAGE, exit::help_table(exit::RELEASE)))]
     Release(ReleaseArgs),
     /// Make the tables a PostgreSQL database keeps its locks in (idempotent), or print the SQL
-    /// that makes them for a DBA to apply (--print). Redis and etcd need none.
+    /// that makes them for a DBA to apply (--print). Redis, etcd and ZooKeeper need none.
     #[command(after_help = format!("{}\n\n{ADMIN_ENV_HELP}", exit::help_table(exit::INIT)))]
     Init(InitArgs),
 
@@ -175,7 +179,9 @@ pub struct ConnArgs {
     /// or an etcd cluster, etcd://[user[:pass]@]host[:port][,host[:port]...] (its members; port
     /// 2379 when left out) or etcds://...; or a PostgreSQL database,
     /// postgres://[user[:pass]@]host[:port]/DB[?schema=NAME] (libpq's URI form, its
-    /// parameters too; `redlock init` makes the tables).
+    /// parameters too; `redlock init` makes the tables); or a ZooKeeper ensemble,
+    /// zk://[user[:pass]@]host[:port][,host[:port]...][/CHROOT] (port 2181 when left out) or
+    /// zks://... (TLS; needs --tls-ca-cert).
     /// Give a Redis URL several times (or several URLs separated by whitespace in REDLOCK_URL)
     /// for a quorum of independent masters.
     #[arg(
@@ -194,11 +200,12 @@ pub struct ConnArgs {
     pub url_from_env: bool,
 
     /// Prefix of the lock's keys: on Redis the lock is PREFIX{NAME}, on etcd PREFIX{NAME}/...,
-    /// on PostgreSQL the row PREFIXNAME of the locks table.
+    /// on PostgreSQL the row PREFIXNAME of the locks table, on ZooKeeper the node
+    /// /CHROOT/PREFIX{NAME} (a '/' in the prefix makes folders).
     #[arg(long, env = "REDLOCK_PREFIX", hide_env_values = true, default_value = "redlock:", value_parser = parse_prefix)]
     pub prefix: String,
 
-    /// Read the password (Redis's, the etcd user's or PostgreSQL's) from FILE (one trailing newline
+    /// Read the password (Redis's, the etcd or ZooKeeper user's or PostgreSQL's) from FILE (one trailing newline
     /// dropped); it wins over REDLOCK_PASSWORD and over a password in the URL.
     #[arg(
         long,
@@ -208,7 +215,7 @@ pub struct ConnArgs {
     )]
     pub password_file: Option<PathBuf>,
 
-    /// For rediss://, etcds:// and postgres:// with sslmode=verify-ca or verify-full (or
+    /// For rediss://, etcds://, zks:// and postgres:// with sslmode=verify-ca or verify-full (or
     /// require): trust the CA certificates in this PEM file instead of the system store (on
     /// postgres://, instead of ~/.postgresql/root.crt; the URL's sslrootcert wins).
     #[arg(
@@ -219,7 +226,7 @@ pub struct ConnArgs {
     )]
     pub tls_ca_cert: Option<PathBuf>,
 
-    /// For rediss:// and etcds:// with mutual TLS: the client certificate (PEM; needs
+    /// For rediss://, etcds:// and zks:// with mutual TLS: the client certificate (PEM; needs
     /// --tls-key).
     #[arg(
         long,
@@ -230,7 +237,7 @@ pub struct ConnArgs {
     )]
     pub tls_cert: Option<PathBuf>,
 
-    /// For rediss:// and etcds:// with mutual TLS: the client's private key (PEM; needs
+    /// For rediss://, etcds:// and zks:// with mutual TLS: the client's private key (PEM; needs
     /// --tls-cert).
     #[arg(
         long,
@@ -415,8 +422,8 @@ pub struct RunArgs {
     #[arg(help = KILL_AFTER_HELP, long, env = "REDLOCK_KILL_AFTER", hide_env_values = true, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
     pub kill_after: Option<Duration>,
 
-    /// Redis only, refused elsewhere (etcd commits to a majority of its members before it
-    /// answers; on PostgreSQL a synchronous standby does this): after taking the lock and after
+    /// Redis only, refused elsewhere (etcd and ZooKeeper commit to a majority of their members
+    /// before they answer; on PostgreSQL a synchronous standby does this): after taking the lock and after
     /// every renewal, wait for N replicas to acknowledge it
     /// (WAIT, up to ttl/10, at most 1s). Too few after taking it: release it, do not run the
     /// command, exit 69 (with --wait: try again until the wait ends). A renewal too few acknowledged does not extend the lease: if none is
@@ -432,8 +439,8 @@ pub struct RunArgs {
     )]
     pub min_replicas: u32,
 
-    /// Redis only, refused elsewhere (etcd and PostgreSQL fsync each commit before they
-    /// answer): after taking the lock and after every renewal, wait until the write is fsynced to the
+    /// Redis only, refused elsewhere (etcd, ZooKeeper and PostgreSQL fsync each commit before
+    /// they answer): after taking the lock and after every renewal, wait until the write is fsynced to the
     /// master's append-only file, and with --min-replicas N to N replicas' (WAITAOF, within the
     /// same time as --min-replicas). Not fsynced after taking it: release it, do not run the
     /// command, exit 69 (with --wait: try again until the wait ends); a renewal not fsynced does not extend the lease. Needs appendonly yes

@@ -229,3 +229,87 @@ fn a_ttl_past_the_ensembles_sessions_or_a_missing_chroot_is_refused() {
     assert!(zk.ls("/no/such").contains(&"redlock:{c}".to_owned()));
     assert!(!zk.ls("/").iter().any(|c| c.starts_with("redlock:")));
 }
+
+/// docs/zookeeper.md's access control as written: the digest its `openssl` line gives, the
+/// chroot its `zkCli.sh` line makes, a run as the user it names (and its recipe line, once a
+/// night), and a run without the user refused. The ensemble allows a minute's sessions, as the
+/// page says the recipe's `--ttl 60s` needs.
+#[test]
+fn the_documented_access_control_and_recipe_run_as_written() {
+    let zk = ensemble();
+    let dir = TempDir::new();
+    let page = read(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/zookeeper.md"));
+    let block = |starts: &str| -> String {
+        page.lines()
+            .map(str::trim)
+            .find(|l| l.starts_with(starts))
+            .unwrap_or_else(|| panic!("no line starting {starts:?} in docs/zookeeper.md"))
+            .to_owned()
+    };
+    let hash = block("echo -n 'redlock:PASSWORD'").replace("PASSWORD", "s3cret");
+    let out = std::process::Command::new("sh")
+        .args(["-c", &hash])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let digest = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let create = block("create /jobs").replace("DIGEST", &digest);
+    let words: Vec<&str> = create.split_whitespace().collect();
+    // zkCli's quoting: "" is the empty data.
+    let args: Vec<&str> = words
+        .iter()
+        .map(|w| if *w == "\"\"" { "" } else { w })
+        .collect();
+    let made = zk.zkcli(&args);
+    assert!(
+        made.stderr.contains("Created /jobs") || made.stdout.contains("Created /jobs"),
+        "{made:?}"
+    );
+
+    std::fs::write(dir.join("password"), "s3cret\n").unwrap();
+    let hosts = zk.url().strip_prefix("zk://").unwrap().to_owned();
+    let url = format!("zk://redlock@{hosts}/jobs");
+    let line = block("0 3 * * *");
+    let options: Vec<&str> = line
+        .split("redlock run ")
+        .nth(1)
+        .unwrap()
+        .split(" -- ")
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    let mut words = Vec::new();
+    let mut iter = options.iter();
+    while let Some(word) = iter.next() {
+        if *word == "--splay" {
+            iter.next();
+            words.extend(["--splay", "1ms"]);
+        } else {
+            words.push(*word);
+        }
+    }
+    let as_user = || {
+        Redlock::run_at(&url)
+            .env("REDLOCK_PASSWORD_FILE", dir.join("password"))
+            .args(&words)
+    };
+    as_user().sh("true").output();
+    // Once a night: the next run within --min-interval skips.
+    as_user().sh("true").status(75).output();
+    Redlock::admin_at("history", &url)
+        .env("REDLOCK_PASSWORD_FILE", dir.join("password"))
+        .key("backup")
+        .stdout_contains("success (exit 0)")
+        .output();
+    // The nodes are the user's: without it, ZooKeeper refuses.
+    let out = Redlock::run_at(&format!("zk://{hosts}/jobs"))
+        .key("backup")
+        .ttl("5s")
+        .sh(&marker_script(&dir))
+        .status(69)
+        .any_stderr()
+        .output();
+    assert!(out.stderr.contains("not authorized"), "{}", out.stderr);
+    assert!(!dir.join("marker").exists());
+}
