@@ -10,7 +10,9 @@
 //! Last, the same clients on a real 3-member etcd cluster whose members are stopped, killed and
 //! cut to a minority, and whose leases are revoked (tests/chaos/etcd.rs); and on a real
 //! PostgreSQL frozen past the lease, restarted, killed, and robbed of its holder's row by hand
-//! (tests/chaos/pg.rs). Then partitions: the clients on hosts in network namespaces, the lock
+//! (tests/chaos/pg.rs); and on a real 3-member ZooKeeper ensemble whose members are stopped,
+//! killed and cut to a minority, and whose holder's entry is deleted (tests/chaos/zookeeper.rs).
+//! Then partitions: the clients on hosts in network namespaces, the lock
 //! on etcd members or Redis masters on hosts of their own, the links between them cut and
 //! healed (tests/chaos/partition.rs; needs root, as the partition suite does).
 //!
@@ -20,10 +22,11 @@
 //! `CHAOS_MULTI_SECS` says longer, with `CHAOS_MULTI_CLIENTS` clients (6), `CHAOS_MULTI_TTL_MS`
 //! (500: a round in about 10 s each) and `CHAOS_LIMIT` (3). The etcd phase runs for
 //! `CHAOS_ETCD_SECS` (20) on a lease of `CHAOS_ETCD_TTL_MS` (1000), with `CHAOS_CLIENTS`
-//! clients; the PostgreSQL phase for `CHAOS_PG_SECS` (20) on `CHAOS_PG_TTL_MS` (1000); each
+//! clients; the PostgreSQL phase for `CHAOS_PG_SECS` (20) on `CHAOS_PG_TTL_MS` (1000); the
+//! ZooKeeper phase for `CHAOS_ZK_SECS` (20) on `CHAOS_ZK_TTL_MS` (3000); each
 //! partition phase for `CHAOS_PARTITION_SECS` (12) on `CHAOS_PARTITION_TTL_MS` (1000), and
 //! scripts/chaos-partition.sh runs them long. `CHAOS_PHASES=semaphore,mix` runs only the
-//! phases named (main, empty, fsync, semaphore, mix, etcd, postgres, partition-etcd,
+//! phases named (main, empty, fsync, semaphore, mix, etcd, postgres, zookeeper, partition-etcd,
 //! partition-quorum, partition-sentinel, or partition for the three; a deterministic replay always runs first, alone
 //! with `CHAOS_PHASES=replay`). The binary re-executes itself as the worker (`--chaos-worker <store
 //! socket>`).
@@ -51,6 +54,8 @@ mod chaos {
     pub mod partition;
     // The PostgreSQL phase: one server frozen, restarted, killed, a holder's row deleted.
     pub mod pg;
+    // The ZooKeeper phase: a 3-member ensemble, its members' faults, a holder's entry deleted.
+    pub mod zookeeper;
     // Redis with Sentinel on a network's hosts: a master, two replicas, three sentinels.
     pub mod sentinel_net;
     // A history the semaphore phase met, replayed deterministically.
@@ -178,6 +183,8 @@ enum Server {
     Etcd,
     /// A real PostgreSQL server (tests/chaos/pg.rs).
     Postgres,
+    /// A real 3-member ZooKeeper ensemble (tests/chaos/zookeeper.rs).
+    ZooKeeper,
     /// Three servers on hosts in network namespaces, the clients on others
     /// (tests/chaos/partition.rs).
     Partition(chaos::partition::Backend),
@@ -208,6 +215,7 @@ impl Phase {
             Server::Redis(persistence) => Some(self.run_redis(persistence, rng)),
             Server::Etcd => Some(chaos::etcd::run(self, rng)),
             Server::Postgres => Some(chaos::pg::run(self, rng)),
+            Server::ZooKeeper => Some(chaos::zookeeper::run(self, rng)),
             Server::Partition(backend) => chaos::partition::run(self, backend, rng),
         }
     }
@@ -373,6 +381,11 @@ fn main() {
     // The PostgreSQL phase: rounds of its four faults for this long, on this lease.
     let pg_secs = env_num("CHAOS_PG_SECS", 20);
     let pg_ttl = Duration::from_millis(env_num("CHAOS_PG_TTL_MS", 1000));
+    // The ZooKeeper phase: rounds of its five faults for this long, on this lease (3 s: a
+    // frozen leader keeps every member from serving for the fixture's syncLimit of 2 s, and
+    // then an election, which a lease must outlast for its holder to run on).
+    let zk_secs = env_num("CHAOS_ZK_SECS", 20);
+    let zk_ttl = Duration::from_millis(env_num("CHAOS_ZK_TTL_MS", 3000));
     // The partition phase: rounds of its three cuts for this long on each backend.
     let part_secs = env_num("CHAOS_PARTITION_SECS", 12);
     let part_ttl = Duration::from_millis(env_num("CHAOS_PARTITION_TTL_MS", 1000));
@@ -482,6 +495,21 @@ fn main() {
             // A holder that outlives its lease's renewals, for a freeze to cut off.
             long_writes: Some((100, 140)),
         },
+        Phase {
+            name: "zookeeper",
+            title: "ZooKeeper: 3 members stopped, killed, cut to a minority, an entry deleted"
+                .into(),
+            how: How::Exclusive,
+            server: Server::ZooKeeper,
+            kinds: chaos::zookeeper::FAULTS,
+            secs: zk_secs,
+            clients,
+            ttl: zk_ttl,
+            writes: (5, 16),
+            // About 3.3 to 4.8 s: a holder that outlives its lease's renewals, for a majority
+            // stopped to cut off.
+            long_writes: Some((300, 420)),
+        },
         partition(
             "partition-etcd",
             "partitions: etcd, 3 members on 3 hosts",
@@ -527,6 +555,8 @@ fn main() {
     let mut etcd_rng = Rng::new(seed ^ 0x6574_6364);
     // And the PostgreSQL phase its own ("pg" in ASCII).
     let mut pg_rng = Rng::new(seed ^ 0x7067);
+    // And the ZooKeeper phase its own ("zk" in ASCII).
+    let mut zk_rng = Rng::new(seed ^ 0x7a6b);
     // And the partition phases theirs, each its own ("cut" in ASCII).
     let part_rng = |backend| Rng::new(seed ^ 0x0063_7574 ^ ((backend as u64) << 24));
     let mut skipped = 0;
@@ -535,6 +565,7 @@ fn main() {
         let report = match phase.server {
             Server::Etcd => phase.run(&mut etcd_rng),
             Server::Postgres => phase.run(&mut pg_rng),
+            Server::ZooKeeper => phase.run(&mut zk_rng),
             Server::Redis(_) => phase.run(&mut rng),
             Server::Partition(backend) => phase.run(&mut part_rng(backend)),
         };
@@ -552,6 +583,9 @@ fn main() {
         }
         if phase.server == Server::Postgres {
             chaos::pg::expect(&mut report, phase.ttl);
+        }
+        if phase.server == Server::ZooKeeper {
+            chaos::zookeeper::expect(&mut report, phase.ttl);
         }
         match phase.how {
             How::Exclusive if !forgetful => expect_fenced_store(&mut report),

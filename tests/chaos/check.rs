@@ -207,14 +207,56 @@ impl Report {
                     })
                     .collect();
                 self.problems.push(format!(
-                    "{active} workers at once outside any fault window, for {:.1} ms: {}",
+                    "{active} workers at once outside any fault window, for {:.1} ms: {}{}",
                     (next - t) as f64 / 1e6,
-                    who.join(", ")
+                    who.join(", "),
+                    self.overlap_detail(t, next)
                 ));
             }
         }
         self.max_outside = self.max_outside.max(1);
         self.max_inside = self.max_inside.max(self.max_outside);
+    }
+
+    /// What a reader needs to tell why workers overlapped in [from, to]: each worker's life and
+    /// its redlock's exit and words, and the faults, on the history's clock (ms from the first
+    /// worker's start).
+    fn overlap_detail(&self, from: u64, to: u64) -> String {
+        let t0 = self.state.workers.first().map_or(0, |w| w.start);
+        let ms = |t: u64| t.saturating_sub(t0) as f64 / 1e6;
+        let workers: Vec<String> = self
+            .state
+            .workers
+            .iter()
+            .filter(|w| w.start <= from && to <= w.last)
+            .map(|w| {
+                let run = self.run_of(w).map_or_else(String::new, |run| {
+                    format!(
+                        ", exit {} at {:.0} ms, said: {}",
+                        run.code,
+                        ms(run.reaped),
+                        run.stderr.trim().replace('\n', " | ")
+                    )
+                });
+                format!(
+                    "\n  token {}: ran {:.0}-{:.0} ms{run}",
+                    w.fence,
+                    ms(w.start),
+                    ms(w.last)
+                )
+            })
+            .collect();
+        let faults: Vec<String> = self
+            .faults
+            .iter()
+            .map(|f| format!("{} {:.0}-{:.0} ms", f.kind.name(), ms(f.at), ms(f.healed)))
+            .collect();
+        format!(
+            " at {:.0} ms{}\n  faults: {}",
+            ms(from),
+            workers.concat(),
+            faults.join("; ")
+        )
     }
 
     /// The run (redlock process) that ran worker `w`: its pid, its client, and a life that

@@ -49,6 +49,18 @@ pub enum Kind {
     /// etcd before 3.4.31 and 3.5.13 (etcd-io/etcd#15247). It revokes the leases that ran out
     /// by its own stale clock, though the new leader kept them alive: a revoke from outside.
     EtcdStaleRevokes,
+    /// The ZooKeeper leader SIGSTOPped for one to two ttls, then SIGCONTed: its followers give
+    /// up on it after syncLimit and elect another; the old one comes back a follower.
+    ZkLeaderStop,
+    /// A random ZooKeeper member SIGSTOPped for half a ttl to two ttls.
+    ZkMemberStop,
+    /// A random ZooKeeper member SIGKILLed and restarted on its data.
+    ZkMemberKill,
+    /// Two of the three ZooKeeper members SIGSTOPped past the lease: no majority, so no
+    /// renewal, and a holder's command must be stopped before its lease could end.
+    ZkMajorityStop,
+    /// The holder's entry deleted by hand: the holder hears of it at its next renewal.
+    ZkEntryDeleted,
     /// PostgreSQL frozen (every process SIGSTOPped) for 1.5 to 2.5 ttls: no renewal, so a
     /// holder's command must be stopped before its lease could end.
     PgFreeze,
@@ -103,6 +115,11 @@ impl Kind {
             Kind::EtcdMajorityStop => "etcd majority SIGSTOPped > ttl",
             Kind::EtcdLeasesRevoked => "etcd leases all revoked",
             Kind::EtcdStaleRevokes => "etcd old leader's revokes (#15247)",
+            Kind::ZkLeaderStop => "ZooKeeper leader SIGSTOPped",
+            Kind::ZkMemberStop => "ZooKeeper member SIGSTOPped",
+            Kind::ZkMemberKill => "ZooKeeper member killed, restarted",
+            Kind::ZkMajorityStop => "ZooKeeper majority SIGSTOPped > ttl",
+            Kind::ZkEntryDeleted => "ZooKeeper holder's entry deleted",
             Kind::PgFreeze => "PostgreSQL frozen > ttl",
             Kind::PgRestart => "PostgreSQL restarted",
             Kind::PgKill => "PostgreSQL killed, restarted",
@@ -125,6 +142,7 @@ impl Kind {
                 | Kind::RestartEmpty
                 | Kind::EtcdLeasesRevoked
                 | Kind::EtcdStaleRevokes
+                | Kind::ZkEntryDeleted
                 | Kind::PgHolderDeleted
         )
     }
@@ -350,6 +368,13 @@ impl World<'_> {
             | Kind::EtcdLeasesRevoked
             | Kind::EtcdStaleRevokes => {
                 unreachable!("{kind:?} is an etcd fault (tests/chaos/etcd.rs)")
+            }
+            Kind::ZkLeaderStop
+            | Kind::ZkMemberStop
+            | Kind::ZkMemberKill
+            | Kind::ZkMajorityStop
+            | Kind::ZkEntryDeleted => {
+                unreachable!("{kind:?} is a ZooKeeper fault (tests/chaos/zookeeper.rs)")
             }
             Kind::PgFreeze | Kind::PgRestart | Kind::PgKill | Kind::PgHolderDeleted => {
                 unreachable!("{kind:?} is a PostgreSQL fault (tests/chaos/pg.rs)")

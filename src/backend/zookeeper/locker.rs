@@ -25,14 +25,16 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use zookeeper_client::{Acls, Client, CreateMode, Error};
 
+mod ending;
+
 use super::client::Conn;
 use super::names::{self, Named};
-use super::record::Counted;
-use super::recorder::{Recorder, Written};
+
+use super::recorder::Recorder;
 use crate::backend::block::{Allowances, Block};
 use crate::backend::queue::{self, Place, Watch};
 use crate::backend::run_record;
-use crate::lock::record::{RunEnding, Tenure, VANISHED};
+use crate::lock::record::{RunEnding, Tenure};
 use crate::lock::{
     Acquire, Failure, Held, Holder, Interrupt, Kind, Locker, Renewal, RunSpec, Until,
 };
@@ -338,62 +340,28 @@ impl ZkLocker {
         }
     }
 
-    /// The taken run's end as `ended` says, written to the record (with the entry's delete,
-    /// when `entry` is given); a failed write is the record's loss.
-    fn record_end(
-        &mut self,
-        ended: &RunEnding,
-        entry: Option<&str>,
-        deadline: Instant,
-    ) -> Result<Written, Error> {
-        let Some(taken) = &self.taken else {
-            return Ok(Written::Done);
-        };
-        let run = run_record::ended(
-            &self.token,
-            &self.holder,
-            (taken.at_ms, taken.fence, self.min_interval),
-            taken.tenure.held(),
-            ended,
-        );
-        let token = self.token.clone();
-        self.recorder
-            .write(&mut self.conn, deadline, entry, |record| {
-                // Once: a lost run whose end an earlier attempt wrote is not counted twice (one
-                // the next holder marked vanished is, as lost, its vanishing taken back).
-                match record.outcome_of(&token) {
-                    Some(outcome) if entry.is_none() && outcome != VANISHED => Counted::default(),
-                    _ => record.end(&run),
-                }
-            })
-    }
-
-    /// The taken run found lost (its entry gone): its end written as the lost one, unless an
-    /// earlier attempt of its release wrote `ended` (its answer lost): then true, the lock was
-    /// released, not lost.
-    fn record_lost(&mut self, ended: &RunEnding, deadline: Instant) -> bool {
-        let lost = RunEnding {
-            outcome: ended.lost.lost_outcome,
-            status: ended.lost.lost_status,
-            ..*ended
-        };
-        let released = match self.recorder.read(&mut self.conn, deadline) {
-            Ok((record, _)) => record.outcome_of(&self.token) == Some(ended.outcome),
-            Err(_) => false,
-        };
-        if !released {
-            let _ = self.record_end(&lost, None, deadline);
-        }
-        self.taken = None;
-        released
-    }
-
     /// A busy or skipped run counted in the record, given a second at least whatever the step
     /// it closes has left (a run turned away without `--wait` has 100 ms for its whole leave):
     /// a count is one request, as on etcd.
     fn count(&mut self, label: &str, deadline: Instant) {
         let deadline = deadline.max(Instant::now() + COUNT_TIME);
         let _ = self.recorder.count(&mut self.conn, deadline, label);
+    }
+
+    /// Whether the client's entry is there, by a transaction that only checks it (through the
+    /// leader and a quorum, unlike a read).
+    fn entry_there(&mut self, own: &Own, deadline: Instant) -> Result<bool, Failure> {
+        let path = self.path(&own.name);
+        let checked = self.conn.run(deadline, |c| async move {
+            let mut check = c.new_multi_writer();
+            check.add_check_version(&path, 0)?;
+            check.commit().await.map_err(Error::from)
+        });
+        match checked {
+            Ok(_) => Ok(true),
+            Err(Error::NoNode | Error::BadVersion | Error::SessionExpired) => Ok(false),
+            Err(err) => Err(self.conn.failure(err)),
+        }
     }
 
     /// What a renewal or release that found no entry of its own found instead.
@@ -435,6 +403,17 @@ impl Locker for ZkLocker {
         match queue::place(&names::entries(&children), own.seq, self.kind) {
             Place::Holds => {
                 self.watch = None;
+                // The read may come from a member a little behind the leader: it shows every
+                // entry ahead that is still there (none comes back once deleted), but may still
+                // show this client's own entry after an operator deleted it. A check of the
+                // entry, a write, proves it is there when the lock is said to be taken.
+                if !self.entry_there(&own, deadline)? {
+                    self.entry = None;
+                    return Ok(Acquire::Busy {
+                        remaining: None,
+                        queued: false,
+                    });
+                }
                 if let Some(ago) = self.skipped(deadline)? {
                     self.remove_entry(deadline)?;
                     self.count(crate::exit::Outcome::Skipped.label(), deadline);
@@ -542,78 +521,15 @@ impl Locker for ZkLocker {
     }
 
     fn extend(&mut self, ttl: Duration, timeout: Duration) -> Result<Renewal, Failure> {
-        let sent = Instant::now();
-        let deadline = sent + timeout;
-        let own = match (&self.taken, self.live_entry()) {
-            (Some(_), Some(own)) => own.clone(),
-            (Some(_), None) => return self.lost(deadline),
-            (None, _) => return Ok(Renewal::Lost(self.found(deadline)?)),
-        };
-        let path = self.path(&own.name);
-        let checked = self.conn.run(deadline, |c| async move {
-            let mut check = c.new_multi_writer();
-            check.add_check_version(&path, 0)?;
-            check.commit().await.map_err(Error::from)
-        });
-        match checked {
-            Ok(_) => {
-                if let Some(taken) = &mut self.taken {
-                    taken.tenure.renewed(sent, ttl);
-                }
-                Ok(Renewal::Extended)
-            }
-            Err(Error::NoNode | Error::BadVersion | Error::SessionExpired) => self.lost(deadline),
-            Err(err) => Err(self.conn.failure(err)),
-        }
+        self.renew(ttl, timeout)
     }
 
     fn release(&mut self, ended: RunEnding, timeout: Duration) -> Result<Held, Failure> {
         let deadline = Instant::now() + timeout;
-        let held = match (self.taken.is_some(), self.live_entry().cloned()) {
-            (true, Some(own)) => {
-                let entry = self.path(&own.name);
-                match self.record_end(&ended, Some(&entry), deadline) {
-                    Ok(Written::Done) => {
-                        self.entry = None;
-                        self.taken = None;
-                        Held::Ours
-                    }
-                    Ok(Written::EntryGone) | Err(Error::SessionExpired) => {
-                        self.entry = None;
-                        self.released_or_lost(&ended, deadline)?
-                    }
-                    Err(err) => return Err(self.conn.failure(err)),
-                }
-            }
-            (true, None) => self.released_or_lost(&ended, deadline)?,
-            (false, _) => {
-                // A waiter's release: its entry (if any) goes; what holds the lock is what it
-                // found.
-                self.remove_entry(deadline)?;
-                self.found(deadline)?
-            }
-        };
+        let held = self.give_back(&ended, deadline);
+        // On every path, a failed release's too: the close deletes the run's entry at once if
+        // the server hears it, rather than a session timeout later.
         self.conn.close(deadline);
-        Ok(held)
-    }
-}
-
-impl ZkLocker {
-    /// A holder's renewal that found its entry gone: the run recorded as lost, and what holds
-    /// the lock now.
-    fn lost(&mut self, deadline: Instant) -> Result<Renewal, Failure> {
-        // No release follows a lock found lost: its record says so now.
-        let lost = RunEnding::of(crate::exit::Outcome::LockLost, 0);
-        self.record_lost(&lost, deadline);
-        Ok(Renewal::Lost(self.found(deadline)?))
-    }
-
-    /// A holder's release that found its entry gone: released by an earlier attempt whose
-    /// answer was lost (the record says the run ended as `ended`), or lost.
-    fn released_or_lost(&mut self, ended: &RunEnding, deadline: Instant) -> Result<Held, Failure> {
-        if self.record_lost(ended, deadline) {
-            return Ok(Held::Ours);
-        }
-        self.found(deadline)
+        held
     }
 }
