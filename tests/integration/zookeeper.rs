@@ -10,6 +10,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 
 use crate::common::*;
+use crate::integration::snapshots::assert_snapshot;
 
 /// A command that beats every 50 ms into `<tag>.hb` until `<tag>.go` exists, then exits 0.
 fn beating(dir: &TempDir, tag: &str) -> String {
@@ -191,11 +192,14 @@ fn a_ttl_past_the_ensembles_sessions_or_a_missing_chroot_is_refused() {
         .status(69)
         .any_stderr()
         .output();
-    assert!(
-        out.stderr.contains("gives sessions of at most 4s")
-            && out.stderr.contains("shorter than --ttl 30s"),
-        "{}",
-        out.stderr
+    let url = zk.url();
+    assert_snapshot(
+        "zk-ttl-past-sessions.stderr",
+        &out.stderr,
+        &[
+            (url.as_str(), "zk://10.0.0.1:2181"),
+            ("lock 'long'", "lock 'k'"),
+        ],
     );
     assert!(!dir.join("marker").exists());
     assert_eq!(
@@ -211,10 +215,14 @@ fn a_ttl_past_the_ensembles_sessions_or_a_missing_chroot_is_refused() {
         .status(69)
         .any_stderr()
         .output();
-    assert!(
-        out.stderr.contains("no node for the URL's chroot"),
-        "{}",
-        out.stderr
+    let url = format!("{}/no/such", zk.url());
+    assert_snapshot(
+        "zk-no-chroot.stderr",
+        &out.stderr,
+        &[
+            (url.as_str(), "zk://10.0.0.1:2181/no/such"),
+            ("lock 'c'", "lock 'k'"),
+        ],
     );
     assert!(!dir.join("marker").exists());
     // Made, it takes the locks under it, and nothing of them outside it.
@@ -310,6 +318,14 @@ fn the_documented_access_control_and_recipe_run_as_written() {
         .status(69)
         .any_stderr()
         .output();
-    assert!(out.stderr.contains("not authorized"), "{}", out.stderr);
+    let url = format!("zk://{hosts}/jobs");
+    assert_snapshot(
+        "zk-not-authorized.stderr",
+        &out.stderr,
+        &[
+            (url.as_str(), "zk://10.0.0.1:2181/jobs"),
+            ("lock 'backup'", "lock 'k'"),
+        ],
+    );
     assert!(!dir.join("marker").exists());
 }

@@ -260,7 +260,9 @@ impl Conn {
                 format!(
                     "no member of ZooKeeper at {at} could be reached (each refused, did not answer, \
                      or failed the TLS handshake: check that --tls-ca-cert signed the members' \
-                     certificates and that they name the URL's hosts)"
+                     certificates, that they name the URL's hosts, and that the port is their \
+                     secureClientPort; members ask for a client certificate unless \
+                     ssl.clientAuth=none: give --tls-cert and --tls-key)"
                 )
                 .into(),
             ),
