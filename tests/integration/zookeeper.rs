@@ -329,3 +329,63 @@ fn the_documented_access_control_and_recipe_run_as_written() {
     );
     assert!(!dir.join("marker").exists());
 }
+
+/// `release --force` with three waiters queued: the counter it prints is below the token of
+/// every run let in after it (a hostile round found a waiter's token at or below it, when the
+/// counter was read after the waiters had queued again).
+#[test]
+fn a_forced_release_prints_a_counter_every_later_token_exceeds() {
+    let zk = ensemble();
+    let dir = TempDir::new();
+    let (holder, _) = Redlock::run_at(&zk.url())
+        .key("f")
+        .ttl("6s")
+        .hold(&dir, "h");
+    let waiters: Vec<Proc> = (0..3)
+        .map(|i| {
+            Redlock::run_at(&zk.url())
+                .key("f")
+                .ttl("6s")
+                .wait("30s")
+                .sh(&format!(
+                    "echo $REDLOCK_FENCING_TOKEN > {}",
+                    dir.sh(&format!("w{i}"))
+                ))
+                .spawn()
+        })
+        .collect();
+    // Every waiter queued: four entries.
+    let queued = std::time::Instant::now();
+    while children(&zk, "f")
+        .iter()
+        .filter(|c| c.starts_with("lock-"))
+        .count()
+        < 4
+    {
+        assert!(
+            queued.elapsed() < Duration::from_secs(15),
+            "the waiters did not queue"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = Redlock::admin_at("release", &zk.url())
+        .key("f")
+        .args(["--force"])
+        .stdout_contains("fencing counter now ")
+        .output();
+    let counter: i64 = out
+        .stdout
+        .rsplit("fencing counter now ")
+        .next()
+        .and_then(|s| s.trim().trim_end_matches(')').parse().ok())
+        .unwrap_or_else(|| panic!("no counter in {:?}", out.stdout));
+    for (i, w) in waiters.into_iter().enumerate() {
+        w.finish_within(Duration::from_secs(40)).assert_code(0);
+        let token: i64 = wait_for_line(&dir.join(&format!("w{i}"))).parse().unwrap();
+        assert!(
+            token > counter,
+            "waiter {i}'s token {token} after counter {counter}"
+        );
+    }
+    assert_eq!(holder.finish_within(Duration::from_secs(20)).code(), 76);
+}

@@ -199,13 +199,15 @@ impl Conn {
         self.forget();
         let mut connector = Client::connector()
             .with_session_timeout(self.timeout)
-            // A quarter of the session's: a member that goes silent (frozen, cut off) is left
+            // A quarter of the session's, at most 2 s: a member that goes silent (frozen, cut off) is left
             // for another after that long without an answer to the client's pings, and so is one
             // that takes no connection, in time for the renewals that follow. zookeeper-client's
             // own default is two fifths, ZooKeeper's Java client's two thirds; a run's renewals
             // are a third apart, and a frozen leader keeps its followers (and so every member)
             // from serving for its ensemble's syncLimit on top.
-            .with_connection_timeout(self.timeout / 4)
+            // At most 2 s: it is also how long a member that takes the connection and never
+            // answers holds up the next (a take has 5 s at most for its attempt).
+            .with_connection_timeout((self.timeout / 4).min(Duration::from_secs(2)))
             // Each member once, rather than round and round until the session's timeout: a
             // connection refused everywhere is a failed attempt, which the lease retries.
             .with_fail_eagerly();

@@ -213,6 +213,7 @@ impl Backend for ZooKeeper {
         Box::new(node::ZkNode::new(
             Conn::new(self.ensemble.clone(), ADMIN_SESSION),
             self.base.clone(),
+            self.acls(),
         ))
     }
 }

@@ -8,6 +8,7 @@
 //! | `lock-TOKEN-0000000007` | an exclusive client (`limit3-`, `shared-` for the others) | ephemeral, sequential |
 //! | `record` | the record of the lock's runs (`record`) | persistent, with a TTL where the server has them |
 //! | `count-LABEL`, `uncount-LABEL` | a counter of the record, and counts taken back: the node's version is the count | as `record` |
+//! | `fence` | the last `release --force`: its last change's zxid is the fence it gave | persistent |
 //!
 //! KIND is `lock`, `limitN` or `shared` ([`Kind::stored`] without its space); TOKEN the run's
 //! owner token (a UUID: letters, digits and dashes); SEQUENCE the ten digits ZooKeeper appends,
@@ -18,6 +19,9 @@ use crate::lock::Kind;
 
 /// The record's child.
 pub(crate) const RECORD: &str = "record";
+
+/// The child a forced release writes in its transaction: its zxid is the fence it gave.
+pub(crate) const FENCE: &str = "fence";
 
 /// The child that counts `label`, or (`up` false) takes counts of it back.
 pub(crate) fn counter(label: &str, up: bool) -> String {
@@ -37,7 +41,7 @@ pub(crate) fn counted(child: &str) -> Option<(&str, bool)> {
 
 /// Whether a child is the record's (the record, or a counter), not a client's entry.
 pub(crate) fn of_the_record(child: &str) -> bool {
-    child == RECORD || counted(child).is_some()
+    child == RECORD || child == FENCE || counted(child).is_some()
 }
 
 /// What ZooKeeper is given to name a client's entry: `KIND-TOKEN-`, to which it appends the

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use zookeeper_client::{Error, Stat};
+use zookeeper_client::{Acls, CreateMode, Error, Stat};
 
 use super::client::Conn;
 use super::names;
@@ -14,7 +14,7 @@ use super::recorder::Recorder;
 use super::url::Base;
 use crate::backend::queue::{self, Entry};
 use crate::backend::run_record::{self, now_ms};
-use crate::lock::record::Counts;
+use crate::lock::record::{Counts, RECORD_TTL};
 use crate::lock::{
     Failure, Fence, Forced, HeldAs, Holder, Inspected, Kind, LockInfo, Node, Place, Runs, Several,
 };
@@ -23,30 +23,49 @@ use crate::lock::{
 pub(crate) struct ZkNode {
     conn: Conn,
     base: Base,
+    /// Whom the nodes it makes (the `fence` node) let in, as a run's.
+    acls: Acls<'static>,
 }
 
 /// A lock as read: its node's Stat (None: no node), its entries in queue order with their
 /// data, and its record with its counts.
 struct Read {
     stat: Option<Stat>,
-    /// Each child that is an entry, in the queue's order (foreign ones first).
-    entries: Vec<(Entry, Vec<u8>)>,
+    /// Each child that is an entry, in the queue's order (foreign ones first), with its data
+    /// and its creation zxid.
+    entries: Vec<(Entry, Vec<u8>, i64)>,
+    /// The children of the lock's node.
+    children: Vec<String>,
     record: super::record::Record,
     counts: Counts,
 }
 
 impl Read {
-    /// Every token given out later is larger than this: the zxid of the last change to the
-    /// lock's children (0 where there is no node: any entry made is larger).
+    /// Every token given out later is larger than this: the largest holder's token while the
+    /// lock is held (every waiter's entry came after, and has a larger zxid); else the zxid of
+    /// the last change to the lock's children (0 where there is no node: any entry made is
+    /// larger).
     fn fence(&self) -> i64 {
-        self.stat.as_ref().map_or(0, |s| s.pzxid)
+        let holding = queue::holders(&self.queue()).len();
+        match self.entries[..holding]
+            .iter()
+            .map(|(_, _, czxid)| *czxid)
+            .max()
+        {
+            Some(top) => top,
+            None => self.stat.as_ref().map_or(0, |s| s.pzxid),
+        }
+    }
+
+    fn queue(&self) -> Vec<Entry> {
+        self.entries.iter().map(|(e, _, _)| e.clone()).collect()
     }
 
     fn runs(&self) -> Runs {
         let live: Vec<String> = self
             .entries
             .iter()
-            .filter_map(|(e, _)| names::parse(&e.key).map(|n| n.token))
+            .filter_map(|(e, _, _)| names::parse(&e.key).map(|n| n.token))
             .collect();
         let live: Vec<&str> = live.iter().map(String::as_str).collect();
         self.record.runs(&live, self.counts.clone(), now_ms())
@@ -54,8 +73,8 @@ impl Read {
 }
 
 impl ZkNode {
-    pub(crate) fn new(conn: Conn, base: Base) -> Self {
-        Self { conn, base }
+    pub(crate) fn new(conn: Conn, base: Base, acls: Acls<'static>) -> Self {
+        Self { conn, base, acls }
     }
 
     fn failure(&self, err: Error) -> Failure {
@@ -83,12 +102,12 @@ impl ZkNode {
                 .conn
                 .run(deadline, |c| async move { c.get_data(&path).await })
             {
-                Ok((data, _)) => data,
+                Ok((data, stat)) => (data, stat.czxid),
                 // Gone since the children were read: its client left.
                 Err(Error::NoNode) => continue,
                 Err(err) => return Err(self.failure(err)),
             };
-            entries.push((entry, data));
+            entries.push((entry, data.0, data.1));
         }
         let recorder = Recorder::new(&lock, zookeeper_client::Acls::anyone_all());
         let (record, _) = recorder
@@ -102,6 +121,7 @@ impl ZkNode {
             Read {
                 stat,
                 entries,
+                children,
                 record,
                 counts,
             },
@@ -136,19 +156,18 @@ impl Node for ZkNode {
 
     fn inspect(&mut self, name: &str, timeout: Duration) -> Result<Inspected, Failure> {
         let (lock, read) = self.read(name, Instant::now() + timeout)?;
-        if let Some((foreign, _)) = read.entries.iter().find(|(e, _)| e.foreign) {
+        if let Some((foreign, _, _)) = read.entries.iter().find(|(e, _, _)| e.foreign) {
             return Ok(Inspected::Foreign {
                 stored_key: format!("{lock}/{}", foreign.key),
                 what: "a node in its queue".to_owned(),
             });
         }
         let runs = read.runs();
-        let queue: Vec<Entry> = read.entries.iter().map(|(e, _)| e.clone()).collect();
-        let holding = queue::holders(&queue).len();
+        let holding = queue::holders(&read.queue()).len();
         let holders = &read.entries[..holding];
         let held_as = holders
             .first()
-            .map(|(e, _)| HeldAs::from_stored(&e.kind))
+            .map(|(e, _, _)| HeldAs::from_stored(&e.kind))
             .unwrap_or(HeldAs::Kind(Kind::Exclusive));
         let mut info = LockInfo {
             stored_key: lock,
@@ -170,7 +189,7 @@ impl Node for ZkNode {
                 let now = now_ms() / 1000;
                 let places: Vec<Place> = holders
                     .iter()
-                    .map(|(_, data)| {
+                    .map(|(_, data, _)| {
                         let (token, holder) = queue::holder_of(data);
                         let age = holder
                             .as_ref()
@@ -190,7 +209,7 @@ impl Node for ZkNode {
                 });
             }
             _ => {
-                if let Some((_, data)) = holders.first() {
+                if let Some((_, data, _)) = holders.first() {
                     let (token, holder) = queue::holder_of(data);
                     info.held = Some((token, ttl_of(data)));
                     info.holder = holder;
@@ -214,7 +233,7 @@ impl Node for ZkNode {
         let deadline = Instant::now() + timeout;
         let (lock, read) = self.read(name, deadline)?;
         let fence = read.fence();
-        if let Some((foreign, _)) = read.entries.iter().find(|(e, _)| e.foreign) {
+        if let Some((foreign, _, _)) = read.entries.iter().find(|(e, _, _)| e.foreign) {
             let what = format!("a node in its queue ({})", foreign.key);
             if token.is_some() {
                 return Ok(Forced::Foreign {
@@ -224,30 +243,29 @@ impl Node for ZkNode {
                 });
             }
             let path = format!("{lock}/{}", foreign.key);
-            let removed = self.delete(&path, deadline)?;
+            let removed = self.delete_all(vec![path], &lock, &read.children, deadline)?;
             return Ok(Forced::Foreign {
                 what,
-                fence: self.fence_after(&lock, deadline)?.unwrap_or(fence),
-                removed,
+                fence: removed.unwrap_or(fence),
+                removed: removed.is_some(),
             });
         }
-        let queue: Vec<Entry> = read.entries.iter().map(|(e, _)| e.clone()).collect();
-        let holders = &read.entries[..queue::holders(&queue).len()];
+        let holders = &read.entries[..queue::holders(&read.queue()).len()];
         let held_as = holders
             .first()
-            .map(|(e, _)| HeldAs::from_stored(&e.kind))
+            .map(|(e, _, _)| HeldAs::from_stored(&e.kind))
             .unwrap_or(HeldAs::Kind(Kind::Exclusive));
         let several = matches!(held_as.kind(), Some(Kind::Limit(_) | Kind::Shared));
         let chosen = match token {
             Some(token) => holders
                 .iter()
-                .find(|(_, data)| queue::holder_of(data).0 == token),
+                .find(|(_, data, _)| queue::holder_of(data).0 == token),
             None => holders.first(),
         };
-        let Some((entry, data)) = chosen else {
+        let Some((entry, data, _)) = chosen else {
             return Ok(match (holders.first(), token.is_some(), several) {
                 (None, _, _) => Forced::Free { fence, cleared: 0 },
-                (Some((_, data)), true, false) => Forced::Other {
+                (Some((_, data, _)), true, false) => Forced::Other {
                     token: queue::holder_of(data).0,
                     fence,
                 },
@@ -269,21 +287,21 @@ impl Node for ZkNode {
         // than the delete, so its token would be smaller than the counter this reports. Each
         // waiter finds its entry gone as it next looks, and queues anew (the order of the
         // waiters may change), as on etcd.
-        let waiting = read.entries[holders.len()..].iter().map(|(e, _)| &e.key);
+        let waiting = read.entries[holders.len()..].iter().map(|(e, _, _)| &e.key);
         let doomed: Vec<String> = std::iter::once(&entry.key)
             .chain(waiting)
             .map(|key| format!("{lock}/{key}"))
             .collect();
-        if !self.delete_all(doomed, deadline)? {
+        let Some(forced) = self.delete_all(doomed, &lock, &read.children, deadline)? else {
             // One left (or its session ended) between the read and the delete.
             return Ok(Forced::Free { fence, cleared: 0 });
-        }
+        };
         let (removed, holder): (String, Option<Holder>) = queue::holder_of(data);
         // The delete's zxid, past the removed holder's token: every entry made after it, the
         // waiters' next ones included, has a larger one.
         Ok(Forced::Removed {
             token: removed,
-            fence: self.fence_after(&lock, deadline)?.unwrap_or(fence),
+            fence: forced,
             holder,
             held_as,
             left: holders.len().saturating_sub(1) as u64,
@@ -292,43 +310,52 @@ impl Node for ZkNode {
 }
 
 impl ZkNode {
-    /// `path` deleted whatever its version; false when it was gone already.
-    fn delete(&mut self, path: &str, deadline: Instant) -> Result<bool, Failure> {
-        let path = path.to_owned();
-        match self
-            .conn
-            .run(deadline, |c| async move { c.delete(&path, None).await })
-        {
-            Ok(()) => Ok(true),
-            Err(Error::NoNode) => Ok(false),
-            Err(err) => Err(self.failure(err)),
-        }
-    }
-
-    /// `paths` deleted whatever their versions, all or none; false when one was gone already.
-    fn delete_all(&mut self, paths: Vec<String>, deadline: Instant) -> Result<bool, Failure> {
-        let deleted = self.conn.run(deadline, |c| async move {
-            let mut txn = c.new_multi_writer();
-            for path in &paths {
-                txn.add_delete(path, None)?;
+    /// `paths` deleted whatever their versions, all or none, in one transaction that also
+    /// writes the lock's `fence` node; its zxid (the fence node's, read back: waiters that
+    /// queue again after it do not move it), or None when one was gone already.
+    fn delete_all(
+        &mut self,
+        paths: Vec<String>,
+        lock: &str,
+        children: &[String],
+        deadline: Instant,
+    ) -> Result<Option<i64>, Failure> {
+        let fence = format!("{lock}/{}", names::FENCE);
+        let made = children.iter().any(|c| c == names::FENCE);
+        // A TTL node as the record's (it goes 40 days after the last forced release), or a
+        // plain one where the server has none.
+        for ttl in [true, false] {
+            let node = match ttl {
+                true => CreateMode::Persistent
+                    .with_acls(self.acls)
+                    .with_ttl(RECORD_TTL),
+                false => CreateMode::Persistent.with_acls(self.acls),
+            };
+            let (paths, written) = (paths.clone(), fence.clone());
+            let deleted = self.conn.run(deadline, |c| async move {
+                let mut txn = c.new_multi_writer();
+                for path in &paths {
+                    txn.add_delete(path, None)?;
+                }
+                match made {
+                    true => txn.add_set_data(&written, b"", None)?,
+                    false => txn.add_create(&written, b"", &node)?,
+                }
+                txn.commit().await.map(drop).map_err(Error::from)
+            });
+            match deleted {
+                Ok(()) => break,
+                Err(Error::NoNode | Error::NodeExists) => return Ok(None),
+                Err(Error::Unimplemented | Error::BadArguments(_)) if ttl && !made => continue,
+                Err(err) => return Err(self.failure(err)),
             }
-            txn.commit().await.map(drop).map_err(Error::from)
-        });
-        match deleted {
-            Ok(()) => Ok(true),
-            Err(Error::NoNode) => Ok(false),
-            Err(err) => Err(self.failure(err)),
         }
-    }
-
-    /// The lock's fencing counter now (its children's last change), None without a node.
-    fn fence_after(&mut self, lock: &str, deadline: Instant) -> Result<Option<i64>, Failure> {
-        let lock = lock.to_owned();
+        let at = fence.clone();
         match self
             .conn
-            .run(deadline, |c| async move { c.check_stat(&lock).await })
+            .run(deadline, |c| async move { c.check_stat(&at).await })
         {
-            Ok(stat) => Ok(stat.map(|s| s.pzxid)),
+            Ok(stat) => Ok(stat.map(|s| s.mzxid)),
             Err(err) => Err(self.failure(err)),
         }
     }

@@ -102,6 +102,12 @@ pub(super) fn parse(url: &str) -> Result<Parsed, String> {
     }
     let chroot = chroot(path)
         .map_err(|why| format!("invalid ZooKeeper URL '{quoted}': its chroot {why}"))?;
+    if is_zookeepers_own(&chroot) {
+        return Err(format!(
+            "invalid ZooKeeper URL '{quoted}': its chroot is in /zookeeper, ZooKeeper's own \
+             tree (its quotas and configuration), which is not for locks"
+        ));
+    }
     Ok(Parsed {
         tls,
         user,
@@ -187,6 +193,12 @@ fn decode(part: &str) -> Result<String, String> {
     })
 }
 
+/// Whether `path` is ZooKeeper's own tree, `/zookeeper` or below: the server keeps its quotas
+/// and its configuration there.
+fn is_zookeepers_own(path: &str) -> bool {
+    path == "/zookeeper" || path.starts_with("/zookeeper/")
+}
+
 /// The chroot a URL's path names (`/a/b`, percent-encoded), decoded and checked: "" for none
 /// (no path, or `/`). One trailing '/' is dropped: `/a/` is `/a`. An error says what is
 /// wrong, to follow "its chroot".
@@ -270,6 +282,13 @@ pub(super) fn base(chroot: &str, prefix: &str) -> Result<Base, String> {
         }
         None => ("/".to_owned(), rest),
     };
+    if chroot.is_empty() && is_zookeepers_own(&folder) {
+        return Err(bad(
+            "its folder is in /zookeeper, ZooKeeper's own tree (its quotas and \
+             configuration), which is not for locks"
+                .to_owned(),
+        ));
+    }
     if let Some(c) = stem.chars().find(|c| refused(*c)) {
         let c = u32::from(c);
         return Err(bad(format!(
@@ -475,6 +494,23 @@ zk://alice:s3cret@h/a@b             | a '/' comes before its last '@'
                 "{prefix}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn zookeepers_own_tree_is_not_for_locks() {
+        let err = base("", "zookeeper/quota/").unwrap_err();
+        assert!(err.contains("ZooKeeper's own tree"), "{err}");
+        assert!(base("", "/zookeeper/").is_err());
+        assert!(
+            base("/c", "zookeeper/").is_ok(),
+            "under a chroot it is /c/zookeeper"
+        );
+        assert!(base("", "zookeeper:").is_ok(), "a stem, not the folder");
+        for url in ["zk://h/zookeeper", "zk://h/zookeeper/quota/x"] {
+            let err = parse(url).err().unwrap();
+            assert!(err.contains("ZooKeeper's own"), "{url}: {err}");
+        }
+        assert!(parse("zk://h/zookeepers").is_ok());
     }
 
     #[test]
