@@ -280,6 +280,49 @@ pub(crate) fn printable(text: &str) -> String {
     text.chars().flat_map(char::escape_default).collect()
 }
 
+/// A member of a URL's list: `host:port`, `host` (then `default_port`) or `[v6]:port`, the
+/// host a name or an IPv4 address, or an IPv6 one in brackets; the port its digits alone,
+/// not 0. None when it is none of these.
+pub(crate) fn host_and_port(member: &str, default_port: u16) -> Option<(&str, u16)> {
+    if member.is_empty() || member.contains(char::is_whitespace) {
+        return None;
+    }
+    let (host, port) = if let Some(v6) = member.strip_prefix('[') {
+        let (host, after) = v6.split_once(']')?;
+        let host = &member[..host.len() + 2];
+        match after.strip_prefix(':') {
+            Some(port) => (host, Some(port)),
+            None if after.is_empty() => (host, None),
+            None => return None,
+        }
+    } else {
+        match member.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (member, None),
+        }
+    };
+    // A name or an IPv4 address, or an IPv6 one in brackets: what a URL's host may be.
+    let named = |h: &str| {
+        h.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+    };
+    let valid = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(v6) => v6.parse::<std::net::Ipv6Addr>().is_ok(),
+        None => named(host),
+    };
+    if host.is_empty() || !valid {
+        return None;
+    }
+    let port = match port {
+        Some(port) if port.bytes().all(|b| b.is_ascii_digit()) => {
+            port.parse::<u16>().ok().filter(|p| *p > 0)?
+        }
+        Some(_) => return None,
+        None => default_port,
+    };
+    Some((host, port))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

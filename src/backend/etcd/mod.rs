@@ -239,42 +239,9 @@ fn credentials(
     })
 }
 
-/// `host:port`, `host` (the default port) or `[v6]:port`: the host and the port.
+/// `host:port`, `host` (etcd's port) or `[v6]:port`: the host and the port.
 fn split_port(member: &str) -> Option<(&str, u16)> {
-    if member.is_empty() || member.contains(char::is_whitespace) {
-        return None;
-    }
-    let (host, port) = if let Some(v6) = member.strip_prefix('[') {
-        let (host, after) = v6.split_once(']')?;
-        let host = &member[..host.len() + 2];
-        match after.strip_prefix(':') {
-            Some(port) => (host, Some(port)),
-            None if after.is_empty() => (host, None),
-            None => return None,
-        }
-    } else {
-        match member.rsplit_once(':') {
-            Some((host, port)) => (host, Some(port)),
-            None => (member, None),
-        }
-    };
-    // A name or an IPv4 address, or an IPv6 one in brackets: what a URL's host may be.
-    let named = |h: &str| {
-        h.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
-    };
-    let valid = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-        Some(v6) => v6.parse::<std::net::Ipv6Addr>().is_ok(),
-        None => named(host),
-    };
-    if host.is_empty() || !valid {
-        return None;
-    }
-    let port = match port {
-        Some(port) => port.parse::<u16>().ok().filter(|p| *p > 0)?,
-        None => ETCD_PORT,
-    };
-    Some((host, port))
+    crate::backend::url::host_and_port(member, ETCD_PORT)
 }
 
 /// A URL's percent-encoded part, decoded.
@@ -372,6 +339,8 @@ mod tests {
             "etcd://",
             "etcd://host:0",
             "etcd://host:99999",
+            "etcd://host:+2379",
+            "etcd://host:0x10",
             "etcd://host:2379/path",
             "etcd://host:2379?x=1",
             "etcd://a:1,,b:2",
