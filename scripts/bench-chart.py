@@ -30,6 +30,7 @@ COLOURS = {
     "psql-2w": "#a27bb8",
     "pg-0.3.0": "#ccb974",
     "etcd-0.3.0": "#8da0cb",
+    "redlock-zk": "#e5ae38",
 }
 # The names shown, where a tool's own (bench.sh's column) says too little on a chart.
 LABELS = {
@@ -40,6 +41,7 @@ LABELS = {
     "psql": "one psql SELECT 1",
     "pg-0.3.0": "0.3.0, PostgreSQL",
     "etcd-0.3.0": "0.3.0, etcd",
+    "redlock-zk": "redlock, ZooKeeper",
     "etcdctl": "etcdctl lock",
     "bare": "bare lock",
     # BENCH_BASELINE's column: which build it is, as bench.sh's caller names it.
@@ -195,8 +197,8 @@ def main():
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
         f'viewBox="0 0 {WIDTH} {height}">',
         f'<rect width="{WIDTH}" height="{height}" fill="white"/>',
-        text(20, 26, "redlock on Redis, etcd and PostgreSQL, beside flock, etcdctl lock and psql", 16,
-             weight="bold"),
+        text(20, 26, "redlock on Redis, etcd, PostgreSQL and ZooKeeper, beside flock, etcdctl lock "
+             "and psql", 16, weight="bold"),
     ]
     parts += overhead_panel(tools, values, 20, 72, 370, HEIGHT - 100)
     # 20 px under it for a second row of the legend.

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Benchmark redlock side by side with flock(1), the single-host floor, and, when etcd is
 # installed, redlock on etcd (the redlock-etcd column: `redlock run --url etcd://...`) beside
-# `etcdctl lock`, both against the same local single-member etcd in the same passes. Prints one
-# markdown table, then the budget ratios this release is held to (see the end):
+# `etcdctl lock`, both against the same local single-member etcd in the same passes, and, when java
+# and Debian's ZooKeeper 3.8 jars are installed, redlock on ZooKeeper (the redlock-zk column:
+# `redlock run --url zk://...`) against a local standalone ZooKeeper, held to redlock-etcd's
+# numbers of the same run. Prints one markdown table, then the budget ratios this release is held
+# to (see the end):
 #   overhead   median wall time of `WRAPPER -- true` minus that of bare `true` (hyperfine)
 #   handoff    gap from one holder's command ending to the next waiter's command starting,
 #              p50 and p99, with 10, 30 and 100 waiters (timed by examples/stamp.rs, built
@@ -11,9 +14,12 @@
 #              ending to the command of the waiter that took the freed slot starting, beside
 #              the plain lock's and flock's 30-waiter hand-over of the same passes
 #   wait cost  requests each waiter sends per second while the lock (or every slot) stays held;
-#              on etcd, gRPC messages the server received (its /metrics), per waiter per second
+#              on etcd, gRPC messages the server received (its /metrics), per waiter per second;
+#              on ZooKeeper, packets the server received (its `mntr`), per waiter per second
 #   gRPC msgs  on etcd, gRPC messages the server received per run during the hand-over passes
 #              (the waiters' watches and keep-alives included), for etcdctl and redlock-etcd
+#   ZK packets on ZooKeeper, packets the server received per run during the hand-over passes
+#              (`mntr`'s zk_packets_received: requests and session pings), for redlock-zk
 #   Redis time what a shared Redis pays per run (INFO commandstats): the time it spent on the
 #              requests of each run, the scripts' work included, and the commands the scripts
 #              ran, for runs alone and for runs shared among 10 waiters on one key
@@ -43,7 +49,12 @@
 # etcdctl lock's, hand-over p50 at most 1.5x etcdctl lock's with 10 and with 100 waiters, peak
 # RSS at most 8 MiB; on PostgreSQL, overhead at most 1.5x psql-2w's, hand-over p50 no worse than
 # 0.3.0's (the pg-0.3.0 column: that release on the same server, in a schema of its own) with 10
-# and with 100 waiters, peak RSS at most 8 MiB.
+# and with 100 waiters, peak RSS at most 8 MiB; on ZooKeeper, overhead no more than redlock-etcd's
+# (at most 1.0x), hand-over p50 at most 1.5x redlock-etcd's with 10 and with 100 waiters, peak RSS
+# at most 8 MiB.
+# ZooKeeper's sessions last tickTime x 2 to x 20 (4 s to 40 s here, its defaults): wherever the
+# other columns take a --ttl outside that (1 s for peak RSS, 300 s for a holder during the wait
+# cost), redlock-zk takes 4 s or 40 s, since a --ttl above the maximum is refused.
 # "No worse than" another build is judged from the samples, not from two numbers: the ratio
 # with its 95 % bootstrap interval (scripts/bench-compare.py over every hand-over gap, or every
 # hyperfine run, of the two columns), met unless the whole interval lies above 1.00. Two copies
@@ -80,8 +91,11 @@ list_locks=10000
 slots=3 # the semaphore's N
 
 . scripts/need.sh
-# etcd-server and etcd-client: the etcdctl column (without them the run leaves it out).
-need_packages hyperfine curl etcd:etcd-server etcdctl:etcd-client
+# etcd-server and etcd-client: the etcdctl column (without them the run leaves it out); java and
+# libzookeeper-java: the redlock-zk column (likewise; BENCH_ZK=0 leaves it out and installs neither).
+zk_packages=()
+[ "${BENCH_ZK:-1}" != 0 ] && zk_packages=(java:default-jre-headless /usr/share/java/zookeeper.jar:libzookeeper-java)
+need_packages hyperfine curl etcd:etcd-server etcdctl:etcd-client "${zk_packages[@]}"
 . scripts/release-env.sh
 release_cargo build --release --locked --bin redlock --example stamp --example bare_lock >&2
 redlock=$PWD/$release_dir/redlock
@@ -125,6 +139,32 @@ if command -v etcd >/dev/null && command -v etcdctl >/dev/null; then
     ep=127.0.0.1:$eport
     eurl=etcd://$ep
 fi
+# ZooKeeper 3.8 (Debian's jars), standalone, run by java directly (no zkServer.sh, not on 2181):
+# ZooKeeper's default tickTime (sessions of 4 s to 40 s), no limit on connections from one
+# address (the 100 waiters all come from 127.0.0.1), the four-letter words on (ruok, mntr).
+# Answers a four-letter word WORD on PORT (ZooKeeper closes the connection after its answer; a
+# word sent while it is still starting can go unanswered, hence the timeout).
+zk_4lw() { # port word
+    (exec 3<>"/dev/tcp/127.0.0.1/$1" && printf '%s' "$2" >&3 && timeout 2 cat <&3) 2>/dev/null
+}
+zk_ok() { [ "$(zk_4lw "$1" ruok)" = imok ]; }
+have_zk=false
+zkjar=/usr/share/java/zookeeper.jar
+if [ "${BENCH_ZK:-1}" != 0 ] && command -v java >/dev/null && [ -e "$zkjar" ]; then
+    have_zk=true
+    mkdir -p "$work/zk/conf" "$work/zk/data"
+    cp /etc/zookeeper/conf/log4j.properties "$work/zk/conf/"
+    zk_cp=$work/zk/conf:$zkjar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar
+    start_on_free_port "zk_ok PORT" sh -c \
+        "printf '%s\n' tickTime=2000 'dataDir=$work/zk/data' clientPort=PORT \
+        clientPortAddress=127.0.0.1 admin.enableServer=false '4lw.commands.whitelist=*' \
+        maxClientCnxns=0 >'$work/zk/conf/zoo.cfg' &&
+        exec java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+        -Dzookeeper.root.logger=INFO,CONSOLE -cp '$zk_cp' \
+        org.apache.zookeeper.server.quorum.QuorumPeerMain '$work/zk/conf/zoo.cfg' >'$work/zk.log' 2>&1"
+    zport=$port
+    zurl=zk://127.0.0.1:$zport
+fi
 # PostgreSQL (Debian's server binaries), as Debian configures it (fsync and synchronous commits
 # on), with pg_stat_statements loaded; run as the postgres user, since it refuses root.
 have_pg=false
@@ -159,6 +199,12 @@ grpc_msgs() {
     curl -s "http://$ep/metrics" |
         awk '/^grpc_server_msg_received_total/ {s += $NF} END {printf "%d\n", s}'
 }
+# Packets the ZooKeeper server received so far (requests and session pings; of the four-letter
+# words only the previous reading, which counts as one packet: the callers take 1 off), and the
+# ephemeral nodes it holds (one per waiting or holding redlock-zk).
+zk_stat() { # mntr-key
+    zk_4lw "$zport" mntr | awk -v k="$1" '$1 == k {print $2 + 0}'
+}
 # How many keys etcd holds under PREFIX.
 etcd_count() { # prefix
     etcdctl --endpoints="$ep" get --prefix --keys-only --limit=1 -w json "$1" |
@@ -182,6 +228,7 @@ wrap() { # tool lockname
     redlock-pg) echo "$redlock run --url $purl --key $2 --wait forever --" ;;
     pg-0.3.0) echo "$pgold run --url $purl_old --key $2 --wait forever --" ;;
     etcd-0.3.0) echo "$pgold run --url $eurl --key $2 --wait forever --" ;;
+    redlock-zk) echo "$redlock run --url $zurl --key $2 --wait forever --" ;;
     esac
 }
 tools=(flock redlock)
@@ -192,6 +239,7 @@ $have_pg && tools+=(redlock-pg)
 $have_pg && [ -n "$pgold" ] && tools+=(pg-0.3.0)
 # 0.3.0 on the same etcd, its keys beside this build's (lock names are per tool).
 $have_etcd && [ -n "$pgold" ] && tools+=(etcd-0.3.0)
+$have_zk && tools+=(redlock-zk)
 # The table's columns: the bare lock has no --wait, so it is in the rows of single runs only
 # (overhead, Redis time per mode, peak RSS); one psql is in the overhead row only.
 columns=(flock bare "${tools[@]:1}")
@@ -301,7 +349,8 @@ handoff_pass() { # tool waiters rounds file lockname [holders]
 percentiles() {
     sort -n "$1" | awk '{ g[NR] = $1 } END { print g[int((NR - 1) * 0.50) + 1], g[int((NR - 1) * 0.99) + 1], NR, g[NR] }'
 }
-declare -A h10 h30 h100 per10 per30 per100 eper10 eper30 eper100 calls msgs p50 p99
+declare -A h10 h30 h100 per10 per30 per100 eper10 eper30 eper100 zper10 zper30 zper100 calls msgs
+declare -A zmsgs p50 p99
 # Rows: waiters rounds passes. The 30-waiter row runs once per waiter, like the 100-waiter one
 # (the queue shrinks from 30 to none), in more passes, and takes the semaphore along.
 for spec in "10 $rounds10 $hand_passes" "30 1 $passes30" "100 $rounds100 $hand_passes"; do
@@ -309,16 +358,18 @@ for spec in "10 $rounds10 $hand_passes" "30 1 $passes30" "100 $rounds100 $hand_p
     row_tools=("${tools[@]}")
     [ "$n" = 30 ] && row_tools+=("${sems[@]}")
     say "handoff: $n waiters, $np passes of $r rounds"
-    for t in "${row_tools[@]}"; do : >"$work/gaps-$t-$n"; calls[$t]=0; msgs[$t]=0; done
+    for t in "${row_tools[@]}"; do : >"$work/gaps-$t-$n"; calls[$t]=0; msgs[$t]=0; zmsgs[$t]=0; done
     for p in $(seq "$np"); do
         for t in "${row_tools[@]}"; do
             first=1
             case $t in *-sem) first=$slots ;; esac
             redis-cli -p "$rport" config resetstat >/dev/null
             $have_etcd && before=$(grpc_msgs)
+            $have_zk && zbefore=$(zk_stat zk_packets_received)
             handoff_pass "$t" "$n" "$r" "$work/hand-$t-$n-$p" "hand$n-$p" "$first"
             calls[$t]=$((calls[$t] + $(client_calls)))
             $have_etcd && msgs[$t]=$((msgs[$t] + $(grpc_msgs) - before))
+            $have_zk && zmsgs[$t]=$((zmsgs[$t] + $(zk_stat zk_packets_received) - zbefore - 1))
         done
     done
     for t in "${row_tools[@]}"; do
@@ -327,18 +378,20 @@ for spec in "10 $rounds10 $hand_passes" "30 1 $passes30" "100 $rounds100 $hand_p
         stats=$(printf "%.2f / %.2f ms (n=%d, max %.0f)" "$a" "$b" "$c" "$d")
         first=1
         case $t in *-sem) first=$slots ;; esac
-        per=- eper=-
+        per=- eper=- zper=-
         case $t in
         redlock-pg | pg-0.3.0) ;;
+        redlock-zk)
+            zper=$(awk -v c="${zmsgs[$t]}" -v n="$(((n * r + first) * np))" 'BEGIN {printf "%.1f", c / n}') ;;
         etcdctl | redlock-etcd | etcd-0.3.0)
             eper=$(awk -v c="${msgs[$t]}" -v n="$(((n * r + first) * np))" 'BEGIN {printf "%.1f", c / n}') ;;
         redlock* | baseline*)
             per=$(awk -v c="${calls[$t]}" -v n="$(((n * r + first) * np))" 'BEGIN {printf "%.1f", c / n}') ;;
         esac
         case $n in
-        10) h10[$t]=$stats per10[$t]=$per eper10[$t]=$eper ;;
-        30) h30[$t]=$stats per30[$t]=$per eper30[$t]=$eper ;;
-        100) h100[$t]=$stats per100[$t]=$per eper100[$t]=$eper ;;
+        10) h10[$t]=$stats per10[$t]=$per eper10[$t]=$eper zper10[$t]=$zper ;;
+        30) h30[$t]=$stats per30[$t]=$per eper30[$t]=$eper zper30[$t]=$zper ;;
+        100) h100[$t]=$stats per100[$t]=$per eper100[$t]=$eper zper100[$t]=$zper ;;
         esac
     done
 done
@@ -413,6 +466,36 @@ if $have_etcd; then
         "etcdctl --endpoints=$ep lock idle" idle/) (gRPC messages, incl. holder)"
     cost[redlock-etcd]="$(etcd_idle_cost "$redlock run --url $eurl --key idle --ttl 300s --" \
         "$redlock run --url $eurl --key idle --wait forever --" "redlock:{idle}/q/") (gRPC messages)"
+fi
+
+# On ZooKeeper, the packets the server received over $idle seconds, per waiter, once every waiter
+# is queued (its ephemeral entry made) and a second more. The holder takes a 40 s ttl, the longest
+# session the server grants (tickTime x 20): it renews every ttl/3, so about two renewals of its
+# fall in the window and are counted with the waiters' (2 / (waiters x idle), under 0.01); its
+# waiters take the default ttl.
+zk_idle_cost() { # holder-wrapper waiter-wrapper
+    local holder others=() base before after
+    base=$(zk_stat zk_ephemerals_count)
+    $1 sleep $((idle + 15)) >/dev/null &
+    holder=$!
+    sleep 1
+    for _ in $(seq "$waiters"); do
+        $2 true >/dev/null &
+        others+=($!)
+    done
+    until [ "$(zk_stat zk_ephemerals_count)" -ge $((base + waiters + 1)) ]; do sleep 0.1; done
+    sleep 1
+    before=$(zk_stat zk_packets_received)
+    sleep "$idle"
+    after=$(zk_stat zk_packets_received)
+    kill "$holder"
+    wait "$holder" "${others[@]}" || true
+    awk -v c="$((after - before - 1))" -v n="$waiters" -v s="$idle" 'BEGIN {printf "%.3f", c / n / s}'
+}
+if $have_zk; then
+    say "wait cost, ZooKeeper"
+    cost[redlock-zk]="$(zk_idle_cost "$redlock run --url $zurl --key idle --ttl 40s --" \
+        "$redlock run --url $zurl --key idle --wait forever --") (packets, incl. holder)"
 fi
 
 # --- Redis's own time per run ----------------------------------------------------------------
@@ -632,7 +715,10 @@ for t in "${over_tools[@]}"; do
     [ "$t" = redlock-pg ] && w="$redlock run --url $purl --key rss --ttl 1s --"
     [ "$t" = pg-0.3.0 ] && w="$pgold run --url $purl_old --key rss --ttl 1s --"
     [ "$t" = etcd-0.3.0 ] && w="$pgold run --url $eurl --key rss-0.3.0 --ttl 1s --"
-    kb=$($w sh -c 'sleep 1.2; awk "/^VmHWM/ {print \$2}" /proc/$PPID/status')
+    # ZooKeeper's shortest session is 4 s: held 3 s, two renewals (every ttl/3) as with 1 s.
+    hold=1.2
+    [ "$t" = redlock-zk ] && w="$redlock run --url $zurl --key rss --ttl 4s --" hold=3
+    kb=$($w sh -c "sleep $hold; awk '/^VmHWM/ {print \$2}' /proc/\$PPID/status")
     rss_kb[$t]=$kb
     rss[$t]=$(awk -v k="$kb" 'BEGIN {printf "%.1f MiB", k / 1024}')
 done
@@ -668,6 +754,8 @@ row() { # title assoc-name [suffix: the entries come from TOOL-SUFFIX]
 for t in "${tools[@]}"; do per[$t]="${per10[$t]} / ${per30[$t]} / ${per100[$t]}"; done
 for t in "${sems[@]}"; do per[$t]=${per30[$t]}; done
 for t in "${tools[@]}"; do eper[$t]="${eper10[$t]} / ${eper30[$t]} / ${eper100[$t]}"; done
+declare -A zper
+for t in "${tools[@]}"; do zper[$t]="${zper10[$t]} / ${zper30[$t]} / ${zper100[$t]}"; done
 row "overhead (median, minus bare \`true\`)" overhead
 row "overhead ÷ flock's" over_x
 row "handoff p50 / p99, 10 waiters" h10
@@ -679,6 +767,7 @@ row "handoff p99 ÷ flock's, 10 / 30 / 100 waiters" hand_x99
 row "Redis requests per run, 10 / 30 / 100 waiters" per
 row "Redis requests per run, \`--limit $slots\`, 30 waiters" per -sem
 $have_etcd && row "etcd gRPC messages received per run, 10 / 30 / 100 waiters" eper
+$have_zk && row "ZooKeeper packets received per run, 10 / 30 / 100 waiters" zper
 row "Redis time per run, alone / 10 waiters (commands the scripts ran)" rtime
 $have_pg && rtime[redlock-pg]=$pg_time && row "server time per plain run (Redis: alone above; PostgreSQL: pg_stat_statements)" rtime
 row "requests per waiter per second while waiting" cost
@@ -696,7 +785,8 @@ for t in "${sems[@]}"; do
     plain=${t%-sem}
     echo "$plain \`--limit $slots\` hand-over, 30 waiters: $(ratio "${p50[$t-30]}" "${p50[$plain-30]}") / $(ratio "${p99[$t-30]}" "${p99[$plain-30]}") x the plain lock's p50 / p99, $(ratio "${p50[$t-30]}" "${p50[flock-30]}") / $(ratio "${p99[$t-30]}" "${p99[flock-30]}") x flock's"
 done
-machine="$(awk -v b="$base" 'BEGIN {printf "%.2f ms", b * 1000}') median; $(nproc) cores; $(redis-server --version | awk '{sub("v=", "", $3); print "Redis " $3}')$($have_etcd && echo ", etcd $(etcd --version | awk 'NR==1 {print $3}')")$($have_pg && echo ", PostgreSQL $(pg "SHOW server_version")")"
+# (The last $(...) decides the assignment's status under set -e: it must not fail without ZooKeeper.)
+machine="$(awk -v b="$base" 'BEGIN {printf "%.2f ms", b * 1000}') median; $(nproc) cores; $(redis-server --version | awk '{sub("v=", "", $3); print "Redis " $3}')$($have_etcd && echo ", etcd $(etcd --version | awk 'NR==1 {print $3}')")$($have_pg && echo ", PostgreSQL $(pg "SHOW server_version")")$($have_zk && echo ", ZooKeeper $(zk_4lw "$zport" srvr | sed -n 's/^Zookeeper version: \([^-,]*\).*/\1/p'), $(java -version 2>&1 | awk 'NR==1 {gsub("\"", ""); print $1, $3}')" || true)"
 echo "bare \`true\`: $machine"
 echo "Redis time per mode: median of $mode_passes passes of $mode_runs runs each$([ -n "$old" ] && echo "; \`old\`: the round's start ($(basename "$(dirname "$(dirname "$(dirname "$(dirname "$old")")")")")), built as it ships")"
 
@@ -754,6 +844,18 @@ if $have_etcd; then
             echo "- hand-over p50 ÷ 0.3.0's, $n waiters: $(no_worse "$(hand_of redlock-etcd "$n")" "$(hand_of etcd-0.3.0 "$n")")"
         done
     fi
+fi
+if $have_zk; then
+    echo "Budgets, ZooKeeper (redlock-zk against redlock-etcd, the same run):"
+    if $have_etcd; then
+        echo "- overhead ÷ redlock-etcd's: $(budget "${over_raw[redlock-zk]}" "${over_raw[redlock-etcd]}" 1 1.0)"
+        for n in 10 100; do
+            echo "- hand-over p50 ÷ redlock-etcd's, $n waiters: $(budget "${p50[redlock-zk-$n]}" "${p50[redlock-etcd-$n]}" 1.5 1.5)"
+        done
+    else
+        echo "- overhead and hand-over p50 ÷ redlock-etcd's: not measured (no etcd)"
+    fi
+    echo "- peak RSS ÷ 8 MiB: $(budget "${rss_kb[redlock-zk]}" 8192 1 1) (${rss[redlock-zk]})"
 fi
 
 if $have_pg; then
