@@ -16,7 +16,7 @@
 //! A client of another kind than the entries' (another `--limit`, a semaphore against a lock) is
 //! refused, as on Redis.
 
-use crate::lock::{Held, HeldAs, Holder, Kind};
+use crate::lock::{Forced, Held, HeldAs, Holder, Kind};
 
 /// One entry of the queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,6 +147,27 @@ pub(crate) fn holder_of(value: &[u8]) -> (String, Option<Holder>) {
         started: int("started"),
     });
     (text("token").to_owned(), holder)
+}
+
+/// What a forced release answers when no holder is the one asked for: the lock is free; it is
+/// held by another token (`first`: the first holder's, `holders` of them); or the token is
+/// not one of its holders'. `token`: a token was asked for; `several`: held by several.
+pub(crate) fn unchosen(
+    first: Option<String>,
+    holders: usize,
+    (token, several): (bool, bool),
+    held_as: HeldAs,
+    fence: i64,
+) -> Forced {
+    match (first, token, several) {
+        (None, _, _) => Forced::Free { fence, cleared: 0 },
+        (Some(token), true, false) => Forced::Other { token, fence },
+        (Some(_), _, _) => Forced::NotAHolder {
+            held_as,
+            holders: holders as u64,
+            fence,
+        },
+    }
 }
 
 #[cfg(test)]

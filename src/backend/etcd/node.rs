@@ -202,29 +202,6 @@ impl EtcdNode {
     }
 }
 
-/// What a forced release answers when no holder is the one asked for: the lock is free; it is
-/// held by another token; or the token is not one of its holders'.
-fn unchosen(
-    holders: &[&(Entry, KeyValue)],
-    token: bool,
-    several: bool,
-    held_as: HeldAs,
-    fence: i64,
-) -> Forced {
-    match (holders.first(), token, several) {
-        (None, _, _) => Forced::Free { fence, cleared: 0 },
-        (Some((_, kv)), true, false) => Forced::Other {
-            token: holder_of(kv).0,
-            fence,
-        },
-        (Some(_), _, _) => Forced::NotAHolder {
-            held_as,
-            holders: holders.len() as u64,
-            fence,
-        },
-    }
-}
-
 /// A holder's details from its entry's value.
 fn holder_of(kv: &KeyValue) -> (String, Option<Holder>) {
     queue::holder_of(kv.value())
@@ -321,7 +298,9 @@ impl Node for EtcdNode {
             None => holders.first(),
         };
         let Some((entry, kv)) = chosen else {
-            return Ok(unchosen(&holders, token.is_some(), several, held_as, fence));
+            let first = holders.first().map(|(_, kv)| holder_of(kv).0);
+            let asked = (token.is_some(), several);
+            return Ok(queue::unchosen(first, holders.len(), asked, held_as, fence));
         };
         if several && token.is_none() && holders.len() > 1 {
             return Ok(Forced::Several {

@@ -263,18 +263,9 @@ impl Node for ZkNode {
             None => holders.first(),
         };
         let Some((entry, data, _)) = chosen else {
-            return Ok(match (holders.first(), token.is_some(), several) {
-                (None, _, _) => Forced::Free { fence, cleared: 0 },
-                (Some((_, data, _)), true, false) => Forced::Other {
-                    token: queue::holder_of(data).0,
-                    fence,
-                },
-                (Some(_), _, _) => Forced::NotAHolder {
-                    held_as,
-                    holders: holders.len() as u64,
-                    fence,
-                },
-            });
+            let first = holders.first().map(|(_, data, _)| queue::holder_of(data).0);
+            let asked = (token.is_some(), several);
+            return Ok(queue::unchosen(first, holders.len(), asked, held_as, fence));
         };
         if several && token.is_none() && holders.len() > 1 {
             return Ok(Forced::Several {
