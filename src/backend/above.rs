@@ -33,6 +33,10 @@ const NAMES: &[&str] = &[
     "lua",
     "sql",
     "plpgsql",
+    "zookeeper",
+    "zk",
+    "zxid",
+    "czxid",
 ];
 
 /// Words that name a backend's part only as written so: a Redis Cluster, Redis's commands and
