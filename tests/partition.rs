@@ -1,6 +1,6 @@
 //! The partition suite: hosts in network namespaces on two switches whose link the test cuts,
 //! so that both sides keep running and each side's clients still reach some servers. A 3-member
-//! etcd cluster, one redis-server, a quorum of three Redis masters, a Sentinel service, a Redis
+//! etcd cluster, a 3-member ZooKeeper ensemble, one redis-server, a quorum of three Redis masters, a Sentinel service, a Redis
 //! Cluster and a PostgreSQL primary with its standby are split while a holder runs; the
 //! resource its commands write to shows whether two ran at once. Needs root
 //! (`ip netns`); without it each test says so in one line and returns, except under `CI`,
@@ -21,8 +21,12 @@ mod partition {
     pub mod resource;
     // What every case does around its cut: the lock, the resource, redlock on a host.
     pub mod scene;
+    // What a case on a consensus store (etcd, ZooKeeper) does around its cut.
+    mod consensus;
     // etcd split: the holder with the leader, with a follower, alone; a member cut off.
     mod etcd;
+    // ZooKeeper split: the same four cases.
+    mod zookeeper;
     // One redis-server split from the holder.
     mod single;
     // A quorum of three Redis masters split: the holder keeps one of them.

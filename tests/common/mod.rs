@@ -9,6 +9,7 @@ mod etcd;
 // and the chaos suite's partition phase. The integration suite uses neither.
 #[allow(dead_code)]
 pub mod etcd_net;
+// ZooKeeper members on such hosts: the partition suite's only.
 #[allow(dead_code)]
 pub mod net;
 mod poll;
@@ -20,6 +21,8 @@ mod redlock;
 mod scripts;
 mod server;
 mod tempdir;
+#[allow(dead_code)]
+pub mod zk_net;
 mod zookeeper;
 
 // The chaos suite starts no etcd: its allowance (on `mod common`) is for dead code only.

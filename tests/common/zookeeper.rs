@@ -32,7 +32,7 @@
 //! leads after about 0.4 s.
 
 mod client;
-mod setup;
+pub(crate) mod setup;
 
 use std::fs::{self, OpenOptions};
 use std::io::{Read, Write};
@@ -182,7 +182,13 @@ impl ZkEnsemble {
                 .collect(),
         };
         for (i, member) in members.iter().enumerate() {
-            setup::write_dir(&member.dir, i + 1, member.client_port, &servers, opts);
+            setup::write_dir(
+                &member.dir,
+                i + 1,
+                ("127.0.0.1", member.client_port),
+                &servers,
+                opts,
+            );
         }
         ZkEnsemble { members }
     }

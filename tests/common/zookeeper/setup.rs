@@ -23,7 +23,7 @@ const JVM_FLAGS: &[&str] = &[
 ];
 
 /// The `java` the fixture runs: `REDLOCK_TEST_JAVA`, else `java` from PATH.
-fn java_binary() -> PathBuf {
+pub(crate) fn java_binary() -> PathBuf {
     find_binary("REDLOCK_TEST_JAVA", "java", "default-jre-headless")
 }
 
@@ -52,15 +52,17 @@ fn classpath(first: Option<&Path>, jars: &[(&str, &str)]) -> String {
     parts.join(":")
 }
 
-/// Writes member `myid`'s `zoo.cfg`, `log4j.properties` and `data/myid` into `dir`. `servers`
-/// is every member's `server.N=` line, or nothing for a standalone server.
-pub(super) fn write_dir(
+/// Writes member `myid`'s `zoo.cfg`, `log4j.properties` and `data/myid` into `dir`; it serves
+/// clients on `client` (`address:port`). `servers` is every member's `server.N=` line, or
+/// nothing for a standalone server.
+pub(crate) fn write_dir(
     dir: &TempDir,
     myid: usize,
-    client_port: u16,
+    client: (&str, u16),
     servers: &str,
     opts: &ZkOpts,
 ) {
+    let (client_address, client_port) = client;
     let data = dir.join("data");
     fs::create_dir(&data).unwrap();
     fs::write(data.join("myid"), format!("{myid}\n")).unwrap();
@@ -74,8 +76,8 @@ pub(super) fn write_dir(
          maxSessionTimeout={}\n\
          dataDir={}\n\
          clientPort={client_port}\n\
-         clientPortAddress=127.0.0.1\n\
-         # Every test client comes from 127.0.0.1: no cap per address (60 by default).\n\
+         clientPortAddress={client_address}\n\
+         # Every test client comes from one address: no cap per address (60 by default).\n\
          maxClientCnxns=0\n\
          # Jetty on 8080.\n\
          admin.enableServer=false\n\
@@ -99,7 +101,12 @@ pub(super) fn write_dir(
 
 /// The command that runs the member whose CONFDIR is `dir`, in `dir`.
 pub(super) fn server_command(dir: &Path) -> Command {
-    let mut cmd = Command::new(java_binary());
+    server_command_from(Command::new(java_binary()), dir)
+}
+
+/// [`server_command`]'s arguments after `cmd`, a command that runs [`java_binary`] (inside a
+/// host of a test's network, say).
+pub(crate) fn server_command_from(mut cmd: Command, dir: &Path) -> Command {
     clear_java_env(&mut cmd);
     cmd.current_dir(dir)
         .args(JVM_FLAGS)
