@@ -180,7 +180,8 @@ fn tokens_rise_across_a_restart_of_every_member() {
 }
 
 /// A `--ttl` longer than the longest session the ensemble gives is refused in one line (69),
-/// the command not run, nothing left queued; a chroot that is not there likewise.
+/// the command not run, nothing left queued; a chroot that is not there likewise, and every
+/// admin command says it is not there.
 #[test]
 fn a_ttl_past_the_ensembles_sessions_or_a_missing_chroot_is_refused() {
     let zk = ZkEnsemble::start();
@@ -225,6 +226,31 @@ fn a_ttl_past_the_ensembles_sessions_or_a_missing_chroot_is_refused() {
         ],
     );
     assert!(!dir.join("marker").exists());
+    // Every admin command says so too, rather than read every lock as free (or list none).
+    for (sub, key, extra) in [
+        ("status", true, &[][..]),
+        ("history", true, &[]),
+        ("check", true, &["--max-age", "1h"]),
+        ("release", true, &["--force"]),
+        ("list", false, &[]),
+    ] {
+        let admin = Redlock::admin_at(sub, &url);
+        let admin = if key { admin.key("c") } else { admin };
+        let out = admin
+            .args(extra)
+            .any_status()
+            .any_stdout()
+            .any_stderr()
+            .output();
+        assert!(
+            out.stderr.contains("has no node for the URL's chroot"),
+            "{sub}: {}",
+            out.stderr
+        );
+        // check speaks as a monitoring plugin: UNKNOWN is 3.
+        let code = if sub == "check" { 3 } else { 69 };
+        assert_eq!(out.status.code(), Some(code), "{sub}: {}", out.stderr);
+    }
     // Made, it takes the locks under it, and nothing of them outside it.
     zk.create("/no", "");
     zk.create("/no/such", "");

@@ -251,6 +251,29 @@ impl Conn {
         });
     }
 
+    /// The refusal when the URL's chroot is not there: a run would make nothing under it, and
+    /// an admin command would read every lock as free.
+    pub(crate) fn no_chroot(&self) -> Failure {
+        Failure::Refused(
+            format!(
+                "ZooKeeper at {} has no node for the URL's chroot: make it first (zkCli.sh \
+                 create PATH), or give a URL without one",
+                self.ensemble.shown
+            )
+            .into(),
+        )
+    }
+
+    /// After a read found no node where a lock's (or the folder of its prefix) would be: Err
+    /// when that is because the chroot itself is not there (it is "/" to the chrooted client).
+    pub(crate) fn chroot_exists(&mut self, deadline: Instant) -> Result<(), Failure> {
+        match self.run(deadline, |c| async move { c.check_stat("/").await }) {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err(self.no_chroot()),
+            Err(err) => Err(self.failure(err)),
+        }
+    }
+
     /// A failure of a request to the ensemble, from the client's error: no answer (worth
     /// trying again), or the ensemble's refusal.
     pub(crate) fn failure(&self, err: Error) -> Failure {

@@ -207,16 +207,7 @@ impl ZkLocker {
                 }
             });
             match created {
-                Ok(None) => {
-                    return Err(Failure::Refused(
-                        format!(
-                            "ZooKeeper at {} has no node for the URL's chroot: make it first \
-                             (zkCli.sh create PATH), or give a URL without one",
-                            self.conn.shown()
-                        )
-                        .into(),
-                    ));
-                }
+                Ok(None) => return Err(self.conn.no_chroot()),
                 Ok(Some((stat, seq))) => {
                     let seq = seq.into_i64();
                     let name = format!("{}{seq:010}", names::entry_prefix(self.kind, &self.token));

@@ -90,7 +90,10 @@ impl ZkNode {
             .run(deadline, |c| async move { c.get_children(&path).await });
         let (children, stat) = match found {
             Ok((children, stat)) => (children, Some(stat)),
-            Err(Error::NoNode) => (Vec::new(), None),
+            Err(Error::NoNode) => {
+                self.conn.chroot_exists(deadline)?;
+                (Vec::new(), None)
+            }
             Err(err) => return Err(self.failure(err)),
         };
         let mut queue = names::entries(&children);
@@ -141,15 +144,20 @@ fn ttl_of(data: &[u8]) -> Option<Duration> {
 
 impl Node for ZkNode {
     fn names(&mut self, timeout: Duration) -> Result<BTreeSet<String>, Failure> {
+        let deadline = Instant::now() + timeout;
         let folder = self.base.folder().to_owned();
-        match self.conn.run(Instant::now() + timeout, |c| async move {
-            c.list_children(&folder).await
-        }) {
+        match self
+            .conn
+            .run(deadline, |c| async move { c.list_children(&folder).await })
+        {
             Ok(children) => Ok(children
                 .iter()
                 .filter_map(|c| self.base.name_of(c))
                 .collect()),
-            Err(Error::NoNode) => Ok(BTreeSet::new()),
+            Err(Error::NoNode) => {
+                self.conn.chroot_exists(deadline)?;
+                Ok(BTreeSet::new())
+            }
             Err(err) => Err(self.failure(err)),
         }
     }
