@@ -17,8 +17,10 @@
 //! is deleted.
 //!
 //! The decision ([`candidates`], [`doomed`]) is pure; [`prune`] reads and deletes, each step's
-//! requests all sent before any answer is awaited: three round trips and the deletes' one,
-//! whatever the number of names.
+//! requests all sent before any answer is awaited: the folder's children, the names' children,
+//! their Stats, the deletes, four round trips whatever the number of names (after the
+//! recorder's question whether the server has TTL nodes). The next holder does not wait for
+//! it: the run's entry is gone by then.
 
 use std::time::Instant;
 
