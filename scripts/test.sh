@@ -17,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/need.sh
-need_packages tmux openssl groff:groff-base man:man-db fish promtool:prometheus \
+need_packages tmux openssl groff:groff-base man:man-db fish promtool:prometheus faketime \
   pg_ctlcluster:postgresql pgbouncer jq pgrep:procps cron etcd:etcd-server etcdctl:etcd-client \
   java:default-jre-headless /usr/share/java/zookeeper.jar:libzookeeper-java \
   ip:iproute2 nft:nftables unshare:util-linux

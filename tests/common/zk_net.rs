@@ -90,7 +90,7 @@ impl<'n> ZkNet<'n> {
             .append(true)
             .open(dir.join("zookeeper.log"))
             .unwrap();
-        let mut cmd = server_command_from(self.net.command(host, java_binary()), dir.path());
+        let mut cmd = server_command_from(self.net.command(host, java_binary()), dir.path(), None);
         cmd.stdout(log.try_clone().unwrap()).stderr(log);
         let child = cmd
             .spawn()

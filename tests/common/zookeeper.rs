@@ -1,8 +1,8 @@
 //! A throwaway ZooKeeper ensemble per test: N real members (3 by default, 1 for a cheap
 //! standalone server) on free loopback ports, each a JVM in a directory of its own (its
 //! `zoo.cfg`, `log4j.properties`, `data/myid` and `zookeeper.log`), SIGKILLed and reaped on drop.
-//! Faults on one member (SIGSTOP, SIGKILL, a restart on the same ports and data), the
-//! four-letter words, and a small client of the fixture's own ([`ZkClient`]) for what redlock
+//! Faults on one member (SIGSTOP, SIGKILL, a restart on the same ports and data, one with its
+//! wall clock moved by libfaketime), the four-letter words, and a small client of the fixture's own ([`ZkClient`]) for what redlock
 //! left in it.
 //!
 //! Made for Debian's ZooKeeper 3.8: the jars of `libzookeeper-java` (and of `libslf4j-java` and
@@ -90,6 +90,9 @@ struct Member {
     child: Option<Child>,
     /// SIGSTOPped by [`ZkEnsemble::stop`]: running, but answering nothing.
     stopped: bool,
+    /// How far the member's wall clock is moved (libfaketime's offset, `+41d`), from
+    /// [`ZkEnsemble::restart_with_clock`] on.
+    clock: Option<String>,
 }
 
 impl Member {
@@ -164,6 +167,7 @@ impl ZkEnsemble {
                 dir: TempDir::new(),
                 child: None,
                 stopped: false,
+                clock: None,
             })
             .collect();
         // A single member has no server lines: ZooKeeper then runs it standalone.
@@ -202,7 +206,7 @@ impl ZkEnsemble {
             .append(true)
             .open(member.dir.join("zookeeper.log"))
             .unwrap_or_else(|e| panic!("opening member {i}'s log: {e}"));
-        let mut cmd = setup::server_command(dir);
+        let mut cmd = setup::server_command(dir, member.clock.as_deref());
         cmd.stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log);
@@ -393,6 +397,15 @@ impl ZkEnsemble {
                 self.ask(i, "srvr", PROBE_TIMEOUT).map(drop)
             });
         }
+    }
+
+    /// [`restart`](Self::restart) member `i` with its wall clock moved by `shift` (libfaketime's
+    /// offset: `+41d`), from now on; its monotonic clock, which times sessions, is left alone.
+    /// The clock of the nodes' `ctime` and `mtime`, as the leader writes them.
+    #[track_caller]
+    pub fn restart_with_clock(&mut self, i: usize, shift: &str) {
+        self.members[i].clock = Some(shift.to_owned());
+        self.restart(i);
     }
 
     /// Kill every member and start them all again on their data; returns once each serves and

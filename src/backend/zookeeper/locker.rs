@@ -12,7 +12,9 @@
 //!   it committed, after the renewal was sent, and the session lives a session timeout from
 //!   when the leader heard it. A read could be answered by a member cut off from the leader.
 //! - **release**: the entry deleted, guarded by its version, in one transaction with the run's
-//!   end written to the record (`recorder`); then the session closed.
+//!   end written to the record (`recorder`); one release in 16 whose record the server keeps
+//!   for ever (no TTL nodes) then removes other names unused for the record's lifetime
+//!   (`prune`); then the session closed.
 //! - **the record**: a run that took the lock is written to it beside the command's start
 //!   (`settle`), the runs before it that vanished marked; a busy or skipped run counted.
 //!
@@ -29,8 +31,8 @@ mod ending;
 
 use super::client::Conn;
 use super::names::{self, Named};
-
 use super::recorder::Recorder;
+use super::url::Base;
 use crate::backend::block::{Allowances, Block};
 use crate::backend::queue::{self, Place, Watch};
 use crate::backend::run_record;
@@ -54,6 +56,8 @@ const COUNT_TIME: Duration = Duration::from_secs(1);
 /// A run's lock on ZooKeeper.
 pub(crate) struct ZkLocker {
     conn: Conn,
+    /// Where the locks of the run's prefix are: the folder a prune looks in.
+    base: Base,
     /// The lock's node, under the chroot.
     lock: String,
     token: String,
@@ -74,6 +78,8 @@ pub(crate) struct ZkLocker {
     taken: Option<Taken>,
     min_interval: Option<Duration>,
     recorder: Recorder,
+    /// The record's node as the release wrote it, for the prune after it.
+    released: Option<zookeeper_client::Stat>,
     /// The tokens queued when the run took the lock, for `settle` to tell a run that vanished.
     seen: Option<Vec<String>>,
     /// A create went unanswered and nothing was answered since: the entry may be there.
@@ -104,10 +110,13 @@ struct Own {
 }
 
 impl ZkLocker {
-    pub(crate) fn new(conn: Conn, lock: String, acls: Acls<'static>, run: &RunSpec) -> Self {
+    pub(crate) fn new(conn: Conn, base: Base, acls: Acls<'static>, run: &RunSpec) -> Self {
+        let lock = base.lock(&run.key);
         Self {
             conn,
+            base,
             recorder: Recorder::new(&lock, acls),
+            released: None,
             lock,
             token: run.token.clone(),
             kind: run.kind,
@@ -518,6 +527,9 @@ impl Locker for ZkLocker {
     fn release(&mut self, ended: RunEnding, timeout: Duration) -> Result<Held, Failure> {
         let deadline = Instant::now() + timeout;
         let held = self.give_back(&ended, deadline);
+        if let Some(record) = self.released.take() {
+            self.prune(&record, deadline);
+        }
         // On every path, a failed release's too: the close deletes the run's entry at once if
         // the server hears it, rather than a session timeout later.
         self.conn.close(deadline);

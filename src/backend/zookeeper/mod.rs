@@ -6,7 +6,8 @@
 //! history, leader changes included, and assumes no clock. The session's timeout is the lease.
 //!
 //! The protocol, read top down: the [`Locker`] (`locker`), its record of runs (`recorder`,
-//! which reads and writes the node `record` keeps), the names of a lock's children (`names`),
+//! which reads and writes the node `record` keeps; `prune`, which removes names unused for the
+//! record's lifetime where the server keeps it for ever), the names of a lock's children (`names`),
 //! the URL and the lock's paths (`url`), the admin commands' reads (`node`), and the session
 //! (`client`: zookeeper-client on `backend::blocking`'s runtime). Imports point one way, from
 //! `locker` down: none points back.
@@ -18,6 +19,7 @@ mod client;
 mod locker;
 mod names;
 mod node;
+mod prune;
 mod record;
 mod recorder;
 mod url;
@@ -203,7 +205,7 @@ impl Backend for ZooKeeper {
     fn locker(&self, run: &RunSpec) -> Box<dyn Locker> {
         Box::new(locker::ZkLocker::new(
             Conn::new(self.ensemble.clone(), run.ttl),
-            self.base.lock(&run.key),
+            self.base.clone(),
             self.acls(),
             run,
         ))

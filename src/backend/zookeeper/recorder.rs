@@ -8,11 +8,16 @@
 //! Nothing is left for ever: the record and its counters are TTL nodes of [`RECORD_TTL`] where
 //! the server has them (`zookeeper.extendedTypesEnabled`), which the server deletes once they
 //! go unwritten that long; the lock's node above them is a container, deleted once its last
-//! child is. Where the server has no TTL nodes, they are plain nodes.
+//! child is. Where the server has no TTL nodes, they are plain nodes, and one release in 16
+//! removes other names of its folder unused for [`RECORD_TTL`] by the server's clock
+//! (`prune`): whether the server has them is known once one is refused
+//! ([`Recorder::kept_for_ever`]).
 
 use std::time::Instant;
 
-use zookeeper_client::{Acls, CreateMode, CreateOptions, Error, MultiWriteError, Stat};
+use zookeeper_client::{
+    Acls, CreateMode, CreateOptions, Error, MultiWriteError, MultiWriteResult, Stat,
+};
 
 use super::client::Conn;
 use super::names;
@@ -22,7 +27,9 @@ use crate::lock::record::{Counts, RECORD_TTL};
 /// How a write of the record with a lock's change ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Written {
-    Done,
+    /// Written: the record's node as the write left it (None where the server's answer did not
+    /// say, as some servers' answer to a create in a transaction does not).
+    Done(Option<Stat>),
     /// The lock's change was refused (the entry to delete was gone): nothing was written.
     EntryGone,
 }
@@ -103,12 +110,41 @@ impl Recorder {
             let counted = change(&mut record);
             let record = (record.to_bytes(), stat.map(|s| s.version));
             match self.commit(conn, deadline, entry, Some(record), &counted)? {
-                Ok(()) => return Ok(Written::Done),
+                Ok(stat) => return Ok(Written::Done(stat)),
                 Err(Refused::Entry) => return Ok(Written::EntryGone),
                 Err(refused) => self.mend(conn, deadline, refused)?,
             }
         }
         Err(Error::BadVersion)
+    }
+
+    /// Whether the server keeps the record for ever: it makes no TTL nodes. Known once this
+    /// recorder had one refused; else asked by a create of the record, which is there (the
+    /// caller has just written it), with a TTL: a server without TTL nodes refuses the TTL
+    /// before it looks for the node, one with them finds the node there. Nothing is written
+    /// either way. A server that does not answer, or whose answer says neither, keeps nothing
+    /// for ever as far as this knows.
+    pub(crate) fn kept_for_ever(
+        &mut self,
+        conn: &mut Conn,
+        deadline: Instant,
+    ) -> Result<bool, Error> {
+        if !self.ttl_nodes {
+            return Ok(true);
+        }
+        let (path, node) = (self.path(names::RECORD), self.node());
+        match conn.run(
+            deadline,
+            |c| async move { c.create(&path, b"", &node).await },
+        ) {
+            Err(Error::Unimplemented | Error::BadArguments(_)) => {
+                self.ttl_nodes = false;
+                Ok(true)
+            }
+            // Made, as a TTL node: the record went meanwhile (an empty one reads as none).
+            Ok(_) | Err(Error::NodeExists | Error::NoNode) => Ok(false),
+            Err(err) => Err(err),
+        }
     }
 
     /// One more of `label` (a busy run, a skipped one), the record left as it is.
@@ -124,7 +160,7 @@ impl Recorder {
         };
         for _ in 0..RETRIES {
             match self.commit(conn, deadline, None, None, &counted)? {
-                Ok(()) => return Ok(()),
+                Ok(_) => return Ok(()),
                 Err(refused) => self.mend(conn, deadline, refused)?,
             }
         }
@@ -158,7 +194,8 @@ impl Recorder {
     }
 
     /// One transaction: `entry` deleted, the record written (`record`: its data and the version
-    /// it was read at, None when there was none), each counter of `counted` written once.
+    /// it was read at, None when there was none), each counter of `counted` written once. Done,
+    /// it answers the record's Stat as written (None: not written, or not said).
     fn commit(
         &self,
         conn: &mut Conn,
@@ -166,7 +203,7 @@ impl Recorder {
         entry: Option<&str>,
         record: Option<(Vec<u8>, Option<i32>)>,
         counted: &Counted,
-    ) -> Result<Result<(), Refused>, Error> {
+    ) -> Result<Result<Option<Stat>, Refused>, Error> {
         let mut ops: Vec<Op> = Vec::new();
         if let Some(entry) = entry {
             ops.push(Op::Delete(entry.to_owned()));
@@ -198,13 +235,31 @@ impl Recorder {
                 }
             }
             match txn.commit().await {
-                Ok(_) => Ok(Ok(())),
+                Ok(results) => Ok(Ok(results)),
                 Err(MultiWriteError::OperationFailed { index, source }) => Ok(Err((index, source))),
                 Err(MultiWriteError::RequestFailed { source }) => Err(source),
             }
         });
         let (index, source) = match done {
-            Ok(Ok(())) => return Ok(Ok(())),
+            Ok(Ok(results)) => {
+                // The record's operation comes after the entry's delete, when there is one.
+                let (at, record) = (usize::from(entry.is_some()), self.path(names::RECORD));
+                let stat = match (ops.get(at), results.into_iter().nth(at)) {
+                    (Some(Op::Set(path, ..) | Op::Create(path, _)), Some(result))
+                        if *path == record =>
+                    {
+                        match result {
+                            MultiWriteResult::SetData { stat }
+                            | MultiWriteResult::Create { stat, .. } => {
+                                Some(stat).filter(|s| !s.is_invalid())
+                            }
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                };
+                return Ok(Ok(stat));
+            }
             Ok(Err(failed)) => failed,
             Err(Error::Unimplemented | Error::BadArguments(_)) if self.ttl_nodes => {
                 return Ok(Err(Refused::NoTtl));

@@ -99,15 +99,19 @@ pub(crate) fn write_dir(
     fs::write(dir.join("log4j.properties"), LOG4J_PROPERTIES).unwrap();
 }
 
-/// The command that runs the member whose CONFDIR is `dir`, in `dir`.
-pub(super) fn server_command(dir: &Path) -> Command {
-    server_command_from(Command::new(java_binary()), dir)
+/// The command that runs the member whose CONFDIR is `dir`, in `dir`; with `clock`, its wall
+/// clock moved by that much (libfaketime's offset, `+41d`).
+pub(super) fn server_command(dir: &Path, clock: Option<&str>) -> Command {
+    server_command_from(Command::new(java_binary()), dir, clock)
 }
 
 /// [`server_command`]'s arguments after `cmd`, a command that runs [`java_binary`] (inside a
 /// host of a test's network, say).
-pub(crate) fn server_command_from(mut cmd: Command, dir: &Path) -> Command {
+pub(crate) fn server_command_from(mut cmd: Command, dir: &Path, clock: Option<&str>) -> Command {
     clear_java_env(&mut cmd);
+    if let Some(shift) = clock {
+        fake_clock(&mut cmd, shift);
+    }
     cmd.current_dir(dir)
         .args(JVM_FLAGS)
         .arg("-cp")
@@ -151,6 +155,34 @@ log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
 log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
 log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t:%C{1}@%L] - %m%n
 ";
+
+/// libfaketime preloaded into `cmd`, its wall clock moved by `shift`. Not through the
+/// `faketime` command, which forks and waits: the JVM would not be the fixture's child, and a
+/// SIGKILL of it would leave the member running. The monotonic clock is left alone: the JVM
+/// times its waits and ZooKeeper its sessions with it. Java 17 runs under it: a member's nodes
+/// get the moved times. `REDLOCK_TEST_LIBFAKETIME` names another library.
+fn fake_clock(cmd: &mut Command, shift: &str) {
+    let lib = std::env::var_os("REDLOCK_TEST_LIBFAKETIME")
+        .filter(|p| !p.is_empty())
+        .map_or_else(
+            || {
+                let arch = std::env::consts::ARCH;
+                PathBuf::from(format!(
+                    "/usr/lib/{arch}-linux-gnu/faketime/libfaketime.so.1"
+                ))
+            },
+            PathBuf::from,
+        );
+    assert!(
+        lib.is_file(),
+        "no {}: install Debian's faketime package (apt-get install faketime), or name the \
+         library in REDLOCK_TEST_LIBFAKETIME",
+        lib.display()
+    );
+    cmd.env("LD_PRELOAD", lib)
+        .env("FAKETIME", shift)
+        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+}
 
 /// Removes the variables every JVM reads as more flags (and announces on stderr), and
 /// `CLASSPATH`: a member runs with the fixture's flags and classpath only.

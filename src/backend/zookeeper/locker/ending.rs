@@ -4,10 +4,11 @@
 
 use std::time::{Duration, Instant};
 
-use zookeeper_client::Error;
+use zookeeper_client::{Error, Stat};
 
 use super::ZkLocker;
 use crate::backend::run_record;
+use crate::backend::zookeeper::prune;
 use crate::backend::zookeeper::record::Counted;
 use crate::backend::zookeeper::recorder::Written;
 use crate::lock::record::{RunEnding, VANISHED};
@@ -42,7 +43,7 @@ impl ZkLocker {
         deadline: Instant,
     ) -> Result<Written, Error> {
         let Some(taken) = &self.taken else {
-            return Ok(Written::Done);
+            return Ok(Written::Done(None));
         };
         let run = run_record::ended(
             &self.token,
@@ -100,9 +101,10 @@ impl ZkLocker {
         };
         let entry = self.path(&own.name);
         match self.record_end(ended, Some(&entry), deadline) {
-            Ok(Written::Done) => {
+            Ok(Written::Done(record)) => {
                 self.entry = None;
                 self.taken = None;
+                self.released = record;
                 Ok(Held::Ours)
             }
             Ok(Written::EntryGone) | Err(Error::SessionExpired) => {
@@ -128,6 +130,35 @@ impl ZkLocker {
                 }
             }
             Err(err) => Err(self.conn.failure(err)),
+        }
+    }
+
+    /// After a release that wrote `record`: one in [`prune::PRUNE_EVERY`], at random, where the
+    /// server keeps the record for ever, removes other names of the folder unused for the
+    /// record's lifetime, by the server's clock (the record's modification time). Its failure
+    /// changes nothing the run did (a later release prunes instead), and is said at `-v`.
+    pub(super) fn prune(&mut self, record: &Stat, deadline: Instant) {
+        if !prune::sampled(uuid::Uuid::new_v4().as_u128() as u64) {
+            return;
+        }
+        let pruned = match self.recorder.kept_for_ever(&mut self.conn, deadline) {
+            Ok(true) => prune::prune(
+                &mut self.conn,
+                &self.base,
+                &self.lock,
+                record.mtime,
+                deadline,
+            ),
+            Ok(false) => return,
+            Err(err) => Err(err),
+        };
+        if let Err(err) = pruned {
+            let failure = self.conn.failure(err);
+            crate::report!(
+                1,
+                PruneFailed { "error" => failure.to_string() },
+                "pruning locks unused for 40 days failed (a later release tries again): {failure}"
+            );
         }
     }
 
