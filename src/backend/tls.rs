@@ -67,6 +67,33 @@ pub(crate) fn build(tls: &Tls) -> Result<ClientConfig, String> {
     Ok(config)
 }
 
+/// `--tls-cert` and `--tls-key` checked as a pair before any connection: PEM that parses, and a
+/// key that is the certificate's (rustls's own check, which the Redis and PostgreSQL clients
+/// get from [`build`]). For the clients that take the PEM themselves (etcd's, ZooKeeper's),
+/// which otherwise fail at each member's handshake with 69 and no word of the key. Never
+/// shows the key.
+pub(crate) fn check_client_pair(cert: &[u8], key: &[u8]) -> Result<(), String> {
+    ring_by_default();
+    let chain = CertificateDer::pem_slice_iter(cert)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("unable to parse client certificate chain PEM (--tls-cert): {e}"))?;
+    if chain.is_empty() {
+        return Err("--tls-cert holds no certificate (PEM)".into());
+    }
+    let key = PrivateKeyDer::from_pem_slice(key)
+        .map_err(|e| format!("unable to extract private key from PEM file (--tls-key): {e}"))?;
+    let provider = rustls::crypto::ring::default_provider();
+    match rustls::sign::CertifiedKey::from_der(chain, key, &provider) {
+        Ok(_) => Ok(()),
+        Err(rustls::Error::InconsistentKeys(_)) => Err(
+            "--tls-key is not the key of the certificate in --tls-cert: give the key that \
+             certificate was made for"
+                .into(),
+        ),
+        Err(e) => Err(format!("cannot use --tls-cert and --tls-key: {e}")),
+    }
+}
+
 /// The system's trust store, as the redis crate loads it: any error fails the connection.
 pub(crate) fn system_roots() -> Result<RootCertStore, String> {
     check_ssl_cert_file()?;

@@ -7,6 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::common::*;
+use crate::integration::snapshots::assert_snapshot;
 
 /// Makes a CA (`{name}-ca.crt`) and a server certificate for 127.0.0.1 signed by it, with openssl
 /// and P-256 keys (fast to generate). Returns (CA certificate, server certificate, server key).
@@ -290,4 +291,52 @@ fn bad_tls_options_are_usage_errors() {
         assert!(!dir.join("marker").exists());
     }
     assert!(redis.all_keys().is_empty());
+}
+
+/// A `--tls-key` that is not the key of `--tls-cert`'s certificate is a usage error on every
+/// backend (64, one line), said before any connection: no server is needed to see it, and
+/// the command does not run. etcd's and ZooKeeper's clients used to find it only at each
+/// member's handshake (69, with no word of the key).
+#[test]
+fn a_client_key_that_is_not_the_certificates_is_refused_with_64_everywhere() {
+    let dir = TempDir::new();
+    let (ca, _, _) = make_certs(&dir, "pair");
+    let (cert, _) = make_client_cert(&dir, "pair");
+    // Another key: the CA's own.
+    let other_key = dir.join("pair-ca.key");
+    for url in [
+        "rediss://127.0.0.1:1",
+        "etcds://127.0.0.1:1",
+        "postgres://u@127.0.0.1:1/db?sslmode=verify-full",
+        "zks://127.0.0.1:1",
+    ] {
+        let out = Redlock::run_at(url)
+            .key("pair")
+            .ttl("3s")
+            .arg("--tls-ca-cert")
+            .arg(&ca)
+            .arg("--tls-cert")
+            .arg(&cert)
+            .arg("--tls-key")
+            .arg(&other_key)
+            .sh(&marker_script(&dir))
+            .status(64)
+            .any_stderr()
+            .output();
+        assert_eq!(
+            out.stderr.trim().lines().count(),
+            1,
+            "{url}: {}",
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains("key") && !out.stderr.contains("PRIVATE KEY"),
+            "{url}: {}",
+            out.stderr
+        );
+        assert!(!dir.join("marker").exists(), "{url}: the command ran");
+        if url.starts_with("etcds") || url.starts_with("zks") {
+            assert_snapshot("tls-key-not-the-certificates.stderr", &out.stderr, &[]);
+        }
+    }
 }

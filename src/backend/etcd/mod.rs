@@ -135,6 +135,7 @@ fn tls_options(tls: &Tls) -> Result<TlsOptions, String> {
         }
     };
     if let Some((cert, key)) = &tls.client {
+        crate::backend::tls::check_client_pair(cert, key)?;
         options = options.identity(Identity::from_pem(cert, key));
     }
     Ok(options)

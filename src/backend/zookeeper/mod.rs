@@ -136,6 +136,7 @@ fn tls_options(tls: &Tls, shown: &str) -> Result<TlsOptions, String> {
         .with_pem_ca(&text(ca, "CA certificate (--tls-ca-cert)")?)
         .map_err(|_| "--tls-ca-cert holds no certificate redlock can use (PEM)".to_owned())?;
     if let Some((cert, key)) = &tls.client {
+        crate::backend::tls::check_client_pair(cert, key)?;
         options = options
             .with_pem_identity(
                 &text(cert, "client certificate (--tls-cert)")?,
