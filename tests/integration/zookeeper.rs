@@ -415,3 +415,44 @@ fn a_forced_release_prints_a_counter_every_later_token_exceeds() {
     }
     assert_eq!(holder.finish_within(Duration::from_secs(20)).code(), 76);
 }
+
+/// A node named as redlock names an entry but holding no holder's record (made by hand) is
+/// told as a node redlock did not make, as etcd tells a key that is not a holder's: `status`
+/// says so (69) and names the way out, `release --force` removes it, and a run then takes the
+/// lock. Before, `status` showed it as a holder with a blank token.
+#[test]
+fn a_hand_made_node_in_the_queue_is_told_as_not_redlocks() {
+    let zk = ZkEnsemble::start_with(ZkOpts {
+        members: 1,
+        ..ZkOpts::default()
+    });
+    zk.create("/redlock:{f}", "");
+    zk.create("/redlock:{f}/lock-abc-0000000001", "x");
+    let out = Redlock::admin_at("status", &zk.url())
+        .key("f")
+        .status(69)
+        .any_stderr()
+        .output();
+    assert!(
+        out.stderr
+            .contains("lock-abc-0000000001 is a node in its queue that redlock did not make"),
+        "{}",
+        out.stderr
+    );
+    let out = Redlock::admin_at("release", &zk.url())
+        .key("f")
+        .arg("--force")
+        .any_stdout()
+        .output();
+    assert!(
+        out.stdout.contains("redlock did not make"),
+        "{}",
+        out.stdout
+    );
+    Redlock::run_at(&zk.url())
+        .key("f")
+        .ttl("2s")
+        .sh("true")
+        .output()
+        .assert_code(0);
+}

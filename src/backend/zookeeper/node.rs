@@ -110,6 +110,11 @@ impl ZkNode {
                 Err(Error::NoNode) => continue,
                 Err(err) => return Err(self.failure(err)),
             };
+            // Named as redlock names an entry, but holding no holder's record (no token): made
+            // by hand, or by another program. Told as foreign, as etcd tells a key whose value
+            // is not a holder's, rather than shown as a holder with no token.
+            let mut entry = entry;
+            entry.foreign |= queue::holder_of(&data.0).0.is_empty();
             entries.push((entry, data.0, data.1));
         }
         let recorder = Recorder::new(&lock, zookeeper_client::Acls::anyone_all());
