@@ -400,11 +400,12 @@ impl ZkEnsemble {
     }
 
     /// [`restart`](Self::restart) member `i` with its wall clock moved by `shift` (libfaketime's
-    /// offset: `+41d`), from now on; its monotonic clock, which times sessions, is left alone.
-    /// The clock of the nodes' `ctime` and `mtime`, as the leader writes them.
+    /// offset: `-41d`), or back to the host's with None, from now on; its monotonic clock,
+    /// which times sessions, is left alone. The clock of the nodes' `ctime` and `mtime`, as the
+    /// leader writes them.
     #[track_caller]
-    pub fn restart_with_clock(&mut self, i: usize, shift: &str) {
-        self.members[i].clock = Some(shift.to_owned());
+    pub fn restart_with_clock(&mut self, i: usize, shift: Option<&str>) {
+        self.members[i].clock = shift.map(str::to_owned);
         self.restart(i);
     }
 

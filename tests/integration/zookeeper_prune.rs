@@ -3,7 +3,8 @@
 //! another name's release prunes (one in 16, at random); a name younger than that, one with an
 //! entry (a run holds or waits) or a child redlock did not make, a node of another stem or
 //! folder, and one not named as a lock, stay. A name taken again gets a larger token. The
-//! standalone member's wall clock is moved 41 days on by libfaketime (a restart on its data).
+//! standalone member writes the names with its wall clock moved 41 days back by libfaketime,
+//! then is restarted on its data with the host's clock, which the releases that prune see.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -15,11 +16,17 @@ const DAY_MS: i64 = 24 * 3600 * 1000;
 /// probability 1/16, so 200 all miss about once in 400,000 tests.
 const RELEASES: usize = 200;
 
+/// The members' session bounds: up to 60 s, for [`TTL`].
+const SESSIONS: &str = "maxSessionTimeout=60000";
+
+/// The runs' `--ttl`: 5 s for a take (a third of it), room for a loaded machine.
+const TTL: &str = "15s";
+
 /// The fencing token of one run of `redlock run --key KEY ARGS` at `url`.
 fn token_of(url: &str, key: &str, args: &[&str]) -> i64 {
     let out = Redlock::run_at(url)
         .key(key)
-        .ttl("3s") // the fixture's sessions last 4 s at most
+        .ttl(TTL)
         .args(args)
         .sh("echo $REDLOCK_FENCING_TOKEN")
         .any_stdout() // the token, parsed here
@@ -49,20 +56,29 @@ fn tree(zk: &ZkEnsemble, path: &str) -> Vec<(String, Vec<String>)> {
 fn a_name_unused_for_40_days_by_the_servers_clock_leaves_no_node() {
     let mut zk = ZkEnsemble::start_with(ZkOpts {
         members: 1,
+        extra_config: vec![SESSIONS.to_owned()],
         ..ZkOpts::default()
     });
     let url = zk.url();
     let dir = TempDir::new();
+    // What follows is written 41 days ago, by the server's clock: its nodes say so.
+    zk.restart_with_clock(0, Some("-41d"));
+    zk.create("/probe", "");
+    let then = zk.stat("/probe").unwrap().mtime;
+    assert!(
+        then < host_ms() - 40 * DAY_MS,
+        "the member's clock is not moved: {then}"
+    );
     // Every node a name leaves: the record and its counters (a success, a busy run, a lost
     // one), and `fence` from a forced release.
     let mut tokens = vec![
         token_of(&url, "old", &[]),
         token_of(&url, "old", &["--limit", "2"]),
     ];
-    let (holder, _) = Redlock::run_at(&url).key("old").ttl("3s").hold(&dir, "h");
+    let (holder, _) = Redlock::run_at(&url).key("old").ttl(TTL).hold(&dir, "h");
     Redlock::run_at(&url)
         .key("old")
-        .ttl("3s")
+        .ttl(TTL)
         .sh("true")
         .status(75)
         .any_stderr()
@@ -120,14 +136,8 @@ fn a_name_unused_for_40_days_by_the_servers_clock_leaves_no_node() {
     ];
     let before: Vec<_> = kept.iter().map(|path| tree(&zk, path)).collect();
 
-    // 41 days on, by the server's clock alone: its nodes say so.
-    zk.restart_with_clock(0, "+41d");
-    zk.create("/probe", "");
-    let now = zk.stat("/probe").unwrap().mtime;
-    assert!(
-        now > host_ms() + 40 * DAY_MS,
-        "the member's clock is not moved: {now}"
-    );
+    // Today, by the server's clock.
+    zk.restart_with_clock(0, None);
     // A name used since is younger than 40 days.
     token_of(&url, "fresh", &[]);
 
@@ -160,15 +170,16 @@ fn where_the_server_has_ttl_nodes_no_release_prunes() {
     let mut zk = ZkEnsemble::start_with(ZkOpts {
         members: 1,
         // A zoo.cfg key ZooKeeper does not know is its system property `zookeeper.KEY`.
-        extra_config: vec!["extendedTypesEnabled=true".to_owned()],
+        extra_config: vec!["extendedTypesEnabled=true".to_owned(), SESSIONS.to_owned()],
         ..ZkOpts::default()
     });
     let url = zk.url();
-    token_of(&url, "old", &[]);
     // It takes TTL nodes (a server without refuses them).
     let made = zk.zkcli(&["create", "-t", "100000", "/ttl", "x"]);
     assert!(made.stderr.contains("Created /ttl"), "{made:?}");
-    zk.restart_with_clock(0, "+41d");
+    zk.restart_with_clock(0, Some("-41d"));
+    token_of(&url, "old", &[]);
+    zk.restart_with_clock(0, None);
     let started = std::time::Instant::now();
     for _ in 0..64 {
         token_of(&url, "other", &[]);
