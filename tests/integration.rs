@@ -42,6 +42,9 @@ mod integration {
     // server's clock (moved by libfaketime) leaves every node at another name's sampled release,
     // unless held, waited for or not only redlock's; other folders and stems are not touched.
     mod zookeeper_prune;
+    // zks:// against a member serving TLS as docs/zookeeper.md sets it up, pasted: a client
+    // certificate takes the lock; another CA, none, or the plain port are refused.
+    mod zookeeper_tls;
     // The ZooKeeper ensemble fixture itself: a leader killed and replaced, restarts, a stopped
     // majority, its client beside ZooKeeper's own.
     mod zk_fixture;

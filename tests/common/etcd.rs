@@ -735,7 +735,7 @@ pub(super) fn retry<T>(
 /// `n` distinct loopback ports that were free a moment ago: all bound at once, so none repeats,
 /// then let go. None is a port where a system's etcd or ZooKeeper may listen: etcd's 2379 and
 /// 2380, ZooKeeper's 2181, 2888 and 3888, its admin server's 8080.
-pub(super) fn free_ports(n: usize) -> Vec<u16> {
+pub fn free_ports(n: usize) -> Vec<u16> {
     let mut held = Vec::new();
     while held.len() < n {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();

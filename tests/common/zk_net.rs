@@ -15,7 +15,7 @@ use std::fs::OpenOptions;
 use std::process::{Child, Stdio};
 
 use super::net::Net;
-use super::zookeeper::setup::{java_binary, server_command_from, write_dir};
+use super::zookeeper::setup::{Launch, java_binary, server_command_from, write_dir};
 use super::{PATIENCE, TempDir, ZkOpts, retry};
 
 /// What a member's followers wait for their leader, in ticks of 200 ms (and what a leader
@@ -90,7 +90,11 @@ impl<'n> ZkNet<'n> {
             .append(true)
             .open(dir.join("zookeeper.log"))
             .unwrap();
-        let mut cmd = server_command_from(self.net.command(host, java_binary()), dir.path(), None);
+        let mut cmd = server_command_from(
+            self.net.command(host, java_binary()),
+            dir.path(),
+            Launch::default(),
+        );
         cmd.stdout(log.try_clone().unwrap()).stderr(log);
         let child = cmd
             .spawn()

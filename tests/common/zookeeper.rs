@@ -59,6 +59,8 @@ pub struct ZkOpts {
     /// More `zoo.cfg` lines for every member, after the fixture's own: one of the same key
     /// replaces it (`maxSessionTimeout=10000`, `syncLimit=5`).
     pub extra_config: Vec<String>,
+    /// Netty's codec on the members' classpath, for the TLS that `extra_config` sets up.
+    pub tls: bool,
 }
 
 impl Default for ZkOpts {
@@ -67,6 +69,7 @@ impl Default for ZkOpts {
             members: 3,
             tick_ms: 200,
             extra_config: Vec::new(),
+            tls: false,
         }
     }
 }
@@ -93,6 +96,8 @@ struct Member {
     /// How far the member's wall clock is moved (libfaketime's offset, `+41d`), from
     /// [`ZkEnsemble::restart_with_clock`] on.
     clock: Option<String>,
+    /// [`ZkOpts::tls`].
+    tls: bool,
 }
 
 impl Member {
@@ -168,6 +173,7 @@ impl ZkEnsemble {
                 child: None,
                 stopped: false,
                 clock: None,
+                tls: opts.tls,
             })
             .collect();
         // A single member has no server lines: ZooKeeper then runs it standalone.
@@ -206,7 +212,11 @@ impl ZkEnsemble {
             .append(true)
             .open(member.dir.join("zookeeper.log"))
             .unwrap_or_else(|e| panic!("opening member {i}'s log: {e}"));
-        let mut cmd = setup::server_command(dir, member.clock.as_deref());
+        let launch = setup::Launch {
+            clock: member.clock.as_deref(),
+            tls: member.tls,
+        };
+        let mut cmd = setup::server_command(dir, launch);
         cmd.stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log);

@@ -128,6 +128,7 @@ fn a_standalone_member_and_the_fixture_client_beside_zookeepers_own() {
         members: 1,
         tick_ms: 100,
         extra_config: vec!["maxSessionTimeout=3000".to_owned()],
+        tls: false,
     });
     assert_eq!(zk.size(), 1);
     assert_eq!(zk.leader(), 0);

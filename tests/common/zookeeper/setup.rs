@@ -99,23 +99,39 @@ pub(crate) fn write_dir(
     fs::write(dir.join("log4j.properties"), LOG4J_PROPERTIES).unwrap();
 }
 
-/// The command that runs the member whose CONFDIR is `dir`, in `dir`; with `clock`, its wall
-/// clock moved by that much (libfaketime's offset, `+41d`).
-pub(super) fn server_command(dir: &Path, clock: Option<&str>) -> Command {
-    server_command_from(Command::new(java_binary()), dir, clock)
+/// How a member's JVM is started, beyond its directory.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Launch<'a> {
+    /// Its wall clock moved by that much (libfaketime's offset, `+41d`).
+    pub clock: Option<&'a str>,
+    /// TLS on its `secureClientPort`: Netty's codec on the classpath, which Debian's
+    /// zookeeper.jar leaves off (docs/zookeeper.md says so).
+    pub tls: bool,
+}
+
+/// The jar a member's TLS needs beside [`SERVER_JARS`].
+const TLS_JARS: &[(&str, &str)] = &[("netty-codec.jar", "libnetty-java")];
+
+/// The command that runs the member whose CONFDIR is `dir`, in `dir`, as `launch` says.
+pub(super) fn server_command(dir: &Path, launch: Launch) -> Command {
+    server_command_from(Command::new(java_binary()), dir, launch)
 }
 
 /// [`server_command`]'s arguments after `cmd`, a command that runs [`java_binary`] (inside a
 /// host of a test's network, say).
-pub(crate) fn server_command_from(mut cmd: Command, dir: &Path, clock: Option<&str>) -> Command {
+pub(crate) fn server_command_from(mut cmd: Command, dir: &Path, launch: Launch) -> Command {
     clear_java_env(&mut cmd);
-    if let Some(shift) = clock {
+    if let Some(shift) = launch.clock {
         fake_clock(&mut cmd, shift);
     }
+    let jars = match launch.tls {
+        true => [SERVER_JARS, TLS_JARS].concat(),
+        false => SERVER_JARS.to_vec(),
+    };
     cmd.current_dir(dir)
         .args(JVM_FLAGS)
         .arg("-cp")
-        .arg(classpath(Some(dir), SERVER_JARS))
+        .arg(classpath(Some(dir), &jars))
         .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
         .arg(dir.join("zoo.cfg"));
     cmd

@@ -1,0 +1,115 @@
+//! `zks://` against a real member serving TLS as docs/zookeeper.md's "TLS on the members" sets
+//! one up: its `zoo.cfg` lines as pasted (the test's files and port in place of the page's),
+//! its PKCS#8 key before the certificate in one PEM file, Netty's codec on the classpath. A run
+//! with the CA and a client certificate takes the lock; the wrong CA, no client certificate,
+//! and the plain port are refused (69), the command not run.
+
+use std::path::Path;
+
+use super::tls::{make_certs, make_client_cert, openssl};
+use crate::common::*;
+
+/// The page's indented block that starts with `secureClientPort=`, line by line.
+fn member_block() -> Vec<String> {
+    let page = read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/zookeeper.md"));
+    let lines: Vec<&str> = page.lines().collect();
+    let start = lines
+        .iter()
+        .position(|l| l.starts_with("    secureClientPort="))
+        .expect("docs/zookeeper.md's member block");
+    lines[start..]
+        .iter()
+        .map_while(|l| l.strip_prefix("    "))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn zks_takes_the_lock_on_a_member_set_up_as_the_page_says() {
+    let dir = TempDir::new();
+    let (ca, srv_crt, srv_key) = make_certs(&dir, "zk");
+    let (client_crt, client_key) = make_client_cert(&dir, "zk");
+    // The page's key form: PKCS#8, then the certificate, in one file.
+    let member_pem = dir.join("member.pem");
+    openssl(&format!(
+        "openssl pkcs8 -topk8 -nocrypt -in {key} > {pem} && cat {crt} >> {pem}",
+        key = shell_quote(&srv_key),
+        crt = shell_quote(&srv_crt),
+        pem = shell_quote(&member_pem),
+    ));
+    let port = free_ports(1)[0];
+    let block = member_block();
+    assert!(
+        block
+            .iter()
+            .any(|l| l.starts_with("ssl.keyStore.location=")),
+        "{block:?}"
+    );
+    let config: Vec<String> = block
+        .iter()
+        .map(|l| {
+            l.replace("2281", &port.to_string())
+                .replace(
+                    "/etc/zookeeper/tls/member.pem",
+                    &member_pem.display().to_string(),
+                )
+                .replace("/etc/zookeeper/tls/ca.pem", &ca.display().to_string())
+        })
+        .collect();
+    let zk = ZkEnsemble::start_with(ZkOpts {
+        members: 1,
+        extra_config: config,
+        tls: true,
+        ..ZkOpts::default()
+    });
+    let url = format!("zks://127.0.0.1:{port}");
+    let tls = |r: Redlock, ca: &Path, client: bool| {
+        let r = r.arg("--tls-ca-cert").arg(ca);
+        match client {
+            true => r
+                .arg("--tls-cert")
+                .arg(&client_crt)
+                .arg("--tls-key")
+                .arg(&client_key),
+            false => r,
+        }
+    };
+    let out = tls(Redlock::run_at(&url), &ca, true)
+        .key("tls")
+        .ttl("3s")
+        .sh("echo $REDLOCK_FENCING_TOKEN")
+        .any_stdout()
+        .output();
+    assert!(out.stdout.trim().parse::<u64>().is_ok(), "{}", out.stdout);
+    assert!(zk.ls("/").contains(&"redlock:{tls}".to_owned()));
+    tls(Redlock::admin_at("status", &url), &ca, true)
+        .key("tls")
+        .stdout_contains("is free")
+        .output();
+
+    // Refused, each in one line, the command not run: another CA; no client certificate (the
+    // member asks for one: `ssl.clientAuth` is `need` by default); TLS to the plain port.
+    let (other_ca, _, _) = make_certs(&dir, "other");
+    let plain = format!("zks://{}", zk.endpoints()[0]);
+    for (url, ca, client) in [
+        (url.as_str(), other_ca.as_path(), true),
+        (url.as_str(), ca.as_path(), false),
+        (plain.as_str(), ca.as_path(), true),
+    ] {
+        let out = tls(Redlock::run_at(url), ca, client)
+            .key("tls")
+            .ttl("3s")
+            .sh(&marker_script(&dir))
+            .status(69)
+            .any_stderr()
+            .output();
+        eprintln!("refused ({url}, client certificate {client}): {}", out.stderr.trim());
+        assert_eq!(out.stderr.trim().lines().count(), 1, "{}", out.stderr);
+        assert!(
+            out.stderr.contains("TLS handshake"),
+            "{url} {client}: {}",
+            out.stderr
+        );
+        assert!(!dir.join("marker").exists());
+    }
+}
