@@ -419,6 +419,14 @@ impl ZkEnsemble {
         self.restart(i);
     }
 
+    /// Adds `line` to member `i`'s `zoo.cfg` (a key given again replaces the earlier one): it
+    /// counts from the member's next [`restart`](Self::restart).
+    pub fn add_config(&mut self, i: usize, line: &str) {
+        let path = self.members[i].dir.join("zoo.cfg");
+        let mut cfg = OpenOptions::new().append(true).open(&path).unwrap();
+        writeln!(cfg, "{line}").unwrap();
+    }
+
     /// Kill every member and start them all again on their data; returns once each serves and
     /// one of them leads.
     #[track_caller]

@@ -103,7 +103,10 @@ fn zks_takes_the_lock_on_a_member_set_up_as_the_page_says() {
             .status(69)
             .any_stderr()
             .output();
-        eprintln!("refused ({url}, client certificate {client}): {}", out.stderr.trim());
+        eprintln!(
+            "refused ({url}, client certificate {client}): {}",
+            out.stderr.trim()
+        );
         assert_eq!(out.stderr.trim().lines().count(), 1, "{}", out.stderr);
         assert!(
             out.stderr.contains("TLS handshake"),

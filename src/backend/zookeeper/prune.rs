@@ -1,8 +1,9 @@
-//! Lock names pruned where the server keeps the record for ever: a server without TTL nodes
+//! Lock names pruned where the server would keep them for ever: a server without TTL nodes
 //! (`zookeeper.extendedTypesEnabled` off, ZooKeeper's default) makes the record, its counters
-//! and `fence` plain nodes, and the lock's node (a container) stays as long as they do. So one
-//! release in [`PRUNE_EVERY`] that wrote such a record also removes other lock names of its
-//! folder unused for [`RECORD_TTL`], as PostgreSQL's releases do.
+//! and `fence` plain nodes, and so did one that got TTL nodes later, for the names it had; the
+//! lock's node (a container) stays as long as they do. So one release in [`PRUNE_EVERY`] also
+//! removes other lock names of its folder unused for [`RECORD_TTL`], as PostgreSQL's releases
+//! do, on every server (a client cannot tell a TTL node from a plain one).
 //!
 //! Unused is by the server's clock, never the host's: "now" is the modification time of the
 //! record the release has just written, and a name is unused when the latest modification time
@@ -18,9 +19,8 @@
 //!
 //! The decision ([`candidates`], [`doomed`]) is pure; [`prune`] reads and deletes, each step's
 //! requests all sent before any answer is awaited: the folder's children, the names' children,
-//! their Stats, the deletes, four round trips whatever the number of names (after the
-//! recorder's question whether the server has TTL nodes). The next holder does not wait for
-//! it: the run's entry is gone by then.
+//! their Stats, the deletes, four round trips whatever the number of names. The next holder
+//! does not wait for it: the run's entry is gone by then.
 
 use std::time::Instant;
 

@@ -8,10 +8,9 @@
 //! Nothing is left for ever: the record and its counters are TTL nodes of [`RECORD_TTL`] where
 //! the server has them (`zookeeper.extendedTypesEnabled`), which the server deletes once they
 //! go unwritten that long; the lock's node above them is a container, deleted once its last
-//! child is. Where the server has no TTL nodes, they are plain nodes, and one release in 16
-//! removes other names of its folder unused for [`RECORD_TTL`] by the server's clock
-//! (`prune`): whether the server has them is known once one is refused
-//! ([`Recorder::kept_for_ever`]).
+//! child is. Where the server has no TTL nodes, they are plain nodes; so are those a name got
+//! before its server was given TTL nodes. For them, one release in 16 removes other names of
+//! its folder unused for [`RECORD_TTL`] by the server's clock (`prune`), whatever the server.
 
 use std::time::Instant;
 
@@ -116,35 +115,6 @@ impl Recorder {
             }
         }
         Err(Error::BadVersion)
-    }
-
-    /// Whether the server keeps the record for ever: it makes no TTL nodes. Known once this
-    /// recorder had one refused; else asked by a create of the record, which is there (the
-    /// caller has just written it), with a TTL: a server without TTL nodes refuses the TTL
-    /// before it looks for the node, one with them finds the node there. Nothing is written
-    /// either way. A server that does not answer, or whose answer says neither, keeps nothing
-    /// for ever as far as this knows.
-    pub(crate) fn kept_for_ever(
-        &mut self,
-        conn: &mut Conn,
-        deadline: Instant,
-    ) -> Result<bool, Error> {
-        if !self.ttl_nodes {
-            return Ok(true);
-        }
-        let (path, node) = (self.path(names::RECORD), self.node());
-        match conn.run(
-            deadline,
-            |c| async move { c.create(&path, b"", &node).await },
-        ) {
-            Err(Error::Unimplemented | Error::BadArguments(_)) => {
-                self.ttl_nodes = false;
-                Ok(true)
-            }
-            // Made, as a TTL node: the record went meanwhile (an empty one reads as none).
-            Ok(_) | Err(Error::NodeExists | Error::NoNode) => Ok(false),
-            Err(err) => Err(err),
-        }
     }
 
     /// One more of `label` (a busy run, a skipped one), the record left as it is.

@@ -133,25 +133,18 @@ impl ZkLocker {
         }
     }
 
-    /// After a release that wrote `record`: one in [`prune::PRUNE_EVERY`], at random, where the
-    /// server keeps the record for ever, removes other names of the folder unused for the
-    /// record's lifetime, by the server's clock (the record's modification time). Its failure
-    /// changes nothing the run did (a later release prunes instead), and is said at `-v`.
+    /// After a release that wrote `record`: one in [`prune::PRUNE_EVERY`], at random, removes
+    /// other names of the folder unused for the record's lifetime, by the server's clock (the
+    /// record's modification time). On every server: one with TTL nodes removes its own, but
+    /// not the plain nodes a name got before it had them, and a client cannot tell the two
+    /// apart (a TTL node's Stat reads as a plain one's). Its failure changes nothing the run
+    /// did (a later release prunes instead), and is said at `-v`.
     pub(super) fn prune(&mut self, record: &Stat, deadline: Instant) {
         if !prune::sampled(uuid::Uuid::new_v4().as_u128() as u64) {
             return;
         }
-        let pruned = match self.recorder.kept_for_ever(&mut self.conn, deadline) {
-            Ok(true) => prune::prune(
-                &mut self.conn,
-                &self.base,
-                &self.lock,
-                record.mtime,
-                deadline,
-            ),
-            Ok(false) => return,
-            Err(err) => Err(err),
-        };
+        let (base, lock) = (&self.base, &self.lock);
+        let pruned = prune::prune(&mut self.conn, base, lock, record.mtime, deadline);
         if let Err(err) = pruned {
             let failure = self.conn.failure(err);
             crate::report!(
