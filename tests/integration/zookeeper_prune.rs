@@ -127,12 +127,23 @@ fn a_name_unused_for_40_days_by_the_servers_clock_leaves_no_node() {
     token_of(&url, "old", &["--prefix", "other:"]);
     zk.create("/redlock:weird", "");
     zk.create("/redlock:weird/record", "");
+    // Nodes made by hand, named as redlock names a lock, shaped as no lock redlock leaves:
+    // with data and no child; with a child named as the record's that is not a record; a name
+    // no run can have.
+    zk.create("/redlock:{handmade}", "hand-made configuration, keep me");
+    zk.create("/redlock:{fakerec}", "");
+    zk.create("/redlock:{fakerec}/record", "not json at all");
+    zk.create("/redlock:{}", "");
+    zk.create("/redlock:{}/record", r#"{"runs":[]}"#);
     let kept = [
         "/redlock:{held}",
         "/redlock:{foreign}",
         "/jobs",
         "/other:{old}",
         "/redlock:weird",
+        "/redlock:{handmade}",
+        "/redlock:{fakerec}",
+        "/redlock:{}",
     ];
     let before: Vec<_> = kept.iter().map(|path| tree(&zk, path)).collect();
 
@@ -154,6 +165,10 @@ fn a_name_unused_for_40_days_by_the_servers_clock_leaves_no_node() {
     // Every prune looked at every name of the folder (fewer than 64): the rest stayed.
     let after: Vec<_> = kept.iter().map(|path| tree(&zk, path)).collect();
     assert_eq!(after, before);
+    assert_eq!(
+        zk.get("/redlock:{handmade}").as_deref(),
+        Some("hand-made configuration, keep me")
+    );
     assert!(zk.ls("/redlock:{fresh}").contains(&"record".to_owned()));
     // The name taken again: a larger token than every one given out before.
     let token = token_of(&url, "old", &[]);

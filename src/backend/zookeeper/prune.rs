@@ -10,8 +10,12 @@
 //! of its node and of every child is older than now less [`RECORD_TTL`]. A host whose clock is
 //! wrong prunes nothing early.
 //!
-//! A name is removed only when every child is one of the record's (`record`, `count-*`,
-//! `uncount-*`, `fence`): an entry (a run holds or waits) or a foreign child keeps it. The
+//! A name is removed only when it is redlock's as redlock leaves it: a lock node with no data
+//! whose children are all the record's (`record`, `count-*`, `uncount-*`, `fence`), each as
+//! redlock writes it (the record redlock's JSON, the others empty). An entry (a run holds or
+//! waits), a foreign child, data on the node or a child redlock would not have written keeps
+//! it, and so does a node with no child at all: a lock node of redlock's is a container, which
+//! the server removes itself once empty, so an empty node is somebody else's. The
 //! delete is one transaction: each child guarded by the version read, then the lock's node
 //! guarded by its own. A run that starts on the name meanwhile (its entry: the node is not
 //! empty; a write of the record or a counter: a version moved) makes it fail whole, and nothing
@@ -58,6 +62,8 @@ pub(crate) fn candidates(base: &Base, own: &str, children: &[String], start: usi
     let mut paths: Vec<String> = children
         .iter()
         .filter_map(|child| base.name_of(child))
+        // `{}`: no name a run can have (the command line refuses an empty one).
+        .filter(|name| !name.is_empty())
         .map(|name| base.lock(&name))
         .filter(|path| path != own)
         .collect();
@@ -71,20 +77,33 @@ pub(crate) fn candidates(base: &Base, own: &str, children: &[String], start: usi
     paths
 }
 
-/// What a prune read of a node: its data's version and its modification time (the server's
-/// clock, ms).
+/// What a prune read of a node: its data's version, its modification time (the server's
+/// clock, ms), and whether its data is what redlock writes there ([`as_redlock_writes`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Seen {
     pub version: i32,
     pub mtime: i64,
+    pub redlocks: bool,
 }
 
-impl From<&Stat> for Seen {
-    fn from(stat: &Stat) -> Seen {
+impl Seen {
+    fn of(stat: &Stat, redlocks: bool) -> Seen {
         Seen {
             version: stat.version,
             mtime: stat.mtime,
+            redlocks,
         }
+    }
+}
+
+/// Whether `data` is what redlock writes in the lock's child `child` (None: the lock's node
+/// itself): the record, a JSON object with its `runs`; every other node (the lock's, a
+/// counter, `fence`) empty.
+pub(crate) fn as_redlock_writes(child: Option<&str>, data: &[u8]) -> bool {
+    match child {
+        Some(names::RECORD) => serde_json::from_slice::<serde_json::Value>(data)
+            .is_ok_and(|v| v.get("runs").is_some_and(serde_json::Value::is_array)),
+        _ => data.is_empty(),
     }
 }
 
@@ -110,9 +129,10 @@ pub(crate) fn only_the_records(children: &[String]) -> bool {
     children.iter().all(|c| names::of_the_record(c))
 }
 
-/// The lock nodes to delete among `looked`, `now_ms` by the server's clock: those whose every
-/// child is the record's and was there when read, and whose latest modification time (its
-/// own, its children's) is older than `now_ms` less [`RECORD_TTL`]. The oldest first, at most
+/// The lock nodes to delete among `looked`, `now_ms` by the server's clock: those redlock left
+/// as it leaves them (the node and every child as redlock writes them, every child the
+/// record's and there when read, at least one), and whose latest modification time (its own,
+/// its children's) is older than `now_ms` less [`RECORD_TTL`]. The oldest first, at most
 /// [`PRUNE_LIMIT`].
 pub(crate) fn doomed(now_ms: i64, looked: Vec<Looked>) -> Vec<Doomed> {
     let ttl = i64::try_from(RECORD_TTL.as_millis()).unwrap_or(i64::MAX);
@@ -121,13 +141,13 @@ pub(crate) fn doomed(now_ms: i64, looked: Vec<Looked>) -> Vec<Doomed> {
         .into_iter()
         .filter_map(|node| {
             let names: Vec<String> = node.children.iter().map(|(c, _)| c.clone()).collect();
-            if !only_the_records(&names) {
+            if !only_the_records(&names) || names.is_empty() || !node.node.redlocks {
                 return None;
             }
             let mut last = node.node.mtime;
             let mut children = Vec::with_capacity(node.children.len());
             for (child, seen) in node.children {
-                let seen = seen?;
+                let seen = seen.filter(|s| s.redlocks)?;
                 last = last.max(seen.mtime);
                 children.push((child, seen.version));
             }
@@ -177,37 +197,39 @@ pub(crate) fn prune(
 }
 
 /// The lock nodes of `paths` whose children are all the record's, as read: every node's
-/// children asked for at once, then every such child's Stat at once. A node gone, or one this
-/// user may not read, is left out.
+/// children asked for at once, then every such child's data and Stat at once (a record is a
+/// few KiB; the other children are empty). A node gone, or one this user may not read, is
+/// left out.
 async fn look(c: &Client, paths: Vec<String>) -> Result<Vec<Looked>, Error> {
     let listed: Vec<_> = paths.iter().map(|path| c.get_children(path)).collect();
     let mut nodes = Vec::new();
     for (path, listed) in paths.into_iter().zip(listed) {
         match listed.await {
             Ok((children, stat)) if only_the_records(&children) => {
-                nodes.push((path, Seen::from(&stat), children));
+                let node = Seen::of(&stat, stat.data_length == 0);
+                nodes.push((path, node, children));
             }
             Ok(_) | Err(Error::NoNode | Error::NoAuth) => {}
             Err(err) => return Err(err),
         }
     }
-    let stats: Vec<Vec<_>> = nodes
+    let reads: Vec<Vec<_>> = nodes
         .iter()
         .map(|(path, _, children)| {
-            let stat = |child: &String| c.check_stat(&format!("{path}/{child}"));
-            children.iter().map(stat).collect()
+            let read = |child: &String| c.get_data(&format!("{path}/{child}"));
+            children.iter().map(read).collect()
         })
         .collect();
     let mut looked = Vec::with_capacity(nodes.len());
-    for ((path, node, children), stats) in nodes.into_iter().zip(stats) {
+    for ((path, node, children), reads) in nodes.into_iter().zip(reads) {
         let mut seen = Vec::with_capacity(children.len());
-        for (child, stat) in children.into_iter().zip(stats) {
-            let stat = match stat.await {
-                Ok(stat) => stat,
-                Err(Error::NoAuth) => None,
+        for (child, read) in children.into_iter().zip(reads) {
+            let read = match read.await {
+                Ok((data, stat)) => Some(Seen::of(&stat, as_redlock_writes(Some(&child), &data))),
+                Err(Error::NoNode | Error::NoAuth) => None,
                 Err(err) => return Err(err),
             };
-            seen.push((child, stat.as_ref().map(Seen::from)));
+            seen.push((child, read));
         }
         looked.push(Looked {
             path,
@@ -252,6 +274,7 @@ mod tests {
         Some(Seen {
             version,
             mtime: NOW - days_ago * DAY,
+            redlocks: true,
         })
     }
 
@@ -295,9 +318,47 @@ mod tests {
         // Exactly the lifetime ago is not older than it.
         let edge = [("record", seen(1, 40))];
         assert_eq!(doomed(NOW, vec![looked("/a", 40, &edge)]), []);
-        // An empty node counts by its own time.
-        assert_eq!(doomed(NOW, vec![looked("/a", 41, &[])]).len(), 1);
-        assert_eq!(doomed(NOW, vec![looked("/a", 39, &[])]), []);
+        // A node with no child is not redlock's (the server removes its empty containers),
+        // however old.
+        assert_eq!(doomed(NOW, vec![looked("/a", 90, &[])]), []);
+    }
+
+    #[test]
+    fn data_redlock_would_not_have_written_keeps_a_name() {
+        let children = [("record", seen(1, 90)), ("count-busy", seen(2, 90))];
+        assert_eq!(doomed(NOW, vec![looked("/a", 90, &children)]).len(), 1);
+        // Data on the lock's node.
+        let mut node = looked("/a", 90, &children);
+        node.node.redlocks = false;
+        assert_eq!(doomed(NOW, vec![node]), []);
+        // A child's data.
+        for i in 0..children.len() {
+            let mut node = looked("/a", 90, &children);
+            node.children[i].1.as_mut().unwrap().redlocks = false;
+            assert_eq!(doomed(NOW, vec![node]), [], "{}", children[i].0);
+        }
+    }
+
+    #[test]
+    fn what_redlock_writes_in_each_node() {
+        let record = br#"{"runs":[],"last_success":null,"last_ended":null}"#;
+        assert!(as_redlock_writes(Some("record"), record));
+        assert!(as_redlock_writes(
+            Some("record"),
+            br#"{"runs":[{"token":"t"}]}"#
+        ));
+        for data in [&b""[..], b"not json at all", b"{}", br#"{"runs":3}"#, b"[]"] {
+            assert!(!as_redlock_writes(Some("record"), data), "{data:?}");
+        }
+        for child in [
+            None,
+            Some("count-busy"),
+            Some("uncount-vanished"),
+            Some("fence"),
+        ] {
+            assert!(as_redlock_writes(child, b""), "{child:?}");
+            assert!(!as_redlock_writes(child, b"x"), "{child:?}");
+        }
     }
 
     #[test]
@@ -341,6 +402,7 @@ mod tests {
             "redlock:b",
             "other:{a}",
             "redlock:{%41}",
+            "redlock:{}",
             "zookeeper",
         ]
         .map(String::from)
