@@ -203,7 +203,7 @@ pub const LIST: &[Row] = &[
     row(
         "69",
         "the server unreachable or answered with an error (several --url: a majority did not \
-         answer)",
+         answer); or a held lock could not be read (said on stderr), the others listed",
     ),
 ];
 

@@ -1,5 +1,5 @@
-//! redlock: run a command under a lock on Redis, etcd or PostgreSQL, so only one copy runs at a
-//! time, anywhere.
+//! redlock: run a command under a lock on Redis, etcd, PostgreSQL or ZooKeeper, so only one copy
+//! runs at a time, anywhere.
 //!
 //! The layers, top to bottom (each folder's `mod.rs` says what it owns and what it may use;
 //! imports only point down):

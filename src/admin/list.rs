@@ -27,6 +27,9 @@ pub(crate) fn list(backend: &dyn Backend, json: bool) -> anyhow::Result<i32> {
         .map_err(unavailable)
         .context("cannot list locks")?;
     let mut locks = Vec::new();
+    // A held lock that could not be read: said on stderr, the others listed, and the exit
+    // status says the listing is not whole.
+    let mut unread = false;
     let found: Vec<String> = found.into_iter().collect();
     for batch in found.chunks(BATCH) {
         // A batch that the server answered wrongly as a whole (a reply past the bound breaks
@@ -52,10 +55,13 @@ pub(crate) fn list(backend: &dyn Backend, json: bool) -> anyhow::Result<i32> {
                 Ok(_) | Err(Unread::Foreign { .. }) => {}
                 // The server answered, but not with a lock redlock can read (a reply past the cap, an
                 // error): said, never left out in silence; the other locks are listed all the same.
-                Err(Unread::Failed(failure @ Failure::Refused(_))) => report::error(format!(
-                    "cannot read lock '{}': {failure}",
-                    crate::admin::render::field(name)
-                )),
+                Err(Unread::Failed(failure @ Failure::Refused(_))) => {
+                    unread = true;
+                    report::error(format!(
+                        "cannot read lock '{}': {failure}",
+                        crate::admin::render::field(name)
+                    ));
+                }
                 Err(Unread::Failed(failure)) => {
                     return Err(unavailable(failure)).context("cannot list locks");
                 }
@@ -74,7 +80,7 @@ pub(crate) fn list(backend: &dyn Backend, json: bool) -> anyhow::Result<i32> {
         }
     }
     report::stdout(text.as_bytes())?;
-    Ok(0)
+    Ok(if unread { crate::exit::UNAVAILABLE } else { 0 })
 }
 
 /// `redlock list` over a quorum: every node scanned, each lock found read on every node, and

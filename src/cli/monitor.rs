@@ -10,7 +10,7 @@ use crate::cli::parse::{parse_key, parse_positive};
 
 /// `history --help`: what is kept.
 pub const HISTORY_HELP: &str = "\
-Every run is recorded where the lock lives (Redis, etcd or PostgreSQL alike), by
+Every run is recorded where the lock lives (Redis, etcd, PostgreSQL or ZooKeeper alike), by
 the requests redlock already makes: the acquire records it as started, the
 release records how it ended (outcome and exit status). The last 20 runs of each
 lock are kept, for 40 days after the last one. A run whose lease ended without a

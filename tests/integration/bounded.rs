@@ -182,7 +182,8 @@ fn a_huge_command_line_is_stored_cut_so_that_status_and_list_still_read_the_lock
 
 /// A held lock whose details cannot be read (here a holder record larger than a reply may be,
 /// as written by hand or by a redlock that did not cut the command line) is said on stderr,
-/// not left out of `list` in silence; the other locks are listed all the same.
+/// not left out of `list` in silence; the other locks are listed all the same, and the exit
+/// status (69) says the listing is not whole.
 #[test]
 fn list_says_which_held_lock_it_could_not_read() {
     let redis = RedisServer::start();
@@ -196,6 +197,7 @@ fn list_says_which_held_lock_it_could_not_read() {
         .query(&mut redis.conn())
         .unwrap();
     let out = Redlock::admin("list", &redis)
+        .status(69)
         .any_stdout()
         .stderr_lines(1)
         .stderr_contains("redlock: cannot read lock 'fat': ")
