@@ -456,3 +456,36 @@ fn a_hand_made_node_in_the_queue_is_told_as_not_redlocks() {
         .output()
         .assert_code(0);
 }
+
+/// A lock node this user may not read (another user's ACL) is said on stderr by `list`, the
+/// locks it can read are listed all the same, and the exit status (69) says the listing is not
+/// whole.
+#[test]
+fn list_says_which_lock_it_may_not_read_and_exits_69() {
+    let zk = ZkEnsemble::start_with(ZkOpts {
+        members: 1,
+        ..ZkOpts::default()
+    });
+    let dir = TempDir::new();
+    // Another user's digest (of "other:pw"), with every right; nobody else may read it.
+    let made = zk.zkcli(&[
+        "create",
+        "/redlock:{private}",
+        "",
+        "digest:other:5bkAUg/cPk53D2U+ZeVFEoNSa2c=:cdrwa",
+    ]);
+    assert!(made.stderr.contains("Created"), "{made:?}");
+    let (holder, _) = Redlock::run_at(&zk.url())
+        .key("mine")
+        .ttl("3s")
+        .hold(&dir, "mine");
+    let out = Redlock::admin_at("list", &zk.url())
+        .status(69)
+        .any_stdout()
+        .stderr_lines(1)
+        .stderr_contains("cannot read lock 'private'")
+        .output();
+    assert!(out.stdout.starts_with("mine\t"), "{}", out.stdout);
+    touch(&dir.join("mine.go"));
+    holder.finish().assert_code(0);
+}
