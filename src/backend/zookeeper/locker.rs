@@ -107,6 +107,8 @@ struct Own {
     czxid: i64,
     /// The session it was made in ([`Conn::session`]): it is gone when that one is.
     session: u64,
+    /// When its create was answered; None for one found after a create went unanswered.
+    made: Option<Instant>,
 }
 
 impl ZkLocker {
@@ -225,6 +227,7 @@ impl ZkLocker {
                         seq,
                         czxid: stat.czxid,
                         session: self.conn.session(),
+                        made: Some(Instant::now()),
                     };
                     self.entry = Some(own.clone());
                     return Ok(own);
@@ -267,6 +270,7 @@ impl ZkLocker {
             seq: named.seq,
             czxid: stat.czxid,
             session: self.conn.session(),
+            made: None,
         };
         self.entry = Some(own.clone());
         Ok(own)
@@ -381,7 +385,8 @@ async fn make_lock_node(client: &Client, lock: &str, acls: Acls<'_>) -> Result<(
 
 impl Locker for ZkLocker {
     fn acquire(&mut self, ttl: Duration, timeout: Duration) -> Result<Acquire, Failure> {
-        let deadline = Instant::now() + timeout;
+        let called = Instant::now();
+        let deadline = called + timeout;
         // A run within the min-interval is skipped wherever it would queue; one that waited
         // is looked at again once it holds, in case a run succeeded meanwhile.
         if self.live_entry().is_none()
@@ -405,9 +410,14 @@ impl Locker for ZkLocker {
                 self.watch = None;
                 // The read may come from a member a little behind the leader: it shows every
                 // entry ahead that is still there (none comes back once deleted), but may still
-                // show this client's own entry after an operator deleted it. A check of the
-                // entry, a write, proves it is there when the lock is said to be taken.
-                if !self.entry_there(&own, deadline)? {
+                // show this client's own entry after its session ended on the leader (a waiter
+                // whose member is cut off from it) or an operator deleted it. A check of the
+                // entry, a write, proves it is there when the lock is said to be taken. Not
+                // for an entry whose create this call had answered: that write, a round trip
+                // ago, proved the session; an operator's delete since is what a renewal finds,
+                // as one just after the check would be. It saves a write (an fsync) per run.
+                let made_now = own.made.is_some_and(|made| made >= called);
+                if !made_now && !self.entry_there(&own, deadline)? {
                     self.entry = None;
                     return Ok(Acquire::Busy {
                         remaining: None,

@@ -40,6 +40,11 @@ pub(crate) struct Recorder {
     acls: Acls<'static>,
     /// The server makes TTL nodes (until it refuses one).
     ttl_nodes: bool,
+    /// The record as this recorder last wrote it, and the version the write gave it: the next
+    /// write starts from it rather than from a read (a round trip less for a run's release after
+    /// its start was recorded). Written guarded by that version, so that if another client
+    /// wrote meanwhile the write is refused, and the record read.
+    known: Option<(Record, i32)>,
 }
 
 /// How many times a write is made again after another client's came first, or after a counter
@@ -65,6 +70,7 @@ impl Recorder {
             lock: lock.to_owned(),
             acls,
             ttl_nodes: true,
+            known: None,
         }
     }
 
@@ -105,11 +111,20 @@ impl Recorder {
         change: impl Fn(&mut Record) -> Counted,
     ) -> Result<Written, Error> {
         for _ in 0..RETRIES {
-            let (mut record, stat) = self.read(conn, deadline)?;
+            let (mut record, version) = match self.known.take() {
+                Some((record, version)) => (record, Some(version)),
+                None => {
+                    let (record, stat) = self.read(conn, deadline)?;
+                    (record, stat.map(|s| s.version))
+                }
+            };
             let counted = change(&mut record);
-            let record = (record.to_bytes(), stat.map(|s| s.version));
-            match self.commit(conn, deadline, entry, Some(record), &counted)? {
-                Ok(stat) => return Ok(Written::Done(stat)),
+            let written = (record.to_bytes(), version);
+            match self.commit(conn, deadline, entry, Some(written), &counted)? {
+                Ok(stat) => {
+                    self.known = stat.map(|stat| (record, stat.version));
+                    return Ok(Written::Done(stat));
+                }
                 Err(Refused::Entry) => return Ok(Written::EntryGone),
                 Err(refused) => self.mend(conn, deadline, refused)?,
             }
