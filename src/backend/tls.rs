@@ -46,11 +46,7 @@ pub(crate) fn build(tls: &Tls) -> Result<ClientConfig, String> {
     let builder = ClientConfig::builder().with_root_certificates(roots);
     let mut config = match &tls.client {
         Some((cert, key)) => {
-            let chain = CertificateDer::pem_slice_iter(cert)
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| format!("unable to parse client certificate chain PEM: {e}"))?;
-            let key = PrivateKeyDer::from_pem_slice(key)
-                .map_err(|e| format!("unable to extract private key from PEM file: {e}"))?;
+            let (chain, key) = client_pem(cert, key)?;
             builder
                 .with_client_auth_cert(chain, key)
                 .map_err(|e| format!("unable to build client with TLS parameters provided: {e}"))?
@@ -74,14 +70,10 @@ pub(crate) fn build(tls: &Tls) -> Result<ClientConfig, String> {
 /// shows the key.
 pub(crate) fn check_client_pair(cert: &[u8], key: &[u8]) -> Result<(), String> {
     ring_by_default();
-    let chain = CertificateDer::pem_slice_iter(cert)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("unable to parse client certificate chain PEM (--tls-cert): {e}"))?;
+    let (chain, key) = client_pem(cert, key)?;
     if chain.is_empty() {
         return Err("--tls-cert holds no certificate (PEM)".into());
     }
-    let key = PrivateKeyDer::from_pem_slice(key)
-        .map_err(|e| format!("unable to extract private key from PEM file (--tls-key): {e}"))?;
     let provider = rustls::crypto::ring::default_provider();
     match rustls::sign::CertifiedKey::from_der(chain, key, &provider) {
         Ok(_) => Ok(()),
@@ -92,6 +84,19 @@ pub(crate) fn check_client_pair(cert: &[u8], key: &[u8]) -> Result<(), String> {
         ),
         Err(e) => Err(format!("cannot use --tls-cert and --tls-key: {e}")),
     }
+}
+
+/// `--tls-cert`'s chain and `--tls-key`'s key, read from their PEM.
+fn client_pem(
+    cert: &[u8],
+    key: &[u8],
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), String> {
+    let chain = CertificateDer::pem_slice_iter(cert)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("unable to parse client certificate chain PEM: {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(key)
+        .map_err(|e| format!("unable to extract private key from PEM file: {e}"))?;
+    Ok((chain, key))
 }
 
 /// The system's trust store, as the redis crate loads it: any error fails the connection.
