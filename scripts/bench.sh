@@ -437,12 +437,9 @@ semcost[redlock]=$(idle_cost "$slots" "$waiters" \
     "$redlock run --url $url --key idlesem --limit $slots --ttl 300s --" \
     "$redlock run --url $url --key idlesem --limit $slots --wait forever --")
 
-# On etcd, the gRPC messages the server received over $idle seconds, per waiter, once every
-# waiter is queued (its key under PREFIX) and a second more for its watch to start. etcdctl's
-# holder keeps its session's lease alive (60 s, every 20 s): its keep-alives are counted with
-# the waiters'. redlock-etcd's holder takes a 300 s ttl, so that none of its renewals (every
-# ttl/3) falls in the window; its waiters take the default ttl.
-etcd_idle_cost() { # holder-wrapper waiter-wrapper queue-prefix
+# The requests a server received over $idle seconds, per waiter, once every waiter is queued
+# (`$3`, a test, says so) and a second more, counted by `$4` (which itself adds `$5` requests).
+idle_cost() { # holder-wrapper waiter-wrapper queued-test counter counter's-own
     local holder others=() before after
     $1 sleep $((idle + 15)) >/dev/null &
     holder=$!
@@ -451,51 +448,42 @@ etcd_idle_cost() { # holder-wrapper waiter-wrapper queue-prefix
         $2 true >/dev/null &
         others+=($!)
     done
-    until [ "$(etcd_count "$3")" = $((waiters + 1)) ]; do sleep 0.1; done
+    until $3; do sleep 0.1; done
     sleep 1
-    before=$(grpc_msgs)
+    before=$($4)
     sleep "$idle"
-    after=$(grpc_msgs)
+    after=$($4)
     kill "$holder"
     wait "$holder" "${others[@]}" || true
-    awk -v c="$((after - before))" -v n="$waiters" -v s="$idle" 'BEGIN {printf "%.3f", c / n / s}'
+    awk -v c="$((after - before - $5))" -v n="$waiters" -v s="$idle" 'BEGIN {printf "%.3f", c / n / s}'
 }
+
+# On etcd, gRPC messages, once every waiter's key is under the queue's prefix. etcdctl's holder
+# keeps its session's lease alive (60 s, every 20 s): its keep-alives are counted with the
+# waiters'. redlock-etcd's holder takes a 300 s ttl, so that none of its renewals (every ttl/3)
+# falls in the window; its waiters take the default ttl.
+etcd_queued() { [ "$(etcd_count "$idle_prefix")" = $((waiters + 1)) ]; }
 if $have_etcd; then
     say "wait cost, etcd"
-    cost[etcdctl]="$(etcd_idle_cost "etcdctl --endpoints=$ep lock idle" \
-        "etcdctl --endpoints=$ep lock idle" idle/) (gRPC messages, incl. holder)"
-    cost[redlock-etcd]="$(etcd_idle_cost "$redlock run --url $eurl --key idle --ttl 300s --" \
-        "$redlock run --url $eurl --key idle --wait forever --" "redlock:{idle}/q/") (gRPC messages)"
+    idle_prefix=idle/
+    cost[etcdctl]="$(idle_cost "etcdctl --endpoints=$ep lock idle" \
+        "etcdctl --endpoints=$ep lock idle" etcd_queued grpc_msgs 0) (gRPC messages, incl. holder)"
+    idle_prefix="redlock:{idle}/q/"
+    cost[redlock-etcd]="$(idle_cost "$redlock run --url $eurl --key idle --ttl 300s --" \
+        "$redlock run --url $eurl --key idle --wait forever --" etcd_queued grpc_msgs 0) (gRPC messages)"
 fi
 
-# On ZooKeeper, the packets the server received over $idle seconds, per waiter, once every waiter
-# is queued (its ephemeral entry made) and a second more. The holder takes a 40 s ttl, the longest
-# session the server grants (tickTime x 20): it renews every ttl/3, so about two renewals of its
-# fall in the window and are counted with the waiters' (2 / (waiters x idle), under 0.01); its
-# waiters take the default ttl.
-zk_idle_cost() { # holder-wrapper waiter-wrapper
-    local holder others=() base before after
-    base=$(zk_stat zk_ephemerals_count)
-    $1 sleep $((idle + 15)) >/dev/null &
-    holder=$!
-    sleep 1
-    for _ in $(seq "$waiters"); do
-        $2 true >/dev/null &
-        others+=($!)
-    done
-    until [ "$(zk_stat zk_ephemerals_count)" -ge $((base + waiters + 1)) ]; do sleep 0.1; done
-    sleep 1
-    before=$(zk_stat zk_packets_received)
-    sleep "$idle"
-    after=$(zk_stat zk_packets_received)
-    kill "$holder"
-    wait "$holder" "${others[@]}" || true
-    awk -v c="$((after - before - 1))" -v n="$waiters" -v s="$idle" 'BEGIN {printf "%.3f", c / n / s}'
-}
+# On ZooKeeper, packets, once every waiter's ephemeral entry is made (mntr's count of them; its
+# own request is one packet). The holder takes a 40 s ttl, the longest session the server grants
+# (tickTime x 20): it renews every ttl/3, so about two renewals of its fall in the window and are
+# counted with the waiters' (2 / (waiters x idle), under 0.01); its waiters take the default ttl.
+zk_queued() { [ "$(zk_stat zk_ephemerals_count)" -ge $((zk_base + waiters + 1)) ]; }
+zk_packets() { zk_stat zk_packets_received; }
 if $have_zk; then
     say "wait cost, ZooKeeper"
-    cost[redlock-zk]="$(zk_idle_cost "$redlock run --url $zurl --key idle --ttl 40s --" \
-        "$redlock run --url $zurl --key idle --wait forever --") (packets, incl. holder)"
+    zk_base=$(zk_stat zk_ephemerals_count)
+    cost[redlock-zk]="$(idle_cost "$redlock run --url $zurl --key idle --ttl 40s --" \
+        "$redlock run --url $zurl --key idle --wait forever --" zk_queued zk_packets 1) (packets, incl. holder)"
 fi
 
 # --- Redis's own time per run ----------------------------------------------------------------
