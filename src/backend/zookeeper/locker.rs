@@ -21,11 +21,12 @@
 //! The session's timeout is the lease: a session the server gives shorter than `--ttl` is
 //! refused, since the lease would outlive it.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
-use zookeeper_client::{Acls, Client, CreateMode, Error};
+use zookeeper_client::{Acls, Client, CreateMode, CreateOptions, Error};
 
 mod ending;
 
@@ -176,11 +177,34 @@ impl ZkLocker {
         }
     }
 
+    /// The lock's children (none when its node is not there), and the record read in the same
+    /// round trip (the recorder's next write starts from it): a take's look at the queue.
+    fn look(&mut self, deadline: Instant) -> Result<Vec<String>, Failure> {
+        let (lock, record) = (self.lock.clone(), self.recorder.record_path());
+        let looked = self.conn.run(deadline, |c| async move {
+            // Each request is sent as it is made: both go at once.
+            let (listed, read) = (c.list_children(&lock), c.get_data(&record));
+            Ok(tokio::join!(listed, read))
+        });
+        let (listed, read) = looked.map_err(|e| self.conn.failure(e))?;
+        self.recorder.prime(read);
+        match listed {
+            Ok(children) => Ok(children),
+            Err(Error::NoNode) => Ok(Vec::new()),
+            Err(err) => Err(self.conn.failure(err)),
+        }
+    }
+
     /// The client's entry made (or, after a create that went unanswered, found), in the
-    /// session open now; the session checked against the lease first.
-    fn join(&mut self, ttl: Duration, deadline: Instant) -> Result<Own, Failure> {
+    /// session open now; the session checked against the lease first. With it, the lock's
+    /// children when they were read in the create's round trip (a new entry).
+    fn join(
+        &mut self,
+        ttl: Duration,
+        deadline: Instant,
+    ) -> Result<(Own, Option<Vec<String>>), Failure> {
         if let Some(own) = self.live_entry() {
-            return Ok(own.clone());
+            return Ok((own.clone(), None));
         }
         self.entry = None;
         self.taken = None;
@@ -193,33 +217,40 @@ impl ZkLocker {
             let children = self.children(deadline)?;
             if let Some((name, named)) = names::find(&children, &self.token) {
                 let name = name.to_owned();
-                return self.adopt(name, named, deadline);
+                return Ok((self.adopt(name, named, deadline)?, None));
             }
             self.unanswered = false;
         }
         let prefix = self.path(&names::entry_prefix(self.kind, &self.token));
         let data = self.entry_value();
         for _ in 0..3 {
-            let (lock, acls) = (self.lock.clone(), self.acls);
+            let (lock, acls, record) = (self.lock.clone(), self.acls, self.recorder.record_path());
             let (prefix, data) = (prefix.clone(), data.clone());
             let created = self.conn.run(deadline, |c| async move {
                 let entry = CreateMode::EphemeralSequential.with_acls(acls);
-                match c.create(&prefix, &data, &entry).await {
+                // The queue and the record read in the create's round trip (the children read
+                // include the entry): two round trips fewer per run.
+                let create = |c| create_and_look(c, (&prefix, &data, &entry), &lock, &record);
+                match create(&c).await {
                     // The lock's node is made when first used, and deleted by the server
                     // (a container) once its last child is gone: made again, and the entry
                     // with it.
-                    Err(Error::NoNode) => match make_lock_node(&c, &lock, acls).await {
-                        Ok(()) => c.create(&prefix, &data, &entry).await.map(Some),
+                    (Err(Error::NoNode), _, _) => match make_lock_node(&c, &lock, acls).await {
+                        Ok(()) => Ok(Some(create(&c).await)),
                         // zookeeper-client's mkdir: the chroot itself is not there.
                         Err(Error::NoNode) => Ok(None),
                         Err(err) => Err(err),
                     },
-                    other => other.map(Some),
+                    done => Ok(Some(done)),
                 }
             });
-            match created {
+            let created = match created {
                 Ok(None) => return Err(self.conn.no_chroot()),
-                Ok(Some((stat, seq))) => {
+                Ok(Some((created, listed, read))) => created.map(|c| (c, listed, read)),
+                Err(err) => Err(err),
+            };
+            match created {
+                Ok(((stat, seq), listed, read)) => {
                     let seq = seq.into_i64();
                     let name = format!("{}{seq:010}", names::entry_prefix(self.kind, &self.token));
                     let own = Own {
@@ -230,7 +261,9 @@ impl ZkLocker {
                         made: Some(Instant::now()),
                     };
                     self.entry = Some(own.clone());
-                    return Ok(own);
+                    self.recorder.prime(read);
+                    // A read that failed is made again on its own.
+                    return Ok((own, listed.ok()));
                 }
                 // The container was deleted between the two creates: once more.
                 Err(Error::NoNode) => continue,
@@ -375,6 +408,27 @@ impl ZkLocker {
     }
 }
 
+/// The entry created (`entry`: its path's prefix, its data, how it is made), and the lock's
+/// children and the record read, in one round trip: each request is sent as it is made, and a
+/// member answers a session's requests in order.
+#[allow(clippy::type_complexity)]
+fn create_and_look<'a>(
+    client: &'a Client,
+    (prefix, data, options): (&'a str, &[u8], &CreateOptions<'_>),
+    lock: &'a str,
+    record: &'a str,
+) -> impl Future<
+    Output = (
+        Result<(zookeeper_client::Stat, zookeeper_client::CreateSequence), Error>,
+        Result<Vec<String>, Error>,
+        Result<(Vec<u8>, zookeeper_client::Stat), Error>,
+    ),
+> + 'a {
+    let created = client.create(prefix, data, options);
+    let (listed, read) = (client.list_children(lock), client.get_data(record));
+    async move { tokio::join!(created, listed, read) }
+}
+
 /// The lock's node, a container, made with the folders above it (containers too: the server
 /// deletes each once its last child is gone).
 async fn make_lock_node(client: &Client, lock: &str, acls: Acls<'_>) -> Result<(), Error> {
@@ -395,15 +449,22 @@ impl Locker for ZkLocker {
             self.count(crate::exit::Outcome::Skipped.label(), deadline);
             return Ok(Acquire::Skipped { ago });
         }
-        let mut own = self.join(ttl, deadline)?;
-        let mut children = self.children(deadline)?;
+        let (mut own, listed) = self.join(ttl, deadline)?;
+        let mut children = match listed {
+            Some(children) => children,
+            None => self.look(deadline)?,
+        };
         if !children.contains(&own.name) {
             // Its entry was deleted (`release --force` sends the waiters to the back, and takes
             // the lock from its holder): a new one, at the back.
             self.entry = None;
             self.taken = None;
-            own = self.join(ttl, deadline)?;
-            children = self.children(deadline)?;
+            let (again, listed) = self.join(ttl, deadline)?;
+            own = again;
+            children = match listed {
+                Some(children) => children,
+                None => self.look(deadline)?,
+            };
         }
         match queue::place(&names::entries(&children), own.seq, self.kind) {
             Place::Holds => {

@@ -40,11 +40,11 @@ pub(crate) struct Recorder {
     acls: Acls<'static>,
     /// The server makes TTL nodes (until it refuses one).
     ttl_nodes: bool,
-    /// The record as this recorder last wrote it, and the version the write gave it: the next
-    /// write starts from it rather than from a read (a round trip less for a run's release after
-    /// its start was recorded). Written guarded by that version, so that if another client
-    /// wrote meanwhile the write is refused, and the record read.
-    known: Option<(Record, i32)>,
+    /// The record as this recorder last wrote it, or as a take read it beside the queue, with
+    /// its node's version (None: there was no node): the next write starts from it rather than
+    /// from a read of its own (a round trip less). Written guarded by that version, so that if
+    /// another client wrote meanwhile the write is refused, and the record read.
+    known: Option<(Record, Option<i32>)>,
 }
 
 /// How many times a write is made again after another client's came first, or after a counter
@@ -87,6 +87,21 @@ impl Recorder {
         }
     }
 
+    /// The record's path, for a read sent beside others ([`Recorder::prime`]).
+    pub(crate) fn record_path(&self) -> String {
+        self.path(names::RECORD)
+    }
+
+    /// The next write starts from `read`, the answer to a read of [`Recorder::record_path`]
+    /// that was sent beside another request (a take's look at the queue).
+    pub(crate) fn prime(&mut self, read: Result<(Vec<u8>, Stat), Error>) {
+        self.known = match read {
+            Ok((data, stat)) => Some((Record::parse(&data), Some(stat.version))),
+            Err(Error::NoNode) => Some((Record::default(), None)),
+            Err(_) => None,
+        };
+    }
+
     /// The record and its node's Stat (None: no record yet).
     pub(crate) fn read(
         &self,
@@ -112,7 +127,7 @@ impl Recorder {
     ) -> Result<Written, Error> {
         for _ in 0..RETRIES {
             let (mut record, version) = match self.known.take() {
-                Some((record, version)) => (record, Some(version)),
+                Some(known) => known,
                 None => {
                     let (record, stat) = self.read(conn, deadline)?;
                     (record, stat.map(|s| s.version))
@@ -122,7 +137,7 @@ impl Recorder {
             let written = (record.to_bytes(), version);
             match self.commit(conn, deadline, entry, Some(written), &counted)? {
                 Ok(stat) => {
-                    self.known = stat.map(|stat| (record, stat.version));
+                    self.known = stat.map(|stat| (record, Some(stat.version)));
                     return Ok(Written::Done(stat));
                 }
                 Err(Refused::Entry) => return Ok(Written::EntryGone),
