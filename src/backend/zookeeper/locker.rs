@@ -177,22 +177,13 @@ impl ZkLocker {
         }
     }
 
-    /// The lock's children (none when its node is not there), and the record read in the same
-    /// round trip (the recorder's next write starts from it): a take's look at the queue.
+    /// The lock's children read again, for an entry made by an earlier attempt (a waiter's):
+    /// the record the create's round trip read may have changed since (the holder's release
+    /// wrote it), and the next write reads it first. Not read here: it would lengthen the
+    /// hand-over, and the record's write comes after the command's start.
     fn look(&mut self, deadline: Instant) -> Result<Vec<String>, Failure> {
-        let (lock, record) = (self.lock.clone(), self.recorder.record_path());
-        let looked = self.conn.run(deadline, |c| async move {
-            // Each request is sent as it is made: both go at once.
-            let (listed, read) = (c.list_children(&lock), c.get_data(&record));
-            Ok(tokio::join!(listed, read))
-        });
-        let (listed, read) = looked.map_err(|e| self.conn.failure(e))?;
-        self.recorder.prime(read);
-        match listed {
-            Ok(children) => Ok(children),
-            Err(Error::NoNode) => Ok(Vec::new()),
-            Err(err) => Err(self.conn.failure(err)),
-        }
+        self.recorder.forget();
+        self.children(deadline)
     }
 
     /// The client's entry made (or, after a create that went unanswered, found), in the

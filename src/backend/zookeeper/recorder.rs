@@ -87,19 +87,24 @@ impl Recorder {
         }
     }
 
-    /// The record's path, for a read sent beside others ([`Recorder::prime`]).
+    /// The record's path, for a read sent beside another request ([`Recorder::prime`]).
     pub(crate) fn record_path(&self) -> String {
         self.path(names::RECORD)
     }
 
     /// The next write starts from `read`, the answer to a read of [`Recorder::record_path`]
-    /// that was sent beside another request (a take's look at the queue).
+    /// that was sent beside another request (the entry's create).
     pub(crate) fn prime(&mut self, read: Result<(Vec<u8>, Stat), Error>) {
         self.known = match read {
             Ok((data, stat)) => Some((Record::parse(&data), Some(stat.version))),
             Err(Error::NoNode) => Some((Record::default(), None)),
             Err(_) => None,
         };
+    }
+
+    /// The record this recorder knows forgotten: the next write reads it first.
+    pub(crate) fn forget(&mut self) {
+        self.known = None;
     }
 
     /// The record and its node's Stat (None: no record yet).
