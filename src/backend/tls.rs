@@ -158,6 +158,30 @@ impl ServerCertVerifier for NoVerification {
 /// The variable rustls-native-certs reads a CA file from.
 pub const SSL_CERT_FILE: &str = "SSL_CERT_FILE";
 
+/// Why a TLS handshake with the member of `system` (etcd, ZooKeeper) at `at` failed, and what
+/// to do, as one line.
+pub(crate) fn refusal(system: &str, at: &str, tls: &rustls::Error) -> String {
+    use rustls::{AlertDescription, CertificateError, Error as Tls};
+    match tls {
+        Tls::InvalidCertificate(CertificateError::UnknownIssuer) => format!(
+            "{system} at {at} shows a certificate from a CA redlock does not trust ({tls}): \
+             give that CA with --tls-ca-cert"
+        ),
+        Tls::InvalidCertificate(_) => {
+            format!("{system} at {at} shows a certificate redlock cannot accept ({tls})")
+        }
+        Tls::AlertReceived(
+            AlertDescription::BadCertificate
+            | AlertDescription::CertificateRequired
+            | AlertDescription::UnknownCA,
+        ) => format!(
+            "{system} at {at} refused redlock's client certificate ({tls}): it asks for one \
+             that its CA signed; give it with --tls-cert and --tls-key"
+        ),
+        _ => format!("the TLS handshake with {system} at {at} failed: {tls}"),
+    }
+}
+
 /// `SSL_CERT_FILE`, which rustls-native-certs reads wherever the system's store is (a
 /// `rediss://` or `etcds://` URL without `--tls-ca-cert`, PostgreSQL's `sslrootcert=system`):
 /// checked before it is read, like the options' files (a regular file within the PEM cap), so

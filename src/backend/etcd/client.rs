@@ -368,7 +368,7 @@ fn io_judged(at: &str, tls: bool, io: &std::io::Error) -> Result<String, String>
     if io.kind() == std::io::ErrorKind::InvalidData {
         return Ok(
             match io.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()) {
-                Some(tls) => tls_refusal(at, tls),
+                Some(tls) => crate::backend::tls::refusal("etcd", at, tls),
                 None => format!(
                     "the TLS handshake with etcd at {at} failed ({io}): check --tls-ca-cert, and \
                  give --tls-cert and --tls-key if the members ask for a client certificate"
@@ -451,29 +451,6 @@ fn went_away(at: &str, err: Error) -> Attempt {
         ),
         err,
     )))
-}
-
-/// Why a TLS handshake with the member at `at` failed, and what to do, as one line.
-fn tls_refusal(at: &str, tls: &rustls::Error) -> String {
-    use rustls::{AlertDescription, CertificateError, Error as Tls};
-    match tls {
-        Tls::InvalidCertificate(CertificateError::UnknownIssuer) => format!(
-            "etcd at {at} shows a certificate from a CA redlock does not trust ({tls}): give \
-             that CA with --tls-ca-cert"
-        ),
-        Tls::InvalidCertificate(_) => {
-            format!("etcd at {at} shows a certificate redlock cannot accept ({tls})")
-        }
-        Tls::AlertReceived(
-            AlertDescription::BadCertificate
-            | AlertDescription::CertificateRequired
-            | AlertDescription::UnknownCA,
-        ) => format!(
-            "etcd at {at} refused redlock's client certificate ({tls}): it asks for one that \
-             its CA signed; give it with --tls-cert and --tls-key"
-        ),
-        _ => format!("the TLS handshake with etcd at {at} failed: {tls}"),
-    }
 }
 
 /// Where the causes of `err` begin: etcd-client's error does not name its cause, and a gRPC

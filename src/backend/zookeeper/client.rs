@@ -20,6 +20,7 @@ use tokio::runtime::Handle;
 use tokio::sync::{oneshot, watch};
 use zookeeper_client::{Client, Error, TlsOptions};
 
+use crate::backend::Tls;
 use crate::lock::{Failure, Reason};
 
 /// Where the ensemble is and how to log in, as the URL gave it.
@@ -33,6 +34,9 @@ pub(crate) struct Ensemble {
     pub digest: Option<(String, String)>,
     /// `zks://`: TLS to every member.
     pub tls: Option<TlsOptions>,
+    /// `zks://`: the TLS options as given and the members (`host:port`), for a handshake of
+    /// redlock's own that tells why none could be reached (`probe`).
+    pub probe: Option<(Tls, Vec<String>)>,
 }
 
 /// How long a session's close is awaited at most: one round trip to a member that is well. The
@@ -108,6 +112,9 @@ pub(crate) struct Conn {
     keep: watch::Sender<Keep>,
     /// How many sessions were made: an ephemeral node made in an earlier one is gone.
     sessions: u64,
+    /// Over TLS, once a connect reached no member: why, as redlock's own handshake with the
+    /// members found (None inside: it found nothing the options can mend).
+    refused: Option<Option<String>>,
 }
 
 impl Conn {
@@ -119,6 +126,7 @@ impl Conn {
             client: Arc::new(Mutex::new(None)),
             keep: watch::channel(Keep::Always).0,
             sessions: 0,
+            refused: None,
         }
     }
 
@@ -228,7 +236,18 @@ impl Conn {
             tokio::spawn(keeper(slot, keep, client.session_id()));
             Ok::<_, Error>(client)
         });
-        let client = connected.unwrap_or(Err(Error::Timeout))?;
+        let client = match connected.unwrap_or(Err(Error::Timeout)) {
+            Ok(client) => client,
+            Err(Error::NoHosts) => {
+                // zookeeper-client keeps no cause: over TLS, a handshake of redlock's own tells
+                // a certificate problem from a member that is down. Once per connection.
+                if let (None, Some((tls, hosts))) = (&self.refused, &self.ensemble.probe) {
+                    self.refused = Some(super::probe::why(tls, hosts, deadline));
+                }
+                return Err(Error::NoHosts);
+            }
+            Err(err) => return Err(err),
+        };
         self.sessions += 1;
         self.keep(Keep::Until(sent + timeout));
         Ok(client)
@@ -280,6 +299,10 @@ impl Conn {
         let at = &self.ensemble.shown;
         match err {
             Error::Timeout => Failure::Unreachable(format!("no answer from ZooKeeper at {at} in time").into()),
+            // No retry makes a certificate right.
+            Error::NoHosts if matches!(&self.refused, Some(Some(_))) => Failure::Refused(
+                self.refused.clone().flatten().unwrap_or_default().into(),
+            ),
             // zookeeper-client keeps no cause: over TLS, a handshake refused looks the same.
             Error::NoHosts if self.ensemble.tls.is_some() => Failure::Unreachable(
                 format!(

@@ -19,6 +19,7 @@ mod client;
 mod locker;
 mod names;
 mod node;
+mod probe;
 mod prune;
 mod record;
 mod recorder;
@@ -84,15 +85,16 @@ pub(crate) fn open(connect: Connect) -> Result<ZooKeeper, String> {
         }
         (None, None) => None,
     };
-    let tls = if parsed.tls {
-        Some(tls_options(&tls, &parsed.shown())?)
+    let (tls, probe) = if parsed.tls {
+        let options = tls_options(&tls, &parsed.shown())?;
+        (Some(options), Some((tls, parsed.hosts.clone())))
     } else if tls.is_set() {
         return Err(format!(
             "the TLS options need a zks:// URL: {}",
             parsed.shown()
         ));
     } else {
-        None
+        (None, None)
     };
     let base = url::base(&parsed.chroot, &prefix)?;
     let connect = format!("{}{}", parsed.connect_string(), parsed.chroot);
@@ -102,6 +104,7 @@ pub(crate) fn open(connect: Connect) -> Result<ZooKeeper, String> {
             shown: parsed.shown(),
             digest,
             tls,
+            probe,
         },
         base,
         prefix,
