@@ -250,7 +250,9 @@ pub struct ConnArgs {
 
     /// TESTING ONLY: do not verify the server's TLS certificate, so anyone on the network path
     /// can pose as the server. Warns on every use.
-    #[arg(long, env = "REDLOCK_TLS_INSECURE", hide_env_values = true, value_parser = clap::builder::BoolishValueParser::new(), conflicts_with = "tls_ca_cert")]
+    // Refused beside --tls-ca-cert after parsing (`Conn::tls`), not by clap's `conflicts_with`:
+    // clap counts the variable as given whatever it holds, REDLOCK_TLS_INSECURE=false too.
+    #[arg(long, env = "REDLOCK_TLS_INSECURE", hide_env_values = true, value_parser = clap::builder::BoolishValueParser::new())]
     pub tls_insecure: bool,
 }
 

@@ -95,6 +95,11 @@ impl ConnArgs {
     }
 
     fn tls(&self) -> Result<Tls, String> {
+        if self.tls_insecure && self.tls_ca_cert.is_some() {
+            return Err(
+                "the argument '--tls-ca-cert <FILE>' cannot be used with '--tls-insecure'".into(),
+            );
+        }
         let client = match (&self.tls_cert, &self.tls_key) {
             (Some(cert), Some(key)) => Some((
                 read_pem("--tls-cert", cert, "CERTIFICATE-----")?,

@@ -290,6 +290,17 @@ fn bad_tls_options_are_usage_errors() {
             .output();
         assert!(!dir.join("marker").exists());
     }
+    // REDLOCK_TLS_INSECURE=false is no --tls-insecure: beside --tls-ca-cert it is not refused
+    // as one (the run goes on to the server, whose plain port fails the handshake: 69).
+    for off in ["false", "0"] {
+        run_with(&tls_url, "bad")
+            .env("REDLOCK_TLS_INSECURE", off)
+            .args(["--tls-ca-cert", ca_arg])
+            .sh(&marker_script(&dir))
+            .status(69)
+            .any_stderr()
+            .output();
+    }
     assert!(redis.all_keys().is_empty());
 }
 
