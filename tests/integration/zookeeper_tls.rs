@@ -87,6 +87,24 @@ fn zks_takes_the_lock_on_a_member_set_up_as_the_page_says() {
         .stdout_contains("is free")
         .output();
 
+    // With a user, the nodes let in that user alone, by its password: not whoever shows a
+    // certificate of the same subject (ZooKeeper logs a TLS client in by its certificate too).
+    let owned = format!("zks://redlock@127.0.0.1:{port}");
+    tls(Redlock::run_at(&owned), &ca, true)
+        .env("REDLOCK_PASSWORD", "s3cret")
+        .key("owned")
+        .ttl("3s")
+        .sh("true")
+        .output();
+    tls(Redlock::run_at(&url), &ca, true)
+        .key("owned")
+        .ttl("3s")
+        .sh(&marker_script(&dir))
+        .status(69)
+        .stderr_contains("not authorized")
+        .output();
+    assert!(!dir.join("marker").exists());
+
     // Refused, each in one line saying why, the command not run: another CA; no client
     // certificate (the member asks for one: `ssl.clientAuth` is `need` by default); TLS to the
     // plain port.
@@ -105,7 +123,7 @@ fn zks_takes_the_lock_on_a_member_set_up_as_the_page_says() {
             false,
             "refused redlock's client certificate",
         ),
-        (plain.as_str(), ca.as_path(), true, "it is not a TLS port"),
+        (plain.as_str(), ca.as_path(), true, "not a TLS port"),
     ] {
         let out = tls(Redlock::run_at(url), ca, client)
             .key("tls")
@@ -120,6 +138,36 @@ fn zks_takes_the_lock_on_a_member_set_up_as_the_page_says() {
         );
         assert_eq!(out.stderr.trim().lines().count(), 1, "{}", out.stderr);
         assert!(out.stderr.contains(why), "{url} {client}: {}", out.stderr);
+        assert!(!dir.join("marker").exists());
+    }
+    // zk:// at the TLS port: the member answers redlock's own TLS hello, so the URL's scheme is
+    // the mistake. zks:// where nothing listens: no word of certificates.
+    let closed = free_ports(1)[0];
+    for (url, tls_options, why) in [
+        (
+            format!("zk://127.0.0.1:{port}"),
+            false,
+            "speaks TLS on that port: use zks://",
+        ),
+        (
+            format!("zks://127.0.0.1:{closed}"),
+            true,
+            "each refused the connection or did not answer",
+        ),
+    ] {
+        let r = match tls_options {
+            true => tls(Redlock::run_at(&url), &ca, true),
+            false => Redlock::run_at(&url),
+        };
+        let out = r
+            .key("tls")
+            .ttl("3s")
+            .sh(&marker_script(&dir))
+            .status(69)
+            .any_stderr()
+            .output();
+        assert_eq!(out.stderr.trim().lines().count(), 1, "{}", out.stderr);
+        assert!(out.stderr.contains(why), "{url}: {}", out.stderr);
         assert!(!dir.join("marker").exists());
     }
 }

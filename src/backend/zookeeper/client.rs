@@ -20,6 +20,7 @@ use tokio::runtime::Handle;
 use tokio::sync::{oneshot, watch};
 use zookeeper_client::{Client, Error, TlsOptions};
 
+use super::probe::{self, Found};
 use crate::backend::Tls;
 use crate::lock::{Failure, Reason};
 
@@ -34,9 +35,9 @@ pub(crate) struct Ensemble {
     pub digest: Option<(String, String)>,
     /// `zks://`: TLS to every member.
     pub tls: Option<TlsOptions>,
-    /// `zks://`: the TLS options as given and the members (`host:port`), for a handshake of
-    /// redlock's own that tells why none could be reached (`probe`).
-    pub probe: Option<(Tls, Vec<String>)>,
+    /// The TLS options as given (`zks://`) and the members (`host:port`), for handshakes of
+    /// redlock's own that tell why none could be reached (`probe`).
+    pub probe: (Option<Tls>, Vec<String>),
 }
 
 /// How long a session's close is awaited at most: one round trip to a member that is well. The
@@ -112,9 +113,9 @@ pub(crate) struct Conn {
     keep: watch::Sender<Keep>,
     /// How many sessions were made: an ephemeral node made in an earlier one is gone.
     sessions: u64,
-    /// Over TLS, once a connect reached no member: why, as redlock's own handshake with the
-    /// members found (None inside: it found nothing the options can mend).
-    refused: Option<Option<String>>,
+    /// Once a connect reached no member: why, as redlock's own handshakes with the members
+    /// found.
+    unreached: Option<Found>,
 }
 
 impl Conn {
@@ -126,7 +127,7 @@ impl Conn {
             client: Arc::new(Mutex::new(None)),
             keep: watch::channel(Keep::Always).0,
             sessions: 0,
-            refused: None,
+            unreached: None,
         }
     }
 
@@ -239,10 +240,12 @@ impl Conn {
         let client = match connected.unwrap_or(Err(Error::Timeout)) {
             Ok(client) => client,
             Err(Error::NoHosts) => {
-                // zookeeper-client keeps no cause: over TLS, a handshake of redlock's own tells
-                // a certificate problem from a member that is down. Once per connection.
-                if let (None, Some((tls, hosts))) = (&self.refused, &self.ensemble.probe) {
-                    self.refused = Some(super::probe::why(tls, hosts, deadline));
+                // zookeeper-client keeps no cause: handshakes of redlock's own tell a certificate
+                // problem or a port of the other kind from a member that is down. Once per
+                // connection.
+                if self.unreached.is_none() {
+                    let (tls, hosts) = &self.ensemble.probe;
+                    self.unreached = Some(probe::why(tls.as_ref(), hosts, deadline));
                 }
                 return Err(Error::NoHosts);
             }
@@ -299,24 +302,27 @@ impl Conn {
         let at = &self.ensemble.shown;
         match err {
             Error::Timeout => Failure::Unreachable(format!("no answer from ZooKeeper at {at} in time").into()),
-            // No retry makes a certificate right.
-            Error::NoHosts if matches!(&self.refused, Some(Some(_))) => Failure::Refused(
-                self.refused.clone().flatten().unwrap_or_default().into(),
-            ),
-            // zookeeper-client keeps no cause: over TLS, a handshake refused looks the same.
-            Error::NoHosts if self.ensemble.tls.is_some() => Failure::Unreachable(
-                format!(
-                    "no member of ZooKeeper at {at} could be reached (each refused, did not answer, \
-                     or failed the TLS handshake: check that --tls-ca-cert signed the members' \
-                     certificates, that they name the URL's hosts, and that the port is their \
-                     secureClientPort; members ask for a client certificate unless \
-                     ssl.clientAuth=none: give --tls-cert and --tls-key)"
-                )
-                .into(),
-            ),
-            Error::NoHosts => Failure::Unreachable(
-                format!("no member of ZooKeeper at {at} could be reached (each refused or did not answer)").into(),
-            ),
+            Error::NoHosts => match &self.unreached {
+                // No retry makes a certificate or a scheme right.
+                Some(Found::Refusal(why)) => Failure::Refused(why.clone().into()),
+                Some(Found::Down) => Failure::Unreachable(
+                    format!("no member of ZooKeeper at {at} could be reached (each refused the connection or did not answer)").into(),
+                ),
+                // zookeeper-client keeps no cause: over TLS, a handshake refused looks the same.
+                _ if self.ensemble.tls.is_some() => Failure::Unreachable(
+                    format!(
+                        "no member of ZooKeeper at {at} could be reached (each refused, did not answer, \
+                         or failed the TLS handshake: check that --tls-ca-cert signed the members' \
+                         certificates, that they name the URL's hosts, and that the port is their \
+                         secureClientPort; members ask for a client certificate unless \
+                         ssl.clientAuth=none: give --tls-cert and --tls-key)"
+                    )
+                    .into(),
+                ),
+                _ => Failure::Unreachable(
+                    format!("no member of ZooKeeper at {at} could be reached (each refused or did not answer)").into(),
+                ),
+            },
             // zookeeper-client's own: a connection that went silent or failed (I/O).
             Error::Custom(_)
             | Error::ConnectionLoss

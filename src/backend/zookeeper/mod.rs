@@ -27,7 +27,7 @@ mod url;
 
 use std::time::Duration;
 
-use zookeeper_client::{Acls, TlsOptions};
+use zookeeper_client::{Acl, Acls, AuthId, Permission, TlsOptions};
 
 use crate::backend::{Connect, Tls};
 use crate::lock::{Backend, Capabilities, Locker, Node, RunSpec};
@@ -87,7 +87,7 @@ pub(crate) fn open(connect: Connect) -> Result<ZooKeeper, String> {
     };
     let (tls, probe) = if parsed.tls {
         let options = tls_options(&tls, &parsed.shown())?;
-        (Some(options), Some((tls, parsed.hosts.clone())))
+        (Some(options), Some(tls))
     } else if tls.is_set() {
         return Err(format!(
             "the TLS options need a zks:// URL: {}",
@@ -104,7 +104,7 @@ pub(crate) fn open(connect: Connect) -> Result<ZooKeeper, String> {
             shown: parsed.shown(),
             digest,
             tls,
-            probe,
+            probe: (probe, parsed.hosts.clone()),
         },
         base,
         prefix,
@@ -154,14 +154,37 @@ fn tls_options(tls: &Tls, shown: &str) -> Result<TlsOptions, String> {
 }
 
 impl ZooKeeper {
-    /// Whom the nodes redlock makes let in: with a user, only that user (and the server's
-    /// super user); without one, everyone who can reach the folder.
+    /// Whom the nodes redlock makes let in: with a user, only that user, by its password's
+    /// digest (and the server's super user); without one, everyone who can reach the folder.
+    /// Not the `auth` scheme (the creator): that names every identity of the session, and a
+    /// `zks://` session is also logged in by its client certificate (x509), which would let
+    /// in, without the password, whoever shows a certificate of the same subject.
     fn acls(&self) -> Acls<'static> {
-        match self.ensemble.digest {
-            Some(_) => Acls::creator_all(),
+        match &self.ensemble.digest {
+            Some((user, password)) => {
+                let acl = Acl::new(
+                    Permission::ALL,
+                    AuthId::new("digest", &digest_id(user, password)),
+                );
+                // One per process (a run's or an admin command's), for the nodes it makes.
+                Acls::new(Box::leak(Box::new([acl])))
+            }
             None => Acls::anyone_all(),
         }
     }
+}
+
+/// The id of ZooKeeper's digest scheme for `user` with `password`:
+/// `user:BASE64(SHA1("user:password"))`, as its DigestAuthenticationProvider makes it.
+fn digest_id(user: &str, password: &str) -> String {
+    use base64::Engine as _;
+    let sha1 = sha1_smol::Sha1::from(format!("{user}:{password}"))
+        .digest()
+        .bytes();
+    format!(
+        "{user}:{}",
+        base64::engine::general_purpose::STANDARD.encode(sha1)
+    )
 }
 
 impl Backend for ZooKeeper {
@@ -221,5 +244,20 @@ impl Backend for ZooKeeper {
             self.base.clone(),
             self.acls(),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The id docs/zookeeper.md's ACL block makes with openssl (`echo -n 'redlock:PASSWORD' |
+    /// openssl dgst -binary -sha1 | base64`), for the password `s3cret`.
+    #[test]
+    fn the_digest_id_is_zookeepers() {
+        assert_eq!(
+            digest_id("redlock", "s3cret"),
+            "redlock:MTVkmhM5xfE2G3bbE/GfvDNI4qc="
+        );
     }
 }

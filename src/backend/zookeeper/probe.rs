@@ -1,8 +1,13 @@
-//! Why no member of a `zks://` ensemble could be reached, when zookeeper-client says only that
-//! (it keeps no cause): a TLS handshake with each member, made with rustls as the client makes
-//! it (the same CA, client certificate and server name), tells a CA redlock does not trust, a
-//! client certificate the member asks for, and a plain-text port apart, as etcd's client does
-//! from its own handshake's error. Made once per connection, after a connect that failed.
+//! Why no member of an ensemble could be reached, when zookeeper-client says only that (it
+//! keeps no cause): a TLS handshake of redlock's own with each member, made with rustls.
+//!
+//! - For `zks://`, made as the client makes it (the same CA, client certificate and server
+//!   name): it tells a CA redlock does not trust, a client certificate the member asks for,
+//!   and a port that does not speak TLS apart, as etcd's client does from its own handshake.
+//! - For `zk://`, with nothing verified and nothing sent after it: a member that answers the
+//!   hello speaks TLS on that port, and the URL should be `zks://`.
+//!
+//! Made once per connection, after a connect that reached no member.
 
 use std::io::ErrorKind;
 use std::net::{TcpStream, ToSocketAddrs};
@@ -25,62 +30,133 @@ const ALL: Duration = Duration::from_secs(2);
 /// with TLS 1.3 the member says so after the client has sent its last handshake message.
 const VERDICT: Duration = Duration::from_millis(300);
 
-/// What the handshakes with the members `hosts` (`host:port`, an IPv6 address in brackets)
-/// say, as one line: the first member's whose handshake failed, naming the member and what to
-/// do; None when no handshake failed that way (each member refused the connection, did not
-/// answer, or let redlock in), or `deadline` (at most [`ALL`] from now) came first.
-pub(super) fn why(tls: &Tls, hosts: &[String], deadline: Instant) -> Option<String> {
-    let deadline = deadline.min(Instant::now() + ALL);
-    let config = Arc::new(crate::backend::tls::build(tls).ok()?);
-    hosts.iter().find_map(|host| {
-        let left = deadline.checked_duration_since(Instant::now())?;
-        handshake(&config, host, left.min(HANDSHAKE))
-    })
+/// What the handshakes found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Found {
+    /// A member's answer that no retry mends, as one line naming the member and what to do.
+    Refusal(String),
+    /// No member took a TCP connection (each refused it, or did not answer in time).
+    Down,
+    /// Nothing the handshakes can tell.
+    Nothing,
 }
 
-/// The handshake with `host` within `time`: why it failed, if it did in a way the options can
-/// mend.
-fn handshake(config: &Arc<ClientConfig>, host: &str, time: Duration) -> Option<String> {
-    let at = host;
-    let name = host.rsplit_once(':').map_or(host, |(name, _)| name);
+/// What handshakes with the members `hosts` (`host:port`, an IPv6 address in brackets) find,
+/// by `deadline` (at most [`ALL`] from now): with `tls` for `zks://`, None for `zk://`.
+pub(super) fn why(tls: Option<&Tls>, hosts: &[String], deadline: Instant) -> Found {
+    let deadline = deadline.min(Instant::now() + ALL);
+    // zk://: nothing is verified, since nothing is sent after the handshake.
+    let unverified = Tls {
+        insecure: true,
+        ..Tls::default()
+    };
+    let Ok(config) = crate::backend::tls::build(tls.unwrap_or(&unverified)) else {
+        return Found::Nothing;
+    };
+    let config = Arc::new(config);
+    let mut reached = false;
+    for host in hosts {
+        let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+            break;
+        };
+        let shook = handshake(&config, host, left.min(HANDSHAKE));
+        reached |= !matches!(shook, Shook::Unreached);
+        match (tls.is_some(), shook) {
+            (true, Shook::Refused(err)) => {
+                return Found::Refusal(crate::backend::tls::refusal("ZooKeeper", host, &err));
+            }
+            (true, Shook::ClosedOnHello) => {
+                return Found::Refusal(format!(
+                    "ZooKeeper at {host} closed the connection on redlock's TLS hello: not a TLS \
+                     port (use zk://, or the members' secureClientPort), or a member whose TLS \
+                     is broken (Debian's members need netty-codec.jar on their classpath)"
+                ));
+            }
+            (false, Shook::Refused(_) | Shook::SpokeTls) => {
+                return Found::Refusal(format!(
+                    "ZooKeeper at {host} speaks TLS on that port: use zks:// (with \
+                     --tls-ca-cert), or the members' clientPort"
+                ));
+            }
+            _ => {}
+        }
+    }
+    match reached {
+        true => Found::Nothing,
+        false => Found::Down,
+    }
+}
+
+/// How one member's handshake went.
+enum Shook {
+    /// The member took no TCP connection, or its name could not be resolved.
+    Unreached,
+    /// rustls's error: the member's certificate, or its alert.
+    Refused(rustls::Error),
+    /// The member closed the connection before it answered the client's hello.
+    ClosedOnHello,
+    /// The member answered in TLS, and nothing came of it that the options can mend.
+    SpokeTls,
+    /// The member took the connection and said nothing in time.
+    Silent,
+}
+
+/// The handshake with the member at `at` (`host:port`) within `time`.
+fn handshake(config: &Arc<ClientConfig>, at: &str, time: Duration) -> Shook {
+    let name = at.rsplit_once(':').map_or(at, |(name, _)| name);
     let name = name.trim_start_matches('[').trim_end_matches(']');
-    let server = ServerName::try_from(name.to_owned()).ok()?;
-    let addr = host.to_socket_addrs().ok()?.next()?;
-    let mut socket = TcpStream::connect_timeout(&addr, time).ok()?;
-    socket.set_read_timeout(Some(time)).ok()?;
-    socket.set_write_timeout(Some(time)).ok()?;
-    let mut tls = ClientConnection::new(Arc::clone(config), server).ok()?;
+    let Ok(server) = ServerName::try_from(name.to_owned()) else {
+        return Shook::Unreached;
+    };
+    let Some(addr) = at.to_socket_addrs().ok().and_then(|mut a| a.next()) else {
+        return Shook::Unreached;
+    };
+    let Ok(mut socket) = TcpStream::connect_timeout(&addr, time) else {
+        return Shook::Unreached;
+    };
+    let Ok(mut tls) = ClientConnection::new(Arc::clone(config), server) else {
+        return Shook::Silent;
+    };
+    if socket.set_read_timeout(Some(time)).is_err() || socket.set_write_timeout(Some(time)).is_err()
+    {
+        return Shook::Silent;
+    }
     while tls.is_handshaking() {
         if let Err(err) = tls.complete_io(&mut socket) {
-            return refusal(at, &err);
+            return match rustls_error(&err) {
+                Some(refused) => Shook::Refused(refused.clone()),
+                None if closed(&err) && tls.negotiated_cipher_suite().is_none() => {
+                    Shook::ClosedOnHello
+                }
+                None if closed(&err) => Shook::SpokeTls,
+                None => Shook::Silent,
+            };
         }
     }
     // Sent with the client's last handshake message: a member that refuses the client's
-    // certificate (or its absence) says so now, in an alert.
-    socket.set_read_timeout(Some(VERDICT)).ok()?;
+    // certificate (or its absence) says so now, in an alert. Anything else (a close, the time
+    // running out) says nothing more.
+    if socket.set_read_timeout(Some(VERDICT)).is_err() {
+        return Shook::SpokeTls;
+    }
     match tls.complete_io(&mut socket) {
-        Err(err) => refusal(at, &err),
-        Ok(_) => None,
+        Err(err) => match rustls_error(&err) {
+            Some(refused) => Shook::Refused(refused.clone()),
+            None => Shook::SpokeTls,
+        },
+        Ok(_) => Shook::SpokeTls,
     }
 }
 
-/// What a handshake's I/O error says of the member at `at`, as one line: None when it says
-/// nothing of TLS (the member did not answer in time).
-fn refusal(at: &str, err: &std::io::Error) -> Option<String> {
-    if let Some(tls) = err
-        .get_ref()
-        .and_then(|e| e.downcast_ref::<rustls::Error>())
-    {
-        return Some(crate::backend::tls::refusal("ZooKeeper", at, tls));
-    }
-    match err.kind() {
-        // A plain-text member reads the client's hello as a request far too long, and closes.
-        ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted => {
-            Some(format!(
-                "ZooKeeper at {at} closed the connection during the TLS handshake: it is not a \
-                 TLS port (use zk://, or the members' secureClientPort)"
-            ))
-        }
-        _ => None,
-    }
+/// rustls's own error beneath a handshake's I/O error.
+fn rustls_error(err: &std::io::Error) -> Option<&rustls::Error> {
+    err.get_ref()?.downcast_ref::<rustls::Error>()
+}
+
+/// Whether the member closed the connection.
+fn closed(err: &std::io::Error) -> bool {
+    matches!(
+        err.kind(),
+        ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted
+    )
 }
