@@ -170,13 +170,20 @@ pub(crate) fn refusal(system: &str, at: &str, tls: &rustls::Error) -> String {
         Tls::InvalidCertificate(_) => {
             format!("{system} at {at} shows a certificate redlock cannot accept ({tls})")
         }
+        // CertificateUnknown: a client certificate its CA did not sign (Java's members).
         Tls::AlertReceived(
             AlertDescription::BadCertificate
             | AlertDescription::CertificateRequired
+            | AlertDescription::CertificateUnknown
             | AlertDescription::UnknownCA,
         ) => format!(
             "{system} at {at} refused redlock's client certificate ({tls}): it asks for one \
              that its CA signed; give it with --tls-cert and --tls-key"
+        ),
+        // Something else than TLS answered the hello.
+        Tls::InvalidMessage(_) => format!(
+            "{system} at {at} did not answer in TLS ({tls}): not a TLS port, or something else \
+             listens there"
         ),
         _ => format!("the TLS handshake with {system} at {at} failed: {tls}"),
     }

@@ -75,6 +75,7 @@ events! {
     KeepAliveUnanswered => "keepalive_unanswered",
     PgpassIgnored => "pgpass_ignored",
     PruneFailed => "prune_failed",
+    RecordFailed => "record_failed",
     /// Anything else: a line with no event of its own.
     Message => "message",
 }

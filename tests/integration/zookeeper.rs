@@ -489,3 +489,42 @@ fn list_says_which_lock_it_may_not_read_and_exits_69() {
     touch(&dir.join("mine.go"));
     holder.finish().assert_code(0);
 }
+
+/// A record redlock may not write (an operator's ACL on it): the lock is taken and given back
+/// as ever and the command runs (0), and stderr says once that the run goes unrecorded.
+#[test]
+fn a_record_redlock_may_not_write_is_said_once_and_the_run_goes_on() {
+    let dir = TempDir::new();
+    let zk = ZkEnsemble::start_with(ZkOpts {
+        members: 1,
+        ..ZkOpts::default()
+    });
+    Redlock::run_at(&zk.url())
+        .key("acl")
+        .ttl("2s")
+        .sh("true")
+        .output()
+        .assert_code(0);
+    let shut = zk.zkcli(&[
+        "setAcl",
+        "/redlock:{acl}/record",
+        "digest:other:x1nq8J5GOJVPY6zgBzvQZ5jYyDU=:cdrwa",
+    ]);
+    assert!(shut.status.success(), "{shut:?}");
+    let out = Redlock::run_at(&zk.url())
+        .key("acl")
+        .ttl("2s")
+        .sh(&marker_script(&dir))
+        .any_stderr()
+        .output();
+    out.assert_code(0);
+    assert!(dir.join("marker").exists());
+    let said = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("the run's record could not be written"))
+        .count();
+    assert_eq!(said, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("not authorized"), "{}", out.stderr);
+    assert!(children(&zk, "acl").iter().all(|c| !c.starts_with("lock-")));
+}

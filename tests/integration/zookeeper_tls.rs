@@ -140,9 +140,30 @@ fn zks_takes_the_lock_on_a_member_set_up_as_the_page_says() {
         assert!(out.stderr.contains(why), "{url} {client}: {}", out.stderr);
         assert!(!dir.join("marker").exists());
     }
+    // A client certificate of another CA: the member's alert says so.
+    let other = TempDir::new();
+    make_certs(&other, "other");
+    let (other_crt, other_key) = make_client_cert(&other, "other");
+    tls(Redlock::run_at(&url), &ca, false)
+        .arg("--tls-cert")
+        .arg(&other_crt)
+        .arg("--tls-key")
+        .arg(&other_key)
+        .key("tls")
+        .ttl("3s")
+        .sh(&marker_script(&dir))
+        .status(69)
+        .stderr_contains("refused redlock's client certificate")
+        .stderr_lines(1)
+        .output();
+
     // zk:// at the TLS port: the member answers redlock's own TLS hello, so the URL's scheme is
-    // the mistake. zks:// where nothing listens: no word of certificates.
+    // the mistake. zks:// where nothing listens, where nothing resolves, where something takes
+    // the connection and says nothing, and where something answers in another protocol: no
+    // word of certificates.
     let closed = free_ports(1)[0];
+    let silent = fake_member(b"");
+    let http = fake_member(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
     for (url, tls_options, why) in [
         (
             format!("zk://127.0.0.1:{port}"),
@@ -153,6 +174,21 @@ fn zks_takes_the_lock_on_a_member_set_up_as_the_page_says() {
             format!("zks://127.0.0.1:{closed}"),
             true,
             "each refused the connection or did not answer",
+        ),
+        (
+            format!("zks://no-such-member.invalid:{closed}"),
+            true,
+            "a name that does not resolve: no-such-member.invalid",
+        ),
+        (
+            format!("zks://127.0.0.1:{silent}"),
+            true,
+            "each took the connection and said nothing",
+        ),
+        (
+            format!("zks://127.0.0.1:{http}"),
+            true,
+            "did not answer in TLS",
         ),
     ] {
         let r = match tls_options {
@@ -170,4 +206,20 @@ fn zks_takes_the_lock_on_a_member_set_up_as_the_page_says() {
         assert!(out.stderr.contains(why), "{url}: {}", out.stderr);
         assert!(!dir.join("marker").exists());
     }
+}
+
+/// A port on 127.0.0.1 where something takes every connection, sends `answer` (nothing: it
+/// stays silent), and keeps the connection open until the test's process ends.
+fn fake_member(answer: &'static [u8]) -> u16 {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port for a fake member");
+    let port = listener.local_addr().expect("its address").port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for mut stream in listener.incoming().flatten() {
+            let _ = stream.write_all(answer);
+            held.push(stream);
+        }
+    });
+    port
 }

@@ -305,8 +305,15 @@ impl Conn {
             Error::NoHosts => match &self.unreached {
                 // No retry makes a certificate or a scheme right.
                 Some(Found::Refusal(why)) => Failure::Refused(why.clone().into()),
-                Some(Found::Down) => Failure::Unreachable(
+                Some(Found::Closed(why)) => Failure::Unreachable(why.clone().into()),
+                Some(Found::Down(None)) => Failure::Unreachable(
                     format!("no member of ZooKeeper at {at} could be reached (each refused the connection or did not answer)").into(),
+                ),
+                Some(Found::Down(Some(host))) => Failure::Unreachable(
+                    format!("no member of ZooKeeper at {at} could be reached (each refused the connection, did not answer, or has a name that does not resolve: {host})").into(),
+                ),
+                Some(Found::Silent) => Failure::Unreachable(
+                    format!("no member of ZooKeeper at {at} answered: each took the connection and said nothing (frozen, or not ZooKeeper)").into(),
                 ),
                 // zookeeper-client keeps no cause: over TLS, a handshake refused looks the same.
                 _ if self.ensemble.tls.is_some() => Failure::Unreachable(

@@ -21,17 +21,17 @@
 //! The session's timeout is the lease: a session the server gives shorter than `--ttl` is
 //! refused, since the lease would outlive it.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
-use zookeeper_client::{Acls, Client, CreateMode, CreateOptions, Error};
+use zookeeper_client::{Acls, Error};
 
 mod ending;
+mod entry;
 
 use super::client::Conn;
-use super::names::{self, Named};
+use super::names;
 use super::recorder::Recorder;
 use super::url::Base;
 use crate::backend::block::{Allowances, Block};
@@ -85,6 +85,8 @@ pub(crate) struct ZkLocker {
     seen: Option<Vec<String>>,
     /// A create went unanswered and nothing was answered since: the entry may be there.
     unanswered: bool,
+    /// A failed record write was said ([`ZkLocker::record_failed`]).
+    record_said: bool,
     interrupt: Arc<Notify>,
 }
 
@@ -133,6 +135,7 @@ impl ZkLocker {
             min_interval: run.min_interval,
             seen: None,
             unanswered: false,
+            record_said: false,
             interrupt: Arc::new(Notify::new()),
         }
     }
@@ -177,129 +180,6 @@ impl ZkLocker {
         }
     }
 
-    /// The lock's children read again, for an entry made by an earlier attempt (a waiter's):
-    /// the record the create's round trip read may have changed since (the holder's release
-    /// wrote it), and the next write reads it first. Not read here: it would lengthen the
-    /// hand-over, and the record's write comes after the command's start.
-    fn look(&mut self, deadline: Instant) -> Result<Vec<String>, Failure> {
-        self.recorder.forget();
-        self.children(deadline)
-    }
-
-    /// The client's entry made (or, after a create that went unanswered, found), in the
-    /// session open now; the session checked against the lease first. With it, the lock's
-    /// children when they were read in the create's round trip (a new entry).
-    fn join(
-        &mut self,
-        ttl: Duration,
-        deadline: Instant,
-    ) -> Result<(Own, Option<Vec<String>>), Failure> {
-        if let Some(own) = self.live_entry() {
-            return Ok((own.clone(), None));
-        }
-        self.entry = None;
-        self.taken = None;
-        let client = self
-            .conn
-            .client(deadline)
-            .map_err(|e| self.conn.failure(e))?;
-        self.check_session(&client, ttl)?;
-        if self.unanswered {
-            let children = self.children(deadline)?;
-            if let Some((name, named)) = names::find(&children, &self.token) {
-                let name = name.to_owned();
-                return Ok((self.adopt(name, named, deadline)?, None));
-            }
-            self.unanswered = false;
-        }
-        let prefix = self.path(&names::entry_prefix(self.kind, &self.token));
-        let data = self.entry_value();
-        for _ in 0..3 {
-            let (lock, acls, record) = (self.lock.clone(), self.acls, self.recorder.record_path());
-            let (prefix, data) = (prefix.clone(), data.clone());
-            let created = self.conn.run(deadline, |c| async move {
-                let entry = CreateMode::EphemeralSequential.with_acls(acls);
-                // The queue and the record read in the create's round trip (the children read
-                // include the entry): two round trips fewer per run.
-                let create = |c| create_and_look(c, (&prefix, &data, &entry), &lock, &record);
-                match create(&c).await {
-                    // The lock's node is made when first used, and deleted by the server
-                    // (a container) once its last child is gone: made again, and the entry
-                    // with it.
-                    (Err(Error::NoNode), _, _) => match make_lock_node(&c, &lock, acls).await {
-                        Ok(()) => Ok(Some(create(&c).await)),
-                        // zookeeper-client's mkdir: the chroot itself is not there.
-                        Err(Error::NoNode) => Ok(None),
-                        Err(err) => Err(err),
-                    },
-                    done => Ok(Some(done)),
-                }
-            });
-            let created = match created {
-                Ok(None) => return Err(self.conn.no_chroot()),
-                Ok(Some((created, listed, read))) => created.map(|c| (c, listed, read)),
-                Err(err) => Err(err),
-            };
-            match created {
-                Ok(((stat, seq), listed, read)) => {
-                    let seq = seq.into_i64();
-                    let name = format!("{}{seq:010}", names::entry_prefix(self.kind, &self.token));
-                    let own = Own {
-                        name,
-                        seq,
-                        czxid: stat.czxid,
-                        session: self.conn.session(),
-                        made: Some(Instant::now()),
-                    };
-                    self.entry = Some(own.clone());
-                    self.recorder.prime(read);
-                    // A read that failed is made again on its own.
-                    return Ok((own, listed.ok()));
-                }
-                // The container was deleted between the two creates: once more.
-                Err(Error::NoNode) => continue,
-                Err(err @ (Error::Timeout | Error::ConnectionLoss)) => {
-                    self.unanswered = true;
-                    return Err(self.conn.failure(err));
-                }
-                Err(err) => return Err(self.conn.failure(err)),
-            }
-        }
-        Err(Failure::Unreachable(
-            format!(
-                "ZooKeeper at {} deleted the lock's node {} under each of three creates",
-                self.conn.shown(),
-                self.lock
-            )
-            .into(),
-        ))
-    }
-
-    /// The entry of this client that a create made although its answer never came.
-    fn adopt(&mut self, name: String, named: Named, deadline: Instant) -> Result<Own, Failure> {
-        let path = self.path(&name);
-        let stat = self
-            .conn
-            .run(deadline, |c| async move { c.check_stat(&path).await })
-            .map_err(|e| self.conn.failure(e))?;
-        self.unanswered = false;
-        let Some(stat) = stat else {
-            // Gone meanwhile: a new one is made on the next attempt.
-            return Err(Failure::Unreachable(
-                format!("the run's entry {name} went while it was read").into(),
-            ));
-        };
-        let own = Own {
-            name,
-            seq: named.seq,
-            czxid: stat.czxid,
-            session: self.conn.session(),
-            made: None,
-        };
-        self.entry = Some(own.clone());
-        Ok(own)
-    }
-
     /// Whether a `--fair` run turned away was turned away from a lock that is free but promised
     /// to the waiters ahead: a shared run is behind a waiting exclusive one; an exclusive one
     /// finds a head of the queue whose run has not started (a waiter not yet woken).
@@ -328,26 +208,6 @@ impl ZkLocker {
             .read(&mut self.conn, deadline)
             .map_err(|e| self.conn.failure(e))?;
         Ok(run_record::success_ago(&record.last_success()).filter(|ago| *ago < interval))
-    }
-
-    /// A session the ensemble gave shorter than the lease is refused: the lease would count
-    /// on the entry past the session's end.
-    fn check_session(&self, client: &Client, ttl: Duration) -> Result<(), Failure> {
-        let given = client.session_timeout();
-        if given < ttl {
-            return Err(Failure::Refused(
-                format!(
-                    "ZooKeeper at {} gives sessions of at most {} (its maxSessionTimeout), \
-                     shorter than --ttl {}: give --ttl {} or less, or raise maxSessionTimeout",
-                    self.conn.shown(),
-                    humantime::format_duration(given),
-                    humantime::format_duration(ttl),
-                    humantime::format_duration(given),
-                )
-                .into(),
-            ));
-        }
-        Ok(())
     }
 
     /// The entry given up, if there is one in the session open now.
@@ -392,40 +252,32 @@ impl ZkLocker {
         }
     }
 
+    /// A record write that failed said, once per run: the lock is unaffected, but the run is
+    /// missing from what `history`, `status` and `check` read.
+    fn record_failed(&mut self, err: Error) {
+        // No answer says nothing of the write (it may have been made), and the renewals say
+        // what an ensemble gone silent means for the lock.
+        let unanswered = matches!(
+            err,
+            Error::Timeout | Error::ConnectionLoss | Error::SessionExpired | Error::Custom(_)
+        );
+        if unanswered || std::mem::replace(&mut self.record_said, true) {
+            return;
+        }
+        let failure = self.conn.failure(err);
+        crate::report!(
+            0,
+            RecordFailed { "error" => failure.to_string() },
+            "warning: the run's record could not be written ({failure}); `redlock history`, \
+             `status` and `check` do not see this run"
+        );
+    }
+
     /// What a renewal or release that found no entry of its own found instead.
     fn found(&mut self, deadline: Instant) -> Result<Held, Failure> {
         let children = self.children(deadline)?;
         Ok(queue::found(&names::entries(&children), None))
     }
-}
-
-/// The entry created (`entry`: its path's prefix, its data, how it is made), and the lock's
-/// children and the record read, in one round trip: each request is sent as it is made, and a
-/// member answers a session's requests in order.
-#[allow(clippy::type_complexity)]
-fn create_and_look<'a>(
-    client: &'a Client,
-    (prefix, data, options): (&'a str, &[u8], &CreateOptions<'_>),
-    lock: &'a str,
-    record: &'a str,
-) -> impl Future<
-    Output = (
-        Result<(zookeeper_client::Stat, zookeeper_client::CreateSequence), Error>,
-        Result<Vec<String>, Error>,
-        Result<(Vec<u8>, zookeeper_client::Stat), Error>,
-    ),
-> + 'a {
-    let created = client.create(prefix, data, options);
-    let (listed, read) = (client.list_children(lock), client.get_data(record));
-    async move { tokio::join!(created, listed, read) }
-}
-
-/// The lock's node, a container, made with the folders above it (containers too: the server
-/// deletes each once its last child is gone).
-async fn make_lock_node(client: &Client, lock: &str, acls: Acls<'_>) -> Result<(), Error> {
-    client
-        .mkdir(lock, &CreateMode::Container.with_acls(acls))
-        .await
 }
 
 impl Locker for ZkLocker {
@@ -572,7 +424,7 @@ impl Locker for ZkLocker {
         let deadline = Instant::now() + timeout;
         let run = run_record::started(&self.token, &self.holder, taken.at_ms, Some(taken.fence));
         let fence = taken.fence;
-        let _ = self
+        let written = self
             .recorder
             .write(&mut self.conn, deadline, None, |record| {
                 let live: Vec<&str> = seen.iter().map(String::as_str).collect();
@@ -580,6 +432,9 @@ impl Locker for ZkLocker {
                 record.start(&run);
                 vanished
             });
+        if let Err(err) = written {
+            self.record_failed(err);
+        }
     }
 
     fn extend(&mut self, ttl: Duration, timeout: Duration) -> Result<Renewal, Failure> {

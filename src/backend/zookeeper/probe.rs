@@ -35,8 +35,15 @@ const VERDICT: Duration = Duration::from_millis(300);
 pub(super) enum Found {
     /// A member's answer that no retry mends, as one line naming the member and what to do.
     Refusal(String),
-    /// No member took a TCP connection (each refused it, or did not answer in time).
-    Down,
+    /// A member that closed the connection on the TLS hello, as one line: what is wrong may be
+    /// mended meanwhile (a member restarting, a proxy's server coming back), so it is tried
+    /// again.
+    Closed(String),
+    /// No member took a TCP connection (each refused it, or did not answer in time); the first
+    /// member whose name did not resolve, if one did not.
+    Down(Option<String>),
+    /// Each member that took the connection said nothing to the TLS hello in time.
+    Silent,
     /// Nothing the handshakes can tell.
     Nothing,
 }
@@ -54,22 +61,27 @@ pub(super) fn why(tls: Option<&Tls>, hosts: &[String], deadline: Instant) -> Fou
         return Found::Nothing;
     };
     let config = Arc::new(config);
-    let mut reached = false;
+    let (mut reached, mut spoke, mut unresolved) = (false, false, None);
     for host in hosts {
         let Some(left) = deadline.checked_duration_since(Instant::now()) else {
             break;
         };
         let shook = handshake(&config, host, left.min(HANDSHAKE));
-        reached |= !matches!(shook, Shook::Unreached);
+        reached |= !matches!(shook, Shook::Unreached | Shook::Unresolved);
+        spoke |= !matches!(shook, Shook::Unreached | Shook::Unresolved | Shook::Silent);
+        if matches!(shook, Shook::Unresolved) && unresolved.is_none() {
+            unresolved = Some(host.clone());
+        }
         match (tls.is_some(), shook) {
             (true, Shook::Refused(err)) => {
                 return Found::Refusal(crate::backend::tls::refusal("ZooKeeper", host, &err));
             }
             (true, Shook::ClosedOnHello) => {
-                return Found::Refusal(format!(
+                return Found::Closed(format!(
                     "ZooKeeper at {host} closed the connection on redlock's TLS hello: not a TLS \
-                     port (use zk://, or the members' secureClientPort), or a member whose TLS \
-                     is broken (Debian's members need netty-codec.jar on their classpath)"
+                     port (use zk://, or the members' secureClientPort), a member whose TLS is \
+                     broken (Debian's members need netty-codec.jar on their classpath), or a \
+                     proxy with nothing behind it"
                 ));
             }
             (false, Shook::Refused(_) | Shook::SpokeTls) => {
@@ -81,16 +93,19 @@ pub(super) fn why(tls: Option<&Tls>, hosts: &[String], deadline: Instant) -> Fou
             _ => {}
         }
     }
-    match reached {
-        true => Found::Nothing,
-        false => Found::Down,
+    match (reached, spoke) {
+        (false, _) => Found::Down(unresolved),
+        (true, false) => Found::Silent,
+        (true, true) => Found::Nothing,
     }
 }
 
 /// How one member's handshake went.
 enum Shook {
-    /// The member took no TCP connection, or its name could not be resolved.
+    /// The member took no TCP connection.
     Unreached,
+    /// The member's name did not resolve.
+    Unresolved,
     /// rustls's error: the member's certificate, or its alert.
     Refused(rustls::Error),
     /// The member closed the connection before it answered the client's hello.
@@ -106,10 +121,10 @@ fn handshake(config: &Arc<ClientConfig>, at: &str, time: Duration) -> Shook {
     let name = at.rsplit_once(':').map_or(at, |(name, _)| name);
     let name = name.trim_start_matches('[').trim_end_matches(']');
     let Ok(server) = ServerName::try_from(name.to_owned()) else {
-        return Shook::Unreached;
+        return Shook::Unresolved;
     };
     let Some(addr) = at.to_socket_addrs().ok().and_then(|mut a| a.next()) else {
-        return Shook::Unreached;
+        return Shook::Unresolved;
     };
     let Ok(mut socket) = TcpStream::connect_timeout(&addr, time) else {
         return Shook::Unreached;

@@ -113,7 +113,8 @@ impl ZkLocker {
             }
             // The record could not be written (another client's writes kept coming first, or
             // the server refused it): the lock is released all the same, the record's loss.
-            Err(Error::BadVersion | Error::NodeExists | Error::NoNode | Error::NoAuth) => {
+            Err(err @ (Error::BadVersion | Error::NodeExists | Error::NoNode | Error::NoAuth)) => {
+                self.record_failed(err);
                 let deleted = self
                     .conn
                     .run(deadline, |c| async move { c.delete(&entry, Some(0)).await });
