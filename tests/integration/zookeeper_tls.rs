@@ -105,6 +105,20 @@ fn zks_takes_the_lock_on_a_member_set_up_as_the_page_says() {
         .output();
     assert!(!dir.join("marker").exists());
 
+    // A run refused (69) in one line that says `why`, its command not run.
+    let refused = |r: Redlock, why: &str| {
+        let out = r
+            .key("tls")
+            .ttl("3s")
+            .sh(&marker_script(&dir))
+            .status(69)
+            .any_stderr()
+            .output();
+        eprintln!("refused: {}", out.stderr.trim());
+        assert_eq!(out.stderr.trim().lines().count(), 1, "{}", out.stderr);
+        assert!(out.stderr.contains(why), "{}", out.stderr);
+        assert!(!dir.join("marker").exists());
+    };
     // Refused, each in one line saying why, the command not run: another CA; no client
     // certificate (the member asks for one: `ssl.clientAuth` is `need` by default); TLS to the
     // plain port.
@@ -125,37 +139,18 @@ fn zks_takes_the_lock_on_a_member_set_up_as_the_page_says() {
         ),
         (plain.as_str(), ca.as_path(), true, "not a TLS port"),
     ] {
-        let out = tls(Redlock::run_at(url), ca, client)
-            .key("tls")
-            .ttl("3s")
-            .sh(&marker_script(&dir))
-            .status(69)
-            .any_stderr()
-            .output();
-        eprintln!(
-            "refused ({url}, client certificate {client}): {}",
-            out.stderr.trim()
-        );
-        assert_eq!(out.stderr.trim().lines().count(), 1, "{}", out.stderr);
-        assert!(out.stderr.contains(why), "{url} {client}: {}", out.stderr);
-        assert!(!dir.join("marker").exists());
+        refused(tls(Redlock::run_at(url), ca, client), why);
     }
     // A client certificate of another CA: the member's alert says so.
     let other = TempDir::new();
     make_certs(&other, "other");
     let (other_crt, other_key) = make_client_cert(&other, "other");
-    tls(Redlock::run_at(&url), &ca, false)
+    let foreign = tls(Redlock::run_at(&url), &ca, false)
         .arg("--tls-cert")
         .arg(&other_crt)
         .arg("--tls-key")
-        .arg(&other_key)
-        .key("tls")
-        .ttl("3s")
-        .sh(&marker_script(&dir))
-        .status(69)
-        .stderr_contains("refused redlock's client certificate")
-        .stderr_lines(1)
-        .output();
+        .arg(&other_key);
+    refused(foreign, "refused redlock's client certificate");
 
     // zk:// at the TLS port: the member answers redlock's own TLS hello, so the URL's scheme is
     // the mistake. zks:// where nothing listens, where nothing resolves, where something takes
@@ -195,16 +190,7 @@ fn zks_takes_the_lock_on_a_member_set_up_as_the_page_says() {
             true => tls(Redlock::run_at(&url), &ca, true),
             false => Redlock::run_at(&url),
         };
-        let out = r
-            .key("tls")
-            .ttl("3s")
-            .sh(&marker_script(&dir))
-            .status(69)
-            .any_stderr()
-            .output();
-        assert_eq!(out.stderr.trim().lines().count(), 1, "{}", out.stderr);
-        assert!(out.stderr.contains(why), "{url}: {}", out.stderr);
-        assert!(!dir.join("marker").exists());
+        refused(r, why);
     }
 }
 
