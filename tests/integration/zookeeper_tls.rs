@@ -209,3 +209,30 @@ fn fake_member(answer: &'static [u8]) -> u16 {
     });
     port
 }
+
+/// Members that take the connection and say nothing (frozen, say), more of them than one
+/// attempt has time for: the run is not taken (69), and the line says why the attempt ran out
+/// and that `--wait` tries again.
+#[test]
+fn silent_members_that_use_up_the_attempt_are_said_as_such() {
+    let dir = TempDir::new();
+    let members: Vec<String> = (0..8)
+        .map(|_| format!("127.0.0.1:{}", fake_member(b"")))
+        .collect();
+    let started = std::time::Instant::now();
+    let out = Redlock::run_at(&format!("zk://{}", members.join(",")))
+        .key("silent")
+        .ttl("3s")
+        .sh(&marker_script(&dir))
+        .status(69)
+        .any_stderr()
+        .output();
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert_eq!(out.stderr.trim().lines().count(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("answered in time") && out.stderr.contains("--wait tries again"),
+        "{}",
+        out.stderr
+    );
+    assert!(!dir.join("marker").exists());
+}

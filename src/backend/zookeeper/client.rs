@@ -301,6 +301,16 @@ impl Conn {
     pub(crate) fn failure(&self, err: Error) -> Failure {
         let at = &self.ensemble.shown;
         match err {
+            // No session: the attempt's time ran out while members were tried, each silent one
+            // holding it up for the connection's timeout.
+            Error::Timeout if self.client.lock().unwrap().is_none() => Failure::Unreachable(
+                format!(
+                    "no member of ZooKeeper at {at} answered in time: a member that takes the \
+                     connection and says nothing holds each attempt up to a quarter of --ttl \
+                     (at most 2 s) before the next is tried (--wait tries again)"
+                )
+                .into(),
+            ),
             Error::Timeout => Failure::Unreachable(format!("no answer from ZooKeeper at {at} in time").into()),
             Error::NoHosts => match &self.unreached {
                 // No retry makes a certificate or a scheme right.
