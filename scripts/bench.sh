@@ -800,9 +800,11 @@ budget() { # ratio-numerator denominator limit limit-as-shown
 # `true`'s times, when given) with its 95 % bootstrap interval (scripts/bench-compare.py). Met
 # unless the whole interval lies above 1.00: a slowdown this run tells from its noise.
 # Each column is a comma-separated list of one file per pass.
+# compare sets r, lo and hi (the caller's locals): the ratio and its interval's ends.
+compare() { read -r r lo hi < <(python3 scripts/bench-compare.py "$@"); }
 no_worse() { # new-samples old-samples [base-samples]
     local r lo hi
-    read -r r lo hi < <(python3 scripts/bench-compare.py "$@")
+    compare "$@"
     awk -v r="$r" -v lo="$lo" -v hi="$hi" 'BEGIN {
         printf "%.2f, 95%% interval %.2f-%.2f (budget: no worse, %s)", r, lo, hi,
             (lo <= 1 ? "met" : "NOT met: slower beyond the noise") }'
@@ -810,7 +812,7 @@ no_worse() { # new-samples old-samples [base-samples]
 # The ratio of NEW's samples to OLD's, as no_worse has it, with no judgement: for reference.
 interval() { # new-samples old-samples [base-samples]
     local r lo hi
-    read -r r lo hi < <(python3 scripts/bench-compare.py "$@")
+    compare "$@"
     awk -v r="$r" -v lo="$lo" -v hi="$hi" 'BEGIN { printf "%.2f, 95%% interval %.2f-%.2f", r, lo, hi }'
 }
 echo

@@ -527,4 +527,20 @@ fn a_record_redlock_may_not_write_is_said_once_and_the_run_goes_on() {
     assert_eq!(said, 1, "{}", out.stderr);
     assert!(out.stderr.contains("not authorized"), "{}", out.stderr);
     assert!(children(&zk, "acl").iter().all(|c| !c.starts_with("lock-")));
+    // What reads the record says it may not, as docs/zookeeper.md has it.
+    for (command, code) in [("status", 69), ("history", 69), ("check", 3)] {
+        let out = Redlock::admin_at(command, &zk.url())
+            .key("acl")
+            .args(if command == "check" {
+                &["--max-age", "1h"][..]
+            } else {
+                &[][..]
+            })
+            .status(code)
+            .any_stdout()
+            .any_stderr()
+            .output();
+        let said = format!("{}{}", out.stdout, out.stderr);
+        assert!(said.contains("not authorized"), "{command}: {said}");
+    }
 }

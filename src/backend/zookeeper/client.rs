@@ -245,7 +245,12 @@ impl Conn {
                 // connection.
                 if self.unreached.is_none() {
                     let (tls, hosts) = &self.ensemble.probe;
-                    self.unreached = Some(probe::why(tls.as_ref(), hosts, deadline));
+                    self.unreached = Some(probe::why(
+                        tls.as_ref(),
+                        hosts,
+                        &self.ensemble.shown,
+                        deadline,
+                    ));
                 }
                 return Err(Error::NoHosts);
             }
@@ -315,16 +320,7 @@ impl Conn {
             Error::NoHosts => match &self.unreached {
                 // No retry makes a certificate or a scheme right.
                 Some(Found::Refusal(why)) => Failure::Refused(why.clone().into()),
-                Some(Found::Closed(why)) => Failure::Unreachable(why.clone().into()),
-                Some(Found::Down(None)) => Failure::Unreachable(
-                    format!("no member of ZooKeeper at {at} could be reached (each refused the connection or did not answer)").into(),
-                ),
-                Some(Found::Down(Some(host))) => Failure::Unreachable(
-                    format!("no member of ZooKeeper at {at} could be reached (each refused the connection, did not answer, or has a name that does not resolve: {host})").into(),
-                ),
-                Some(Found::Silent) => Failure::Unreachable(
-                    format!("no member of ZooKeeper at {at} answered: each took the connection and said nothing (frozen, or not ZooKeeper)").into(),
-                ),
+                Some(Found::Unreachable(why)) => Failure::Unreachable(why.clone().into()),
                 // zookeeper-client keeps no cause: over TLS, a handshake refused looks the same.
                 _ if self.ensemble.tls.is_some() => Failure::Unreachable(
                     format!(

@@ -292,22 +292,13 @@ impl Locker for ZkLocker {
             self.count(crate::exit::Outcome::Skipped.label(), deadline);
             return Ok(Acquire::Skipped { ago });
         }
-        let (mut own, listed) = self.join(ttl, deadline)?;
-        let mut children = match listed {
-            Some(children) => children,
-            None => self.look(deadline)?,
-        };
+        let (mut own, mut children) = self.join(ttl, deadline)?;
         if !children.contains(&own.name) {
             // Its entry was deleted (`release --force` sends the waiters to the back, and takes
             // the lock from its holder): a new one, at the back.
             self.entry = None;
             self.taken = None;
-            let (again, listed) = self.join(ttl, deadline)?;
-            own = again;
-            children = match listed {
-                Some(children) => children,
-                None => self.look(deadline)?,
-            };
+            (own, children) = self.join(ttl, deadline)?;
         }
         match queue::place(&names::entries(&children), own.seq, self.kind) {
             Place::Holds => {

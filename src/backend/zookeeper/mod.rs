@@ -42,6 +42,8 @@ pub(crate) struct ZooKeeper {
     ensemble: Ensemble,
     base: url::Base,
     prefix: String,
+    /// Whom the nodes redlock makes let in ([`acls`]).
+    acls: Acls<'static>,
 }
 
 /// The ensemble `connect` names. Refused in one line: several URLs (the members of one
@@ -98,6 +100,7 @@ pub(crate) fn open(connect: Connect) -> Result<ZooKeeper, String> {
     };
     let base = url::base(&parsed.chroot, &prefix)?;
     let connect = format!("{}{}", parsed.connect_string(), parsed.chroot);
+    let acls = acls(digest.as_ref());
     Ok(ZooKeeper {
         ensemble: Ensemble {
             connect,
@@ -108,6 +111,7 @@ pub(crate) fn open(connect: Connect) -> Result<ZooKeeper, String> {
         },
         base,
         prefix,
+        acls,
     })
 }
 
@@ -153,24 +157,22 @@ fn tls_options(tls: &Tls, shown: &str) -> Result<TlsOptions, String> {
     Ok(options)
 }
 
-impl ZooKeeper {
-    /// Whom the nodes redlock makes let in: with a user, only that user, by its password's
-    /// digest (and the server's super user); without one, everyone who can reach the folder.
-    /// Not the `auth` scheme (the creator): that names every identity of the session, and a
-    /// `zks://` session is also logged in by its client certificate (x509), which would let
-    /// in, without the password, whoever shows a certificate of the same subject.
-    fn acls(&self) -> Acls<'static> {
-        match &self.ensemble.digest {
-            Some((user, password)) => {
-                let acl = Acl::new(
-                    Permission::ALL,
-                    AuthId::new("digest", &digest_id(user, password)),
-                );
-                // One per process (a run's or an admin command's), for the nodes it makes.
-                Acls::new(Box::leak(Box::new([acl])))
-            }
-            None => Acls::anyone_all(),
+/// Whom the nodes redlock makes let in: with a user, only that user, by its password's digest
+/// (and the server's super user); without one, everyone who can reach the folder. Not the
+/// `auth` scheme (the creator): that names every identity of the session, and a `zks://`
+/// session is also logged in by its client certificate (x509), which would let in, without the
+/// password, whoever shows a certificate of the same subject.
+fn acls(digest: Option<&(String, String)>) -> Acls<'static> {
+    match digest {
+        Some((user, password)) => {
+            let acl = Acl::new(
+                Permission::ALL,
+                AuthId::new("digest", &digest_id(user, password)),
+            );
+            // Made once per process (a run's or an admin command's), when the URL is read.
+            Acls::new(Box::leak(Box::new([acl])))
         }
+        None => Acls::anyone_all(),
     }
 }
 
@@ -233,7 +235,7 @@ impl Backend for ZooKeeper {
         Box::new(locker::ZkLocker::new(
             Conn::new(self.ensemble.clone(), run.ttl),
             self.base.clone(),
-            self.acls(),
+            self.acls,
             run,
         ))
     }
@@ -242,7 +244,7 @@ impl Backend for ZooKeeper {
         Box::new(node::ZkNode::new(
             Conn::new(self.ensemble.clone(), ADMIN_SESSION),
             self.base.clone(),
-            self.acls(),
+            self.acls,
         ))
     }
 }

@@ -30,27 +30,22 @@ const ALL: Duration = Duration::from_secs(2);
 /// with TLS 1.3 the member says so after the client has sent its last handshake message.
 const VERDICT: Duration = Duration::from_millis(300);
 
-/// What the handshakes found.
+/// What the handshakes found, each as one line naming the ensemble or the member.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Found {
-    /// A member's answer that no retry mends, as one line naming the member and what to do.
+    /// A member's answer that no retry mends, and what to do.
     Refusal(String),
-    /// A member that closed the connection on the TLS hello, as one line: what is wrong may be
-    /// mended meanwhile (a member restarting, a proxy's server coming back), so it is tried
-    /// again.
-    Closed(String),
-    /// No member took a TCP connection (each refused it, or did not answer in time); the first
-    /// member whose name did not resolve, if one did not.
-    Down(Option<String>),
-    /// Each member that took the connection said nothing to the TLS hello in time.
-    Silent,
+    /// Why no member could be used, which may mend meanwhile (a member restarting, a proxy's
+    /// server coming back): the run tries again under `--wait`.
+    Unreachable(String),
     /// Nothing the handshakes can tell.
     Nothing,
 }
 
-/// What handshakes with the members `hosts` (`host:port`, an IPv6 address in brackets) find,
-/// by `deadline` (at most [`ALL`] from now): with `tls` for `zks://`, None for `zk://`.
-pub(super) fn why(tls: Option<&Tls>, hosts: &[String], deadline: Instant) -> Found {
+/// What handshakes with the members `hosts` (`host:port`, an IPv6 address in brackets) of the
+/// ensemble shown as `at` find, by `deadline` (at most [`ALL`] from now): with `tls` for
+/// `zks://`, None for `zk://`.
+pub(super) fn why(tls: Option<&Tls>, hosts: &[String], at: &str, deadline: Instant) -> Found {
     let deadline = deadline.min(Instant::now() + ALL);
     // zk://: nothing is verified, since nothing is sent after the handshake.
     let unverified = Tls {
@@ -77,7 +72,7 @@ pub(super) fn why(tls: Option<&Tls>, hosts: &[String], deadline: Instant) -> Fou
                 return Found::Refusal(crate::backend::tls::refusal("ZooKeeper", host, &err));
             }
             (true, Shook::ClosedOnHello) => {
-                return Found::Closed(format!(
+                return Found::Unreachable(format!(
                     "ZooKeeper at {host} closed the connection on redlock's TLS hello: not a TLS \
                      port (use zk://, or the members' secureClientPort), a member whose TLS is \
                      broken (Debian's members need netty-codec.jar on their classpath), or a \
@@ -93,10 +88,20 @@ pub(super) fn why(tls: Option<&Tls>, hosts: &[String], deadline: Instant) -> Fou
             _ => {}
         }
     }
-    match (reached, spoke) {
-        (false, _) => Found::Down(unresolved),
-        (true, false) => Found::Silent,
-        (true, true) => Found::Nothing,
+    let none = format!("no member of ZooKeeper at {at}");
+    match (reached, spoke, unresolved) {
+        (false, _, None) => Found::Unreachable(format!(
+            "{none} could be reached (each refused the connection or did not answer)"
+        )),
+        (false, _, Some(host)) => Found::Unreachable(format!(
+            "{none} could be reached (each refused the connection, did not answer, or has a \
+             name that does not resolve: {host})"
+        )),
+        (true, false, _) => Found::Unreachable(format!(
+            "{none} answered: each took the connection and said nothing (frozen, or not \
+             ZooKeeper)"
+        )),
+        (true, true, _) => Found::Nothing,
     }
 }
 

@@ -12,19 +12,30 @@ use crate::backend::zookeeper::names::{self, Named};
 use crate::lock::Failure;
 
 impl ZkLocker {
-    /// The lock's children read again, for an entry made by an earlier attempt (a waiter's):
-    /// the record the create's round trip read may have changed since (the holder's release
-    /// wrote it), and the next write reads it first. Not read here: it would lengthen the
-    /// hand-over, and the record's write comes after the command's start.
-    pub(super) fn look(&mut self, deadline: Instant) -> Result<Vec<String>, Failure> {
-        self.recorder.forget();
-        self.children(deadline)
+    /// The client's entry made (or, after a create that went unanswered, found), in the
+    /// session open now, the session checked against the lease first; with the lock's children.
+    pub(super) fn join(
+        &mut self,
+        ttl: Duration,
+        deadline: Instant,
+    ) -> Result<(Own, Vec<String>), Failure> {
+        let (own, listed) = self.made_or_found(ttl, deadline)?;
+        let children = match listed {
+            Some(children) => children,
+            // Read again, for an entry made by an earlier attempt (a waiter's): the record the
+            // create's round trip read may have changed since (the holder's release wrote it),
+            // and the next write reads it first. Not read here: it would lengthen the
+            // hand-over, and the record's write comes after the command's start.
+            None => {
+                self.recorder.forget();
+                self.children(deadline)?
+            }
+        };
+        Ok((own, children))
     }
 
-    /// The client's entry made (or, after a create that went unanswered, found), in the
-    /// session open now; the session checked against the lease first. With it, the lock's
-    /// children when they were read in the create's round trip (a new entry).
-    pub(super) fn join(
+    /// The entry, and the lock's children when they were read in its create's round trip.
+    fn made_or_found(
         &mut self,
         ttl: Duration,
         deadline: Instant,
